@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Events that iocorr's BPF programs put in the ring buffer. This header is
+ * the only definition: bpf2go generates the Go types from it, and the
+ * spool on disk holds these records byte for byte.
+ *
+ * Every record starts with struct event_hdr. Fields are ordered so that
+ * no record has implicit padding: the Go twin is then exactly the C layout.
+ */
+#ifndef IOCORR_H
+#define IOCORR_H
+
+#define IOCORR_NAME_LEN 64
+/* expert ids carried by one experts event: n_expert_used * n_tokens of a
+ * decode step fits easily; a long prefill batch is split over several
+ * events (see experts_event.first). */
+#define IOCORR_MAX_EXPERT_IDS 128
+
+enum event_type {
+	EV_FAULT = 1,         /* user page fault, completed: struct fault_event */
+	EV_FILEMAP_FAULT = 2, /* filemap:mm_filemap_fault: struct page_event */
+	EV_PAGE_ADD = 3,      /* filemap:mm_filemap_add_to_page_cache: struct page_event */
+	EV_PAGE_DEL = 4,      /* filemap:mm_filemap_delete_from_page_cache: struct page_event */
+	EV_READAHEAD = 5,     /* readahead:*: struct ra_event */
+	EV_BLOCK = 6,         /* block request completed: struct block_event */
+	EV_DECODE_BEGIN = 7,  /* llama_decode entry: struct decode_event */
+	EV_DECODE_END = 8,    /* llama_decode return: struct decode_event */
+	EV_GRAPH = 9,         /* ggml_graph_compute entry: struct graph_event */
+	EV_NODE = 10,         /* a weight-reading node of a graph seen first: struct node_event */
+	EV_OP = 11,           /* ggml_compute_forward_* entry, thread 0: struct op_event */
+	EV_EXPERTS = 12,      /* selected expert ids: struct experts_event */
+	EV_PROC = 13,         /* fork, exec, exit of a traced task: struct proc_event */
+	EV_MMAP = 14,         /* a traced process mapped a file: struct mmap_event */
+	EV_TYPE_MAX = 15,
+};
+
+enum phase {
+	PHASE_NONE = 0,    /* before the first llama_decode */
+	PHASE_PREFILL = 1, /* the batch carries more than one token */
+	PHASE_DECODE = 2,  /* one token per batch */
+};
+
+enum fault_class {
+	FAULT_MINOR = 0,
+	FAULT_MAJOR = 1,
+	/* the fault began but no completion was counted (the access was bad,
+	 * or the fault was retried and accounted elsewhere) */
+	FAULT_UNACCOUNTED = 2,
+};
+
+enum ra_kind {
+	RA_SYNC = 1,
+	RA_ASYNC = 2,
+	RA_UNBOUNDED = 3,
+	RA_ORDER = 4,
+};
+
+enum proc_kind {
+	PROC_FORK = 1,
+	PROC_EXEC = 2,
+	PROC_EXIT = 3,
+};
+
+struct event_hdr {
+	__u64 ts;     /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u32 tgid;   /* current task; for block events often a kworker */
+	__u32 tid;
+	__u32 token;  /* llama_decode sequence number of the traced process, from 1; 0 before */
+	__u32 op;     /* current op of the thread (op event seq, op probes), 0 = unknown */
+	__u16 type;   /* enum event_type */
+	__u8 phase;   /* enum phase of the token */
+	__u8 pad0;
+	__u32 cpu;
+};
+
+struct fault_event {
+	struct event_hdr hdr; /* hdr.ts is the completion time */
+	__u64 start_ts;       /* exceptions:page_fault_user */
+	__u64 addr;
+	__u64 ip;
+	__u64 ino;      /* file of the VMA at fault time, 0 if anonymous */
+	__u64 file_off; /* byte offset in that file, resolved in the kernel */
+	__u64 error_code;
+	__u32 dev;      /* kernel encoding: major << 20 | minor */
+	__u8 class;     /* enum fault_class */
+	__u8 pad[3];
+};
+
+struct page_event {
+	struct event_hdr hdr;
+	__u64 ino;
+	__u64 index; /* page index in the file */
+	__u64 pfn;
+	__u32 dev;
+	__u32 order; /* folio order: the event covers 1 << order pages */
+};
+
+struct ra_event {
+	struct event_hdr hdr;
+	__u64 ino;
+	__u64 index;
+	__u64 nr_pages;   /* size of the readahead window, in pages */
+	__u32 dev;
+	__u32 kind;       /* enum ra_kind */
+	__u32 async_size;
+	__u32 ra_pages;
+	__u32 mmap_miss;
+	__u32 order;
+};
+
+struct block_event {
+	struct event_hdr hdr; /* hdr.ts is the completion time */
+	__u64 issue_ts;
+	__u64 sector;    /* 512-byte sectors from the start of the device */
+	__u32 dev;
+	__u32 bytes;     /* request size at issue */
+	__u32 cmd_flags; /* REQ_OP_* in the low bits */
+	__s32 error;     /* blk_status_t at completion */
+};
+
+struct decode_event {
+	struct event_hdr hdr;
+	__u64 ctx;      /* llama_context pointer */
+	__u64 begin_ts; /* entry time, set on both events */
+	__s32 n_tokens; /* batch.n_tokens */
+	__s32 ret;      /* return value, EV_DECODE_END only */
+};
+
+struct graph_event {
+	struct event_hdr hdr;
+	__u64 cgraph;
+	__u64 graph_id; /* hash of the nodes and weights; EV_NODE refers to it */
+	__u32 n_nodes;
+	__u32 n_weight_nodes;
+	__u32 seq;      /* graph computations of this process, from 1 */
+	__u32 is_new;   /* 1 when this graph's EV_NODE records follow */
+};
+
+struct node_event {
+	struct event_hdr hdr;
+	__u64 graph_id;
+	__u64 node;        /* ggml_tensor pointer of the node */
+	__u64 weight;      /* ggml_tensor pointer of the weight */
+	__u64 weight_data; /* its data pointer */
+	__u64 weight_ne[4];
+	__u64 weight_nb[4];
+	__u64 ino;         /* the file that holds weight_data, resolved in the kernel */
+	__u64 file_off;
+	__u32 dev;
+	__u32 node_idx;
+	__u32 op;          /* enum ggml_op value of the target's ggml */
+	__u32 weight_type; /* enum ggml_type */
+	__u32 src_slot;    /* which src[] of the node the weight is */
+	__u32 pad;
+	char node_name[IOCORR_NAME_LEN];
+	char weight_name[IOCORR_NAME_LEN];
+};
+
+struct op_event {
+	struct event_hdr hdr; /* hdr.op is this op's own sequence number */
+	__u64 node;          /* dst ggml_tensor */
+	__u32 fn;            /* index of the probed function (the attach cookie) */
+	__u32 op;            /* dst->op */
+	char name[IOCORR_NAME_LEN];
+};
+
+struct experts_event {
+	struct event_hdr hdr;
+	__u64 tensor;   /* the I32 ids tensor */
+	__u32 n_used;   /* ne[0]: experts per token */
+	__u32 n_tokens; /* ne[1] */
+	__u32 first;    /* index of ids[0] in the whole tensor */
+	__u32 count;    /* valid entries in ids */
+	char name[IOCORR_NAME_LEN]; /* the consuming node's name, e.g. ffn_moe_weights-5 */
+	__s32 ids[IOCORR_MAX_EXPERT_IDS];
+};
+
+struct proc_event {
+	struct event_hdr hdr;
+	__u32 kind;   /* enum proc_kind */
+	__u32 child;  /* new pid (fork) */
+	__s32 exit_code;
+	__u32 pad;
+	char comm[16];
+};
+
+struct mmap_event {
+	struct event_hdr hdr;
+	__u64 start;
+	__u64 end;
+	__u64 pgoff; /* in pages */
+	__u64 ino;
+	__u64 vm_flags;
+	__u32 dev;
+	__u32 pad;
+};
+
+#endif /* IOCORR_H */

@@ -1,0 +1,147 @@
+// Command iocorr records which tensors of an LLM caused disk I/O while
+// llama.cpp ran, and answers questions about a recorded run.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// version is overridden at link time by the Makefile (-X main.version=...).
+var version = "dev"
+
+// command is one subcommand. Each owns its FlagSet so that flags of one
+// subcommand never leak into another, as in perf's subcommands.
+type command struct {
+	name    string
+	summary string
+	usage   string // the synopsis after "iocorr NAME"
+	flags   func(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]*command{}
+
+// register is called from each subcommand's file so that adding a
+// subcommand touches only that file.
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// usageError marks errors that should be followed by the command's usage.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// exitError carries an exit status without an error message (record
+// exits with its child's status).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// stdout and stderr are package variables so that tests can run
+// subcommands in-process and capture what they print.
+var (
+	stdout io.Writer = os.Stdout
+	stderr io.Writer = os.Stderr
+)
+
+func run(ctx context.Context, args []string, out, errw io.Writer) error {
+	stdout, stderr = out, errw
+	if len(args) == 0 {
+		printUsage(errw)
+		return usagef("no command given")
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "help":
+		if name == "help" && len(args) > 1 {
+			c, ok := commands[args[1]]
+			if !ok {
+				return usagef("unknown command %q (see 'iocorr help')", args[1])
+			}
+			fs := newFlagSet(c)
+			c.flags(fs)
+			printCommandUsage(out, c, fs)
+			return nil
+		}
+		printUsage(out)
+		return nil
+	case "version", "--version":
+		fmt.Fprintf(out, "iocorr %s\n", version)
+		return nil
+	}
+	c, ok := commands[name]
+	if !ok {
+		return usagef("unknown command %q (see 'iocorr help')", name)
+	}
+	fs := newFlagSet(c)
+	exec := c.flags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			printCommandUsage(out, c, fs)
+			return nil
+		}
+		return usagef("%s: %v", name, err)
+	}
+	return exec(ctx, fs.Args())
+}
+
+func newFlagSet(c *command) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	// Everything after "--" belongs to the traced command, not to us.
+	fs.SetInterspersed(false)
+	return fs
+}
+
+func printCommandUsage(w io.Writer, c *command, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, "usage: iocorr %s %s\n\n%s\n", c.name, c.usage, c.summary)
+	if fs.HasFlags() {
+		fmt.Fprintf(w, "\nflags:\n%s", fs.FlagUsages())
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "iocorr: which tensors of an LLM caused disk I/O under llama.cpp\n\nusage: iocorr COMMAND [flags] [args]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "  %-10s %s\n  %-10s %s\n", "help", "show help for a command: iocorr help COMMAND", "version", "print the version")
+}
