@@ -1,0 +1,252 @@
+// Package rundir defines the run directory that `iocorr record` writes and
+// every other subcommand reads: its file names and the metadata beside the
+// raw event spool.
+//
+// The metadata is JSON so that a person can read it and other tools can use
+// it; the events themselves are in the binary spool (package ingest), and
+// the joined store lives in db/ (package index).
+package rundir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Default is the run directory used when none is given, as perf uses
+// perf.data.
+const Default = "iocorr.data"
+
+// Names of the files inside a run directory.
+const (
+	MetaFile  = "meta.json"    // Meta
+	SpoolFile = "events.spool" // raw BPF events, package ingest
+	MapsDir   = "maps"         // /proc/PID/maps snapshots, see MapsSnapshot
+	DBDir     = "db"           // the badger store, package index
+)
+
+// FormatVersion changes when a reader of an older run would misread it.
+const FormatVersion = 1
+
+// Meta is everything recorded about a run besides its events.
+type Meta struct {
+	FormatVersion int       `json:"format_version"`
+	Version       string    `json:"iocorr_version"`
+	Command       []string  `json:"command"`
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
+	// MonoStartNS is CLOCK_MONOTONIC at Start: event timestamps are
+	// monotonic (bpf_ktime_get_ns), and this pins them to wall time.
+	MonoStartNS uint64 `json:"mono_start_ns"`
+	MonoEndNS   uint64 `json:"mono_end_ns"`
+
+	Host Host `json:"host"`
+
+	// ProbeSet is "graph" (default) or "ops".
+	ProbeSet string  `json:"probe_set"`
+	Probes   []Probe `json:"probes"`
+	// Layout is the ggml struct layout the user-space probes used.
+	Layout *Layout `json:"layout,omitempty"`
+	// OpNames maps the target's enum ggml_op values to names, as read
+	// from the target (or the built-in table when it could not be read).
+	OpNames []string `json:"op_names,omitempty"`
+	// OpFuncs maps op_event.fn (the uprobe cookie) to the probed symbol.
+	OpFuncs []string `json:"op_funcs,omitempty"`
+
+	Models []ModelFile    `json:"models"`
+	Maps   []MapsSnapshot `json:"maps,omitempty"`
+
+	Child Child `json:"child"`
+
+	Controls Controls `json:"controls"`
+
+	DiskBefore []DiskStat `json:"diskstats_before,omitempty"`
+	DiskAfter  []DiskStat `json:"diskstats_after,omitempty"`
+
+	// Counts holds events written to the spool per event type name, and
+	// Lost the events the kernel could not put in the ring buffer. Lost is
+	// always present, also when all are zero.
+	Counts map[string]uint64 `json:"counts"`
+	Lost   map[string]uint64 `json:"lost"`
+
+	// Complete is false when recording stopped early (the child crashed,
+	// the disk filled, a signal); Warnings say why and what is missing.
+	Complete bool     `json:"complete"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Host describes the machine the run was recorded on.
+type Host struct {
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	CPUModel string `json:"cpu_model"`
+	NumCPU   int    `json:"num_cpu"`
+	MemTotal uint64 `json:"mem_total"`
+	PageSize int    `json:"page_size"`
+}
+
+// Probe is one attached (or failed) probe.
+type Probe struct {
+	Kind   string `json:"kind"`   // tracepoint, tp_btf, perf_event, uprobe, uretprobe
+	Target string `json:"target"` // tracepoint name, or file for uprobes
+	Symbol string `json:"symbol,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Layout records the offsets in struct ggml_tensor and ggml_cgraph that
+// the probes read, and where they came from.
+type Layout struct {
+	Source string         `json:"source"` // "dwarf:PATH" or "builtin (validated)"
+	Tensor map[string]int `json:"tensor"`
+	Graph  map[string]int `json:"graph"`
+}
+
+// ModelFile is a GGUF file the child mapped (or --model named).
+type ModelFile struct {
+	Path string `json:"path"`
+	// Dev is the kernel's encoding (major<<20 | minor), as in the
+	// tracepoints and in struct super_block's s_dev.
+	Dev  uint32 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+	Size int64  `json:"size"`
+
+	DataOffset int64    `json:"data_offset"`
+	Tensors    []Tensor `json:"tensors"`
+
+	Block   BlockDevice `json:"block_device"`
+	Extents []Extent    `json:"extents"`
+
+	// ResidentBefore is how many of the file's pages were in the page
+	// cache when the child started (mincore), after --cold if asked.
+	ResidentBefore int64 `json:"resident_pages_before"`
+	Pages          int64 `json:"pages"`
+}
+
+// Tensor is one tensor of a model file, with its absolute byte range.
+type Tensor struct {
+	Name   string   `json:"name"`
+	Type   string   `json:"type"`
+	Shape  []uint64 `json:"shape"`
+	Offset int64    `json:"offset"`
+	Size   int64    `json:"size"`
+	Layer  int      `json:"layer"` // -1 when not in a block
+	Role   string   `json:"role"`  // e.g. attn_q, ffn_down_exps
+	// Experts and ExpertStride describe *_exps tensors: expert e holds
+	// [Offset + e*ExpertStride, Offset + (e+1)*ExpertStride).
+	Experts      int   `json:"experts,omitempty"`
+	ExpertStride int64 `json:"expert_stride,omitempty"`
+}
+
+// BlockDevice is the device holding a model file. Block events carry
+// sectors from the start of the whole disk; PartStartSector converts them.
+type BlockDevice struct {
+	Name            string `json:"name"`     // e.g. vda, nvme0n1p2
+	Dev             uint32 `json:"dev"`      // kernel encoding of the partition (or disk)
+	DiskDev         uint32 `json:"disk_dev"` // kernel encoding of the whole disk, as in block events
+	PartStartSector uint64 `json:"part_start_sector"`
+	LogicalBlock    int    `json:"logical_block_size"`
+}
+
+// Extent is one FIEMAP extent: file bytes [Logical, Logical+Length) are
+// at device bytes [Physical, Physical+Length) of the partition.
+type Extent struct {
+	Logical  uint64 `json:"logical"`
+	Physical uint64 `json:"physical"`
+	Length   uint64 `json:"length"`
+	Flags    uint32 `json:"flags"`
+}
+
+// MapsSnapshot is a copy of /proc/PID/maps taken when a model file was
+// mapped; File is relative to the run directory.
+type MapsSnapshot struct {
+	MonoNS uint64 `json:"mono_ns"`
+	PID    int    `json:"pid"`
+	File   string `json:"file"`
+}
+
+// Child is what became of the traced command.
+type Child struct {
+	PID       int    `json:"pid"`
+	ExitCode  int    `json:"exit_code"`
+	Signal    string `json:"signal,omitempty"`
+	UID       int    `json:"uid"`
+	GID       int    `json:"gid"`
+	MajFlt    int64  `json:"majflt"`
+	MinFlt    int64  `json:"minflt"`
+	InBlock   int64  `json:"inblock"`
+	OutBlock  int64  `json:"oublock"`
+	MaxRSSKiB int64  `json:"maxrss_kib"`
+	UserNS    int64  `json:"utime_ns"`
+	SystemNS  int64  `json:"stime_ns"`
+}
+
+// Controls records the experiment controls of the run.
+type Controls struct {
+	Cold       bool   `json:"cold"`
+	DropCaches bool   `json:"drop_caches"`
+	MemLimit   int64  `json:"mem_limit,omitempty"`
+	Cgroup     string `json:"cgroup,omitempty"` // path of the cgroup used
+	CgroupVer  int    `json:"cgroup_version,omitempty"`
+	// CgroupCounters holds the cgroup's own counters at the end
+	// (v2 memory.events, v1 memory.failcnt, max usage...).
+	CgroupCounters map[string]uint64 `json:"cgroup_counters,omitempty"`
+}
+
+// DiskStat is one line of /proc/diskstats.
+type DiskStat struct {
+	Name           string `json:"name"`
+	Major          uint32 `json:"major"`
+	Minor          uint32 `json:"minor"`
+	Reads          uint64 `json:"reads"`
+	SectorsRead    uint64 `json:"sectors_read"`
+	ReadTicksMS    uint64 `json:"read_ms"`
+	Writes         uint64 `json:"writes"`
+	SectorsWritten uint64 `json:"sectors_written"`
+}
+
+// ReadMeta reads DIR/meta.json.
+func ReadMeta(dir string) (*Meta, error) {
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s is not a run directory (no %s): %w", dir, MetaFile, err)
+		}
+		return nil, fmt.Errorf("reading run metadata: %w", err)
+	}
+	var m Meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", filepath.Join(dir, MetaFile), err)
+	}
+	if m.FormatVersion > FormatVersion {
+		return nil, fmt.Errorf("%s was written by a newer iocorr (format %d, this one reads up to %d)", dir, m.FormatVersion, FormatVersion)
+	}
+	return &m, nil
+}
+
+// WriteMeta writes DIR/meta.json atomically, so that a crash while
+// writing leaves the previous version readable.
+func WriteMeta(dir string, m *Meta) error {
+	m.FormatVersion = FormatVersion
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding run metadata: %w", err)
+	}
+	tmp := filepath.Join(dir, MetaFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing run metadata: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, MetaFile)); err != nil {
+		return fmt.Errorf("writing run metadata: %w", err)
+	}
+	return nil
+}
+
+// DevMajor and DevMinor split the kernel's dev_t encoding.
+func DevMajor(dev uint32) uint32 { return dev >> 20 }
+func DevMinor(dev uint32) uint32 { return dev & 0xfffff }
+
+// KernelDev encodes major and minor as the kernel does internally.
+func KernelDev(major, minor uint32) uint32 { return major<<20 | minor }
