@@ -29,7 +29,7 @@ enum event_type {
 	EV_NODE = 10,         /* a weight-reading node of a graph seen first: struct node_event */
 	EV_OP = 11,           /* ggml_compute_forward_* entry, thread 0: struct op_event */
 	EV_EXPERTS = 12,      /* selected expert ids: struct experts_event */
-	EV_PROC = 13,         /* fork, exec, exit of a traced task: struct proc_event */
+	EV_TASK = 13,         /* fork, exec, exit of a traced task: struct task_event */
 	EV_MMAP = 14,         /* a traced process mapped a file: struct mmap_event */
 	EV_TYPE_MAX = 15,
 };
@@ -55,10 +55,10 @@ enum ra_kind {
 	RA_ORDER = 4,
 };
 
-enum proc_kind {
-	PROC_FORK = 1,
-	PROC_EXEC = 2,
-	PROC_EXIT = 3,
+enum task_kind {
+	TASKEV_FORK = 1,
+	TASKEV_EXEC = 2,
+	TASKEV_EXIT = 3,
 };
 
 struct event_hdr {
@@ -175,9 +175,9 @@ struct experts_event {
 	__s32 ids[IOCORR_MAX_EXPERT_IDS];
 };
 
-struct proc_event {
+struct task_event {
 	struct event_hdr hdr;
-	__u32 kind;   /* enum proc_kind */
+	__u32 kind;   /* enum task_kind */
 	__u32 child;  /* new pid (fork) */
 	__s32 exit_code;
 	__u32 pad;

@@ -1,0 +1,5 @@
+// Package bpf holds iocorr's BPF programs, the Go bindings bpf2go
+// generates for them, and the code that loads and attaches them.
+package bpf
+
+//go:generate go tool bpf2go -tags linux -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64 -type event_hdr -type fault_event -type page_event -type ra_event -type block_event -type decode_event -type graph_event -type node_event -type op_event -type experts_event -type task_event -type mmap_event Iocorr iocorr.bpf.c -- -I.
