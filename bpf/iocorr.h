@@ -192,7 +192,10 @@ struct mmap_event {
 	__u64 ino;
 	__u64 vm_flags;
 	__u32 dev;
-	__u32 pad;
+	/* 1 when the kernel stopped the process (SIGSTOP) because it mapped
+	 * an executable file not seen before: user space attaches uprobes to
+	 * that file, then sends SIGCONT, so no call is missed. */
+	__u32 stopped;
 };
 
 #endif /* IOCORR_H */

@@ -120,7 +120,7 @@ type IocorrMmapEvent struct {
 	Ino     uint64
 	VmFlags uint64
 	Dev     uint32
-	Pad     uint32
+	Stopped uint32
 }
 
 type IocorrNodeEvent struct {
