@@ -1,14 +1,971 @@
 //go:build ignore
 
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * iocorr's BPF programs: kernel events that show I/O (faults, page cache,
+ * readahead, block requests) and user-space events of llama.cpp/ggml that
+ * say which token, graph, op and expert was running. Every event is
+ * stamped here, in the kernel, with the token and phase of the process
+ * (and the thread's op when op probes are on), so that user space joins
+ * by key instead of by guessing from timestamps.
+ */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "iocorr.h"
 
-/* Referenced so that bpf2go emits Go types for every event. */
-const struct event_hdr *unused_event_hdr __attribute__((unused));
+#define SIGSTOP 19
+#define VM_EXEC 0x00000004
+#define EINVAL_ADDR_MAX (-4095UL)
+#define GGML_MAX_SRC 10
+#define MAX_GRAPH_NODES 65536
+#define RB_WAKEUP_BYTES (512 * 1024)
+
+/* Filters and the ggml layout, fixed at load time by user space. */
+const volatile __u32 self_tgid = 0;
+const volatile bool probe_ops = false;
+/* When set, block requests are kept only for devices in `devs`; otherwise
+ * for every device (the model's device may not be known before the child
+ * maps it), and user space sorts them out by extents. */
+const volatile bool filter_devs = false;
+
+/* struct ggml_tensor and struct ggml_cgraph offsets of the target build,
+ * from DWARF or the validated built-in table. */
+const volatile __u32 t_type = 0;
+const volatile __u32 t_ne = 16;
+const volatile __u32 t_nb = 48;
+const volatile __u32 t_op = 80;
+const volatile __u32 t_src = 152;
+const volatile __u32 t_view_src = 232;
+const volatile __u32 t_data = 248;
+const volatile __u32 t_name = 256;
+const volatile __u32 g_n_nodes = 4;
+const volatile __u32 g_nodes = 16;
+/* enum ggml_type GGML_TYPE_I32 of the target. */
+const volatile __u32 ggml_type_i32 = 26;
+
+/* Token and phase of the most recent llama_decode of any traced process,
+ * for events that run in other contexts (block completions, kswapd). */
+struct stamp {
+	__u32 token;
+	__u8 phase;
+};
+struct stamp last_stamp = {};
+
+struct proc_state {
+	__u32 token;
+	__u32 phase;
+	__u32 graph_seq;
+	__u32 op_seq;
+	__u64 last_node; /* dst of the op most recently entered (op probes) */
+};
+
+struct file_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+struct fault_start {
+	__u64 ts;
+	__u64 addr;
+	__u64 ip;
+	__u64 error_code;
+	__u64 ino;
+	__u64 file_off;
+	__u32 dev;
+	__u32 pad;
+};
+
+struct blk_start {
+	__u64 ts;
+	__u64 sector;
+	__u32 dev;
+	__u32 bytes;
+	__u32 cmd_flags;
+	__u32 pad;
+};
+
+struct decode_start {
+	__u64 ts;
+	__u64 ctx;
+	__s32 n_tokens;
+	__s32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20); /* overridden by user space */
+} events SEC(".maps");
+
+/* Per event type: records the ring buffer had no room for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EV_TYPE_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct proc_state);
+} traced SEC(".maps");
+
+/* Model files: their page-cache and readahead events are kept whoever
+ * causes them (evictions run in kswapd or other tasks). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct file_key);
+	__type(value, __u8);
+} files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} devs SEC(".maps");
+
+/* Executable files already reported, so a process is stopped once per
+ * file for uprobe attachment. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct file_key);
+	__type(value, __u8);
+} seen_exec SEC(".maps");
+
+/* Entry/exit pairs, keyed by thread (faults, decode) or request. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct fault_start);
+} fault_starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct blk_start);
+} blk_starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct decode_start);
+} decode_starts SEC(".maps");
+
+/* Thread → op sequence number of the op it is running (op probes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} cur_op SEC(".maps");
+
+/* Graph fingerprints whose nodes were already emitted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} graphs_seen SEC(".maps");
+
+/* Event types that user space must see at once: the process may be
+ * stopped waiting for it, or they are rare. The rest wake the reader only
+ * when enough has piled up; the reader also polls on a short deadline. */
+static __always_inline __u64 wakeup_flags(__u16 type)
+{
+	if (type == EV_MMAP || type == EV_TASK)
+		return BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void count_lost(__u32 type)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &type);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void *reserve(__u64 size, __u16 type)
+{
+	void *e = bpf_ringbuf_reserve(&events, size, 0);
+	if (!e)
+		count_lost(type);
+	return e;
+}
+
+static __always_inline void submit(void *e, __u16 type)
+{
+	bpf_ringbuf_submit(e, wakeup_flags(type));
+}
+
+static __always_inline bool is_traced(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&traced, &tgid) != NULL;
+}
+
+/* fill_hdr stamps an event with the token and phase of its process, or
+ * of the last decoding process when the current task is not traced. */
+static __always_inline void fill_hdr(struct event_hdr *h, __u16 type)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	h->ts = bpf_ktime_get_ns();
+	h->tgid = tgid;
+	h->tid = tid;
+	h->type = type;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pad0 = 0;
+	h->op = 0;
+	if (ps) {
+		h->token = ps->token;
+		h->phase = ps->phase;
+		if (probe_ops) {
+			__u32 *op = bpf_map_lookup_elem(&cur_op, &tid);
+			if (op)
+				h->op = *op;
+		}
+	} else {
+		h->token = last_stamp.token;
+		h->phase = last_stamp.phase;
+	}
+}
+
+/* ---- page faults ------------------------------------------------------ */
+
+struct vma_info {
+	__u64 addr;
+	__u64 ino;
+	__u64 file_off;
+	__u64 start;
+	__u64 end;
+	__u64 pgoff;
+	__u64 flags;
+	__u32 dev;
+	__u32 found;
+};
+
+static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct vma_info *vi = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+
+	vi->found = 1;
+	vi->start = BPF_CORE_READ(vma, vm_start);
+	vi->end = BPF_CORE_READ(vma, vm_end);
+	vi->pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	vi->flags = BPF_CORE_READ(vma, vm_flags);
+	if (!f)
+		return 0;
+	vi->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	vi->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	vi->file_off = vi->addr - vi->start + (vi->pgoff << 12);
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct fault_start fs = {};
+	struct vma_info vi = {};
+
+	if (!is_traced(tgid))
+		return 0;
+	fs.ts = bpf_ktime_get_ns();
+	fs.addr = address;
+	fs.ip = BPF_CORE_READ(regs, ip);
+	fs.error_code = error_code;
+	/* Resolve the file now: after the fault the mapping may be gone, and
+	 * this is the exact offset also for mappings that start mid-file. */
+	vi.addr = address;
+	bpf_find_vma(bpf_get_current_task_btf(), address, vma_cb, &vi, 0);
+	fs.ino = vi.ino;
+	fs.dev = vi.dev;
+	fs.file_off = vi.file_off;
+	bpf_map_update_elem(&fault_starts, &tid, &fs, BPF_ANY);
+	return 0;
+}
+
+/* The software page-fault events are counted when a fault is accounted,
+ * at its end (mm_account_fault); with sample_period 1 they give each
+ * fault's class and, paired with page_fault_user, its latency. */
+static __always_inline int fault_end(struct bpf_perf_event_data *ctx, __u8 class)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct fault_start *fs;
+	struct fault_event *e;
+
+	if (!is_traced(tgid))
+		return 0;
+	e = reserve(sizeof(*e), EV_FAULT);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, EV_FAULT);
+	e->addr = ctx->addr;
+	e->class = class;
+	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	fs = bpf_map_lookup_elem(&fault_starts, &tid);
+	if (fs && fs->addr == ctx->addr) {
+		e->start_ts = fs->ts;
+		e->ip = fs->ip;
+		e->error_code = fs->error_code;
+		e->ino = fs->ino;
+		e->dev = fs->dev;
+		e->file_off = fs->file_off;
+		bpf_map_delete_elem(&fault_starts, &tid);
+	} else {
+		/* A fault taken in kernel mode on a user address (copy_to_user)
+		 * has no page_fault_user: no start, no file resolution here. */
+		e->start_ts = 0;
+		e->ip = 0;
+		e->error_code = 0;
+		e->ino = 0;
+		e->dev = 0;
+		e->file_off = 0;
+	}
+	submit(e, EV_FAULT);
+	return 0;
+}
+
+SEC("perf_event")
+int fault_major(struct bpf_perf_event_data *ctx)
+{
+	return fault_end(ctx, FAULT_MAJOR);
+}
+
+SEC("perf_event")
+int fault_minor(struct bpf_perf_event_data *ctx)
+{
+	return fault_end(ctx, FAULT_MINOR);
+}
+
+/* ---- page cache and readahead ---------------------------------------- */
+
+static __always_inline bool is_model_file(__u32 dev, __u64 ino)
+{
+	struct file_key k = {.ino = ino, .dev = dev};
+	return bpf_map_lookup_elem(&files, &k) != NULL;
+}
+
+static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order,
+				      bool by_pid)
+{
+	struct page_event *e;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	/* A model file's pages whoever touches them; other files' pages only
+	 * when a traced process brought them in (a model mapped before user
+	 * space learned it is one is then still covered). */
+	if (!is_model_file(dev, ino) && !(by_pid && is_traced(tgid)))
+		return 0;
+	e = reserve(sizeof(*e), type);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, type);
+	e->ino = ino;
+	e->index = index;
+	e->pfn = pfn;
+	e->dev = dev;
+	e->order = order;
+	submit(e, type);
+	return 0;
+}
+
+/* The classic tracepoints are used for the page cache because their
+ * records carry folio_order() as the kernel computed it; recomputing it
+ * from struct folio in BPF depends on folio flag layouts that change. */
+SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
+int page_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	return page_event(EV_PAGE_ADD, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order, true);
+}
+
+SEC("tracepoint/filemap/mm_filemap_delete_from_page_cache")
+int page_del(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	return page_event(EV_PAGE_DEL, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order, true);
+}
+
+SEC("tracepoint/filemap/mm_filemap_fault")
+int filemap_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+{
+	if (!is_traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	return page_event(EV_FILEMAP_FAULT, ctx->s_dev, ctx->i_ino, ctx->index, 0, 0, true);
+}
+
+static __always_inline int ra_event(__u32 kind, __u32 dev, __u64 ino, __u64 index, __u64 nr, __u32 async_size,
+				    __u32 ra_pages, __u32 mmap_miss, __u32 order)
+{
+	struct ra_event *e;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!is_model_file(dev, ino) && !is_traced(tgid))
+		return 0;
+	e = reserve(sizeof(*e), EV_READAHEAD);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, EV_READAHEAD);
+	e->ino = ino;
+	e->index = index;
+	e->nr_pages = nr;
+	e->dev = dev;
+	e->kind = kind;
+	e->async_size = async_size;
+	e->ra_pages = ra_pages;
+	e->mmap_miss = mmap_miss;
+	e->order = order;
+	submit(e, EV_READAHEAD);
+	return 0;
+}
+
+SEC("tracepoint/readahead/page_cache_sync_ra")
+int ra_sync(struct trace_event_raw_page_cache_ra_op *ctx)
+{
+	return ra_event(RA_SYNC, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages,
+			ctx->mmap_miss, ctx->order);
+}
+
+SEC("tracepoint/readahead/page_cache_async_ra")
+int ra_async(struct trace_event_raw_page_cache_ra_op *ctx)
+{
+	return ra_event(RA_ASYNC, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages,
+			ctx->mmap_miss, ctx->order);
+}
+
+SEC("tracepoint/readahead/page_cache_ra_unbounded")
+int ra_unbounded(struct trace_event_raw_page_cache_ra_unbounded *ctx)
+{
+	return ra_event(RA_UNBOUNDED, ctx->s_dev, ctx->i_ino, ctx->index, ctx->nr_to_read, ctx->lookahead_size, 0, 0,
+			0);
+}
+
+SEC("tracepoint/readahead/page_cache_ra_order")
+int ra_order(struct trace_event_raw_page_cache_ra_order *ctx)
+{
+	return ra_event(RA_ORDER, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages, 0,
+			ctx->order);
+}
+
+/* ---- block requests --------------------------------------------------- */
+
+static __always_inline __u32 rq_dev(struct request *rq)
+{
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+
+	if (!disk)
+		return 0;
+	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(block_issue, struct request *rq)
+{
+	struct blk_start bs = {};
+	__u64 key = (__u64)rq;
+
+	/* iocorr's own writes (the spool) are not the child's I/O. */
+	if ((bpf_get_current_pid_tgid() >> 32) == self_tgid)
+		return 0;
+	bs.dev = rq_dev(rq);
+	if (filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
+		return 0;
+	bs.ts = bpf_ktime_get_ns();
+	bs.sector = BPF_CORE_READ(rq, __sector);
+	bs.bytes = BPF_CORE_READ(rq, __data_len);
+	bs.cmd_flags = BPF_CORE_READ(rq, cmd_flags);
+	bpf_map_update_elem(&blk_starts, &key, &bs, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct blk_start *bs = bpf_map_lookup_elem(&blk_starts, &key);
+	struct block_event *e;
+
+	if (!bs)
+		return 0;
+	e = reserve(sizeof(*e), EV_BLOCK);
+	if (e) {
+		fill_hdr(&e->hdr, EV_BLOCK);
+		e->issue_ts = bs->ts;
+		e->sector = bs->sector;
+		e->dev = bs->dev;
+		e->bytes = bs->bytes;
+		e->cmd_flags = bs->cmd_flags;
+		e->error = error;
+		submit(e, EV_BLOCK);
+	}
+	bpf_map_delete_elem(&blk_starts, &key);
+	return 0;
+}
+
+/* ---- processes -------------------------------------------------------- */
+
+static __always_inline void task_event(__u32 kind, __u32 child, __s32 exit_code)
+{
+	struct task_event *e = reserve(sizeof(*e), EV_TASK);
+
+	if (!e)
+		return;
+	fill_hdr(&e->hdr, EV_TASK);
+	e->kind = kind;
+	e->child = child;
+	e->exit_code = exit_code;
+	e->pad = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	submit(e, EV_TASK);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	struct proc_state ps = {};
+
+	/* Threads share their process's state; only new processes join. */
+	if (ptgid == ctgid || !is_traced(ptgid))
+		return 0;
+	bpf_map_update_elem(&traced, &ctgid, &ps, BPF_NOEXIST);
+	task_event(TASKEV_FORK, ctgid, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (!is_traced(BPF_CORE_READ(p, tgid)))
+		return 0;
+	task_event(TASKEV_EXEC, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(proc_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!group_dead || !is_traced(tgid))
+		return 0;
+	task_event(TASKEV_EXIT, 0, BPF_CORE_READ(p, exit_code));
+	bpf_map_delete_elem(&traced, &tgid);
+	return 0;
+}
+
+/* ---- file mappings ---------------------------------------------------- */
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int mmap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	unsigned long addr = ctx->ret;
+	struct vma_info vi = {};
+	struct mmap_event *e;
+	struct file_key k = {};
+	__u8 one = 1;
+
+	if (!is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
+		return 0;
+	vi.addr = addr;
+	bpf_find_vma(bpf_get_current_task_btf(), addr, vma_cb, &vi, 0);
+	if (!vi.found || !vi.ino)
+		return 0;
+	e = reserve(sizeof(*e), EV_MMAP);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, EV_MMAP);
+	e->start = vi.start;
+	e->end = vi.end;
+	e->pgoff = vi.pgoff;
+	e->ino = vi.ino;
+	e->dev = vi.dev;
+	e->vm_flags = vi.flags;
+	e->stopped = 0;
+	k.ino = vi.ino;
+	k.dev = vi.dev;
+	if ((vi.flags & VM_EXEC) && bpf_map_update_elem(&seen_exec, &k, &one, BPF_NOEXIST) == 0) {
+		/* Stop the process before it can run code of this file, so that
+		 * user space attaches uprobes first and no call is missed; it
+		 * sends SIGCONT when done. */
+		if (bpf_send_signal(SIGSTOP) == 0)
+			e->stopped = 1;
+	}
+	submit(e, EV_MMAP);
+	return 0;
+}
+
+/* ---- llama.cpp: tokens ------------------------------------------------- */
+
+/* llama_decode(struct llama_context *ctx, struct llama_batch batch): the
+ * batch is larger than 16 bytes, so the SysV ABI passes it in memory on
+ * the stack, just above the return address; n_tokens is its first field. */
+SEC("uprobe")
+int BPF_KPROBE(decode_begin, void *lctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+	struct decode_start ds = {};
+	struct decode_event *e;
+	__s32 n_tokens = 0;
+
+	if (!ps)
+		return 0;
+	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)(PT_REGS_SP(ctx) + 8));
+	ps->token += 1;
+	ps->phase = n_tokens > 1 ? PHASE_PREFILL : PHASE_DECODE;
+	last_stamp.token = ps->token;
+	last_stamp.phase = ps->phase;
+
+	ds.ts = bpf_ktime_get_ns();
+	ds.ctx = (__u64)lctx;
+	ds.n_tokens = n_tokens;
+	bpf_map_update_elem(&decode_starts, &tid, &ds, BPF_ANY);
+
+	e = reserve(sizeof(*e), EV_DECODE_BEGIN);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, EV_DECODE_BEGIN);
+	e->ctx = ds.ctx;
+	e->begin_ts = ds.ts;
+	e->n_tokens = n_tokens;
+	e->ret = 0;
+	submit(e, EV_DECODE_BEGIN);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(decode_end, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct decode_start *ds;
+	struct decode_event *e;
+
+	if (!is_traced(tgid))
+		return 0;
+	ds = bpf_map_lookup_elem(&decode_starts, &tid);
+	e = reserve(sizeof(*e), EV_DECODE_END);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, EV_DECODE_END);
+	e->ctx = ds ? ds->ctx : 0;
+	e->begin_ts = ds ? ds->ts : 0;
+	e->n_tokens = ds ? ds->n_tokens : 0;
+	e->ret = ret;
+	submit(e, EV_DECODE_END);
+	if (ds)
+		bpf_map_delete_elem(&decode_starts, &tid);
+	return 0;
+}
+
+/* ---- ggml: graphs ------------------------------------------------------ */
+
+struct walk_ctx {
+	__u64 nodes;    /* struct ggml_tensor ** */
+	__u64 graph_id;
+	__u32 n_nodes;
+	__u32 n_weight;
+	struct event_hdr hdr;
+};
+
+static __always_inline __u64 read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+static __always_inline __u32 read_u32(__u64 addr)
+{
+	__u32 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+static __always_inline __u64 mix(__u64 h, __u64 v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h;
+}
+
+/* Emits one EV_NODE for a weight-like source (a leaf: op NONE with data)
+ * of a node. Whether it is file-backed is resolved here, at the moment
+ * the graph runs, from the VMA that holds its data. */
+static __always_inline void emit_src(struct walk_ctx *w, __u64 node, __u32 idx, __u32 node_op, __u32 slot, __u64 src)
+{
+	struct node_event *e;
+	struct vma_info vi = {};
+	__u64 data;
+
+	if (!src)
+		return;
+	if (read_u32(src + t_op) != 0) /* GGML_OP_NONE: a leaf, not a result */
+		return;
+	data = read_ptr(src + t_data);
+	if (!data)
+		return;
+	e = reserve(sizeof(*e), EV_NODE);
+	if (!e)
+		return;
+	e->hdr = w->hdr;
+	e->hdr.type = EV_NODE;
+	e->graph_id = w->graph_id;
+	e->node = node;
+	e->weight = src;
+	e->weight_data = data;
+	bpf_probe_read_user(e->weight_ne, sizeof(e->weight_ne), (void *)(src + t_ne));
+	bpf_probe_read_user(e->weight_nb, sizeof(e->weight_nb), (void *)(src + t_nb));
+	vi.addr = data;
+	bpf_find_vma(bpf_get_current_task_btf(), data, vma_cb, &vi, 0);
+	e->ino = vi.ino;
+	e->dev = vi.dev;
+	e->file_off = vi.file_off;
+	e->node_idx = idx;
+	e->op = node_op;
+	e->weight_type = read_u32(src + t_type);
+	e->src_slot = slot;
+	e->pad = 0;
+	bpf_probe_read_user_str(e->node_name, sizeof(e->node_name), (void *)(node + t_name));
+	bpf_probe_read_user_str(e->weight_name, sizeof(e->weight_name), (void *)(src + t_name));
+	w->n_weight++;
+	bpf_ringbuf_submit(e, wakeup_flags(EV_NODE));
+}
+
+static long walk_node(__u64 i, void *data)
+{
+	struct walk_ctx *w = data;
+	__u64 node, srcs[GGML_MAX_SRC] = {};
+	__u32 op;
+
+	if (i >= w->n_nodes)
+		return 1;
+	node = read_ptr(w->nodes + i * 8);
+	if (!node)
+		return 0;
+	op = read_u32(node + t_op);
+	bpf_probe_read_user(srcs, sizeof(srcs), (void *)(node + t_src));
+	for (int s = 0; s < GGML_MAX_SRC; s++)
+		emit_src(w, node, i, op, s, srcs[s]);
+	return 0;
+}
+
+/* ggml_graph_compute(struct ggml_cgraph *cgraph, struct ggml_cplan *cplan):
+ * once per graph, so reading the graph here costs one uprobe hit per
+ * token however many ops run. */
+SEC("uprobe")
+int BPF_KPROBE(graph_compute, void *cgraph)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+	struct graph_event *e;
+	struct walk_ctx w = {};
+	__u64 g = (__u64)cgraph, id, n0, n1, n2;
+	__s32 n_nodes;
+	__u8 one = 1;
+
+	if (!ps)
+		return 0;
+	ps->graph_seq += 1;
+	n_nodes = (__s32)read_u32(g + g_n_nodes);
+	if (n_nodes < 0 || n_nodes > MAX_GRAPH_NODES)
+		n_nodes = 0;
+	w.nodes = read_ptr(g + g_nodes);
+	w.n_nodes = n_nodes;
+	/* A fingerprint, not a full hash: llama.cpp rebuilds or reuses the
+	 * same graph each token, so its size, node array and a few nodes with
+	 * their first source identify it without walking all of it. */
+	id = mix(0, g);
+	id = mix(id, n_nodes);
+	id = mix(id, w.nodes);
+	if (n_nodes > 0) {
+		n0 = read_ptr(w.nodes);
+		n1 = read_ptr(w.nodes + (__u64)(n_nodes / 2) * 8);
+		n2 = read_ptr(w.nodes + (__u64)(n_nodes - 1) * 8);
+		id = mix(id, n0);
+		id = mix(id, read_ptr(n0 + t_src));
+		id = mix(id, n1);
+		id = mix(id, read_ptr(n1 + t_src));
+		id = mix(id, n2);
+		id = mix(id, read_ptr(n2 + t_src));
+		id = mix(id, read_u32(n2 + t_op));
+	}
+	w.graph_id = id;
+	fill_hdr(&w.hdr, EV_GRAPH);
+	e = reserve(sizeof(*e), EV_GRAPH);
+	if (!e)
+		return 0;
+	e->hdr = w.hdr;
+	e->cgraph = g;
+	e->graph_id = id;
+	e->n_nodes = n_nodes;
+	e->seq = ps->graph_seq;
+	e->is_new = bpf_map_update_elem(&graphs_seen, &id, &one, BPF_NOEXIST) == 0;
+	e->n_weight_nodes = 0;
+	if (e->is_new && n_nodes > 0)
+		bpf_loop(n_nodes, walk_node, &w, 0);
+	e->n_weight_nodes = w.n_weight;
+	/* The graph event follows its nodes in the ring buffer only if it is
+	 * submitted last; readers key nodes by graph_id, so order is free. */
+	submit(e, EV_GRAPH);
+	return 0;
+}
+
+/* ---- ggml: ops and experts -------------------------------------------- */
+
+/* ggml_compute_forward_*(const struct ggml_compute_params *params,
+ * struct ggml_tensor *dst): params->ith (first field) is the thread. */
+SEC("uprobe")
+int BPF_KPROBE(op_begin, void *params, void *dst)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+	struct op_event *e;
+	__u64 node = (__u64)dst, prev;
+	__s32 ith = 0;
+	__u32 seq;
+
+	if (!ps)
+		return 0;
+	bpf_probe_read_user(&ith, sizeof(ith), params);
+	/* Every thread of an op enters with the same dst; the first to swap
+	 * last_node numbers the op, the others take its number. */
+	prev = ps->last_node;
+	if (prev != node && __sync_val_compare_and_swap(&ps->last_node, prev, node) == prev)
+		__sync_fetch_and_add(&ps->op_seq, 1);
+	seq = ps->op_seq;
+	bpf_map_update_elem(&cur_op, &tid, &seq, BPF_ANY);
+	if (ith != 0)
+		return 0;
+	e = reserve(sizeof(*e), EV_OP);
+	if (!e)
+		return 0;
+	fill_hdr(&e->hdr, EV_OP);
+	e->hdr.op = seq;
+	e->node = node;
+	e->fn = bpf_get_attach_cookie(ctx);
+	e->op = read_u32(node + t_op);
+	bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)(node + t_name));
+	submit(e, EV_OP);
+	return 0;
+}
+
+static __always_inline bool name_has_prefix(const char *name, const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (name[i] != prefix[i])
+			return false;
+	return true;
+}
+
+struct experts_ctx {
+	__u64 ids;
+	__u64 data;
+	__u64 row_stride;
+	__u32 n_used;
+	__u32 n_tokens;
+	__u32 rows_per_event;
+	__u32 pad;
+	char name[IOCORR_NAME_LEN];
+};
+
+/* One experts event: rows [chunk*rows_per_event, ...) of the ids tensor. */
+static long emit_experts_chunk(__u64 chunk, void *data)
+{
+	struct experts_ctx *x = data;
+	struct experts_event *e;
+	__u32 row = chunk * x->rows_per_event, count = 0;
+	__u32 sz = x->n_used * 4;
+
+	if (row >= x->n_tokens)
+		return 1;
+	e = reserve(sizeof(*e), EV_EXPERTS);
+	if (!e)
+		return 1;
+	fill_hdr(&e->hdr, EV_EXPERTS);
+	e->tensor = x->ids;
+	e->n_used = x->n_used;
+	e->n_tokens = x->n_tokens;
+	e->first = row * x->n_used;
+	__builtin_memcpy(e->name, x->name, sizeof(e->name));
+	for (int r = 0; r < IOCORR_MAX_EXPERT_IDS; r++) {
+		__u32 off = count;
+
+		if (r >= x->rows_per_event || row >= x->n_tokens)
+			break;
+		if (off > IOCORR_MAX_EXPERT_IDS - 32 || sz == 0 || sz > 128)
+			break;
+		bpf_probe_read_user(&e->ids[off], sz, (void *)(x->data + (__u64)row * x->row_stride));
+		count += x->n_used;
+		row++;
+	}
+	e->count = count;
+	submit(e, EV_EXPERTS);
+	return 0;
+}
+
+/* ggml_compute_forward_get_rows(params, dst) for the node that gathers the
+ * router weights of the selected experts (llama.cpp names it
+ * "ffn_moe_weights-L"): its src[1] holds the expert ids, and they are
+ * valid here because a node runs only after its inputs are computed. */
+SEC("uprobe")
+int BPF_KPROBE(get_rows_begin, void *params, void *dst)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 node = (__u64)dst;
+	__s64 ne[4] = {}, nb[4] = {};
+	struct experts_ctx x = {};
+	__s32 ith = 0;
+
+	if (!is_traced(tgid))
+		return 0;
+	bpf_probe_read_user(&ith, sizeof(ith), params);
+	if (ith != 0)
+		return 0;
+	bpf_probe_read_user_str(x.name, sizeof(x.name), (void *)(node + t_name));
+	if (!name_has_prefix(x.name, "ffn_moe_weights", 15))
+		return 0;
+	x.ids = read_ptr(node + t_src + 8);
+	if (!x.ids || read_u32(x.ids + t_type) != ggml_type_i32)
+		return 0;
+	x.data = read_ptr(x.ids + t_data);
+	bpf_probe_read_user(ne, sizeof(ne), (void *)(x.ids + t_ne));
+	bpf_probe_read_user(nb, sizeof(nb), (void *)(x.ids + t_nb));
+	/* More than 32 experts per token is outside every MoE we know of;
+	 * such a tensor is not what we think it is. */
+	if (!x.data || ne[0] <= 0 || ne[0] > 32 || ne[1] <= 0 || nb[1] <= 0)
+		return 0;
+	x.n_used = ne[0];
+	x.n_tokens = ne[1] > 65536 ? 65536 : ne[1];
+	/* The ids are a view (top-k of an argsort): rows are nb[1] apart, not
+	 * n_used * 4, so each token's row is read on its own. */
+	x.row_stride = nb[1];
+	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
+	bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, emit_experts_chunk, &x, 0);
+	return 0;
+}
+
+/* Referenced so that the object's BTF, from which bpf2go writes the Go
+ * types, holds every event struct and enum. */
 const struct fault_event *unused_fault_event __attribute__((unused));
 const struct page_event *unused_page_event __attribute__((unused));
 const struct ra_event *unused_ra_event __attribute__((unused));

@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type IocorrBlkStart struct {
+	_        structs.HostLayout
+	Ts       uint64
+	Sector   uint64
+	Dev      uint32
+	Bytes    uint32
+	CmdFlags uint32
+	Pad      uint32
+}
+
 type IocorrBlockEvent struct {
 	_        structs.HostLayout
 	Hdr      IocorrEventHdr
@@ -31,6 +41,14 @@ type IocorrDecodeEvent struct {
 	BeginTs  uint64
 	N_tokens int32
 	Ret      int32
+}
+
+type IocorrDecodeStart struct {
+	_        structs.HostLayout
+	Ts       uint64
+	Ctx      uint64
+	N_tokens int32
+	Pad      int32
 }
 
 type IocorrEventHdr struct {
@@ -98,6 +116,25 @@ type IocorrFaultEvent struct {
 	Dev       uint32
 	Class     uint8
 	Pad       [3]uint8
+}
+
+type IocorrFaultStart struct {
+	_         structs.HostLayout
+	Ts        uint64
+	Addr      uint64
+	Ip        uint64
+	ErrorCode uint64
+	Ino       uint64
+	FileOff   uint64
+	Dev       uint32
+	Pad       uint32
+}
+
+type IocorrFileKey struct {
+	_   structs.HostLayout
+	Ino uint64
+	Dev uint32
+	Pad uint32
 }
 
 type IocorrGraphEvent struct {
@@ -171,6 +208,15 @@ const (
 	IocorrPhasePHASE_DECODE  IocorrPhase = 2
 )
 
+type IocorrProcState struct {
+	_        structs.HostLayout
+	Token    uint32
+	Phase    uint32
+	GraphSeq uint32
+	OpSeq    uint32
+	LastNode uint64
+}
+
 type IocorrRaEvent struct {
 	_         structs.HostLayout
 	Hdr       IocorrEventHdr
@@ -194,6 +240,13 @@ const (
 	IocorrRaKindRA_ORDER     IocorrRaKind = 4
 )
 
+type IocorrStamp struct {
+	_     structs.HostLayout
+	Token uint32
+	Phase uint8
+	_     [3]byte
+}
+
 type IocorrTaskEvent struct {
 	_        structs.HostLayout
 	Hdr      IocorrEventHdr
@@ -216,9 +269,55 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	IocorrMapBlkStarts          = "blk_starts"
+	IocorrMapCurOp              = "cur_op"
+	IocorrMapDecodeStarts       = "decode_starts"
+	IocorrMapDevs               = "devs"
+	IocorrMapEvents             = "events"
+	IocorrMapFaultStarts        = "fault_starts"
+	IocorrMapFiles              = "files"
+	IocorrMapGraphsSeen         = "graphs_seen"
+	IocorrMapLost               = "lost"
+	IocorrMapSeenExec           = "seen_exec"
+	IocorrMapTraced             = "traced"
+	IocorrProgBlockComplete     = "block_complete"
+	IocorrProgBlockIssue        = "block_issue"
+	IocorrProgDecodeBegin       = "decode_begin"
+	IocorrProgDecodeEnd         = "decode_end"
+	IocorrProgFaultBegin        = "fault_begin"
+	IocorrProgFaultMajor        = "fault_major"
+	IocorrProgFaultMinor        = "fault_minor"
+	IocorrProgFilemapFault      = "filemap_fault"
+	IocorrProgGetRowsBegin      = "get_rows_begin"
+	IocorrProgGraphCompute      = "graph_compute"
+	IocorrProgMmapExit          = "mmap_exit"
+	IocorrProgOpBegin           = "op_begin"
+	IocorrProgPageAdd           = "page_add"
+	IocorrProgPageDel           = "page_del"
+	IocorrProgProcExec          = "proc_exec"
+	IocorrProgProcExit          = "proc_exit"
+	IocorrProgProcFork          = "proc_fork"
+	IocorrProgRaAsync           = "ra_async"
+	IocorrProgRaOrder           = "ra_order"
+	IocorrProgRaSync            = "ra_sync"
+	IocorrProgRaUnbounded       = "ra_unbounded"
+	IocorrVarFilterDevs         = "filter_devs"
+	IocorrVarG_nNodes           = "g_n_nodes"
+	IocorrVarG_nodes            = "g_nodes"
+	IocorrVarGgmlTypeI32        = "ggml_type_i32"
+	IocorrVarLastStamp          = "last_stamp"
+	IocorrVarProbeOps           = "probe_ops"
+	IocorrVarSelfTgid           = "self_tgid"
+	IocorrVarT_data             = "t_data"
+	IocorrVarT_name             = "t_name"
+	IocorrVarT_nb               = "t_nb"
+	IocorrVarT_ne               = "t_ne"
+	IocorrVarT_op               = "t_op"
+	IocorrVarT_src              = "t_src"
+	IocorrVarT_type             = "t_type"
+	IocorrVarT_viewSrc          = "t_view_src"
 	IocorrVarUnusedBlockEvent   = "unused_block_event"
 	IocorrVarUnusedDecodeEvent  = "unused_decode_event"
-	IocorrVarUnusedEventHdr     = "unused_event_hdr"
 	IocorrVarUnusedEventType    = "unused_event_type"
 	IocorrVarUnusedExpertsEvent = "unused_experts_event"
 	IocorrVarUnusedFaultClass   = "unused_fault_class"
@@ -277,21 +376,67 @@ type IocorrSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrProgramSpecs struct {
+	BlockComplete *ebpf.ProgramSpec `ebpf:"block_complete"`
+	BlockIssue    *ebpf.ProgramSpec `ebpf:"block_issue"`
+	DecodeBegin   *ebpf.ProgramSpec `ebpf:"decode_begin"`
+	DecodeEnd     *ebpf.ProgramSpec `ebpf:"decode_end"`
+	FaultBegin    *ebpf.ProgramSpec `ebpf:"fault_begin"`
+	FaultMajor    *ebpf.ProgramSpec `ebpf:"fault_major"`
+	FaultMinor    *ebpf.ProgramSpec `ebpf:"fault_minor"`
+	FilemapFault  *ebpf.ProgramSpec `ebpf:"filemap_fault"`
+	GetRowsBegin  *ebpf.ProgramSpec `ebpf:"get_rows_begin"`
+	GraphCompute  *ebpf.ProgramSpec `ebpf:"graph_compute"`
+	MmapExit      *ebpf.ProgramSpec `ebpf:"mmap_exit"`
+	OpBegin       *ebpf.ProgramSpec `ebpf:"op_begin"`
+	PageAdd       *ebpf.ProgramSpec `ebpf:"page_add"`
+	PageDel       *ebpf.ProgramSpec `ebpf:"page_del"`
+	ProcExec      *ebpf.ProgramSpec `ebpf:"proc_exec"`
+	ProcExit      *ebpf.ProgramSpec `ebpf:"proc_exit"`
+	ProcFork      *ebpf.ProgramSpec `ebpf:"proc_fork"`
+	RaAsync       *ebpf.ProgramSpec `ebpf:"ra_async"`
+	RaOrder       *ebpf.ProgramSpec `ebpf:"ra_order"`
+	RaSync        *ebpf.ProgramSpec `ebpf:"ra_sync"`
+	RaUnbounded   *ebpf.ProgramSpec `ebpf:"ra_unbounded"`
 }
 
 // IocorrMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrMapSpecs struct {
+	BlkStarts    *ebpf.MapSpec `ebpf:"blk_starts"`
+	CurOp        *ebpf.MapSpec `ebpf:"cur_op"`
+	DecodeStarts *ebpf.MapSpec `ebpf:"decode_starts"`
+	Devs         *ebpf.MapSpec `ebpf:"devs"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	FaultStarts  *ebpf.MapSpec `ebpf:"fault_starts"`
+	Files        *ebpf.MapSpec `ebpf:"files"`
+	GraphsSeen   *ebpf.MapSpec `ebpf:"graphs_seen"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	SeenExec     *ebpf.MapSpec `ebpf:"seen_exec"`
+	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
 
 // IocorrVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrVariableSpecs struct {
+	FilterDevs         *ebpf.VariableSpec `ebpf:"filter_devs"`
+	G_nNodes           *ebpf.VariableSpec `ebpf:"g_n_nodes"`
+	G_nodes            *ebpf.VariableSpec `ebpf:"g_nodes"`
+	GgmlTypeI32        *ebpf.VariableSpec `ebpf:"ggml_type_i32"`
+	LastStamp          *ebpf.VariableSpec `ebpf:"last_stamp"`
+	ProbeOps           *ebpf.VariableSpec `ebpf:"probe_ops"`
+	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
+	T_data             *ebpf.VariableSpec `ebpf:"t_data"`
+	T_name             *ebpf.VariableSpec `ebpf:"t_name"`
+	T_nb               *ebpf.VariableSpec `ebpf:"t_nb"`
+	T_ne               *ebpf.VariableSpec `ebpf:"t_ne"`
+	T_op               *ebpf.VariableSpec `ebpf:"t_op"`
+	T_src              *ebpf.VariableSpec `ebpf:"t_src"`
+	T_type             *ebpf.VariableSpec `ebpf:"t_type"`
+	T_viewSrc          *ebpf.VariableSpec `ebpf:"t_view_src"`
 	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.VariableSpec `ebpf:"unused_decode_event"`
-	UnusedEventHdr     *ebpf.VariableSpec `ebpf:"unused_event_hdr"`
 	UnusedEventType    *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedExpertsEvent *ebpf.VariableSpec `ebpf:"unused_experts_event"`
 	UnusedFaultClass   *ebpf.VariableSpec `ebpf:"unused_fault_class"`
@@ -328,19 +473,56 @@ func (o *IocorrObjects) Close() error {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrMaps struct {
+	BlkStarts    *ebpf.Map `ebpf:"blk_starts"`
+	CurOp        *ebpf.Map `ebpf:"cur_op"`
+	DecodeStarts *ebpf.Map `ebpf:"decode_starts"`
+	Devs         *ebpf.Map `ebpf:"devs"`
+	Events       *ebpf.Map `ebpf:"events"`
+	FaultStarts  *ebpf.Map `ebpf:"fault_starts"`
+	Files        *ebpf.Map `ebpf:"files"`
+	GraphsSeen   *ebpf.Map `ebpf:"graphs_seen"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	SeenExec     *ebpf.Map `ebpf:"seen_exec"`
+	Traced       *ebpf.Map `ebpf:"traced"`
 }
 
 func (m *IocorrMaps) Close() error {
-	return _IocorrClose()
+	return _IocorrClose(
+		m.BlkStarts,
+		m.CurOp,
+		m.DecodeStarts,
+		m.Devs,
+		m.Events,
+		m.FaultStarts,
+		m.Files,
+		m.GraphsSeen,
+		m.Lost,
+		m.SeenExec,
+		m.Traced,
+	)
 }
 
 // IocorrVariables contains all global variables after they have been loaded into the kernel.
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrVariables struct {
+	FilterDevs         *ebpf.Variable `ebpf:"filter_devs"`
+	G_nNodes           *ebpf.Variable `ebpf:"g_n_nodes"`
+	G_nodes            *ebpf.Variable `ebpf:"g_nodes"`
+	GgmlTypeI32        *ebpf.Variable `ebpf:"ggml_type_i32"`
+	LastStamp          *ebpf.Variable `ebpf:"last_stamp"`
+	ProbeOps           *ebpf.Variable `ebpf:"probe_ops"`
+	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
+	T_data             *ebpf.Variable `ebpf:"t_data"`
+	T_name             *ebpf.Variable `ebpf:"t_name"`
+	T_nb               *ebpf.Variable `ebpf:"t_nb"`
+	T_ne               *ebpf.Variable `ebpf:"t_ne"`
+	T_op               *ebpf.Variable `ebpf:"t_op"`
+	T_src              *ebpf.Variable `ebpf:"t_src"`
+	T_type             *ebpf.Variable `ebpf:"t_type"`
+	T_viewSrc          *ebpf.Variable `ebpf:"t_view_src"`
 	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.Variable `ebpf:"unused_decode_event"`
-	UnusedEventHdr     *ebpf.Variable `ebpf:"unused_event_hdr"`
 	UnusedEventType    *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedExpertsEvent *ebpf.Variable `ebpf:"unused_experts_event"`
 	UnusedFaultClass   *ebpf.Variable `ebpf:"unused_fault_class"`
@@ -361,10 +543,53 @@ type IocorrVariables struct {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrPrograms struct {
+	BlockComplete *ebpf.Program `ebpf:"block_complete"`
+	BlockIssue    *ebpf.Program `ebpf:"block_issue"`
+	DecodeBegin   *ebpf.Program `ebpf:"decode_begin"`
+	DecodeEnd     *ebpf.Program `ebpf:"decode_end"`
+	FaultBegin    *ebpf.Program `ebpf:"fault_begin"`
+	FaultMajor    *ebpf.Program `ebpf:"fault_major"`
+	FaultMinor    *ebpf.Program `ebpf:"fault_minor"`
+	FilemapFault  *ebpf.Program `ebpf:"filemap_fault"`
+	GetRowsBegin  *ebpf.Program `ebpf:"get_rows_begin"`
+	GraphCompute  *ebpf.Program `ebpf:"graph_compute"`
+	MmapExit      *ebpf.Program `ebpf:"mmap_exit"`
+	OpBegin       *ebpf.Program `ebpf:"op_begin"`
+	PageAdd       *ebpf.Program `ebpf:"page_add"`
+	PageDel       *ebpf.Program `ebpf:"page_del"`
+	ProcExec      *ebpf.Program `ebpf:"proc_exec"`
+	ProcExit      *ebpf.Program `ebpf:"proc_exit"`
+	ProcFork      *ebpf.Program `ebpf:"proc_fork"`
+	RaAsync       *ebpf.Program `ebpf:"ra_async"`
+	RaOrder       *ebpf.Program `ebpf:"ra_order"`
+	RaSync        *ebpf.Program `ebpf:"ra_sync"`
+	RaUnbounded   *ebpf.Program `ebpf:"ra_unbounded"`
 }
 
 func (p *IocorrPrograms) Close() error {
-	return _IocorrClose()
+	return _IocorrClose(
+		p.BlockComplete,
+		p.BlockIssue,
+		p.DecodeBegin,
+		p.DecodeEnd,
+		p.FaultBegin,
+		p.FaultMajor,
+		p.FaultMinor,
+		p.FilemapFault,
+		p.GetRowsBegin,
+		p.GraphCompute,
+		p.MmapExit,
+		p.OpBegin,
+		p.PageAdd,
+		p.PageDel,
+		p.ProcExec,
+		p.ProcExit,
+		p.ProcFork,
+		p.RaAsync,
+		p.RaOrder,
+		p.RaSync,
+		p.RaUnbounded,
+	)
 }
 
 func _IocorrClose(closers ...io.Closer) error {

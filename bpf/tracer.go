@@ -1,0 +1,302 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Options select what the tracer records.
+type Options struct {
+	// ProbeOps attaches a uprobe to every exported ggml_compute_forward_*
+	// function for per-op timing. It costs one uprobe hit per op per
+	// compute thread, so it is off by default.
+	ProbeOps bool
+	// RingBufBytes sizes the ring buffer (a power of two, at least a
+	// page); 0 means 64 MiB.
+	RingBufBytes int
+	// SelfPID is filtered out of block events (iocorr's own writes).
+	SelfPID int
+	// Devices, when not empty, limits block events to these whole-disk
+	// devices (kernel dev_t encoding). Empty keeps every device.
+	Devices []uint32
+	// Layout overrides the built-in ggml struct layout (from DWARF).
+	Layout *Layout
+}
+
+// Probe is one attached (or failed) probe, as recorded in the run metadata.
+type Probe struct {
+	Kind   string
+	Target string
+	Symbol string
+	Error  string
+}
+
+// Tracer owns the loaded BPF objects and their attachments.
+type Tracer struct {
+	objs  IocorrObjects
+	opts  Options
+	links []link.Link
+	perf  []*perfEvent
+	rd    *ringbuf.Reader
+
+	mu       sync.Mutex
+	probes   []Probe
+	attached map[fileID]bool
+	opFuncs  []string
+	opIndex  map[string]uint64
+	layout   Layout
+	opNames  []string
+	opSource string
+}
+
+type fileID struct {
+	dev uint64
+	ino uint64
+}
+
+// ErrPrivileges is returned when the process may not load BPF programs.
+var ErrPrivileges = errors.New("loading BPF programs needs root (or CAP_BPF and CAP_PERFMON)")
+
+// Open loads the programs and attaches the kernel side: tracepoints for
+// faults, page cache, readahead, block requests, processes and mmap, and
+// the software page-fault perf events on every CPU. User-space probes come
+// later, per file, with AttachUser.
+func Open(opts Options) (*Tracer, error) {
+	if opts.RingBufBytes == 0 {
+		opts.RingBufBytes = 64 << 20
+	}
+	if opts.RingBufBytes < os.Getpagesize() || opts.RingBufBytes&(opts.RingBufBytes-1) != 0 {
+		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least a page", opts.RingBufBytes)
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return nil, fmt.Errorf("kernel BTF not found (/sys/kernel/btf/vmlinux): this kernel needs CONFIG_DEBUG_INFO_BTF: %w", err)
+	}
+	// Best effort: kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK;
+	// newer ones account it to the memory cgroup, and raising the limit
+	// may be refused (no CAP_SYS_RESOURCE), which is then harmless.
+	_ = rlimit.RemoveMemlock()
+
+	spec, err := LoadIocorr()
+	if err != nil {
+		return nil, fmt.Errorf("loading BPF spec: %w", err)
+	}
+	spec.Maps["events"].MaxEntries = uint32(opts.RingBufBytes)
+	lay := builtinLayout
+	if opts.Layout != nil {
+		lay = *opts.Layout
+	}
+	consts := map[string]any{
+		"self_tgid":     uint32(opts.SelfPID),
+		"probe_ops":     opts.ProbeOps,
+		"filter_devs":   len(opts.Devices) > 0,
+		"t_type":        uint32(lay.TensorType),
+		"t_ne":          uint32(lay.TensorNE),
+		"t_nb":          uint32(lay.TensorNB),
+		"t_op":          uint32(lay.TensorOp),
+		"t_src":         uint32(lay.TensorSrc),
+		"t_view_src":    uint32(lay.TensorViewSrc),
+		"t_data":        uint32(lay.TensorData),
+		"t_name":        uint32(lay.TensorName),
+		"g_n_nodes":     uint32(lay.GraphNNodes),
+		"g_nodes":       uint32(lay.GraphNodes),
+		"ggml_type_i32": uint32(lay.TypeI32),
+	}
+	for name, v := range consts {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("BPF object has no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+
+	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, opIndex: map[string]uint64{}}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)
+		}
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading BPF programs: verifier: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading BPF programs: %w", err)
+	}
+	for _, d := range opts.Devices {
+		if err := t.AddDevice(d); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	if err := t.attachKernel(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.rd, err = ringbuf.NewReader(t.objs.Events)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening ring buffer: %w", err)
+	}
+	return t, nil
+}
+
+// kernelProbes are attached for every run; a missing one is an error,
+// since a run without it would report silent zeros.
+var kernelProbes = []struct {
+	kind, group, name string
+	prog              func(*IocorrPrograms) *ebpf.Program
+}{
+	{"tp_btf", "", "page_fault_user", func(p *IocorrPrograms) *ebpf.Program { return p.FaultBegin }},
+	{"tracepoint", "filemap", "mm_filemap_add_to_page_cache", func(p *IocorrPrograms) *ebpf.Program { return p.PageAdd }},
+	{"tracepoint", "filemap", "mm_filemap_delete_from_page_cache", func(p *IocorrPrograms) *ebpf.Program { return p.PageDel }},
+	{"tracepoint", "filemap", "mm_filemap_fault", func(p *IocorrPrograms) *ebpf.Program { return p.FilemapFault }},
+	{"tracepoint", "readahead", "page_cache_sync_ra", func(p *IocorrPrograms) *ebpf.Program { return p.RaSync }},
+	{"tracepoint", "readahead", "page_cache_async_ra", func(p *IocorrPrograms) *ebpf.Program { return p.RaAsync }},
+	{"tracepoint", "readahead", "page_cache_ra_unbounded", func(p *IocorrPrograms) *ebpf.Program { return p.RaUnbounded }},
+	{"tracepoint", "readahead", "page_cache_ra_order", func(p *IocorrPrograms) *ebpf.Program { return p.RaOrder }},
+	{"tp_btf", "", "block_rq_issue", func(p *IocorrPrograms) *ebpf.Program { return p.BlockIssue }},
+	{"tp_btf", "", "block_rq_complete", func(p *IocorrPrograms) *ebpf.Program { return p.BlockComplete }},
+	{"tp_btf", "", "sched_process_fork", func(p *IocorrPrograms) *ebpf.Program { return p.ProcFork }},
+	{"tp_btf", "", "sched_process_exec", func(p *IocorrPrograms) *ebpf.Program { return p.ProcExec }},
+	{"tp_btf", "", "sched_process_exit", func(p *IocorrPrograms) *ebpf.Program { return p.ProcExit }},
+	{"tracepoint", "syscalls", "sys_exit_mmap", func(p *IocorrPrograms) *ebpf.Program { return p.MmapExit }},
+}
+
+func (t *Tracer) attachKernel() error {
+	for _, kp := range kernelProbes {
+		var (
+			l   link.Link
+			err error
+		)
+		prog := kp.prog(&t.objs.IocorrPrograms)
+		target := kp.name
+		if kp.kind == "tp_btf" {
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+		} else {
+			target = kp.group + "/" + kp.name
+			l, err = link.Tracepoint(kp.group, kp.name, prog, nil)
+		}
+		if err != nil {
+			t.addProbe(Probe{Kind: kp.kind, Target: target, Error: err.Error()})
+			return fmt.Errorf("attaching %s %s: %w", kp.kind, target, err)
+		}
+		t.links = append(t.links, l)
+		t.addProbe(Probe{Kind: kp.kind, Target: target})
+	}
+	for _, pf := range []struct {
+		config uint64
+		name   string
+		prog   *ebpf.Program
+	}{
+		{unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ, "page-faults-major", t.objs.FaultMajor},
+		{unix.PERF_COUNT_SW_PAGE_FAULTS_MIN, "page-faults-minor", t.objs.FaultMinor},
+	} {
+		for cpu := 0; cpu < runtime.NumCPU(); cpu++ {
+			pe, err := openSoftwareEvent(pf.config, cpu, pf.prog)
+			if err != nil {
+				t.addProbe(Probe{Kind: "perf_event", Target: pf.name, Error: err.Error()})
+				return fmt.Errorf("attaching perf event %s on cpu %d: %w", pf.name, cpu, err)
+			}
+			t.perf = append(t.perf, pe)
+		}
+		t.addProbe(Probe{Kind: "perf_event", Target: pf.name})
+	}
+	return nil
+}
+
+func (t *Tracer) addProbe(p Probe) {
+	t.mu.Lock()
+	t.probes = append(t.probes, p)
+	t.mu.Unlock()
+}
+
+// TracePID adds a process to the traced set; the kernel follows its
+// forks from then on.
+func (t *Tracer) TracePID(pid int) error {
+	var st IocorrProcState
+	if err := t.objs.Traced.Update(uint32(pid), &st, ebpf.UpdateNoExist); err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+		return fmt.Errorf("tracing pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// AddFile marks a model file: its page-cache and readahead events are
+// kept whoever causes them. dev is the kernel's encoding (major<<20|minor).
+func (t *Tracer) AddFile(dev uint32, ino uint64) error {
+	k := IocorrFileKey{Ino: ino, Dev: dev}
+	if err := t.objs.Files.Update(&k, uint8(1), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("adding model file %d:%d ino %d: %w", dev>>20, dev&0xfffff, ino, err)
+	}
+	return nil
+}
+
+// AddDevice keeps block events of a whole-disk device when the tracer
+// filters by device (Options.Devices).
+func (t *Tracer) AddDevice(dev uint32) error {
+	if err := t.objs.Devs.Update(dev, uint8(1), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("adding block device %d:%d: %w", dev>>20, dev&0xfffff, err)
+	}
+	return nil
+}
+
+// RingBuf is the reader of the events ring buffer. Producers wake the
+// reader only for urgent events or when much data is pending, so the
+// reader must poll with a short deadline (ringbuf.Reader.SetDeadline).
+func (t *Tracer) RingBuf() *ringbuf.Reader { return t.rd }
+
+// Probes lists what was attached, and what failed, so far.
+func (t *Tracer) Probes() []Probe {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Probe(nil), t.probes...)
+}
+
+// Lost reports, per event type name, the events the kernel dropped because
+// the ring buffer was full. Every type is present, zero or not.
+func (t *Tracer) Lost() (map[string]uint64, error) {
+	out := make(map[string]uint64, EventTypeCount)
+	for typ := uint32(1); typ < EventTypeCount; typ++ {
+		var per []uint64
+		if err := t.objs.Lost.Lookup(typ, &per); err != nil {
+			return nil, fmt.Errorf("reading lost-event counters: %w", err)
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		out[EventTypeName(typ)] = sum
+	}
+	return out, nil
+}
+
+// OpFuncs maps an op event's fn (the uprobe cookie) to its symbol.
+func (t *Tracer) OpFuncs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.opFuncs...)
+}
+
+// Close detaches everything and frees the programs and maps.
+func (t *Tracer) Close() error {
+	var errs []error
+	if t.rd != nil {
+		errs = append(errs, t.rd.Close())
+	}
+	for _, pe := range t.perf {
+		errs = append(errs, pe.Close())
+	}
+	for i := len(t.links) - 1; i >= 0; i-- {
+		errs = append(errs, t.links[i].Close())
+	}
+	errs = append(errs, t.objs.Close())
+	return errors.Join(errs...)
+}

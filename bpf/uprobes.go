@@ -1,0 +1,173 @@
+package bpf
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Symbols the user-space probes attach to. llama_decode is in libllama;
+// the rest in the libggml-cpu variant the backend loader dlopen()s.
+const (
+	SymDecode       = "llama_decode"
+	SymGraphCompute = "ggml_graph_compute"
+	SymGetRows      = "ggml_compute_forward_get_rows"
+	opPrefix        = "ggml_compute_forward_"
+	symOpNames      = "GGML_OP_NAME"
+)
+
+// ProbeSymbols are the symbols a file must define for AttachUser to probe
+// it (doctor reports them).
+var ProbeSymbols = []string{SymDecode, SymGraphCompute, SymGetRows}
+
+// FileSymbols lists which probe symbols an ELF file defines, plus every
+// exported ggml_compute_forward_* function (op probes).
+func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, err error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer f.Close()
+	var syms []elf.Symbol
+	for _, get := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
+		s, err := get()
+		if err == nil {
+			syms = append(syms, s...)
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range syms {
+		if seen[s.Name] || s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		seen[s.Name] = true
+		switch {
+		case s.Name == symOpNames:
+			hasOpNames = true
+		case elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0:
+		case s.Name == SymDecode || s.Name == SymGraphCompute:
+			probe = append(probe, s.Name)
+		case strings.HasPrefix(s.Name, opPrefix) && elf.ST_BIND(s.Info) == elf.STB_GLOBAL:
+			ops = append(ops, s.Name)
+			if s.Name == SymGetRows {
+				probe = append(probe, s.Name)
+			}
+		}
+	}
+	sort.Strings(probe)
+	sort.Strings(ops)
+	return probe, ops, hasOpNames, nil
+}
+
+// AttachUser attaches the user-space probes to the llama/ggml symbols an
+// ELF file defines; a file without any is left alone. Uprobes are bound
+// to the file, not to a process, so this works before the file is mapped
+// and for every process that maps it; the programs filter by traced pid.
+// Calling it again for the same file does nothing.
+func (t *Tracer) AttachUser(path string) ([]Probe, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", path, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(real, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", real, err)
+	}
+	id := fileID{dev: st.Dev, ino: st.Ino}
+	t.mu.Lock()
+	done := t.attached[id]
+	t.attached[id] = true
+	t.mu.Unlock()
+	if done {
+		return nil, nil
+	}
+
+	probeSyms, opSyms, hasOpNames, err := FileSymbols(real)
+	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, nil // not an ELF file: nothing to probe
+		}
+		return nil, fmt.Errorf("reading symbols of %s: %w", real, err)
+	}
+	if hasOpNames {
+		if names, err := OpNamesFromELF(real); err == nil {
+			t.mu.Lock()
+			t.opNames, t.opSource = names, real
+			t.mu.Unlock()
+		} else {
+			t.addProbe(Probe{Kind: "elf", Target: real, Symbol: symOpNames, Error: err.Error()})
+		}
+	}
+	if len(probeSyms) == 0 && (!t.opts.ProbeOps || len(opSyms) == 0) {
+		return nil, nil
+	}
+	ex, err := link.OpenExecutable(real)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s for uprobes: %w", real, err)
+	}
+
+	var out []Probe
+	var errs []error
+	attach := func(kind, sym string, prog *ebpf.Program, cookie uint64) {
+		var l link.Link
+		var err error
+		opts := &link.UprobeOptions{Cookie: cookie}
+		if kind == "uretprobe" {
+			l, err = ex.Uretprobe(sym, prog, opts)
+		} else {
+			l, err = ex.Uprobe(sym, prog, opts)
+		}
+		p := Probe{Kind: kind, Target: real, Symbol: sym}
+		if err != nil {
+			p.Error = err.Error()
+			errs = append(errs, fmt.Errorf("attaching %s %s: %w", kind, sym, err))
+		} else {
+			t.mu.Lock()
+			t.links = append(t.links, l)
+			t.mu.Unlock()
+		}
+		t.addProbe(p)
+		out = append(out, p)
+	}
+	for _, sym := range probeSyms {
+		switch sym {
+		case SymDecode:
+			attach("uprobe", sym, t.objs.DecodeBegin, 0)
+			attach("uretprobe", sym, t.objs.DecodeEnd, 0)
+		case SymGraphCompute:
+			attach("uprobe", sym, t.objs.GraphCompute, 0)
+		case SymGetRows:
+			attach("uprobe", sym, t.objs.GetRowsBegin, 0)
+		}
+	}
+	if t.opts.ProbeOps {
+		for _, sym := range opSyms {
+			t.mu.Lock()
+			cookie, ok := t.opIndex[sym]
+			if !ok {
+				cookie = uint64(len(t.opFuncs))
+				t.opIndex[sym] = cookie
+				t.opFuncs = append(t.opFuncs, sym)
+			}
+			t.mu.Unlock()
+			attach("uprobe", sym, t.objs.OpBegin, cookie)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// OpNames returns the target's op names (index = enum ggml_op value) and
+// the file they were read from; nil when no libggml-base was probed yet.
+func (t *Tracer) OpNames() ([]string, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.opNames...), t.opSource
+}
