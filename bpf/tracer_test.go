@@ -1,0 +1,190 @@
+package bpf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// requireBPF skips only when BPF cannot be expected to load: not root and
+// not told otherwise. CI sets IOCORR_REQUIRE_BPF, making it a failure.
+func requireBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 && os.Getenv("IOCORR_REQUIRE_BPF") == "" {
+		t.Skip("loading BPF needs root; set IOCORR_REQUIRE_BPF=1 to make this a failure")
+	}
+}
+
+func openTracer(t *testing.T, opts Options) *Tracer {
+	t.Helper()
+	requireBPF(t)
+	tr, err := Open(opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// drain reads records until the ring buffer has been quiet for a while.
+func drain(t *testing.T, tr *Tracer, each func(typ uint16, rec []byte)) {
+	t.Helper()
+	rd := tr.RingBuf()
+	var rec ringbuf.Record
+	quiet := 0
+	for quiet < 3 {
+		rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		err := rd.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			quiet++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("reading ring buffer: %v", err)
+		}
+		quiet = 0
+		hdr := (*IocorrEventHdr)(unsafe.Pointer(&rec.RawSample[0]))
+		each(hdr.Type, rec.RawSample)
+	}
+}
+
+// coldFile writes a file of n pages, syncs it and drops it from the page
+// cache, so that touching its pages must read them from the disk.
+func coldFile(t *testing.T, pages int) (*os.File, uint32, uint64) {
+	t.Helper()
+	// Not t.TempDir(): that may be tmpfs elsewhere, and this test needs
+	// a block device under the file.
+	dir, err := os.MkdirTemp(".", ".coldfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := filepath.Join(dir, "data")
+	buf := make([]byte, pages*4096)
+	for i := range buf {
+		buf[i] = byte(i / 4096)
+	}
+	if err := os.WriteFile(p, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	// Dirty pages survive FADV_DONTNEED: sync first (LAB-NOTES).
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	dev := uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev))
+	return f, dev, st.Ino
+}
+
+// sink keeps the compiler from dropping the loads that fault pages in.
+var sink byte
+
+func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
+	f, dev, ino := coldFile(t, 64)
+	tr := openTracer(t, Options{})
+	if err := tr.AddFile(dev, ino); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, 64*4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	// One page per fault: no readahead, no fault-around of cached pages.
+	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	touched := []int{3, 17, 18, 42, 63, 0}
+	for _, p := range touched {
+		sink += mem[p*4096]
+	}
+
+	faults := map[uint64]IocorrFaultEvent{}
+	added := map[uint64]bool{}
+	drain(t, tr, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(IocorrEventTypeEV_FAULT):
+			e := *(*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+			if e.Ino == ino && e.Dev == dev {
+				faults[e.FileOff] = e
+			}
+		case uint32(IocorrEventTypeEV_PAGE_ADD):
+			e := (*IocorrPageEvent)(unsafe.Pointer(&rec[0]))
+			if e.Ino == ino {
+				for i := uint64(0); i < 1<<e.Order; i++ {
+					added[e.Index+i] = true
+				}
+			}
+		}
+	})
+
+	var want, got []uint64
+	for _, p := range touched {
+		want = append(want, uint64(p)*4096)
+	}
+	for off, e := range faults {
+		got = append(got, off)
+		if e.Class != uint8(IocorrFaultClassFAULT_MAJOR) {
+			t.Errorf("fault at offset %d: class %d, want major", off, e.Class)
+		}
+		if e.StartTs == 0 || e.Hdr.Ts < e.StartTs {
+			t.Errorf("fault at offset %d: start %d end %d", off, e.StartTs, e.Hdr.Ts)
+		}
+		if e.Addr != uint64(uintptr(unsafe.Pointer(&mem[0])))+off {
+			t.Errorf("fault at offset %d: address %#x does not match the mapping", off, e.Addr)
+		}
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	if len(got) != len(want) {
+		t.Fatalf("faults at offsets %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("faults at offsets %v, want %v", got, want)
+		}
+	}
+	for _, p := range touched {
+		if !added[uint64(p)] {
+			t.Errorf("page %d was not reported added to the page cache", p)
+		}
+	}
+	lost, err := tr.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, n := range lost {
+		if n != 0 {
+			t.Errorf("lost %d %s events", n, typ)
+		}
+	}
+}
+
+func TestOpenRejectsABadRingBufferSize(t *testing.T) {
+	for _, n := range []int{100, 3 << 20} {
+		if _, err := Open(Options{RingBufBytes: n}); err == nil {
+			t.Errorf("Open with a %d-byte ring buffer succeeded", n)
+		}
+	}
+}
