@@ -1,0 +1,41 @@
+# iocorr — see README.md. Every target works on a fresh Debian 12 machine
+# as root: `make test` and `make demo` run `setup` first.
+
+GO        ?= go
+BIN       := bin/iocorr
+VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+DEMO_DIR  ?= demo
+SETUP_OK  := .setup-done
+
+.PHONY: help build test generate setup demo bench fuzz clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build bin/iocorr (no clang needed: the BPF objects are committed)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/iocorr
+
+setup: $(SETUP_OK) ## install what the build, the tests and the demo need
+
+$(SETUP_OK): testdata/llm/package-lock.json testdata/llm/setup.sh go.sum
+	./scripts/setup.sh
+	@touch $@
+
+test: setup ## run every test, BPF and real llama.cpp included (as root)
+	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -count=1 -timeout 40m ./...
+
+generate: ## regenerate the BPF Go bindings and objects (needs clang, bpftool)
+	$(GO) generate ./bpf
+
+bench: setup ## benchmarks: ingest rate, query latency, tracing overhead
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...
+
+fuzz: ## fuzz the GGUF parser for FUZZTIME (default 10m)
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-10m} ./gguf
+
+demo: setup build ## synthesize a model, record llama.cpp under memory pressure, query it
+	./scripts/demo.sh $(DEMO_DIR)
+
+clean:
+	rm -rf bin $(DEMO_DIR) $(SETUP_OK)

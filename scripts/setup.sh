@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what iocorr's build, tests and demo need on a Debian 12 machine
+# (run as root). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc; do
+	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
+	command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+[ -e /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+if [ ${#need_apt[@]} -gt 0 ]; then
+	echo "setup: installing ${need_apt[*]}" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# BPF tools and iocorr doctor read tracefs; it is not mounted by default here.
+if [ ! -e /sys/kernel/tracing/events ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup: could not mount tracefs (not root?)" >&2
+fi
+
+go mod download
+./testdata/llm/setup.sh
