@@ -1,0 +1,548 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SynthSpec describes a random-weight model of llama architecture that
+// llama.cpp loads and runs: experiments need models of chosen shapes and
+// sizes, and no model can be downloaded here. Zero fields take the
+// defaults of WithDefaults.
+type SynthSpec struct {
+	Name        string // general.name; default "iocorr-synth"
+	Layers      int    // default 16
+	Embd        int    // n_embd; default 1024
+	FF          int    // n_ff (per expert for MoE); default 2816
+	Heads       int    // default Embd/64
+	KVHeads     int    // default Heads (no GQA)
+	Experts     int    // 0 for a dense model
+	ExpertsUsed int    // default min(2, Experts)
+	Type        Type   // weights: F32 (the zero value), F16, BF16 or Q8_0
+	Vocab       int    // at least 259 (3 specials + 256 byte tokens); default 512
+	Ctx         int    // context length; default 2048
+	Seed        uint64
+}
+
+// SynthTypes are the tensor types synth can fill with random values.
+var SynthTypes = []Type{TypeF32, TypeF16, TypeBF16, TypeQ8_0}
+
+const synthMinVocab = 3 + 256
+
+// WithDefaults fills zero fields.
+func (s SynthSpec) WithDefaults() SynthSpec {
+	if s.Name == "" {
+		s.Name = "iocorr-synth"
+	}
+	if s.Layers == 0 {
+		s.Layers = 16
+	}
+	if s.Embd == 0 {
+		s.Embd = 1024
+	}
+	if s.FF == 0 {
+		s.FF = defaultFF(s.Embd)
+	}
+	if s.Heads == 0 {
+		s.Heads = defaultHeads(s.Embd)
+	}
+	if s.KVHeads == 0 {
+		s.KVHeads = s.Heads
+	}
+	if s.Experts > 0 && s.ExpertsUsed == 0 {
+		s.ExpertsUsed = min(2, s.Experts)
+	}
+	if s.Vocab == 0 {
+		s.Vocab = 512
+	}
+	if s.Ctx == 0 {
+		s.Ctx = 2048
+	}
+	return s
+}
+
+// defaultFF is llama's 2.75 × n_embd (1024 → 2816), a multiple of 32 so
+// that Q8_0 rows of ffn_down fit whole blocks.
+func defaultFF(embd int) int { return max(32, (embd*11/4+31)/32*32) }
+
+// defaultHeads picks a head size of 128 for wide models, else 64, else
+// the largest even size that divides n_embd.
+func defaultHeads(embd int) int {
+	for _, hd := range []int{128, 64, 32, 16, 8, 4, 2} {
+		if hd == 128 && embd < 4096 {
+			continue
+		}
+		if embd%hd == 0 && embd/hd >= 1 {
+			return embd / hd
+		}
+	}
+	return 1
+}
+
+// Validate reports shape errors that would make llama.cpp refuse the
+// model or make a tensor unrepresentable. It expects WithDefaults applied.
+func (s SynthSpec) Validate() error {
+	switch {
+	case s.Layers < 1 || s.Layers > 1000:
+		return fmt.Errorf("layers %d: want 1 to 1000", s.Layers)
+	case s.Embd < 2:
+		return fmt.Errorf("embd %d: want at least 2", s.Embd)
+	case s.FF < 1:
+		return fmt.Errorf("ff %d: want at least 1", s.FF)
+	case s.Heads < 1 || s.Embd%s.Heads != 0:
+		return fmt.Errorf("heads %d must divide embd %d", s.Heads, s.Embd)
+	case (s.Embd/s.Heads)%2 != 0:
+		return fmt.Errorf("head size embd/heads = %d must be even (rotary embedding)", s.Embd/s.Heads)
+	case s.KVHeads < 1 || s.Heads%s.KVHeads != 0:
+		return fmt.Errorf("kv-heads %d must divide heads %d", s.KVHeads, s.Heads)
+	case s.Experts < 0 || s.Experts > 1024:
+		return fmt.Errorf("experts %d: want 0 (dense) to 1024", s.Experts)
+	case s.Experts > 0 && (s.ExpertsUsed < 1 || s.ExpertsUsed > s.Experts):
+		return fmt.Errorf("experts-used %d: want 1 to experts (%d)", s.ExpertsUsed, s.Experts)
+	case s.Experts == 0 && s.ExpertsUsed != 0:
+		return fmt.Errorf("experts-used %d without experts", s.ExpertsUsed)
+	case s.Vocab < synthMinVocab || s.Vocab > 1<<20:
+		return fmt.Errorf("vocab %d: want %d (3 special + 256 byte tokens) to %d", s.Vocab, synthMinVocab, 1<<20)
+	case s.Ctx < 1:
+		return fmt.Errorf("ctx %d: want at least 1", s.Ctx)
+	}
+	ok := false
+	for _, t := range SynthTypes {
+		ok = ok || t == s.Type
+	}
+	if !ok {
+		return fmt.Errorf("type %s: synth writes only F32, F16, BF16 and Q8_0", s.Type)
+	}
+	if b := s.Type.BlockSize(); b > 1 {
+		if s.Embd%int(b) != 0 {
+			return fmt.Errorf("embd %d must be a multiple of %d for %s", s.Embd, b, s.Type)
+		}
+		if s.FF%int(b) != 0 {
+			return fmt.Errorf("ff %d must be a multiple of %d for %s (ffn_down rows have ff elements)", s.FF, b, s.Type)
+		}
+	}
+	return nil
+}
+
+// Token types of llama.cpp's SPM vocabulary (llama_token_type).
+const (
+	tokNormal  int32 = 1
+	tokUnknown int32 = 2
+	tokControl int32 = 3
+	tokByte    int32 = 6
+)
+
+// synthVocab is <unk>, <s>, </s>, the 256 byte tokens (so that any text
+// tokenizes through byte fallback), then ordinary pieces up to n.
+func synthVocab(n int) (tokens []string, scores []float32, types []int32) {
+	add := func(tok string, score float32, typ int32) {
+		tokens = append(tokens, tok)
+		scores = append(scores, score)
+		types = append(types, typ)
+	}
+	add("<unk>", 0, tokUnknown)
+	add("<s>", 0, tokControl)
+	add("</s>", 0, tokControl)
+	for b := 0; b < 256; b++ {
+		add(fmt.Sprintf("<0x%02X>", b), 0, tokByte)
+	}
+	seen := map[string]bool{}
+	var pieces []string
+	for _, w := range strings.Fields("the a and of to in is that it for on with as was he be at by this had not are but from or have an they which one you were all we her she there can") {
+		pieces = append(pieces, "▁"+w)
+	}
+	pieces = append(pieces, "▁")
+	for c := 'a'; c <= 'z'; c++ {
+		pieces = append(pieces, string(c), "▁"+string(c))
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		pieces = append(pieces, string(c), "▁"+string(c))
+	}
+	for c := '0'; c <= '9'; c++ {
+		pieces = append(pieces, string(c))
+	}
+	pieces = append(pieces, ".", ",", "!", "?", "'", "-", ":", ";")
+	for i := 0; len(tokens) < n; i++ {
+		var p string
+		if i < len(pieces) {
+			p = pieces[i]
+		} else {
+			// Two-letter pieces, then numbered filler, keep tokens unique.
+			j := i - len(pieces)
+			if j < 26*26 {
+				p = "▁" + string(rune('a'+j/26)) + string(rune('a'+j%26))
+			} else {
+				p = fmt.Sprintf("▁w%d", j)
+			}
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		add(p, -float32(len(tokens)), tokNormal)
+	}
+	return tokens, scores, types
+}
+
+// fileType is llama_ftype for general.file_type.
+func fileType(t Type) uint32 {
+	switch t {
+	case TypeF32:
+		return 0
+	case TypeF16:
+		return 1
+	case TypeQ8_0:
+		return 7
+	case TypeBF16:
+		return 32
+	}
+	return 0
+}
+
+// Writer returns the Writer for the model (metadata and tensor infos).
+func (s SynthSpec) Writer() (*Writer, error) {
+	s = s.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("gguf: synth: %w", err)
+	}
+	tokens, scores, types := synthVocab(s.Vocab)
+	u := func(v int) uint32 { return uint32(v) }
+	md := Metadata{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.name", Value: s.Name},
+		{Key: "general.alignment", Value: uint32(DefaultAlignment)},
+		{Key: "general.file_type", Value: fileType(s.Type)},
+		{Key: "general.quantization_version", Value: uint32(2)},
+		{Key: "llama.context_length", Value: u(s.Ctx)},
+		{Key: "llama.embedding_length", Value: u(s.Embd)},
+		{Key: "llama.block_count", Value: u(s.Layers)},
+		{Key: "llama.feed_forward_length", Value: u(s.FF)},
+		{Key: "llama.attention.head_count", Value: u(s.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: u(s.KVHeads)},
+		{Key: "llama.rope.dimension_count", Value: u(s.Embd / s.Heads)},
+		{Key: "llama.rope.freq_base", Value: float32(10000)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
+		{Key: "llama.vocab_size", Value: u(s.Vocab)},
+	}
+	if s.Experts > 0 {
+		md = append(md,
+			KV{Key: "llama.expert_count", Value: u(s.Experts)},
+			KV{Key: "llama.expert_used_count", Value: u(s.ExpertsUsed)})
+	}
+	md = append(md,
+		KV{Key: "tokenizer.ggml.model", Value: "llama"},
+		KV{Key: "tokenizer.ggml.tokens", Value: Array{Elem: ValueString, Values: tokens}},
+		KV{Key: "tokenizer.ggml.scores", Value: Array{Elem: ValueFloat32, Values: scores}},
+		KV{Key: "tokenizer.ggml.token_type", Value: Array{Elem: ValueInt32, Values: types}},
+		KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
+		KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
+		KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(2)},
+		KV{Key: "tokenizer.ggml.add_bos_token", Value: true},
+		KV{Key: "tokenizer.ggml.add_eos_token", Value: false},
+	)
+
+	e, ff, v := int64(s.Embd), int64(s.FF), int64(s.Vocab)
+	kv := e / int64(s.Heads) * int64(s.KVHeads) // n_embd_k_gqa
+	wt := s.Type
+	ts := []TensorInfo{{Name: "token_embd.weight", Type: wt, Dims: []int64{e, v}}}
+	for l := 0; l < s.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		ts = append(ts,
+			TensorInfo{Name: p + "attn_norm.weight", Type: TypeF32, Dims: []int64{e}},
+			TensorInfo{Name: p + "attn_q.weight", Type: wt, Dims: []int64{e, e}},
+			TensorInfo{Name: p + "attn_k.weight", Type: wt, Dims: []int64{e, kv}},
+			TensorInfo{Name: p + "attn_v.weight", Type: wt, Dims: []int64{e, kv}},
+			TensorInfo{Name: p + "attn_output.weight", Type: wt, Dims: []int64{e, e}},
+			TensorInfo{Name: p + "ffn_norm.weight", Type: TypeF32, Dims: []int64{e}},
+		)
+		if s.Experts > 0 {
+			x := int64(s.Experts)
+			ts = append(ts,
+				TensorInfo{Name: p + "ffn_gate_inp.weight", Type: TypeF32, Dims: []int64{e, x}},
+				TensorInfo{Name: p + "ffn_gate_exps.weight", Type: wt, Dims: []int64{e, ff, x}},
+				TensorInfo{Name: p + "ffn_down_exps.weight", Type: wt, Dims: []int64{ff, e, x}},
+				TensorInfo{Name: p + "ffn_up_exps.weight", Type: wt, Dims: []int64{e, ff, x}},
+			)
+		} else {
+			ts = append(ts,
+				TensorInfo{Name: p + "ffn_gate.weight", Type: wt, Dims: []int64{e, ff}},
+				TensorInfo{Name: p + "ffn_down.weight", Type: wt, Dims: []int64{ff, e}},
+				TensorInfo{Name: p + "ffn_up.weight", Type: wt, Dims: []int64{e, ff}},
+			)
+		}
+	}
+	ts = append(ts,
+		TensorInfo{Name: "output_norm.weight", Type: TypeF32, Dims: []int64{e}},
+		TensorInfo{Name: "output.weight", Type: wt, Dims: []int64{e, v}},
+	)
+	return &Writer{Metadata: md, Tensors: ts}, nil
+}
+
+// Layout is the file the spec produces, without writing it.
+func (s SynthSpec) Layout() (*File, error) {
+	w, err := s.Writer()
+	if err != nil {
+		return nil, err
+	}
+	return w.Layout()
+}
+
+// WriteSynth writes the model to w and returns the bytes written. The
+// output depends only on the spec (and its Seed).
+func WriteSynth(w io.Writer, s SynthSpec) (int64, error) {
+	gw, err := s.Writer()
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, synthChunk)
+	return gw.Write(w, func(t *Tensor, w io.Writer) error {
+		return synthData(w, t, s.Seed, buf)
+	})
+}
+
+// CreateSynth writes the model to path through a temporary file in the
+// same directory, synced before the rename: a model left dirty in the
+// page cache survives drop_caches and would make a later cold-cache
+// experiment do no I/O at all.
+func CreateSynth(path string, s SynthSpec) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	n, err := WriteSynth(tmp, s)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return n, err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync() // make the rename durable; failure here loses nothing written
+		d.Close()
+	}
+	return n, nil
+}
+
+// synthChunk is a multiple of 8 (PRNG words) and of 34 (Q8_0 blocks).
+const synthChunk = 8 * 34 * 16384
+
+// rng is wyrand: one multiply per 8 random bytes, so generating weights
+// runs well above disk speed.
+type rng struct{ s uint64 }
+
+func (r *rng) next() uint64 {
+	r.s += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(r.s, r.s^0xe7037ed1a0b428db)
+	return hi ^ lo
+}
+
+func (r *rng) fill(b []byte) {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.next())
+	}
+	if i < len(b) {
+		var tail [8]byte
+		binary.LittleEndian.PutUint64(tail[:], r.next())
+		copy(b[i:], tail[:])
+	}
+}
+
+// q8Scale makes Q8_0 values d*q (q in -128..127) span about ±0.02.
+var q8Scale = float32ToFloat16(0.02 / 128)
+
+// synthData writes t.Size bytes of small random values: weights of
+// magnitude below 0.03 with random sign, so activations stay sane, and
+// norm weights of exactly 1.
+func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte) error {
+	r := rng{s: seed*0x9e3779b97f4a7c15 + uint64(t.Index)*0xbf58476d1ce4e5b9 + 1}
+	norm := strings.HasSuffix(t.Role, "norm")
+	left := t.Size
+	for left > 0 {
+		b := buf[:min(int64(len(buf)), left)]
+		switch {
+		case norm && t.Type == TypeF32:
+			for i := 0; i+4 <= len(b); i += 4 {
+				binary.LittleEndian.PutUint32(b[i:], 0x3f800000) // 1.0
+			}
+		case t.Type == TypeF32:
+			// Keep sign and mantissa; exponent 120 or 121 gives
+			// magnitudes in [2^-7, 2^-5).
+			r.fill(b)
+			for i := 0; i+8 <= len(b); i += 8 {
+				x := binary.LittleEndian.Uint64(b[i:])
+				binary.LittleEndian.PutUint64(b[i:], x&0x80ffffff80ffffff|0x3c0000003c000000)
+			}
+			fixTail(b, 4, func(x uint64) uint64 { return x&0x80ffffff | 0x3c000000 })
+		case t.Type == TypeF16:
+			// Half exponents 8 or 9: magnitudes in [2^-7, 2^-5).
+			r.fill(b)
+			for i := 0; i+8 <= len(b); i += 8 {
+				x := binary.LittleEndian.Uint64(b[i:])
+				binary.LittleEndian.PutUint64(b[i:], x&0x87ff87ff87ff87ff|0x2000200020002000)
+			}
+			fixTail(b, 2, func(x uint64) uint64 { return x&0x87ff | 0x2000 })
+		case t.Type == TypeBF16:
+			// bf16 is the top half of an f32: exponent 120 or 121.
+			r.fill(b)
+			for i := 0; i+8 <= len(b); i += 8 {
+				x := binary.LittleEndian.Uint64(b[i:])
+				binary.LittleEndian.PutUint64(b[i:], x&0x80ff80ff80ff80ff|0x3c003c003c003c00)
+			}
+			fixTail(b, 2, func(x uint64) uint64 { return x&0x80ff | 0x3c00 })
+		case t.Type == TypeQ8_0:
+			r.fill(b)
+			for i := 0; i+34 <= len(b); i += 34 {
+				binary.LittleEndian.PutUint16(b[i:], q8Scale)
+			}
+		default:
+			return fmt.Errorf("synth cannot fill %s", t.Type)
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		left -= int64(len(b))
+	}
+	return nil
+}
+
+// fixTail applies f to the elements of size sz in the last len(b)%8
+// bytes, which the 8-byte loops skip.
+func fixTail(b []byte, sz int, f func(uint64) uint64) {
+	for i := len(b) / 8 * 8; i+sz <= len(b); i += sz {
+		switch sz {
+		case 2:
+			binary.LittleEndian.PutUint16(b[i:], uint16(f(uint64(binary.LittleEndian.Uint16(b[i:])))))
+		case 4:
+			binary.LittleEndian.PutUint32(b[i:], uint32(f(uint64(binary.LittleEndian.Uint32(b[i:])))))
+		}
+	}
+}
+
+// SizeSynth fills the shape fields of s that are zero (Layers, Embd, FF,
+// Heads) so that the file comes out close to target bytes: width grows
+// with the cube root of the size and depth with the width (about
+// n_embd/64 layers, as in real models), then the layer count and the
+// feed-forward width are tuned to the exact size. Fields that are set
+// are kept.
+func SizeSynth(target int64, s SynthSpec) (SynthSpec, error) {
+	fixed := s
+	d := s.WithDefaults()
+	sizeOf := func(c SynthSpec) int64 {
+		f, err := c.Layout()
+		if err != nil {
+			return -1
+		}
+		return f.Size
+	}
+	layersFor := func(e int) int {
+		if fixed.Layers > 0 {
+			return fixed.Layers
+		}
+		return max(1, e/64)
+	}
+	cand := d
+	if fixed.Embd == 0 {
+		step := 64
+		if d.Type.BlockSize() > int64(step) {
+			step = int(d.Type.BlockSize())
+		}
+		cand.Embd = step
+		for e := step; e <= 16384; e += step {
+			c := d
+			c.Embd, c.Layers, c.Heads, c.KVHeads = e, layersFor(e), fixed.Heads, fixed.KVHeads
+			if c.Heads == 0 {
+				c.Heads = defaultHeads(e)
+			}
+			if c.KVHeads == 0 {
+				c.KVHeads = c.Heads
+			}
+			if fixed.FF == 0 {
+				c.FF = defaultFF(e)
+			}
+			if sz := sizeOf(c); sz < 0 || sz > target {
+				break
+			}
+			cand = c
+		}
+	}
+	if fixed.Heads == 0 {
+		cand.Heads = defaultHeads(cand.Embd)
+		if fixed.KVHeads == 0 {
+			cand.KVHeads = cand.Heads
+		}
+	}
+	if fixed.FF == 0 {
+		cand.FF = defaultFF(cand.Embd)
+	}
+	if fixed.Layers == 0 {
+		one, two := cand, cand
+		one.Layers, two.Layers = 1, 2
+		s1, s2 := sizeOf(one), sizeOf(two)
+		if s1 < 0 {
+			return s, one.Validate()
+		}
+		per := s2 - s1
+		cand.Layers = max(1, int(math.Round(float64(target-(s1-per))/float64(per))))
+	}
+	if fixed.FF == 0 {
+		// Size grows with FF: find the multiple of 32 closest to target.
+		lo, hi := 1, max(2, 16*cand.Embd/32)
+		for lo < hi {
+			m := (lo + hi) / 2
+			c := cand
+			c.FF = m * 32
+			if sz := sizeOf(c); sz >= 0 && sz < target {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		best, bestDiff := cand.FF, int64(math.MaxInt64)
+		for _, m := range []int{lo - 1, lo} {
+			if m < 1 {
+				continue
+			}
+			c := cand
+			c.FF = m * 32
+			if sz := sizeOf(c); sz >= 0 {
+				if diff := abs64(sz - target); diff < bestDiff {
+					best, bestDiff = c.FF, diff
+				}
+			}
+		}
+		cand.FF = best
+	}
+	sz := sizeOf(cand)
+	if sz < 0 {
+		return cand, cand.Validate()
+	}
+	if float64(abs64(sz-target)) > 0.1*float64(target) {
+		return cand, fmt.Errorf("gguf: synth: cannot reach %d bytes with these settings: closest is %d (layers %d, embd %d, ff %d)",
+			target, sz, cand.Layers, cand.Embd, cand.FF)
+	}
+	return cand, nil
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
