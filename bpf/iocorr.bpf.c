@@ -30,20 +30,38 @@ const volatile bool probe_ops = false;
  * maps it), and user space sorts them out by extents. */
 const volatile bool filter_devs = false;
 
-/* struct ggml_tensor and struct ggml_cgraph offsets of the target build,
- * from DWARF or the validated built-in table. */
-const volatile __u32 t_type = 0;
-const volatile __u32 t_ne = 16;
-const volatile __u32 t_nb = 48;
-const volatile __u32 t_op = 80;
-const volatile __u32 t_src = 152;
-const volatile __u32 t_view_src = 232;
-const volatile __u32 t_data = 248;
-const volatile __u32 t_name = 256;
-const volatile __u32 g_n_nodes = 4;
-const volatile __u32 g_nodes = 16;
-/* enum ggml_type GGML_TYPE_I32 of the target. */
-const volatile __u32 ggml_type_i32 = 26;
+/* struct ggml_tensor and struct ggml_cgraph offsets of the target build.
+ * Not const: user space learns them per library (DWARF, when a library
+ * that is dlopen()ed later has it) after the programs are loaded, and
+ * sets them before it attaches the uprobes that read them. */
+struct ggml_layout {
+	__u32 t_type;
+	__u32 t_ne;
+	__u32 t_nb;
+	__u32 t_op;
+	__u32 t_src;
+	__u32 t_view_src;
+	__u32 t_data;
+	__u32 t_name;
+	__u32 g_n_nodes;
+	__u32 g_nodes;
+	__u32 type_i32; /* enum ggml_type GGML_TYPE_I32 */
+	__u32 pad;
+};
+volatile struct ggml_layout layout = {
+	.t_type = 0, .t_ne = 16, .t_nb = 48, .t_op = 80, .t_src = 152, .t_view_src = 232,
+	.t_data = 248, .t_name = 256, .g_n_nodes = 4, .g_nodes = 16, .type_i32 = 26,
+};
+#define t_type layout.t_type
+#define t_ne layout.t_ne
+#define t_nb layout.t_nb
+#define t_op layout.t_op
+#define t_src layout.t_src
+#define t_data layout.t_data
+#define t_name layout.t_name
+#define g_n_nodes layout.g_n_nodes
+#define g_nodes layout.g_nodes
+#define ggml_type_i32 layout.type_i32
 
 /* Token and phase of the most recent llama_decode of any traced process,
  * for events that run in other contexts (block completions, kswapd). */

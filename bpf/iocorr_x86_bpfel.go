@@ -137,6 +137,22 @@ type IocorrFileKey struct {
 	Pad uint32
 }
 
+type IocorrGgmlLayout struct {
+	_         structs.HostLayout
+	T_type    uint32
+	T_ne      uint32
+	T_nb      uint32
+	T_op      uint32
+	T_src     uint32
+	T_viewSrc uint32
+	T_data    uint32
+	T_name    uint32
+	G_nNodes  uint32
+	G_nodes   uint32
+	TypeI32   uint32
+	Pad       uint32
+}
+
 type IocorrGraphEvent struct {
 	_             structs.HostLayout
 	Hdr           IocorrEventHdr
@@ -302,20 +318,10 @@ const (
 	IocorrProgRaSync            = "ra_sync"
 	IocorrProgRaUnbounded       = "ra_unbounded"
 	IocorrVarFilterDevs         = "filter_devs"
-	IocorrVarG_nNodes           = "g_n_nodes"
-	IocorrVarG_nodes            = "g_nodes"
-	IocorrVarGgmlTypeI32        = "ggml_type_i32"
 	IocorrVarLastStamp          = "last_stamp"
+	IocorrVarLayout             = "layout"
 	IocorrVarProbeOps           = "probe_ops"
 	IocorrVarSelfTgid           = "self_tgid"
-	IocorrVarT_data             = "t_data"
-	IocorrVarT_name             = "t_name"
-	IocorrVarT_nb               = "t_nb"
-	IocorrVarT_ne               = "t_ne"
-	IocorrVarT_op               = "t_op"
-	IocorrVarT_src              = "t_src"
-	IocorrVarT_type             = "t_type"
-	IocorrVarT_viewSrc          = "t_view_src"
 	IocorrVarUnusedBlockEvent   = "unused_block_event"
 	IocorrVarUnusedDecodeEvent  = "unused_decode_event"
 	IocorrVarUnusedEventType    = "unused_event_type"
@@ -421,20 +427,10 @@ type IocorrMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrVariableSpecs struct {
 	FilterDevs         *ebpf.VariableSpec `ebpf:"filter_devs"`
-	G_nNodes           *ebpf.VariableSpec `ebpf:"g_n_nodes"`
-	G_nodes            *ebpf.VariableSpec `ebpf:"g_nodes"`
-	GgmlTypeI32        *ebpf.VariableSpec `ebpf:"ggml_type_i32"`
 	LastStamp          *ebpf.VariableSpec `ebpf:"last_stamp"`
+	Layout             *ebpf.VariableSpec `ebpf:"layout"`
 	ProbeOps           *ebpf.VariableSpec `ebpf:"probe_ops"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
-	T_data             *ebpf.VariableSpec `ebpf:"t_data"`
-	T_name             *ebpf.VariableSpec `ebpf:"t_name"`
-	T_nb               *ebpf.VariableSpec `ebpf:"t_nb"`
-	T_ne               *ebpf.VariableSpec `ebpf:"t_ne"`
-	T_op               *ebpf.VariableSpec `ebpf:"t_op"`
-	T_src              *ebpf.VariableSpec `ebpf:"t_src"`
-	T_type             *ebpf.VariableSpec `ebpf:"t_type"`
-	T_viewSrc          *ebpf.VariableSpec `ebpf:"t_view_src"`
 	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.VariableSpec `ebpf:"unused_decode_event"`
 	UnusedEventType    *ebpf.VariableSpec `ebpf:"unused_event_type"`
@@ -507,20 +503,10 @@ func (m *IocorrMaps) Close() error {
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrVariables struct {
 	FilterDevs         *ebpf.Variable `ebpf:"filter_devs"`
-	G_nNodes           *ebpf.Variable `ebpf:"g_n_nodes"`
-	G_nodes            *ebpf.Variable `ebpf:"g_nodes"`
-	GgmlTypeI32        *ebpf.Variable `ebpf:"ggml_type_i32"`
 	LastStamp          *ebpf.Variable `ebpf:"last_stamp"`
+	Layout             *ebpf.Variable `ebpf:"layout"`
 	ProbeOps           *ebpf.Variable `ebpf:"probe_ops"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
-	T_data             *ebpf.Variable `ebpf:"t_data"`
-	T_name             *ebpf.Variable `ebpf:"t_name"`
-	T_nb               *ebpf.Variable `ebpf:"t_nb"`
-	T_ne               *ebpf.Variable `ebpf:"t_ne"`
-	T_op               *ebpf.Variable `ebpf:"t_op"`
-	T_src              *ebpf.Variable `ebpf:"t_src"`
-	T_type             *ebpf.Variable `ebpf:"t_type"`
-	T_viewSrc          *ebpf.Variable `ebpf:"t_view_src"`
 	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.Variable `ebpf:"unused_decode_event"`
 	UnusedEventType    *ebpf.Variable `ebpf:"unused_event_type"`

@@ -47,7 +47,44 @@ var builtinLayout = Layout{
 }
 
 // Layout returns the layout in use.
-func (t *Tracer) Layout() Layout { return t.layout }
+func (t *Tracer) Layout() Layout {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.layout
+}
+
+func (l Layout) bpf() IocorrGgmlLayout {
+	return IocorrGgmlLayout{
+		T_type: uint32(l.TensorType), T_ne: uint32(l.TensorNE), T_nb: uint32(l.TensorNB), T_op: uint32(l.TensorOp),
+		T_src: uint32(l.TensorSrc), T_viewSrc: uint32(l.TensorViewSrc), T_data: uint32(l.TensorData),
+		T_name: uint32(l.TensorName), G_nNodes: uint32(l.GraphNNodes), G_nodes: uint32(l.GraphNodes),
+		TypeI32: uint32(l.TypeI32),
+	}
+}
+
+// useLayout switches the probes to a layout read from a library's DWARF,
+// before any uprobe that reads it is attached to that library.
+func (t *Tracer) useLayout(l Layout) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.layoutFixed {
+		if l != t.layout && l.Source != t.layout.Source {
+			// Two libraries that disagree about struct ggml_tensor cannot
+			// both be read right by one set of programs.
+			a, b := l, t.layout
+			a.Source, b.Source = "", ""
+			if a != b {
+				return fmt.Errorf("ggml layout of %s differs from %s", l.Source, t.layout.Source)
+			}
+		}
+		return nil
+	}
+	if err := t.objs.Layout.Set(l.bpf()); err != nil {
+		return fmt.Errorf("setting ggml layout: %w", err)
+	}
+	t.layout, t.layoutFixed = l, true
+	return nil
+}
 
 // Map renders a layout for the run metadata.
 func (l Layout) Map() (tensor, graph map[string]int) {

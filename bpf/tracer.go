@@ -54,8 +54,11 @@ type Tracer struct {
 	opFuncs  []string
 	opIndex  map[string]uint64
 	layout   Layout
-	opNames  []string
-	opSource string
+	// layoutFixed is set once the layout came from the caller or from a
+	// library's DWARF; later libraries do not change it.
+	layoutFixed bool
+	opNames     []string
+	opSource    string
 }
 
 type fileID struct {
@@ -95,20 +98,10 @@ func Open(opts Options) (*Tracer, error) {
 		lay = *opts.Layout
 	}
 	consts := map[string]any{
-		"self_tgid":     uint32(opts.SelfPID),
-		"probe_ops":     opts.ProbeOps,
-		"filter_devs":   len(opts.Devices) > 0,
-		"t_type":        uint32(lay.TensorType),
-		"t_ne":          uint32(lay.TensorNE),
-		"t_nb":          uint32(lay.TensorNB),
-		"t_op":          uint32(lay.TensorOp),
-		"t_src":         uint32(lay.TensorSrc),
-		"t_view_src":    uint32(lay.TensorViewSrc),
-		"t_data":        uint32(lay.TensorData),
-		"t_name":        uint32(lay.TensorName),
-		"g_n_nodes":     uint32(lay.GraphNNodes),
-		"g_nodes":       uint32(lay.GraphNodes),
-		"ggml_type_i32": uint32(lay.TypeI32),
+		"self_tgid":   uint32(opts.SelfPID),
+		"probe_ops":   opts.ProbeOps,
+		"filter_devs": len(opts.Devices) > 0,
+		"layout":      lay.bpf(),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -120,7 +113,7 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}
 
-	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, opIndex: map[string]uint64{}}
+	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{}}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)

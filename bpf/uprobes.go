@@ -109,6 +109,18 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 	if len(probeSyms) == 0 && (!t.opts.ProbeOps || len(opSyms) == 0) {
 		return nil, nil
 	}
+	// A library built with debug info tells the exact layout; the
+	// prebuilt ones have none, and the built-in table stands (it is
+	// checked against what the probes read, see ValidateNode).
+	if len(probeSyms) > 0 {
+		if lay, err := LayoutFromDWARF(real); err == nil {
+			if err := t.useLayout(lay); err != nil {
+				return nil, err
+			}
+		} else if !errors.Is(err, ErrNoDWARF) {
+			t.addProbe(Probe{Kind: "dwarf", Target: real, Error: err.Error()})
+		}
+	}
 	ex, err := link.OpenExecutable(real)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s for uprobes: %w", real, err)
