@@ -1,0 +1,274 @@
+package gguf
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// lookupFile has a dense tensor, an expert tensor of 3 experts, and a
+// small tensor whose padding leaves a gap, with alignment 64.
+func lookupFile(t testing.TB) *File {
+	t.Helper()
+	w := &Writer{
+		Metadata: Metadata{{Key: "general.alignment", Value: uint32(64)}},
+		Tensors: []TensorInfo{
+			{Name: "token_embd.weight", Type: TypeF32, Dims: []int64{16, 2}},            // 128 bytes
+			{Name: "blk.0.ffn_up_exps.weight", Type: TypeQ8_0, Dims: []int64{32, 2, 3}}, // 3 experts × 68
+			{Name: "output_norm.weight", Type: TypeF32, Dims: []int64{3}},               // 12 bytes
+		},
+	}
+	f, err := w.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestLookupAtTensorBoundaries(t *testing.T) {
+	f := lookupFile(t)
+	emb, exps, norm := f.Tensors[0], f.Tensors[1], f.Tensors[2]
+	if exps.ExpertSize != 68 || exps.Experts != 3 {
+		t.Fatalf("expert tensor %+v", exps)
+	}
+	type want struct {
+		t      *Tensor
+		expert int
+		offset int64
+	}
+	for _, c := range []struct {
+		off  int64
+		want *want
+	}{
+		{0, nil},
+		{f.DataOffset - 1, nil},
+		{emb.FileOffset, &want{emb, -1, 0}},
+		{emb.End() - 1, &want{emb, -1, 127}},
+		{emb.End(), &want{exps, 0, 0}}, // 128 is a multiple of 64: no gap
+		{exps.FileOffset + 67, &want{exps, 0, 67}},
+		{exps.FileOffset + 68, &want{exps, 1, 68}},
+		{exps.FileOffset + 2*68, &want{exps, 2, 136}},
+		{exps.End() - 1, &want{exps, 2, 203}},
+		{exps.End(), nil}, // padding after the expert tensor
+		{norm.FileOffset - 1, nil},
+		{norm.FileOffset, &want{norm, -1, 0}},
+		{norm.End() - 1, &want{norm, -1, 11}},
+		{norm.End(), nil},
+		{f.Size + 1000, nil},
+		{-5, nil},
+	} {
+		h, ok := f.Lookup(c.off)
+		if c.want == nil {
+			if ok {
+				t.Errorf("Lookup(%d) = %s, want no tensor", c.off, h.Tensor.Name)
+			}
+			if h.Expert != -1 {
+				t.Errorf("Lookup(%d) miss has expert %d", c.off, h.Expert)
+			}
+			continue
+		}
+		if !ok || h.Tensor != c.want.t || h.Expert != c.want.expert || h.Offset != c.want.offset {
+			name := "<none>"
+			if h.Tensor != nil {
+				name = h.Tensor.Name
+			}
+			t.Errorf("Lookup(%d) = %s expert %d offset %d, want %s expert %d offset %d",
+				c.off, name, h.Expert, h.Offset, c.want.t.Name, c.want.expert, c.want.offset)
+		}
+	}
+}
+
+func TestAppendSlicesSplitsPagesAcrossTensorsAndExperts(t *testing.T) {
+	f := lookupFile(t)
+	emb, exps, norm := f.Tensors[0], f.Tensors[1], f.Tensors[2]
+	type sl struct {
+		name   string
+		expert int
+		off    int64
+		n      int64
+	}
+	name := func(t *Tensor) string {
+		if t == nil {
+			return ""
+		}
+		return t.Name
+	}
+	for _, c := range []struct {
+		desc   string
+		off, n int64
+		want   []sl
+	}{
+		{"header only", 0, 10, []sl{{"", -1, 0, 10}}},
+		{"header into first tensor", f.DataOffset - 8, 16, []sl{{"", -1, 0, 8}, {emb.Name, -1, 0, 8}}},
+		{"inside one tensor", emb.FileOffset + 4, 8, []sl{{emb.Name, -1, 4, 8}}},
+		{"straddles two tensors", emb.End() - 4, 8, []sl{{emb.Name, -1, 124, 4}, {exps.Name, 0, 0, 4}}},
+		{"straddles experts", exps.FileOffset + 60, 100, []sl{{exps.Name, 0, 60, 8}, {exps.Name, 1, 68, 68}, {exps.Name, 2, 136, 24}}},
+		{"through padding", exps.End() - 2, norm.FileOffset - exps.End() + 4, []sl{{exps.Name, 2, 202, 2}, {"", -1, 0, norm.FileOffset - exps.End()}, {norm.Name, -1, 0, 2}}},
+		{"past end", norm.End() - 2, 100, []sl{{norm.Name, -1, 10, 2}, {"", -1, 0, 98}}},
+		{"empty", 5, 0, nil},
+		{"whole file", 0, f.Size, nil}, // checked by sum below
+	} {
+		got := f.AppendSlices(nil, c.off, c.n)
+		var sum int64
+		pos := c.off
+		for _, s := range got {
+			if s.FileOffset != pos {
+				t.Errorf("%s: slice at %d, want %d", c.desc, s.FileOffset, pos)
+			}
+			pos += s.Len
+			sum += s.Len
+		}
+		if sum != max(c.n, 0) {
+			t.Errorf("%s: slices cover %d bytes, want %d", c.desc, sum, c.n)
+		}
+		if c.want == nil {
+			continue
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %d slices %+v, want %d", c.desc, len(got), got, len(c.want))
+			continue
+		}
+		for i, s := range got {
+			w := c.want[i]
+			if name(s.Tensor) != w.name || s.Expert != w.expert || s.Offset != w.off || s.Len != w.n {
+				t.Errorf("%s: slice %d = {%s e%d off %d len %d}, want %+v", c.desc, i, name(s.Tensor), s.Expert, s.Offset, s.Len, w)
+			}
+		}
+	}
+}
+
+func TestLookupDoesNotAllocate(t *testing.T) {
+	f := lookupFile(t)
+	buf := make([]Slice, 0, 16)
+	off := f.Tensors[1].FileOffset
+	if n := testing.AllocsPerRun(1000, func() {
+		f.Lookup(off + 70)
+		buf = f.AppendSlices(buf[:0], off-100, 300)
+	}); n != 0 {
+		t.Errorf("%v allocations per lookup", n)
+	}
+}
+
+func TestOpenModelFindsAllShards(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "model")
+	shards := [][]TensorInfo{
+		{{Name: "token_embd.weight", Type: TypeF16, Dims: []int64{8, 4}}, {Name: "blk.0.attn_q.weight", Type: TypeF16, Dims: []int64{8, 8}}},
+		{{Name: "blk.1.attn_q.weight", Type: TypeF16, Dims: []int64{8, 8}}},
+		{{Name: "output.weight", Type: TypeF16, Dims: []int64{8, 4}}},
+	}
+	writeShards(t, prefix, shards, 4)
+	for no := range shards {
+		m, err := OpenModel(ShardPath(prefix, no, len(shards)))
+		if err != nil {
+			t.Fatalf("shard %d: %v", no, err)
+		}
+		if len(m.Files) != 3 || len(m.Tensors) != 4 {
+			t.Fatalf("%d files, %d tensors", len(m.Files), len(m.Tensors))
+		}
+		for i, f := range m.Files {
+			if f.Path != ShardPath(prefix, i, 3) || f.SplitNo != i || f.SplitCount != 3 {
+				t.Errorf("file %d: %s split %d/%d", i, f.Path, f.SplitNo, f.SplitCount)
+			}
+		}
+		q1 := m.Tensor("blk.1.attn_q.weight")
+		if q1.Shard != 1 || q1.Path != ShardPath(prefix, 1, 3) || q1.Layer != 1 {
+			t.Errorf("blk.1.attn_q: shard %d path %s", q1.Shard, q1.Path)
+		}
+		if h, ok := m.File(q1.Path).Lookup(q1.FileOffset); !ok || h.Tensor != q1 {
+			t.Errorf("lookup in shard 1: %+v", h)
+		}
+		if m.Metadata() == nil || m.Size() <= 0 {
+			t.Error("no metadata or size")
+		}
+	}
+}
+
+func TestOpenModelRejectsMissingOrForeignShard(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "m")
+	shards := [][]TensorInfo{
+		{{Name: "a", Type: TypeF32, Dims: []int64{1}}},
+		{{Name: "b", Type: TypeF32, Dims: []int64{1}}},
+	}
+	writeShards(t, prefix, shards, 2)
+	os.Remove(ShardPath(prefix, 1, 2))
+	if _, err := OpenModel(ShardPath(prefix, 0, 2)); err == nil {
+		t.Error("missing shard: no error")
+	}
+	// A shard of another split (wrong count) is refused.
+	writeShards(t, prefix, shards, 2)
+	other := filepath.Join(dir, "x")
+	writeShards(t, other, [][]TensorInfo{shards[0], shards[1], {{Name: "c", Type: TypeF32, Dims: []int64{1}}}}, 3)
+	if err := os.Rename(ShardPath(other, 1, 3), ShardPath(prefix, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenModel(ShardPath(prefix, 0, 2)); err == nil {
+		t.Error("foreign shard: no error")
+	}
+	// Duplicate tensor across shards.
+	writeShards(t, prefix, [][]TensorInfo{shards[0], shards[0]}, 2)
+	if _, err := OpenModel(ShardPath(prefix, 1, 2)); err == nil {
+		t.Error("duplicate tensor: no error")
+	}
+}
+
+func TestOpenModelSingleFile(t *testing.T) {
+	path := writeFile(t, &Writer{Tensors: []TensorInfo{{Name: "a", Type: TypeF32, Dims: []int64{1}}}}, nil)
+	m, err := OpenModel(path)
+	if err != nil || len(m.Files) != 1 || m.Tensors[0].Path != path {
+		t.Fatalf("%+v %v", m, err)
+	}
+}
+
+func writeShards(t testing.TB, prefix string, shards [][]TensorInfo, total int) {
+	t.Helper()
+	for i, ts := range shards {
+		w := &Writer{
+			Metadata: Metadata{
+				{Key: "split.no", Value: uint16(i)},
+				{Key: "split.count", Value: uint16(len(shards))},
+				{Key: "split.tensors.count", Value: int32(total)},
+			},
+			Tensors: ts,
+		}
+		fd, err := os.Create(ShardPath(prefix, i, len(shards)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(fd, nil); err != nil {
+			t.Fatal(err)
+		}
+		fd.Close()
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	spec := SynthSpec{Layers: 32, Embd: 256, FF: 512, Heads: 4, Experts: 8, Vocab: 1000, Type: TypeQ8_0}
+	f, err := spec.Layout()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var hits int
+	for i := 0; i < b.N; i++ {
+		off := int64(uint64(i)*2654435761) % f.Size
+		if _, ok := f.Lookup(off); ok {
+			hits++
+		}
+	}
+}
+
+func BenchmarkAppendSlices(b *testing.B) {
+	spec := SynthSpec{Layers: 32, Embd: 256, FF: 512, Heads: 4, Experts: 8, Vocab: 1000, Type: TypeQ8_0}
+	f, err := spec.Layout()
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]Slice, 0, 64)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		off := int64(uint64(i)*2654435761) % f.Size &^ 4095
+		buf = f.AppendSlices(buf[:0], off, 4096)
+	}
+}
