@@ -188,3 +188,40 @@ func TestOpenRejectsABadRingBufferSize(t *testing.T) {
 		}
 	}
 }
+
+func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
+	f, dev, ino := coldFile(t, 256)
+	// One page of ring buffer holds a few dozen events; nobody drains it.
+	tr := openTracer(t, Options{RingBufBytes: os.Getpagesize()})
+	if err := tr.AddFile(dev, ino); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, 256*4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < 256; p++ {
+		sink += mem[p*4096]
+	}
+	lost, err := tr.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost["fault"] == 0 || lost["page_add"] == 0 {
+		t.Fatalf("lost = %v, want faults and page adds lost", lost)
+	}
+	var got int
+	drain(t, tr, func(uint16, []byte) { got++ })
+	// What was kept plus what was lost is what happened: at least one
+	// fault and one page add per page touched.
+	if uint64(got)+lost["fault"]+lost["page_add"] < 2*256 {
+		t.Fatalf("kept %d + lost %v < %d", got, lost, 2*256)
+	}
+}
