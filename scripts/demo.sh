@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job end to end on a built-in default: a generated MoE model,
+# recorded from a cold page cache under a memory limit smaller than the
+# model (so llama.cpp re-reads weights from disk every token), then
+# queried. Run by `make demo` (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-demo}
+iocorr=./bin/iocorr
+mkdir -p "$dir"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "synthesize a 12-layer MoE model (8 experts, 2 used), F16"
+"$iocorr" synth -o "$dir/model.gguf" --layers 12 --embd 768 --ff 1024 --heads 12 \
+	--experts 8 --experts-used 2 --type f16
+"$iocorr" inspect "$dir/model.gguf" | head -n 20
+
+step "record 16 tokens from a cold cache under a 96 MiB memory limit"
+"$iocorr" record -f -o "$dir/iocorr.data" --cold --mem-limit 96MiB -- \
+	node testdata/llm/generate.mjs --model "$dir/model.gguf" --tokens 16 --threads 2
+
+step "bytes read and faults per layer"
+"$iocorr" query -i "$dir/iocorr.data" --by layer
+
+step "the experts of every ffn_down_exps tensor"
+"$iocorr" query -i "$dir/iocorr.data" --tensor 'blk.*.ffn_down_exps.weight' --by expert
+
+step "per-token CSV: $dir/faults-per-token.csv"
+"$iocorr" export -i "$dir/iocorr.data" faults-per-token -o "$dir/faults-per-token.csv"
+head -n 5 "$dir/faults-per-token.csv"
