@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -309,14 +310,23 @@ func WriteSynth(w io.Writer, s SynthSpec) (int64, error) {
 // CreateSynth writes the model to path through a temporary file in the
 // same directory, synced before the rename: a model left dirty in the
 // page cache survives drop_caches and would make a later cold-cache
-// experiment do no I/O at all.
+// experiment do no I/O at all. It returns the file size.
 func CreateSynth(path string, s SynthSpec) (int64, error) {
+	return CreateSynthContext(context.Background(), path, s)
+}
+
+// CreateSynthContext is CreateSynth that stops, leaving no file, when
+// ctx is cancelled.
+func CreateSynthContext(ctx context.Context, path string, s SynthSpec) (int64, error) {
+	if _, err := s.Writer(); err != nil {
+		return 0, err // before creating anything
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return 0, err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	n, err := WriteSynth(tmp, s)
+	n, err := WriteSynth(ctxWriter{ctx, tmp}, s)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -337,6 +347,20 @@ func CreateSynth(path string, s SynthSpec) (int64, error) {
 		d.Close()
 	}
 	return n, nil
+}
+
+// ctxWriter fails writes once ctx is done; writes are multi-MiB, so the
+// check is cheap and an interrupt is honoured within milliseconds.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // synthChunk is a multiple of 8 (PRNG words) and of 34 (Q8_0 blocks).
@@ -459,7 +483,7 @@ func SizeSynth(target int64, s SynthSpec) (SynthSpec, error) {
 	}
 	cand := d
 	if fixed.Embd == 0 {
-		step := 64
+		step := 128
 		if d.Type.BlockSize() > int64(step) {
 			step = int(d.Type.BlockSize())
 		}

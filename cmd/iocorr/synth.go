@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/spf13/pflag"
+)
+
+func init() {
+	register(&command{
+		name:    "synth",
+		summary: "write a random-weight llama model that llama.cpp loads and runs",
+		usage:   "-o MODEL.gguf [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N] [--type f16|f32|bf16|q8_0]",
+		flags:   synthFlags,
+	})
+}
+
+func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
+	out := fs.StringP("output", "o", "", "file to write (required); written to a temporary file, synced, then renamed")
+	layers := fs.Int("layers", 16, "transformer blocks")
+	embd := fs.Int("embd", 1024, "embedding width (n_embd)")
+	ff := fs.Int("ff", 0, "feed-forward width, per expert for MoE (default 2.75 × embd)")
+	heads := fs.Int("heads", 0, "attention heads (default embd/64)")
+	kvHeads := fs.Int("kv-heads", 0, "key/value heads for GQA (default: heads)")
+	experts := fs.Int("experts", 0, "experts per layer (0: dense feed-forward)")
+	used := fs.Int("experts-used", 0, "experts used per token (default min(2, experts))")
+	typ := fs.String("type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32)")
+	vocab := fs.Int("vocab", 512, "vocabulary size (at least 259: 3 special + 256 byte tokens)")
+	ctxLen := fs.Int("ctx", 2048, "context length")
+	seed := fs.Uint64("seed", 1, "random seed; the same flags and seed give the same file")
+	name := fs.String("name", "iocorr-synth", "general.name")
+	size := fs.String("size", "", "target file size (e.g. 500MiB, 2GiB): picks the shape flags not given explicitly")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("synth: unexpected arguments %q", args)
+		}
+		if *out == "" {
+			return usagef("synth: -o MODEL.gguf is required")
+		}
+		t, ok := gguf.ParseType(*typ)
+		if !ok || !synthType(t) {
+			return usagef("synth: --type %q: want f16, f32, bf16 or q8_0", *typ)
+		}
+		spec := gguf.SynthSpec{
+			Name: *name, Layers: *layers, Embd: *embd, FF: *ff, Heads: *heads, KVHeads: *kvHeads,
+			Experts: *experts, ExpertsUsed: *used, Type: t, Vocab: *vocab, Ctx: *ctxLen, Seed: *seed,
+		}
+		if *size != "" {
+			target, err := parseSize(*size)
+			if err != nil {
+				return usagef("synth: --size: %v", err)
+			}
+			// Shape flags given on the command line are kept; the rest
+			// are chosen to reach the size.
+			for flag, field := range map[string]*int{"layers": &spec.Layers, "embd": &spec.Embd, "ff": &spec.FF, "heads": &spec.Heads} {
+				if !fs.Changed(flag) {
+					*field = 0
+				}
+			}
+			spec, err = gguf.SizeSynth(target, spec)
+			if err != nil {
+				return fmt.Errorf("synth: %w", err)
+			}
+		}
+		spec = spec.WithDefaults()
+		if err := spec.Validate(); err != nil {
+			return usagef("synth: %v", err)
+		}
+		start := time.Now()
+		n, err := gguf.CreateSynthContext(ctx, *out, spec)
+		if err != nil {
+			return fmt.Errorf("synth %s: %w", *out, err)
+		}
+		el := time.Since(start)
+		layout, _ := spec.Layout()
+		moe := ""
+		if spec.Experts > 0 {
+			moe = fmt.Sprintf(", %d experts (%d used)", spec.Experts, spec.ExpertsUsed)
+		}
+		fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
+			*out, humanBytes(uint64(n)), len(layout.Tensors), spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
+			spec.Type, el.Seconds(), float64(n)/1e6/math.Max(el.Seconds(), 1e-9))
+		return nil
+	}
+}
+
+func synthType(t gguf.Type) bool {
+	for _, s := range gguf.SynthTypes {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSize reads "123", "500MB", "2GiB", "1.5G" (K/M/G/T alone are
+// binary, as in dd and truncate).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a size (want e.g. 500MiB or 2GiB)", s)
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+	}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("%q: unknown unit %q (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, t[i:])
+	}
+	if v*mult > 1<<50 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v * mult), nil
+}
