@@ -272,3 +272,17 @@ func BenchmarkAppendSlices(b *testing.B) {
 		buf = f.AppendSlices(buf[:0], off, 4096)
 	}
 }
+
+func BenchmarkOpen(b *testing.B) {
+	spec := SynthSpec{Layers: 32, Embd: 64, FF: 64, Heads: 2, Experts: 8, Vocab: 32000, Type: TypeF16}
+	path := filepath.Join(b.TempDir(), "m.gguf")
+	if _, err := CreateSynth(path, spec); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Open(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

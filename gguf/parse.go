@@ -452,23 +452,26 @@ func (p *parser) array(depth int) (Array, error) {
 			a.Values = v
 		}
 	case ValueString:
-		v := make([]string, n)
-		for i := range v {
+		// Grown as elements arrive rather than sized from the count: a
+		// count that merely fits the remaining bytes of a large file would
+		// otherwise cost 16 bytes of headers per claimed element up front.
+		v := make([]string, 0, min(n, 1<<16))
+		for range n {
 			s, err := p.str("array string")
 			if err != nil {
 				return a, err
 			}
-			v[i] = s
+			v = append(v, s)
 		}
 		a.Values = v
 	case ValueArray:
-		v := make([]Array, n)
-		for i := range v {
+		v := make([]Array, 0, min(n, 1<<12))
+		for range n {
 			s, err := p.array(depth + 1)
 			if err != nil {
 				return a, err
 			}
-			v[i] = s
+			v = append(v, s)
 		}
 		a.Values = v
 	}
