@@ -286,3 +286,27 @@ func BenchmarkOpen(b *testing.B) {
 		}
 	}
 }
+
+func TestExpertBiasSplitsAlongLastDimension(t *testing.T) {
+	// gpt-oss stores per-expert biases as 2-D *_exps tensors {n_ff, n_expert}.
+	f, err := (&Writer{Tensors: []TensorInfo{
+		{Name: "blk.3.ffn_up_exps.bias", Type: TypeF32, Dims: []int64{16, 4}},
+		{Name: "blk.3.ffn_up_shexp.weight", Type: TypeF32, Dims: []int64{16, 4}},
+	}}).Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.Tensors[0]
+	if b.Experts != 4 || b.ExpertSize != 64 || b.Role != "ffn_up_exps" || b.Layer != 3 {
+		t.Errorf("bias: %+v", b)
+	}
+	if h, _ := f.Lookup(b.FileOffset + 130); h.Expert != 2 {
+		t.Errorf("offset 130 in expert %d, want 2", h.Expert)
+	}
+	if s, e := b.ExpertRange(3); s != b.FileOffset+192 || e != b.End() {
+		t.Errorf("expert 3 range [%d,%d)", s, e)
+	}
+	if sh := f.Tensors[1]; sh.Experts != 0 {
+		t.Errorf("shared expert tensor split into %d experts", sh.Experts)
+	}
+}
