@@ -14,5 +14,6 @@
 // names what is wrong and where, never a panic.
 //
 // File lookups (File.Lookup, File.AppendSlices) run on the ingest's hot
-// path at millions of events per second; they do not allocate.
+// path at millions of events per second; they do not allocate. A File
+// is never modified after parsing, so lookups may run concurrently.
 package gguf

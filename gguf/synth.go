@@ -481,36 +481,67 @@ func SizeSynth(target int64, s SynthSpec) (SynthSpec, error) {
 		}
 		return max(1, e/64)
 	}
+	// headsFor keeps explicit head counts and otherwise picks one that
+	// divides e with an even head size and is a multiple of the KV heads.
+	headsFor := func(e int) (heads, kv int) {
+		kv = fixed.KVHeads
+		if fixed.Heads > 0 {
+			heads = fixed.Heads
+		} else {
+			heads = defaultHeads(e)
+			if kv > 0 && heads%kv != 0 {
+				heads = 0
+				for m := kv; m <= e/2; m += kv {
+					if e%m == 0 && (e/m)%2 == 0 {
+						heads = m
+						if m >= defaultHeads(e) {
+							break
+						}
+					}
+				}
+			}
+		}
+		if heads == 0 || e%heads != 0 || (e/heads)%2 != 0 {
+			return 0, 0
+		}
+		if kv == 0 {
+			kv = heads
+		}
+		return heads, kv
+	}
 	cand := d
 	if fixed.Embd == 0 {
 		step := 128
 		if d.Type.BlockSize() > int64(step) {
 			step = int(d.Type.BlockSize())
 		}
-		cand.Embd = step
-		for e := step; e <= 16384; e += step {
+		if fixed.Heads > 0 {
+			step = lcm(step, 2*fixed.Heads)
+		}
+		cand.Embd = 0
+		for e := step; e <= 1<<16; e += step {
 			c := d
-			c.Embd, c.Layers, c.Heads, c.KVHeads = e, layersFor(e), fixed.Heads, fixed.KVHeads
+			c.Embd, c.Layers = e, layersFor(e)
+			c.Heads, c.KVHeads = headsFor(e)
 			if c.Heads == 0 {
-				c.Heads = defaultHeads(e)
-			}
-			if c.KVHeads == 0 {
-				c.KVHeads = c.Heads
+				continue
 			}
 			if fixed.FF == 0 {
 				c.FF = defaultFF(e)
 			}
 			if sz := sizeOf(c); sz < 0 || sz > target {
+				if cand.Embd == 0 {
+					cand = c // too big already: SizeSynth's final check reports it
+				}
 				break
 			}
 			cand = c
 		}
-	}
-	if fixed.Heads == 0 {
-		cand.Heads = defaultHeads(cand.Embd)
-		if fixed.KVHeads == 0 {
-			cand.KVHeads = cand.Heads
+		if cand.Embd == 0 {
+			return s, fmt.Errorf("gguf: synth: no embedding width fits heads %d and kv-heads %d", fixed.Heads, fixed.KVHeads)
 		}
+	} else if h, kv := headsFor(cand.Embd); h > 0 {
+		cand.Heads, cand.KVHeads = h, kv
 	}
 	if fixed.FF == 0 {
 		cand.FF = defaultFF(cand.Embd)
@@ -562,6 +593,14 @@ func SizeSynth(target int64, s SynthSpec) (SynthSpec, error) {
 			target, sz, cand.Layers, cand.Embd, cand.FF)
 	}
 	return cand, nil
+}
+
+func lcm(a, b int) int {
+	g, h := a, b
+	for h != 0 {
+		g, h = h, g%h
+	}
+	return a / g * b
 }
 
 func abs64(x int64) int64 {

@@ -228,6 +228,9 @@ func TestSizeSynthReachesTarget(t *testing.T) {
 		{500 << 20, SynthSpec{Type: TypeQ8_0, Experts: 8}},
 		{100 << 20, SynthSpec{Type: TypeF32, Layers: 3}},
 		{100 << 20, SynthSpec{Type: TypeF16, Embd: 512}},
+		{100 << 20, SynthSpec{Type: TypeF16, Heads: 7}},
+		{100 << 20, SynthSpec{Type: TypeF16, KVHeads: 5}},
+		{100 << 20, SynthSpec{Type: TypeQ8_0, Heads: 6, KVHeads: 3}},
 	} {
 		s, err := SizeSynth(c.target, c.spec)
 		if err != nil {
@@ -242,7 +245,8 @@ func TestSizeSynthReachesTarget(t *testing.T) {
 		if ratio < 0.97 || ratio > 1.03 {
 			t.Errorf("target %d: got %d (%.3f) with %+v", c.target, f.Size, ratio, s)
 		}
-		if c.spec.Layers != 0 && s.Layers != c.spec.Layers || c.spec.Embd != 0 && s.Embd != c.spec.Embd {
+		if c.spec.Layers != 0 && s.Layers != c.spec.Layers || c.spec.Embd != 0 && s.Embd != c.spec.Embd ||
+			c.spec.Heads != 0 && s.Heads != c.spec.Heads || c.spec.KVHeads != 0 && s.KVHeads != c.spec.KVHeads {
 			t.Errorf("fixed fields changed: %+v", s)
 		}
 		if s.Embd%s.Heads != 0 || s.Layers < 1 {
