@@ -559,7 +559,7 @@ func (p *parser) tensorInfo(i int) (*Tensor, error) {
 	}
 	row, err := t.Type.RowSize(ne0)
 	if err != nil {
-		return nil, newError(ErrCorrupt, at, "%s: row of %d elements is not a multiple of %s's block size %d", ctx(), ne0, t.Type, t.Type.BlockSize())
+		return nil, newError(ErrCorrupt, at, "%s: %v", ctx(), err)
 	}
 	rows := elems / ne0
 	if rows > 0 && row > math.MaxInt64/rows {

@@ -78,6 +78,7 @@ func TestParseRejects(t *testing.T) {
 		{"zero dimension", header(1, 0).tensor("t", TypeF32, 0, 4, 0).data(32, 16), ErrCorrupt, `tensor 0 "t": dimension 1 is 0`},
 		{"negative dimension", header(1, 0).tensor("t", TypeF32, 0, 4, math.MaxUint64).data(32, 16), ErrCorrupt, "dimension 1 is -1"},
 		{"element count overflow", header(1, 0).tensor("t", TypeF32, 0, 1<<40, 1<<40).data(32, 16), ErrCorrupt, "overflows"},
+		{"row size overflow", header(1, 0).tensor("t", TypeF16, 0, 1<<62).data(32, 16), ErrCorrupt, "row of 4611686018427387904 elements of F16 overflows"},
 		{"byte size overflow", header(1, 0).tensor("t", TypeF64, 0, 1<<31, 1<<31).data(32, 16), ErrCorrupt, "overflows"},
 		{"unknown tensor type", header(1, 0).tensor("t", 99, 0, 4).data(32, 16), ErrUnknownType, "unknown tensor type type(99)"},
 		{"removed tensor type", header(1, 0).tensor("t", 31, 0, 32).data(32, 18), ErrUnknownType, "no longer supported by ggml: Q4_0_4_4"},

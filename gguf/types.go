@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -150,7 +151,10 @@ func (t Type) RowSize(ne int64) (int64, error) {
 		return 0, fmt.Errorf("%w %s", ErrUnknownType, t)
 	}
 	if ne < 0 || ne%tt.blck != 0 {
-		return 0, fmt.Errorf("%d elements of %s: not a multiple of the block size %d", ne, t, tt.blck)
+		return 0, fmt.Errorf("row of %d elements is not a multiple of %s's block size %d", ne, t, tt.blck)
+	}
+	if ne/tt.blck > math.MaxInt64/tt.size {
+		return 0, fmt.Errorf("row of %d elements of %s overflows a 64-bit size", ne, t)
 	}
 	return ne / tt.blck * tt.size, nil
 }
