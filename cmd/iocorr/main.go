@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/experiment"
 )
 
 // version is overridden at link time by the Makefile (-X main.version=...).
@@ -52,6 +54,8 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	// In the held child of `record` this becomes the traced command.
+	experiment.RunShimIfChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

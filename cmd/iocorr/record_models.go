@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// models keeps the model files of a run: those named with --model, those
+// found on the command line, and any GGUF file the child maps.
+type models struct {
+	mu    sync.Mutex
+	byID  map[[2]uint64]*rundir.ModelFile
+	notGG map[[2]uint64]bool
+	list  []*rundir.ModelFile
+	warn  func(string)
+	onNew func(m *rundir.ModelFile) error
+}
+
+func newModels(warn func(string), onNew func(*rundir.ModelFile) error) *models {
+	return &models{byID: map[[2]uint64]*rundir.ModelFile{}, notGG: map[[2]uint64]bool{}, warn: warn, onNew: onNew}
+}
+
+func isGGUF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := f.Read(magic[:]); err != nil {
+		return false
+	}
+	return bytes.Equal(magic[:], []byte(gguf.Magic))
+}
+
+// candidatesInArgs finds GGUF files named on the command line
+// (`-m model.gguf`, `--model=model.gguf`), so that they are known — and
+// can be made cold — before the child maps them.
+func candidatesInArgs(argv []string) []string {
+	var out []string
+	for _, a := range argv[1:] {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+			a = v
+		}
+		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// add registers a model file by path; known files are returned as is.
+func (m *models) add(path string) (*rundir.ModelFile, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	id, err := experiment.StatFile(abs)
+	if err != nil {
+		return nil, err
+	}
+	key := [2]uint64{uint64(id.Dev), id.Ino}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mf, ok := m.byID[key]; ok {
+		return mf, nil
+	}
+	mf := &rundir.ModelFile{Path: abs, Dev: id.Dev, Ino: id.Ino, Size: id.Size, Pages: (id.Size + 4095) / 4096}
+	f, err := gguf.Open(abs)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", abs, err)
+	}
+	mf.DataOffset = f.DataOffset
+	for _, t := range f.Tensors {
+		mf.Tensors = append(mf.Tensors, rundir.Tensor{
+			Name: t.Name, Type: t.Type.String(), Shape: dimsU(t.Dims), Offset: t.FileOffset, Size: t.Size,
+			Layer: t.Layer, Role: t.Role, Experts: t.Experts, ExpertStride: t.ExpertSize,
+		})
+	}
+	if mf.Extents, err = experiment.Extents(abs); err != nil {
+		m.warn(fmt.Sprintf("model %s: no extents, block requests cannot be attributed to it: %v", abs, err))
+	}
+	if mf.Block, err = experiment.BlockDeviceOf(id); err != nil {
+		m.warn(fmt.Sprintf("model %s: %v", abs, err))
+	}
+	if m.onNew != nil {
+		if err := m.onNew(mf); err != nil {
+			return nil, err
+		}
+	}
+	m.byID[key] = mf
+	m.list = append(m.list, mf)
+	return mf, nil
+}
+
+// mapped is called for a file mapping of the child: it becomes a model if
+// it is a GGUF file. It reports whether the file is a model.
+func (m *models) mapped(dev uint32, ino uint64, path string) bool {
+	key := [2]uint64{uint64(dev), ino}
+	m.mu.Lock()
+	_, known := m.byID[key]
+	no := m.notGG[key]
+	m.mu.Unlock()
+	if known {
+		return true
+	}
+	if no || path == "" {
+		return false
+	}
+	if !isGGUF(path) {
+		m.mu.Lock()
+		m.notGG[key] = true
+		m.mu.Unlock()
+		return false
+	}
+	if _, err := m.add(path); err != nil {
+		m.warn(err.Error())
+		m.mu.Lock()
+		m.notGG[key] = true
+		m.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+func (m *models) files() []rundir.ModelFile {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]rundir.ModelFile, len(m.list))
+	for i, mf := range m.list {
+		out[i] = *mf
+	}
+	return out
+}
+
+func dimsU(d []int64) []uint64 {
+	out := make([]uint64, len(d))
+	for i, v := range d {
+		out[i] = uint64(v)
+	}
+	return out
+}
+
+// mappedPath names the file behind a mapping of a process.
+func mappedPath(pid int, start, end uint64) string {
+	p, err := os.Readlink(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, start, end))
+	if err == nil {
+		return p
+	}
+	// map_files needs CAP_SYS_ADMIN; /proc/PID/maps does not.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return ""
+	}
+	want := strconv.FormatUint(start, 16) + "-"
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, want) {
+			f := strings.Fields(line)
+			if len(f) >= 6 {
+				return strings.Join(f[5:], " ")
+			}
+		}
+	}
+	return ""
+}

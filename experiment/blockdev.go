@@ -1,0 +1,186 @@
+package experiment
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// FileID is what the kernel's events name a file by.
+type FileID struct {
+	Dev  uint32 // kernel encoding: major<<20 | minor
+	Ino  uint64
+	Size int64
+	// Major and Minor are the device numbers as userspace sees them.
+	Major, Minor uint32
+}
+
+// StatFile returns a file's device and inode in the kernel's encoding.
+func StatFile(path string) (FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return FileID{}, fmt.Errorf("stat %s: %w", path, err)
+	}
+	maj, min := unix.Major(st.Dev), unix.Minor(st.Dev)
+	return FileID{Dev: rundir.KernelDev(maj, min), Ino: st.Ino, Size: st.Size, Major: maj, Minor: min}, nil
+}
+
+// fiemap ioctl layout (linux/fiemap.h).
+type fiemapHeader struct {
+	Start, Length                             uint64
+	Flags, MappedExtents, ExtentCount, Unused uint32
+}
+
+type fiemapExtent struct {
+	Logical, Physical, Length uint64
+	Reserved64                [2]uint64
+	Flags                     uint32
+	Reserved                  [3]uint32
+}
+
+const (
+	fsIocFiemap        = 0xc020660b
+	fiemapFlagSync     = 0x1
+	fiemapExtentLast   = 0x1
+	fiemapBatchExtents = 512
+)
+
+// Extents lists where a file's bytes are on its block device (FIEMAP),
+// with physical offsets relative to the start of the partition. Block
+// events are then mapped back to file offsets through them.
+func Extents(path string) ([]rundir.Extent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var out []rundir.Extent
+	buf := make([]byte, int(unsafe.Sizeof(fiemapHeader{}))+fiemapBatchExtents*int(unsafe.Sizeof(fiemapExtent{})))
+	start := uint64(0)
+	for start < uint64(st.Size()) {
+		for i := range buf {
+			buf[i] = 0
+		}
+		h := (*fiemapHeader)(unsafe.Pointer(&buf[0]))
+		h.Start = start
+		h.Length = ^uint64(0) - start
+		h.Flags = fiemapFlagSync
+		h.ExtentCount = fiemapBatchExtents
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(&buf[0]))); errno != 0 {
+			return nil, fmt.Errorf("FIEMAP %s: %w", path, errno)
+		}
+		if h.MappedExtents == 0 {
+			break
+		}
+		exts := unsafe.Slice((*fiemapExtent)(unsafe.Pointer(&buf[unsafe.Sizeof(fiemapHeader{})])), h.MappedExtents)
+		last := false
+		for _, e := range exts {
+			out = append(out, rundir.Extent{Logical: e.Logical, Physical: e.Physical, Length: e.Length, Flags: e.Flags})
+			start = e.Logical + e.Length
+			last = last || e.Flags&fiemapExtentLast != 0
+		}
+		if last {
+			break
+		}
+	}
+	return out, nil
+}
+
+// BlockDeviceOf describes the block device holding a file: the partition
+// (or whole disk), the whole disk's dev that block events carry, and the
+// partition's start so that a request's sector maps into the partition.
+func BlockDeviceOf(id FileID) (rundir.BlockDevice, error) {
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", id.Major, id.Minor)
+	real, err := filepath.EvalSymlinks(sys)
+	if err != nil {
+		return rundir.BlockDevice{}, fmt.Errorf("%d:%d is not a block device (a virtual file system?): %w", id.Major, id.Minor, err)
+	}
+	bd := rundir.BlockDevice{Name: filepath.Base(real), Dev: id.Dev, DiskDev: id.Dev, LogicalBlock: 512}
+	if _, err := os.Stat(filepath.Join(real, "partition")); err == nil {
+		start, err := readUint(filepath.Join(real, "start"))
+		if err != nil {
+			return bd, fmt.Errorf("reading partition start of %s: %w", bd.Name, err)
+		}
+		bd.PartStartSector = start
+		disk := filepath.Dir(real)
+		maj, min, err := readDev(filepath.Join(disk, "dev"))
+		if err != nil {
+			return bd, err
+		}
+		bd.DiskDev = rundir.KernelDev(maj, min)
+		real = disk
+	}
+	if v, err := readUint(filepath.Join(real, "queue", "logical_block_size")); err == nil {
+		bd.LogicalBlock = int(v)
+	}
+	return bd, nil
+}
+
+// DiskName is the name of the whole disk for a block device (what
+// /proc/diskstats lists).
+func DiskName(bd rundir.BlockDevice) string {
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", rundir.DevMajor(bd.DiskDev), rundir.DevMinor(bd.DiskDev))
+	if real, err := filepath.EvalSymlinks(sys); err == nil {
+		return filepath.Base(real)
+	}
+	return bd.Name
+}
+
+func readUint(p string) (uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+}
+
+func readDev(p string) (uint32, uint32, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	var maj, min uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &min); err != nil {
+		return 0, 0, fmt.Errorf("parsing %s: %w", p, err)
+	}
+	return maj, min, nil
+}
+
+// DiskStats reads /proc/diskstats for the named devices (all if none).
+func DiskStats(names ...string) ([]rundir.DiskStat, error) {
+	f, err := os.Open("/proc/diskstats")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []rundir.DiskStat
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) < 10 || (len(want) > 0 && !want[fl[2]]) {
+			continue
+		}
+		u := func(i int) uint64 { v, _ := strconv.ParseUint(fl[i], 10, 64); return v }
+		out = append(out, rundir.DiskStat{
+			Name: fl[2], Major: uint32(u(0)), Minor: uint32(u(1)),
+			Reads: u(3), SectorsRead: u(5), ReadTicksMS: u(6), Writes: u(7), SectorsWritten: u(9),
+		})
+	}
+	return out, sc.Err()
+}

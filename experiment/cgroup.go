@@ -1,0 +1,154 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cgroup is a memory cgroup made for one run. A model larger than its
+// limit cannot stay in the page cache, so llama.cpp re-reads weights from
+// the disk: the situation SSD-offload studies look at.
+type Cgroup struct {
+	Path    string
+	Version int
+	Limit   int64
+}
+
+// cgroup roots, overridable in tests.
+var (
+	cgroupV2Roots = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
+	cgroupV1Root  = "/sys/fs/cgroup/memory"
+)
+
+// NewMemoryCgroup creates a cgroup limited to limit bytes: v2 where the
+// unified hierarchy offers the memory controller, else v1.
+func NewMemoryCgroup(name string, limit int64) (*Cgroup, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("memory limit %d is not positive", limit)
+	}
+	for _, root := range cgroupV2Roots {
+		ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+		if err != nil || !hasWord(string(ctrl), "memory") {
+			continue
+		}
+		// The controller must also be enabled for children of the root.
+		_ = os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+memory"), 0o644)
+		p := filepath.Join(root, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return nil, fmt.Errorf("creating cgroup %s: %w", p, err)
+		}
+		cg := &Cgroup{Path: p, Version: 2, Limit: limit}
+		if err := cg.write("memory.max", strconv.FormatInt(limit, 10)); err != nil {
+			cg.Remove()
+			return nil, err
+		}
+		// Swapping anonymous memory out would hide the page-cache effect
+		// being measured.
+		_ = cg.write("memory.swap.max", "0")
+		return cg, nil
+	}
+	if _, err := os.Stat(filepath.Join(cgroupV1Root, "memory.limit_in_bytes")); err != nil {
+		return nil, errors.New("no memory cgroup controller: neither cgroup v2 with memory nor v1 memory is mounted")
+	}
+	p := filepath.Join(cgroupV1Root, name)
+	if err := os.Mkdir(p, 0o755); err != nil {
+		return nil, fmt.Errorf("creating cgroup %s: %w", p, err)
+	}
+	cg := &Cgroup{Path: p, Version: 1, Limit: limit}
+	if err := cg.write("memory.limit_in_bytes", strconv.FormatInt(limit, 10)); err != nil {
+		cg.Remove()
+		return nil, err
+	}
+	_ = cg.write("memory.swappiness", "0")
+	return cg, nil
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Cgroup) write(file, v string) error {
+	if err := os.WriteFile(filepath.Join(c.Path, file), []byte(v), 0o644); err != nil {
+		return fmt.Errorf("writing %s of cgroup %s: %w", file, c.Path, err)
+	}
+	return nil
+}
+
+// Add moves a process into the cgroup; do it before the process runs so
+// that every page it brings in is charged.
+func (c *Cgroup) Add(pid int) error {
+	return c.write("cgroup.procs", strconv.Itoa(pid))
+}
+
+// Counters reads the cgroup's own view of the run: how often it hit the
+// limit, its peak, and its fault counts.
+func (c *Cgroup) Counters() map[string]uint64 {
+	out := map[string]uint64{}
+	readKV := func(file, prefix string, keys ...string) {
+		b, err := os.ReadFile(filepath.Join(c.Path, file))
+		if err != nil {
+			return
+		}
+		want := map[string]bool{}
+		for _, k := range keys {
+			want[k] = true
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && (len(want) == 0 || want[f[0]]) {
+				if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+					out[prefix+f[0]] = v
+				}
+			}
+		}
+	}
+	readOne := func(file string) {
+		b, err := os.ReadFile(filepath.Join(c.Path, file))
+		if err != nil {
+			return
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			out[file] = v
+		}
+	}
+	if c.Version == 2 {
+		readKV("memory.events", "memory.events.")
+		readOne("memory.peak")
+		readKV("memory.stat", "memory.stat.", "pgfault", "pgmajfault", "file", "anon", "workingset_refault_file")
+	} else {
+		readOne("memory.failcnt")
+		readOne("memory.max_usage_in_bytes")
+		readKV("memory.stat", "memory.stat.", "pgfault", "pgmajfault", "total_cache", "total_rss", "pgpgin", "pgpgout")
+	}
+	return out
+}
+
+// Remove deletes the cgroup once its processes are gone. Processes that
+// linger (a child's own children) are moved to the parent first, so that
+// the directory can always be removed.
+func (c *Cgroup) Remove() error {
+	parent := filepath.Dir(c.Path)
+	var err error
+	for i := 0; i < 50; i++ {
+		if b, rerr := os.ReadFile(filepath.Join(c.Path, "cgroup.procs")); rerr == nil {
+			for _, pid := range strings.Fields(string(b)) {
+				os.WriteFile(filepath.Join(parent, "cgroup.procs"), []byte(pid), 0o644)
+			}
+		}
+		if err = os.Remove(c.Path); err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("removing cgroup %s: %w", c.Path, err)
+}

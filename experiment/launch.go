@@ -1,0 +1,217 @@
+// Package experiment holds the controls of an I/O experiment and the facts
+// about the machine it runs on: launching the traced command so that
+// tracing is in place before its first instruction, evicting model files
+// from the page cache, memory cgroups, FIEMAP extents, block device
+// geometry and /proc/diskstats.
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// shimEnv marks the re-executed iocorr that becomes the traced command.
+const shimEnv = "IOCORR_EXEC_SHIM"
+
+// RunShimIfChild must be called first in main. In the held child it waits
+// until the tracer releases it, then execve()s the command in place (the
+// pid stays the same, so the tracer already follows it). It never returns
+// in the child.
+func RunShimIfChild() {
+	if os.Getenv(shimEnv) != "1" {
+		return
+	}
+	os.Unsetenv(shimEnv)
+	gate := os.NewFile(3, "gate")
+	var b [1]byte
+	if n, _ := gate.Read(b[:]); n != 1 || b[0] != 'g' {
+		// The tracer went away without releasing us: do not run untraced.
+		os.Exit(127)
+	}
+	gate.Close()
+	args := os.Args[1:]
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
+		os.Exit(127)
+	}
+	err = syscall.Exec(path, args, os.Environ())
+	fmt.Fprintf(os.Stderr, "iocorr: exec %s: %v\n", path, err)
+	os.Exit(126)
+}
+
+// Child is a command started held: it exists (and has its pid) but runs
+// none of its own code until Release.
+type Child struct {
+	cmd  *exec.Cmd
+	gate *os.File
+	done chan struct{}
+	err  error
+}
+
+// User is the identity the child runs as.
+type User struct {
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// StartHeld starts argv held. When user is not nil the child runs as that
+// user (so files it creates belong to the person who ran sudo).
+func StartHeld(argv []string, user *User) (*Child, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command to run")
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("command not found: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding iocorr's own executable: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, argv...)
+	cmd.Args[0] = argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), shimEnv+"=1")
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if user != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: user.Groups}
+	}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	r.Close()
+	c := &Child{cmd: cmd, gate: w, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// PID is the child's pid, also after it execs the command.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// Release lets the child exec the command.
+func (c *Child) Release() error {
+	defer c.gate.Close()
+	if _, err := c.gate.Write([]byte{'g'}); err != nil {
+		return fmt.Errorf("releasing the child: %w", err)
+	}
+	return nil
+}
+
+// Abort kills a child that was never released.
+func (c *Child) Abort() {
+	c.gate.Close()
+	c.cmd.Process.Kill()
+	<-c.done
+}
+
+// Done is closed when the child has exited.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Signal forwards a signal to the child.
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// Exit describes how the child ended, once Done is closed.
+type Exit struct {
+	Code   int    // as a shell reports it: 128+signal when killed
+	Signal string // the signal that killed it, if any
+	Rusage syscall.Rusage
+}
+
+// Wait waits for the child and reports its exit.
+func (c *Child) Wait() Exit {
+	<-c.done
+	var e Exit
+	st := c.cmd.ProcessState
+	if st == nil {
+		e.Code = 127
+		return e
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		e.Rusage = *ru
+	}
+	ws := st.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		e.Code = 128 + int(ws.Signal())
+		e.Signal = ws.Signal().String()
+	default:
+		e.Code = ws.ExitStatus()
+	}
+	return e
+}
+
+// ForwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the child
+// until it exits, so that Ctrl-C stops the command and iocorr finalizes
+// the trace instead of dying with it. The returned count says how many
+// were forwarded.
+func (c *Child) ForwardSignals() (stop func() int) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	n := 0
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case s := <-ch:
+				n++
+				c.Signal(s)
+			case <-quit:
+				return
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	return func() int {
+		signal.Stop(ch)
+		close(quit)
+		<-finished
+		return n
+	}
+}
+
+// WaitTimeout waits up to d for the child; false if it is still running.
+func (c *Child) WaitTimeout(d time.Duration) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// SudoUser returns the invoking user under sudo (SUDO_UID/SUDO_GID), nil
+// when not under sudo.
+func SudoUser() (*User, error) {
+	su, sg := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
+	if su == "" || os.Geteuid() != 0 {
+		return nil, nil
+	}
+	uid, err := strconv.ParseUint(su, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("bad SUDO_UID %q", su)
+	}
+	gid, err := strconv.ParseUint(sg, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("bad SUDO_GID %q", sg)
+	}
+	return &User{UID: uint32(uid), GID: uint32(gid)}, nil
+}
