@@ -12,12 +12,45 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// shimEnv marks the re-executed iocorr that becomes the traced command.
-const shimEnv = "IOCORR_EXEC_SHIM"
+// shimEnv marks the re-executed iocorr that becomes the traced command;
+// shimUserEnv carries "uid:gid:g1,g2" for the user it runs as.
+const (
+	shimEnv     = "IOCORR_EXEC_SHIM"
+	shimUserEnv = "IOCORR_EXEC_USER"
+)
+
+func dropTo(spec string) error {
+	parts := strings.SplitN(spec, ":", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("bad user spec %q", spec)
+	}
+	uid, err1 := strconv.Atoi(parts[0])
+	gid, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("bad user spec %q", spec)
+	}
+	groups := []int{gid}
+	for _, g := range strings.Split(parts[2], ",") {
+		if v, err := strconv.Atoi(g); err == nil {
+			groups = append(groups, v)
+		}
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("setgid: %w", err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("setuid: %w", err)
+	}
+	return nil
+}
 
 // RunShimIfChild must be called first in main. In the held child it waits
 // until the tracer releases it, then execve()s the command in place (the
@@ -35,6 +68,15 @@ func RunShimIfChild() {
 		os.Exit(127)
 	}
 	gate.Close()
+	// Privileges are dropped here rather than by exec.Cmd, so that the
+	// iocorr binary itself need not be executable by the target user.
+	if u := os.Getenv(shimUserEnv); u != "" {
+		os.Unsetenv(shimUserEnv)
+		if err := dropTo(u); err != nil {
+			fmt.Fprintf(os.Stderr, "iocorr: switching user: %v\n", err)
+			os.Exit(126)
+		}
+	}
 	args := os.Args[1:]
 	path, err := exec.LookPath(args[0])
 	if err != nil {
@@ -85,7 +127,11 @@ func StartHeld(argv []string, user *User) (*Child, error) {
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if user != nil {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: user.Groups}
+		gs := make([]string, len(user.Groups))
+		for i, g := range user.Groups {
+			gs[i] = strconv.FormatUint(uint64(g), 10)
+		}
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d:%d:%s", shimUserEnv, user.UID, user.GID, strings.Join(gs, ",")))
 	}
 	if err := cmd.Start(); err != nil {
 		r.Close()
