@@ -1,0 +1,148 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/bpf"
+)
+
+func requireBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 && os.Getenv("IOCORR_REQUIRE_BPF") == "" {
+		t.Skip("needs root; set IOCORR_REQUIRE_BPF=1 to make this a failure")
+	}
+}
+
+// sink keeps the compiler from dropping the loads that fault.
+var sink byte
+
+// faultAway makes page faults in this process: anonymous memory touched
+// page by page, each a minor fault the tracer records.
+func faultAway(pages int) {
+	mem, err := unix.Mmap(-1, 0, pages*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		panic(err)
+	}
+	for p := 0; p < pages; p++ {
+		mem[p*4096] = 1
+		sink += mem[p*4096]
+	}
+	unix.Munmap(mem)
+}
+
+func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
+	requireBPF(t)
+	tr, err := bpf.Open(bpf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p := filepath.Join(t.TempDir(), "spool")
+	sp, err := CreateSpool(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var counts Counts
+	seen := 0
+	done := make(chan error, 1)
+	go func() { done <- Drain(ctx, tr.RingBuf(), sp, &counts, func(uint16, []byte) { seen++ }) }()
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	faultAway(500)
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	faults := counts.Get(uint32(bpf.IocorrEventTypeEV_FAULT))
+	if faults < 500 {
+		t.Fatalf("%d faults counted, want at least the 500 made", faults)
+	}
+	r, err := OpenSpool(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var n uint64
+	for {
+		if _, err := r.Next(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != counts.Total() || uint64(seen) != n {
+		t.Fatalf("spool has %d records, counted %d, acted on %d", n, counts.Total(), seen)
+	}
+}
+
+func TestDrainStopsWithAClearErrorWhenTheDiskIsFull(t *testing.T) {
+	requireBPF(t)
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mounting a small tmpfs: %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	tr, err := bpf.Open(bpf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p := filepath.Join(mnt, "spool")
+	sp, err := CreateSpool(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var counts Counts
+	done := make(chan error, 1)
+	go func() { done <- Drain(ctx, tr.RingBuf(), sp, &counts, nil) }()
+	var derr error
+	for i := 0; i < 100 && derr == nil; i++ {
+		faultAway(2000) // ~170 KiB of fault records per round
+		select {
+		case derr = <-done:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if derr == nil || !errors.Is(derr, syscall.ENOSPC) {
+		t.Fatalf("drain error = %v, want no space left on device", derr)
+	}
+	sp.Close()
+	// What made it to the disk is readable.
+	r, err := OpenSpool(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for {
+		if _, err := r.Next(); err != nil {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("nothing readable in the spool of a full disk")
+	}
+	t.Logf("%d records readable before the disk filled (%+v)", n, r.Stats())
+}
