@@ -56,6 +56,11 @@ type Meta struct {
 	// OpFuncs maps op_event.fn (the uprobe cookie) to the probed symbol.
 	OpFuncs []string `json:"op_funcs,omitempty"`
 
+	// Libraries are the files user-space probes were attached to, with
+	// their GNU build ids: which llama.cpp build was traced.
+	Libraries []Library `json:"libraries,omitempty"`
+	GoVersion string    `json:"go_version,omitempty"`
+
 	Models []ModelFile    `json:"models"`
 	Maps   []MapsSnapshot `json:"maps,omitempty"`
 
@@ -102,6 +107,13 @@ type Layout struct {
 	Source string         `json:"source"` // "dwarf:PATH" or "builtin (validated)"
 	Tensor map[string]int `json:"tensor"`
 	Graph  map[string]int `json:"graph"`
+}
+
+// Library is an ELF file that was probed.
+type Library struct {
+	Path    string `json:"path"`
+	BuildID string `json:"build_id,omitempty"`
+	Size    int64  `json:"size"`
 }
 
 // ModelFile is a GGUF file the child mapped (or --model named).

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -329,6 +333,16 @@ func (r *recording) finish(exit *experiment.Exit, derr error) {
 	for _, p := range r.tr.Probes() {
 		r.meta.Probes = append(r.meta.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error})
 	}
+	seenLib := map[string]bool{}
+	for _, p := range r.meta.Probes {
+		if strings.HasPrefix(p.Kind, "uprobe") || p.Kind == "uretprobe" {
+			if !seenLib[p.Target] && p.Error == "" {
+				seenLib[p.Target] = true
+				r.meta.Libraries = append(r.meta.Libraries, libraryInfo(p.Target))
+			}
+		}
+	}
+	r.meta.GoVersion = runtime.Version()
 	lay := r.tr.Layout()
 	tensor, graph := lay.Map()
 	r.meta.Layout = &rundir.Layout{Source: lay.Source, Tensor: tensor, Graph: graph}
@@ -470,4 +484,29 @@ func lookPath(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found in PATH", name)
+}
+
+// libraryInfo identifies a probed library by its GNU build id.
+func libraryInfo(path string) rundir.Library {
+	lib := rundir.Library{Path: path}
+	if st, err := os.Stat(path); err == nil {
+		lib.Size = st.Size()
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return lib
+	}
+	defer f.Close()
+	if s := f.Section(".note.gnu.build-id"); s != nil {
+		if b, err := s.Data(); err == nil && len(b) > 16 {
+			// Elf_Nhdr (namesz, descsz, type), "GNU\0", then the id.
+			namesz := binary.LittleEndian.Uint32(b[0:])
+			descsz := binary.LittleEndian.Uint32(b[4:])
+			off := 12 + (int(namesz)+3)&^3
+			if off+int(descsz) <= len(b) {
+				lib.BuildID = hex.EncodeToString(b[off : off+int(descsz)])
+			}
+		}
+	}
+	return lib
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -88,5 +89,30 @@ func TestRecordRejectsBadUsage(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+func TestRecordForwardsCtrlCAndFinalizesTheRun(t *testing.T) {
+	requireBPF(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}()
+	start := time.Now()
+	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", "sleep", "30")
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 128+int(syscall.SIGINT) {
+		t.Fatalf("err = %v, want exit status %d\n%s", err, 128+int(syscall.SIGINT), errOut)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("the child was not interrupted")
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete || !strings.Contains(strings.Join(m.Warnings, "\n"), "interrupted") || m.End.IsZero() {
+		t.Fatalf("meta after Ctrl-C: complete %v, warnings %q", m.Complete, m.Warnings)
 	}
 }
