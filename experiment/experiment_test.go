@@ -147,7 +147,7 @@ func TestMemoryCgroupLimitsAndIsRemoved(t *testing.T) {
 func TestHeldChildRunsOnlyWhenReleased(t *testing.T) {
 	requireRoot(t)
 	mark := filepath.Join(t.TempDir(), "ran")
-	c, err := StartHeld([]string{"sh", "-c", "echo $$ > " + mark}, nil)
+	c, err := StartHeld([]string{"sh", "-c", "echo $$ > " + mark}, nil, os.Stdout, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestExitStatusIsTheChildsAsAShellReportsIt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := StartHeld(tc.argv, nil)
+			c, err := StartHeld(tc.argv, nil, os.Stdout, os.Stderr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestExitStatusIsTheChildsAsAShellReportsIt(t *testing.T) {
 }
 
 func TestStartHeldRejectsAMissingCommand(t *testing.T) {
-	if _, err := StartHeld([]string{"no-such-command-iocorr"}, nil); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := StartHeld([]string{"no-such-command-iocorr"}, nil, os.Stdout, os.Stderr); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestChildRunsAsTheGivenUser(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o777) // writable by nobody
 	out := filepath.Join(dir, "id")
-	c, err := StartHeld([]string{"sh", "-c", "id -u > " + out}, u)
+	c, err := StartHeld([]string{"sh", "-c", "id -u > " + out}, u, os.Stdout, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestChildRunsAsTheGivenUser(t *testing.T) {
 
 func TestForwardedInterruptStopsTheChild(t *testing.T) {
 	requireRoot(t)
-	c, err := StartHeld([]string{"sleep", "30"}, nil)
+	c, err := StartHeld([]string{"sleep", "30"}, nil, os.Stdout, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package experiment
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,8 +105,10 @@ type User struct {
 }
 
 // StartHeld starts argv held. When user is not nil the child runs as that
-// user (so files it creates belong to the person who ran sudo).
-func StartHeld(argv []string, user *User) (*Child, error) {
+// user (so files it creates belong to the person who ran sudo). Its
+// standard output and error go to out and errw (os.Stdout and os.Stderr
+// are passed through as they are).
+func StartHeld(argv []string, user *User, out, errw io.Writer) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -122,7 +125,7 @@ func StartHeld(argv []string, user *User) (*Child, error) {
 	}
 	cmd := exec.Command(self, argv...)
 	cmd.Args[0] = argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, out, errw
 	cmd.Env = append(os.Environ(), shimEnv+"=1")
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

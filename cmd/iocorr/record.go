@@ -169,7 +169,7 @@ func runRecord(ctx context.Context, o *recordOpts, argv []string) error {
 		return fmt.Errorf("record: %w", err)
 	}
 
-	child, err := experiment.StartHeld(argv, user)
+	child, err := experiment.StartHeld(argv, user, stdout, stderr)
 	if err != nil {
 		sp.Close()
 		return fmt.Errorf("record: %w", err)
