@@ -298,11 +298,32 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct fault_start fs = {};
+	struct fault_start fs = {}, *prev;
 	struct vma_info vi = {};
 
 	if (!is_traced(tgid))
 		return 0;
+	/* A start still pending means the thread's previous fault was never
+	 * accounted (a bad access, or one abandoned on a signal): report it
+	 * as such rather than dropping it. */
+	prev = bpf_map_lookup_elem(&fault_starts, &tid);
+	if (prev) {
+		struct fault_event *e = reserve(sizeof(*e), EV_FAULT);
+
+		if (e) {
+			fill_hdr(&e->hdr, EV_FAULT);
+			e->start_ts = prev->ts;
+			e->addr = prev->addr;
+			e->ip = prev->ip;
+			e->error_code = prev->error_code;
+			e->ino = prev->ino;
+			e->dev = prev->dev;
+			e->file_off = prev->file_off;
+			e->class = FAULT_UNACCOUNTED;
+			e->pad[0] = e->pad[1] = e->pad[2] = 0;
+			submit(e, EV_FAULT);
+		}
+	}
 	fs.ts = bpf_ktime_get_ns();
 	fs.addr = address;
 	fs.ip = BPF_CORE_READ(regs, ip);

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"testing"
 	"time"
@@ -223,5 +225,53 @@ func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
 	// fault and one page add per page touched.
 	if uint64(got)+lost["fault"]+lost["page_add"] < 2*256 {
 		t.Fatalf("kept %d + lost %v < %d", got, lost, 2*256)
+	}
+}
+
+func TestAFaultOnABadAddressIsReportedUnaccounted(t *testing.T) {
+	tr := openTracer(t, Options{})
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	// Same thread for the bad access and the next fault: the pending
+	// start is reported when that thread faults again.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// A page the process may not read: the kernel refuses the access
+	// before handling (and accounting) any fault.
+	guard, err := unix.Mmap(-1, 0, 4096, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(guard)
+	bad := uint64(uintptr(unsafe.Pointer(&guard[0])))
+	old := debug.SetPanicOnFault(true)
+	func() {
+		defer func() { recover() }()
+		sink += guard[0]
+	}()
+	debug.SetPanicOnFault(old)
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem[0] = 1
+	unix.Munmap(mem)
+
+	found := false
+	drain(t, tr, func(typ uint16, rec []byte) {
+		if uint32(typ) != uint32(IocorrEventTypeEV_FAULT) {
+			return
+		}
+		e := (*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+		if e.Addr == bad {
+			found = true
+			if e.Class != uint8(IocorrFaultClassFAULT_UNACCOUNTED) || e.StartTs == 0 {
+				t.Errorf("bad access reported as class %d start %d", e.Class, e.StartTs)
+			}
+		}
+	})
+	if !found {
+		t.Fatal("the fault on a bad address was not reported")
 	}
 }
