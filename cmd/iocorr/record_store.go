@@ -1,8 +1,18 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/iocorr/iocorr/index"
+)
 
 // buildStore runs the ingest that turns the spool into the query store.
 func buildStore(ctx context.Context, dir string) error {
+	sum, err := index.Build(ctx, dir, index.Options{})
+	if err != nil {
+		return fmt.Errorf("building the query store (run `iocorr ingest %s` to retry): %w", dir, err)
+	}
+	printBuildSummary(sum, dir)
 	return nil
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func init() {
+	register(&command{
+		name:    "ingest",
+		summary: "attribute a recorded run's events to tensors and build its query store",
+		usage:   "[--force] [DIR]",
+		flags:   ingestFlags,
+	})
+}
+
+func ingestFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
+	force := fs.Bool("force", false, "rebuild the store even when it is complete")
+	return func(ctx context.Context, args []string) error {
+		dir := rundir.Default
+		switch len(args) {
+		case 0:
+		case 1:
+			dir = args[0]
+		default:
+			return usagef("ingest takes one run directory, got %d arguments", len(args))
+		}
+		sum, err := index.Build(ctx, dir, index.Options{Force: *force})
+		if err != nil {
+			return err
+		}
+		printBuildSummary(sum, dir)
+		return nil
+	}
+}
+
+func printBuildSummary(sum index.Summary, dir string) {
+	if sum.AlreadyBuilt {
+		fmt.Fprintf(stderr, "iocorr: store of %s is up to date (%d records, %d events); --force rebuilds it\n", dir, sum.Records, sum.Events)
+		return
+	}
+	fmt.Fprintf(stderr, "iocorr: ingested %d records into %d attributed events, %d tokens, in %s (%.0f records/s)\n",
+		sum.Records, sum.Events, sum.Tokens, time.Duration(sum.BuildNS).Round(time.Millisecond), sum.RecordsPerSecond())
+	if sum.Short+sum.Unknown+sum.BadFrames > 0 {
+		fmt.Fprintf(stderr, "iocorr: skipped %d short, %d unknown records and %d damaged frames\n", sum.Short, sum.Unknown, sum.BadFrames)
+	}
+	var lost uint64
+	for _, n := range sum.Lost {
+		lost += n
+	}
+	if lost > 0 {
+		fmt.Fprintf(stderr, "iocorr: warning: the kernel lost %d events; totals are lower bounds\n", lost)
+	}
+	if len(sum.NotFileBacked) > 0 {
+		fmt.Fprintf(stderr, "iocorr: %d weights were read from memory that is no file (no page faults possible): %v\n", len(sum.NotFileBacked), sum.NotFileBacked)
+	}
+}

@@ -1,0 +1,673 @@
+package correlate
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Kind is what an attributed event is.
+type Kind uint8
+
+const (
+	KindFault   Kind = 1
+	KindPageAdd Kind = 2
+	KindPageDel Kind = 3
+	KindBlock   Kind = 4
+)
+
+var kindNames = [...]string{"", "fault", "page_add", "page_delete", "block"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && k > 0 {
+		return kindNames[k]
+	}
+	return "kind" + strconv.Itoa(int(k))
+}
+
+// Phase values, as stamped in the kernel (enum phase).
+const (
+	PhaseNone    uint8 = 0
+	PhasePrefill uint8 = 1
+	PhaseDecode  uint8 = 2
+)
+
+// PhaseName names a phase for output.
+func PhaseName(p uint8) string {
+	switch p {
+	case PhasePrefill:
+		return "prefill"
+	case PhaseDecode:
+		return "decode"
+	}
+	return "none"
+}
+
+// PageSize is the unit of page-cache indices and of one fault.
+const PageSize = 4096
+
+// Event is one attributed event: one raw event's share in one tensor
+// slice. A folio or block request spanning several tensors yields one
+// Event per slice.
+type Event struct {
+	Ts      uint64 // completion time, CLOCK_MONOTONIC ns
+	Dur     uint64 // fault stall (ts − start_ts) or block latency (ts − issue_ts)
+	Offset  int64  // within the tensor; within the file for pseudo tensors
+	Bytes   uint64 // bytes of this slice
+	Tensor  uint32
+	Token   uint32
+	Op      uint32 // op id from op probes, 0 when unknown (see Result.OpOf)
+	Tid     uint32
+	Trigger uint32 // page add: tensor whose fault read it ahead, NoTensor otherwise
+	Expert  int16  // -1 for tensors without experts
+	Kind    Kind
+	Phase   uint8
+	Class   uint8 // fault class; for blocks 0 read, 1 write
+}
+
+// Sink receives attributed events. The pointer is valid only during the
+// call: a sink copies what it keeps.
+type Sink interface {
+	Event(*Event) error
+}
+
+// Counters are what a token, a tensor or an expert is charged.
+type Counters struct {
+	Faults       uint64 // all completed faults
+	Major        uint64
+	Minor        uint64
+	Unaccounted  uint64
+	StallNS      uint64 // summed fault stall
+	AddedBytes   uint64 // page-cache bytes added (landed here)
+	TriggerBytes uint64 // page-cache bytes added during this tensor's faults
+	EvictedBytes uint64
+	ReadBytes    uint64 // bytes read from the device
+	BlockReqs    uint64 // block read requests touching it
+}
+
+// Add adds o to c.
+func (c *Counters) Add(o *Counters) {
+	c.Faults += o.Faults
+	c.Major += o.Major
+	c.Minor += o.Minor
+	c.Unaccounted += o.Unaccounted
+	c.StallNS += o.StallNS
+	c.AddedBytes += o.AddedBytes
+	c.TriggerBytes += o.TriggerBytes
+	c.EvictedBytes += o.EvictedBytes
+	c.ReadBytes += o.ReadBytes
+	c.BlockReqs += o.BlockReqs
+}
+
+// AggKey is one cell of the per-run aggregate: token × tensor × expert × op.
+type AggKey struct {
+	Token  uint32
+	Tensor uint32
+	Expert int16
+	Op     uint32
+}
+
+// Agg is one aggregate row.
+type Agg struct {
+	AggKey
+	Counters
+}
+
+// TokenInfo is the per-token summary (one llama_decode call).
+type TokenInfo struct {
+	Token   uint32
+	Phase   uint8
+	NTokens int32
+	StartNS uint64 // llama_decode entry, 0 when not seen
+	EndNS   uint64
+	Counters
+	PagesAdded     uint64 // whole folios, in pages
+	PagesEvicted   uint64
+	TensorsTouched uint32 // real tensors with any event
+	ExpertsTouched uint32 // (tensor, expert) pairs with any event
+}
+
+// ExpertSel counts how often the router picked an expert of a layer in a token.
+type ExpertSel struct {
+	Token  uint32
+	Layer  uint16
+	Expert uint16
+	Count  uint64
+}
+
+// Stats counts what the correlator met.
+type Stats struct {
+	Decode        ingest.DecodeStats
+	Events        uint64 // attributed events emitted
+	Unattributed  uint64 // records of other types, kept only in counts
+	PendingCapped uint64 // readahead windows cut short by the pending cap
+}
+
+// Result is everything the correlator learned besides the event stream.
+type Result struct {
+	Tensors   []Tensor // by id
+	Ops       []string // by op id; Ops[0] is ""
+	Tokens    []TokenInfo
+	Aggs      []Agg // sorted by token, tensor, expert, op
+	Experts   []ExpertSel
+	OpProbes  bool
+	Stats     Stats
+	NotBacked []string // weights read from memory that is no file
+}
+
+// OpOf is the op of an event on tensor with probe op id op: the probe's
+// when known, else the graph node's that consumes the tensor.
+func (r *Result) OpOf(op, tensor uint32) uint32 {
+	if op == 0 && int(tensor) < len(r.Tensors) {
+		return r.Tensors[tensor].Op
+	}
+	return op
+}
+
+// maxPending bounds the adds held back per thread while waiting for the
+// fault that may have triggered them; a readahead window is at most a few
+// MiB, far fewer folios than this.
+const maxPending = 8192
+
+type tidState struct {
+	pending []Event
+}
+
+// Correlator attributes records. It is not safe for concurrent use.
+type Correlator struct {
+	meta    *rundir.Meta
+	sink    Sink
+	models  []*modelIndex
+	tensors []Tensor
+	byName  map[string]uint32
+	ops     []string
+	opIDs   map[string]uint32
+	opBySeq []uint32 // op probe sequence number → op id
+
+	aggs    map[AggKey]*Counters
+	tokens  map[uint32]*TokenInfo
+	experts map[ExpertSel]uint64 // Count unused in the key
+	tids    map[uint32]*tidState
+
+	slices []slice
+	ev     Event
+	stats  Stats
+	err    error
+}
+
+// New returns a correlator for the run described by meta, emitting to sink.
+func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
+	c := &Correlator{
+		meta:    meta,
+		sink:    sink,
+		byName:  make(map[string]uint32),
+		ops:     []string{""},
+		opIDs:   map[string]uint32{"": 0},
+		aggs:    make(map[AggKey]*Counters),
+		tokens:  make(map[uint32]*TokenInfo),
+		experts: make(map[ExpertSel]uint64),
+		tids:    make(map[uint32]*tidState),
+	}
+	for i, n := range pseudoNames {
+		c.tensors = append(c.tensors, Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1, Role: n})
+	}
+	for mi := range meta.Models {
+		m := &meta.Models[mi]
+		idx, err := newModelIndex(m, uint32(len(c.tensors)))
+		if err != nil {
+			return nil, err
+		}
+		c.models = append(c.models, idx)
+		for _, t := range m.Tensors {
+			id := uint32(len(c.tensors))
+			c.tensors = append(c.tensors, Tensor{
+				ID: id, Name: t.Name, Model: mi, Layer: t.Layer, Role: t.Role, Type: t.Type,
+				Offset: t.Offset, Size: t.Size, Experts: t.Experts, ExpertStride: t.ExpertStride,
+			})
+			if _, dup := c.byName[t.Name]; !dup {
+				c.byName[t.Name] = id
+			}
+		}
+	}
+	return c, nil
+}
+
+func (c *Correlator) opID(name string) uint32 {
+	if id, ok := c.opIDs[name]; ok {
+		return id
+	}
+	id := uint32(len(c.ops))
+	c.ops = append(c.ops, name)
+	c.opIDs[name] = id
+	return id
+}
+
+func (c *Correlator) opName(op uint32) string {
+	if int(op) < len(c.meta.OpNames) {
+		return c.meta.OpNames[op]
+	}
+	return "op" + strconv.Itoa(int(op))
+}
+
+func (c *Correlator) modelOf(dev uint32, ino uint64) *modelIndex {
+	for _, m := range c.models {
+		if m.ino == ino && m.dev == dev {
+			return m
+		}
+	}
+	return nil
+}
+
+func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *Counters {
+	k := AggKey{Token: token, Tensor: tensor, Expert: expert, Op: op}
+	a := c.aggs[k]
+	if a == nil {
+		a = new(Counters)
+		c.aggs[k] = a
+	}
+	return a
+}
+
+func (c *Correlator) token(hdr *bpf.IocorrEventHdr) *TokenInfo {
+	t := c.tokens[hdr.Token]
+	if t == nil {
+		t = &TokenInfo{Token: hdr.Token, Phase: hdr.Phase}
+		c.tokens[hdr.Token] = t
+	}
+	if t.Phase == PhaseNone {
+		t.Phase = hdr.Phase
+	}
+	return t
+}
+
+func (c *Correlator) probeOp(hdr *bpf.IocorrEventHdr) uint32 {
+	if s := hdr.Op; s != 0 && int(s) < len(c.opBySeq) {
+		return c.opBySeq[s]
+	}
+	return 0
+}
+
+func (c *Correlator) emit(ev *Event) {
+	if c.err != nil {
+		return
+	}
+	c.stats.Events++
+	if err := c.sink.Event(ev); err != nil {
+		c.err = err
+	}
+}
+
+// Add attributes one decoded record. An error is the sink's; it is sticky.
+func (c *Correlator) Add(r ingest.Record) error {
+	if c.err != nil {
+		return c.err
+	}
+	hdr := r.Hdr
+	switch r.Type {
+	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+		c.pageAdd(r.Page())
+		return c.err
+	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+		c.pageDel(r.Page())
+		return c.err
+	case uint16(bpf.IocorrEventTypeEV_FILEMAP_FAULT), uint16(bpf.IocorrEventTypeEV_READAHEAD):
+		// Part of a fault in progress: they must not end the thread's
+		// readahead window.
+		c.stats.Unattributed++
+		return nil
+	}
+	// Any other record of a thread ends its window of held-back adds.
+	var f *bpf.IocorrFaultEvent
+	if r.Type == uint16(bpf.IocorrEventTypeEV_FAULT) {
+		f = r.Fault()
+	}
+	c.flushTid(hdr.Tid, f)
+	switch r.Type {
+	case uint16(bpf.IocorrEventTypeEV_FAULT):
+		c.fault(f)
+	case uint16(bpf.IocorrEventTypeEV_BLOCK):
+		c.block(r.Block())
+	case uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+		d := r.Decode()
+		t := c.token(hdr)
+		t.NTokens = d.N_tokens
+		t.StartNS = d.BeginTs
+		if t.StartNS == 0 {
+			t.StartNS = hdr.Ts
+		}
+		if t.Phase == PhaseNone && d.N_tokens > 0 {
+			t.Phase = PhaseDecode
+			if d.N_tokens > 1 {
+				t.Phase = PhasePrefill
+			}
+		}
+	case uint16(bpf.IocorrEventTypeEV_DECODE_END):
+		d := r.Decode()
+		t := c.token(hdr)
+		t.EndNS = hdr.Ts
+		if t.StartNS == 0 {
+			t.StartNS = d.BeginTs
+		}
+		if t.NTokens == 0 {
+			t.NTokens = d.N_tokens
+		}
+	case uint16(bpf.IocorrEventTypeEV_NODE):
+		c.node(r.Node())
+	case uint16(bpf.IocorrEventTypeEV_OP):
+		o := r.Op()
+		seq := hdr.Op
+		if seq != 0 && seq < 1<<28 { // a sequence number, not garbage: bound the table
+			for int(seq) >= len(c.opBySeq) {
+				c.opBySeq = append(c.opBySeq, 0)
+			}
+			c.opBySeq[seq] = c.opID(c.opName(o.Op))
+		}
+	case uint16(bpf.IocorrEventTypeEV_EXPERTS):
+		c.expertsSel(r.Experts())
+	default:
+		c.stats.Unattributed++
+	}
+	return c.err
+}
+
+func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
+	hdr := &f.Hdr
+	ev := &c.ev
+	*ev = Event{Ts: hdr.Ts, Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
+		Trigger: NoTensor, Expert: -1, Kind: KindFault, Class: f.Class, Bytes: PageSize}
+	if f.StartTs != 0 && f.StartTs <= hdr.Ts {
+		ev.Dur = hdr.Ts - f.StartTs
+	}
+	switch m := c.modelOf(f.Dev, f.Ino); {
+	case f.Ino == 0:
+		ev.Tensor, ev.Offset = TensorAnon, int64(f.Addr)
+	case m == nil:
+		ev.Tensor, ev.Offset = TensorOther, int64(f.FileOff)
+	default:
+		s := m.lookup(int64(f.FileOff))
+		ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
+	}
+	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
+	t := c.token(hdr)
+	for _, k := range [2]*Counters{a, &t.Counters} {
+		k.Faults++
+		switch f.Class {
+		case 0:
+			k.Minor++
+		case 1:
+			k.Major++
+		default:
+			k.Unaccounted++
+		}
+		k.StallNS += ev.Dur
+	}
+	c.emit(ev)
+}
+
+// flushTid emits the adds held back for tid; those inside fault f's
+// window are charged to f's tensor as trigger.
+func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
+	st := c.tids[tid]
+	if st == nil || len(st.pending) == 0 {
+		return
+	}
+	trig, texp := NoTensor, int16(-1)
+	var tok, op uint32
+	if f != nil && f.StartTs != 0 {
+		switch m := c.modelOf(f.Dev, f.Ino); {
+		case f.Ino == 0:
+			trig = TensorAnon
+		case m == nil:
+			trig = TensorOther
+		default:
+			s := m.lookup(int64(f.FileOff))
+			trig, texp = s.tensor, s.expert
+		}
+		tok, op = f.Hdr.Token, c.probeOp(&f.Hdr)
+	}
+	var trigBytes uint64
+	for i := range st.pending {
+		ev := &st.pending[i]
+		if trig != NoTensor && ev.Ts >= f.StartTs && ev.Ts <= f.Hdr.Ts {
+			ev.Trigger = trig
+			trigBytes += ev.Bytes
+		}
+		c.emit(ev)
+	}
+	st.pending = st.pending[:0]
+	if trigBytes > 0 {
+		c.agg(tok, trig, texp, op).TriggerBytes += trigBytes
+		c.token(&f.Hdr).TriggerBytes += trigBytes
+	}
+}
+
+func (c *Correlator) pageRange(p *bpf.IocorrPageEvent) (m *modelIndex, off, n int64) {
+	pages := int64(1) << min(p.Order, 20)
+	return c.modelOf(p.Dev, p.Ino), int64(p.Index) * PageSize, pages * PageSize
+}
+
+func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
+	hdr := &p.Hdr
+	m, off, n := c.pageRange(p)
+	t := c.token(hdr)
+	t.PagesAdded += uint64(n / PageSize)
+	op := c.probeOp(hdr)
+	st := c.tids[hdr.Tid]
+	if st == nil {
+		st = &tidState{}
+		c.tids[hdr.Tid] = st
+	}
+	c.slices = c.fileSlices(c.slices[:0], m, off, n)
+	for _, s := range c.slices {
+		if len(st.pending) >= maxPending {
+			c.stats.PendingCapped++
+			c.flushTid(hdr.Tid, nil)
+		}
+		st.pending = append(st.pending, Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
+			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageAdd, Phase: hdr.Phase})
+		c.agg(hdr.Token, s.tensor, s.expert, op).AddedBytes += uint64(s.n)
+		t.AddedBytes += uint64(s.n)
+	}
+}
+
+func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
+	hdr := &p.Hdr
+	m, off, n := c.pageRange(p)
+	t := c.token(hdr)
+	t.PagesEvicted += uint64(n / PageSize)
+	op := c.probeOp(hdr)
+	c.slices = c.fileSlices(c.slices[:0], m, off, n)
+	for _, s := range c.slices {
+		c.ev = Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor, Token: hdr.Token, Op: op,
+			Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageDel, Phase: hdr.Phase}
+		c.agg(hdr.Token, s.tensor, s.expert, op).EvictedBytes += uint64(s.n)
+		t.EvictedBytes += uint64(s.n)
+		c.emit(&c.ev)
+	}
+}
+
+// fileSlices is m's tensor slices of a file range, or one "[other file]"
+// slice when the file is not a model.
+func (c *Correlator) fileSlices(dst []slice, m *modelIndex, off, n int64) []slice {
+	if m == nil {
+		return append(dst, slice{tensor: TensorOther, expert: -1, off: off, n: n})
+	}
+	return m.appendSlices(dst, off, n)
+}
+
+func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
+	hdr := &b.Hdr
+	write := uint8(0)
+	if b.CmdFlags&0xff != 0 {
+		write = 1
+	}
+	base := Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: NoTensor,
+		Expert: -1, Kind: KindBlock, Phase: hdr.Phase, Class: write}
+	if b.IssueTs != 0 && b.IssueTs <= hdr.Ts {
+		base.Dur = hdr.Ts - b.IssueTs
+	}
+	t := c.token(hdr)
+	if write == 0 {
+		t.ReadBytes += uint64(b.Bytes)
+		t.BlockReqs++
+	}
+	c.slices = c.slices[:0]
+	outside := uint64(b.Bytes)
+	disk := b.Sector * 512
+	for _, m := range c.models {
+		if m.diskDev != b.Dev || disk < m.partOff {
+			continue
+		}
+		outside = m.fileRanges(disk-m.partOff, uint64(b.Bytes), func(fo, n uint64) {
+			c.slices = m.appendSlices(c.slices, int64(fo), int64(n))
+		})
+		break
+	}
+	if outside > 0 {
+		c.slices = append(c.slices, slice{tensor: TensorOther, expert: -1, off: int64(disk), n: int64(outside)})
+	}
+	// A request is counted once per (tensor, expert) it touches.
+	for i, s := range c.slices {
+		ev := base
+		ev.Tensor, ev.Expert, ev.Offset, ev.Bytes = s.tensor, s.expert, s.off, uint64(s.n)
+		if write == 0 {
+			a := c.agg(ev.Token, s.tensor, s.expert, ev.Op)
+			a.ReadBytes += uint64(s.n)
+			first := true
+			for _, p := range c.slices[:i] {
+				if p.tensor == s.tensor && p.expert == s.expert {
+					first = false
+					break
+				}
+			}
+			if first {
+				a.BlockReqs++
+			}
+		}
+		c.ev = ev
+		c.emit(&c.ev)
+	}
+}
+
+func (c *Correlator) node(n *bpf.IocorrNodeEvent) {
+	name := bpf.CString(n.WeightName[:])
+	id, ok := c.byName[name]
+	if !ok {
+		return // not a weight: inp_tokens, cache_k_l0, ...
+	}
+	t := &c.tensors[id]
+	if t.Op == 0 {
+		t.Op = c.opID(c.opName(n.Op))
+	}
+	if n.Ino == 0 {
+		t.NotFileBacked = true
+	}
+}
+
+func (c *Correlator) expertsSel(e *bpf.IocorrExpertsEvent) {
+	name := bpf.CString(e.Name[:])
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return
+	}
+	layer, err := strconv.Atoi(name[i+1:])
+	if err != nil || layer < 0 || layer > 0xffff {
+		return
+	}
+	cnt := min(int(e.Count), len(e.Ids))
+	for _, id := range e.Ids[:cnt] {
+		if id < 0 || id > 0xffff {
+			continue
+		}
+		c.experts[ExpertSel{Token: e.Hdr.Token, Layer: uint16(layer), Expert: uint16(id)}]++
+	}
+}
+
+// Finish flushes held-back events and returns the aggregates.
+func (c *Correlator) Finish() (*Result, error) {
+	tids := make([]uint32, 0, len(c.tids))
+	for tid := range c.tids {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
+	for _, tid := range tids {
+		c.flushTid(tid, nil)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	r := &Result{Tensors: c.tensors, Ops: c.ops, OpProbes: len(c.opBySeq) > 0, Stats: c.stats}
+	type touch struct {
+		tensor uint32
+		expert int16
+	}
+	touchedT := map[uint32]map[uint32]bool{}
+	touchedE := map[uint32]map[touch]bool{}
+	for k, v := range c.aggs {
+		r.Aggs = append(r.Aggs, Agg{AggKey: k, Counters: *v})
+		if k.Tensor < FirstTensor {
+			continue
+		}
+		if touchedT[k.Token] == nil {
+			touchedT[k.Token] = map[uint32]bool{}
+			touchedE[k.Token] = map[touch]bool{}
+		}
+		touchedT[k.Token][k.Tensor] = true
+		if k.Expert >= 0 {
+			touchedE[k.Token][touch{k.Tensor, k.Expert}] = true
+		}
+	}
+	sort.Slice(r.Aggs, func(i, j int) bool {
+		a, b := r.Aggs[i].AggKey, r.Aggs[j].AggKey
+		if a.Token != b.Token {
+			return a.Token < b.Token
+		}
+		if a.Tensor != b.Tensor {
+			return a.Tensor < b.Tensor
+		}
+		if a.Expert != b.Expert {
+			return a.Expert < b.Expert
+		}
+		return a.Op < b.Op
+	})
+	for _, t := range c.tokens {
+		t.TensorsTouched = uint32(len(touchedT[t.Token]))
+		t.ExpertsTouched = uint32(len(touchedE[t.Token]))
+		r.Tokens = append(r.Tokens, *t)
+	}
+	sort.Slice(r.Tokens, func(i, j int) bool { return r.Tokens[i].Token < r.Tokens[j].Token })
+	for k, n := range c.experts {
+		k.Count = n
+		r.Experts = append(r.Experts, k)
+	}
+	sort.Slice(r.Experts, func(i, j int) bool {
+		a, b := r.Experts[i], r.Experts[j]
+		if a.Token != b.Token {
+			return a.Token < b.Token
+		}
+		if a.Layer != b.Layer {
+			return a.Layer < b.Layer
+		}
+		return a.Expert < b.Expert
+	})
+	for _, t := range c.tensors {
+		if t.NotFileBacked {
+			r.NotBacked = append(r.NotBacked, t.Name)
+		}
+	}
+	return r, nil
+}
+
+// String summarises a Result for logs.
+func (r *Result) String() string {
+	return fmt.Sprintf("%d tokens, %d tensors, %d aggregate rows, %d events", len(r.Tokens), len(r.Tensors), len(r.Aggs), r.Stats.Events)
+}
+
+// Tensors is the tensor dictionary: pseudo tensors, then every model's
+// tensors in metadata order. Ops of graph nodes fill in as EV_NODE arrive.
+func (c *Correlator) Tensors() []Tensor { return c.tensors }

@@ -1,0 +1,198 @@
+package correlate
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Pseudo tensor ids. Real tensors are numbered from FirstTensor in the
+// order of the run metadata (model by model, header order).
+const (
+	TensorOther     uint32 = 0 // a file that is not a model
+	TensorAnon      uint32 = 1 // anonymous memory
+	TensorModelMeta uint32 = 2 // a model file's bytes outside every tensor
+	FirstTensor     uint32 = 3
+	// NoTensor marks "no trigger" in Event.Trigger.
+	NoTensor uint32 = ^uint32(0)
+)
+
+var pseudoNames = [FirstTensor]string{"[other file]", "[anonymous]", "[model header]"}
+
+// Tensor is a row of the tensor dictionary.
+type Tensor struct {
+	ID           uint32
+	Name         string
+	Model        int // index in Meta.Models, -1 for pseudo tensors
+	Layer        int // -1 when not in a block
+	Role         string
+	Type         string
+	Offset       int64 // absolute, in the model file
+	Size         int64
+	Experts      int
+	ExpertStride int64
+	// Op is the op id of the graph node that consumes the weight (EV_NODE),
+	// 0 when no node was seen.
+	Op uint32
+	// NotFileBacked is set when a graph node read this weight from memory
+	// that is not a file mapping.
+	NotFileBacked bool
+}
+
+// Pseudo reports whether t is one of the bracketed catch-all tensors.
+func (t *Tensor) Pseudo() bool { return t.ID < FirstTensor }
+
+// slice is a run of a file range inside one tensor (or expert).
+type slice struct {
+	tensor uint32
+	expert int16
+	off    int64 // offset within the tensor (within the file for pseudo)
+	n      int64
+}
+
+// modelIndex maps offsets of one model file to tensors: parallel sorted
+// arrays and a hand-written binary search, so the hot path does not
+// allocate or chase pointers.
+type modelIndex struct {
+	dev     uint32
+	ino     uint64
+	diskDev uint32
+	partOff uint64 // partition start, bytes from the disk start
+	starts  []int64
+	ends    []int64
+	ids     []uint32
+	experts []int32
+	strides []int64
+	// extents sorted by physical byte (partition-relative)
+	extents []rundir.Extent
+}
+
+func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
+	type ent struct {
+		t  *rundir.Tensor
+		id uint32
+	}
+	ents := make([]ent, len(m.Tensors))
+	for i := range m.Tensors {
+		t := &m.Tensors[i]
+		if t.Offset < 0 || t.Size < 0 {
+			return nil, fmt.Errorf("model %s: tensor %s has a negative offset or size", m.Path, t.Name)
+		}
+		if t.Experts > 0 && t.ExpertStride <= 0 {
+			return nil, fmt.Errorf("model %s: tensor %s has %d experts but no expert stride", m.Path, t.Name, t.Experts)
+		}
+		ents[i] = ent{t, firstID + uint32(i)}
+	}
+	sort.SliceStable(ents, func(i, j int) bool { return ents[i].t.Offset < ents[j].t.Offset })
+	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partOff: m.Block.PartStartSector * 512}
+	for i, e := range ents {
+		if i > 0 && e.t.Offset < mi.ends[i-1] {
+			return nil, fmt.Errorf("model %s: tensors %s and %s overlap", m.Path, ents[i-1].t.Name, e.t.Name)
+		}
+		mi.starts = append(mi.starts, e.t.Offset)
+		mi.ends = append(mi.ends, e.t.Offset+e.t.Size)
+		mi.ids = append(mi.ids, e.id)
+		mi.experts = append(mi.experts, int32(e.t.Experts))
+		mi.strides = append(mi.strides, e.t.ExpertStride)
+	}
+	mi.extents = append([]rundir.Extent(nil), m.Extents...)
+	sort.Slice(mi.extents, func(i, j int) bool { return mi.extents[i].Physical < mi.extents[j].Physical })
+	return mi, nil
+}
+
+// find returns the position of the last tensor starting at or before off, or -1.
+func (mi *modelIndex) find(off int64) int {
+	lo, hi := 0, len(mi.starts)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if mi.starts[m] <= off {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
+// lookup is the tensor slice holding byte off (n = 1).
+func (mi *modelIndex) lookup(off int64) slice {
+	i := mi.find(off)
+	if i < 0 || off >= mi.ends[i] {
+		return slice{tensor: TensorModelMeta, expert: -1, off: off, n: 1}
+	}
+	rel := off - mi.starts[i]
+	e := int16(-1)
+	if mi.experts[i] > 0 {
+		e = int16(rel / mi.strides[i])
+	}
+	return slice{tensor: mi.ids[i], expert: e, off: rel, n: 1}
+}
+
+// appendSlices cuts the file range [off, off+n) at tensor and expert
+// boundaries; the lengths add up to n.
+func (mi *modelIndex) appendSlices(dst []slice, off, n int64) []slice {
+	end := off + n
+	for off < end {
+		i := mi.find(off)
+		if i < 0 || off >= mi.ends[i] {
+			// Non-tensor bytes up to the next tensor start.
+			next := end
+			if i+1 < len(mi.starts) && mi.starts[i+1] < next {
+				next = mi.starts[i+1]
+			}
+			dst = appendMerge(dst, slice{tensor: TensorModelMeta, expert: -1, off: off, n: next - off})
+			off = next
+			continue
+		}
+		rel := off - mi.starts[i]
+		stop := min(end, mi.ends[i])
+		e := int16(-1)
+		if mi.experts[i] > 0 {
+			ex := rel / mi.strides[i]
+			e = int16(ex)
+			stop = min(stop, mi.starts[i]+(ex+1)*mi.strides[i])
+		}
+		dst = append(dst, slice{tensor: mi.ids[i], expert: e, off: rel, n: stop - off})
+		off = stop
+	}
+	return dst
+}
+
+// appendMerge appends s, merging it into the previous non-tensor slice so
+// that header bytes on both sides of nothing stay one slice.
+func appendMerge(dst []slice, s slice) []slice {
+	if k := len(dst) - 1; k >= 0 && dst[k].tensor == s.tensor && s.tensor < FirstTensor && dst[k].off+dst[k].n == s.off {
+		dst[k].n += s.n
+		return dst
+	}
+	return append(dst, s)
+}
+
+// fileRanges converts the partition byte range [p, p+n) into file ranges
+// via the extents, calling fn for each piece that lies in an extent and
+// returning the bytes that lie in none.
+func (mi *modelIndex) fileRanges(p, n uint64, fn func(fileOff, n uint64)) (outside uint64) {
+	end := p + n
+	// First extent that ends after p.
+	i := sort.Search(len(mi.extents), func(i int) bool {
+		e := mi.extents[i]
+		return e.Physical+e.Length > p
+	})
+	for p < end {
+		if i >= len(mi.extents) || mi.extents[i].Physical >= end {
+			outside += end - p
+			break
+		}
+		e := mi.extents[i]
+		if e.Physical > p {
+			outside += e.Physical - p
+			p = e.Physical
+		}
+		stop := min(end, e.Physical+e.Length)
+		fn(e.Logical+(p-e.Physical), stop-p)
+		p = stop
+		i++
+	}
+	return outside
+}
