@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func init() {
+	register(&command{
+		name:    "query",
+		summary: "per-token faults, page-cache and device I/O of tensors, layers, experts or ops of a run",
+		usage:   "[-i DIR] [--tensor NAME|GLOB] [--token N|A-B] [--layer L] [--expert E] [--op NAME] [--phase prefill|decode] [--by DIM] [--sort COL] [--top K] [--format table|csv|json]",
+		flags:   queryFlags,
+	})
+}
+
+// parseTokenRange parses N or A-B.
+func parseTokenRange(s string) (*[2]uint32, error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	a, err := strconv.ParseUint(lo, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("bad --token %q (want N or A-B)", s)
+	}
+	b := a
+	if isRange {
+		if b, err = strconv.ParseUint(hi, 10, 32); err != nil || b < a {
+			return nil, fmt.Errorf("bad --token %q (want N or A-B with A <= B)", s)
+		}
+	}
+	return &[2]uint32{uint32(a), uint32(b)}, nil
+}
+
+func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
+	dir := fs.StringP("input", "i", rundir.Default, "run directory")
+	tensor := fs.String("tensor", "", "tensor name or glob, e.g. 'blk.*.ffn_down_exps.weight'")
+	token := fs.String("token", "", "token N or range A-B (llama_decode calls, from 1)")
+	layer := fs.Int("layer", -1, "only tensors of layer L")
+	expert := fs.Int("expert", -1, "only expert E of *_exps tensors")
+	op := fs.String("op", "", "only events of op NAME (e.g. MUL_MAT)")
+	phase := fs.String("phase", "", "prefill, decode or none")
+	by := fs.String("by", "token", "group by "+strings.Join(index.GroupBys, "|"))
+	sortCol := fs.String("sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
+	top := fs.Int("top", 0, "keep the first K rows")
+	all := fs.Bool("all", false, "include [other file], [anonymous] and [model header] without --tensor")
+	format := formatFlag(fs)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("query takes no arguments, got %q", args)
+		}
+		q := index.Query{Tensor: *tensor, Op: *op, Phase: *phase, By: *by, Sort: *sortCol, Top: *top, Pseudos: *all}
+		if fs.Changed("token") {
+			r, err := parseTokenRange(*token)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			q.Token = r
+		}
+		if fs.Changed("layer") {
+			q.Layer = layer
+		}
+		if fs.Changed("expert") {
+			q.Expert = expert
+		}
+		if *top < 0 {
+			return usagef("--top must be positive")
+		}
+		st, err := index.Open(*dir)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rows, err := st.Query(q)
+		if err != nil {
+			return err
+		}
+		return writeQueryRows(rows, q.By, *format)
+	}
+}
+
+func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
+	if by == "" {
+		by = "token"
+	}
+	cols := []column{{Name: by}}
+	if by == "token" {
+		cols = append(cols, column{Name: "phase"})
+	}
+	for _, n := range []string{"faults", "major", "minor", "fault_stall", "added", "readahead_triggered", "evicted", "read", "block_requests"} {
+		cols = append(cols, column{Name: n})
+	}
+	rw := newResultWriter(stdout, format, cols)
+	for _, r := range rows {
+		cells := []cell{txt(r.Key)}
+		if by == "token" {
+			cells[0] = num(r.Token)
+			cells = append(cells, txt(correlate.PhaseName(r.Phase)))
+		}
+		cells = append(cells, num(r.Faults), num(r.Major), num(r.Minor), durCell(r.StallNS), bytesCell(r.AddedBytes),
+			bytesCell(r.TriggerBytes), bytesCell(r.EvictedBytes), bytesCell(r.ReadBytes), num(r.BlockReqs))
+		if err := rw.Row(cells...); err != nil {
+			return err
+		}
+	}
+	return rw.Close()
+}
