@@ -38,4 +38,4 @@ demo: setup build ## synthesize a model, record llama.cpp under memory pressure,
 	./scripts/demo.sh $(DEMO_DIR)
 
 clean:
-	rm -rf bin $(DEMO_DIR) $(SETUP_OK)
+	rm -rf bin $(DEMO_DIR) $(SETUP_OK) .testmodels

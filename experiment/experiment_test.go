@@ -182,7 +182,7 @@ func TestExitStatusIsTheChildsAsAShellReportsIt(t *testing.T) {
 	}{
 		{"success", []string{"true"}, 0, ""},
 		{"failure code passes through", []string{"sh", "-c", "exit 3"}, 3, ""},
-		{"a crash is 128 plus the signal", []string{"sh", "-c", "kill -SEGV $$"}, 128 + int(syscall.SIGSEGV), "segmentation fault"},
+		{"a crash is 128 plus the signal", []string{"sh", "-c", "kill -SEGV $$"}, 128 + int(syscall.SIGSEGV), "SIGSEGV"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

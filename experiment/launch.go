@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // shimEnv marks the re-executed iocorr that becomes the traced command;
@@ -198,7 +200,7 @@ func (c *Child) Wait() Exit {
 	switch {
 	case ws.Signaled():
 		e.Code = 128 + int(ws.Signal())
-		e.Signal = ws.Signal().String()
+		e.Signal = unix.SignalName(ws.Signal())
 	default:
 		e.Code = ws.ExitStatus()
 	}

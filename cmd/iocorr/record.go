@@ -288,7 +288,11 @@ func runRecord(ctx context.Context, o *recordOpts, argv []string) error {
 		r.warn(fmt.Sprintf("the command was interrupted (%d signal(s) forwarded)", forwarded))
 	}
 	if exit.Signal != "" {
-		r.warn(fmt.Sprintf("the command was killed by %s", exit.Signal))
+		hint := ""
+		if exit.Signal == "SIGKILL" && cg != nil {
+			hint = fmt.Sprintf(" (the %s memory limit may be too small for the command itself: see cgroup_counters)", o.memLimit)
+		}
+		r.warn(fmt.Sprintf("the command was killed by %s%s", exit.Signal, hint))
 	}
 	r.finish(&exit, derr)
 	r.printSummary(stderr, &counts)

@@ -22,7 +22,7 @@ func TestRecordKeepsTheChildsExitAndSaysWhatItSearched(t *testing.T) {
 		warn     string
 	}{
 		{"a failing command's status passes through", []string{"sh", "-c", "exit 3"}, 3, true, "no llama.cpp symbols"},
-		{"a crash leaves a readable, incomplete run", []string{"sh", "-c", "kill -SEGV $$"}, 128 + int(syscall.SIGSEGV), false, "killed by segmentation fault"},
+		{"a crash leaves a readable, incomplete run", []string{"sh", "-c", "kill -SEGV $$"}, 128 + int(syscall.SIGSEGV), false, "killed by SIGSEGV"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 )
 
-func runCmd(t *testing.T, args ...string) (string, string, error) {
+func runCmd(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, &out, &errb)

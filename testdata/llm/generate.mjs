@@ -1,0 +1,97 @@
+// generate.mjs drives llama.cpp (the prebuilt libraries of node-llama-cpp)
+// for iocorr's tests, benchmarks and demo: it loads a GGUF model through
+// mmap and generates exactly --tokens tokens, greedily, then reports what
+// it did as one JSON object (--json) or one line.
+//
+// It generates exactly N tokens even when a random-weight model samples
+// end-of-sequence, by driving the context sequence's evaluate() generator
+// instead of a chat or completion session, which would stop there.
+import {readFileSync} from "node:fs";
+import {parseArgs} from "node:util";
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+function fail(msg) {
+	process.stderr.write(`generate.mjs: ${msg}\n`);
+	process.exit(1);
+}
+
+let opts;
+try {
+	({values: opts} = parseArgs({
+		options: {
+			model: {type: "string"},
+			tokens: {type: "string", default: "16"},
+			threads: {type: "string", default: "2"},
+			prompt: {type: "string", default: "The quick brown fox jumps over the lazy dog"},
+			ctx: {type: "string", default: "512"},
+			batch: {type: "string", default: "512"},
+			json: {type: "boolean", default: false},
+		},
+	}));
+} catch (e) {
+	fail(e.message);
+}
+const n = Number(opts.tokens), threads = Number(opts.threads), ctxSize = Number(opts.ctx), batch = Number(opts.batch);
+if (!opts.model) fail("--model is required");
+if (!(n >= 1) || !(threads >= 1) || !(batch >= 1) || !(ctxSize >= 8)) fail("--tokens, --threads, --batch and --ctx must be positive");
+
+// Which llama.cpp libraries this process really loaded.
+function loadedLibs() {
+	const maps = readFileSync("/proc/self/maps", "utf8");
+	const libs = new Set();
+	for (const line of maps.split("\n")) {
+		const path = line.split(/\s+/).slice(5).join(" ");
+		if (/\/lib(llama|ggml)[^/]*\.so/.test(path)) libs.add(path);
+	}
+	return [...libs].sort();
+}
+
+try {
+	const t0 = performance.now();
+	const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true, logLevel: LlamaLogLevel.error});
+	const model = await llama.loadModel({modelPath: opts.model, gpuLayers: 0, useMmap: true});
+	const context = await model.createContext({contextSize: ctxSize, batchSize: batch, threads, sequences: 1});
+	const loadMs = performance.now() - t0;
+	const prompt = model.tokenize(opts.prompt);
+	if (prompt.length + n > ctxSize) fail(`prompt (${prompt.length} tokens) + ${n} tokens exceed the context (${ctxSize})`);
+	const sequence = context.getSequence();
+
+	// Each yielded token was sampled after one llama_decode: the first
+	// after the prompt's batches, each later one after decoding the token
+	// before it. Stopping after the Nth means the Nth is never decoded.
+	const promptBatches = Math.ceil(prompt.length / batch);
+	let generated = 0, tFirst = 0, tLast = 0;
+	const tEval = performance.now();
+	for await (const _ of sequence.evaluate(prompt, {temperature: 0})) {
+		generated++;
+		tLast = performance.now();
+		if (generated === 1) tFirst = tLast;
+		if (generated >= n) break;
+	}
+	const evalMs = tLast - tEval;
+	const report = {
+		pid: process.pid,
+		model: opts.model,
+		load_ms: Math.round(loadMs),
+		prompt_tokens: prompt.length,
+		batch_size: batch,
+		prompt_batches: promptBatches,
+		generated,
+		decode_calls_expected: promptBatches + generated - 1,
+		eval_ms: Math.round(evalMs),
+		prompt_ms: Math.round(tFirst - tEval),
+		// Decode speed: tokens after the first, over the time they took.
+		tokens_per_s: generated > 1 ? (generated - 1) / ((tLast - tFirst) / 1000) : generated / (evalMs / 1000),
+		threads,
+		libs: loadedLibs(),
+	};
+	await context.dispose();
+	await model.dispose();
+	if (opts.json) {
+		process.stdout.write(JSON.stringify(report) + "\n");
+	} else {
+		process.stdout.write(`generated ${generated} tokens in ${report.eval_ms} ms (${report.tokens_per_s.toFixed(1)} tok/s decode), load ${report.load_ms} ms, prompt ${report.prompt_tokens} tokens in ${promptBatches} batch(es)\n`);
+	}
+} catch (e) {
+	fail(String(e && e.message ? e.message : e).split("\n")[0]);
+}
