@@ -306,7 +306,9 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		return rows[i].Key < rows[j].Key
 	})
 	if q.Sort != "" {
-		sort.SliceStable(rows, func(i, j int) bool { return sortValue(&rows[i].Counters, q.Sort) > sortValue(&rows[j].Counters, q.Sort) })
+		sort.SliceStable(rows, func(i, j int) bool {
+			return sortValue(&rows[i].Counters, q.Sort) > sortValue(&rows[j].Counters, q.Sort)
+		})
 	}
 	if q.Top > 0 && len(rows) > q.Top {
 		rows = rows[:q.Top]
