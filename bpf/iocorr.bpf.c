@@ -872,8 +872,7 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 
 /* ggml_compute_forward_*(const struct ggml_compute_params *params,
  * struct ggml_tensor *dst): params->ith (first field) is the thread. */
-SEC("uprobe")
-int BPF_KPROBE(op_begin, void *params, void *dst)
+static __always_inline int op_enter(struct pt_regs *ctx, void *params, void *dst)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
@@ -906,6 +905,21 @@ int BPF_KPROBE(op_begin, void *params, void *dst)
 	bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)(node + t_name));
 	submit(e, EV_OP);
 	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(op_begin, void *params, void *dst)
+{
+	return op_enter(ctx, params, dst);
+}
+
+/* The same, attached to a hundred functions through one uprobe_multi link:
+ * one link is set up and torn down in one go, where a hundred single
+ * uprobes take minutes to detach (each waits for an RCU grace period). */
+SEC("uprobe.multi")
+int BPF_KPROBE(op_begin_multi, void *params, void *dst)
+{
+	return op_enter(ctx, params, dst);
 }
 
 static __always_inline bool name_has_prefix(const char *name, const char *prefix, int n)

@@ -308,6 +308,7 @@ const (
 	IocorrProgGraphCompute      = "graph_compute"
 	IocorrProgMmapExit          = "mmap_exit"
 	IocorrProgOpBegin           = "op_begin"
+	IocorrProgOpBeginMulti      = "op_begin_multi"
 	IocorrProgPageAdd           = "page_add"
 	IocorrProgPageDel           = "page_del"
 	IocorrProgProcExec          = "proc_exec"
@@ -394,6 +395,7 @@ type IocorrProgramSpecs struct {
 	GraphCompute  *ebpf.ProgramSpec `ebpf:"graph_compute"`
 	MmapExit      *ebpf.ProgramSpec `ebpf:"mmap_exit"`
 	OpBegin       *ebpf.ProgramSpec `ebpf:"op_begin"`
+	OpBeginMulti  *ebpf.ProgramSpec `ebpf:"op_begin_multi"`
 	PageAdd       *ebpf.ProgramSpec `ebpf:"page_add"`
 	PageDel       *ebpf.ProgramSpec `ebpf:"page_del"`
 	ProcExec      *ebpf.ProgramSpec `ebpf:"proc_exec"`
@@ -541,6 +543,7 @@ type IocorrPrograms struct {
 	GraphCompute  *ebpf.Program `ebpf:"graph_compute"`
 	MmapExit      *ebpf.Program `ebpf:"mmap_exit"`
 	OpBegin       *ebpf.Program `ebpf:"op_begin"`
+	OpBeginMulti  *ebpf.Program `ebpf:"op_begin_multi"`
 	PageAdd       *ebpf.Program `ebpf:"page_add"`
 	PageDel       *ebpf.Program `ebpf:"page_del"`
 	ProcExec      *ebpf.Program `ebpf:"proc_exec"`
@@ -566,6 +569,7 @@ func (p *IocorrPrograms) Close() error {
 		p.GraphCompute,
 		p.MmapExit,
 		p.OpBegin,
+		p.OpBeginMulti,
 		p.PageAdd,
 		p.PageDel,
 		p.ProcExec,

@@ -160,17 +160,32 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 			attach("uprobe", sym, t.objs.GetRowsBegin, 0)
 		}
 	}
-	if t.opts.ProbeOps {
-		for _, sym := range opSyms {
-			t.mu.Lock()
+	if t.opts.ProbeOps && len(opSyms) > 0 {
+		cookies := make([]uint64, len(opSyms))
+		t.mu.Lock()
+		for i, sym := range opSyms {
 			cookie, ok := t.opIndex[sym]
 			if !ok {
 				cookie = uint64(len(t.opFuncs))
 				t.opIndex[sym] = cookie
 				t.opFuncs = append(t.opFuncs, sym)
 			}
+			cookies[i] = cookie
+		}
+		t.mu.Unlock()
+		l, err := ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
+		if err == nil {
+			t.mu.Lock()
+			t.links = append(t.links, l)
 			t.mu.Unlock()
-			attach("uprobe", sym, t.objs.OpBegin, cookie)
+			p := Probe{Kind: "uprobe_multi", Target: real, Symbol: fmt.Sprintf("%s* (%d functions)", opPrefix, len(opSyms))}
+			t.addProbe(p)
+			out = append(out, p)
+		} else {
+			// Kernels before 6.6 have no uprobe_multi: one uprobe each.
+			for i, sym := range opSyms {
+				attach("uprobe", sym, t.objs.OpBegin, cookies[i])
+			}
 		}
 	}
 	return out, errors.Join(errs...)
