@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// buildToucher builds testdata/toucher, the ground-truth page toucher.
+func buildToucher(t *testing.T) string {
+	t.Helper()
+	root, err := llmtest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "toucher")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/toucher")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the toucher: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type slot struct {
+	tensor string
+	expert int
+}
+
+// TestToucherFaultsAreExactPerTensorAndExpert is the ground truth of
+// attribution: a program that touches a known list of cold pages with
+// readahead off must show exactly those major faults, at exactly those
+// file offsets, and the store must charge exactly one fault per page to
+// the tensor — and expert slice — that holds it.
+func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
+	requireBPF(t)
+	toucher := buildToucher(t)
+	// F16 MoE: each expert slice of an *_exps tensor is 256×512×2 B =
+	// 64 pages, so pages can be picked inside chosen experts.
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeF16})
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One page inside each chosen slice, never one a tensor shares.
+	want := map[slot]int{}
+	var pages []string
+	pick := func(name string, expert int, nth int64) {
+		tn := f.Tensor(name)
+		if tn == nil {
+			t.Fatalf("no tensor %s", name)
+		}
+		start, end := tn.FileOffset, tn.FileOffset+tn.Size
+		if expert >= 0 {
+			start, end = tn.ExpertRange(expert)
+		}
+		first := (start + 4095) / 4096
+		p := first + nth
+		if (p+1)*4096 > end {
+			t.Fatalf("%s expert %d too small for page %d", name, expert, nth)
+		}
+		pages = append(pages, fmt.Sprint(p))
+		want[slot{name, expert}]++
+	}
+	pick("blk.0.attn_q.weight", -1, 1)
+	pick("blk.0.ffn_up_exps.weight", 1, 3)
+	pick("blk.0.ffn_up_exps.weight", 1, 7)
+	pick("blk.0.ffn_up_exps.weight", 3, 0)
+	pick("blk.1.ffn_down_exps.weight", 0, 10)
+	pick("blk.1.ffn_gate_exps.weight", 2, 20)
+	pick("output.weight", -1, 2)
+
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--model", model, "--",
+		toucher, "-file", model, "-pages", strings.Join(pages, ","))
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, errOut)
+	}
+	var rep struct {
+		Offsets []int64 `json:"offsets"`
+		MajFlt  int64   `json:"majflt"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("toucher said %q: %v", out, err)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := m.Models[0]
+	if mf.ResidentBefore != 0 {
+		t.Fatalf("--cold left %d pages resident", mf.ResidentBefore)
+	}
+
+	// The record: exactly the touched offsets, each a major fault.
+	var got []int64
+	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+		if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
+			return
+		}
+		e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+		if e.Ino == mf.Ino && e.Dev == mf.Dev {
+			if e.Class != uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				t.Errorf("fault at %d is class %d, want major", e.FileOff, e.Class)
+			}
+			got = append(got, int64(e.FileOff))
+		}
+	})
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	wantOff := append([]int64(nil), rep.Offsets...)
+	sort.Slice(wantOff, func(i, j int) bool { return wantOff[i] < wantOff[j] })
+	if fmt.Sprint(got) != fmt.Sprint(wantOff) {
+		t.Fatalf("faults at offsets %v, touched %v", got, wantOff)
+	}
+
+	// The store: one major fault per touched page, on its tensor and expert.
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	charged := map[slot]int{}
+	err = st.Aggs(func(a *correlate.Agg) error {
+		if a.Major > 0 {
+			charged[slot{st.TensorName(a.Tensor), int(a.Expert)}] += int(a.Major)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The toucher's own binary pages may fault too; they land in no model
+	// tensor and are left out here.
+	for k := range charged {
+		if strings.HasPrefix(k.tensor, "[") {
+			delete(charged, k)
+		}
+	}
+	if fmt.Sprint(sortedSlots(charged)) != fmt.Sprint(sortedSlots(want)) {
+		t.Fatalf("major faults charged %v, want %v", sortedSlots(charged), sortedSlots(want))
+	}
+}
+
+func sortedSlots(m map[slot]int) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, fmt.Sprintf("%s/e%d=%d", k.tensor, k.expert, v))
+	}
+	sort.Strings(out)
+	return out
+}
