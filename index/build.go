@@ -77,7 +77,7 @@ func bulkOptions(path string) badger.Options {
 		WithBlockCacheSize(0).
 		WithMemTableSize(64 << 20).
 		WithNumCompactors(2).
-		WithValueThreshold(1 << 20)
+		WithValueThreshold(4096)
 }
 
 // Build ingests DIR's spool into DIR/db. It is idempotent: a complete store
@@ -137,7 +137,8 @@ func Build(ctx context.Context, dir string, opts Options) (Summary, error) {
 }
 
 func writeSummary(path string, s *Summary) error {
-	db, err := badger.Open(bulkOptions(path))
+	// One small key: a small memtable keeps this second open cheap.
+	db, err := badger.Open(bulkOptions(path).WithMemTableSize(1 << 20))
 	if err != nil {
 		return fmt.Errorf("opening store: %w", err)
 	}
