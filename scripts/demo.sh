@@ -11,8 +11,8 @@ mkdir -p "$dir"
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
-step "synthesize a 12-layer MoE model (8 experts, 2 used), F16"
-"$iocorr" synth -o "$dir/model.gguf" --layers 12 --embd 768 --ff 1024 --heads 12 \
+step "synthesize an 8-layer MoE model (8 experts, 2 used), F16"
+"$iocorr" synth -o "$dir/model.gguf" --layers 8 --embd 768 --ff 1024 --heads 12 \
 	--experts 8 --experts-used 2 --type f16
 "$iocorr" inspect "$dir/model.gguf" | head -n 20
 
