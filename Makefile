@@ -23,7 +23,7 @@ $(SETUP_OK): testdata/llm/package-lock.json testdata/llm/setup.sh go.sum
 	@touch $@
 
 test: setup ## run every test, BPF and real llama.cpp included (as root)
-	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -count=1 -timeout 40m ./...
+	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -p 1 -count=1 -timeout 40m ./...
 
 generate: ## regenerate the BPF Go bindings and objects (needs clang, bpftool)
 	$(GO) generate ./bpf
