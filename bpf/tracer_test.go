@@ -99,24 +99,32 @@ func coldFile(t *testing.T, pages int) (*os.File, uint32, uint64) {
 // sink keeps the compiler from dropping the loads that fault pages in.
 var sink byte
 
-func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
-	f, dev, ino := coldFile(t, 64)
-	tr := openTracer(t, Options{})
+// traceRandomMapping maps a model file's first pages with readahead off
+// (MADV_RANDOM: one page per fault, no fault-around of cached pages) and
+// starts tracing this process.
+func traceRandomMapping(t *testing.T, tr *Tracer, f *os.File, dev uint32, ino uint64, pages int) []byte {
+	t.Helper()
 	if err := tr.AddFile(dev, ino); err != nil {
 		t.Fatal(err)
 	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, 64*4096, unix.PROT_READ, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, pages*4096, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(mem)
-	// One page per fault: no readahead, no fault-around of cached pages.
+	t.Cleanup(func() { unix.Munmap(mem) })
 	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.TracePID(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
+	return mem
+}
+
+func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
+	f, dev, ino := coldFile(t, 64)
+	tr := openTracer(t, Options{})
+	mem := traceRandomMapping(t, tr, f, dev, ino, 64)
 	touched := []int{3, 17, 18, 42, 63, 0}
 	for _, p := range touched {
 		sink += mem[p*4096]
@@ -195,20 +203,7 @@ func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
 	f, dev, ino := coldFile(t, 256)
 	// One page of ring buffer holds a few dozen events; nobody drains it.
 	tr := openTracer(t, Options{RingBufBytes: os.Getpagesize()})
-	if err := tr.AddFile(dev, ino); err != nil {
-		t.Fatal(err)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, 256*4096, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.TracePID(os.Getpid()); err != nil {
-		t.Fatal(err)
-	}
+	mem := traceRandomMapping(t, tr, f, dev, ino, 256)
 	for p := 0; p < 256; p++ {
 		sink += mem[p*4096]
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,14 +56,7 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
+	rows, col := readCSV(t, out)
 	sum := func(name string) uint64 {
 		var s uint64
 		for _, r := range rows[1:] {

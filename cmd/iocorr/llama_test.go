@@ -81,14 +81,7 @@ func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-			if err != nil {
-				t.Fatal(err)
-			}
-			col := map[string]int{}
-			for i, h := range rows[0] {
-				col[h] = i
-			}
+			rows, col := readCSV(t, out)
 			theirs := llamaOffsets(t, tool, model)
 			if len(theirs) != len(rows)-1 {
 				t.Fatalf("llama.cpp sees %d tensors, inspect lists %d", len(theirs), len(rows)-1)
@@ -133,4 +126,18 @@ func TestGenerateRejectsABadModelWithOneLine(t *testing.T) {
 	if msg := err.Error(); strings.Count(strings.TrimSpace(msg), "\n") > 0 {
 		t.Fatalf("error is not one line: %q", msg)
 	}
+}
+
+// readCSV parses CSV output and indexes its header.
+func readCSV(t *testing.T, out string) ([][]string, map[string]int) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("bad CSV (%v):\n%s", err, out)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	return rows, col
 }
