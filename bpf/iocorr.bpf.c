@@ -293,12 +293,38 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 	return 0;
 }
 
+/* flush_pending_fault reports a thread's fault that began but was never
+ * accounted, and forgets it. */
+static __always_inline void flush_pending_fault(__u32 tid)
+{
+	struct fault_start *prev = bpf_map_lookup_elem(&fault_starts, &tid);
+	struct fault_event *e;
+
+	if (!prev)
+		return;
+	e = reserve(sizeof(*e), EV_FAULT);
+	if (e) {
+		fill_hdr(&e->hdr, EV_FAULT);
+		e->start_ts = prev->ts;
+		e->addr = prev->addr;
+		e->ip = prev->ip;
+		e->error_code = prev->error_code;
+		e->ino = prev->ino;
+		e->dev = prev->dev;
+		e->file_off = prev->file_off;
+		e->class = FAULT_UNACCOUNTED;
+		e->pad[0] = e->pad[1] = e->pad[2] = 0;
+		submit(e, EV_FAULT);
+	}
+	bpf_map_delete_elem(&fault_starts, &tid);
+}
+
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct fault_start fs = {}, *prev;
+	struct fault_start fs = {};
 	struct vma_info vi = {};
 
 	if (!is_traced(tgid))
@@ -306,24 +332,7 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 	/* A start still pending means the thread's previous fault was never
 	 * accounted (a bad access, or one abandoned on a signal): report it
 	 * as such rather than dropping it. */
-	prev = bpf_map_lookup_elem(&fault_starts, &tid);
-	if (prev) {
-		struct fault_event *e = reserve(sizeof(*e), EV_FAULT);
-
-		if (e) {
-			fill_hdr(&e->hdr, EV_FAULT);
-			e->start_ts = prev->ts;
-			e->addr = prev->addr;
-			e->ip = prev->ip;
-			e->error_code = prev->error_code;
-			e->ino = prev->ino;
-			e->dev = prev->dev;
-			e->file_off = prev->file_off;
-			e->class = FAULT_UNACCOUNTED;
-			e->pad[0] = e->pad[1] = e->pad[2] = 0;
-			submit(e, EV_FAULT);
-		}
-	}
+	flush_pending_fault(tid);
 	fs.ts = bpf_ktime_get_ns();
 	fs.addr = address;
 	fs.ip = BPF_CORE_READ(regs, ip);
@@ -602,7 +611,12 @@ int BPF_PROG(proc_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
-	if (!group_dead || !is_traced(tgid))
+	if (!is_traced(tgid))
+		return 0;
+	/* Each exiting thread: a fault it began and never finished (a signal
+	 * interrupted it) would otherwise go unreported. */
+	flush_pending_fault(BPF_CORE_READ(p, pid));
+	if (!group_dead)
 		return 0;
 	task_event(TASKEV_EXIT, 0, BPF_CORE_READ(p, exit_code));
 	bpf_map_delete_elem(&traced, &tgid);

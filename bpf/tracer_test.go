@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -85,8 +86,20 @@ func coldFile(t *testing.T, pages int) (*os.File, uint32, uint64) {
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
+	// One pass can skip a page still referenced just after its writeback:
+	// repeat until mincore says the file is out of the cache.
+	for try := 0; ; try++ {
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		n := residentPages(t, f, pages)
+		if n == 0 {
+			break
+		}
+		if try == 50 {
+			t.Fatalf("%d pages of the test file stay in the page cache", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
@@ -94,6 +107,24 @@ func coldFile(t *testing.T, pages int) (*os.File, uint32, uint64) {
 	}
 	dev := uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev))
 	return f, dev, st.Ino
+}
+
+func residentPages(t *testing.T, f *os.File, pages int) int {
+	t.Helper()
+	mem, err := unix.Mmap(int(f.Fd()), 0, pages*4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	vec := make([]byte, pages)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }
 
 // sink keeps the compiler from dropping the loads that fault pages in.
@@ -126,18 +157,23 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 	tr := openTracer(t, Options{})
 	mem := traceRandomMapping(t, tr, f, dev, ino, 64)
 	touched := []int{3, 17, 18, 42, 63, 0}
+	// On one thread: a touch interrupted by a signal is retried by the
+	// same thread, so its two halves pair up (see below).
+	runtime.LockOSThread()
 	for _, p := range touched {
 		sink += mem[p*4096]
 	}
+	runtime.UnlockOSThread()
 
-	faults := map[uint64]IocorrFaultEvent{}
+	// Per offset, the faults in the order they happened.
+	faults := map[uint64][]IocorrFaultEvent{}
 	added := map[uint64]bool{}
 	drain(t, tr, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(IocorrEventTypeEV_FAULT):
 			e := *(*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
 			if e.Ino == ino && e.Dev == dev {
-				faults[e.FileOff] = e
+				faults[e.FileOff] = append(faults[e.FileOff], e)
 			}
 		case uint32(IocorrEventTypeEV_PAGE_ADD):
 			e := (*IocorrPageEvent)(unsafe.Pointer(&rec[0]))
@@ -153,16 +189,25 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 	for _, p := range touched {
 		want = append(want, uint64(p)*4096)
 	}
-	for off, e := range faults {
+	for off, seq := range faults {
 		got = append(got, off)
-		if e.Class != uint8(IocorrFaultClassFAULT_MAJOR) {
-			t.Errorf("fault at offset %d: class %d, want major", off, e.Class)
+		// The kernel counts a fault major when it read the page. If a
+		// signal arrives while the read is under way (Go preempts its
+		// threads with SIGURG), the fault returns to user space
+		// unaccounted, the access faults again and finds the page: the
+		// kernel's own majflt then counts a minor fault, and so do we.
+		classes := ""
+		for _, e := range seq {
+			classes += fmt.Sprint(e.Class)
+			if e.StartTs == 0 || e.Hdr.Ts < e.StartTs {
+				t.Errorf("fault at offset %d: start %d end %d", off, e.StartTs, e.Hdr.Ts)
+			}
+			if e.Addr != uint64(uintptr(unsafe.Pointer(&mem[0])))+off {
+				t.Errorf("fault at offset %d: address %#x does not match the mapping", off, e.Addr)
+			}
 		}
-		if e.StartTs == 0 || e.Hdr.Ts < e.StartTs {
-			t.Errorf("fault at offset %d: start %d end %d", off, e.StartTs, e.Hdr.Ts)
-		}
-		if e.Addr != uint64(uintptr(unsafe.Pointer(&mem[0])))+off {
-			t.Errorf("fault at offset %d: address %#x does not match the mapping", off, e.Addr)
+		if classes != "1" && classes != "20" && classes != "21" {
+			t.Errorf("faults at offset %d have classes %s, want one major (1) or an interrupted one and its retry (20, 21)", off, classes)
 		}
 	}
 	sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })

@@ -7,6 +7,13 @@
 //
 // It prints one JSON object: the mapping's address, the page size, the
 // file offset of each touch, and its own major/minor fault counts.
+//
+// Asynchronous preemption is off: Go preempts a thread with a signal, and
+// a signal that lands while a fault waits for its read makes the kernel
+// return to user space with the fault unaccounted; the retry then finds
+// the page and counts a minor fault. Ground truth must not depend on that.
+//
+//go:debug asyncpreemptoff=1
 package main
 
 import (
