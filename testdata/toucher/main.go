@@ -11,9 +11,8 @@
 // Asynchronous preemption is off: Go preempts a thread with a signal, and
 // a signal that lands while a fault waits for its read makes the kernel
 // return to user space with the fault unaccounted; the retry then finds
-// the page and counts a minor fault. Ground truth must not depend on that.
-//
-//go:debug asyncpreemptoff=1
+// the page and counts a minor fault. Ground truth must not depend on that,
+// so the toucher re-executes itself with GODEBUG=asyncpreemptoff=1.
 package main
 
 import (
@@ -46,6 +45,14 @@ func fail(format string, a ...any) {
 }
 
 func main() {
+	if !strings.Contains(os.Getenv("GODEBUG"), "asyncpreemptoff=1") {
+		self, err := os.Executable()
+		if err != nil {
+			fail("%v", err)
+		}
+		env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
+		fail("re-executing itself: %v", syscall.Exec(self, os.Args, env))
+	}
 	file := flag.String("file", "", "file to map")
 	pagesArg := flag.String("pages", "", "comma-separated page numbers to touch, in order")
 	evict := flag.Bool("evict", false, "sync the file and drop it from the page cache first")
