@@ -527,8 +527,10 @@ int BPF_PROG(block_issue, struct request *rq)
 	struct blk_start bs = {};
 	__u64 key = (__u64)rq;
 
-	/* iocorr's own writes (the spool) are not the child's I/O. */
-	if ((bpf_get_current_pid_tgid() >> 32) == self_tgid)
+	/* iocorr's own writes (the spool) are not the child's I/O. 0 means
+	 * no filter: requests issued from softirq on an idle CPU run as the
+	 * idle task, whose tgid is 0. */
+	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid)
 		return 0;
 	bs.dev = rq_dev(rq);
 	if (filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
@@ -625,8 +627,16 @@ int BPF_PROG(proc_exit, struct task_struct *p, bool group_dead)
 
 /* ---- file mappings ---------------------------------------------------- */
 
+/* The record of syscalls/sys_exit_* (its format file): not the same
+ * struct as raw_syscalls' sys_exit, so it is spelled out here. */
+struct sys_exit_mmap_args {
+	struct trace_entry ent;
+	int syscall_nr;
+	long ret;
+};
+
 SEC("tracepoint/syscalls/sys_exit_mmap")
-int mmap_exit(struct trace_event_raw_sys_exit *ctx)
+int mmap_exit(struct sys_exit_mmap_args *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	unsigned long addr = ctx->ret;

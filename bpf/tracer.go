@@ -271,6 +271,25 @@ func (t *Tracer) Lost() (map[string]uint64, error) {
 	return out, nil
 }
 
+// PendingBlockRequests counts block requests seen issued whose completion
+// never reached the tracer: they are missing from the record, and a run
+// reports how many.
+func (t *Tracer) PendingBlockRequests() (int, error) {
+	var (
+		k  uint64
+		v  IocorrBlkStart
+		n  int
+		it = t.objs.BlkStarts.Iterate()
+	)
+	for it.Next(&k, &v) {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return n, fmt.Errorf("reading pending block requests: %w", err)
+	}
+	return n, nil
+}
+
 // OpFuncs maps an op event's fn (the uprobe cookie) to its symbol.
 func (t *Tracer) OpFuncs() []string {
 	t.mu.Lock()

@@ -75,7 +75,10 @@ type Meta struct {
 	// Lost the events the kernel could not put in the ring buffer. Lost is
 	// always present, also when all are zero.
 	Counts map[string]uint64 `json:"counts"`
-	Lost   map[string]uint64 `json:"lost"`
+	// BlockIncomplete counts block requests seen issued whose completion
+	// never reached the tracer: they are missing from the record.
+	BlockIncomplete uint64            `json:"block_incomplete"`
+	Lost            map[string]uint64 `json:"lost"`
 
 	// Complete is false when recording stopped early (the child crashed,
 	// the disk filled, a signal); Warnings say why and what is missing.
