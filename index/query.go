@@ -32,6 +32,10 @@ type Row struct {
 	Key   string // the group's value as text
 	Token uint32 // for By token
 	Phase uint8  // for By token and phase
+	// Selected is, for By expert, how often the router picked the expert
+	// in the selected tokens and layers: set against its faults and reads
+	// it shows how well the expert cache served.
+	Selected uint64
 	correlate.Counters
 	order int // group order (token number, tensor id, layer...)
 }
@@ -294,6 +298,32 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		}
 	} else if err := s.Aggs(add); err != nil {
 		return nil, err
+	}
+	if by == "expert" {
+		layers := map[int]bool{}
+		for id := range tensors {
+			if t := &s.Tensors[id]; t.Experts > 0 {
+				layers[t.Layer] = true
+			}
+		}
+		err := s.ExpertSelections(func(sel correlate.ExpertSel) error {
+			if !layers[int(sel.Layer)] || (q.Token != nil && (sel.Token < q.Token[0] || sel.Token > q.Token[1])) ||
+				(q.Expert != nil && int(sel.Expert) != *q.Expert) || (phase >= 0 && int(phaseOf[sel.Token]) != phase) {
+				return nil
+			}
+			key := strconv.Itoa(int(sel.Expert))
+			r := groups[key]
+			if r == nil {
+				// Picked but never charged anything: a perfect cache hit.
+				r = &Row{Key: key, order: int(sel.Expert)}
+				groups[key] = r
+			}
+			r.Selected += sel.Count
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	rows := make([]Row, 0, len(groups))
 	for _, r := range groups {

@@ -137,6 +137,28 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 			}
 		}
 	}
+	// Each decoded token picks ExpertsUsed experts in every layer, and the
+	// per-expert query counts exactly those picks.
+	qrows, err := st.Query(index.Query{Tensor: "blk.*.ffn_down_exps.weight", By: "expert", Phase: "decode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var picks, decodes uint64
+	for _, r := range qrows {
+		picks += r.Selected
+	}
+	for _, tk := range toks {
+		if correlate.PhaseName(tk.Phase) == "decode" {
+			decodes++
+		}
+	}
+	if want := decodes * 8 * 2; picks != want || decodes == 0 {
+		t.Errorf("router picks in decode tokens: %d, want %d tokens × 8 layers × 2 experts = %d", picks, decodes, want)
+	}
 	if inSelected == 0 {
 		t.Fatal("no fault in an expert tensor during decoding: the run had no memory pressure")
 	}

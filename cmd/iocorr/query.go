@@ -93,6 +93,9 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
 	if by == "token" {
 		cols = append(cols, column{Name: "phase"})
 	}
+	if by == "expert" {
+		cols = append(cols, column{Name: "selected"})
+	}
 	for _, n := range []string{"faults", "major", "minor", "fault_stall", "added", "readahead_triggered", "evicted", "read", "block_requests"} {
 		cols = append(cols, column{Name: n})
 	}
@@ -102,6 +105,9 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
 		if by == "token" {
 			cells[0] = num(r.Token)
 			cells = append(cells, txt(correlate.PhaseName(r.Phase)))
+		}
+		if by == "expert" {
+			cells = append(cells, num(r.Selected))
 		}
 		cells = append(cells, num(r.Faults), num(r.Major), num(r.Minor), durCell(r.StallNS), bytesCell(r.AddedBytes),
 			bytesCell(r.TriggerBytes), bytesCell(r.EvictedBytes), bytesCell(r.ReadBytes), num(r.BlockReqs))
