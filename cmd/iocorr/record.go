@@ -59,7 +59,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.BoolVar(&o.dropCaches, "drop-caches", false, "drop the whole system's page cache before the command starts")
 	fs.StringVar(&o.memLimit, "mem-limit", "", "run the command in a memory cgroup with this limit (e.g. 256MiB)")
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
-	fs.BoolVar(&o.noIngest, "no-ingest", false, "do not build the query store at the end (run `iocorr ingest` later)")
+	fs.BoolVar(&o.noIngest, "no-ingest", false, "do not build the query store at the end (run iocorr ingest DIR later)")
 	fs.StringVar(&o.ringbuf, "ringbuf-size", "64MiB", "BPF ring buffer size (a power of two)")
 	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
 }
