@@ -1,14 +1,49 @@
 #!/usr/bin/env bash
-# Installs node-llama-cpp (prebuilt llama.cpp for linux-x64) from the
-# committed lock, without the optional GPU and other-platform packages.
-# `npm ci` cannot be used: npm leaves the other platforms' optional
-# packages out of a lock written on Linux and then calls it out of sync.
+# Installs node-llama-cpp 3.22.1 (prebuilt llama.cpp for linux-x64) from the
+# committed package-lock.json into testdata/llm/node_modules. After this,
+# generate.mjs needs no network: it never builds or downloads llama.cpp.
+#
+# Safe to run again: it returns at once while the installed tree was made
+# from the same package.json and package-lock.json (a stamp holds their
+# hash), and reinstalls when either changed.
+#
+# Why `npm install --no-save` and not `npm ci`: node-llama-cpp lists every
+# platform's binaries as optional dependencies. A lock written where some of
+# them cannot be resolved (with --omit=optional, or from a registry mirror
+# that lacks the mac and win packages, as here) leaves them out, and `npm ci`
+# then refuses the lock as out of sync. `npm install` takes every version it
+# needs from the lock all the same; --no-save keeps it from rewriting the
+# committed lock, --omit=optional skips the GPU and other platforms' packages
+# (hundreds of MB), --ignore-scripts skips node-llama-cpp's postinstall,
+# which would try to download or build llama.cpp.
 set -euo pipefail
 cd "$(dirname "$0")"
+
 lib=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-if [ -d node_modules/node-llama-cpp ] && ls "$lib"/libllama*.so >/dev/null 2>&1; then
+stamp=node_modules/.iocorr-setup
+want=$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)
+
+installed() {
+	[ -f node_modules/node-llama-cpp/package.json ] && ls "$lib"/libllama*.so >/dev/null 2>&1 &&
+		[ -f "$lib"/libggml-base.so ]
+}
+
+if installed && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
 	exit 0
 fi
-command -v npm >/dev/null || { echo "setup: npm not found (install nodejs and npm)" >&2; exit 1; }
-NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error
-ls "$lib"/libllama*.so >/dev/null
+
+command -v npm >/dev/null || { echo "testdata/llm/setup.sh: npm not found (install nodejs and npm)" >&2; exit 1; }
+echo "testdata/llm/setup.sh: installing node-llama-cpp from package-lock.json" >&2
+NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-save --ignore-scripts --omit=optional \
+	--no-audit --no-fund --loglevel=error
+
+installed || { echo "testdata/llm/setup.sh: npm finished but $lib has no libllama or libggml-base" >&2; exit 1; }
+# The exact versions the lock pins, not whatever npm resolved.
+for pkg in node-llama-cpp @node-llama-cpp/linux-x64; do
+	got=$(node -p "require('./node_modules/$pkg/package.json').version")
+	if [ "$got" != 3.22.1 ]; then
+		echo "testdata/llm/setup.sh: $pkg is $got, the lock pins 3.22.1" >&2
+		exit 1
+	fi
+done
+echo "$want" >"$stamp"
