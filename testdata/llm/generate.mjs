@@ -6,12 +6,18 @@
 // It generates exactly N tokens even when a random-weight model samples
 // end-of-sequence, by driving the context sequence's evaluate() generator
 // instead of a chat or completion session, which would stop there.
-import {readFileSync} from "node:fs";
+import {readFileSync, statSync} from "node:fs";
 import {parseArgs} from "node:util";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
+// llama.cpp's own error logs, kept back so that a failure is one line
+// that says why (e.g. "failed to read key-value pairs") rather than
+// node-llama-cpp's bare "Failed to load model" after five log lines.
+const nativeErrors = [];
+
 function fail(msg) {
-	process.stderr.write(`generate.mjs: ${msg}\n`);
+	const why = nativeErrors.length > 0 ? ` (llama.cpp: ${nativeErrors.join("; ")})` : "";
+	process.stderr.write(`generate.mjs: ${msg}${why}\n`.replace(/\n(?!$)/g, " "));
 	process.exit(1);
 }
 
@@ -31,9 +37,19 @@ try {
 } catch (e) {
 	fail(e.message);
 }
-const n = Number(opts.tokens), threads = Number(opts.threads), ctxSize = Number(opts.ctx), batch = Number(opts.batch);
+function positive(name, min) {
+	const v = Number(opts[name]);
+	if (!Number.isInteger(v) || v < min) fail(`--${name} must be an integer of at least ${min}, not ${JSON.stringify(opts[name])}`);
+	return v;
+}
 if (!opts.model) fail("--model is required");
-if (!(n >= 1) || !(threads >= 1) || !(batch >= 1) || !(ctxSize >= 8)) fail("--tokens, --threads, --batch and --ctx must be positive");
+const n = positive("tokens", 1), threads = positive("threads", 1), ctxSize = positive("ctx", 8), batch = positive("batch", 1);
+// A missing file would otherwise surface as a long native error.
+try {
+	statSync(opts.model);
+} catch (e) {
+	fail(`${opts.model}: ${e.code === "ENOENT" ? "no such file" : e.message}`);
+}
 
 // Which llama.cpp libraries this process really loaded.
 function loadedLibs() {
@@ -48,17 +64,28 @@ function loadedLibs() {
 
 try {
 	const t0 = performance.now();
-	const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true, logLevel: LlamaLogLevel.error});
+	const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true, logLevel: LlamaLogLevel.error,
+		logger: (level, message) => {
+			const m = String(message).trim();
+			if (m !== "" && !nativeErrors.includes(m)) nativeErrors.push(m);
+		}});
 	const model = await llama.loadModel({modelPath: opts.model, gpuLayers: 0, useMmap: true});
 	const context = await model.createContext({contextSize: ctxSize, batchSize: batch, threads, sequences: 1});
 	const loadMs = performance.now() - t0;
 	const prompt = model.tokenize(opts.prompt);
+	if (prompt.length === 0) fail("the prompt has no tokens");
 	if (prompt.length + n > ctxSize) fail(`prompt (${prompt.length} tokens) + ${n} tokens exceed the context (${ctxSize})`);
 	const sequence = context.getSequence();
 
-	// Each yielded token was sampled after one llama_decode: the first
-	// after the prompt's batches, each later one after decoding the token
-	// before it. Stopping after the Nth means the Nth is never decoded.
+	// llama_decode calls: node-llama-cpp splits the prompt into batches of
+	// at most --batch tokens, one llama_decode each; the first token is
+	// sampled from the last prompt batch's logits, and each later token
+	// after one llama_decode of the token before it. Stopping after the
+	// Nth means the Nth is never decoded, so a run makes
+	//   ceil(prompt_tokens / batch) + N - 1
+	// calls (no llama_encode). Checked with a bpftrace count of uprobe
+	// llama_decode: 33-token prompt, N=8 → 8; N=1 → 1; batch 4, N=5 → 13;
+	// batch 3, N=4 → 14; 1-token prompt, N=3 → 3.
 	const promptBatches = Math.ceil(prompt.length / batch);
 	let generated = 0, tFirst = 0, tLast = 0;
 	const tEval = performance.now();
