@@ -13,10 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/iocorr/iocorr/gguf"
 )
@@ -53,22 +55,34 @@ func LibDir() string {
 	return filepath.Join(filepath.Dir(Driver()), "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
 }
 
-func installed() error {
+// Installed says why real llama.cpp cannot run here, or nil when it can:
+// node on the PATH, the driver, and the libraries testdata/llm/setup.sh
+// installs.
+func Installed() error {
 	if _, err := exec.LookPath("node"); err != nil {
-		return fmt.Errorf("node not found")
+		return fmt.Errorf("node not found on the PATH")
 	}
-	libs, _ := filepath.Glob(filepath.Join(LibDir(), "libllama*.so"))
-	if len(libs) == 0 {
-		return fmt.Errorf("node-llama-cpp is not installed in %s", filepath.Dir(Driver()))
+	drv := Driver()
+	if drv == "" {
+		return fmt.Errorf("no repository root (go.mod) above the working directory")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(drv), "node_modules", "node-llama-cpp", "package.json")); err != nil {
+		return fmt.Errorf("node-llama-cpp is not installed in %s", filepath.Dir(drv))
+	}
+	for _, pat := range []string{"libllama*.so", "libggml-base.so"} {
+		if libs, _ := filepath.Glob(filepath.Join(LibDir(), pat)); len(libs) == 0 {
+			return fmt.Errorf("no %s in %s", pat, LibDir())
+		}
 	}
 	return nil
 }
 
 // Require skips a test when real llama.cpp is not installed, unless CI or
-// IOCORR_REQUIRE_LLAMA says it must run: then it fails.
+// IOCORR_REQUIRE_LLAMA says it must run: then it fails, so that a broken
+// setup can't pass as a green run of skipped tests.
 func Require(t testing.TB) {
 	t.Helper()
-	if err := installed(); err != nil {
+	if err := Installed(); err != nil {
 		if os.Getenv("IOCORR_REQUIRE_LLAMA") != "" || os.Getenv("CI") != "" {
 			t.Fatalf("real llama.cpp is required: %v (run make setup)", err)
 		}
@@ -76,14 +90,15 @@ func Require(t testing.TB) {
 	}
 }
 
-// Options of one generation.
+// Options of one generation; zero fields take the driver's defaults
+// (16 tokens, 2 threads, a 33-token prompt, context 512, batch 512).
 type Options struct {
 	Tokens  int
 	Threads int
 	Prompt  string
 	Ctx     int
 	Batch   int
-	JSON    bool
+	JSON    bool // report as one JSON object; Generate sets it
 }
 
 // Command is the driver's command line; run it directly or under a tracer.
@@ -118,16 +133,21 @@ func Command(ctx context.Context, model string, o Options) *exec.Cmd {
 
 // Result is the driver's report.
 type Result struct {
-	PID                 int      `json:"pid"`
-	LoadMS              float64  `json:"load_ms"`
-	PromptTokens        int      `json:"prompt_tokens"`
-	BatchSize           int      `json:"batch_size"`
-	PromptBatches       int      `json:"prompt_batches"`
-	Generated           int      `json:"generated"`
+	PID           int     `json:"pid"`
+	Model         string  `json:"model"`
+	LoadMS        float64 `json:"load_ms"`
+	PromptTokens  int     `json:"prompt_tokens"`
+	BatchSize     int     `json:"batch_size"`
+	PromptBatches int     `json:"prompt_batches"`
+	Generated     int     `json:"generated"`
+	// DecodeCallsExpected is how many times the run called llama_decode:
+	// PromptBatches + Generated - 1 (measured; see generate.mjs).
 	DecodeCallsExpected int      `json:"decode_calls_expected"`
 	EvalMS              float64  `json:"eval_ms"`
-	TokensPerS          float64  `json:"tokens_per_s"`
-	Libs                []string `json:"libs"`
+	PromptMS            float64  `json:"prompt_ms"`
+	TokensPerS          float64  `json:"tokens_per_s"` // decode speed, after the first token
+	Threads             int      `json:"threads"`
+	Libs                []string `json:"libs"` // libllama*/libggml*.so the process mapped
 }
 
 // ParseResult reads the driver's JSON report from its output (the last
@@ -163,11 +183,21 @@ func Generate(ctx context.Context, model string, o Options) (Result, error) {
 var (
 	modelsMu sync.Mutex
 	models   = map[string]string{}
+	modelGen string
 	modelDir string
 )
 
-// Model writes a synthetic model for spec, once: tests share it. The file is on the real disk (not tmpfs), so that
-// page-cache and block-device experiments on it are real.
+// Model writes a synthetic model for spec once per test binary, and
+// returns its path; tests share it, read-only.
+//
+// The file is under the repository (.testmodels, removed by `make clean`)
+// because that is a real disk, which page-cache and block-device
+// experiments need, while os.TempDir may be tmpfs. A synth model is a
+// pure function of its spec (seed included) and of the gguf package's
+// code, so its name holds both hashes, and a file an earlier run left
+// with the same name is the same model and is reused. CreateSynth writes
+// to a temporary file, syncs and renames it: no reader sees half a model,
+// and a new file is clean in the page cache, so eviction works on it.
 func Model(t testing.TB, spec gguf.SynthSpec) string {
 	t.Helper()
 	spec = spec.WithDefaults()
@@ -182,18 +212,19 @@ func Model(t testing.TB, spec gguf.SynthSpec) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Under the repository, which is on a real disk (os.TempDir may
-		// be tmpfs elsewhere). A synth model is a pure function of its
-		// spec, seed included, and is written atomically, so a file left
-		// by an earlier run is the same model; `make clean` removes them.
+		gen, err := codeHash(filepath.Join(root, "gguf"))
+		if err != nil {
+			t.Fatalf("hashing the gguf package: %v", err)
+		}
 		dir := filepath.Join(root, ".testmodels")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		modelDir = dir
+		pruneModels(dir, gen)
+		modelDir, modelGen = dir, gen
 	}
 	sum := sha256.Sum256([]byte(key))
-	p := filepath.Join(modelDir, hex.EncodeToString(sum[:8])+".gguf")
+	p := filepath.Join(modelDir, modelGen+"-"+hex.EncodeToString(sum[:8])+".gguf")
 	if _, err := os.Stat(p); err != nil {
 		if _, err := gguf.CreateSynth(p, spec); err != nil {
 			t.Fatalf("writing model: %v", err)
@@ -201,4 +232,76 @@ func Model(t testing.TB, spec gguf.SynthSpec) string {
 	}
 	models[key] = p
 	return p
+}
+
+// codeHash is a short hash of the non-test Go files of a package: the
+// code that decides what bytes a synth model has.
+func codeHash(dir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:4]), nil
+}
+
+// pruneModels removes models an older gguf package wrote, so that
+// .testmodels does not grow with every change to it. Only files an hour
+// old: a test binary built from other code may still be starting on a
+// fresh one (one already open or mapped is unaffected by the unlink).
+func pruneModels(dir, gen string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".gguf") || strings.HasPrefix(name, gen+"-") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Hour {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
+}
+
+// BuildToucher builds testdata/toucher, the ground-truth page toucher,
+// into the test's temporary directory and returns its path.
+func BuildToucher(t testing.TB) string {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "toucher")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/toucher")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the toucher: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// ToucherReport is what the toucher prints.
+type ToucherReport struct {
+	Mapping    uint64  `json:"mapping"`
+	PageSize   int     `json:"page_size"`
+	Pages      []int64 `json:"pages"`
+	Offsets    []int64 `json:"offsets"`
+	Resident   int     `json:"resident_before"`
+	EvictTries int     `json:"evict_tries"`
+	MajFlt     int64   `json:"majflt"`
+	MinFlt     int64   `json:"minflt"`
 }
