@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,27 +103,73 @@ func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
 			if res.Generated != 8 {
 				t.Fatalf("generated %d tokens, want 8", res.Generated)
 			}
-			t.Logf("%s: %s written in %v; llama.cpp loaded it in %.0f ms, %.1f tok/s",
-				tc.name, fmt.Sprintf("%.1f MiB", float64(st.Size())/(1<<20)), synthTime.Round(time.Millisecond), res.LoadMS, res.TokensPerS)
+			// One llama_decode per prompt batch, then one per token but the last.
+			if want := res.PromptBatches + 7; res.DecodeCallsExpected != want {
+				t.Errorf("driver expects %d llama_decode calls, want %d", res.DecodeCallsExpected, want)
+			}
+			// It ran the installed prebuilt llama.cpp, nothing found elsewhere.
+			var llama, cpu bool
+			for _, l := range res.Libs {
+				if filepath.Dir(l) != llmtest.LibDir() {
+					t.Errorf("loaded %s, outside %s", l, llmtest.LibDir())
+				}
+				llama = llama || strings.HasPrefix(filepath.Base(l), "libllama")
+				cpu = cpu || strings.HasPrefix(filepath.Base(l), "libggml-cpu")
+			}
+			if !llama || !cpu {
+				t.Errorf("libllama and a libggml-cpu variant not both loaded: %v", res.Libs)
+			}
+			t.Logf("%s: %.1f MiB written in %v; llama.cpp loaded it in %.0f ms, prompt %d tokens in %.0f ms, %.1f tok/s decode",
+				tc.name, float64(st.Size())/(1<<20), synthTime.Round(time.Millisecond), res.LoadMS, res.PromptTokens, res.PromptMS, res.TokensPerS)
 		})
 	}
 }
 
 func TestGenerateRejectsABadModelWithOneLine(t *testing.T) {
 	llmtest.Require(t)
-	bad := filepath.Join(t.TempDir(), "bad.gguf")
-	// Not a GGUF at all. (A file with a valid magic and a garbage header
-	// made llama.cpp's own reader spin at 5.7 GB of memory: that is
-	// llama.cpp's to fix, and iocorr's parser rejects it at once.)
-	os.WriteFile(bad, []byte("this is not a model\n"), 0o644)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := llmtest.Generate(ctx, bad, llmtest.Options{Tokens: 2})
-	if err == nil {
-		t.Fatal("a corrupt model generated tokens")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.gguf")
+	if _, errOut, err := runCmd(t, "synth", "-o", good, "--layers", "1", "--embd", "256", "--ff", "512", "--heads", "4"); err != nil {
+		t.Fatalf("synth: %v\n%s", err, errOut)
 	}
-	if msg := err.Error(); strings.Count(strings.TrimSpace(msg), "\n") > 0 {
-		t.Fatalf("error is not one line: %q", msg)
+	head, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		content []byte // nil: no file at all
+		says    string
+	}{
+		// (A file with a valid magic and a garbage header made llama.cpp's
+		// own reader spin at 5.7 GB of memory: that is llama.cpp's to fix,
+		// and iocorr's parser rejects it at once; so no such case here.)
+		{"not a gguf", []byte("this is not a model\n"), "magic"},
+		{"header cut short", head[:100], "failed to read"},
+		{"missing file", nil, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".gguf")
+			if tc.content != nil {
+				if err := os.WriteFile(bad, tc.content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := llmtest.Generate(ctx, bad, llmtest.Options{Tokens: 2})
+			if err == nil {
+				t.Fatal("a bad model generated tokens")
+			}
+			msg := strings.TrimSpace(err.Error())
+			if strings.Contains(msg, "\n") {
+				t.Fatalf("error is not one line: %q", msg)
+			}
+			if !strings.Contains(msg, tc.says) {
+				t.Errorf("error %q does not say %q", msg, tc.says)
+			}
+		})
 	}
 }
 
