@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,7 @@ import (
 // a wakeup is lost.
 const (
 	pollInterval  = 20 * time.Millisecond
-	flushInterval = 200 * time.Millisecond
+	flushInterval = 100 * time.Millisecond
 	// After the stop, events of other processes on the model files could
 	// keep the ring busy forever; the final drain is bounded.
 	finalDrain    = 3 * time.Second
@@ -65,10 +66,57 @@ func RecordType(rec []byte) uint16 {
 // line may read it; the caller must not write it.
 //
 // A spool write error (a full disk) ends the drain with that error; what
-// was written before stays readable.
+// was written before stays readable, and act still sees the record that
+// could not be written, so a process it stopped is let go. The caller
+// then keeps the ring moving with Discard. The reader belongs to the
+// tracer, which closes it: Discard may need it after Drain.
 func Drain(ctx context.Context, rd *ringbuf.Reader, sp *SpoolWriter, counts *Counts, act func(typ uint16, rec []byte)) error {
-	var rec ringbuf.Record
 	lastFlush := time.Now()
+	var written uint64
+	err := pump(ctx, rd, act, func(typ uint16, rec []byte) error {
+		if err := sp.Write(rec); err != nil {
+			return fmt.Errorf("spool write failed after %d records arrived; the rest of the run is not recorded: %w", written, err)
+		}
+		written++
+		if int(typ) < len(counts) {
+			atomic.AddUint64(&counts[typ], 1)
+		}
+		return nil
+	}, func() error {
+		if time.Since(lastFlush) < flushInterval {
+			return nil
+		}
+		lastFlush = time.Now()
+		if err := sp.Flush(); err != nil {
+			return fmt.Errorf("spool flush failed after %d records arrived; the rest of the run is not recorded: %w", written, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := sp.Flush(); err != nil {
+		return fmt.Errorf("spool flush failed after %d records arrived: %w", written, err)
+	}
+	return nil
+}
+
+// Discard reads and drops ring-buffer records until ctx is done, handing
+// each to act. After the spool failed, the BPF programs still stop a
+// process that maps a new executable file and wait for user space to
+// continue it: someone must keep reading. It returns how many records
+// were dropped.
+func Discard(ctx context.Context, rd *ringbuf.Reader, act func(typ uint16, rec []byte)) (uint64, error) {
+	var n uint64
+	err := pump(ctx, rd, act, func(uint16, []byte) error { n++; return nil }, func() error { return nil })
+	return n, err
+}
+
+// pump is the reading loop of Drain and Discard: one reused record, so
+// no allocation per event; keep is called before act for every record,
+// tick after every read.
+func pump(ctx context.Context, rd *ringbuf.Reader, act func(uint16, []byte), keep func(uint16, []byte) error, tick func() error) error {
+	var rec ringbuf.Record
 	stopping := false
 	var stopAt time.Time
 	for {
@@ -76,38 +124,33 @@ func Drain(ctx context.Context, rd *ringbuf.Reader, sp *SpoolWriter, counts *Cou
 			stopping, stopAt = true, time.Now()
 		}
 		if stopping && time.Since(stopAt) > finalDrain {
-			return sp.Flush()
+			return nil
 		}
 		rd.SetDeadline(time.Now().Add(pollInterval))
 		err := rd.ReadInto(&rec)
 		switch {
 		case err == nil:
 			typ := RecordType(rec.RawSample)
-			if err := sp.Write(rec.RawSample); err != nil {
-				return err
-			}
-			if int(typ) < len(counts) {
-				atomic.AddUint64(&counts[typ], 1)
-			}
+			kerr := keep(typ, rec.RawSample)
 			if act != nil {
 				act(typ, rec.RawSample)
+			}
+			if kerr != nil {
+				return kerr
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Nothing pending at the deadline: after a stop, the ring
 			// is empty and everything is in the spool.
 			if stopping {
-				return sp.Flush()
+				return nil
 			}
 		case errors.Is(err, ringbuf.ErrClosed):
-			return sp.Flush()
+			return nil
 		default:
-			return err
+			return fmt.Errorf("reading the ring buffer: %w", err)
 		}
-		if time.Since(lastFlush) >= flushInterval {
-			if err := sp.Flush(); err != nil {
-				return err
-			}
-			lastFlush = time.Now()
+		if err := tick(); err != nil {
+			return err
 		}
 	}
 }
