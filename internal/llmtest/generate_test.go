@@ -56,7 +56,7 @@ func TestDriverPredictsItsLlamaDecodeCalls(t *testing.T) {
 		{"prompt in nine batches", Options{Tokens: 5, Batch: 4}, 13},
 		{"one-token prompt", Options{Tokens: 3, Prompt: "a"}, 3},
 	}
-	libs, _ := filepath.Glob(filepath.Join(LibDir(), "libllama*.so"))
+	libs, _ := filepath.Glob(filepath.Join(LibDir(), "libllama.*so"))
 	if len(libs) != 1 {
 		t.Fatalf("want one libllama in %s, found %v", LibDir(), libs)
 	}
