@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,22 +17,6 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// buildToucher builds testdata/toucher, the ground-truth page toucher.
-func buildToucher(t *testing.T) string {
-	t.Helper()
-	root, err := llmtest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "toucher")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/toucher")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the toucher: %v\n%s", err, out)
-	}
-	return bin
-}
-
 type slot struct {
 	tensor string
 	expert int
@@ -46,7 +29,7 @@ type slot struct {
 // the tensor — and expert slice — that holds it.
 func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 	requireBPF(t)
-	toucher := buildToucher(t)
+	toucher := llmtest.BuildToucher(t)
 	// F16 MoE: each expert slice of an *_exps tensor is 256×512×2 B =
 	// 64 pages, so pages can be picked inside chosen experts.
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeF16})
