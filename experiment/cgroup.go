@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,14 +20,22 @@ type Cgroup struct {
 	Limit   int64
 }
 
-// cgroup roots, overridable in tests.
+// cgroup roots and this process's cgroup membership, overridable in
+// tests.
 var (
 	cgroupV2Roots = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
 	cgroupV1Root  = "/sys/fs/cgroup/memory"
+	procCgroup    = "/proc/self/cgroup"
 )
 
 // NewMemoryCgroup creates a cgroup limited to limit bytes: v2 where the
 // unified hierarchy offers the memory controller, else v1.
+//
+// It is made next to (v2) or inside (v1) iocorr's own cgroup rather than
+// at the root, so that the command stays under every limit iocorr itself
+// runs under (a container, a systemd slice, a CI job). v2 cannot nest it
+// inside: a cgroup with processes of its own cannot give its children
+// the memory controller.
 func NewMemoryCgroup(name string, limit int64) (*Cgroup, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("memory limit %d is not positive", limit)
@@ -36,9 +45,18 @@ func NewMemoryCgroup(name string, limit int64) (*Cgroup, error) {
 		if err != nil || !hasWord(string(ctrl), "memory") {
 			continue
 		}
-		// The controller must also be enabled for children of the root.
-		_ = os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+memory"), 0o644)
-		p := filepath.Join(root, name)
+		parent := root
+		if own := ownCgroup(""); own != "" && own != "/" {
+			parent = filepath.Join(root, filepath.Dir(own))
+		}
+		// The controller must also be enabled for the parent's children;
+		// where it already is, this write changes nothing.
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory"), 0o644); err != nil && parent != root {
+			parent = root
+			_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory"), 0o644)
+		}
+		removeStale(parent)
+		p := filepath.Join(parent, name)
 		if err := os.Mkdir(p, 0o755); err != nil {
 			return nil, fmt.Errorf("creating cgroup %s: %w", p, err)
 		}
@@ -55,7 +73,14 @@ func NewMemoryCgroup(name string, limit int64) (*Cgroup, error) {
 	if _, err := os.Stat(filepath.Join(cgroupV1Root, "memory.limit_in_bytes")); err != nil {
 		return nil, errors.New("no memory cgroup controller: neither cgroup v2 with memory nor v1 memory is mounted")
 	}
-	p := filepath.Join(cgroupV1Root, name)
+	parent := cgroupV1Root
+	if own := ownCgroup("memory"); own != "" {
+		if _, err := os.Stat(filepath.Join(cgroupV1Root, own, "memory.limit_in_bytes")); err == nil {
+			parent = filepath.Join(cgroupV1Root, own)
+		}
+	}
+	removeStale(parent)
+	p := filepath.Join(parent, name)
 	if err := os.Mkdir(p, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cgroup %s: %w", p, err)
 	}
@@ -66,6 +91,47 @@ func NewMemoryCgroup(name string, limit int64) (*Cgroup, error) {
 	}
 	_ = cg.write("memory.swappiness", "0")
 	return cg, nil
+}
+
+// ownCgroup is this process's cgroup path in the v2 hierarchy (controller
+// "") or in the v1 hierarchy holding that controller; "" if unknown.
+func ownCgroup(controller string) string {
+	b, err := os.ReadFile(procCgroup)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if controller == "" && f[0] == "0" && f[1] == "" {
+			return f[2]
+		}
+		if controller != "" && hasWord(strings.ReplaceAll(f[1], ",", " "), controller) {
+			return f[2]
+		}
+	}
+	return ""
+}
+
+// CgroupName is the cgroup name for a run whose child has pid pid: the
+// pid lets a later run tell a cgroup left behind (iocorr was killed
+// before it could clean up) from one in use.
+func CgroupName(pid int) string { return fmt.Sprintf("iocorr-%d", pid) }
+
+// removeStale removes empty iocorr-PID cgroups whose process is gone.
+func removeStale(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, "iocorr-*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "iocorr-"))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) == 0 {
+			os.Remove(d)
+		}
+	}
 }
 
 func hasWord(s, w string) bool {

@@ -103,7 +103,11 @@ type Child struct {
 // User is the identity the child runs as.
 type User struct {
 	UID, GID uint32
-	Groups   []uint32
+	Groups   []uint32 // supplementary groups
+	// Name and Home, when known, replace USER, LOGNAME and HOME in the
+	// child's environment: under sudo they still name root, and a command
+	// that writes to ~/.cache would then fail or write into /root.
+	Name, Home string
 }
 
 // StartHeld starts argv held. When user is not nil the child runs as that
@@ -137,6 +141,13 @@ func StartHeld(argv []string, user *User, out, errw io.Writer) (*Child, error) {
 			gs[i] = strconv.FormatUint(uint64(g), 10)
 		}
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d:%d:%s", shimUserEnv, user.UID, user.GID, strings.Join(gs, ",")))
+		if user.Name != "" {
+			cmd.Env = setEnv(cmd.Env, "USER", user.Name)
+			cmd.Env = setEnv(cmd.Env, "LOGNAME", user.Name)
+		}
+		if user.Home != "" {
+			cmd.Env = setEnv(cmd.Env, "HOME", user.Home)
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		r.Close()
@@ -150,6 +161,17 @@ func StartHeld(argv []string, user *User, out, errw io.Writer) (*Child, error) {
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// setEnv replaces (or adds) one variable of an environment list.
+func setEnv(env []string, key, val string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+val)
 }
 
 // PID is the child's pid, also after it execs the command.
@@ -207,14 +229,27 @@ func (c *Child) Wait() Exit {
 	return e
 }
 
+// Signals says what ForwardSignals saw: how many signals iocorr received
+// while the child ran, and how many of them it sent on.
+type Signals struct {
+	Received, Forwarded int
+}
+
 // ForwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the child
 // until it exits, so that Ctrl-C stops the command and iocorr finalizes
-// the trace instead of dying with it. The returned count says how many
-// were forwarded.
-func (c *Child) ForwardSignals() (stop func() int) {
+// the trace instead of dying with it.
+//
+// The child stays in iocorr's process group, as under a shell, so that
+// Ctrl-Z stops both and the terminal delivers Ctrl-C and Ctrl-\ to the
+// child itself. Such a signal is not sent a second time: a second SIGINT
+// makes llama-cli quit where the first only interrupts generation.
+// Whatever the terminal cannot have sent to the child (SIGTERM, a kill
+// aimed at iocorr alone, iocorr not in the terminal's foreground) is
+// forwarded.
+func (c *Child) ForwardSignals() (stop func() Signals) {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	n := 0
+	var n Signals
 	quit := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -222,8 +257,11 @@ func (c *Child) ForwardSignals() (stop func() int) {
 		for {
 			select {
 			case s := <-ch:
-				n++
-				c.Signal(s)
+				n.Received++
+				if s == syscall.SIGTERM || !c.terminalDelivers() {
+					n.Forwarded++
+					c.Signal(s)
+				}
 			case <-quit:
 				return
 			case <-c.done:
@@ -231,12 +269,32 @@ func (c *Child) ForwardSignals() (stop func() int) {
 			}
 		}
 	}()
-	return func() int {
+	return func() Signals {
 		signal.Stop(ch)
 		close(quit)
 		<-finished
 		return n
 	}
+}
+
+// terminalDelivers reports whether a keyboard signal iocorr received came
+// from its terminal to the whole foreground process group, child
+// included: iocorr's group is the terminal's foreground group and the
+// child has not left it. A kill aimed at iocorr alone while it is in the
+// foreground is then not forwarded (Go does not expose siginfo's sender);
+// SIGTERM always is.
+func (c *Child) terminalDelivers() bool {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false // no controlling terminal
+	}
+	defer tty.Close()
+	fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+	if err != nil || fg != unix.Getpgrp() {
+		return false
+	}
+	pg, err := unix.Getpgid(c.PID())
+	return err == nil && pg == fg
 }
 
 // WaitTimeout waits up to d for the child; false if it is still running.
@@ -249,8 +307,8 @@ func (c *Child) WaitTimeout(d time.Duration) bool {
 	}
 }
 
-// SudoUser returns the invoking user under sudo (SUDO_UID/SUDO_GID), nil
-// when not under sudo.
+// SudoUser returns the invoking user under sudo (SUDO_UID/SUDO_GID) with
+// their supplementary groups and home, nil when not under sudo.
 func SudoUser() (*User, error) {
 	su, sg := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
 	if su == "" || os.Geteuid() != 0 {
@@ -258,11 +316,23 @@ func SudoUser() (*User, error) {
 	}
 	uid, err := strconv.ParseUint(su, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("bad SUDO_UID %q", su)
+		return nil, fmt.Errorf("bad SUDO_UID %q: %w", su, err)
 	}
 	gid, err := strconv.ParseUint(sg, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("bad SUDO_GID %q", sg)
+		return nil, fmt.Errorf("bad SUDO_GID %q: %w", sg, err)
 	}
-	return &User{UID: uint32(uid), GID: uint32(gid)}, nil
+	if uid == 0 {
+		return nil, nil // root ran sudo: nothing to drop
+	}
+	u, err := LookupUser(su)
+	if err != nil {
+		// A uid without a passwd entry (a container) still runs, with
+		// no supplementary groups.
+		return &User{UID: uint32(uid), GID: uint32(gid)}, nil
+	}
+	// sudo's SUDO_GID is the primary group the user logged in with;
+	// it wins over the passwd entry.
+	u.GID = uint32(gid)
+	return u, nil
 }
