@@ -18,6 +18,10 @@ func SnapshotMaps(runDir string, seq, pid int, monoNS uint64) (rundir.MapsSnapsh
 	if err != nil {
 		return rundir.MapsSnapshot{}, fmt.Errorf("reading maps of %d: %w", pid, err)
 	}
+	if len(b) == 0 {
+		// A process that already exited (a zombie) has no mappings left.
+		return rundir.MapsSnapshot{}, fmt.Errorf("reading maps of %d: the process exited before they could be read", pid)
+	}
 	dir := filepath.Join(runDir, rundir.MapsDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)

@@ -103,33 +103,51 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 }
 
 // mapped is called for a file mapping of the child: it becomes a model if
-// it is a GGUF file. It reports whether the file is a model.
-func (m *models) mapped(dev uint32, ino uint64, path string) bool {
+// it is a GGUF file. It reports whether the file is a model, and whether
+// it became one just now.
+func (m *models) mapped(dev uint32, ino uint64, path string) (isModel, isNew bool) {
 	key := [2]uint64{uint64(dev), ino}
 	m.mu.Lock()
 	_, known := m.byID[key]
 	no := m.notGG[key]
 	m.mu.Unlock()
 	if known {
-		return true
+		return true, false
 	}
 	if no || path == "" {
-		return false
+		return false, false
 	}
 	if !isGGUF(path) {
 		m.mu.Lock()
 		m.notGG[key] = true
 		m.mu.Unlock()
-		return false
+		return false, false
 	}
 	if _, err := m.add(path); err != nil {
 		m.warn(err.Error())
 		m.mu.Lock()
 		m.notGG[key] = true
 		m.mu.Unlock()
-		return false
+		return false, false
 	}
-	return true
+	return true, true
+}
+
+// known reports whether (dev, ino) is a model file, without looking at
+// the file: it runs for every fault and page-cache event.
+func (m *models) known(dev uint32, ino uint64) bool {
+	m.mu.Lock()
+	_, ok := m.byID[[2]uint64{uint64(dev), ino}]
+	m.mu.Unlock()
+	return ok
+}
+
+// setResident records the page-cache residency of the i'th model at the
+// start.
+func (m *models) setResident(i int, pages int64) {
+	m.mu.Lock()
+	m.list[i].ResidentBefore = pages
+	m.mu.Unlock()
 }
 
 func (m *models) files() []rundir.ModelFile {

@@ -46,7 +46,7 @@ func (s *liveStats) observe(typ uint16, rec []byte, r *recording) {
 		s.ops.Add(1)
 	case uint32(bpf.IocorrEventTypeEV_FAULT):
 		e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-		inModel := e.Ino != 0 && r.models.mapped(e.Dev, e.Ino, "")
+		inModel := e.Ino != 0 && r.models.known(e.Dev, e.Ino)
 		if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
 			s.major.Add(1)
 			if inModel {
@@ -63,7 +63,7 @@ func (s *liveStats) observe(typ uint16, rec []byte, r *recording) {
 		}
 	case uint32(bpf.IocorrEventTypeEV_PAGE_ADD), uint32(bpf.IocorrEventTypeEV_PAGE_DEL):
 		e := (*bpf.IocorrPageEvent)(unsafe.Pointer(&rec[0]))
-		if !r.models.mapped(e.Dev, e.Ino, "") {
+		if !r.models.known(e.Dev, e.Ino) {
 			return
 		}
 		if uint32(typ) == uint32(bpf.IocorrEventTypeEV_PAGE_ADD) {

@@ -1,14 +1,29 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -92,18 +107,20 @@ func TestRecordRejectsBadUsage(t *testing.T) {
 	}
 }
 
-func TestRecordForwardsCtrlCAndFinalizesTheRun(t *testing.T) {
+func TestRecordForwardsATerminationAndFinalizesTheRun(t *testing.T) {
 	requireBPF(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	go func() {
 		time.Sleep(700 * time.Millisecond)
-		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		// SIGTERM is forwarded wherever the test runs; Ctrl-C at a
+		// terminal is TestRecordCtrlCAtTheTerminal.
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	}()
 	start := time.Now()
 	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", "sleep", "30")
 	var ee exitError
-	if !errors.As(err, &ee) || ee.code != 128+int(syscall.SIGINT) {
-		t.Fatalf("err = %v, want exit status %d\n%s", err, 128+int(syscall.SIGINT), errOut)
+	if !errors.As(err, &ee) || ee.code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("err = %v, want exit status %d\n%s", err, 128+int(syscall.SIGTERM), errOut)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Fatal("the child was not interrupted")
@@ -112,7 +129,329 @@ func TestRecordForwardsCtrlCAndFinalizesTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Complete || !strings.Contains(strings.Join(m.Warnings, "\n"), "interrupted") || m.End.IsZero() {
-		t.Fatalf("meta after Ctrl-C: complete %v, warnings %q", m.Complete, m.Warnings)
+	if m.Complete || !strings.Contains(strings.Join(m.Warnings, "\n"), "1 forwarded") || m.End.IsZero() {
+		t.Fatalf("meta after SIGTERM: complete %v, warnings %q", m.Complete, m.Warnings)
+	}
+	if strings.Contains(errOut, "\r") {
+		t.Errorf("a live status line went to a stderr that is not a terminal:\n%q", errOut)
+	}
+}
+
+// helperEnv makes the test binary a helper process (TestHelperProcess)
+// instead of running tests.
+const helperEnv = "IOCORR_TEST_HELPER"
+
+// TestHelperProcess is not a test. With helperEnv=record the test binary
+// is iocorr, run as main runs it, on the arguments after "--"; with
+// helperEnv=map it maps the file IOCORR_TEST_FILE and reads its first page.
+func TestHelperProcess(t *testing.T) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		return
+	case "map":
+		f, err := os.Open(os.Getenv("IOCORR_TEST_FILE"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		st, _ := f.Stat()
+		mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("%q\n", mem[:4])
+		// Alive a little longer: record reads /proc/PID/maps once it has
+		// seen the mmap, and an exited process has none.
+		time.Sleep(300 * time.Millisecond)
+		os.Exit(0)
+	case "record":
+		args := os.Args
+		for i, a := range args {
+			if a == "--" {
+				args = args[i+1:]
+				break
+			}
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, args, os.Stdout, os.Stderr)
+		stop()
+		var ee exitError
+		switch {
+		case err == nil:
+			os.Exit(0)
+		case errors.As(err, &ee):
+			os.Exit(ee.code)
+		default:
+			fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// openPTY opens a pseudo-terminal pair: the master and the slave.
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+func TestRecordCtrlCAtTheTerminal(t *testing.T) {
+	requireBPF(t)
+	master, slave := openPTY(t)
+	tmp := t.TempDir()
+	dir, mark := filepath.Join(tmp, "run"), filepath.Join(tmp, "started")
+	// iocorr in the foreground of a terminal of its own, as at a shell.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "--",
+		"record", "-o", dir, "--no-ingest", "--", "sh", "-c", "touch "+mark+"; sleep 1; exec sleep 30")
+	cmd.Env = append(os.Environ(), helperEnv+"=record")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() { io.Copy(&screen, master); close(read) }()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if i == 200 {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // a status line or two
+	master.Write([]byte{3})             // Ctrl-C
+	err := cmd.Wait()
+	slave.Close()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGINT) {
+		t.Fatalf("iocorr ended with %v, want exit status %d", err, 128+int(syscall.SIGINT))
+	}
+	master.Close()
+	<-read
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The terminal delivered Ctrl-C to the command; iocorr did not send
+	// a second one.
+	if m.Complete || m.Child.Signal != "SIGINT" || !strings.Contains(strings.Join(m.Warnings, "\n"), "1 signal(s) received, 0 forwarded") {
+		t.Fatalf("child %+v, complete %v, warnings %q", m.Child, m.Complete, m.Warnings)
+	}
+	out := screen.String()
+	if !strings.Contains(out, "\r\033[Kiocorr: ") || !strings.Contains(out, "iocorr: recorded") {
+		t.Fatalf("no live status line or summary on the terminal:\n%q", out)
+	}
+}
+
+func TestRecordOnAFullDiskLeavesAReadableIncompleteRun(t *testing.T) {
+	requireBPF(t)
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mounting a small tmpfs: %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	dir := filepath.Join(mnt, "run")
+	// dd touches its 32 MiB buffer page by page: thousands of fault
+	// records, far more than 64 KiB.
+	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=32M", "count=2")
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("err = %v, want no space left on device\n%s", err, errOut)
+	}
+	m, rerr := rundir.ReadMeta(dir)
+	if rerr != nil {
+		t.Fatalf("no readable metadata after the disk filled: %v", rerr)
+	}
+	warnings := strings.Join(m.Warnings, "\n")
+	if m.Complete || !strings.Contains(warnings, "no space left") || m.Child.ExitCode != 0 || m.Child.MinFlt == 0 || m.End.IsZero() {
+		t.Fatalf("complete %v, child %+v, warnings %q", m.Complete, m.Child, m.Warnings)
+	}
+	n := 0
+	spoolEventsLoose(t, dir, func(uint16, []byte) { n++ })
+	if n == 0 {
+		t.Fatal("nothing readable in the spool")
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".meta-reserve")); err == nil {
+		t.Error("the metadata reserve was left behind")
+	}
+	t.Logf("%d records kept; %v", n, err)
+}
+
+// spoolEventsLoose reads a spool that may end in a torn frame.
+func spoolEventsLoose(t *testing.T, dir string, fn func(typ uint16, rec []byte)) {
+	t.Helper()
+	r, err := ingest.OpenSpool(filepath.Join(dir, rundir.SpoolFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			return
+		}
+		fn(ingest.RecordType(rec), rec)
+	}
+}
+
+func TestRecordThatCannotAttachLeavesARunSayingWhy(t *testing.T) {
+	defer func(f func(bpf.Options) (*bpf.Tracer, error)) { openTracer = f }(openTracer)
+	openTracer = func(bpf.Options) (*bpf.Tracer, error) {
+		// What bpf.Open says when a tracepoint is missing.
+		return nil, fmt.Errorf("attaching tracepoint filemap/mm_filemap_fault: %w", os.ErrNotExist)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	mark := filepath.Join(t.TempDir(), "ran")
+	_, _, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", "touch", mark)
+	if err == nil || !strings.Contains(err.Error(), "mm_filemap_fault") || !strings.Contains(err.Error(), "doctor") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the command ran untraced")
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete || !strings.Contains(strings.Join(m.Warnings, "\n"), "mm_filemap_fault") || m.Lost == nil {
+		t.Fatalf("complete %v, warnings %q, lost %v", m.Complete, m.Warnings, m.Lost)
+	}
+}
+
+func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
+	requireBPF(t)
+	u, err := experiment.LookupUser("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--user", "nobody", "--", "id", "-u")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if strings.TrimSpace(out) != strconv.Itoa(int(u.UID)) {
+		t.Fatalf("command ran as %q", out)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Child.UID != int(u.UID) {
+		t.Errorf("metadata says uid %d", m.Child.UID)
+	}
+	for _, f := range []string{"", rundir.MetaFile, rundir.SpoolFile} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, f), &st); err != nil || st.Uid != u.UID {
+			t.Errorf("%s/%s belongs to uid %d (%v), want %d", dir, f, st.Uid, err, u.UID)
+		}
+	}
+}
+
+func TestRecordColdUnderAMemoryLimit(t *testing.T) {
+	requireBPF(t)
+	// About 50 MB of weights read through a 16 MiB cgroup.
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, Type: gguf.TypeF16})
+	dir := filepath.Join(t.TempDir(), "run")
+	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--model", model, "--cold", "--mem-limit", "16MiB",
+		"--", "dd", "if="+model, "of=/dev/null", "bs=1M")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Models) != 1 {
+		t.Fatalf("%d models", len(m.Models))
+	}
+	mf := m.Models[0]
+	if mf.ResidentBefore != 0 || len(mf.Tensors) == 0 || len(mf.Extents) == 0 || mf.Block.DiskDev == 0 {
+		t.Fatalf("model %s: resident before %d, %d tensors, %d extents, block %+v", mf.Path, mf.ResidentBefore, len(mf.Tensors), len(mf.Extents), mf.Block)
+	}
+	c := m.Controls
+	if c.Cgroup == "" || c.MemLimit != 16<<20 || c.CgroupCounters == nil {
+		t.Fatalf("controls %+v", c)
+	}
+	if _, err := os.Stat(c.Cgroup); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s left behind", c.Cgroup)
+	}
+	if peak := c.CgroupCounters["memory.max_usage_in_bytes"] + c.CgroupCounters["memory.peak"]; peak == 0 || peak > 16<<20 {
+		t.Errorf("cgroup peak %d for a 16 MiB limit", peak)
+	}
+	// Every page of the model came into the page cache under the eyes of
+	// the tracer, and off the disk.
+	var added, readModel uint64
+	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_PAGE_ADD):
+			e := (*bpf.IocorrPageEvent)(unsafe.Pointer(&rec[0]))
+			if e.Ino == mf.Ino && e.Dev == mf.Dev {
+				added += 1 << e.Order
+			}
+		case uint32(bpf.IocorrEventTypeEV_BLOCK):
+			e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
+			if e.Dev != mf.Block.DiskDev || e.CmdFlags&0xff != 0 {
+				return
+			}
+			start := (e.Sector - mf.Block.PartStartSector) * 512
+			for _, x := range mf.Extents {
+				if lo, hi := max(start, x.Physical), min(start+uint64(e.Bytes), x.Physical+x.Length); lo < hi {
+					readModel += hi - lo
+				}
+			}
+		}
+	})
+	if added < uint64(mf.Pages) || readModel < uint64(mf.Size)&^4095 {
+		t.Fatalf("%d pages added of %d, %d bytes read of %d", added, mf.Pages, readModel, mf.Size)
+	}
+	t.Logf("%d pages added for a %d-page model, %d bytes of it read; cgroup %v", added, mf.Pages, readModel, c.CgroupCounters)
+}
+
+func TestRecordFindsAModelTheCommandMapsAndSaysItWasLate(t *testing.T) {
+	requireBPF(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF16})
+	t.Setenv(helperEnv, "map")
+	t.Setenv("IOCORR_TEST_FILE", model) // not on the command line
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", os.Args[0], "-test.run=^TestHelperProcess$")
+	if err != nil || !strings.Contains(out, "GGUF") {
+		t.Fatalf("%v: %s\n%s", err, out, errOut)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Models) != 1 || m.Models[0].Path != model || len(m.Models[0].Tensors) == 0 {
+		t.Fatalf("models %+v", m.Models)
+	}
+	if !strings.Contains(strings.Join(m.Warnings, "\n"), "became known only when it was mapped") {
+		t.Errorf("warnings %q", m.Warnings)
+	}
+	if len(m.Maps) != 1 {
+		t.Fatalf("maps snapshots %+v", m.Maps)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, m.Maps[0].File))
+	if err != nil || !strings.Contains(string(b), model) {
+		t.Fatalf("maps snapshot %s does not show the model: %v\n%s", m.Maps[0].File, err, b)
 	}
 }
