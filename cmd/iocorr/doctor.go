@@ -26,8 +26,8 @@ func init() {
 	})
 }
 
-// tracepoints the tracer attaches (classic ones by tracefs path; the
-// tp_btf ones exist as tracepoints too).
+// doctorTracepoints are the tracepoints the tracer attaches (the tp_btf
+// ones exist as tracepoints too, under these names).
 var doctorTracepoints = []string{
 	"exceptions/page_fault_user",
 	"filemap/mm_filemap_fault", "filemap/mm_filemap_add_to_page_cache", "filemap/mm_filemap_delete_from_page_cache",
@@ -36,6 +36,9 @@ var doctorTracepoints = []string{
 	"sched/sched_process_fork", "sched/sched_process_exec", "sched/sched_process_exit",
 	"syscalls/sys_exit_mmap",
 }
+
+// tracefsMounts are where tracefs may be, newest first.
+var tracefsMounts = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
 type check struct {
 	name     string
@@ -50,21 +53,25 @@ func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		checks := machineChecks()
-		if len(args) > 0 {
+		if len(args) > 0 || len(libs) > 0 {
 			checks = append(checks, commandChecks(args, libs)...)
 		}
 		rw := newResultWriter(stdout, *format, []column{{Name: "check"}, {Name: "status"}, {Name: "detail"}})
 		failed := false
 		for _, c := range checks {
-			status := "ok"
+			status := cell{Raw: "ok", Human: "✓"}
+			detail := c.detail
 			if !c.ok {
-				status = "MISSING"
+				status = cell{Raw: "missing", Human: "✗"}
 				if c.required {
-					status = "FAIL"
+					status.Raw = "fail"
+					detail = strings.TrimSuffix("required: "+detail, ": ")
 					failed = true
 				}
 			}
-			rw.Row(txt(c.name), txt(status), txt(c.detail))
+			if err := rw.Row(txt(c.name), status, txt(detail)); err != nil {
+				return err
+			}
 		}
 		if err := rw.Close(); err != nil {
 			return err
@@ -85,17 +92,24 @@ func machineChecks() []check {
 	capOK, capDetail := bpfCapabilities()
 	add("privileges", capOK, true, capDetail)
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
-	add("kernel BTF", err == nil, true, "/sys/kernel/btf/vmlinux")
+	add("kernel BTF", err == nil, true, map[bool]string{true: "/sys/kernel/btf/vmlinux", false: "no /sys/kernel/btf/vmlinux: the kernel needs CONFIG_DEBUG_INFO_BTF"}[err == nil])
 	_, err = os.Stat("/sys/bus/event_source/devices/uprobe")
-	add("uprobes", err == nil, true, "/sys/bus/event_source/devices/uprobe")
+	add("uprobes", err == nil, true, map[bool]string{true: "/sys/bus/event_source/devices/uprobe", false: "no uprobe event source: the kernel needs CONFIG_UPROBE_EVENTS"}[err == nil])
 
-	tracefs := "/sys/kernel/tracing"
-	_, err = os.Stat(filepath.Join(tracefs, "events"))
-	add("tracefs", err == nil, false, map[bool]string{true: tracefs, false: "not mounted: mount -t tracefs nodev " + tracefs}[err == nil])
-	if err == nil {
+	tracefs := ""
+	for _, d := range tracefsMounts {
+		if _, err := os.Stat(filepath.Join(d, "events")); err == nil {
+			tracefs = d
+			break
+		}
+	}
+	if tracefs == "" {
+		add("tracefs", false, true, "not mounted: mount -t tracefs nodev "+tracefsMounts[0])
+	} else {
+		add("tracefs", true, true, tracefs)
 		for _, tp := range doctorTracepoints {
 			_, err := os.Stat(filepath.Join(tracefs, "events", tp))
-			add("tracepoint "+tp, err == nil, true, "")
+			add("tracepoint "+tp, err == nil, true, map[bool]string{true: "", false: "not in this kernel"}[err == nil])
 		}
 	}
 	for _, ev := range []struct {
@@ -120,17 +134,41 @@ func machineChecks() []check {
 
 	v2 := ""
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil && strings.Contains(" "+string(b)+" ", " memory") {
+		if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil && hasField(string(b), "memory") {
 			v2 = root
+			break
 		}
 	}
 	_, v1err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes")
-	add("memory cgroup v2", v2 != "", false, v2)
-	add("memory cgroup v1", v1err == nil, false, "/sys/fs/cgroup/memory")
-	if v2 == "" && v1err != nil {
-		out[len(out)-1].detail = "no memory controller: --mem-limit will not work"
+	v1 := v1err == nil
+	switch {
+	case v2 != "":
+		add("memory cgroup v2", true, false, v2+" (--mem-limit uses it)")
+	case v1:
+		add("memory cgroup v2", false, false, "no memory controller in the unified hierarchy; --mem-limit uses v1")
+	default:
+		add("memory cgroup v2", false, false, "no memory controller in the unified hierarchy")
+	}
+	switch {
+	case v1 && v2 != "":
+		add("memory cgroup v1", true, false, "/sys/fs/cgroup/memory (v2 is preferred)")
+	case v1:
+		add("memory cgroup v1", true, false, "/sys/fs/cgroup/memory (--mem-limit uses it)")
+	case v2 != "":
+		add("memory cgroup v1", false, false, "not mounted; not needed")
+	default:
+		add("memory cgroup v1", false, false, "not mounted: --mem-limit will not work")
 	}
 	return out
+}
+
+func hasField(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
 }
 
 func errText(err error) string {
@@ -162,23 +200,41 @@ func bpfCapabilities() (bool, string) {
 }
 
 // commandChecks says which probe symbols the command's files define: the
-// executable, the libraries it links, --lib files, and llama.cpp builds
-// shipped in node_modules next to a Node script.
+// executable and the libraries it links (recursively), --lib files, and
+// the llama.cpp build node-llama-cpp ships when the command runs a Node
+// script.
 func commandChecks(argv, libs []string) []check {
 	var files []string
-	exe, err := lookPath(argv[0])
-	if err != nil {
-		return []check{{name: "command " + argv[0], required: true, detail: err.Error()}}
-	}
-	files = append(files, exe)
-	files = append(files, neededLibs(exe)...)
-	files = append(files, libs...)
-	for _, a := range argv[1:] {
-		if strings.HasSuffix(a, ".js") || strings.HasSuffix(a, ".mjs") || strings.HasSuffix(a, ".cjs") {
-			files = append(files, nodeLlamaLibs(filepath.Dir(a))...)
+	var out []check
+	if len(argv) > 0 {
+		exe, err := lookPath(argv[0])
+		if err != nil {
+			return []check{{name: "command " + argv[0], required: true, detail: err.Error()}}
+		}
+		files = append(files, exe)
+		files = append(files, neededLibs(exe)...)
+		if dirs := nodeScriptDirs(argv[1:]); len(dirs) > 0 {
+			addons := nodeLlamaAddons(dirs)
+			if len(addons) == 0 {
+				out = append(out, check{name: "node-llama-cpp", detail: "no llama-addon.node under node_modules at or above " + strings.Join(dirs, ", ")})
+			}
+			for _, a := range addons {
+				out = append(out, check{name: "node-llama-cpp", ok: true, detail: a})
+				files = append(files, a)
+				files = append(files, neededLibs(a)...)
+			}
 		}
 	}
-	var out []check
+	for _, l := range libs {
+		files = append(files, l)
+		files = append(files, neededLibs(l)...)
+	}
+	files = withBackendVariants(files)
+
+	type hit struct {
+		path, detail string
+	}
+	var hits []hit
 	found := map[string]bool{}
 	seen := map[string]bool{}
 	for _, f := range files {
@@ -193,44 +249,129 @@ func commandChecks(argv, libs []string) []check {
 		for _, s := range probe {
 			found[s] = true
 		}
-		out = append(out, check{name: "symbols in " + f, ok: true,
-			detail: fmt.Sprintf("%s; %d ggml_compute_forward_* (op probes)", strings.Join(probe, ", "), len(ops))})
+		hits = append(hits, hit{f, fmt.Sprintf("%s + %d ggml_compute_forward_* op functions", strings.Join(probe, ", "), len(ops))})
+	}
+	// The CPU backend comes in a dozen variants of which one is loaded:
+	// one line for all of them.
+	variants := map[string][]string{}
+	for _, h := range hits {
+		if isCPUVariant(h.path) {
+			k := filepath.Dir(h.path) + "\x00" + h.detail
+			variants[k] = append(variants[k], filepath.Base(h.path))
+		}
+	}
+	for _, h := range hits {
+		name, where := "symbols in "+filepath.Base(h.path), shortPath(filepath.Dir(h.path))
+		if isCPUVariant(h.path) {
+			k := filepath.Dir(h.path) + "\x00" + h.detail
+			vs := variants[k]
+			if len(vs) == 0 {
+				continue // already shown
+			}
+			delete(variants, k)
+			if len(vs) > 1 {
+				name = fmt.Sprintf("symbols in libggml-cpu-*.so (%d variants, one is loaded at run time)", len(vs))
+			}
+		}
+		out = append(out, check{name: name, ok: true, detail: h.detail + ", in " + where})
 	}
 	for _, s := range bpf.ProbeSymbols {
 		c := check{name: "probe " + s, ok: found[s]}
 		if !found[s] {
-			c.detail = fmt.Sprintf("not found in %d files searched (a library loaded at run time is probed when it is mapped)", len(seen))
+			c.detail = fmt.Sprintf("not found in the %d files searched (a library loaded at run time is probed when it is mapped; name it with --lib)", len(seen))
 		}
 		out = append(out, c)
 	}
 	return out
 }
 
-// neededLibs resolves DT_NEEDED entries the way the dynamic loader would
-// for the common cases: RUNPATH/RPATH ($ORIGIN), then the system paths.
-func neededLibs(path string) []string {
-	f, err := elf.Open(path)
+func isCPUVariant(p string) bool {
+	b := filepath.Base(p)
+	return strings.HasPrefix(b, "libggml-cpu") && strings.HasSuffix(b, ".so")
+}
+
+// shortPath shows a path relative to the working directory when it is
+// below it.
+func shortPath(p string) string {
+	wd, err := os.Getwd()
 	if err != nil {
-		return nil
+		return p
 	}
-	defer f.Close()
-	needed, _ := f.ImportedLibraries()
-	var dirs []string
-	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
-		vals, _ := f.DynString(tag)
-		for _, v := range vals {
-			for _, d := range strings.Split(v, ":") {
-				dirs = append(dirs, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(path)))
-			}
+	if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+// withBackendVariants adds the CPU backends a ggml built with dynamic
+// backends dlopen()s at run time from beside its libraries: they are in
+// no DT_NEEDED list.
+func withBackendVariants(files []string) []string {
+	out := append([]string(nil), files...)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		if b := filepath.Base(f); strings.HasPrefix(b, "libggml") || strings.HasPrefix(b, "libllama") {
+			dirs[filepath.Dir(f)] = true
 		}
 	}
-	dirs = append(dirs, "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
+	for d := range dirs {
+		m, _ := filepath.Glob(filepath.Join(d, "libggml-cpu*.so"))
+		sort.Strings(m)
+		out = append(out, m...)
+	}
+	return out
+}
+
+// neededLibs resolves the DT_NEEDED entries of an ELF file and of the
+// libraries they name, recursively, the way the dynamic loader does for
+// the common cases: RPATH/RUNPATH ($ORIGIN), LD_LIBRARY_PATH, ld.so.conf,
+// the system directories.
+func neededLibs(path string) []string {
+	sys := systemLibDirs()
 	var out []string
-	for _, n := range needed {
-		for _, d := range dirs {
-			p := filepath.Join(d, n)
-			if _, err := os.Stat(p); err == nil {
-				out = append(out, p)
+	seen := map[string]bool{path: true}
+	queue := []string{path}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		needed, _ := f.ImportedLibraries()
+		var dirs []string
+		for _, tag := range []elf.DynTag{elf.DT_RPATH, elf.DT_RUNPATH} {
+			vals, _ := f.DynString(tag)
+			for _, v := range vals {
+				for _, d := range strings.Split(v, ":") {
+					if d == "" {
+						continue
+					}
+					d = strings.ReplaceAll(d, "${ORIGIN}", filepath.Dir(p))
+					dirs = append(dirs, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(p)))
+				}
+			}
+		}
+		f.Close()
+		dirs = append(dirs, filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))...)
+		dirs = append(dirs, sys...)
+		for _, n := range needed {
+			if strings.HasPrefix(n, "ld-linux") {
+				continue // the loader itself, which ldd lists apart
+			}
+			for _, d := range dirs {
+				lp := filepath.Join(d, n)
+				if st, err := os.Stat(lp); err != nil || st.IsDir() {
+					continue
+				}
+				if real, err := filepath.EvalSymlinks(lp); err == nil {
+					lp = real
+				}
+				if !seen[lp] {
+					seen[lp] = true
+					out = append(out, lp)
+					queue = append(queue, lp)
+				}
 				break
 			}
 		}
@@ -238,21 +379,82 @@ func neededLibs(path string) []string {
 	return out
 }
 
-// nodeLlamaLibs finds the llama.cpp libraries node-llama-cpp ships, in
-// node_modules at or above dir.
-func nodeLlamaLibs(dir string) []string {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
+// systemLibDirs are the directories of /etc/ld.so.conf (one level of
+// include) and the loader's defaults.
+func systemLibDirs() []string {
+	var dirs []string
+	var read func(string, int)
+	read = func(conf string, depth int) {
+		b, err := os.ReadFile(conf)
+		if err != nil || depth > 2 {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(strings.SplitN(line, "#", 2)[0])
+			if inc, ok := strings.CutPrefix(line, "include "); ok {
+				m, _ := filepath.Glob(strings.TrimSpace(inc))
+				sort.Strings(m)
+				for _, c := range m {
+					read(c, depth+1)
+				}
+			} else if line != "" {
+				dirs = append(dirs, line)
+			}
+		}
+	}
+	read("/etc/ld.so.conf", 0)
+	return append(dirs, "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
+}
+
+// nodeScriptDirs are where to look for node_modules when the command runs
+// Node: the directories of script arguments and the working directory.
+func nodeScriptDirs(args []string) []string {
+	var dirs []string
+	for _, a := range args {
+		for _, ext := range []string{".js", ".mjs", ".cjs", ".ts"} {
+			if strings.HasSuffix(a, ext) {
+				if abs, err := filepath.Abs(filepath.Dir(a)); err == nil {
+					dirs = append(dirs, abs)
+				}
+			}
+		}
+	}
+	if len(dirs) == 0 {
 		return nil
 	}
-	for d := abs; ; d = filepath.Dir(d) {
-		matches, _ := filepath.Glob(filepath.Join(d, "node_modules", "@node-llama-cpp", "*", "bins", "*", "*.so"))
-		if len(matches) > 0 {
-			sort.Strings(matches)
-			return matches
-		}
-		if d == filepath.Dir(d) {
-			return nil
+	if wd, err := os.Getwd(); err == nil {
+		dirs = append(dirs, wd)
+	}
+	return dirs
+}
+
+// nodeLlamaAddons finds node-llama-cpp's llama-addon.node in node_modules
+// at or above the given directories: the prebuilt packages and local
+// builds.
+func nodeLlamaAddons(dirs []string) []string {
+	patterns := []string{
+		"@node-llama-cpp/*/bins/*/llama-addon.node",
+		"node-llama-cpp/bins/*/llama-addon.node",
+		"node-llama-cpp/llama/localBuilds/*/Release/llama-addon.node",
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, start := range dirs {
+		for d := start; ; d = filepath.Dir(d) {
+			for _, p := range patterns {
+				m, _ := filepath.Glob(filepath.Join(d, "node_modules", p))
+				sort.Strings(m)
+				for _, a := range m {
+					if !seen[a] {
+						seen[a] = true
+						out = append(out, a)
+					}
+				}
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
 		}
 	}
+	return out
 }
