@@ -26,7 +26,11 @@ import (
 // a test runs on a pseudo-terminal of its own.
 func TestMain(m *testing.M) {
 	RunShimIfChild()
-	if os.Getenv(ttyHelperEnv) != "" {
+	switch os.Getenv(ttyHelperEnv) {
+	case "":
+	case "orphan":
+		os.Exit(orphanHelper())
+	default:
 		os.Exit(ttyHelper())
 	}
 	os.Exit(m.Run())
@@ -652,6 +656,66 @@ func ttyHelper() int {
 	n := stop()
 	fmt.Println(n.Received, n.Forwarded, c.Wait().Code)
 	return 0
+}
+
+// orphanHelper starts `sleep 30` (as nobody when IOCORR_TEST_USER is
+// set), prints its pid and waits to be killed.
+func orphanHelper() int {
+	var u *User
+	if os.Getenv("IOCORR_TEST_USER") != "" {
+		var err error
+		if u, err = LookupUser(os.Getenv("IOCORR_TEST_USER")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	c, err := StartHeld([]string{"sleep", "30"}, u, io.Discard, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c.Release()
+	time.Sleep(100 * time.Millisecond) // past the shim's exec
+	fmt.Println(c.PID())
+	time.Sleep(30 * time.Second)
+	return 0
+}
+
+func TestCommandDoesNotOutliveAKilledIocorr(t *testing.T) {
+	requireRoot(t)
+	for _, user := range []string{"", "nobody"} {
+		t.Run("user "+user, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), ttyHelperEnv+"=orphan", "IOCORR_TEST_USER="+user)
+			cmd.Stderr = os.Stderr
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			if _, err := fmt.Fscan(out, &pid); err != nil {
+				cmd.Process.Kill()
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(b)) != "sleep" {
+				t.Fatalf("child %d is %q, not sleep", pid, b)
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			for i := 0; ; i++ {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				// Gone, or a zombie waiting for init to reap it.
+				if err != nil || strings.Contains(string(b), ") Z ") {
+					break
+				}
+				if i == 100 {
+					syscall.Kill(pid, syscall.SIGKILL)
+					t.Fatalf("the command (pid %d) outlived the killed iocorr", pid)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
 }
 
 // openPTY opens a pseudo-terminal pair: the master and the slave's name.

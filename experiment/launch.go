@@ -52,6 +52,12 @@ func dropTo(spec string) error {
 	if err := syscall.Setuid(uid); err != nil {
 		return fmt.Errorf("setuid: %w", err)
 	}
+	// A change of credentials clears the parent-death signal StartHeld
+	// asked for: set it again, so that the command does not outlive a
+	// killed iocorr (it could be left stopped for a uprobe attach).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("setting the parent-death signal: %w", err)
+	}
 	return nil
 }
 
