@@ -675,7 +675,12 @@ func orphanHelper() int {
 		return 1
 	}
 	c.Release()
-	time.Sleep(100 * time.Millisecond) // past the shim's exec
+	for i := 0; i < 500; i++ { // until the shim has exec'd the command
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.PID())); strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	fmt.Println(c.PID())
 	time.Sleep(30 * time.Second)
 	return 0

@@ -264,9 +264,12 @@ func (c *Child) ForwardSignals() (stop func() Signals) {
 			select {
 			case s := <-ch:
 				n.Received++
-				if s == syscall.SIGTERM || !c.terminalDelivers() {
+				if s != syscall.SIGTERM && c.terminalDelivers() {
+					continue
+				}
+				// A child that is already gone got nothing.
+				if c.Signal(s) == nil {
 					n.Forwarded++
-					c.Signal(s)
 				}
 			case <-quit:
 				return
@@ -300,7 +303,12 @@ func (c *Child) terminalDelivers() bool {
 		return false
 	}
 	pg, err := unix.Getpgid(c.PID())
-	return err == nil && pg == fg
+	if err != nil {
+		// The terminal's signal may have killed the child already (and
+		// it was reaped): it started in iocorr's group.
+		pg = unix.Getpgrp()
+	}
+	return pg == fg
 }
 
 // WaitTimeout waits up to d for the child; false if it is still running.

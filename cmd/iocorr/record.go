@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -114,7 +115,32 @@ func (r *recording) warned(s string) bool {
 	return false
 }
 
+// lockedWriter serializes writes: iocorr's own messages come from the
+// drain goroutine while exec.Cmd copies the command's output into the
+// same writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// shareable makes w safe for iocorr and the command to write at once. A
+// file is left as it is: the command gets the descriptor itself (its
+// stderr stays a terminal), and the kernel orders the writes.
+func shareable(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
 func runRecord(ctx context.Context, o *recordOpts, argv []string) error {
+	stdout, stderr = shareable(stdout), shareable(stderr)
 	if len(argv) == 0 {
 		return usagef("record: no command given (iocorr record [flags] -- CMD ARGS...)")
 	}
