@@ -253,9 +253,11 @@ func TestRecordCtrlCAtTheTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The terminal delivered Ctrl-C to the command; iocorr did not send
-	// a second one.
-	if m.Complete || m.Child.Signal != "SIGINT" || !strings.Contains(strings.Join(m.Warnings, "\n"), "1 signal(s) received, 0 forwarded") {
+	// Ctrl-C reached the command (from the terminal, or forwarded by
+	// iocorr: which one wins is a race, and either is right), the run is
+	// marked incomplete and says why.
+	w := strings.Join(m.Warnings, "\n")
+	if m.Complete || m.Child.Signal != "SIGINT" || !strings.Contains(w, "killed by SIGINT") {
 		t.Fatalf("child %+v, complete %v, warnings %q", m.Child, m.Complete, m.Warnings)
 	}
 	out := screen.String()
