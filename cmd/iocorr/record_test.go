@@ -98,11 +98,19 @@ func TestRecordRejectsBadUsage(t *testing.T) {
 		{[]string{"record"}, "no command given"},
 		{[]string{"record", "--probe", "all", "--", "true"}, "--probe must be graph or ops"},
 		{[]string{"record", "--mem-limit", "lots", "--", "true"}, "--mem-limit"},
+		{[]string{"record", "--mem-limit", "64KiB", "--", "true"}, "below 1MiB"},
+		{[]string{"record", "--ringbuf-size", "3000", "--", "true"}, "power of two"},
+		{[]string{"record", "--", "no-such-command-iocorr"}, "not found"},
 	}
 	for _, tc := range tests {
-		_, _, err := runCmd(t, tc.args...)
+		dir := filepath.Join(t.TempDir(), "run")
+		_, _, err := runCmd(t, append([]string{tc.args[0], "-o", dir}, tc.args[1:]...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+		// Nothing was started: no run directory to confuse a later run.
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v left a run directory", tc.args)
 		}
 	}
 }
