@@ -55,6 +55,9 @@ func TestDriverPredictsItsLlamaDecodeCalls(t *testing.T) {
 		{"prompt one token over a batch", Options{Tokens: 2, Batch: 32}, 3},
 		{"prompt in nine batches", Options{Tokens: 5, Batch: 4}, 13},
 		{"one-token prompt", Options{Tokens: 3, Prompt: "a"}, 3},
+		// End-of-generation tokens are fed back and decoded like any other.
+		{"every token end-of-generation", Options{Tokens: 6, OnlyEOG: true}, 6},
+		{"seeded sampling", Options{Tokens: 4, Seed: Seed(42)}, 4},
 	}
 	libs, _ := filepath.Glob(filepath.Join(LibDir(), "libllama.*so"))
 	if len(libs) != 1 {
@@ -94,8 +97,82 @@ func TestDriverPredictsItsLlamaDecodeCalls(t *testing.T) {
 				t.Errorf("llama_decode called %d times, driver expected %d, want %d (prompt %d tokens in %d batches of %d, %d generated)",
 					got, res.DecodeCallsExpected, tc.want, res.PromptTokens, res.PromptBatches, res.BatchSize, res.Generated)
 			}
-			if res.Generated != tc.opts.Tokens {
-				t.Errorf("generated %d tokens, want %d", res.Generated, tc.opts.Tokens)
+			if res.Generated != tc.opts.Tokens || len(res.TokenIDs) != tc.opts.Tokens {
+				t.Errorf("generated %d tokens (%d ids), want %d", res.Generated, len(res.TokenIDs), tc.opts.Tokens)
+			}
+			if tc.opts.OnlyEOG && res.EOGTokens != res.Generated {
+				t.Errorf("%d of %d tokens were end-of-generation, want all: %v", res.EOGTokens, res.Generated, res.TokenIDs)
+			}
+		})
+	}
+}
+
+// TestSamplingIsRepeatable: a test that counts I/O per token needs the
+// same tokens on every run, greedy or seeded; a different seed is a
+// different run.
+func TestSamplingIsRepeatable(t *testing.T) {
+	Require(t)
+	model := Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF16})
+	tests := []struct {
+		name         string
+		a, b         Options
+		wantSame     bool
+		wantSampling float64 // temperature the driver reports
+	}{
+		{"greedy twice", Options{}, Options{}, true, 0},
+		{"same seed twice", Options{Seed: Seed(7)}, Options{Seed: Seed(7)}, true, 0.8},
+		{"same seed and temperature", Options{Seed: Seed(7), Temperature: 1.5}, Options{Seed: Seed(7), Temperature: 1.5}, true, 1.5},
+		{"two seeds", Options{Seed: Seed(7)}, Options{Seed: Seed(8)}, false, 0.8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var ids [2][]int
+			for i, o := range []Options{tc.a, tc.b} {
+				o.Tokens, o.Threads = 16, 2
+				res, err := Generate(ctx, model, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Temperature != tc.wantSampling {
+					t.Errorf("driver sampled at temperature %v, want %v", res.Temperature, tc.wantSampling)
+				}
+				ids[i] = res.TokenIDs
+			}
+			if same := fmt.Sprint(ids[0]) == fmt.Sprint(ids[1]); same != tc.wantSame {
+				t.Errorf("tokens %v and %v: same %v, want %v", ids[0], ids[1], same, tc.wantSame)
+			}
+		})
+	}
+}
+
+// TestDriverRejectsBadArgumentsWithOneLine: a mistyped flag must say
+// which, in one line, before any model is loaded.
+func TestDriverRejectsBadArgumentsWithOneLine(t *testing.T) {
+	Require(t)
+	tests := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"no model", []string{"--tokens", "3"}, "--model is required"},
+		{"zero tokens", []string{"--model", "x.gguf", "--tokens", "0"}, "--tokens must be an integer"},
+		{"fractional threads", []string{"--model", "x.gguf", "--threads", "1.5"}, "--threads must be an integer"},
+		{"temperature without a seed", []string{"--model", "x.gguf", "--temperature", "0.7"}, "--temperature needs --seed"},
+		{"seed out of range", []string{"--model", "x.gguf", "--seed", "4294967295"}, "--seed must be below"},
+		{"unknown flag", []string{"--model", "x.gguf", "--top-k", "3"}, "top-k"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("node", append([]string{Driver()}, tc.args...)...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("driver accepted %v: %s", tc.args, out)
+			}
+			msg := strings.TrimSpace(string(out))
+			if strings.Contains(msg, "\n") || !strings.Contains(msg, tc.says) {
+				t.Errorf("driver said %q, want one line saying %q", msg, tc.says)
 			}
 		})
 	}

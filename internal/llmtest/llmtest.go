@@ -91,15 +91,27 @@ func Require(t testing.TB) {
 }
 
 // Options of one generation; zero fields take the driver's defaults
-// (16 tokens, 2 threads, a 33-token prompt, context 512, batch 512).
+// (16 tokens, 2 threads, a 33-token prompt, context 512, batch 512,
+// greedy sampling).
 type Options struct {
 	Tokens  int
 	Threads int
 	Prompt  string
 	Ctx     int
 	Batch   int
+	// Seed, when not nil, samples at Temperature (0.8 when zero) from
+	// llama.cpp's RNG seeded with *Seed: reproducible, yet not greedy.
+	// A Temperature without a Seed is an error of the driver's.
+	Seed        *uint32
+	Temperature float64
+	// OnlyEOG forbids every token but end-of-generation ones, so each
+	// token generated would end a chat; the driver generates on anyway.
+	OnlyEOG bool
 	JSON    bool // report as one JSON object; Generate sets it
 }
+
+// Seed returns a pointer to s, for Options.Seed.
+func Seed(s uint32) *uint32 { return &s }
 
 // Command is the driver's command line; run it directly or under a tracer.
 func Command(ctx context.Context, model string, o Options) *exec.Cmd {
@@ -118,6 +130,16 @@ func Command(ctx context.Context, model string, o Options) *exec.Cmd {
 	}
 	if o.Batch > 0 {
 		args = append(args, "--batch", strconv.Itoa(o.Batch))
+	}
+	if o.Seed != nil {
+		args = append(args, "--seed", strconv.FormatUint(uint64(*o.Seed), 10))
+	}
+	// Without a seed the driver refuses this: a run must be repeatable.
+	if o.Temperature > 0 {
+		args = append(args, "--temperature", strconv.FormatFloat(o.Temperature, 'g', -1, 64))
+	}
+	if o.OnlyEOG {
+		args = append(args, "--only-eog")
 	}
 	if o.JSON {
 		args = append(args, "--json")
@@ -140,6 +162,12 @@ type Result struct {
 	BatchSize     int     `json:"batch_size"`
 	PromptBatches int     `json:"prompt_batches"`
 	Generated     int     `json:"generated"`
+	// EOGTokens of the generated ones were end-of-generation tokens,
+	// decoded like any other.
+	EOGTokens   int     `json:"eog_tokens"`
+	TokenIDs    []int   `json:"tokens"`
+	Temperature float64 `json:"temperature"`
+	Seed        *uint32 `json:"seed"`
 	// DecodeCallsExpected is how many times the run called llama_decode:
 	// PromptBatches + Generated - 1 (measured; see generate.mjs).
 	DecodeCallsExpected int      `json:"decode_calls_expected"`

@@ -5,10 +5,21 @@
 //
 // It generates exactly N tokens even when a random-weight model samples
 // end-of-sequence, by driving the context sequence's evaluate() generator
-// instead of a chat or completion session, which would stop there.
+// with yieldEogToken (a chat or completion session would stop there, and
+// so would evaluate() without it): an end-of-generation token is counted
+// and fed back like any other.
+//
+//   node generate.mjs --model M.gguf [--tokens N] [--threads T] [--prompt "..."]
+//       [--ctx N] [--batch N] [--seed S [--temperature T]] [--only-eog] [--json]
+//
+// Sampling is greedy unless --seed is given: then it samples at
+// --temperature (default 0.8) from llama.cpp's RNG seeded with S, so a run
+// is reproducible. --only-eog forbids every token but the end-of-generation
+// ones, so that each token sampled ends the sequence: it exists to test that
+// the token count and the llama_decode count still hold then.
 import {readFileSync, statSync} from "node:fs";
 import {parseArgs} from "node:util";
-import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+import {getLlama, LlamaLogLevel, TokenBias} from "node-llama-cpp";
 
 // llama.cpp's own error logs, kept back so that a failure is one line
 // that says why (e.g. "failed to read key-value pairs") rather than
@@ -31,6 +42,9 @@ try {
 			prompt: {type: "string", default: "The quick brown fox jumps over the lazy dog"},
 			ctx: {type: "string", default: "512"},
 			batch: {type: "string", default: "512"},
+			seed: {type: "string"},
+			temperature: {type: "string"},
+			"only-eog": {type: "boolean", default: false},
 			json: {type: "boolean", default: false},
 		},
 	}));
@@ -44,6 +58,17 @@ function positive(name, min) {
 }
 if (!opts.model) fail("--model is required");
 const n = positive("tokens", 1), threads = positive("threads", 1), ctxSize = positive("ctx", 8), batch = positive("batch", 1);
+// llama.cpp takes a uint32 seed; its "default seed" 0xFFFFFFFF means a random one.
+const seed = opts.seed === undefined ? undefined : positive("seed", 0);
+if (seed !== undefined && seed >= 0xFFFFFFFF) fail(`--seed must be below ${0xFFFFFFFF}`);
+let temperature = 0;
+if (opts.temperature !== undefined) {
+	temperature = Number(opts.temperature);
+	if (!Number.isFinite(temperature) || temperature < 0) fail(`--temperature must be a number of at least 0, not ${JSON.stringify(opts.temperature)}`);
+	if (temperature > 0 && seed === undefined) fail("--temperature needs --seed: an unseeded run could not be repeated");
+} else if (seed !== undefined) {
+	temperature = 0.8;
+}
 // A missing file would otherwise surface as a long native error.
 try {
 	statSync(opts.model);
@@ -85,12 +110,27 @@ try {
 	//   ceil(prompt_tokens / batch) + N - 1
 	// calls (no llama_encode). Checked with a bpftrace count of uprobe
 	// llama_decode: 33-token prompt, N=8 → 8; N=1 → 1; batch 4, N=5 → 13;
-	// batch 3, N=4 → 14; 1-token prompt, N=3 → 3.
+	// batch 3, N=4 → 14; 1-token prompt, N=3 → 3; --only-eog N=6 → 6;
+	// --seed 42 N=4 → 4 (internal/llmtest's TestDriverPredicts... reruns these).
+	// An end-of-generation token changes none of this: it is decoded
+	// like any other (verified with --only-eog).
 	const promptBatches = Math.ceil(prompt.length / batch);
-	let generated = 0, tFirst = 0, tLast = 0;
+	const evalOpts = {temperature, yieldEogToken: true};
+	if (seed !== undefined) evalOpts.seed = seed;
+	if (opts["only-eog"]) {
+		// TokenBias ignores biases on end-of-generation tokens, so the
+		// others are all forbidden instead.
+		const vocab = model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 0;
+		if (vocab === 0 || model.tokens.eos == null) fail("--only-eog: the model has no vocabulary with an end-of-sequence token");
+		evalOpts.tokenBias = TokenBias.for(model).set(Array.from({length: vocab}, (_, i) => i), "never");
+	}
+	const tokens = [];
+	let generated = 0, eog = 0, tFirst = 0, tLast = 0;
 	const tEval = performance.now();
-	for await (const _ of sequence.evaluate(prompt, {temperature: 0})) {
+	for await (const token of sequence.evaluate(prompt, evalOpts)) {
 		generated++;
+		tokens.push(token);
+		if (model.isEogToken(token)) eog++;
 		tLast = performance.now();
 		if (generated === 1) tFirst = tLast;
 		if (generated >= n) break;
@@ -104,6 +144,10 @@ try {
 		batch_size: batch,
 		prompt_batches: promptBatches,
 		generated,
+		eog_tokens: eog,
+		tokens,
+		temperature,
+		seed: seed ?? null,
 		decode_calls_expected: promptBatches + generated - 1,
 		eval_ms: Math.round(evalMs),
 		prompt_ms: Math.round(tFirst - tEval),
