@@ -166,6 +166,11 @@ func runRecord(ctx context.Context, o *recordOpts, argv []string) error {
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
+	for _, p := range append(append([]string(nil), o.models...), o.libs...) {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+	}
 	var user *experiment.User
 	if o.user != "" {
 		if os.Geteuid() != 0 {
@@ -205,12 +210,12 @@ func runRecord(ctx context.Context, o *recordOpts, argv []string) error {
 	r.tr, err = openTracer(bpf.Options{ProbeOps: o.probe == "ops", RingBufBytes: int(ringBytes), SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
-			err = fmt.Errorf("%w (run as root, or see `iocorr doctor`)", err)
+			err = fmt.Errorf("%w (run as root)", err)
 		} else if hint := tracefsHint(); hint != "" {
 			err = fmt.Errorf("%w (%s)", err, hint)
 		}
 		r.finish(nil, err)
-		return fmt.Errorf("record: %w; see `iocorr doctor`", err)
+		return fmt.Errorf("record: %w; `iocorr doctor` checks this machine", err)
 	}
 	var closeOnce sync.Once
 	closeTracer := func() {

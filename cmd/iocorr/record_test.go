@@ -101,6 +101,7 @@ func TestRecordRejectsBadUsage(t *testing.T) {
 		{[]string{"record", "--mem-limit", "64KiB", "--", "true"}, "below 1MiB"},
 		{[]string{"record", "--ringbuf-size", "3000", "--", "true"}, "power of two"},
 		{[]string{"record", "--", "no-such-command-iocorr"}, "not found"},
+		{[]string{"record", "--model", "/no/such.gguf", "--", "true"}, "no such file"},
 	}
 	for _, tc := range tests {
 		dir := filepath.Join(t.TempDir(), "run")
