@@ -332,4 +332,6 @@ type ToucherReport struct {
 	EvictTries int     `json:"evict_tries"`
 	MajFlt     int64   `json:"majflt"`
 	MinFlt     int64   `json:"minflt"`
+	Seed       *uint64 `json:"seed"`     // of the -random shuffle
+	WokenBy    string  `json:"woken_by"` // what ended -wait: "stdin" or "SIGUSR1"
 }

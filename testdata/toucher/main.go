@@ -3,11 +3,20 @@
 // touch of a cold page is exactly one major fault of exactly that page,
 // and touches a given list of pages in order.
 //
-//	toucher -file model.gguf -pages 3,17,42 [-evict] [-wait]
+//	toucher -file model.gguf -pages 3,17,42 [-random [-seed S]] [-evict] [-wait] [-advice random|normal|sequential]
 //
 // It prints one JSON object: the mapping's address, the page size, the
-// file offset of each touch, how many of the file's pages were resident
-// before the touches, and its own major/minor fault counts.
+// pages and file offsets in the order touched, how many of the file's
+// pages were resident before the touches, and its own major/minor fault
+// counts. -random touches the listed pages in a shuffled order (seeded
+// by -seed, or by the clock; the seed is reported), so that a test does
+// not depend on faults arriving in file order. -wait holds the touches
+// back, once the file is mapped (and evicted), until a byte arrives on
+// stdin or SIGUSR1 does: a tracer can attach to the pid it prints on
+// stderr first. An end of stdin is not a go: it then waits for the signal.
+// -advice other than random lets the kernel read ahead: then the first
+// fault on a cold page reads read_ahead_kb around it, and touches inside
+// that window are not major faults (internal/llmtest measures this).
 //
 // On a cold file majflt equals the number of distinct pages touched, as
 // long as: readahead is off (MADV_RANDOM: without it one fault reads up to
@@ -30,7 +39,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,7 +63,11 @@ type report struct {
 	MinFlt     int64 `json:"minflt"`
 	// Sum of the bytes read, printed so that the reads are not dead code.
 	Sum   int     `json:"sum"`
-	Pages []int64 `json:"pages"`
+	Pages []int64 `json:"pages"` // in the order touched
+	// Seed of the shuffle with -random.
+	Seed *uint64 `json:"seed,omitempty"`
+	// WokenBy says what ended -wait: "stdin" or "SIGUSR1".
+	WokenBy string `json:"woken_by,omitempty"`
 }
 
 func fail(format string, a ...any) {
@@ -72,7 +87,10 @@ func main() {
 	file := flag.String("file", "", "file to map")
 	pagesArg := flag.String("pages", "", "comma-separated page numbers to touch, in order")
 	evict := flag.Bool("evict", false, "sync the file and drop it from the page cache first")
-	wait := flag.Bool("wait", false, "wait for a byte on stdin before touching")
+	wait := flag.Bool("wait", false, "wait for a byte on stdin or SIGUSR1 before touching")
+	random := flag.Bool("random", false, "touch the listed pages in a shuffled order")
+	seed := flag.Uint64("seed", 0, "seed of the -random shuffle (default: from the clock)")
+	advice := flag.String("advice", "random", "madvise of the mapping: random (one fault per page), normal or sequential (kernel readahead)")
 	flag.Parse()
 	if *file == "" || *pagesArg == "" {
 		fail("-file and -pages are required")
@@ -95,6 +113,17 @@ func main() {
 		}
 		rep.Pages = append(rep.Pages, p)
 	}
+	if *random {
+		sd := *seed
+		if !isFlagSet("seed") {
+			sd = uint64(time.Now().UnixNano())
+		}
+		rep.Seed = &sd
+		r := rand.New(rand.NewPCG(sd, sd^0x9e3779b97f4a7c15))
+		r.Shuffle(len(rep.Pages), func(i, j int) { rep.Pages[i], rep.Pages[j] = rep.Pages[j], rep.Pages[i] })
+	} else if isFlagSet("seed") {
+		fail("-seed needs -random")
+	}
 	// Map before evicting: mincore needs a mapping to say what is
 	// resident, and an untouched mapping holds no page in the cache.
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
@@ -102,7 +131,12 @@ func main() {
 		fail("mmap: %v", err)
 	}
 	// Readahead off: each first touch of a cold page reads that page only.
-	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
+	// The other advices exist to measure what readahead does instead.
+	adv, ok := map[string]int{"random": unix.MADV_RANDOM, "normal": unix.MADV_NORMAL, "sequential": unix.MADV_SEQUENTIAL}[*advice]
+	if !ok {
+		fail("-advice %q: want random, normal or sequential", *advice)
+	}
+	if err := unix.Madvise(mem, adv); err != nil {
 		fail("madvise: %v", err)
 	}
 	vec := make([]byte, (len(mem)+ps-1)/ps)
@@ -136,8 +170,7 @@ func main() {
 	}
 	rep.Resident = resident()
 	if *wait {
-		var b [1]byte
-		os.Stdin.Read(b[:])
+		rep.WokenBy = waitForGo(mem)
 	}
 	rep.Mapping = uint64(uintptr(unsafe.Pointer(&mem[0])))
 	// Offsets first, so that the touch loop allocates nothing: only the
@@ -153,4 +186,36 @@ func main() {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	rep.MajFlt, rep.MinFlt = ru.Majflt, ru.Minflt
 	json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// waitForGo blocks until a byte arrives on stdin or SIGUSR1 does. The
+// handler is installed before the "waiting" line, so a tracer that
+// signals after reading it never kills the toucher with SIGUSR1's default
+// action; afterwards SIGUSR1 is ignored, so a late one cannot interrupt
+// a fault and turn it into a minor one on the retry.
+func waitForGo(mem []byte) string {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Ignore(syscall.SIGUSR1)
+	in := make(chan struct{}, 1)
+	go func() {
+		var b [1]byte
+		if n, _ := os.Stdin.Read(b[:]); n == 1 {
+			in <- struct{}{}
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "toucher: pid %d mapped %d bytes at %#x, waiting for a byte on stdin or SIGUSR1\n",
+		os.Getpid(), len(mem), uintptr(unsafe.Pointer(&mem[0])))
+	select {
+	case <-in:
+		return "stdin"
+	case <-sig:
+		return "SIGUSR1"
+	}
 }
