@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/llmtest"
 )
 
@@ -30,20 +32,38 @@ func buildOffsetsTool(t *testing.T) string {
 	return bin
 }
 
-// llamaOffsets returns name → "offset size" as llama.cpp's reader sees them.
-func llamaOffsets(t *testing.T, tool, model string) map[string]string {
+// llamaTensor is one tensor as llama.cpp's GGUF reader sees it.
+type llamaTensor struct {
+	offset, size string // decimal, as inspect's CSV prints them
+	typ          gguf.Type
+	typeName     string // ggml_type_name's
+}
+
+// llamaOffsets returns every tensor llama.cpp's reader finds, by name.
+func llamaOffsets(t *testing.T, tool, model string) map[string]llamaTensor {
 	t.Helper()
-	out, err := exec.Command(tool, filepath.Join(llmtest.LibDir(), "libggml-base.so"), model).Output()
+	var errb strings.Builder
+	cmd := exec.Command(tool, filepath.Join(llmtest.LibDir(), "libggml-base.so"), model)
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("gguf_offsets: %v", err)
+		t.Fatalf("gguf_offsets: %v: %s", err, errb.String())
 	}
-	m := map[string]string{}
+	m := map[string]llamaTensor{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 3 {
-			m[f[0]] = f[1] + " " + f[2]
+		if len(f) != 5 {
+			t.Fatalf("gguf_offsets printed %q, want name, offset, size, type and type name", sc.Text())
 		}
+		typ, err := strconv.ParseUint(f[3], 10, 32)
+		if err != nil {
+			t.Fatalf("gguf_offsets: type %q of %s: %v", f[3], f[0], err)
+		}
+		if _, dup := m[f[0]]; dup {
+			t.Fatalf("llama.cpp lists tensor %s twice", f[0])
+		}
+		m[f[0]] = llamaTensor{offset: f[1], size: f[2], typ: gguf.Type(typ), typeName: f[4]}
 	}
 	return m
 }
@@ -86,10 +106,18 @@ func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
 				t.Fatalf("llama.cpp sees %d tensors, inspect lists %d", len(theirs), len(rows)-1)
 			}
 			for _, r := range rows[1:] {
-				name := r[col["name"]]
-				ours := r[col["offset"]] + " " + r[col["bytes"]]
-				if theirs[name] != ours {
-					t.Errorf("%s: inspect says offset/size %s, llama.cpp %q", name, ours, theirs[name])
+				name, typeName := r[col["name"]], r[col["type"]]
+				lt, ok := theirs[name]
+				if !ok {
+					t.Errorf("inspect lists %s, llama.cpp does not", name)
+					continue
+				}
+				if r[col["offset"]] != lt.offset || r[col["bytes"]] != lt.size {
+					t.Errorf("%s: inspect says offset %s, %s bytes; llama.cpp %s, %s bytes", name, r[col["offset"]], r[col["bytes"]], lt.offset, lt.size)
+				}
+				typ, ok := gguf.ParseType(typeName)
+				if !ok || typ != lt.typ || !strings.EqualFold(typeName, lt.typeName) {
+					t.Errorf("%s: inspect says type %s, llama.cpp %d (%s)", name, typeName, lt.typ, lt.typeName)
 				}
 			}
 

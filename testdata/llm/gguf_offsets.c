@@ -1,8 +1,12 @@
 /*
  * gguf_offsets: where llama.cpp's own GGUF reader puts every tensor of a
  * model. It loads libggml-base.so (the library llama.cpp itself uses) at
- * run time and prints, per tensor, its name, absolute file offset and
- * size, so that a test can compare them with iocorr's parser.
+ * run time and prints, per tensor, one line
+ *
+ *   NAME ABSOLUTE_OFFSET SIZE TYPE_NUMBER TYPE_NAME
+ *
+ * (type as enum ggml_type and as ggml_type_name says it), so that a test
+ * can compare them with iocorr's parser.
  *
  *   gguf_offsets LIBDIR/libggml-base.so MODEL.gguf
  *
@@ -27,6 +31,9 @@ typedef size_t (*size_fn)(const struct gguf_context *);
 typedef int64_t (*count_fn)(const struct gguf_context *);
 typedef const char *(*name_fn)(const struct gguf_context *, int64_t);
 typedef size_t (*toff_fn)(const struct gguf_context *, int64_t);
+/* enum ggml_type is an int-sized enum. */
+typedef int (*ttype_fn)(const struct gguf_context *, int64_t);
+typedef const char *(*tname_fn)(int);
 typedef void (*free_fn)(struct gguf_context *);
 
 static void *need(void *lib, const char *sym)
@@ -56,8 +63,10 @@ int main(int argc, char **argv)
 	name_fn tensor_name = (name_fn)need(lib, "gguf_get_tensor_name");
 	toff_fn tensor_offset = (toff_fn)need(lib, "gguf_get_tensor_offset");
 	toff_fn tensor_size = (toff_fn)need(lib, "gguf_get_tensor_size");
+	ttype_fn tensor_type = (ttype_fn)need(lib, "gguf_get_tensor_type");
+	tname_fn type_name = (tname_fn)need(lib, "ggml_type_name");
 	free_fn gfree = (free_fn)need(lib, "gguf_free");
-	if (!init || !data_offset || !n_tensors || !tensor_name || !tensor_offset || !tensor_size || !gfree)
+	if (!init || !data_offset || !n_tensors || !tensor_name || !tensor_offset || !tensor_size || !tensor_type || !type_name || !gfree)
 		return 1;
 
 	struct gguf_init_params params = {.no_alloc = true, .ctx = NULL};
@@ -68,8 +77,12 @@ int main(int argc, char **argv)
 	}
 	size_t base = data_offset(ctx);
 	int64_t n = n_tensors(ctx);
-	for (int64_t i = 0; i < n; i++)
-		printf("%s %zu %zu\n", tensor_name(ctx, i), base + tensor_offset(ctx, i), tensor_size(ctx, i));
+	for (int64_t i = 0; i < n; i++) {
+		int type = tensor_type(ctx, i);
+		const char *tn = type_name(type);
+		printf("%s %zu %zu %d %s\n", tensor_name(ctx, i), base + tensor_offset(ctx, i), tensor_size(ctx, i),
+		       type, tn ? tn : "?");
+	}
 	gfree(ctx);
 	return 0;
 }
