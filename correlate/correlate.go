@@ -1,7 +1,9 @@
 package correlate
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,13 +80,15 @@ type Sink interface {
 
 // Counters are what a token, a tensor or an expert is charged.
 type Counters struct {
-	Faults       uint64 // all completed faults
+	Faults       uint64 // completed faults: Major + Minor
 	Major        uint64
 	Minor        uint64
-	Unaccounted  uint64
-	StallNS      uint64 // summed fault stall
+	Unaccounted  uint64 // faults that began but were never completed; not in Faults
+	StallNS      uint64 // summed stall of the completed faults
+	PagesAdded   uint64 // page-cache pages added whose first byte is here
 	AddedBytes   uint64 // page-cache bytes added (landed here)
 	TriggerBytes uint64 // page-cache bytes added during this tensor's faults
+	PagesEvicted uint64 // page-cache pages removed whose first byte is here
 	EvictedBytes uint64
 	ReadBytes    uint64 // bytes read from the device
 	BlockReqs    uint64 // block read requests touching it
@@ -97,12 +101,34 @@ func (c *Counters) Add(o *Counters) {
 	c.Minor += o.Minor
 	c.Unaccounted += o.Unaccounted
 	c.StallNS += o.StallNS
+	c.PagesAdded += o.PagesAdded
 	c.AddedBytes += o.AddedBytes
 	c.TriggerBytes += o.TriggerBytes
+	c.PagesEvicted += o.PagesEvicted
 	c.EvictedBytes += o.EvictedBytes
 	c.ReadBytes += o.ReadBytes
 	c.BlockReqs += o.BlockReqs
 }
+
+// Values lists the counters in a fixed order, the order of CounterNames:
+// what stores and exports iterate instead of naming every field.
+func (c *Counters) Values() [NumCounters]uint64 {
+	return [NumCounters]uint64{c.Faults, c.Major, c.Minor, c.Unaccounted, c.StallNS, c.PagesAdded, c.AddedBytes,
+		c.TriggerBytes, c.PagesEvicted, c.EvictedBytes, c.ReadBytes, c.BlockReqs}
+}
+
+// SetValues is the inverse of Values.
+func (c *Counters) SetValues(v *[NumCounters]uint64) {
+	*c = Counters{Faults: v[0], Major: v[1], Minor: v[2], Unaccounted: v[3], StallNS: v[4], PagesAdded: v[5], AddedBytes: v[6],
+		TriggerBytes: v[7], PagesEvicted: v[8], EvictedBytes: v[9], ReadBytes: v[10], BlockReqs: v[11]}
+}
+
+// NumCounters is the number of fields of Counters.
+const NumCounters = 12
+
+// CounterNames names the counters in Values order, as columns.
+var CounterNames = [NumCounters]string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns",
+	"pages_added", "bytes_added", "readahead_trigger_bytes", "pages_evicted", "bytes_evicted", "bytes_read", "block_requests"}
 
 // AggKey is one cell of the per-run aggregate: token × tensor × expert × op.
 type AggKey struct {
@@ -126,8 +152,6 @@ type TokenInfo struct {
 	StartNS uint64 // llama_decode entry, 0 when not seen
 	EndNS   uint64
 	Counters
-	PagesAdded     uint64 // whole folios, in pages
-	PagesEvicted   uint64
 	TensorsTouched uint32 // real tensors with any event
 	ExpertsTouched uint32 // (tensor, expert) pairs with any event
 }
@@ -142,10 +166,13 @@ type ExpertSel struct {
 
 // Stats counts what the correlator met.
 type Stats struct {
-	Decode        ingest.DecodeStats
-	Events        uint64 // attributed events emitted
-	Unattributed  uint64 // records of other types, kept only in counts
-	PendingCapped uint64 // readahead windows cut short by the pending cap
+	Spool         ingest.SpoolStats  // set by AddSpool
+	Decode        ingest.DecodeStats // set by AddSpool
+	Events        uint64             // attributed events emitted
+	Unattributed  uint64             // records of other types, kept only in counts
+	PendingCapped uint64             // readahead windows cut short by the pending cap
+	FaultsByMaps  uint64             // faults the kernel did not resolve, resolved by the mappings
+	MapsMissing   uint64             // maps snapshots named in the metadata but absent
 }
 
 // Result is everything the correlator learned besides the event stream.
@@ -178,6 +205,12 @@ type tidState struct {
 	pending []Event
 }
 
+// selKey is one router decision site: a token's MoE layer.
+type selKey struct {
+	token uint32
+	layer uint16
+}
+
 // Correlator attributes records. It is not safe for concurrent use.
 type Correlator struct {
 	meta    *rundir.Meta
@@ -188,10 +221,17 @@ type Correlator struct {
 	ops     []string
 	opIDs   map[string]uint32
 	opBySeq []uint32 // op probe sequence number → op id
+	vm      *vmTracker
 
-	aggs    map[AggKey]*Counters
+	// Aggregates live in a slab indexed by a map, not one allocation per
+	// cell: a long MoE run has millions of cells. A *Counters from agg is
+	// valid until the next call to agg.
+	aggIdx  map[AggKey]int32
+	aggs    []Counters
 	tokens  map[uint32]*TokenInfo
+	lastTok *TokenInfo           // the token of the previous record: almost always the next one's too
 	experts map[ExpertSel]uint64 // Count unused in the key
+	selName map[selKey]string    // the node name whose ids were counted for a token's layer
 	tids    map[uint32]*tidState
 
 	slices []slice
@@ -201,6 +241,7 @@ type Correlator struct {
 }
 
 // New returns a correlator for the run described by meta, emitting to sink.
+// Call LoadMaps to let it resolve faults the kernel could not.
 func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
 	c := &Correlator{
 		meta:    meta,
@@ -208,9 +249,11 @@ func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
 		byName:  make(map[string]uint32),
 		ops:     []string{""},
 		opIDs:   map[string]uint32{"": 0},
-		aggs:    make(map[AggKey]*Counters),
+		vm:      newVMTracker(),
+		aggIdx:  make(map[AggKey]int32),
 		tokens:  make(map[uint32]*TokenInfo),
 		experts: make(map[ExpertSel]uint64),
+		selName: make(map[selKey]string),
 		tids:    make(map[uint32]*tidState),
 	}
 	for i, n := range pseudoNames {
@@ -237,6 +280,64 @@ func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
 	return c, nil
 }
 
+// NewRun is New for run directory dir: it reads the metadata and the maps
+// snapshots. Feed it with AddSpool, then call Finish.
+func NewRun(dir string, sink Sink) (*Correlator, error) {
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(meta, sink)
+	if err != nil {
+		return nil, fmt.Errorf("run metadata: %w", err)
+	}
+	if err := c.LoadMaps(dir); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetSink sets where attributed events go; New may be given a nil sink
+// when the sink needs the tensor dictionary to be built.
+func (c *Correlator) SetSink(s Sink) { c.sink = s }
+
+// Meta is the run metadata the correlator works from.
+func (c *Correlator) Meta() *rundir.Meta { return c.meta }
+
+// AddSpool decodes and attributes every record of the spool at path. It
+// checks ctx every 64 Ki records.
+func (c *Correlator) AddSpool(ctx context.Context, path string) error {
+	sp, err := ingest.OpenSpool(path)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	ds := &c.stats.Decode
+	for n := 0; ; n++ {
+		if n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		rec, err := sp.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		r, ok := ingest.Decode(rec, ds)
+		if !ok {
+			continue
+		}
+		if err := c.Add(r); err != nil {
+			return err
+		}
+	}
+	c.stats.Spool = sp.Stats()
+	return nil
+}
+
 func (c *Correlator) opID(name string) uint32 {
 	if id, ok := c.opIDs[name]; ok {
 		return id
@@ -248,7 +349,7 @@ func (c *Correlator) opID(name string) uint32 {
 }
 
 func (c *Correlator) opName(op uint32) string {
-	if int(op) < len(c.meta.OpNames) {
+	if int(op) < len(c.meta.OpNames) && c.meta.OpNames[op] != "" {
 		return c.meta.OpNames[op]
 	}
 	return "op" + strconv.Itoa(int(op))
@@ -265,19 +366,24 @@ func (c *Correlator) modelOf(dev uint32, ino uint64) *modelIndex {
 
 func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *Counters {
 	k := AggKey{Token: token, Tensor: tensor, Expert: expert, Op: op}
-	a := c.aggs[k]
-	if a == nil {
-		a = new(Counters)
-		c.aggs[k] = a
+	i, ok := c.aggIdx[k]
+	if !ok {
+		i = int32(len(c.aggs))
+		c.aggs = append(c.aggs, Counters{})
+		c.aggIdx[k] = i
 	}
-	return a
+	return &c.aggs[i]
 }
 
 func (c *Correlator) token(hdr *bpf.IocorrEventHdr) *TokenInfo {
-	t := c.tokens[hdr.Token]
-	if t == nil {
-		t = &TokenInfo{Token: hdr.Token, Phase: hdr.Phase}
-		c.tokens[hdr.Token] = t
+	t := c.lastTok
+	if t == nil || t.Token != hdr.Token {
+		t = c.tokens[hdr.Token]
+		if t == nil {
+			t = &TokenInfo{Token: hdr.Token, Phase: hdr.Phase}
+			c.tokens[hdr.Token] = t
+		}
+		c.lastTok = t
 	}
 	if t.Phase == PhaseNone {
 		t.Phase = hdr.Phase
@@ -297,6 +403,9 @@ func (c *Correlator) emit(ev *Event) {
 		return
 	}
 	c.stats.Events++
+	if c.sink == nil {
+		return
+	}
 	if err := c.sink.Event(ev); err != nil {
 		c.err = err
 	}
@@ -315,6 +424,11 @@ func (c *Correlator) Add(r ingest.Record) error {
 	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
 		c.pageDel(r.Page())
 		return c.err
+	case uint16(bpf.IocorrEventTypeEV_BLOCK):
+		// A completion may run in any task's context, the faulting
+		// thread's included: it must not end that thread's window.
+		c.block(r.Block())
+		return c.err
 	case uint16(bpf.IocorrEventTypeEV_FILEMAP_FAULT), uint16(bpf.IocorrEventTypeEV_READAHEAD):
 		// Part of a fault in progress: they must not end the thread's
 		// readahead window.
@@ -330,8 +444,6 @@ func (c *Correlator) Add(r ingest.Record) error {
 	switch r.Type {
 	case uint16(bpf.IocorrEventTypeEV_FAULT):
 		c.fault(f)
-	case uint16(bpf.IocorrEventTypeEV_BLOCK):
-		c.block(r.Block())
 	case uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN):
 		d := r.Decode()
 		t := c.token(hdr)
@@ -361,7 +473,7 @@ func (c *Correlator) Add(r ingest.Record) error {
 	case uint16(bpf.IocorrEventTypeEV_OP):
 		o := r.Op()
 		seq := hdr.Op
-		if seq != 0 && seq < 1<<28 { // a sequence number, not garbage: bound the table
+		if seq != 0 && seq < 1<<26 { // a sequence number, not garbage: bound the table
 			for int(seq) >= len(c.opBySeq) {
 				c.opBySeq = append(c.opBySeq, 0)
 			}
@@ -369,10 +481,39 @@ func (c *Correlator) Add(r ingest.Record) error {
 		}
 	case uint16(bpf.IocorrEventTypeEV_EXPERTS):
 		c.expertsSel(r.Experts())
+	case uint16(bpf.IocorrEventTypeEV_MMAP):
+		c.vm.mmap(r.Mmap())
+		c.stats.Unattributed++
 	default:
 		c.stats.Unattributed++
 	}
 	return c.err
+}
+
+// faultSlice is the tensor slice of a fault's address. The kernel's
+// resolution is used when it made one; a fault it did not try to resolve
+// (start_ts 0: taken in kernel mode on a user address, no page_fault_user)
+// is looked up in the process's mappings. A fault the kernel resolved to
+// no file is anonymous: the mappings are not consulted, as a file mapped
+// there earlier may have been unmapped since.
+func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
+	dev, ino, off := f.Dev, f.Ino, f.FileOff
+	if ino == 0 && f.StartTs == 0 {
+		if m := c.vm.resolve(f.Hdr.Tgid, f.Addr, f.Hdr.Ts); m != nil && m.ino != 0 {
+			dev, ino, off = m.dev, m.ino, m.off+(f.Addr-m.start)
+			if count {
+				c.stats.FaultsByMaps++
+			}
+		}
+	}
+	if ino == 0 {
+		return slice{tensor: TensorAnon, expert: -1, off: int64(f.Addr), file: int64(f.Addr), n: PageSize}
+	}
+	m := c.modelOf(dev, ino)
+	if m == nil {
+		return slice{tensor: TensorOther, expert: -1, off: int64(off), file: int64(off), n: PageSize}
+	}
+	return m.lookup(int64(off))
 }
 
 func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
@@ -380,29 +521,27 @@ func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	ev := &c.ev
 	*ev = Event{Ts: hdr.Ts, Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
 		Trigger: NoTensor, Expert: -1, Kind: KindFault, Class: f.Class, Bytes: PageSize}
+	s := c.faultSlice(f, true)
+	ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
+	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
+	t := c.token(hdr)
+	if f.Class == uint8(bpf.IocorrFaultClassFAULT_UNACCOUNTED) {
+		// Its "completion" is when the thread's next fault began: no
+		// stall can be told, and it is no fault the kernel counted.
+		a.Unaccounted++
+		t.Unaccounted++
+		c.emit(ev)
+		return
+	}
 	if f.StartTs != 0 && f.StartTs <= hdr.Ts {
 		ev.Dur = hdr.Ts - f.StartTs
 	}
-	switch m := c.modelOf(f.Dev, f.Ino); {
-	case f.Ino == 0:
-		ev.Tensor, ev.Offset = TensorAnon, int64(f.Addr)
-	case m == nil:
-		ev.Tensor, ev.Offset = TensorOther, int64(f.FileOff)
-	default:
-		s := m.lookup(int64(f.FileOff))
-		ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
-	}
-	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
-	t := c.token(hdr)
 	for _, k := range [2]*Counters{a, &t.Counters} {
 		k.Faults++
-		switch f.Class {
-		case 0:
-			k.Minor++
-		case 1:
+		if f.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
 			k.Major++
-		default:
-			k.Unaccounted++
+		} else {
+			k.Minor++
 		}
 		k.StallNS += ev.Dur
 	}
@@ -419,15 +558,8 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 	trig, texp := NoTensor, int16(-1)
 	var tok, op uint32
 	if f != nil && f.StartTs != 0 {
-		switch m := c.modelOf(f.Dev, f.Ino); {
-		case f.Ino == 0:
-			trig = TensorAnon
-		case m == nil:
-			trig = TensorOther
-		default:
-			s := m.lookup(int64(f.FileOff))
-			trig, texp = s.tensor, s.expert
-		}
+		s := c.faultSlice(f, false)
+		trig, texp = s.tensor, s.expert
 		tok, op = f.Hdr.Token, c.probeOp(&f.Hdr)
 	}
 	var trigBytes uint64
@@ -455,7 +587,6 @@ func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
 	hdr := &p.Hdr
 	m, off, n := c.pageRange(p)
 	t := c.token(hdr)
-	t.PagesAdded += uint64(n / PageSize)
 	op := c.probeOp(hdr)
 	st := c.tids[hdr.Tid]
 	if st == nil {
@@ -463,81 +594,91 @@ func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
 		c.tids[hdr.Tid] = st
 	}
 	c.slices = c.fileSlices(c.slices[:0], m, off, n)
-	for _, s := range c.slices {
+	for i := range c.slices {
+		s := &c.slices[i]
 		if len(st.pending) >= maxPending {
 			c.stats.PendingCapped++
 			c.flushTid(hdr.Tid, nil)
 		}
 		st.pending = append(st.pending, Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
 			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageAdd, Phase: hdr.Phase})
-		c.agg(hdr.Token, s.tensor, s.expert, op).AddedBytes += uint64(s.n)
-		t.AddedBytes += uint64(s.n)
+		a := c.agg(hdr.Token, s.tensor, s.expert, op)
+		a.AddedBytes += uint64(s.n)
+		a.PagesAdded += s.pagesFrom()
 	}
+	t.AddedBytes += uint64(n)
+	t.PagesAdded += uint64(n / PageSize)
 }
 
 func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
 	hdr := &p.Hdr
 	m, off, n := c.pageRange(p)
 	t := c.token(hdr)
-	t.PagesEvicted += uint64(n / PageSize)
 	op := c.probeOp(hdr)
 	c.slices = c.fileSlices(c.slices[:0], m, off, n)
-	for _, s := range c.slices {
+	for i := range c.slices {
+		s := &c.slices[i]
 		c.ev = Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor, Token: hdr.Token, Op: op,
 			Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageDel, Phase: hdr.Phase}
-		c.agg(hdr.Token, s.tensor, s.expert, op).EvictedBytes += uint64(s.n)
-		t.EvictedBytes += uint64(s.n)
+		a := c.agg(hdr.Token, s.tensor, s.expert, op)
+		a.EvictedBytes += uint64(s.n)
+		a.PagesEvicted += s.pagesFrom()
 		c.emit(&c.ev)
 	}
+	t.EvictedBytes += uint64(n)
+	t.PagesEvicted += uint64(n / PageSize)
 }
 
 // fileSlices is m's tensor slices of a file range, or one "[other file]"
 // slice when the file is not a model.
 func (c *Correlator) fileSlices(dst []slice, m *modelIndex, off, n int64) []slice {
 	if m == nil {
-		return append(dst, slice{tensor: TensorOther, expert: -1, off: off, n: n})
+		return append(dst, slice{tensor: TensorOther, expert: -1, off: off, file: off, n: n})
 	}
 	return m.appendSlices(dst, off, n)
 }
 
+// blockWrite is the class of block events that are not reads.
+const blockWrite = 1
+
 func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 	hdr := &b.Hdr
-	write := uint8(0)
-	if b.CmdFlags&0xff != 0 {
-		write = 1
+	class := uint8(0)
+	if b.CmdFlags&0xff != 0 { // REQ_OP_READ is 0; writes, flushes, discards...
+		class = blockWrite
 	}
 	base := Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: NoTensor,
-		Expert: -1, Kind: KindBlock, Phase: hdr.Phase, Class: write}
+		Expert: -1, Kind: KindBlock, Phase: hdr.Phase, Class: class}
 	if b.IssueTs != 0 && b.IssueTs <= hdr.Ts {
 		base.Dur = hdr.Ts - b.IssueTs
 	}
 	t := c.token(hdr)
-	if write == 0 {
+	if class == 0 {
 		t.ReadBytes += uint64(b.Bytes)
 		t.BlockReqs++
 	}
 	c.slices = c.slices[:0]
-	outside := uint64(b.Bytes)
-	disk := b.Sector * 512
+	disk, n := b.Sector*512, uint64(b.Bytes)
+	var inside uint64
 	for _, m := range c.models {
-		if m.diskDev != b.Dev || disk < m.partOff {
+		if !m.onDisk(b.Dev) {
 			continue
 		}
-		outside = m.fileRanges(disk-m.partOff, uint64(b.Bytes), func(fo, n uint64) {
-			c.slices = m.appendSlices(c.slices, int64(fo), int64(n))
-		})
-		break
+		var k uint64
+		c.slices, k = m.appendDiskSlices(c.slices, disk, n)
+		inside += k
 	}
-	if outside > 0 {
-		c.slices = append(c.slices, slice{tensor: TensorOther, expert: -1, off: int64(disk), n: int64(outside)})
+	if inside < n {
+		c.slices = append(c.slices, slice{tensor: TensorOther, expert: -1, off: int64(disk), file: int64(disk), n: int64(n - inside)})
 	}
-	// A request is counted once per (tensor, expert) it touches.
-	for i, s := range c.slices {
+	for i := range c.slices {
+		s := &c.slices[i]
 		ev := base
 		ev.Tensor, ev.Expert, ev.Offset, ev.Bytes = s.tensor, s.expert, s.off, uint64(s.n)
-		if write == 0 {
+		if class == 0 {
 			a := c.agg(ev.Token, s.tensor, s.expert, ev.Op)
 			a.ReadBytes += uint64(s.n)
+			// A request is counted once per (tensor, expert) it touches.
 			first := true
 			for _, p := range c.slices[:i] {
 				if p.tensor == s.tensor && p.expert == s.expert {
@@ -579,6 +720,16 @@ func (c *Correlator) expertsSel(e *bpf.IocorrExpertsEvent) {
 	if err != nil || layer < 0 || layer > 0xffff {
 		return
 	}
+	// The ids of a layer may be read at more than one node (the top-k and
+	// the weights gather); count them from the first node name seen for
+	// the token's layer only, so each router decision counts once.
+	k := selKey{e.Hdr.Token, uint16(layer)}
+	prefix := name[:i]
+	if seen, ok := c.selName[k]; !ok {
+		c.selName[k] = prefix
+	} else if seen != prefix {
+		return
+	}
 	cnt := min(int(e.Count), len(e.Ids))
 	for _, id := range e.Ids[:cnt] {
 		if id < 0 || id > 0xffff {
@@ -608,8 +759,9 @@ func (c *Correlator) Finish() (*Result, error) {
 	}
 	touchedT := map[uint32]map[uint32]bool{}
 	touchedE := map[uint32]map[touch]bool{}
-	for k, v := range c.aggs {
-		r.Aggs = append(r.Aggs, Agg{AggKey: k, Counters: *v})
+	r.Aggs = make([]Agg, 0, len(c.aggs))
+	for k, i := range c.aggIdx {
+		r.Aggs = append(r.Aggs, Agg{AggKey: k, Counters: c.aggs[i]})
 		if k.Tensor < FirstTensor {
 			continue
 		}

@@ -48,8 +48,21 @@ type slice struct {
 	tensor uint32
 	expert int16
 	off    int64 // offset within the tensor (within the file for pseudo)
+	file   int64 // offset within the file (the disk byte for unmapped device bytes)
 	n      int64
 }
+
+// pagesFrom is how many pages start inside the slice: charging each page
+// to the tensor holding its first byte makes per-tensor page counts add up
+// to the folio's, even where a page straddles two tensors.
+func (s *slice) pagesFrom() uint64 {
+	first := (s.file + PageSize - 1) / PageSize
+	end := (s.file + s.n + PageSize - 1) / PageSize
+	return uint64(end - first)
+}
+
+// FIEMAP_EXTENT_UNKNOWN | _DELALLOC | _ENCODED | _DATA_INLINE.
+const fiemapNoPhysical = 0x2 | 0x4 | 0x8 | 0x100
 
 // modelIndex maps offsets of one model file to tensors: parallel sorted
 // arrays and a hand-written binary search, so the hot path does not
@@ -58,6 +71,7 @@ type modelIndex struct {
 	dev     uint32
 	ino     uint64
 	diskDev uint32
+	partDev uint32
 	partOff uint64 // partition start, bytes from the disk start
 	starts  []int64
 	ends    []int64
@@ -85,7 +99,7 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 		ents[i] = ent{t, firstID + uint32(i)}
 	}
 	sort.SliceStable(ents, func(i, j int) bool { return ents[i].t.Offset < ents[j].t.Offset })
-	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partOff: m.Block.PartStartSector * 512}
+	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partDev: m.Block.Dev, partOff: m.Block.PartStartSector * 512}
 	for i, e := range ents {
 		if i > 0 && e.t.Offset < mi.ends[i-1] {
 			return nil, fmt.Errorf("model %s: tensors %s and %s overlap", m.Path, ents[i-1].t.Name, e.t.Name)
@@ -96,7 +110,14 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 		mi.experts = append(mi.experts, int32(e.t.Experts))
 		mi.strides = append(mi.strides, e.t.ExpertStride)
 	}
-	mi.extents = append([]rundir.Extent(nil), m.Extents...)
+	for _, e := range m.Extents {
+		// An extent whose location is unknown, delayed, encoded or inline
+		// has no meaningful physical byte: no block request maps to it.
+		if e.Flags&fiemapNoPhysical != 0 || e.Length == 0 {
+			continue
+		}
+		mi.extents = append(mi.extents, e)
+	}
 	sort.Slice(mi.extents, func(i, j int) bool { return mi.extents[i].Physical < mi.extents[j].Physical })
 	return mi, nil
 }
@@ -119,14 +140,14 @@ func (mi *modelIndex) find(off int64) int {
 func (mi *modelIndex) lookup(off int64) slice {
 	i := mi.find(off)
 	if i < 0 || off >= mi.ends[i] {
-		return slice{tensor: TensorModelMeta, expert: -1, off: off, n: 1}
+		return slice{tensor: TensorModelMeta, expert: -1, off: off, file: off, n: 1}
 	}
 	rel := off - mi.starts[i]
 	e := int16(-1)
 	if mi.experts[i] > 0 {
 		e = int16(rel / mi.strides[i])
 	}
-	return slice{tensor: mi.ids[i], expert: e, off: rel, n: 1}
+	return slice{tensor: mi.ids[i], expert: e, off: rel, file: off, n: 1}
 }
 
 // appendSlices cuts the file range [off, off+n) at tensor and expert
@@ -141,7 +162,7 @@ func (mi *modelIndex) appendSlices(dst []slice, off, n int64) []slice {
 			if i+1 < len(mi.starts) && mi.starts[i+1] < next {
 				next = mi.starts[i+1]
 			}
-			dst = appendMerge(dst, slice{tensor: TensorModelMeta, expert: -1, off: off, n: next - off})
+			dst = appendMerge(dst, slice{tensor: TensorModelMeta, expert: -1, off: off, file: off, n: next - off})
 			off = next
 			continue
 		}
@@ -153,7 +174,7 @@ func (mi *modelIndex) appendSlices(dst []slice, off, n int64) []slice {
 			e = int16(ex)
 			stop = min(stop, mi.starts[i]+(ex+1)*mi.strides[i])
 		}
-		dst = append(dst, slice{tensor: mi.ids[i], expert: e, off: rel, n: stop - off})
+		dst = append(dst, slice{tensor: mi.ids[i], expert: e, off: rel, file: off, n: stop - off})
 		off = stop
 	}
 	return dst
@@ -169,30 +190,42 @@ func appendMerge(dst []slice, s slice) []slice {
 	return append(dst, s)
 }
 
-// fileRanges converts the partition byte range [p, p+n) into file ranges
-// via the extents, calling fn for each piece that lies in an extent and
-// returning the bytes that lie in none.
-func (mi *modelIndex) fileRanges(p, n uint64, fn func(fileOff, n uint64)) (outside uint64) {
-	end := p + n
+// onDisk reports whether block requests of disk dev may hit this model.
+// Without the whole disk's number (not found at record time) the
+// partition's is the best guess: it is the disk itself when the file
+// system sits on an unpartitioned device.
+func (mi *modelIndex) onDisk(dev uint32) bool {
+	if mi.diskDev != 0 {
+		return mi.diskDev == dev
+	}
+	return mi.partDev != 0 && mi.partDev == dev
+}
+
+// appendDiskSlices cuts the disk byte range [d, d+n) into this model's
+// tensor slices through its partition start and FIEMAP extents, and
+// returns how many of the bytes lie in the model's extents.
+func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) ([]slice, uint64) {
+	end := d + n
+	if end <= mi.partOff || len(mi.extents) == 0 {
+		return dst, 0
+	}
+	p, pend := max(d, mi.partOff)-mi.partOff, end-mi.partOff
 	// First extent that ends after p.
 	i := sort.Search(len(mi.extents), func(i int) bool {
 		e := mi.extents[i]
 		return e.Physical+e.Length > p
 	})
-	for p < end {
-		if i >= len(mi.extents) || mi.extents[i].Physical >= end {
-			outside += end - p
+	var inside uint64
+	for ; p < pend && i < len(mi.extents); i++ {
+		e := mi.extents[i]
+		if e.Physical >= pend {
 			break
 		}
-		e := mi.extents[i]
-		if e.Physical > p {
-			outside += e.Physical - p
-			p = e.Physical
-		}
-		stop := min(end, e.Physical+e.Length)
-		fn(e.Logical+(p-e.Physical), stop-p)
+		p = max(p, e.Physical)
+		stop := min(pend, e.Physical+e.Length)
+		dst = mi.appendSlices(dst, int64(e.Logical+(p-e.Physical)), int64(stop-p))
+		inside += stop - p
 		p = stop
-		i++
 	}
-	return outside
+	return dst, inside
 }

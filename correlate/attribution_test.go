@@ -1,0 +1,352 @@
+package correlate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func runMeta(t *testing.T, meta *rundir.Meta, recs ...[]byte) (*Result, []Event) {
+	t.Helper()
+	sink := &collect{}
+	c, err := New(meta, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return feed(t, c, sink, recs...)
+}
+
+func feed(t *testing.T, c *Correlator, sink *collect, recs ...[]byte) (*Result, []Event) {
+	t.Helper()
+	var st ingest.DecodeStats
+	for _, b := range recs {
+		r, ok := ingest.Decode(b, &st)
+		if !ok {
+			t.Fatalf("record did not decode: %+v", st)
+		}
+		if err := c.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := c.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, sink.evs
+}
+
+func TestUnaccountedFaultsAreKeptApartFromCompletedOnes(t *testing.T) {
+	res, evs := run(t,
+		fault(200, 100, 7, modelIno, 4096, uint8(bpf.IocorrFaultClassFAULT_UNACCOUNTED)),
+		fault(400, 300, 7, modelIno, 4096, uint8(bpf.IocorrFaultClassFAULT_MINOR)),
+	)
+	q := aggOf(res, idQ, -1)
+	if q.Faults != 1 || q.Minor != 1 || q.Major != 0 || q.Unaccounted != 1 || q.StallNS != 100 {
+		t.Errorf("attn_q %+v, want 1 minor fault of 100 ns and 1 unaccounted apart", q)
+	}
+	if tok := res.Tokens[0]; tok.Faults != tok.Major+tok.Minor || tok.Unaccounted != 1 {
+		t.Errorf("token %+v: faults must be major + minor, unaccounted apart", tok.Counters)
+	}
+	if len(evs) != 2 || evs[0].Class != 2 || evs[0].Dur != 0 {
+		t.Errorf("events %+v, want the unaccounted one kept with no stall", evs)
+	}
+}
+
+func mmapRec(ts uint64, tgid uint32, start, end, pgoff, ino uint64) []byte {
+	h := hdr(bpf.IocorrEventTypeEV_MMAP, ts, tgid, 0)
+	h.Tgid = tgid
+	return ingest.Bytes(&bpf.IocorrMmapEvent{Hdr: h, Start: start, End: end, Pgoff: pgoff, Ino: ino, Dev: modelDev})
+}
+
+// kernelFault is a fault the kernel did not resolve: no start, no file.
+func kernelFault(ts uint64, tgid uint32, addr uint64) []byte {
+	h := hdr(bpf.IocorrEventTypeEV_FAULT, ts, tgid, 1)
+	h.Tgid = tgid
+	return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, Addr: addr, Class: 1})
+}
+
+func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
+	const base = 0x7f0000000000
+	dir := t.TempDir()
+	// The snapshot knows the executable (mapped before tracing began) and
+	// an anonymous region; the stream knows the model mapping.
+	maps := strings.Join([]string{
+		"00400000-00500000 r-xp 00000000 fe:00 4242                       /usr/bin/node",
+		"7e0000000000-7e0000100000 rw-p 00000000 00:00 0 ",
+	}, "\n") + "\n"
+	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "maps", "0001-50.txt"), []byte(maps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		rec    []byte
+		tensor uint32
+		expert int16
+		offset int64
+		byMaps uint64
+	}{
+		// The model is mapped from file page 1 on: base+12288 is file byte 16384.
+		{"unresolved fault in the streamed model mapping", kernelFault(500, 50, base+12288), idExps, 0, 4096, 1},
+		{"unresolved fault before the mapping existed", kernelFault(50, 50, base+12288), TensorAnon, -1, base + 12288, 0},
+		{"unresolved fault in the executable of the snapshot", kernelFault(500, 50, 0x401000), TensorOther, -1, 0x1000, 1},
+		{"unresolved fault in an anonymous region of the snapshot", kernelFault(500, 50, 0x7e0000000010), TensorAnon, -1, 0x7e0000000010, 0},
+		{"unresolved fault of another process", kernelFault(500, 51, base+12288), TensorAnon, -1, base + 12288, 0},
+		{"resolved anonymous fault is not second-guessed", func() []byte {
+			h := hdr(bpf.IocorrEventTypeEV_FAULT, 500, 50, 1)
+			h.Tgid = 50
+			return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: 450, Addr: base + 12288, Class: 1})
+		}(), TensorAnon, -1, base + 12288, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := testMeta()
+			meta.Maps = []rundir.MapsSnapshot{{MonoNS: 10, PID: 50, File: "maps/0001-50.txt"}}
+			sink := &collect{}
+			c, err := New(meta, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.LoadMaps(dir); err != nil {
+				t.Fatal(err)
+			}
+			res, evs := feed(t, c, sink, mmapRec(100, 50, base, base+65536, 1, modelIno), tc.rec)
+			if len(evs) != 1 {
+				t.Fatalf("got %d events, want 1", len(evs))
+			}
+			e := evs[0]
+			if e.Tensor != tc.tensor || e.Expert != tc.expert || e.Offset != tc.offset {
+				t.Errorf("got tensor %d expert %d offset %#x, want %d %d %#x", e.Tensor, e.Expert, e.Offset, tc.tensor, tc.expert, tc.offset)
+			}
+			if res.Stats.FaultsByMaps != tc.byMaps {
+				t.Errorf("%d faults resolved by the mappings, want %d", res.Stats.FaultsByMaps, tc.byMaps)
+			}
+		})
+	}
+}
+
+func TestMappingsOverlaidLaterReplaceThePartTheyCover(t *testing.T) {
+	var a addrSpace
+	a.insert(mapping{start: 0x1000, end: 0x9000, off: 0, ino: 1, ts: 1})
+	a.insert(mapping{start: 0x3000, end: 0x5000, off: 0x10000, ino: 2, ts: 2})
+	tests := []struct {
+		addr uint64
+		ino  uint64
+		off  uint64 // file offset of addr
+	}{{0x1000, 1, 0}, {0x2fff, 1, 0x1fff}, {0x3000, 2, 0x10000}, {0x4fff, 2, 0x11fff}, {0x5000, 1, 0x4000}, {0x8fff, 1, 0x7fff}, {0x9000, 0, 0}}
+	for _, tc := range tests {
+		m := a.find(tc.addr)
+		switch {
+		case m == nil && tc.ino == 0:
+		case m == nil || m.ino != tc.ino || m.off+(tc.addr-m.start) != tc.off:
+			t.Errorf("address %#x: got %+v, want ino %d at file offset %#x", tc.addr, m, tc.ino, tc.off)
+		}
+	}
+}
+
+func TestMapsLinesParseDevicesAsTheKernelEncodesThem(t *testing.T) {
+	m, err := parseMapsLine("7f12a0000000-7f12a8000000 r--s 00001000 fd:01 5316814   /work/m.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.start != 0x7f12a0000000 || m.end != 0x7f12a8000000 || m.off != 0x1000 || m.ino != 5316814 || m.dev != 0xfd<<20|1 {
+		t.Errorf("parsed %+v", m)
+	}
+	for _, bad := range []string{"", "garbage", "zz-10 r--p 0 fd:01 1", "1000-2000 r--p 0 fd01 1"} {
+		if _, err := parseMapsLine(bad); err == nil {
+			t.Errorf("%q parsed without an error", bad)
+		}
+	}
+}
+
+func TestBlockRequestSpanningTwoModelsOnOneDiskIsSplitBetweenThem(t *testing.T) {
+	meta := testMeta()
+	second := meta.Models[0]
+	second.Path, second.Ino = "b.gguf", modelIno+1
+	second.Tensors = []rundir.Tensor{{Name: "b.weight", Offset: 0, Size: 65536, Layer: -1, Role: "b"}}
+	// Model b's first 8192 bytes follow model a's second extent on disk.
+	second.Extents = []rundir.Extent{{Logical: 0, Physical: physBase + 16384 + 4096 + 49152, Length: 65536}}
+	meta.Models = append(meta.Models, second)
+	idB := FirstTensor + 3
+	// Request: the last 4096 bytes of model a's output.weight... a's file
+	// [61440, 65536) is at partition physBase+20480+45056.
+	res, _ := runMeta(t, meta, block(100, physBase+20480+45056, 12288, 0))
+	if a := aggOf(res, TensorModelMeta, -1); a.ReadBytes != 4096 {
+		t.Errorf("model a's tail (past its last tensor) read %d, want 4096", a.ReadBytes)
+	}
+	if b := aggOf(res, idB, -1); b.ReadBytes != 8192 || b.BlockReqs != 1 {
+		t.Errorf("model b %+v, want 8192 bytes in one request", b)
+	}
+	if o := aggOf(res, TensorOther, -1); o.ReadBytes != 0 {
+		t.Errorf("other read %d, want 0: every byte is in one of the models", o.ReadBytes)
+	}
+}
+
+func TestExtentsWithoutAPhysicalLocationAreIgnored(t *testing.T) {
+	meta := testMeta()
+	meta.Models[0].Extents[0].Flags = 0x2 // FIEMAP_EXTENT_UNKNOWN
+	res, _ := runMeta(t, meta, block(100, physBase, 4096, 0))
+	if o := aggOf(res, TensorOther, -1); o.ReadBytes != 4096 {
+		t.Errorf("other read %d, want the request: its extent has no known location", o.ReadBytes)
+	}
+}
+
+func TestBlockCompletionOnTheFaultingThreadKeepsItsReadaheadWindow(t *testing.T) {
+	b := bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, 170, 7, 1), IssueTs: 120,
+		Sector: (partStart*512 + physBase) / 512, Dev: diskDev, Bytes: 4096}
+	_, evs := run(t,
+		page(bpf.IocorrEventTypeEV_PAGE_ADD, 150, 7, modelIno, 3, 0),
+		ingest.Bytes(&b),
+		fault(200, 100, 7, modelIno, 4096, 1),
+	)
+	for _, e := range evs {
+		if e.Kind == KindPageAdd && e.Trigger != idQ {
+			t.Errorf("add %+v lost its trigger to a block completion on the same thread", e)
+		}
+	}
+}
+
+// straddleMeta has tensors that do not start on page boundaries, as GGUF
+// aligns tensors to 32 bytes only.
+func straddleMeta() *rundir.Meta {
+	return &rundir.Meta{Models: []rundir.ModelFile{{
+		Path: "s.gguf", Dev: modelDev, Ino: modelIno, Size: 32768,
+		Tensors: []rundir.Tensor{
+			{Name: "a", Offset: 1000, Size: 5000, Layer: 0},  // [1000, 6000)
+			{Name: "b", Offset: 6016, Size: 10000, Layer: 0}, // [6016, 16016)
+			{Name: "c", Offset: 16032, Size: 16736, Layer: 1, Experts: 2, ExpertStride: 8368},
+		},
+	}}}
+}
+
+func TestPagesAreCountedOnceWhereTheyStartAndBytesWhereTheyLie(t *testing.T) {
+	// One folio of 8 pages: bytes [0, 32768).
+	res, _ := runMeta(t, straddleMeta(), page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 3))
+	a, b, c0, c1, hd := aggOf(res, FirstTensor, -1), aggOf(res, FirstTensor+1, -1), aggOf(res, FirstTensor+2, 0),
+		aggOf(res, FirstTensor+2, 1), aggOf(res, TensorModelMeta, -1)
+	// Pages start at 0 (header), 4096 (a), 8192, 12288 (b), 16384, 20480
+	// (c expert 0: [16032, 24400)), 24576, 28672 (c expert 1).
+	for _, tc := range []struct {
+		name         string
+		got          Counters
+		pages, bytes uint64
+	}{{"header", hd, 1, 1000 + 16 + 16}, {"a", a, 1, 5000}, {"b", b, 2, 10000}, {"c expert 0", c0, 2, 8368}, {"c expert 1", c1, 2, 8368}} {
+		if tc.got.PagesAdded != tc.pages || tc.got.AddedBytes != tc.bytes {
+			t.Errorf("%s: %d pages %d bytes, want %d and %d", tc.name, tc.got.PagesAdded, tc.got.AddedBytes, tc.pages, tc.bytes)
+		}
+	}
+	if tok := res.Tokens[0]; tok.PagesAdded != 8 || tok.AddedBytes != 32768 {
+		t.Errorf("token %d pages %d bytes, want 8 and 32768", tok.PagesAdded, tok.AddedBytes)
+	}
+}
+
+func TestExpertSelectionsOfOneLayerCountOnceWhateverNodesReportThem(t *testing.T) {
+	ev := func(name string, ids ...int32) []byte {
+		e := bpf.IocorrExpertsEvent{Hdr: hdr(bpf.IocorrEventTypeEV_EXPERTS, 5, 7, 3), N_used: 2, N_tokens: 1, Count: uint32(len(ids))}
+		copy(e.Ids[:], ids)
+		for i, c := range name {
+			e.Name[i] = int8(c)
+		}
+		return ingest.Bytes(&e)
+	}
+	res, _ := run(t, ev("ffn_moe_topk-2", 1, 3), ev("ffn_moe_weights-2", 1, 3), ev("ffn_moe_topk-2", 4, 5), ev("ffn_moe_weights-4", 6, 7))
+	got := map[string]uint64{}
+	for _, s := range res.Experts {
+		got[fmt.Sprintf("L%d/e%d", s.Layer, s.Expert)] = s.Count
+	}
+	want := map[string]uint64{"L2/e1": 1, "L2/e3": 1, "L2/e4": 1, "L2/e5": 1, "L4/e6": 1, "L4/e7": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("selections %v, want %v", got, want)
+	}
+}
+
+// The offset index must agree with gguf's own lookup, which the rest of
+// iocorr (inspect, record) uses: record copies gguf's table into the run
+// metadata, and ingest must cut file ranges exactly as gguf would.
+func TestSlicesAgreeWithTheGGUFLookup(t *testing.T) {
+	f, err := gguf.SynthSpec{Layers: 3, Embd: 256, FF: 512, Experts: 4, Type: gguf.TypeQ8_0}.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := rundir.ModelFile{Path: "synth.gguf", Dev: modelDev, Ino: modelIno}
+	for _, gt := range f.Tensors {
+		mf.Tensors = append(mf.Tensors, rundir.Tensor{Name: gt.Name, Offset: gt.FileOffset, Size: gt.Size, Layer: gt.Layer,
+			Role: gt.Role, Experts: gt.Experts, ExpertStride: gt.ExpertSize})
+	}
+	c, err := New(&rundir.Meta{Models: []rundir.ModelFile{mf}}, &collect{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := c.models[0]
+	last := f.TensorsByOffset()[len(f.Tensors)-1]
+	size := last.End() + 4096
+	rng := rand.New(rand.NewPCG(1, 2))
+	var ours []slice
+	var theirs []gguf.Slice
+	for range 2000 {
+		off := rng.Int64N(size)
+		n := 1 + rng.Int64N(min(size-off, 1<<20))
+		ours = mi.appendSlices(ours[:0], off, n)
+		theirs = f.AppendSlices(theirs[:0], off, n)
+		if len(ours) != len(theirs) {
+			t.Fatalf("[%d, +%d): %d slices, gguf %d", off, n, len(ours), len(theirs))
+		}
+		for i, s := range ours {
+			g := theirs[i]
+			name := "[model header]"
+			if g.Tensor != nil {
+				name = g.Tensor.Name
+			}
+			if c.tensors[s.tensor].Name != name || int(s.expert) != g.Expert || s.file != g.FileOffset || s.n != g.Len ||
+				(g.Tensor != nil && s.off != g.Offset) {
+				t.Fatalf("[%d, +%d) slice %d: ours %s/%d at %d+%d (%d in tensor), gguf %s/%d at %d+%d (%d)", off, n, i,
+					c.tensors[s.tensor].Name, s.expert, s.file, s.n, s.off, name, g.Expert, g.FileOffset, g.Len, g.Offset)
+			}
+		}
+	}
+}
+
+func TestAddSpoolReadsARunDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := rundir.WriteMeta(dir, testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ingest.CreateSpool(filepath.Join(dir, rundir.SpoolFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][]byte{fault(200, 100, 7, modelIno, 4096, 1), {1, 2, 3}, page(bpf.IocorrEventTypeEV_PAGE_ADD, 300, 9, modelIno, 1, 0)} {
+		if err := sp.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &collect{}
+	c, err := NewRun(dir, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddSpool(context.Background(), filepath.Join(dir, rundir.SpoolFile)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.evs) != 2 || res.Stats.Spool.Records != 3 || res.Stats.Decode.Short != 1 {
+		t.Errorf("%d events, stats %+v, want 2 events of 3 records, 1 short", len(sink.evs), res.Stats)
+	}
+}

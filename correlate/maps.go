@@ -1,0 +1,200 @@
+package correlate
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// mapping is one virtual memory area known to map a file (or, from a maps
+// snapshot, anonymous memory: ino 0).
+type mapping struct {
+	start, end uint64 // [start, end) virtual addresses
+	off        uint64 // file offset of start
+	ino        uint64
+	dev        uint32
+	ts         uint64 // when it was known to exist (mmap return, snapshot)
+}
+
+// addrSpace is the mappings of one process, sorted by start and disjoint:
+// a newer mapping over an older one replaces the part it covers, as
+// MAP_FIXED does in the kernel (ld.so maps a library whole, then maps its
+// segments over it).
+type addrSpace struct {
+	ms []mapping
+}
+
+func (a *addrSpace) insert(m mapping) {
+	if m.end <= m.start {
+		return
+	}
+	out := a.ms[:0:0]
+	for _, o := range a.ms {
+		if o.end <= m.start || o.start >= m.end {
+			out = append(out, o)
+			continue
+		}
+		if o.start < m.start {
+			l := o
+			l.end = m.start
+			out = append(out, l)
+		}
+		if o.end > m.end {
+			r := o
+			r.off += m.end - o.start
+			r.start = m.end
+			out = append(out, r)
+		}
+	}
+	out = append(out, m)
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	a.ms = out
+}
+
+func (a *addrSpace) find(addr uint64) *mapping {
+	i := sort.Search(len(a.ms), func(i int) bool { return a.ms[i].end > addr })
+	if i < len(a.ms) && a.ms[i].start <= addr {
+		return &a.ms[i]
+	}
+	return nil
+}
+
+// snapshot is a parsed /proc/PID/maps copy.
+type snapshot struct {
+	ts    uint64
+	space addrSpace
+}
+
+// vmTracker answers "which file did address A of process P map at time T"
+// for faults the kernel could not resolve. It knows the mmap calls seen in
+// the event stream (exact in time) and the maps snapshots the recorder
+// took (complete, including what was mapped before tracing began, such as
+// the executable).
+type vmTracker struct {
+	live  map[uint32]*addrSpace  // tgid → mappings from EV_MMAP
+	snaps map[uint32][]*snapshot // pid → snapshots by time
+}
+
+func newVMTracker() *vmTracker {
+	return &vmTracker{live: map[uint32]*addrSpace{}, snaps: map[uint32][]*snapshot{}}
+}
+
+func (v *vmTracker) mmap(e *bpf.IocorrMmapEvent) {
+	a := v.live[e.Hdr.Tgid]
+	if a == nil {
+		a = &addrSpace{}
+		v.live[e.Hdr.Tgid] = a
+	}
+	a.insert(mapping{start: e.Start, end: e.End, off: e.Pgoff * PageSize, ino: e.Ino, dev: e.Dev, ts: e.Hdr.Ts})
+}
+
+// resolve finds the mapping that held addr of tgid at ts: the newer of the
+// mmap seen in the stream and the entry of the snapshot closest before ts
+// (or the first snapshot, for faults before any was taken).
+func (v *vmTracker) resolve(tgid uint32, addr, ts uint64) *mapping {
+	var live, snap *mapping
+	if a := v.live[tgid]; a != nil {
+		if m := a.find(addr); m != nil && m.ts <= ts {
+			live = m
+		}
+	}
+	if ss := v.snaps[tgid]; len(ss) > 0 {
+		i := sort.Search(len(ss), func(i int) bool { return ss[i].ts > ts })
+		if i > 0 {
+			i--
+		}
+		snap = ss[i].space.find(addr)
+	}
+	switch {
+	case live == nil:
+		return snap
+	case snap == nil || live.ts >= snap.ts:
+		return live
+	}
+	return snap
+}
+
+// addSnapshot parses a /proc/PID/maps copy taken at monotonic time ts.
+func (v *vmTracker) addSnapshot(pid uint32, ts uint64, r io.Reader) error {
+	s := &snapshot{ts: ts}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		m, err := parseMapsLine(sc.Text())
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		m.ts = ts
+		s.space.ms = append(s.space.ms, m)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	sort.Slice(s.space.ms, func(i, j int) bool { return s.space.ms[i].start < s.space.ms[j].start })
+	ss := append(v.snaps[pid], s)
+	sort.SliceStable(ss, func(i, j int) bool { return ss[i].ts < ss[j].ts })
+	v.snaps[pid] = ss
+	return nil
+}
+
+// parseMapsLine parses "start-end perms offset major:minor inode [path]".
+func parseMapsLine(line string) (mapping, error) {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return mapping{}, fmt.Errorf("%q is not a maps line", line)
+	}
+	lo, hi, ok := strings.Cut(f[0], "-")
+	maj, mnr, ok2 := strings.Cut(f[3], ":")
+	if !ok || !ok2 {
+		return mapping{}, fmt.Errorf("%q is not a maps line", line)
+	}
+	var m mapping
+	var err error
+	parse := func(s string, base, bits int) uint64 {
+		if err != nil {
+			return 0
+		}
+		var v uint64
+		v, err = strconv.ParseUint(s, base, bits)
+		return v
+	}
+	m.start = parse(lo, 16, 64)
+	m.end = parse(hi, 16, 64)
+	m.off = parse(f[2], 16, 64)
+	m.dev = rundir.KernelDev(uint32(parse(maj, 16, 12)), uint32(parse(mnr, 16, 20)))
+	m.ino = parse(f[4], 10, 64)
+	if err != nil {
+		return mapping{}, fmt.Errorf("%q is not a maps line: %w", line, err)
+	}
+	return m, nil
+}
+
+// LoadMaps reads the maps snapshots listed in the run metadata from run
+// directory dir. A snapshot that is missing is skipped (faults it would
+// have resolved stay anonymous); one that is malformed is an error.
+func (c *Correlator) LoadMaps(dir string) error {
+	for _, s := range c.meta.Maps {
+		f, err := os.Open(filepath.Join(dir, s.File))
+		if os.IsNotExist(err) {
+			c.stats.MapsMissing++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("maps snapshot: %w", err)
+		}
+		err = c.vm.addSnapshot(uint32(s.PID), s.MonoNS, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("maps snapshot %s: %w", s.File, err)
+		}
+	}
+	return nil
+}
