@@ -334,19 +334,72 @@ func TestAddSpoolReadsARunDirectory(t *testing.T) {
 	if err := sp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sink := &collect{}
-	c, err := NewRun(dir, sink)
+	var n int
+	res, err := Run(context.Background(), dir, SinkFunc(func(*Event) error { n++; return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AddSpool(context.Background(), filepath.Join(dir, rundir.SpoolFile)); err != nil {
-		t.Fatal(err)
+	if n != 2 || res.Stats.Spool.Records != 3 || res.Stats.Decode.Short != 1 {
+		t.Errorf("%d events, stats %+v, want 2 events of 3 records, 1 short", n, res.Stats)
 	}
-	res, err := c.Finish()
-	if err != nil {
-		t.Fatal(err)
+}
+
+// Whatever the records say, the correlator does not panic, and every
+// counter charged to tokens is charged, in total, to tensors: the
+// aggregates are a partition of the run.
+func TestRandomRecordsKeepTokenAndTensorTotalsEqual(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	pick := func(xs ...uint64) uint64 { return xs[rng.IntN(len(xs))] }
+	var recs [][]byte
+	for i := range 20000 {
+		h := bpf.IocorrEventHdr{Ts: uint64(i) * 100, Tid: uint32(rng.IntN(4)), Tgid: 50, Token: uint32(rng.IntN(5)),
+			Phase: uint8(rng.IntN(3)), Op: uint32(rng.IntN(3))}
+		ino := pick(modelIno, 0, 555)
+		off := pick(0, 4095, 4096, 12287, 20480, 45056, 65536, uint64(rng.Int64N(1<<20)), 1<<63)
+		switch rng.IntN(7) {
+		case 0:
+			h.Type = uint16(bpf.IocorrEventTypeEV_FAULT)
+			recs = append(recs, ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: pick(0, h.Ts-50, h.Ts+50), Ino: ino, Dev: modelDev,
+				FileOff: off, Addr: pick(0, 0x7f0000001000, 1<<63), Class: uint8(rng.IntN(4))}))
+		case 1, 2:
+			h.Type = uint16(pick(uint64(bpf.IocorrEventTypeEV_PAGE_ADD), uint64(bpf.IocorrEventTypeEV_PAGE_DEL)))
+			recs = append(recs, ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: ino, Dev: modelDev, Index: off / 4096, Order: uint32(pick(0, 2, 9, 40))}))
+		case 3:
+			h.Type = uint16(bpf.IocorrEventTypeEV_BLOCK)
+			recs = append(recs, ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: h, IssueTs: pick(0, h.Ts-10, h.Ts+10),
+				Sector: pick(0, (partStart*512+physBase)/512, (partStart*512+physBase+12288)/512, 1<<60), Dev: uint32(pick(diskDev, 3)),
+				Bytes: uint32(pick(0, 512, 4096, 1<<20, 1<<31)), CmdFlags: uint32(pick(0, 1, 3))}))
+		case 4:
+			h.Type = uint16(bpf.IocorrEventTypeEV_MMAP)
+			recs = append(recs, ingest.Bytes(&bpf.IocorrMmapEvent{Hdr: h, Start: 0x7f0000000000, End: 0x7f0000000000 + pick(0, 1<<20, 1<<40),
+				Pgoff: pick(0, 3, 1<<50), Ino: ino, Dev: modelDev}))
+		case 5:
+			h.Type = uint16(bpf.IocorrEventTypeEV_OP)
+			recs = append(recs, ingest.Bytes(&bpf.IocorrOpEvent{Hdr: h, Op: uint32(pick(0, 2, 1<<31))}))
+		case 6:
+			h.Type = uint16(pick(uint64(bpf.IocorrEventTypeEV_DECODE_BEGIN), uint64(bpf.IocorrEventTypeEV_DECODE_END)))
+			recs = append(recs, ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h, BeginTs: pick(0, h.Ts), N_tokens: int32(rng.IntN(3) - 1)}))
+		}
 	}
-	if len(sink.evs) != 2 || res.Stats.Spool.Records != 3 || res.Stats.Decode.Short != 1 {
-		t.Errorf("%d events, stats %+v, want 2 events of 3 records, 1 short", len(sink.evs), res.Stats)
+	res, evs := run(t, recs...)
+	var byTok, byAgg Counters
+	for _, tk := range res.Tokens {
+		byTok.Add(&tk.Counters)
+	}
+	for _, a := range res.Aggs {
+		byAgg.Add(&a.Counters)
+	}
+	byAgg.BlockReqs = byTok.BlockReqs // counted per (tensor, expert) touched, not per request
+	if byTok != byAgg {
+		t.Errorf("tokens sum to %+v\ntensors sum to %+v", byTok, byAgg)
+	}
+	var added uint64
+	for _, e := range evs {
+		if e.Kind == KindPageAdd {
+			added += e.Bytes
+		}
+	}
+	if added != byTok.AddedBytes || byTok.Faults != byTok.Major+byTok.Minor {
+		t.Errorf("events add %d bytes, tokens %d; faults %d = %d major + %d minor?", added, byTok.AddedBytes, byTok.Faults, byTok.Major, byTok.Minor)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -301,6 +302,27 @@ func NewRun(dir string, sink Sink) (*Correlator, error) {
 // when the sink needs the tensor dictionary to be built.
 func (c *Correlator) SetSink(s Sink) { c.sink = s }
 
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(*Event) error
+
+// Event calls f.
+func (f SinkFunc) Event(e *Event) error { return f(e) }
+
+// Run attributes the whole run in directory dir: every event goes to sink
+// (nil discards them), and the aggregates are returned. It is the store
+// build without the store, for tests and tools that want events as they
+// are attributed.
+func Run(ctx context.Context, dir string, sink Sink) (*Result, error) {
+	c, err := NewRun(dir, sink)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.AddSpool(ctx, filepath.Join(dir, rundir.SpoolFile)); err != nil {
+		return nil, err
+	}
+	return c.Finish()
+}
+
 // Meta is the run metadata the correlator works from.
 func (c *Correlator) Meta() *rundir.Meta { return c.meta }
 
@@ -525,9 +547,10 @@ func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
 	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
 	t := c.token(hdr)
-	if f.Class == uint8(bpf.IocorrFaultClassFAULT_UNACCOUNTED) {
+	if f.Class != uint8(bpf.IocorrFaultClassFAULT_MINOR) && f.Class != uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
 		// Its "completion" is when the thread's next fault began: no
 		// stall can be told, and it is no fault the kernel counted.
+		// (A class this iocorr does not know is no counted fault either.)
 		a.Unaccounted++
 		t.Unaccounted++
 		c.emit(ev)

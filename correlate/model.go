@@ -87,7 +87,7 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 		t  *rundir.Tensor
 		id uint32
 	}
-	ents := make([]ent, len(m.Tensors))
+	ents := make([]ent, 0, len(m.Tensors))
 	for i := range m.Tensors {
 		t := &m.Tensors[i]
 		if t.Offset < 0 || t.Size < 0 {
@@ -96,7 +96,10 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 		if t.Experts > 0 && t.ExpertStride <= 0 {
 			return nil, fmt.Errorf("model %s: tensor %s has %d experts but no expert stride", m.Path, t.Name, t.Experts)
 		}
-		ents[i] = ent{t, firstID + uint32(i)}
+		if t.Size == 0 {
+			continue // holds no byte: nothing can be attributed to it
+		}
+		ents = append(ents, ent{t, firstID + uint32(i)})
 	}
 	sort.SliceStable(ents, func(i, j int) bool { return ents[i].t.Offset < ents[j].t.Offset })
 	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partDev: m.Block.Dev, partOff: m.Block.PartStartSector * 512}

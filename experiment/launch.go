@@ -260,31 +260,44 @@ func (c *Child) ForwardSignals() (stop func() Signals) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
+		done, stopping := c.done, quit
+		var grace <-chan time.Time
 		for {
 			select {
 			case s := <-ch:
 				n.Received++
-				if s != syscall.SIGTERM && c.terminalDelivers() {
+				if grace != nil || s != syscall.SIGTERM && c.terminalDelivers() {
 					continue
 				}
 				// A child that is already gone got nothing.
 				if c.Signal(s) == nil {
 					n.Forwarded++
 				}
-			case <-quit:
-				return
-			case <-c.done:
+			case <-done:
+				done, grace = nil, time.After(signalGrace)
+			case <-stopping:
+				stopping = nil
+				if grace == nil {
+					grace = time.After(signalGrace)
+				}
+			case <-grace:
 				return
 			}
 		}
 	}()
 	return func() Signals {
-		signal.Stop(ch)
 		close(quit)
 		<-finished
+		signal.Stop(ch)
 		return n
 	}
 }
+
+// signalGrace is how long signals are still counted after the child is
+// gone. Ctrl-C reaches the command and iocorr at the same moment, but
+// iocorr's channel may hear of it only after the command it killed was
+// reaped: it was an interruption all the same.
+const signalGrace = 20 * time.Millisecond
 
 // terminalDelivers reports whether a keyboard signal iocorr received came
 // from its terminal to the whole foreground process group, child

@@ -2,12 +2,18 @@ package index
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/rundir"
@@ -222,7 +228,7 @@ func TestQueryRejectsBadInputWithOneLineErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown tensor names the closest", Query{Tensor: "blk.1.attn_qq.weight"}, `unknown tensor "blk.1.attn_qq.weight" (closest: blk.1.attn_q.weight`},
-		{"glob matching nothing", Query{Tensor: "blk.*.ffn_down.weight"}, "unknown tensor"},
+		{"glob matching nothing names the closest globs", Query{Tensor: "blk.*.ffn_upexps.weight"}, `(closest: blk.*.ffn_up_exps.weight, blk.*.attn_q.weight)`},
 		{"bad glob", Query{Tensor: "blk.[.weight"}, "bad tensor pattern"},
 		{"unknown op", Query{Op: "SOFTMAX"}, "unknown op"},
 		{"unknown phase", Query{Phase: "warmup"}, "unknown phase"},
@@ -287,27 +293,369 @@ func BenchmarkQueryTensor(b *testing.B) {
 // directory kept for the other benchmarks.
 var bigDir string
 
+// IOCORR_BENCH_DIR names a directory to keep the run in across
+// invocations (it is generated when it has no spool).
 func bigRun(b *testing.B) string {
 	if bigDir != "" {
 		return bigDir
-	}
-	dir, err := os.MkdirTemp("", "iocorr-bench-")
-	if err != nil {
-		b.Fatal(err)
 	}
 	n := 10_000_000
 	if testing.Short() {
 		n = 1_000_000
 	}
+	if dir := os.Getenv("IOCORR_BENCH_DIR"); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, rundir.SpoolFile)); err != nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			writeSynthRun(b, dir, n, 1000)
+		}
+		bigDir = dir
+		return dir
+	}
+	dir, err := os.MkdirTemp("", "iocorr-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
 	writeSynthRun(b, dir, n, 1000)
-	bigDir = dir
+	bigDir, removeBig = dir, true
 	return dir
 }
 
+var removeBig bool
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bigDir != "" {
+	if removeBig {
 		os.RemoveAll(bigDir)
 	}
 	os.Exit(code)
+}
+
+func TestFoldedRowsAgreeWithTheFinestRows(t *testing.T) {
+	_, _, st := builtRun(t, 6000, 6)
+	for _, id := range []uint32{correlate.FirstTensor, correlate.FirstTensor + 1} {
+		fine := map[uint32]correlate.Counters{}
+		if err := st.AggsOfTensor(id, func(a *correlate.Agg) error {
+			c := fine[a.Token]
+			c.Add(&a.Counters)
+			fine[a.Token] = c
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		folded := map[uint32]correlate.Counters{}
+		if err := st.TensorTokenAggs(id, func(a *correlate.Agg) error {
+			folded[a.Token] = a.Counters
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		byToken := map[uint32]correlate.Counters{}
+		if err := st.Aggs(func(a *correlate.Agg) error {
+			if a.Tensor == id {
+				c := byToken[a.Token]
+				c.Add(&a.Counters)
+				byToken[a.Token] = c
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(fine) == 0 || fmt.Sprint(fine) != fmt.Sprint(folded) || fmt.Sprint(fine) != fmt.Sprint(byToken) {
+			t.Errorf("tensor %d: finest rows %v\nfolded %v\ntoken-major %v", id, fine, folded, byToken)
+		}
+	}
+}
+
+func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
+	_, _, st := builtRun(t, 3000, 3)
+	two := 2
+	ids, err := st.MatchTensors("blk.2.attn_q.weight", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := st.OpIDs("MUL_MAT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		f    EventFilter
+	}{
+		{"tensor", EventFilter{Tensors: ids}},
+		{"token", EventFilter{Tokens: &[2]uint32{2, 2}}},
+		{"expert", EventFilter{Experts: map[int16]bool{5: true}}},
+		{"layer", EventFilter{Layers: map[int]bool{two: true}}},
+		{"op", EventFilter{Ops: ops}},
+		{"several", EventFilter{Tokens: &[2]uint32{1, 2}, Layers: map[int]bool{1: true}, Experts: map[int16]bool{-1: true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var all, sel int
+			if err := st.Events(EventFilter{}, func(e *correlate.Event) error {
+				if tc.f.match(st, e) {
+					all++
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Events(tc.f, func(e *correlate.Event) error {
+				if !tc.f.match(st, e) {
+					t.Fatalf("event %+v passed the filter", e)
+				}
+				sel++
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if all == 0 || sel != all {
+				t.Errorf("indexed read found %d events, full scan %d", sel, all)
+			}
+		})
+	}
+}
+
+func TestAStoreOfAnotherFormatIsRebuiltAndRefusedByReaders(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthRun(t, dir, 500, 2)
+	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite the summary as an older iocorr would have.
+	path := filepath.Join(dir, rundir.DBDir)
+	db, err := badger.Open(bulkOptions(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := db.View(func(txn *badger.Txn) error { return getSummary(txn, &s) }); err != nil {
+		t.Fatal(err)
+	}
+	s.FormatVersion = FormatVersion - 1
+	b, _ := json.Marshal(&s)
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(summaryKey, b) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "iocorr ingest --force") {
+		t.Errorf("open of an old store: %v, want to be told to rebuild", err)
+	}
+	s2, err := Build(context.Background(), dir, Options{})
+	if err != nil || s2.AlreadyBuilt {
+		t.Fatalf("build over an old store: %+v %v, want a rebuild", s2, err)
+	}
+	if _, err := Open(dir); err != nil {
+		t.Errorf("open after the rebuild: %v", err)
+	}
+}
+
+func TestAChangedSpoolIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthRun(t, dir, 500, 2)
+	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, rundir.SpoolFile))
+	writeSynthRun(t, dir, 800, 2)
+	s, err := Build(context.Background(), dir, Options{})
+	if err != nil || s.AlreadyBuilt || s.Records != 800 {
+		t.Fatalf("got %+v %v, want a rebuild of 800 records", s, err)
+	}
+}
+
+// Queries open the store read-only: many at once, in goroutines and in
+// other processes, while one more reader holds it open.
+func TestReadOnlyQueriesRunConcurrently(t *testing.T) {
+	dir, _, held := builtRun(t, 3000, 3)
+	want, err := held.Query(Query{Tensor: "blk.*.ffn_up_exps.weight"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 8 {
+		wg.Go(func() {
+			st, err := Open(dir)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer st.Close()
+			rows, err := st.Query(Query{Tensor: "blk.*.ffn_up_exps.weight"})
+			if err == nil && fmt.Sprint(rows) != fmt.Sprint(want) {
+				err = fmt.Errorf("concurrent query got %v, want %v", rows, want)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	var procs []*exec.Cmd
+	for range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperQueryProcess$")
+		cmd.Env = append(os.Environ(), "IOCORR_HELPER_QUERY_DIR="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, cmd)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Errorf("query in another process: %v", err)
+		}
+	}
+}
+
+// TestHelperQueryProcess is the other process of
+// TestReadOnlyQueriesRunConcurrently.
+func TestHelperQueryProcess(t *testing.T) {
+	dir := os.Getenv("IOCORR_HELPER_QUERY_DIR")
+	if dir == "" {
+		t.Skip("helper process")
+	}
+	for range 5 {
+		st, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Query(Query{Tensor: "blk.*.ffn_up_exps.weight", By: "expert"}); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+}
+
+// BenchmarkWriteKeyPerEvent measures the design ADR-001 rejected: one
+// badger key per event (time | seq → the event) plus its five index keys
+// (tensor, layer, expert, token, op → ∅), written with a WriteBatch and
+// the same bulk options. Only the writes are timed: no spool, no
+// attribution. Compare BenchmarkIngest, which does all of it.
+//
+// It runs on 200k events: at 1M it takes a minute (and gets slower per
+// event as the LSM grows; see the ADR for the numbers).
+func BenchmarkWriteKeyPerEvent(b *testing.B) {
+	n := 200_000
+	if testing.Short() {
+		n = 50_000
+	}
+	evs := make([]correlate.Event, n)
+	for i := range evs {
+		evs[i] = correlate.Event{Ts: uint64(i) * 1000, Tensor: uint32(3 + i%8), Token: uint32(i / 1000), Expert: int16(i%8) - 1,
+			Kind: correlate.KindFault, Bytes: 4096, Offset: int64(i) * 4096, Dur: 500, Trigger: correlate.NoTensor}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		path := b.TempDir()
+		db, err := badger.Open(bulkOptions(path))
+		if err != nil {
+			b.Fatal(err)
+		}
+		wb := db.NewWriteBatch()
+		for i := range evs {
+			e := &evs[i]
+			k := be.AppendUint32(be.AppendUint64([]byte{pChunk}, e.Ts), uint32(i))
+			if err := wb.Set(k, appendChunk(nil, evs[i:i+1])); err != nil {
+				b.Fatal(err)
+			}
+			for _, ix := range [...]struct {
+				p     byte
+				v     uint64
+				width int
+			}{{pIdxTensor, uint64(e.Tensor), 4}, {pIdxLayer, 1, 2}, {pIdxExpert, uint64(e.Expert + 1), 2}, {pIdxToken, uint64(e.Token), 4}, {pIdxOp, 0, 4}} {
+				if err := wb.Set(idxKey(nil, ix.p, ix.v, ix.width, k[1:]), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+func TestASecondBuildOfOneRunAtOnceIsRefusedAndLeftoversGo(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthRun(t, dir, 500, 2)
+	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := lockBuild(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(context.Background(), dir, Options{Force: true}); err == nil || !strings.Contains(err.Error(), "another ingest") {
+		t.Errorf("build while another holds the lock: %v", err)
+	}
+	unlock()
+	// What a build killed mid-way leaves beside a complete store.
+	os.MkdirAll(filepath.Join(dir, rundir.DBDir+".tmp"), 0o755)
+	s, err := Build(context.Background(), dir, Options{})
+	if err != nil || !s.AlreadyBuilt {
+		t.Fatalf("got %+v %v, want the complete store kept", s, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, rundir.DBDir+".tmp")); !os.IsNotExist(err) {
+		t.Errorf("the killed build's db.tmp is still there: %v", err)
+	}
+}
+
+// BenchmarkQueryBigMoE runs queries on a 10-million-event run of a large
+// MoE model (48 layers × 128 experts, 200 tokens, every expert touched in
+// every token: ~1.2 M finest aggregate rows), to see how queries scale
+// with experts. IOCORR_BENCH_DIR keeps the run in DIR-moe.
+func BenchmarkQueryBigMoE(b *testing.B) {
+	n := 10_000_000
+	if testing.Short() {
+		n = 1_000_000
+	}
+	dir := os.Getenv("IOCORR_BENCH_DIR")
+	if dir != "" {
+		dir += "-moe"
+		os.MkdirAll(dir, 0o755)
+	} else {
+		dir = b.TempDir()
+	}
+	if _, err := os.Stat(filepath.Join(dir, rundir.SpoolFile)); err != nil {
+		writeSynthRunShape(b, dir, n, 200, synthShape{48, 128})
+	}
+	sum, err := Build(context.Background(), dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d records, %d finest aggregate rows, built in %s", sum.Records, sum.AggRows, time.Duration(sum.BuildNS))
+	for _, q := range []struct {
+		name string
+		q    Query
+	}{
+		{"tensor-glob-by-token", Query{Tensor: "blk.*.ffn_up_exps.weight"}},
+		{"one-tensor-by-token", Query{Tensor: "blk.7.ffn_up_exps.weight"}},
+		{"one-tensor-by-expert", Query{Tensor: "blk.7.ffn_up_exps.weight", By: "expert"}},
+		{"expert-filter", Query{Tensor: "blk.7.ffn_up_exps.weight", Expert: new(int)}},
+		{"everything-by-tensor", Query{By: "tensor", Sort: "faults", Top: 10}},
+		{"everything-by-expert", Query{By: "expert"}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				st, err := Open(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.Query(q.q); err != nil {
+					b.Fatal(err)
+				}
+				st.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/query")
+		})
+	}
 }

@@ -1,6 +1,15 @@
 // Package index stores a run's attributed events and aggregates in a
-// badger database (DIR/db) and answers queries over it. The key layout is
-// described in ADR-001-keys.md; this file is its single implementation.
+// badger database (DIR/db) and answers queries over it.
+//
+// Build(ctx, dir, Options{}) is the whole ingest of a run directory: spool
+// → ingest.Decode → correlate → the store. `iocorr record` calls it when
+// recording ends and `iocorr ingest` runs it; it is idempotent and
+// crash-safe (see Build). Open(dir) opens the store read-only for queries
+// (Store.Query), exports (Store.EachToken, Store.Aggs, Store.Events) and
+// tests; any number may be open at once.
+//
+// The key layout is described in ADR-001-keys.md; this file is its single
+// implementation.
 package index
 
 import (
@@ -24,15 +33,16 @@ const (
 	pIdxOp     byte = 0x15 // op u32 | chunk key suffix → ∅
 	pTokenAgg  byte = 0x20 // token u32 → TokenInfo
 	pAggTensor byte = 0x21 // tensor u32 | expert+1 u16 | token u32 | op u32 → Counters
-	pAggToken  byte = 0x22 // token u32 | tensor u32 | expert+1 u16 | op u32 → Counters
+	pAggToken  byte = 0x22 // token u32 | tensor u32 | expert+1 u16 → Counters, ops folded
 	pExpertSel byte = 0x23 // token u32 | layer u16 | expert u16 → count u64
+	pAggTT     byte = 0x24 // tensor u32 | token u32 → Counters, experts and ops folded
 )
 
 var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; Build rebuilds a store of another version.
-const FormatVersion = 1
+const FormatVersion = 3
 
 var be = binary.BigEndian
 
@@ -74,12 +84,18 @@ func aggTensorKey(k correlate.AggKey) []byte {
 }
 
 func aggTokenKey(k correlate.AggKey) []byte {
-	b := make([]byte, 0, 15)
+	b := make([]byte, 0, 11)
 	b = append(b, pAggToken)
 	b = be.AppendUint32(b, k.Token)
 	b = be.AppendUint32(b, k.Tensor)
-	b = be.AppendUint16(b, uint16(k.Expert+1))
-	return be.AppendUint32(b, k.Op)
+	return be.AppendUint16(b, uint16(k.Expert+1))
+}
+
+func aggTTKey(tensor, token uint32) []byte {
+	b := make([]byte, 0, 9)
+	b = append(b, pAggTT)
+	b = be.AppendUint32(b, tensor)
+	return be.AppendUint32(b, token)
 }
 
 func parseAggTensorKey(b []byte) (correlate.AggKey, error) {
@@ -90,35 +106,54 @@ func parseAggTensorKey(b []byte) (correlate.AggKey, error) {
 }
 
 func parseAggTokenKey(b []byte) (correlate.AggKey, error) {
-	if len(b) != 15 || b[0] != pAggToken {
+	if len(b) != 11 || b[0] != pAggToken {
 		return correlate.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
 	}
-	return correlate.AggKey{Token: be.Uint32(b[1:]), Tensor: be.Uint32(b[5:]), Expert: int16(be.Uint16(b[9:])) - 1, Op: be.Uint32(b[11:])}, nil
+	return correlate.AggKey{Token: be.Uint32(b[1:]), Tensor: be.Uint32(b[5:]), Expert: int16(be.Uint16(b[9:])) - 1}, nil
 }
 
-// Counters: ten u64, fixed order.
-const countersLen = 10 * 8
+func parseAggTTKey(b []byte) (correlate.AggKey, error) {
+	if len(b) != 9 || b[0] != pAggTT {
+		return correlate.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
+	}
+	return correlate.AggKey{Tensor: be.Uint32(b[1:]), Token: be.Uint32(b[5:]), Expert: -1}, nil
+}
 
+// Counters are values, not keys: correlate.NumCounters uvarints in
+// correlate.Counters.Values order. Most are 0 in any row (a row has
+// faults or evictions, rarely all), so a row is ~15 bytes, not 96.
 func appendCounters(b []byte, c *correlate.Counters) []byte {
-	for _, v := range [...]uint64{c.Faults, c.Major, c.Minor, c.Unaccounted, c.StallNS, c.AddedBytes, c.TriggerBytes, c.EvictedBytes, c.ReadBytes, c.BlockReqs} {
-		b = be.AppendUint64(b, v)
+	for _, v := range c.Values() {
+		b = binary.AppendUvarint(b, v)
 	}
 	return b
 }
 
 func parseCounters(b []byte, c *correlate.Counters) error {
-	if len(b) < countersLen {
-		return fmt.Errorf("counters value of %d bytes, want %d", len(b), countersLen)
+	_, err := parseCountersN(b, c)
+	return err
+}
+
+// parseCountersN parses counters at the start of b and says how many
+// bytes they took.
+func parseCountersN(b []byte, c *correlate.Counters) (int, error) {
+	var v [correlate.NumCounters]uint64
+	n := 0
+	for i := range v {
+		x, k := binary.Uvarint(b[n:])
+		if k <= 0 {
+			return 0, fmt.Errorf("counters value of %d bytes is cut short", len(b))
+		}
+		v[i] = x
+		n += k
 	}
-	for i, p := range [...]*uint64{&c.Faults, &c.Major, &c.Minor, &c.Unaccounted, &c.StallNS, &c.AddedBytes, &c.TriggerBytes, &c.EvictedBytes, &c.ReadBytes, &c.BlockReqs} {
-		*p = be.Uint64(b[i*8:])
-	}
-	return nil
+	c.SetValues(&v)
+	return n, nil
 }
 
 // TokenInfo: counters, then phase u8, n_tokens i32, start u64, end u64,
-// pages added u64, pages evicted u64, tensors u32, experts u32.
-const tokenInfoLen = countersLen + 1 + 4 + 8*4 + 4*2
+// tensors u32, experts u32.
+const tokenTailLen = 1 + 4 + 8*2 + 4*2
 
 func appendTokenInfo(b []byte, t *correlate.TokenInfo) []byte {
 	b = appendCounters(b, &t.Counters)
@@ -126,62 +161,145 @@ func appendTokenInfo(b []byte, t *correlate.TokenInfo) []byte {
 	b = be.AppendUint32(b, uint32(t.NTokens))
 	b = be.AppendUint64(b, t.StartNS)
 	b = be.AppendUint64(b, t.EndNS)
-	b = be.AppendUint64(b, t.PagesAdded)
-	b = be.AppendUint64(b, t.PagesEvicted)
 	b = be.AppendUint32(b, t.TensorsTouched)
 	return be.AppendUint32(b, t.ExpertsTouched)
 }
 
 func parseTokenInfo(key, b []byte) (correlate.TokenInfo, error) {
 	var t correlate.TokenInfo
-	if len(key) != 5 || len(b) != tokenInfoLen {
-		return t, fmt.Errorf("bad token row (key %d bytes, value %d)", len(key), len(b))
+	if len(key) != 5 {
+		return t, fmt.Errorf("bad token row key of %d bytes", len(key))
 	}
 	t.Token = be.Uint32(key[1:])
-	parseCounters(b, &t.Counters)
-	b = b[countersLen:]
+	n, err := parseCountersN(b, &t.Counters)
+	if err != nil || len(b)-n != tokenTailLen {
+		return t, fmt.Errorf("bad token row of %d bytes", len(b))
+	}
+	b = b[n:]
 	t.Phase = b[0]
 	t.NTokens = int32(be.Uint32(b[1:]))
 	t.StartNS = be.Uint64(b[5:])
 	t.EndNS = be.Uint64(b[13:])
-	t.PagesAdded = be.Uint64(b[21:])
-	t.PagesEvicted = be.Uint64(b[29:])
-	t.TensorsTouched = be.Uint32(b[37:])
-	t.ExpertsTouched = be.Uint32(b[41:])
+	t.TensorsTouched = be.Uint32(b[21:])
+	t.ExpertsTouched = be.Uint32(b[25:])
 	return t, nil
 }
 
-// An event in a chunk value is eventLen bytes, fields in Event order.
-const eventLen = 8*4 + 4*5 + 2 + 3
+// A chunk value is chunkEncoding, the event count as a uvarint, then the
+// events in time order, each as varints relative to the previous event:
+//
+//	ts−prev.ts        uvarint (a chunk is sorted by time)
+//	kind|phase|class  one byte: kind<<4 | phase<<2 | class
+//	tensor            uvarint
+//	expert+1          uvarint
+//	token−prev.token  zigzag varint
+//	op                uvarint
+//	tid−prev.tid      zigzag varint
+//	trigger+1         uvarint (NoTensor is 0)
+//	offset            zigzag varint
+//	bytes             uvarint
+//	duration          uvarint
+//
+// An event is ~17 bytes instead of 57 fixed ones. Chunks are only ever read
+// whole, so sequential decoding costs nothing, and every byte saved is a
+// byte badger's value log does not copy three times on the way to disk.
+const chunkEncoding = 1
 
-func appendEvent(b []byte, e *correlate.Event) []byte {
-	b = be.AppendUint64(b, e.Ts)
-	b = be.AppendUint64(b, e.Dur)
-	b = be.AppendUint64(b, uint64(e.Offset))
-	b = be.AppendUint64(b, e.Bytes)
-	b = be.AppendUint32(b, e.Tensor)
-	b = be.AppendUint32(b, e.Token)
-	b = be.AppendUint32(b, e.Op)
-	b = be.AppendUint32(b, e.Tid)
-	b = be.AppendUint32(b, e.Trigger)
-	b = be.AppendUint16(b, uint16(e.Expert))
-	return append(b, byte(e.Kind), e.Phase, e.Class)
+// maxEventLen bounds one encoded event: 9 varints of ≤10 bytes, 1 flag byte.
+const maxEventLen = 10*10 + 1
+
+func appendChunk(b []byte, evs []correlate.Event) []byte {
+	b = append(b, chunkEncoding)
+	b = binary.AppendUvarint(b, uint64(len(evs)))
+	var prev correlate.Event
+	for i := range evs {
+		e := &evs[i]
+		b = binary.AppendUvarint(b, e.Ts-prev.Ts)
+		b = append(b, byte(e.Kind)<<4|(e.Phase&3)<<2|e.Class&3)
+		b = binary.AppendUvarint(b, uint64(e.Tensor))
+		b = binary.AppendUvarint(b, uint64(uint16(e.Expert+1)))
+		b = binary.AppendVarint(b, int64(e.Token)-int64(prev.Token))
+		b = binary.AppendUvarint(b, uint64(e.Op))
+		b = binary.AppendVarint(b, int64(e.Tid)-int64(prev.Tid))
+		b = binary.AppendUvarint(b, uint64(e.Trigger+1))
+		b = binary.AppendVarint(b, e.Offset)
+		b = binary.AppendUvarint(b, e.Bytes)
+		b = binary.AppendUvarint(b, e.Dur)
+		prev = *e
+	}
+	return b
 }
 
-func parseEvent(b []byte, e *correlate.Event) {
-	e.Ts = be.Uint64(b)
-	e.Dur = be.Uint64(b[8:])
-	e.Offset = int64(be.Uint64(b[16:]))
-	e.Bytes = be.Uint64(b[24:])
-	e.Tensor = be.Uint32(b[32:])
-	e.Token = be.Uint32(b[36:])
-	e.Op = be.Uint32(b[40:])
-	e.Tid = be.Uint32(b[44:])
-	e.Trigger = be.Uint32(b[48:])
-	e.Expert = int16(be.Uint16(b[52:]))
-	e.Kind = correlate.Kind(b[54])
-	e.Phase = b[55]
-	e.Class = b[56]
+// chunkReader decodes a chunk value event by event.
+type chunkReader struct {
+	b    []byte
+	n    int // events left
+	prev correlate.Event
+	err  error
+}
+
+func newChunkReader(v []byte) (chunkReader, error) {
+	if len(v) < 2 || v[0] != chunkEncoding {
+		return chunkReader{}, fmt.Errorf("event chunk of unknown encoding")
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n > uint64(len(v)) {
+		return chunkReader{}, fmt.Errorf("event chunk with a bad count")
+	}
+	return chunkReader{b: v[1+k:], n: int(n)}, nil
+}
+
+func (r *chunkReader) uvarint() uint64 {
+	v, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.err = fmt.Errorf("event chunk cut short")
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *chunkReader) varint() int64 {
+	v, k := binary.Varint(r.b)
+	if k <= 0 {
+		r.err = fmt.Errorf("event chunk cut short")
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+// next decodes the next event into e; false at the end or on an error.
+func (r *chunkReader) next(e *correlate.Event) bool {
+	if r.n == 0 || r.err != nil {
+		return false
+	}
+	r.n--
+	p := &r.prev
+	e.Ts = p.Ts + r.uvarint()
+	if len(r.b) == 0 {
+		r.err = fmt.Errorf("event chunk cut short")
+		return false
+	}
+	f := r.b[0]
+	r.b = r.b[1:]
+	e.Kind, e.Phase, e.Class = correlate.Kind(f>>4), f>>2&3, f&3
+	e.Tensor = uint32(r.uvarint())
+	e.Expert = int16(uint16(r.uvarint())) - 1
+	e.Token = uint32(int64(p.Token) + r.varint())
+	e.Op = uint32(r.uvarint())
+	e.Tid = uint32(int64(p.Tid) + r.varint())
+	e.Trigger = uint32(r.uvarint()) - 1
+	e.Offset = r.varint()
+	e.Bytes = r.uvarint()
+	e.Dur = r.uvarint()
+	if r.err != nil {
+		return false
+	}
+	*p = *e
+	return true
 }
 
 func tensorValue(t *correlate.Tensor) ([]byte, error) { return json.Marshal(t) }

@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,10 +41,31 @@ type Row struct {
 	order int // group order (token number, tensor id, layer...)
 }
 
-// SortColumns are the columns Query.Sort accepts; the sort is descending.
-var SortColumns = []string{"faults", "major", "minor", "stall", "added", "trigger", "evicted", "read", "requests"}
+// SortColumns are the columns Query.Sort accepts, each also by its
+// export name (correlate.CounterNames); the sort is descending.
+var SortColumns = []string{"faults", "major", "minor", "unaccounted", "stall", "pages_added", "added", "trigger",
+	"evicted", "evicted_bytes", "read", "requests", "selected"}
 
-func sortValue(c *correlate.Counters, col string) uint64 {
+var sortAliases = map[string]string{
+	"major_faults": "major", "minor_faults": "minor", "unaccounted_faults": "unaccounted", "fault_stall_ns": "stall",
+	"fault_stall": "stall", "bytes_added": "added", "readahead_trigger_bytes": "trigger", "readahead_triggered": "trigger",
+	"pages_evicted": "evicted", "evictions": "evicted", "bytes_evicted": "evicted_bytes", "bytes_read": "read",
+	"block_requests": "requests",
+}
+
+// sortColumn resolves a sort column name, "" when unknown.
+func sortColumn(col string) string {
+	if a, ok := sortAliases[col]; ok {
+		return a
+	}
+	if contains(SortColumns, col) {
+		return col
+	}
+	return ""
+}
+
+func sortValue(r *Row, col string) uint64 {
+	c := &r.Counters
 	switch col {
 	case "faults":
 		return c.Faults
@@ -51,18 +73,26 @@ func sortValue(c *correlate.Counters, col string) uint64 {
 		return c.Major
 	case "minor":
 		return c.Minor
+	case "unaccounted":
+		return c.Unaccounted
 	case "stall":
 		return c.StallNS
+	case "pages_added":
+		return c.PagesAdded
 	case "added":
 		return c.AddedBytes
 	case "trigger":
 		return c.TriggerBytes
 	case "evicted":
+		return c.PagesEvicted
+	case "evicted_bytes":
 		return c.EvictedBytes
 	case "read":
 		return c.ReadBytes
 	case "requests":
 		return c.BlockReqs
+	case "selected":
+		return r.Selected
 	}
 	return 0
 }
@@ -97,46 +127,79 @@ func (s *Store) MatchTensors(pattern string, layer *int, pseudos bool) (map[uint
 			if t.Pseudo() && !pseudos {
 				continue
 			}
+		case t.Name == pattern: // also "[anonymous]", which is a glob too
 		case glob:
 			if ok, _ := path.Match(pattern, t.Name); !ok {
 				continue
 			}
 		default:
-			if t.Name != pattern {
-				continue
-			}
+			continue
 		}
 		if layer != nil && t.Layer != *layer {
 			continue
 		}
 		ids[t.ID] = true
 	}
-	if len(ids) == 0 && pattern != "" {
-		matched := false
-		for i := range s.Tensors {
-			if ok, _ := path.Match(pattern, s.Tensors[i].Name); ok || s.Tensors[i].Name == pattern {
-				matched = true
-			}
-		}
-		if matched { // the name exists; the layer filter removed it
-			return nil, fmt.Errorf("tensor %q has no tensor in layer %d", pattern, *layer)
-		}
-		return nil, &UnknownTensorError{Name: pattern, Closest: s.closest(pattern, 3)}
+	if len(ids) > 0 {
+		return ids, nil
 	}
-	return ids, nil
+	if pattern == "" {
+		if layer != nil {
+			return nil, fmt.Errorf("no tensor in layer %d (%s)", *layer, s.layerRange())
+		}
+		return ids, nil // a run of no model: every row is a pseudo tensor
+	}
+	for i := range s.Tensors {
+		if ok, _ := path.Match(pattern, s.Tensors[i].Name); layer != nil && (ok || s.Tensors[i].Name == pattern) {
+			// The name exists; the layer filter removed it.
+			return nil, fmt.Errorf("%q matches no tensor of layer %d (%s)", pattern, *layer, s.layerRange())
+		}
+	}
+	return nil, &UnknownTensorError{Name: pattern, Closest: s.closest(pattern, 3)}
 }
 
+// layerRange says which layers the model has, for error messages.
+func (s *Store) layerRange() string {
+	lo, hi := -1, -1
+	for i := range s.Tensors {
+		if l := s.Tensors[i].Layer; l >= 0 {
+			if lo < 0 || l < lo {
+				lo = l
+			}
+			hi = max(hi, l)
+		}
+	}
+	if lo < 0 {
+		return "the model has no layers"
+	}
+	return fmt.Sprintf("the model has layers %d-%d", lo, hi)
+}
+
+// closest returns the k tensor names nearest to name by edit distance.
+// For a glob, layer numbers are globbed too (blk.7.x → blk.*.x), so that
+// a mistyped pattern is answered with the pattern meant.
 func (s *Store) closest(name string, k int) []string {
 	type cand struct {
 		name string
 		d    int
 	}
+	glob := strings.ContainsAny(name, "*?[")
+	seen := map[string]bool{}
 	var cs []cand
 	for i := range s.Tensors {
-		if s.Tensors[i].Pseudo() {
+		t := &s.Tensors[i]
+		if t.Pseudo() {
 			continue
 		}
-		cs = append(cs, cand{s.Tensors[i].Name, levenshtein(name, s.Tensors[i].Name)})
+		n := t.Name
+		if glob && t.Layer >= 0 {
+			n = strings.Replace(n, "blk."+strconv.Itoa(t.Layer)+".", "blk.*.", 1)
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		cs = append(cs, cand{n, levenshtein(name, n)})
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
 	var out []string
@@ -209,8 +272,20 @@ func (s *Store) Query(q Query) ([]Row, error) {
 	if !contains(GroupBys, by) {
 		return nil, fmt.Errorf("cannot group by %q (want one of %s)", by, strings.Join(GroupBys, ", "))
 	}
-	if q.Sort != "" && !contains(SortColumns, q.Sort) {
-		return nil, fmt.Errorf("cannot sort by %q (want one of %s)", q.Sort, strings.Join(SortColumns, ", "))
+	sortCol := ""
+	if q.Sort != "" {
+		if sortCol = sortColumn(q.Sort); sortCol == "" {
+			return nil, fmt.Errorf("cannot sort by %q (want one of %s)", q.Sort, strings.Join(SortColumns, ", "))
+		}
+	}
+	if q.Top < 0 {
+		return nil, fmt.Errorf("top must not be negative, got %d", q.Top)
+	}
+	if q.Token != nil && q.Token[0] > q.Token[1] {
+		return nil, fmt.Errorf("token range %d-%d is empty", q.Token[0], q.Token[1])
+	}
+	if q.Expert != nil && (*q.Expert < 0 || *q.Expert > 0x7ffe) {
+		return nil, fmt.Errorf("expert %d out of range", *q.Expert)
 	}
 	tensors, err := s.MatchTensors(q.Tensor, q.Layer, q.Pseudos)
 	if err != nil {
@@ -230,13 +305,12 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		}
 		phase = int(p)
 	}
-	toks, err := s.Tokens()
-	if err != nil {
-		return nil, err
-	}
 	phaseOf := map[uint32]uint8{}
-	for _, t := range toks {
+	if err := s.EachToken(func(t *correlate.TokenInfo) error {
 		phaseOf[t.Token] = t.Phase
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	groups := map[string]*Row{}
 	add := func(a *correlate.Agg) error {
@@ -288,15 +362,31 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		r.Counters.Add(&a.Counters)
 		return nil
 	}
-	// A tensor selection is a range scan per tensor; everything else is
-	// one scan of the aggregates.
-	if len(tensors) < len(s.Tensors)/2 {
-		for id := range tensors {
+	// Rows folded over experts and ops answer everything that neither
+	// filters nor groups by them, with far fewer rows to read (an MoE
+	// tensor has a row per expert touched per token). A handful of
+	// tensors is a range scan each; most of the model, one scan of all.
+	fine := q.Expert != nil || ops != nil || by == "expert" || by == "op"
+	few := len(tensors) < len(s.Tensors)/4
+	switch {
+	case !fine && few:
+		for _, id := range sortedIDs(tensors) {
+			if err := s.TensorTokenAggs(id, add); err != nil {
+				return nil, err
+			}
+		}
+	case !fine:
+		err = s.allTensorTokenAggs(add)
+	case few:
+		for _, id := range sortedIDs(tensors) {
 			if err := s.AggsOfTensor(id, add); err != nil {
 				return nil, err
 			}
 		}
-	} else if err := s.Aggs(add); err != nil {
+	default:
+		err = s.allFineAggs(add)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if by == "expert" {
@@ -335,15 +425,24 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		}
 		return rows[i].Key < rows[j].Key
 	})
-	if q.Sort != "" {
+	if sortCol != "" {
 		sort.SliceStable(rows, func(i, j int) bool {
-			return sortValue(&rows[i].Counters, q.Sort) > sortValue(&rows[j].Counters, q.Sort)
+			return sortValue(&rows[i], sortCol) > sortValue(&rows[j], sortCol)
 		})
 	}
 	if q.Top > 0 && len(rows) > q.Top {
 		rows = rows[:q.Top]
 	}
 	return rows, nil
+}
+
+func sortedIDs(set map[uint32]bool) []uint32 {
+	ids := make([]uint32, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func contains(xs []string, x string) bool {

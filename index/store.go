@@ -143,6 +143,15 @@ func (s *Store) OpOf(op, tensor uint32) uint32 {
 	return op
 }
 
+// Tensor is the dictionary row of a tensor id; an id the dictionary does
+// not have (a damaged store) gets a row naming it, not a panic.
+func (s *Store) Tensor(id uint32) *correlate.Tensor {
+	if int(id) < len(s.Tensors) {
+		return &s.Tensors[id]
+	}
+	return &correlate.Tensor{ID: id, Name: fmt.Sprintf("[tensor %d]", id), Model: -1, Layer: -1}
+}
+
 // TensorName names a tensor id.
 func (s *Store) TensorName(id uint32) string {
 	if int(id) < len(s.Tensors) {
@@ -154,27 +163,33 @@ func (s *Store) TensorName(id uint32) string {
 // Tokens returns the per-token summaries in token order.
 func (s *Store) Tokens() ([]correlate.TokenInfo, error) {
 	var out []correlate.TokenInfo
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.EachToken(func(t *correlate.TokenInfo) error {
+		out = append(out, *t)
+		return nil
+	})
+	return out, err
+}
+
+// EachToken calls fn for every per-token summary in token order, streaming.
+func (s *Store) EachToken(fn func(*correlate.TokenInfo) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		return scan(txn, []byte{pTokenAgg}, func(k, v []byte) error {
 			t, err := parseTokenInfo(k, v)
 			if err != nil {
 				return err
 			}
-			out = append(out, t)
-			return nil
+			return fn(&t)
 		})
 	})
-	return out, err
 }
 
-// AggsOfTensor calls fn for the aggregate rows of one tensor, ordered by
-// expert, token, op: one range scan.
-func (s *Store) AggsOfTensor(tensor uint32, fn func(*correlate.Agg) error) error {
-	prefix := u32Key(pAggTensor, tensor)
+// aggScan calls fn for every aggregate row under prefix, parsing keys with
+// parse. The *Agg is reused between calls.
+func (s *Store) aggScan(prefix []byte, parse func([]byte) (correlate.AggKey, error), fn func(*correlate.Agg) error) error {
 	var a correlate.Agg
 	return s.db.View(func(txn *badger.Txn) error {
 		return scan(txn, prefix, func(k, v []byte) error {
-			key, err := parseAggTensorKey(k)
+			key, err := parse(k)
 			if err != nil {
 				return err
 			}
@@ -187,22 +202,33 @@ func (s *Store) AggsOfTensor(tensor uint32, fn func(*correlate.Agg) error) error
 	})
 }
 
-// Aggs calls fn for every aggregate row, ordered by token, tensor, expert, op.
+// AggsOfTensor calls fn for the finest aggregate rows of one tensor
+// (token × expert × op), ordered by expert, token, op: one range scan.
+func (s *Store) AggsOfTensor(tensor uint32, fn func(*correlate.Agg) error) error {
+	return s.aggScan(u32Key(pAggTensor, tensor), parseAggTensorKey, fn)
+}
+
+// allFineAggs calls fn for every finest row, ordered by tensor, expert, token, op.
+func (s *Store) allFineAggs(fn func(*correlate.Agg) error) error {
+	return s.aggScan([]byte{pAggTensor}, parseAggTensorKey, fn)
+}
+
+// TensorTokenAggs calls fn for one tensor's rows per token, experts and
+// ops folded (Expert -1, Op 0), in token order: the rows behind
+// `query --tensor`.
+func (s *Store) TensorTokenAggs(tensor uint32, fn func(*correlate.Agg) error) error {
+	return s.aggScan(u32Key(pAggTT, tensor), parseAggTTKey, fn)
+}
+
+func (s *Store) allTensorTokenAggs(fn func(*correlate.Agg) error) error {
+	return s.aggScan([]byte{pAggTT}, parseAggTTKey, fn)
+}
+
+// Aggs calls fn for every (token, tensor, expert) row, ops folded (Op 0),
+// ordered by token, tensor, expert: the rows of
+// `export faults-per-token-tensor`.
 func (s *Store) Aggs(fn func(*correlate.Agg) error) error {
-	var a correlate.Agg
-	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, []byte{pAggToken}, func(k, v []byte) error {
-			key, err := parseAggTokenKey(k)
-			if err != nil {
-				return err
-			}
-			a.AggKey = key
-			if err := parseCounters(v, &a.Counters); err != nil {
-				return err
-			}
-			return fn(&a)
-		})
-	})
+	return s.aggScan([]byte{pAggToken}, parseAggTokenKey, fn)
 }
 
 // ExpertSelections calls fn for every (token, layer, expert) the router
@@ -218,39 +244,107 @@ func (s *Store) ExpertSelections(fn func(correlate.ExpertSel) error) error {
 	})
 }
 
-// EventFilter selects events. Nil Tensors means every tensor.
+// EventFilter selects events; a nil field selects everything. Events reads
+// the chunks named by the most selective index given (tensor, token, op,
+// expert, then layer) and checks every field on each event.
 type EventFilter struct {
 	Tensors map[uint32]bool
+	Tokens  *[2]uint32      // inclusive range
+	Ops     map[uint32]bool // op ids as stored (probe ops; see Store.OpOf)
+	Experts map[int16]bool
+	Layers  map[int]bool
 }
 
-// Events calls fn for every event in chunk (time) order. With a tensor
-// filter only the chunks the tensor index names are read.
+func (f *EventFilter) match(s *Store, e *correlate.Event) bool {
+	if f.Tensors != nil && !f.Tensors[e.Tensor] {
+		return false
+	}
+	if f.Tokens != nil && (e.Token < f.Tokens[0] || e.Token > f.Tokens[1]) {
+		return false
+	}
+	if f.Ops != nil && !f.Ops[s.OpOf(e.Op, e.Tensor)] {
+		return false
+	}
+	if f.Experts != nil && !f.Experts[e.Expert] {
+		return false
+	}
+	if f.Layers != nil {
+		if int(e.Tensor) >= len(s.Tensors) || !f.Layers[s.Tensors[e.Tensor].Layer] {
+			return false
+		}
+	}
+	return true
+}
+
+// chunkIndexScans are the index prefixes whose chunks hold the filter's
+// events, nil to read every chunk.
+func (f *EventFilter) chunkIndexScans(s *Store) [][]byte {
+	var ps [][]byte
+	switch {
+	case f.Tensors != nil:
+		for t := range f.Tensors {
+			ps = append(ps, u32Key(pIdxTensor, t))
+		}
+	case f.Tokens != nil && uint64(f.Tokens[1])-uint64(f.Tokens[0]) < 1<<16:
+		for t := uint64(f.Tokens[0]); t <= uint64(f.Tokens[1]); t++ {
+			ps = append(ps, u32Key(pIdxToken, uint32(t)))
+		}
+	case f.Ops != nil:
+		// An event's op is its probe op, or when it has none (op probes
+		// off, or a thread that ran no probed op) the op of the graph node
+		// reading its tensor: chunks of either kind may hold it.
+		ps = [][]byte{}
+		if s.Summary.OpProbes {
+			for op := range f.Ops {
+				ps = append(ps, u32Key(pIdxOp, op))
+			}
+		}
+		for i := range s.Tensors {
+			if f.Ops[s.Tensors[i].Op] {
+				ps = append(ps, u32Key(pIdxTensor, s.Tensors[i].ID))
+			}
+		}
+	case f.Experts != nil:
+		for e := range f.Experts {
+			ps = append(ps, be.AppendUint16([]byte{pIdxExpert}, uint16(e+1)))
+		}
+	case f.Layers != nil:
+		for l := range f.Layers {
+			ps = append(ps, be.AppendUint16([]byte{pIdxLayer}, uint16(l+1)))
+		}
+	}
+	return ps
+}
+
+// Events calls fn for every event that f selects, in chunk (time) order.
+// With a filter only the chunks its most selective index names are read.
 func (s *Store) Events(f EventFilter, fn func(*correlate.Event) error) error {
 	var e correlate.Event
 	emitChunk := func(v []byte) error {
-		if len(v)%eventLen != 0 {
-			return fmt.Errorf("event chunk of %d bytes is not a whole number of events", len(v))
+		r, err := newChunkReader(v)
+		if err != nil {
+			return err
 		}
-		for off := 0; off < len(v); off += eventLen {
-			parseEvent(v[off:], &e)
-			if f.Tensors != nil && !f.Tensors[e.Tensor] {
+		for r.next(&e) {
+			if !f.match(s, &e) {
 				continue
 			}
 			if err := fn(&e); err != nil {
 				return err
 			}
 		}
-		return nil
+		return r.err
 	}
 	return s.db.View(func(txn *badger.Txn) error {
-		if f.Tensors == nil {
+		scans := f.chunkIndexScans(s)
+		if scans == nil {
 			return scan(txn, []byte{pChunk}, func(k, v []byte) error { return emitChunk(v) })
 		}
-		// Union of the chunks of the selected tensors, in key (time) order.
+		// Union of the chunks the index names, in key (time) order.
 		chunks := map[string]bool{}
-		for t := range f.Tensors {
-			if err := scan(txn, u32Key(pIdxTensor, t), func(k, v []byte) error {
-				chunks[string(append([]byte{pChunk}, k[5:]...))] = true
+		for _, p := range scans {
+			if err := scan(txn, p, func(k, v []byte) error {
+				chunks[string(append([]byte{pChunk}, k[len(k)-chunkSuffixLen:]...))] = true
 				return nil
 			}); err != nil {
 				return err
@@ -260,7 +354,7 @@ func (s *Store) Events(f EventFilter, fn func(*correlate.Event) error) error {
 		for k := range chunks {
 			keys = append(keys, []byte(k))
 		}
-		sortBytes(keys)
+		slices.SortFunc(keys, bytes.Compare)
 		for _, k := range keys {
 			item, err := txn.Get(k)
 			if err != nil {
@@ -272,8 +366,4 @@ func (s *Store) Events(f EventFilter, fn func(*correlate.Event) error) error {
 		}
 		return nil
 	})
-}
-
-func sortBytes(ks [][]byte) {
-	slices.SortFunc(ks, bytes.Compare)
 }

@@ -21,22 +21,29 @@ const (
 	synExpert = 1 << 18 // bytes per expert
 )
 
-// synthMeta is an MoE model: per layer attn_q (dense) and ffn_up_exps (8
-// experts), contiguous on disk in one extent at partition byte 1 GiB.
-func synthMeta() *rundir.Meta {
+// synthShape is the model's shape: layers of attn_q (dense) and
+// ffn_up_exps (experts).
+type synthShape struct{ layers, experts int }
+
+var smallShape = synthShape{synLayers, synExps}
+
+// synthMeta is an MoE model: per layer attn_q (dense) and ffn_up_exps,
+// contiguous on disk in one extent at partition byte 1 GiB.
+func synthMeta(sh synthShape) *rundir.Meta {
 	m := rundir.ModelFile{Path: "syn.gguf", Dev: synDev, Ino: synIno,
 		Block: rundir.BlockDevice{DiskDev: synDisk, PartStartSector: synPart}}
 	off := int64(4096)
-	for l := range synLayers {
+	synExps := int64(sh.experts)
+	for l := range sh.layers {
 		m.Tensors = append(m.Tensors, rundir.Tensor{Name: fmt.Sprintf("blk.%d.attn_q.weight", l), Offset: off, Size: synTensor, Layer: l, Role: "attn_q"})
 		off += synTensor
 		m.Tensors = append(m.Tensors, rundir.Tensor{Name: fmt.Sprintf("blk.%d.ffn_up_exps.weight", l), Offset: off, Size: synExps * synExpert,
-			Layer: l, Role: "ffn_up_exps", Experts: synExps, ExpertStride: synExpert})
+			Layer: l, Role: "ffn_up_exps", Experts: int(synExps), ExpertStride: synExpert})
 		off += synExps * synExpert
 	}
 	m.Size = off
 	m.Extents = []rundir.Extent{{Logical: 0, Physical: 1 << 30, Length: uint64(off)}}
-	return &rundir.Meta{OpNames: []string{"NONE", "MUL_MAT"}, Models: []rundir.ModelFile{m},
+	return &rundir.Meta{OpNames: []string{"NONE", "MUL_MAT", "MUL_MAT_ID"}, Models: []rundir.ModelFile{m},
 		Lost: map[string]uint64{}, Counts: map[string]uint64{}}
 }
 
@@ -50,7 +57,12 @@ type synthTotals struct {
 // block read, cycling over tensors and experts.
 func writeSynthRun(tb testing.TB, dir string, n, tokens int) synthTotals {
 	tb.Helper()
-	meta := synthMeta()
+	return writeSynthRunShape(tb, dir, n, tokens, smallShape)
+}
+
+func writeSynthRunShape(tb testing.TB, dir string, n, tokens int, sh synthShape) synthTotals {
+	tb.Helper()
+	meta := synthMeta(sh)
 	if err := rundir.WriteMeta(dir, meta); err != nil {
 		tb.Fatal(err)
 	}
@@ -67,9 +79,29 @@ func writeSynthRun(tb testing.TB, dir string, n, tokens int) synthTotals {
 			tb.Fatal(err)
 		}
 	}
+	// The graph nodes reading the weights, which name their ops: they
+	// count among the n records.
+	i := 0
+	for l := range sh.layers {
+		for _, w := range []struct {
+			name string
+			op   uint32
+		}{{fmt.Sprintf("blk.%d.attn_q.weight", l), 1}, {fmt.Sprintf("blk.%d.ffn_up_exps.weight", l), 2}} {
+			if i >= n/2 {
+				break
+			}
+			nd := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: ts, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: synDev, Ino: synIno, Op: w.op}
+			for j, c := range w.name {
+				nd.WeightName[j] = int8(c)
+			}
+			write(ingest.Bytes(&nd))
+			i++
+		}
+	}
+	perToken = max((n-i)/tokens, 1)
 	tok := uint32(0)
-	for i := 0; i < n; {
-		if i%perToken == 0 && int(tok) < tokens {
+	for first := i; i < n; {
+		if (i-first)%perToken == 0 && int(tok) < tokens {
 			tok++
 			d := bpf.IocorrDecodeEvent{Hdr: bpf.IocorrEventHdr{Ts: ts, Token: tok, Type: uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), Phase: 2}, BeginTs: ts, N_tokens: 1}
 			if tok == 1 {

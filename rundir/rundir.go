@@ -82,8 +82,33 @@ type Meta struct {
 
 	// Complete is false when recording stopped early (the child crashed,
 	// the disk filled, a signal); Warnings say why and what is missing.
-	Complete bool     `json:"complete"`
+	Complete bool `json:"complete"`
+	// Finished is set when `iocorr record` reached its end in order,
+	// whatever became of the command. A run whose recorder died (SIGKILL,
+	// the OOM killer) keeps false: its spool and what meta.json said when
+	// it died are all there is.
+	Finished bool     `json:"finished"`
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Status says in one line why a run's figures are partial, or "" when
+// recording finished complete. Query and export outputs print it in their
+// headers, so that partial totals are never mistaken for whole ones.
+func (m *Meta) Status() string {
+	switch {
+	case !m.Finished:
+		return "incomplete run: the recorder did not finish (killed?); figures cover what was recorded until it stopped"
+	case !m.Complete:
+		return "incomplete run: " + firstOr(m.Warnings, "recording stopped early") + " (see meta.json warnings)"
+	}
+	return ""
+}
+
+func firstOr(xs []string, def string) string {
+	if len(xs) > 0 {
+		return xs[0]
+	}
+	return def
 }
 
 // Host describes the machine the run was recorded on.

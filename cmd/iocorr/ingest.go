@@ -29,11 +29,11 @@ func ingestFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		case 1:
 			dir = args[0]
 		default:
-			return usagef("ingest takes one run directory, got %d arguments", len(args))
+			return usagef("ingest: takes one run directory, got %d arguments", len(args))
 		}
 		sum, err := index.Build(ctx, dir, index.Options{Force: *force})
 		if err != nil {
-			return err
+			return fmt.Errorf("ingest: %w", err)
 		}
 		printBuildSummary(sum, dir)
 		return nil
@@ -56,6 +56,12 @@ func printBuildSummary(sum index.Summary, dir string) {
 	}
 	if lost > 0 {
 		fmt.Fprintf(stderr, "iocorr: warning: the kernel lost %d events; totals are lower bounds\n", lost)
+	}
+	if sum.Incomplete {
+		fmt.Fprintf(stderr, "iocorr: warning: the recording stopped early (see meta.json warnings); the store holds what was recorded\n")
+	}
+	if sum.MapsMissing > 0 {
+		fmt.Fprintf(stderr, "iocorr: warning: %d maps snapshots are missing; faults the kernel did not resolve stay anonymous\n", sum.MapsMissing)
 	}
 	if len(sum.NotFileBacked) > 0 {
 		fmt.Fprintf(stderr, "iocorr: %d weights were read from memory that is no file (no page faults possible): %v\n", len(sum.NotFileBacked), sum.NotFileBacked)

@@ -74,6 +74,10 @@ func llamaOffsets(t *testing.T, tool, model string) map[string]llamaTensor {
 func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
 	llmtest.Require(t)
 	tool := buildOffsetsTool(t)
+	lib, err := llmtest.LlamaLib()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		flags []string
@@ -141,7 +145,7 @@ func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
 				if filepath.Dir(l) != llmtest.LibDir() {
 					t.Errorf("loaded %s, outside %s", l, llmtest.LibDir())
 				}
-				llama = llama || strings.HasPrefix(filepath.Base(l), "libllama")
+				llama = llama || l == lib
 				cpu = cpu || strings.HasPrefix(filepath.Base(l), "libggml-cpu")
 			}
 			if !llama || !cpu {

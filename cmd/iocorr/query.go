@@ -47,19 +47,19 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 	op := fs.String("op", "", "only events of op NAME (e.g. MUL_MAT)")
 	phase := fs.String("phase", "", "prefill, decode or none")
 	by := fs.String("by", "token", "group by "+strings.Join(index.GroupBys, "|"))
-	sortCol := fs.String("sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
+	sortCol := fs.String("sort", "", "sort descending by "+strings.Join(index.SortColumns, "|")+" (or a CSV column name)")
 	top := fs.Int("top", 0, "keep the first K rows")
 	all := fs.Bool("all", false, "include [other file], [anonymous] and [model header] without --tensor")
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
-			return usagef("query takes no arguments, got %q", args)
+			return usagef("query: takes no arguments, got %q", args)
 		}
 		q := index.Query{Tensor: *tensor, Op: *op, Phase: *phase, By: *by, Sort: *sortCol, Top: *top, Pseudos: *all}
 		if fs.Changed("token") {
 			r, err := parseTokenRange(*token)
 			if err != nil {
-				return usagef("%v", err)
+				return usagef("query: %v", err)
 			}
 			q.Token = r
 		}
@@ -70,25 +70,32 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 			q.Expert = expert
 		}
 		if *top < 0 {
-			return usagef("--top must be positive")
+			return usagef("query: --top must not be negative")
+		}
+		if fs.Changed("expert") && *expert < 0 {
+			return usagef("query: --expert must not be negative")
 		}
 		st, err := index.Open(*dir)
 		if err != nil {
-			return err
+			return fmt.Errorf("query: %w", err)
 		}
 		defer st.Close()
 		rows, err := st.Query(q)
 		if err != nil {
-			return err
+			return fmt.Errorf("query: %w", err)
 		}
 		return writeQueryRows(rows, q.By, *format)
 	}
 }
 
+// writeQueryRows prints query rows. A table shows what a person reads
+// first (pages for the page cache, bytes for the device); CSV and JSON
+// carry every counter as a raw number, named as in the exports.
 func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
 	if by == "" {
 		by = "token"
 	}
+	human := format == formatTable
 	cols := []column{{Name: by}}
 	if by == "token" {
 		cols = append(cols, column{Name: "phase"})
@@ -96,12 +103,17 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
 	if by == "expert" {
 		cols = append(cols, column{Name: "selected"})
 	}
-	for _, n := range []string{"faults", "major", "minor", "fault_stall", "added", "readahead_triggered", "evicted", "read", "block_requests"} {
+	names := []string{"faults", "major", "minor", "stall", "pages_added", "ra_triggered", "evicted", "read", "requests"}
+	if !human {
+		names = correlate.CounterNames[:]
+	}
+	for _, n := range names {
 		cols = append(cols, column{Name: n})
 	}
 	rw := newResultWriter(stdout, format, cols)
+	cells := make([]cell, 0, len(cols))
 	for _, r := range rows {
-		cells := []cell{txt(r.Key)}
+		cells = append(cells[:0], txt(r.Key))
 		if by == "token" {
 			cells[0] = num(r.Token)
 			cells = append(cells, txt(correlate.PhaseName(r.Phase)))
@@ -109,8 +121,14 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
 		if by == "expert" {
 			cells = append(cells, num(r.Selected))
 		}
-		cells = append(cells, num(r.Faults), num(r.Major), num(r.Minor), durCell(r.StallNS), bytesCell(r.AddedBytes),
-			bytesCell(r.TriggerBytes), bytesCell(r.EvictedBytes), bytesCell(r.ReadBytes), num(r.BlockReqs))
+		if human {
+			cells = append(cells, num(r.Faults), num(r.Major), num(r.Minor), durCell(r.StallNS), num(r.PagesAdded),
+				bytesCell(r.TriggerBytes), num(r.PagesEvicted), bytesCell(r.ReadBytes), num(r.BlockReqs))
+		} else {
+			for _, v := range r.Counters.Values() {
+				cells = append(cells, num(v))
+			}
+		}
 		if err := rw.Row(cells...); err != nil {
 			return err
 		}

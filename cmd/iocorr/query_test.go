@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"encoding/csv"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,17 +15,27 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// writeTinyRun writes a run of a two-tensor model with three tokens and a
-// fault plus a page add on each tensor per token.
+// writeTinyRun writes and ingests a run of a model with two dense tensors
+// (layers 0 and 1) and an expert tensor of 4 experts (layer 1). Each of
+// tokens 1 (prefill) to 3 has: a major fault on blk.0.ffn_down, a minor
+// one on blk.1.ffn_down, a major one on expert <token> of the experts, a
+// page added for each, a 4 KiB block read of blk.0.ffn_down and an
+// eviction of a page of blk.1.ffn_down. Token 3 also has a minor fault
+// on anonymous memory.
 func writeTinyRun(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	meta := &rundir.Meta{Lost: map[string]uint64{}, Models: []rundir.ModelFile{{
-		Path: "m.gguf", Dev: 5, Ino: 9, Size: 3 * 4096,
-		Tensors: []rundir.Tensor{
-			{Name: "blk.0.ffn_down.weight", Offset: 4096, Size: 4096, Layer: 0, Role: "ffn_down"},
-			{Name: "blk.1.ffn_down.weight", Offset: 8192, Size: 4096, Layer: 1, Role: "ffn_down"},
-		}}}}
+	meta := &rundir.Meta{Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
+		Models: []rundir.ModelFile{{
+			Path: "m.gguf", Dev: 5, Ino: 9, Size: 7 * 4096,
+			Tensors: []rundir.Tensor{
+				{Name: "blk.0.ffn_down.weight", Offset: 4096, Size: 4096, Layer: 0, Role: "ffn_down"},
+				{Name: "blk.1.ffn_down.weight", Offset: 8192, Size: 4096, Layer: 1, Role: "ffn_down"},
+				{Name: "blk.1.ffn_down_exps.weight", Offset: 12288, Size: 4 * 4096, Layer: 1, Role: "ffn_down_exps", Experts: 4, ExpertStride: 4096},
+			},
+			Block:   rundir.BlockDevice{Dev: 5, DiskDev: 8 << 20},
+			Extents: []rundir.Extent{{Logical: 0, Physical: 1 << 20, Length: 7 * 4096}},
+		}}}
 	if err := rundir.WriteMeta(dir, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -30,16 +43,45 @@ func writeTinyRun(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	write := func(b []byte) {
+		if err := sp.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, op := range map[string]uint32{"blk.0.ffn_down.weight": 2, "blk.1.ffn_down.weight": 2, "blk.1.ffn_down_exps.weight": 3} {
+		n := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: 1, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: 5, Ino: 9, Op: op}
+		for i, c := range name {
+			n.WeightName[i] = int8(c)
+		}
+		write(ingest.Bytes(&n))
+	}
 	ts := uint64(100)
 	for tok := uint32(1); tok <= 3; tok++ {
-		for _, off := range []uint64{4096, 8192} {
-			h := bpf.IocorrEventHdr{Ts: ts, Tid: 1, Token: tok, Phase: 2, Type: uint16(bpf.IocorrEventTypeEV_FAULT)}
-			sp.Write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: ts - 10, Dev: 5, Ino: 9, FileOff: off, Class: 1}))
-			h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
-			h.Tid = 2
-			sp.Write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Dev: 5, Ino: 9, Index: off / 4096}))
-			ts += 100
+		phase, nTok := uint8(2), int32(1)
+		if tok == 1 {
+			phase, nTok = 1, 4
 		}
+		h := func(typ bpf.IocorrEventType, tid uint32) bpf.IocorrEventHdr {
+			ts += 100
+			return bpf.IocorrEventHdr{Ts: ts, Tid: tid, Tgid: 1, Token: tok, Phase: phase, Type: uint16(typ)}
+		}
+		write(ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h(bpf.IocorrEventTypeEV_DECODE_BEGIN, 1), BeginTs: ts, N_tokens: nTok}))
+		for _, f := range []struct {
+			off   uint64
+			class uint8
+		}{{4096, 1}, {8192, 0}, {12288 + uint64(tok)*4096, 1}} {
+			fh := h(bpf.IocorrEventTypeEV_FAULT, 1)
+			write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Dev: 5, Ino: 9, FileOff: f.off, Class: f.class}))
+			write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h(bpf.IocorrEventTypeEV_PAGE_ADD, 2), Dev: 5, Ino: 9, Index: f.off / 4096}))
+		}
+		if tok == 3 {
+			fh := h(bpf.IocorrEventTypeEV_FAULT, 1)
+			write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Addr: 0x1000}))
+		}
+		bh := h(bpf.IocorrEventTypeEV_BLOCK, 0)
+		write(ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: bh, IssueTs: bh.Ts - 50, Sector: (1<<20 + 4096) / 512, Dev: 8 << 20, Bytes: 4096}))
+		write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h(bpf.IocorrEventTypeEV_PAGE_DEL, 3), Dev: 5, Ino: 9, Index: 2}))
+		write(ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h(bpf.IocorrEventTypeEV_DECODE_END, 1), BeginTs: ts - 900, N_tokens: nTok}))
 	}
 	if err := sp.Close(); err != nil {
 		t.Fatal(err)
@@ -50,74 +92,343 @@ func writeTinyRun(t *testing.T) string {
 	return dir
 }
 
+// csvTable parses CSV output into rows keyed by column name.
+func csvTable(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("bad CSV (%v):\n%s", err, out)
+	}
+	var rows []map[string]string
+	for _, r := range recs[1:] {
+		m := map[string]string{}
+		for i, c := range recs[0] {
+			m[c] = r[i]
+		}
+		rows = append(rows, m)
+	}
+	return rows
+}
+
+func sumColumn(t *testing.T, rows []map[string]string, col string) uint64 {
+	t.Helper()
+	var s uint64
+	for _, r := range rows {
+		v, err := strconv.ParseUint(r[col], 10, 64)
+		if err != nil {
+			t.Fatalf("column %s: %v", col, err)
+		}
+		s += v
+	}
+	return s
+}
+
 func TestQueryTensorPrintsOneRowPerToken(t *testing.T) {
 	dir := writeTinyRun(t)
 	out, _, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.*.ffn_down.weight", "--format", "csv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
+	rows := csvTable(t, out)
+	if len(rows) != 3 {
+		t.Fatalf("got %d rows, want one per token:\n%s", len(rows), out)
 	}
-	if len(rows) != 4 || rows[0][0] != "token" {
-		t.Fatalf("got %q, want a header and 3 token rows", rows)
-	}
-	for _, r := range rows[1:] {
-		if r[1] != "decode" || r[2] != "2" || r[3] != "2" {
-			t.Errorf("row %q, want decode with 2 major faults", r)
+	for i, r := range rows {
+		phase := "decode"
+		if i == 0 {
+			phase = "prefill"
 		}
-	}
-}
-
-func TestQueryUnknownTensorSuggestsClosestNames(t *testing.T) {
-	dir := writeTinyRun(t)
-	_, _, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.0.ffn_dwn.weight")
-	if err == nil || !strings.Contains(err.Error(), "closest: blk.0.ffn_down.weight") {
-		t.Fatalf("got %v, want the closest name", err)
-	}
-}
-
-func TestExportFaultsPerTokenSumsToTheTensorRows(t *testing.T) {
-	dir := writeTinyRun(t)
-	sum := func(args ...string) (n int) {
-		out, _, err := runCmd(t, append([]string{"export", "-i", dir}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := -1
-		for i, c := range rows[0] {
-			if c == "faults" {
-				col = i
+		want := map[string]string{"token": strconv.Itoa(i + 1), "phase": phase, "faults": "2", "major_faults": "1", "minor_faults": "1",
+			"fault_stall_ns": "20", "pages_added": "2", "bytes_read": "4096", "pages_evicted": "1", "block_requests": "1"}
+		for k, v := range want {
+			if r[k] != v {
+				t.Errorf("token %d: %s = %q, want %q", i+1, k, r[k], v)
 			}
 		}
-		for _, r := range rows[1:] {
-			v, _ := strconv.Atoi(r[col])
-			n += v
-		}
-		return n
 	}
-	if a, b := sum("faults-per-token"), sum("faults-per-token-tensor"); a != 6 || b != 6 {
-		t.Errorf("faults per token sum %d, per token-tensor %d, want 6", a, b)
-	}
-	out, _, err := runCmd(t, "export", "-i", dir, "events")
+	// The table is for people: sizes and times in units.
+	table, _, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.0.ffn_down.weight")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out, "\n"); n != 13 {
-		t.Errorf("events export has %d lines, want a header and 12 events", n)
+	if !strings.Contains(table, "4.0 KiB") || !strings.Contains(table, "10 ns") || !strings.HasPrefix(table, "TOKEN") {
+		t.Errorf("table without human units:\n%s", table)
 	}
 }
 
-func TestExportRejectsUnknownKindsAndFormats(t *testing.T) {
+func TestQueryFiltersGroupsSortsAndTops(t *testing.T) {
 	dir := writeTinyRun(t)
-	for _, args := range [][]string{{"bogus"}, {"events", "--format", "json"}, {}} {
-		if _, _, err := runCmd(t, append([]string{"export", "-i", dir}, args...)...); err == nil {
-			t.Errorf("export %q: want a usage error", args)
+	tests := []struct {
+		name string
+		args []string
+		keys string // the first column of every row, in order
+	}{
+		{"every token", nil, "1 2 3"},
+		{"by tensor", []string{"--by", "tensor"}, "blk.0.ffn_down.weight blk.1.ffn_down.weight blk.1.ffn_down_exps.weight"},
+		{"pseudo tensors with --all", []string{"--by", "tensor", "--all"}, "[anonymous] blk.0.ffn_down.weight blk.1.ffn_down.weight blk.1.ffn_down_exps.weight"},
+		{"token range", []string{"--token", "2-3"}, "2 3"},
+		{"one token", []string{"--token", "2"}, "2"},
+		{"layer by tensor", []string{"--layer", "1", "--by", "tensor"}, "blk.1.ffn_down.weight blk.1.ffn_down_exps.weight"},
+		{"by layer", []string{"--by", "layer"}, "0 1"},
+		{"expert", []string{"--expert", "2", "--by", "token"}, "2"},
+		{"by expert", []string{"--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert"}, "1 2 3"},
+		{"phase", []string{"--phase", "prefill"}, "1"},
+		{"by phase", []string{"--by", "phase"}, "prefill decode"},
+		{"op by tensor", []string{"--op", "mul_mat_id", "--by", "tensor"}, "blk.1.ffn_down_exps.weight"},
+		{"by op", []string{"--by", "op"}, "MUL_MAT MUL_MAT_ID"},
+		{"sorted by minor faults, top 1", []string{"--by", "tensor", "--sort", "minor", "--top", "1"}, "blk.1.ffn_down.weight"},
+		{"sorted by an export column name", []string{"--by", "tensor", "--sort", "bytes_read", "--top", "1"}, "blk.0.ffn_down.weight"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runCmd(t, append([]string{"query", "-i", dir, "--format", "json"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rows []map[string]any
+			if err := json.Unmarshal([]byte(out), &rows); err != nil {
+				t.Fatalf("bad JSON (%v):\n%s", err, out)
+			}
+			by := "token"
+			for i, a := range tc.args {
+				if a == "--by" {
+					by = tc.args[i+1]
+				}
+			}
+			var keys []string
+			for _, r := range rows {
+				switch v := r[by].(type) {
+				case string:
+					keys = append(keys, v)
+				case float64:
+					keys = append(keys, strconv.Itoa(int(v)))
+				}
+			}
+			if got := strings.Join(keys, " "); got != tc.keys {
+				t.Errorf("rows %q, want %q", got, tc.keys)
+			}
+		})
+	}
+}
+
+func TestQueryBadInputIsOneLineError(t *testing.T) {
+	dir := writeTinyRun(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown tensor names the closest", []string{"--tensor", "blk.0.ffn_dwn.weight"}, "closest: blk.0.ffn_down.weight"},
+		{"glob that matches nothing", []string{"--tensor", "blk.*.attn_q.weight"}, "unknown tensor"},
+		{"bad glob", []string{"--tensor", "blk.[.weight"}, "bad tensor pattern"},
+		{"bad token", []string{"--token", "two"}, "bad --token"},
+		{"reversed token range", []string{"--token", "3-1"}, "bad --token"},
+		{"layer without tensors", []string{"--layer", "7"}, "no tensor in layer 7 (the model has layers 0-1)"},
+		{"negative expert", []string{"--expert", "-3"}, "--expert must not be negative"},
+		{"unknown op lists the known", []string{"--op", "SOFT_MAX"}, "this run has: MUL_MAT, MUL_MAT_ID"},
+		{"unknown phase", []string{"--phase", "warmup"}, "unknown phase"},
+		{"unknown group", []string{"--by", "colour"}, "cannot group by"},
+		{"unknown sort column", []string{"--sort", "speed"}, "cannot sort by"},
+		{"negative top", []string{"--top", "-1"}, "--top must not be negative"},
+		{"not a run", []string{"-i", t.TempDir()}, "no store"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runCmd(t, append([]string{"query", "-i", dir}, tc.args...)...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "query: ") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("got %q, want one line starting \"query: \" containing %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestExportSumsEqualTheTotals(t *testing.T) {
+	dir := writeTinyRun(t)
+	export := func(kind string) []map[string]string {
+		out, _, err := runCmd(t, "export", "-i", dir, kind)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return csvTable(t, out)
+	}
+	perToken, perTensor := export("faults-per-token"), export("faults-per-token-tensor")
+	if len(perToken) != 3 {
+		t.Fatalf("%d token rows, want 3", len(perToken))
+	}
+	want := map[string]uint64{"faults": 10, "major_faults": 6, "minor_faults": 4, "fault_stall_ns": 100, "pages_added": 9,
+		"bytes_added": 9 * 4096, "bytes_read": 3 * 4096, "block_requests": 3, "evictions": 3, "bytes_evicted": 3 * 4096}
+	for col, n := range want {
+		if got := sumColumn(t, perToken, col); got != n {
+			t.Errorf("faults-per-token %s sums to %d, want %d", col, got, n)
+		}
+		if got := sumColumn(t, perTensor, col); got != n {
+			t.Errorf("faults-per-token-tensor %s sums to %d, want %d", col, got, n)
+		}
+	}
+	r := perToken[0]
+	if r["token"] != "1" || r["phase"] != "prefill" || r["n_tokens"] != "4" || r["tensors_touched"] != "3" || r["experts_touched"] != "1" ||
+		r["duration_ns"] == "" || r["start_ns"] == "" {
+		t.Errorf("token 1 row %v", r)
+	}
+	// One row per (token, tensor, expert), with the op reading the weight.
+	var exps int
+	for _, r := range perTensor {
+		if r["tensor"] == "blk.1.ffn_down_exps.weight" {
+			exps++
+			if r["op"] != "MUL_MAT_ID" || r["expert"] != r["token"] || r["layer"] != "1" {
+				t.Errorf("expert row %v", r)
+			}
+		}
+	}
+	if exps != 3 {
+		t.Errorf("%d expert rows, want 3", exps)
+	}
+	events := export("events")
+	var faults, read uint64
+	for _, e := range events {
+		switch e["kind"] {
+		case "fault":
+			faults++
+		case "block":
+			b, _ := strconv.ParseUint(e["bytes"], 10, 64)
+			read += b
+		}
+	}
+	if faults != want["faults"] || read != want["bytes_read"] {
+		t.Errorf("events: %d faults, %d bytes read, want %d and %d", faults, read, want["faults"], want["bytes_read"])
+	}
+}
+
+func TestExportFormats(t *testing.T) {
+	dir := writeTinyRun(t)
+	t.Run("csv is RFC 4180", func(t *testing.T) {
+		out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitAfter(out, "\r\n")
+		if len(lines) != 5 || lines[4] != "" || !strings.HasPrefix(lines[0], "token,phase,n_tokens,start_ns,duration_ns,faults,") {
+			t.Errorf("want a header and 3 records, each ended by CRLF:\n%q", out)
+		}
+	})
+	t.Run("json is an array of objects in column order", func(t *testing.T) {
+		out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token-tensor", "--format", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 10 {
+			t.Fatalf("%d rows (%v):\n%s", len(rows), err, out)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(out), `[`+"\n"+`{"token":1,"phase":"prefill","tensor":`) {
+			t.Errorf("columns out of order:\n%s", out)
+		}
+	})
+	t.Run("jsonl is an object per line", func(t *testing.T) {
+		out, _, err := runCmd(t, "export", "-i", dir, "events", "--format", "jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(strings.NewReader(out))
+		n := 0
+		for sc.Scan() {
+			var e map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				t.Fatalf("line %d: %v: %s", n+1, err, sc.Text())
+			}
+			n++
+		}
+		if n != 10+9+3+3 {
+			t.Errorf("%d events, want 25 (10 faults, 9 adds, 3 reads, 3 evictions)", n)
+		}
+	})
+	t.Run("empty json is an empty array", func(t *testing.T) {
+		out, _, err := runCmd(t, "export", "-i", dir, "events", "--format", "json", "--token", "9")
+		if err != nil || strings.TrimSpace(out) != "[]" {
+			t.Errorf("got %q, %v, want []", out, err)
+		}
+	})
+}
+
+func TestExportEventsFilters(t *testing.T) {
+	dir := writeTinyRun(t)
+	tests := []struct {
+		args  []string
+		n     int
+		check func(map[string]string) bool
+	}{
+		{[]string{"--tensor", "blk.0.ffn_down.weight"}, 3 * 3, func(e map[string]string) bool { return e["tensor"] == "blk.0.ffn_down.weight" }},
+		{[]string{"--token", "2"}, 8, func(e map[string]string) bool { return e["token"] == "2" }},
+		{[]string{"--expert", "3"}, 2, func(e map[string]string) bool { return e["expert"] == "3" }},
+		{[]string{"--layer", "1", "--token", "1-2"}, 2 * 5, func(e map[string]string) bool { return e["layer"] == "1" && e["token"] != "3" }},
+		{[]string{"--op", "MUL_MAT_ID"}, 6, func(e map[string]string) bool { return e["op"] == "MUL_MAT_ID" }},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, _, err := runCmd(t, append([]string{"export", "-i", dir, "events"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := csvTable(t, out)
+			if len(evs) != tc.n {
+				t.Errorf("%d events, want %d", len(evs), tc.n)
+			}
+			for _, e := range evs {
+				if !tc.check(e) {
+					t.Errorf("event %v passed the filter", e)
+				}
+			}
+		})
+	}
+}
+
+func TestExportToAFileLeavesNothingElse(t *testing.T) {
+	dir := writeTinyRun(t)
+	outDir := t.TempDir()
+	out := filepath.Join(outDir, "tokens.csv")
+	if _, _, err := runCmd(t, "export", "-i", dir, "faults-per-token", "-o", out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.HasPrefix(string(b), "token,") {
+		t.Fatalf("export file %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(outDir); len(ents) != 1 {
+		t.Errorf("%d files in the output directory, want only the export", len(ents))
+	}
+	if _, _, err := runCmd(t, "export", "-i", dir, "faults-per-token", "-o", filepath.Join(outDir, "missing", "x.csv")); err == nil ||
+		!strings.HasPrefix(err.Error(), "export: ") {
+		t.Errorf("export into a missing directory: %v, want an export: error", err)
+	}
+}
+
+func TestExportRejectsBadUsage(t *testing.T) {
+	dir := writeTinyRun(t)
+	for _, args := range [][]string{{"bogus"}, {"events", "--format", "xml"}, {}, {"faults-per-token", "--tensor", "x"},
+		{"events", "--token", "x"}, {"events", "extra"}} {
+		_, _, err := runCmd(t, append([]string{"export", "-i", dir}, args...)...)
+		if err == nil || !strings.HasPrefix(err.Error(), "export: ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("export %q: %v, want a one-line export: error", args, err)
+		}
+	}
+	_, _, err := runCmd(t, "export", "-i", dir, "events", "--tensor", "blk.0.ffn_dwn.weight")
+	if err == nil || !strings.Contains(err.Error(), "closest: blk.0.ffn_down.weight") {
+		t.Errorf("unknown tensor: %v", err)
+	}
+}
+
+func TestIngestIsIdempotentAndRejectsANonRun(t *testing.T) {
+	dir := writeTinyRun(t)
+	_, errOut, err := runCmd(t, "ingest", dir)
+	if err != nil || !strings.Contains(errOut, "up to date") {
+		t.Errorf("second ingest: %v %q, want up to date", err, errOut)
+	}
+	if _, _, err := runCmd(t, "ingest", t.TempDir()); err == nil || !strings.HasPrefix(err.Error(), "ingest: ") ||
+		!strings.Contains(err.Error(), "not a run directory") {
+		t.Errorf("ingest of an empty directory: %v", err)
 	}
 }

@@ -55,6 +55,19 @@ func LibDir() string {
 	return filepath.Join(filepath.Dir(Driver()), "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
 }
 
+// LlamaLib is libllama itself (libllama.v0.5.0.so in 3.22.1): the file
+// llama_decode's uprobe goes on. libllama-common.so beside it is not it.
+func LlamaLib() (string, error) {
+	libs, err := filepath.Glob(filepath.Join(LibDir(), "libllama.*so"))
+	if err != nil {
+		return "", err
+	}
+	if len(libs) != 1 {
+		return "", fmt.Errorf("want one libllama.*so in %s, found %v", LibDir(), libs)
+	}
+	return libs[0], nil
+}
+
 // Installed says why real llama.cpp cannot run here, or nil when it can:
 // node on the PATH, the driver, and the libraries testdata/llm/setup.sh
 // installs.
@@ -69,7 +82,7 @@ func Installed() error {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(drv), "node_modules", "node-llama-cpp", "package.json")); err != nil {
 		return fmt.Errorf("node-llama-cpp is not installed in %s", filepath.Dir(drv))
 	}
-	for _, pat := range []string{"libllama*.so", "libggml-base.so"} {
+	for _, pat := range []string{"libllama.*so", "libggml-base.so"} {
 		if libs, _ := filepath.Glob(filepath.Join(LibDir(), pat)); len(libs) == 0 {
 			return fmt.Errorf("no %s in %s", pat, LibDir())
 		}
@@ -257,6 +270,11 @@ func Model(t testing.TB, spec gguf.SynthSpec) string {
 		if _, err := gguf.CreateSynth(p, spec); err != nil {
 			t.Fatalf("writing model: %v", err)
 		}
+	} else {
+		// pruneModels goes by age: a model in use must look young, also
+		// to a test binary built from other gguf code.
+		now := time.Now()
+		os.Chtimes(p, now, now)
 	}
 	models[key] = p
 	return p
@@ -286,9 +304,10 @@ func codeHash(dir string) (string, error) {
 }
 
 // pruneModels removes models an older gguf package wrote, so that
-// .testmodels does not grow with every change to it. Only files an hour
-// old: a test binary built from other code may still be starting on a
-// fresh one (one already open or mapped is unaffected by the unlink).
+// .testmodels does not grow with every change to it. Only those unused
+// for an hour (Model refreshes the time of one it reuses): a test binary
+// built from other code may still be running on one (a file already open
+// or mapped is unaffected by the unlink, but a later test would miss it).
 func pruneModels(dir, gen string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {

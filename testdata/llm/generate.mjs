@@ -18,6 +18,7 @@
 // ones, so that each token sampled ends the sequence: it exists to test that
 // the token count and the llama_decode count still hold then.
 import {readFileSync, statSync} from "node:fs";
+import {basename, dirname, resolve} from "node:path";
 import {parseArgs} from "node:util";
 import {getLlama, LlamaLogLevel, TokenBias} from "node-llama-cpp";
 
@@ -138,7 +139,7 @@ try {
 	const evalMs = tLast - tEval;
 	const report = {
 		pid: process.pid,
-		model: opts.model,
+		model: resolve(opts.model),
 		load_ms: Math.round(loadMs),
 		prompt_tokens: prompt.length,
 		batch_size: batch,
@@ -161,7 +162,10 @@ try {
 	if (opts.json) {
 		process.stdout.write(JSON.stringify(report) + "\n");
 	} else {
-		process.stdout.write(`generated ${generated} tokens in ${report.eval_ms} ms (${report.tokens_per_s.toFixed(1)} tok/s decode), load ${report.load_ms} ms, prompt ${report.prompt_tokens} tokens in ${promptBatches} batch(es)\n`);
+		const r = report, dirs = [...new Set(r.libs.map(dirname))];
+		process.stdout.write(`pid ${r.pid} ${r.model}: loaded in ${r.load_ms} ms; prompt ${r.prompt_tokens} tokens in ${r.prompt_batches} batch(es) of up to ${r.batch_size}; ` +
+			`generated ${r.generated} tokens (${r.eog_tokens} end-of-generation) in ${r.eval_ms} ms, ${r.tokens_per_s.toFixed(1)} tok/s after the first; ` +
+			`${r.decode_calls_expected} llama_decode calls; ${r.threads} threads; libs ${r.libs.map((l) => basename(l)).join(", ")} in ${dirs.join(", ")}\n`);
 	}
 } catch (e) {
 	fail(String(e && e.message ? e.message : e).split("\n")[0]);

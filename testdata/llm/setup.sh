@@ -24,7 +24,7 @@ stamp=node_modules/.iocorr-setup
 want=$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)
 
 installed() {
-	[ -f node_modules/node-llama-cpp/package.json ] && ls "$lib"/libllama*.so >/dev/null 2>&1 &&
+	[ -f node_modules/node-llama-cpp/package.json ] && ls "$lib"/libllama.*so >/dev/null 2>&1 &&
 		[ -f "$lib"/libggml-base.so ]
 }
 
