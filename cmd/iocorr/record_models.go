@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+		"strings"
 	"sync"
 
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -175,17 +175,13 @@ func mappedPath(pid int, start, end uint64) string {
 		return p
 	}
 	// map_files needs CAP_SYS_ADMIN; /proc/PID/maps does not.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	ms, err := procmaps.Read(pid)
 	if err != nil {
 		return ""
 	}
-	want := strconv.FormatUint(start, 16) + "-"
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, want) {
-			f := strings.Fields(line)
-			if len(f) >= 6 {
-				return strings.Join(f[5:], " ")
-			}
+	for _, m := range ms {
+		if m.Start == start && m.End == end {
+			return m.Path
 		}
 	}
 	return ""
