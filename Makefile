@@ -25,8 +25,8 @@ $(SETUP_OK): testdata/llm/package-lock.json testdata/llm/setup.sh go.sum
 test: setup ## run every test, BPF and real llama.cpp included (as root)
 	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -p 1 -count=1 -timeout 40m ./...
 
-generate: ## regenerate the BPF Go bindings and objects (needs clang, bpftool)
-	$(GO) generate ./bpf
+generate: ## regenerate the BPF objects with the toolchain in bpf/TOOLCHAIN (FORCE=1: any)
+	FORCE=$(FORCE) $(GO) generate ./bpf
 
 bench: setup ## benchmarks: ingest rate, query latency, tracing overhead
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...

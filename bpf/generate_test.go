@@ -1,0 +1,153 @@
+package bpf
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The committed objects must be what `make generate` makes of the committed
+// sources. The check runs in a copy of the sources at another path, so
+// it also shows that the bytes do not depend on where the checkout lives.
+func TestGenerateReproducesCommittedObjects(t *testing.T) {
+	check := exec.Command("bash", "../scripts/bpf-toolchain.sh")
+	check.Env = append(os.Environ(), "FORCE=")
+	var stderr bytes.Buffer
+	check.Stderr = &stderr
+	if err := check.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 2 {
+			t.Skipf("not the pinned toolchain, regenerated objects could not match: %s", strings.TrimSpace(stderr.String()))
+		}
+		t.Fatalf("checking the toolchain: %v: %s", err, stderr.String())
+	}
+
+	args := bpf2goArgs(t)
+	dir := t.TempDir()
+	bpf2go := filepath.Join(dir, "bpf2go")
+	// Built from go.mod's version, the one `go tool bpf2go` runs.
+	if out, err := exec.Command("go", "build", "-o", bpf2go, "github.com/cilium/ebpf/cmd/bpf2go").CombinedOutput(); err != nil {
+		t.Fatalf("building bpf2go: %v: %s", err, out)
+	}
+	src := filepath.Join(dir, "elsewhere", "bpf")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"iocorr.bpf.c", "iocorr.h", "vmlinux.h"} {
+		copyFile(t, name, filepath.Join(src, name))
+	}
+
+	gen := exec.Command(bpf2go, args...)
+	gen.Dir = src
+	gen.Env = append(withoutBPF2GOEnv(os.Environ()), "GOPACKAGE=bpf", "GOFILE=gen.go")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("bpf2go %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+
+	for _, name := range []string{"iocorr_x86_bpfel.o", "iocorr_x86_bpfel.go"} {
+		committed, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regenerated, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(committed, regenerated) {
+			t.Errorf("bpf/%s differs from what the sources generate (%d bytes committed, %d regenerated): run make generate and commit it",
+				name, len(committed), len(regenerated))
+		}
+	}
+}
+
+// bpf2goArgs reads the bpf2go arguments from gen.go's directive, so the test
+// runs exactly what `make generate` runs.
+func bpf2goArgs(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open("gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const prefix = "//go:generate go tool bpf2go "
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			args, err := splitDirective(rest)
+			if err != nil {
+				t.Fatalf("gen.go: %v", err)
+			}
+			return args
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatalf("gen.go has no %q directive", prefix)
+	return nil
+}
+
+// splitDirective splits a go:generate line as go generate does: on spaces,
+// with double-quoted strings kept whole.
+func splitDirective(s string) ([]string, error) {
+	var args []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"')
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated quote in %q", s)
+			}
+			args = append(args, s[1:1+end])
+			s = s[2+end:]
+			continue
+		}
+		word, rest, _ := strings.Cut(s, " ")
+		args = append(args, word)
+		s = rest
+	}
+	return args, nil
+}
+
+func TestSplitDirectiveKeepsQuotedStringsWhole(t *testing.T) {
+	got, err := splitDirective(`-cc clang-14 -cflags "-O2 -g"  Iocorr x.c -- -I.`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-cc", "clang-14", "-cflags", "-O2 -g", "Iocorr", "x.c", "--", "-I."}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("split = %q, want %q", got, want)
+	}
+	if _, err := splitDirective(`-cflags "-O2`); err == nil {
+		t.Error("an unterminated quote was accepted")
+	}
+}
+
+// withoutBPF2GOEnv drops BPF2GO_* settings, which would override the
+// directive's flags.
+func withoutBPF2GOEnv(env []string) []string {
+	var kept []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "BPF2GO_") {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
