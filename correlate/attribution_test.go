@@ -1,7 +1,6 @@
 package correlate
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -314,33 +313,6 @@ func TestSlicesAgreeWithTheGGUFLookup(t *testing.T) {
 					c.tensors[s.tensor].Name, s.expert, s.file, s.n, s.off, name, g.Expert, g.FileOffset, g.Len, g.Offset)
 			}
 		}
-	}
-}
-
-func TestAddSpoolReadsARunDirectory(t *testing.T) {
-	dir := t.TempDir()
-	if err := rundir.WriteMeta(dir, testMeta()); err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ingest.CreateSpool(filepath.Join(dir, rundir.SpoolFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range [][]byte{fault(200, 100, 7, modelIno, 4096, 1), {1, 2, 3}, page(bpf.IocorrEventTypeEV_PAGE_ADD, 300, 9, modelIno, 1, 0)} {
-		if err := sp.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sp.Close(); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	res, err := Run(context.Background(), dir, SinkFunc(func(*Event) error { n++; return nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 || res.Stats.Spool.Records != 3 || res.Stats.Decode.Short != 1 {
-		t.Errorf("%d events, stats %+v, want 2 events of 3 records, 1 short", n, res.Stats)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -307,21 +306,6 @@ type SinkFunc func(*Event) error
 
 // Event calls f.
 func (f SinkFunc) Event(e *Event) error { return f(e) }
-
-// Run attributes the whole run in directory dir: every event goes to sink
-// (nil discards them), and the aggregates are returned. It is the store
-// build without the store, for tests and tools that want events as they
-// are attributed.
-func Run(ctx context.Context, dir string, sink Sink) (*Result, error) {
-	c, err := NewRun(dir, sink)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.AddSpool(ctx, filepath.Join(dir, rundir.SpoolFile)); err != nil {
-		return nil, err
-	}
-	return c.Finish()
-}
 
 // Meta is the run metadata the correlator works from.
 func (c *Correlator) Meta() *rundir.Meta { return c.meta }

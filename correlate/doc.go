@@ -5,7 +5,8 @@
 // tensor slice) to a Sink, and keeps per-run aggregates in memory, which
 // Finish returns.
 //
-// NewRun(dir, sink) + AddSpool + Finish attribute a whole run directory;
+// NewRun(dir, sink) + AddSpool + Finish attribute a whole run directory
+// (package pipeline drives them into the store);
 // New + Add work record by record (tests, other front ends).
 //
 // # Attribution rules

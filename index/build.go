@@ -1,7 +1,6 @@
 package index
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,23 +9,13 @@ import (
 	"slices"
 	"sync"
 	"syscall"
-	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/rundir"
 )
-
-// Options tune Build.
-type Options struct {
-	// Force rebuilds a store that is already complete for this spool.
-	Force bool
-	// ChunkEvents is the number of events per stored chunk (default 4096).
-	ChunkEvents int
-}
 
 // Summary describes a built store; it is stored in the store as its last
 // key, so its presence means the build finished.
@@ -54,7 +43,7 @@ type Summary struct {
 	// Incomplete is set when the recording said it stopped early.
 	Incomplete bool  `json:"incomplete,omitempty"`
 	BuildNS    int64 `json:"build_ns"`
-	// AlreadyBuilt is set (not stored) when Build found a complete store.
+	// AlreadyBuilt is set (not stored) when the ingest found a complete store.
 	AlreadyBuilt bool `json:"-"`
 }
 
@@ -84,79 +73,118 @@ func bulkOptions(path string) badger.Options {
 		WithValueThreshold(4096)
 }
 
-// Build ingests DIR's spool into DIR/db: it is what `iocorr record` calls
-// when recording ends and what `iocorr ingest` runs.
-//
-// It is idempotent: a complete store for the same spool (size and mtime)
-// and store format is left alone (Summary.AlreadyBuilt) unless opts.Force.
+// Writer builds DIR/db for whoever drives the ingest (package pipeline):
+// it takes the run's build lock, says whether the store is already
+// complete, and writes attributed events (it is a correlate.Sink) and then
+// the correlator's result. It does not read the spool or attribute.
 //
 // It is crash-safe by building aside and renaming: the store is written to
-// DIR/db.tmp, which any new Build discards first, and becomes DIR/db only
-// after it is complete, synced and closed. DIR/db is therefore absent, the
-// previous store, or the new one, never half written; a crashed build is
-// resumed by running Build again, which starts over from the spool (the
-// spool is the source of truth, and a rebuild takes seconds).
-func Build(ctx context.Context, dir string, opts Options) (Summary, error) {
-	if opts.ChunkEvents <= 0 {
-		opts.ChunkEvents = 4096
-	}
-	// A chunk is one transaction: keep it far below badger's batch limit.
-	opts.ChunkEvents = min(opts.ChunkEvents, 1<<16)
-	spoolPath := filepath.Join(dir, rundir.SpoolFile)
-	fi, err := os.Stat(spoolPath)
-	if err != nil {
-		if _, merr := os.Stat(filepath.Join(dir, rundir.MetaFile)); merr != nil {
-			return Summary{}, fmt.Errorf("%s is not a run directory (no %s)", dir, rundir.MetaFile)
-		}
-		return Summary{}, fmt.Errorf("run has no event spool: %w", err)
-	}
+// DIR/db.tmp, which any new Writer discards first, and becomes DIR/db only
+// in Commit, after it is complete, synced and closed. DIR/db is therefore
+// absent, the previous store, or the new one, never half written; a
+// crashed build is resumed by ingesting again, which starts over from the
+// spool (the source of truth: a rebuild takes seconds).
+type Writer struct {
+	dir    string
+	final  string
+	unlock func()
+	db     *badger.DB
+	ch     *chunker
+}
+
+// DefaultChunkEvents is the number of events per stored chunk.
+const DefaultChunkEvents = 4096
+
+// Begin takes DIR's build lock and removes what a crashed build left. Close
+// the Writer in every case.
+func Begin(dir string) (*Writer, error) {
 	unlock, err := lockBuild(dir)
 	if err != nil {
-		return Summary{}, err
+		return nil, err
 	}
-	defer unlock()
-	final := filepath.Join(dir, rundir.DBDir)
+	w := &Writer{dir: dir, final: filepath.Join(dir, rundir.DBDir), unlock: unlock}
 	// Holding the lock, whatever db.tmp or db.old exists is a crashed
 	// build's: nobody is writing it.
-	os.RemoveAll(final + ".old")
-	if !opts.Force {
-		if s, err := readSummary(final); err == nil && s.FormatVersion == FormatVersion &&
-			s.SpoolSize == fi.Size() && s.SpoolModNS == fi.ModTime().UnixNano() {
-			s.AlreadyBuilt = true
-			os.RemoveAll(final + ".tmp")
-			return s, nil
+	os.RemoveAll(w.final + ".old")
+	if err := os.RemoveAll(w.final + ".tmp"); err != nil {
+		unlock()
+		return nil, fmt.Errorf("removing an unfinished store: %w", err)
+	}
+	return w, nil
+}
+
+// Current returns the summary of DIR/db when it is complete, of this store
+// format, and built from a spool of this size and modification time.
+func (w *Writer) Current(spoolSize, spoolModNS int64) (Summary, bool) {
+	s, err := readSummary(w.final)
+	if err != nil || s.FormatVersion != FormatVersion || s.SpoolSize != spoolSize || s.SpoolModNS != spoolModNS {
+		return Summary{}, false
+	}
+	s.AlreadyBuilt = true
+	return s, true
+}
+
+// Create starts the new store in DIR/db.tmp. tensors is the correlator's
+// tensor table (complete before the first event: pseudo tensors, then the
+// models'), which gives the layer index its layers; chunkEvents ≤ 0 means
+// DefaultChunkEvents.
+func (w *Writer) Create(tensors []correlate.Tensor, chunkEvents int) error {
+	if chunkEvents <= 0 {
+		chunkEvents = DefaultChunkEvents
+	}
+	// A chunk is one transaction: keep it far below badger's batch limit.
+	chunkEvents = min(chunkEvents, 1<<16)
+	db, err := badger.Open(bulkOptions(w.final + ".tmp"))
+	if err != nil {
+		return fmt.Errorf("creating store: %w", err)
+	}
+	w.db = db
+	w.ch = newChunker(db, chunkEvents)
+	for _, t := range tensors {
+		w.ch.layers = append(w.ch.layers, uint16(t.Layer+1))
+	}
+	return nil
+}
+
+// Event stores one attributed event: the Writer is the correlator's sink.
+func (w *Writer) Event(e *correlate.Event) error { return w.ch.Event(e) }
+
+// Commit writes the last events, the dictionaries and aggregates of res,
+// and sum (its format version and chunk count filled in) as the last key;
+// then it syncs and closes the store and renames it to DIR/db.
+func (w *Writer) Commit(res *correlate.Result, sum *Summary) error {
+	if err := w.writeAll(res, sum); err != nil {
+		return err
+	}
+	err := w.db.Close()
+	w.db = nil
+	if err != nil {
+		return fmt.Errorf("closing store: %w", err)
+	}
+	old := w.final + ".old"
+	if err := os.Rename(w.final, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("replacing the store: %w", err)
+	}
+	if err := os.Rename(w.final+".tmp", w.final); err != nil {
+		return fmt.Errorf("installing the store: %w", err)
+	}
+	syncDir(w.dir)
+	os.RemoveAll(old)
+	return nil
+}
+
+// Close releases the build lock and discards a store that was not
+// committed.
+func (w *Writer) Close() {
+	if w.db != nil {
+		if w.ch != nil {
+			w.ch.wait()
 		}
+		w.db.Close()
+		w.db = nil
 	}
-	start := time.Now()
-	cor, err := correlate.NewRun(dir, nil)
-	if err != nil {
-		return Summary{}, err
-	}
-	tmp := final + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return Summary{}, fmt.Errorf("removing an unfinished store: %w", err)
-	}
-	sum, err := buildInto(ctx, tmp, spoolPath, cor, opts, func(s *Summary) {
-		s.SpoolSize, s.SpoolModNS = fi.Size(), fi.ModTime().UnixNano()
-		s.BuildNS = time.Since(start).Nanoseconds()
-	})
-	if err != nil {
-		os.RemoveAll(tmp)
-		return Summary{}, err
-	}
-	old := final + ".old"
-	os.RemoveAll(old)
-	if err := os.Rename(final, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		os.RemoveAll(tmp)
-		return Summary{}, fmt.Errorf("replacing the store: %w", err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return Summary{}, fmt.Errorf("installing the store: %w", err)
-	}
-	syncDir(dir)
-	os.RemoveAll(old)
-	sum.BuildNS = time.Since(start).Nanoseconds()
-	return sum, nil
+	os.RemoveAll(w.final + ".tmp")
+	w.unlock()
 }
 
 // lockBuild takes DIR's build lock, so that two builds of one run (two
@@ -360,90 +388,43 @@ func (c *chunker) wait() error {
 	return c.commitErr()
 }
 
-// buildInto writes the whole store to path and closes it; setSummary fills
-// in what only the caller knows, just before the summary is written.
-func buildInto(ctx context.Context, path, spoolPath string, cor *correlate.Correlator, opts Options, setSummary func(*Summary)) (sum Summary, err error) {
-	db, err := badger.Open(bulkOptions(path))
-	if err != nil {
-		return Summary{}, fmt.Errorf("creating store: %w", err)
-	}
-	defer func() {
-		if cerr := db.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("closing store: %w", cerr)
-		}
-	}()
-	ch := newChunker(db, opts.ChunkEvents)
-	// The chunker needs layers for its index; the correlator's table is
-	// complete from the start (pseudo tensors, then the models').
-	for _, t := range cor.Tensors() {
-		ch.layers = append(ch.layers, uint16(t.Layer+1))
-	}
-	cor.SetSink(ch)
-	if err := cor.AddSpool(ctx, spoolPath); err != nil {
-		return Summary{}, err
-	}
-	res, err := cor.Finish()
-	if err != nil {
-		return Summary{}, err
-	}
+func (w *Writer) writeAll(res *correlate.Result, sum *Summary) error {
+	// wait takes every buffer back: the chunker is done after it, whatever
+	// happens (Close must not wait again).
+	ch := w.ch
+	w.ch = nil
 	if err := ch.flush(); err != nil {
-		return Summary{}, err
+		ch.wait()
+		return err
 	}
 	if err := ch.wait(); err != nil {
-		return Summary{}, err
+		return err
 	}
-	wb := db.NewWriteBatch()
+	wb := w.db.NewWriteBatch()
 	defer wb.Cancel()
 	if err := writeResult(wb, res); err != nil {
-		return Summary{}, err
+		return err
 	}
 	if err := wb.Flush(); err != nil {
-		return Summary{}, fmt.Errorf("writing store: %w", err)
+		return fmt.Errorf("writing store: %w", err)
 	}
-	meta := cor.Meta()
-	st := &res.Stats
-	sum = Summary{
-		FormatVersion: FormatVersion,
-		Records:       st.Spool.Records,
-		ByType:        map[string]uint64{},
-		Short:         st.Decode.Short,
-		Unknown:       st.Decode.Unknown,
-		BadFrames:     st.Spool.BadFrames,
-		TornTail:      st.Spool.TornTail,
-		Lost:          meta.Lost,
-		Events:        st.Events,
-		Chunks:        ch.chunks,
-		Tokens:        len(res.Tokens),
-		Tensors:       len(res.Tensors),
-		AggRows:       len(res.Aggs),
-		OpProbes:      res.OpProbes,
-		NotFileBacked: res.NotBacked,
-		PendingCapped: st.PendingCapped,
-		FaultsByMaps:  st.FaultsByMaps,
-		MapsMissing:   st.MapsMissing,
-		Incomplete:    !meta.Complete,
-	}
-	for t, n := range st.Decode.ByType {
-		if n > 0 {
-			sum.ByType[bpf.EventTypeName(uint32(t))] = n
-		}
-	}
-	setSummary(&sum)
+	sum.FormatVersion = FormatVersion
+	sum.Chunks = ch.chunks
 	// The summary is the last key of the build. The store only becomes
 	// DIR/db after this, so a reader never sees a store without one.
-	b, err := json.Marshal(&sum)
+	b, err := json.Marshal(sum)
 	if err != nil {
-		return Summary{}, fmt.Errorf("encoding store summary: %w", err)
+		return fmt.Errorf("encoding store summary: %w", err)
 	}
-	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(summaryKey, b) }); err != nil {
-		return Summary{}, fmt.Errorf("writing store summary: %w", err)
+	if err := w.db.Update(func(txn *badger.Txn) error { return txn.Set(summaryKey, b) }); err != nil {
+		return fmt.Errorf("writing store summary: %w", err)
 	}
 	// Writes were not synced while building; one sync at the end makes
 	// the store durable before it is renamed into place.
-	if err := db.Sync(); err != nil {
-		return Summary{}, fmt.Errorf("syncing store: %w", err)
+	if err := w.db.Sync(); err != nil {
+		return fmt.Errorf("syncing store: %w", err)
 	}
-	return sum, nil
+	return nil
 }
 
 // writeResult writes the dictionaries and the per-run aggregates.

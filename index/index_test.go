@@ -1,8 +1,7 @@
-package index
+package index_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,20 +12,20 @@ import (
 	"testing"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
-
 	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 )
 
-func builtRun(t *testing.T, n, tokens int) (string, synthTotals, *Store) {
+func builtRun(t *testing.T, n, tokens int) (string, synthTotals, *index.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	tot := writeSynthRun(t, dir, n, tokens)
-	if _, err := Build(context.Background(), dir, Options{ChunkEvents: 64}); err != nil {
+	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{ChunkEvents: 64}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Open(dir)
+	st, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func TestBuildIsIdempotentAndDiscardsAnUnfinishedBuild(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, rundir.DBDir+".tmp", "junk"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s1, err := Build(context.Background(), dir, Options{})
+	s1, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,21 +50,21 @@ func TestBuildIsIdempotentAndDiscardsAnUnfinishedBuild(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, rundir.DBDir+".tmp")); !os.IsNotExist(err) {
 		t.Errorf("db.tmp left behind: %v", err)
 	}
-	s2, err := Build(context.Background(), dir, Options{})
+	s2, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil || !s2.AlreadyBuilt || s2.Events != s1.Events {
 		t.Fatalf("second build %+v %v, want the store found complete", s2, err)
 	}
-	s3, err := Build(context.Background(), dir, Options{Force: true})
+	s3, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{Force: true})
 	if err != nil || s3.AlreadyBuilt || s3.Events != s1.Events {
 		t.Fatalf("forced build %+v %v, want a rebuild with the same events", s3, err)
 	}
 	// Two readers at once.
-	a, err := Open(dir)
+	a, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(dir)
+	b, err := index.Open(dir)
 	if err != nil {
 		t.Fatalf("second reader: %v", err)
 	}
@@ -77,11 +76,11 @@ func TestBuildStopsWhenCancelledAndLeavesNoStore(t *testing.T) {
 	writeSynthRun(t, dir, 1000, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Build(ctx, dir, Options{}); !errors.Is(err, context.Canceled) {
+	if _, err := pipeline.Ingest(ctx, dir, pipeline.Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if _, err := Open(dir); !errors.Is(err, ErrNoStore) {
-		t.Fatalf("open after a cancelled build: %v, want ErrNoStore", err)
+	if _, err := index.Open(dir); !errors.Is(err, index.ErrNoStore) {
+		t.Fatalf("open after a cancelled build: %v, want index.ErrNoStore", err)
 	}
 }
 
@@ -106,7 +105,7 @@ func TestStoreTotalsEqualWhatWasRecorded(t *testing.T) {
 	}
 	// Every event is stored once.
 	var n, bytesAdded uint64
-	if err := st.Events(EventFilter{}, func(e *correlate.Event) error {
+	if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error {
 		n++
 		if e.Kind == correlate.KindPageAdd {
 			bytesAdded += e.Bytes
@@ -127,13 +126,13 @@ func TestEventsOfOneTensorUseTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all, sel int
-	st.Events(EventFilter{}, func(e *correlate.Event) error {
+	st.Events(index.EventFilter{}, func(e *correlate.Event) error {
 		if ids[e.Tensor] {
 			all++
 		}
 		return nil
 	})
-	st.Events(EventFilter{Tensors: ids}, func(e *correlate.Event) error {
+	st.Events(index.EventFilter{Tensors: ids}, func(e *correlate.Event) error {
 		if !ids[e.Tensor] {
 			t.Fatalf("event of tensor %d passed the filter", e.Tensor)
 		}
@@ -147,13 +146,13 @@ func TestEventsOfOneTensorUseTheIndex(t *testing.T) {
 
 func TestQueryFiltersAndGroups(t *testing.T) {
 	_, _, st := builtRun(t, 6000, 6)
-	total := func(rows []Row) (c correlate.Counters) {
+	total := func(rows []index.Row) (c correlate.Counters) {
 		for i := range rows {
 			c.Add(&rows[i].Counters)
 		}
 		return c
 	}
-	all, err := st.Query(Query{})
+	all, err := st.Query(index.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,37 +167,37 @@ func TestQueryFiltersAndGroups(t *testing.T) {
 	three := 3
 	tests := []struct {
 		name  string
-		q     Query
+		q     index.Query
 		rows  int
-		check func(t *testing.T, rows []Row)
+		check func(t *testing.T, rows []index.Row)
 	}{
-		{"glob over layers, by layer", Query{Tensor: "blk.*.ffn_up_exps.weight", By: "layer"}, synLayers, nil},
-		{"by tensor covers everything", Query{By: "tensor"}, 2 * synLayers, func(t *testing.T, rows []Row) {
+		{"glob over layers, by layer", index.Query{Tensor: "blk.*.ffn_up_exps.weight", By: "layer"}, synLayers, nil},
+		{"by tensor covers everything", index.Query{By: "tensor"}, 2 * synLayers, func(t *testing.T, rows []index.Row) {
 			if total(rows) != grand {
 				t.Errorf("by tensor sums to %+v, want %+v", total(rows), grand)
 			}
 		}},
-		{"one token", Query{Token: &[2]uint32{3, 3}}, 1, func(t *testing.T, rows []Row) {
+		{"one token", index.Query{Token: &[2]uint32{3, 3}}, 1, func(t *testing.T, rows []index.Row) {
 			if rows[0].Token != 3 {
 				t.Errorf("row of token %d", rows[0].Token)
 			}
 		}},
-		{"token range", Query{Token: &[2]uint32{2, 4}}, 3, nil},
-		{"layer", Query{Layer: &two, By: "tensor"}, 2, func(t *testing.T, rows []Row) {
+		{"token range", index.Query{Token: &[2]uint32{2, 4}}, 3, nil},
+		{"layer", index.Query{Layer: &two, By: "tensor"}, 2, func(t *testing.T, rows []index.Row) {
 			for _, r := range rows {
 				if !strings.HasPrefix(r.Key, "blk.2.") {
 					t.Errorf("row %s is not of layer 2", r.Key)
 				}
 			}
 		}},
-		{"expert", Query{Expert: &three, By: "expert"}, 1, func(t *testing.T, rows []Row) {
+		{"expert", index.Query{Expert: &three, By: "expert"}, 1, func(t *testing.T, rows []index.Row) {
 			if rows[0].Key != "3" || rows[0].Faults == 0 {
 				t.Errorf("row %+v, want expert 3 with faults", rows[0])
 			}
 		}},
-		{"phase", Query{Phase: "prefill", By: "phase"}, 1, nil},
-		{"by expert includes dense as -1", Query{By: "expert"}, synExps + 1, nil},
-		{"top by faults", Query{By: "tensor", Sort: "faults", Top: 3}, 3, func(t *testing.T, rows []Row) {
+		{"phase", index.Query{Phase: "prefill", By: "phase"}, 1, nil},
+		{"by expert includes dense as -1", index.Query{By: "expert"}, synExps + 1, nil},
+		{"top by faults", index.Query{By: "tensor", Sort: "faults", Top: 3}, 3, func(t *testing.T, rows []index.Row) {
 			if rows[0].Faults < rows[1].Faults || rows[1].Faults < rows[2].Faults {
 				t.Errorf("rows not sorted by faults: %d %d %d", rows[0].Faults, rows[1].Faults, rows[2].Faults)
 			}
@@ -224,16 +223,16 @@ func TestQueryRejectsBadInputWithOneLineErrors(t *testing.T) {
 	_, _, st := builtRun(t, 600, 2)
 	tests := []struct {
 		name string
-		q    Query
+		q    index.Query
 		want string
 	}{
-		{"unknown tensor names the closest", Query{Tensor: "blk.1.attn_qq.weight"}, `unknown tensor "blk.1.attn_qq.weight" (closest: blk.1.attn_q.weight`},
-		{"glob matching nothing names the closest globs", Query{Tensor: "blk.*.ffn_upexps.weight"}, `(closest: blk.*.ffn_up_exps.weight, blk.*.attn_q.weight)`},
-		{"bad glob", Query{Tensor: "blk.[.weight"}, "bad tensor pattern"},
-		{"unknown op", Query{Op: "SOFTMAX"}, "unknown op"},
-		{"unknown phase", Query{Phase: "warmup"}, "unknown phase"},
-		{"unknown group", Query{By: "colour"}, "cannot group by"},
-		{"unknown sort", Query{Sort: "speed"}, "cannot sort by"},
+		{"unknown tensor names the closest", index.Query{Tensor: "blk.1.attn_qq.weight"}, `unknown tensor "blk.1.attn_qq.weight" (closest: blk.1.attn_q.weight`},
+		{"glob matching nothing names the closest globs", index.Query{Tensor: "blk.*.ffn_upexps.weight"}, `(closest: blk.*.ffn_up_exps.weight, blk.*.attn_q.weight)`},
+		{"bad glob", index.Query{Tensor: "blk.[.weight"}, "bad tensor pattern"},
+		{"unknown op", index.Query{Op: "SOFTMAX"}, "unknown op"},
+		{"unknown phase", index.Query{Phase: "warmup"}, "unknown phase"},
+		{"unknown group", index.Query{By: "colour"}, "cannot group by"},
+		{"unknown sort", index.Query{Sort: "speed"}, "cannot sort by"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,8 +245,8 @@ func TestQueryRejectsBadInputWithOneLineErrors(t *testing.T) {
 }
 
 func TestOpenWithoutAStoreSaysToIngest(t *testing.T) {
-	if _, err := Open(t.TempDir()); !errors.Is(err, ErrNoStore) {
-		t.Fatalf("got %v, want ErrNoStore", err)
+	if _, err := index.Open(t.TempDir()); !errors.Is(err, index.ErrNoStore) {
+		t.Fatalf("got %v, want index.ErrNoStore", err)
 	}
 }
 
@@ -256,10 +255,10 @@ func TestOpenWithoutAStoreSaysToIngest(t *testing.T) {
 func BenchmarkIngest(b *testing.B) {
 	dir := bigRun(b)
 	b.ResetTimer()
-	var s Summary
+	var s index.Summary
 	for b.Loop() {
 		var err error
-		if s, err = Build(context.Background(), dir, Options{Force: true}); err != nil {
+		if s, err = pipeline.Ingest(context.Background(), dir, pipeline.Options{Force: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -270,17 +269,17 @@ func BenchmarkIngest(b *testing.B) {
 // store read-only, load the dictionaries, run the query, close.
 func BenchmarkQueryTensor(b *testing.B) {
 	dir := bigRun(b)
-	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {
-		st, err := Open(dir)
+		st, err := index.Open(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows, err := st.Query(Query{Tensor: "blk.*.ffn_up_exps.weight"})
+		rows, err := st.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight"})
 		if err != nil || len(rows) == 0 {
 			b.Fatal(err, len(rows))
 		}
@@ -381,20 +380,20 @@ func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		f    EventFilter
+		f    index.EventFilter
 	}{
-		{"tensor", EventFilter{Tensors: ids}},
-		{"token", EventFilter{Tokens: &[2]uint32{2, 2}}},
-		{"expert", EventFilter{Experts: map[int16]bool{5: true}}},
-		{"layer", EventFilter{Layers: map[int]bool{two: true}}},
-		{"op", EventFilter{Ops: ops}},
-		{"several", EventFilter{Tokens: &[2]uint32{1, 2}, Layers: map[int]bool{1: true}, Experts: map[int16]bool{-1: true}}},
+		{"tensor", index.EventFilter{Tensors: ids}},
+		{"token", index.EventFilter{Tokens: &[2]uint32{2, 2}}},
+		{"expert", index.EventFilter{Experts: map[int16]bool{5: true}}},
+		{"layer", index.EventFilter{Layers: map[int]bool{two: true}}},
+		{"op", index.EventFilter{Ops: ops}},
+		{"several", index.EventFilter{Tokens: &[2]uint32{1, 2}, Layers: map[int]bool{1: true}, Experts: map[int16]bool{-1: true}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var all, sel int
-			if err := st.Events(EventFilter{}, func(e *correlate.Event) error {
-				if tc.f.match(st, e) {
+			if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+				if tc.f.Match(st, e) {
 					all++
 				}
 				return nil
@@ -402,7 +401,7 @@ func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := st.Events(tc.f, func(e *correlate.Event) error {
-				if !tc.f.match(st, e) {
+				if !tc.f.Match(st, e) {
 					t.Fatalf("event %+v passed the filter", e)
 				}
 				sel++
@@ -420,33 +419,21 @@ func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
 func TestAStoreOfAnotherFormatIsRebuiltAndRefusedByReaders(t *testing.T) {
 	dir := t.TempDir()
 	writeSynthRun(t, dir, 500, 2)
-	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	// Rewrite the summary as an older iocorr would have.
-	path := filepath.Join(dir, rundir.DBDir)
-	db, err := badger.Open(bulkOptions(path))
-	if err != nil {
+	if err := index.RewriteFormatVersion(dir, index.FormatVersion-1); err != nil {
 		t.Fatal(err)
 	}
-	var s Summary
-	if err := db.View(func(txn *badger.Txn) error { return getSummary(txn, &s) }); err != nil {
-		t.Fatal(err)
-	}
-	s.FormatVersion = FormatVersion - 1
-	b, _ := json.Marshal(&s)
-	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(summaryKey, b) }); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "iocorr ingest --force") {
+	if _, err := index.Open(dir); err == nil || !strings.Contains(err.Error(), "iocorr ingest --force") {
 		t.Errorf("open of an old store: %v, want to be told to rebuild", err)
 	}
-	s2, err := Build(context.Background(), dir, Options{})
+	s2, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil || s2.AlreadyBuilt {
 		t.Fatalf("build over an old store: %+v %v, want a rebuild", s2, err)
 	}
-	if _, err := Open(dir); err != nil {
+	if _, err := index.Open(dir); err != nil {
 		t.Errorf("open after the rebuild: %v", err)
 	}
 }
@@ -454,12 +441,12 @@ func TestAStoreOfAnotherFormatIsRebuiltAndRefusedByReaders(t *testing.T) {
 func TestAChangedSpoolIsRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	writeSynthRun(t, dir, 500, 2)
-	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(dir, rundir.SpoolFile))
 	writeSynthRun(t, dir, 800, 2)
-	s, err := Build(context.Background(), dir, Options{})
+	s, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil || s.AlreadyBuilt || s.Records != 800 {
 		t.Fatalf("got %+v %v, want a rebuild of 800 records", s, err)
 	}
@@ -469,7 +456,7 @@ func TestAChangedSpoolIsRebuilt(t *testing.T) {
 // other processes, while one more reader holds it open.
 func TestReadOnlyQueriesRunConcurrently(t *testing.T) {
 	dir, _, held := builtRun(t, 3000, 3)
-	want, err := held.Query(Query{Tensor: "blk.*.ffn_up_exps.weight"})
+	want, err := held.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,13 +464,13 @@ func TestReadOnlyQueriesRunConcurrently(t *testing.T) {
 	errs := make(chan error, 16)
 	for range 8 {
 		wg.Go(func() {
-			st, err := Open(dir)
+			st, err := index.Open(dir)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer st.Close()
-			rows, err := st.Query(Query{Tensor: "blk.*.ffn_up_exps.weight"})
+			rows, err := st.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight"})
 			if err == nil && fmt.Sprint(rows) != fmt.Sprint(want) {
 				err = fmt.Errorf("concurrent query got %v, want %v", rows, want)
 			}
@@ -521,86 +508,34 @@ func TestHelperQueryProcess(t *testing.T) {
 		t.Skip("helper process")
 	}
 	for range 5 {
-		st, err := Open(dir)
+		st, err := index.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Query(Query{Tensor: "blk.*.ffn_up_exps.weight", By: "expert"}); err != nil {
+		if _, err := st.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight", By: "expert"}); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()
 	}
 }
 
-// BenchmarkWriteKeyPerEvent measures the design ADR-001 rejected: one
-// badger key per event (time | seq → the event) plus its five index keys
-// (tensor, layer, expert, token, op → ∅), written with a WriteBatch and
-// the same bulk options. Only the writes are timed: no spool, no
-// attribution. Compare BenchmarkIngest, which does all of it.
-//
-// It runs on 200k events: at 1M it takes a minute (and gets slower per
-// event as the LSM grows; see the ADR for the numbers).
-func BenchmarkWriteKeyPerEvent(b *testing.B) {
-	n := 200_000
-	if testing.Short() {
-		n = 50_000
-	}
-	evs := make([]correlate.Event, n)
-	for i := range evs {
-		evs[i] = correlate.Event{Ts: uint64(i) * 1000, Tensor: uint32(3 + i%8), Token: uint32(i / 1000), Expert: int16(i%8) - 1,
-			Kind: correlate.KindFault, Bytes: 4096, Offset: int64(i) * 4096, Dur: 500, Trigger: correlate.NoTensor}
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		path := b.TempDir()
-		db, err := badger.Open(bulkOptions(path))
-		if err != nil {
-			b.Fatal(err)
-		}
-		wb := db.NewWriteBatch()
-		for i := range evs {
-			e := &evs[i]
-			k := be.AppendUint32(be.AppendUint64([]byte{pChunk}, e.Ts), uint32(i))
-			if err := wb.Set(k, appendChunk(nil, evs[i:i+1])); err != nil {
-				b.Fatal(err)
-			}
-			for _, ix := range [...]struct {
-				p     byte
-				v     uint64
-				width int
-			}{{pIdxTensor, uint64(e.Tensor), 4}, {pIdxLayer, 1, 2}, {pIdxExpert, uint64(e.Expert + 1), 2}, {pIdxToken, uint64(e.Token), 4}, {pIdxOp, 0, 4}} {
-				if err := wb.Set(idxKey(nil, ix.p, ix.v, ix.width, k[1:]), nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		if err := wb.Flush(); err != nil {
-			b.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
-}
-
 func TestASecondBuildOfOneRunAtOnceIsRefusedAndLeftoversGo(t *testing.T) {
 	dir := t.TempDir()
 	writeSynthRun(t, dir, 500, 2)
-	if _, err := Build(context.Background(), dir, Options{}); err != nil {
+	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := lockBuild(dir)
+	unlock, err := index.LockBuild(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Build(context.Background(), dir, Options{Force: true}); err == nil || !strings.Contains(err.Error(), "another ingest") {
+	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{Force: true}); err == nil || !strings.Contains(err.Error(), "another ingest") {
 		t.Errorf("build while another holds the lock: %v", err)
 	}
 	unlock()
 	// What a build killed mid-way leaves beside a complete store.
 	os.MkdirAll(filepath.Join(dir, rundir.DBDir+".tmp"), 0o755)
-	s, err := Build(context.Background(), dir, Options{})
+	s, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil || !s.AlreadyBuilt {
 		t.Fatalf("got %+v %v, want the complete store kept", s, err)
 	}
@@ -628,25 +563,25 @@ func BenchmarkQueryBigMoE(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dir, rundir.SpoolFile)); err != nil {
 		writeSynthRunShape(b, dir, n, 200, synthShape{48, 128})
 	}
-	sum, err := Build(context.Background(), dir, Options{})
+	sum, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("%d records, %d finest aggregate rows, built in %s", sum.Records, sum.AggRows, time.Duration(sum.BuildNS))
 	for _, q := range []struct {
 		name string
-		q    Query
+		q    index.Query
 	}{
-		{"tensor-glob-by-token", Query{Tensor: "blk.*.ffn_up_exps.weight"}},
-		{"one-tensor-by-token", Query{Tensor: "blk.7.ffn_up_exps.weight"}},
-		{"one-tensor-by-expert", Query{Tensor: "blk.7.ffn_up_exps.weight", By: "expert"}},
-		{"expert-filter", Query{Tensor: "blk.7.ffn_up_exps.weight", Expert: new(int)}},
-		{"everything-by-tensor", Query{By: "tensor", Sort: "faults", Top: 10}},
-		{"everything-by-expert", Query{By: "expert"}},
+		{"tensor-glob-by-token", index.Query{Tensor: "blk.*.ffn_up_exps.weight"}},
+		{"one-tensor-by-token", index.Query{Tensor: "blk.7.ffn_up_exps.weight"}},
+		{"one-tensor-by-expert", index.Query{Tensor: "blk.7.ffn_up_exps.weight", By: "expert"}},
+		{"expert-filter", index.Query{Tensor: "blk.7.ffn_up_exps.weight", Expert: new(int)}},
+		{"everything-by-tensor", index.Query{By: "tensor", Sort: "faults", Top: 10}},
+		{"everything-by-expert", index.Query{By: "expert"}},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			for b.Loop() {
-				st, err := Open(dir)
+				st, err := index.Open(dir)
 				if err != nil {
 					b.Fatal(err)
 				}

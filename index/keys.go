@@ -1,10 +1,9 @@
 // Package index stores a run's attributed events and aggregates in a
 // badger database (DIR/db) and answers queries over it.
 //
-// Build(ctx, dir, Options{}) is the whole ingest of a run directory: spool
-// → ingest.Decode → correlate → the store. `iocorr record` calls it when
-// recording ends and `iocorr ingest` runs it; it is idempotent and
-// crash-safe (see Build). Open(dir) opens the store read-only for queries
+// Writer (Begin, Create, Event, Commit) writes a store for package
+// pipeline, which drives the ingest (spool → ingest.Decode → correlate →
+// Writer); it is crash-safe (see Writer). Open(dir) opens the store read-only for queries
 // (Store.Query), exports (Store.EachToken, Store.Aggs, Store.Events) and
 // tests; any number may be open at once.
 //
@@ -41,7 +40,7 @@ const (
 var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
-// misread; Build rebuilds a store of another version.
+// misread; an ingest rebuilds a store of another version.
 const FormatVersion = 3
 
 var be = binary.BigEndian

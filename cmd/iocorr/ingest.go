@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -31,7 +31,7 @@ func ingestFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		default:
 			return usagef("ingest: takes one run directory, got %d arguments", len(args))
 		}
-		sum, err := index.Build(ctx, dir, index.Options{Force: *force})
+		sum, err := pipeline.Ingest(ctx, dir, pipeline.Options{Force: *force})
 		if err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
@@ -40,7 +40,7 @@ func ingestFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 	}
 }
 
-func printBuildSummary(sum index.Summary, dir string) {
+func printBuildSummary(sum pipeline.Summary, dir string) {
 	if sum.AlreadyBuilt {
 		fmt.Fprintf(stderr, "iocorr: store of %s is up to date (%d records, %d events); --force rebuilds it\n", dir, sum.Records, sum.Events)
 		return
