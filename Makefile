@@ -6,6 +6,7 @@ BIN       := bin/iocorr
 VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 DEMO_DIR  ?= demo
+DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 
 .PHONY: help build test generate setup demo bench fuzz clean
@@ -35,7 +36,7 @@ fuzz: ## fuzz the GGUF parser for FUZZTIME (default 10m)
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-10m} ./gguf
 
 demo: setup build ## synthesize a model, record llama.cpp under memory pressure, query it
-	./scripts/demo.sh $(DEMO_DIR)
+	./scripts/demo.sh $(DEMO_DIR) $(DEMO_TOKENS)
 
 clean:
 	rm -rf bin $(DEMO_DIR) $(SETUP_OK) .testmodels

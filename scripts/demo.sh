@@ -2,10 +2,11 @@
 # The main job end to end on a built-in default: a generated MoE model,
 # recorded from a cold page cache under a memory limit smaller than the
 # model (so llama.cpp re-reads weights from disk every token), then
-# queried. Run by `make demo` (as root).
+# queried. Run by `make demo` (as root): demo.sh DIR [TOKENS].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-demo}
+tokens=${2:-16}
 iocorr=./bin/iocorr
 mkdir -p "$dir"
 
@@ -14,11 +15,13 @@ step() { printf '\n== %s\n' "$*" >&2; }
 step "synthesize an 8-layer MoE model (8 experts, 2 used), F16"
 "$iocorr" synth -o "$dir/model.gguf" --layers 8 --embd 768 --ff 1024 --heads 12 \
 	--experts 8 --experts-used 2 --type f16
-"$iocorr" inspect "$dir/model.gguf" | head -n 20
+# Not piped into head: under pipefail, head leaving early is a failure.
+"$iocorr" inspect "$dir/model.gguf" >"$dir/inspect.txt"
+head -n 20 "$dir/inspect.txt"
 
-step "record 16 tokens from a cold cache under a 96 MiB memory limit"
+step "record $tokens tokens from a cold cache under a 96 MiB memory limit"
 "$iocorr" record -f -o "$dir/iocorr.data" --cold --mem-limit 96MiB -- \
-	node testdata/llm/generate.mjs --model "$dir/model.gguf" --tokens 16 --threads 2
+	node testdata/llm/generate.mjs --model "$dir/model.gguf" --tokens "$tokens" --threads 2
 
 step "bytes read and faults per layer"
 "$iocorr" query -i "$dir/iocorr.data" --by layer

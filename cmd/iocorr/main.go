@@ -64,6 +64,12 @@ func main() {
 	case err == nil:
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
+	case errors.Is(err, syscall.EPIPE):
+		// The reader of an output went away (export -o /dev/stdout | head).
+		// A write to stdout itself dies of SIGPIPE quietly, as in cat or
+		// git; this ends the same way: no message, the shell's status for
+		// a death by SIGPIPE.
+		os.Exit(128 + int(syscall.SIGPIPE))
 	default:
 		fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
 		var ue usageError
