@@ -72,6 +72,36 @@ type Event struct {
 	Class   uint8 // fault class; for blocks 0 read, 1 write
 }
 
+// Fault classes (enum fault_class) and block directions, as in Event.Class.
+const (
+	ClassMinor       uint8 = 0
+	ClassMajor       uint8 = 1
+	ClassUnaccounted uint8 = 2
+	ClassRead        uint8 = 0
+	ClassWrite       uint8 = 1
+)
+
+// ClassName names an event's class: minor, major or unaccounted for a
+// fault, read or write for a block request, "" for page-cache events.
+func (e *Event) ClassName() string {
+	switch e.Kind {
+	case KindFault:
+		switch e.Class {
+		case ClassMinor:
+			return "minor"
+		case ClassMajor:
+			return "major"
+		}
+		return "unaccounted"
+	case KindBlock:
+		if e.Class == ClassRead {
+			return "read"
+		}
+		return "write"
+	}
+	return ""
+}
+
 // Sink receives attributed events. The pointer is valid only during the
 // call: a sink copies what it keeps.
 type Sink interface {
@@ -110,25 +140,74 @@ func (c *Counters) Add(o *Counters) {
 	c.BlockReqs += o.BlockReqs
 }
 
-// Values lists the counters in a fixed order, the order of CounterNames:
-// what stores and exports iterate instead of naming every field.
-func (c *Counters) Values() [NumCounters]uint64 {
-	return [NumCounters]uint64{c.Faults, c.Major, c.Minor, c.Unaccounted, c.StallNS, c.PagesAdded, c.AddedBytes,
-		c.TriggerBytes, c.PagesEvicted, c.EvictedBytes, c.ReadBytes, c.BlockReqs}
-}
+// Unit is what a counter counts, for rendering.
+type Unit string
 
-// SetValues is the inverse of Values.
-func (c *Counters) SetValues(v *[NumCounters]uint64) {
-	*c = Counters{Faults: v[0], Major: v[1], Minor: v[2], Unaccounted: v[3], StallNS: v[4], PagesAdded: v[5], AddedBytes: v[6],
-		TriggerBytes: v[7], PagesEvicted: v[8], EvictedBytes: v[9], ReadBytes: v[10], BlockReqs: v[11]}
+const (
+	UnitCount Unit = "count"
+	UnitPages Unit = "pages"
+	UnitBytes Unit = "bytes"
+	UnitNS    Unit = "ns"
+)
+
+// Counter describes one field of Counters. CounterFields is the one list of
+// them: the store encodes counters in its order, and query columns, query
+// --sort names and export columns are its names (upper-cased in tables).
+type Counter struct {
+	Name    string
+	Unit    Unit
+	Meaning string
+	// Table is set for the counters a query's table shows by default;
+	// CSV and JSON carry every counter.
+	Table bool
+	Field func(*Counters) *uint64
 }
 
 // NumCounters is the number of fields of Counters.
 const NumCounters = 12
 
-// CounterNames names the counters in Values order, as columns.
-var CounterNames = [NumCounters]string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns",
-	"pages_added", "bytes_added", "readahead_trigger_bytes", "pages_evicted", "bytes_evicted", "bytes_read", "block_requests"}
+// CounterFields lists every counter once. Appending one means a new field
+// of Counters, a line in Add, and a new store format.
+var CounterFields = [NumCounters]Counter{
+	{"faults", UnitCount, "completed page faults (major + minor)", true, func(c *Counters) *uint64 { return &c.Faults }},
+	{"major_faults", UnitCount, "completed faults that waited for I/O", true, func(c *Counters) *uint64 { return &c.Major }},
+	{"minor_faults", UnitCount, "completed faults served from the page cache", true, func(c *Counters) *uint64 { return &c.Minor }},
+	{"unaccounted_faults", UnitCount, "faults that began but were never completed (not in faults)", false, func(c *Counters) *uint64 { return &c.Unaccounted }},
+	{"fault_stall_ns", UnitNS, "summed stall of the completed faults", true, func(c *Counters) *uint64 { return &c.StallNS }},
+	{"pages_added", UnitPages, "page-cache pages added whose first byte is here", true, func(c *Counters) *uint64 { return &c.PagesAdded }},
+	{"bytes_added", UnitBytes, "page-cache bytes added here", false, func(c *Counters) *uint64 { return &c.AddedBytes }},
+	{"readahead_trigger_bytes", UnitBytes, "page-cache bytes added during this tensor's faults (read ahead on its behalf)", true, func(c *Counters) *uint64 { return &c.TriggerBytes }},
+	{"pages_evicted", UnitPages, "page-cache pages removed whose first byte is here", true, func(c *Counters) *uint64 { return &c.PagesEvicted }},
+	{"bytes_evicted", UnitBytes, "page-cache bytes removed here", false, func(c *Counters) *uint64 { return &c.EvictedBytes }},
+	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
+	{"block_requests", UnitCount, "block read requests touching it", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
+}
+
+// CounterByName finds a counter by its name.
+func CounterByName(name string) (*Counter, bool) {
+	for i := range CounterFields {
+		if CounterFields[i].Name == name {
+			return &CounterFields[i], true
+		}
+	}
+	return nil, false
+}
+
+// Values lists the counters in CounterFields order.
+func (c *Counters) Values() [NumCounters]uint64 {
+	var v [NumCounters]uint64
+	for i := range CounterFields {
+		v[i] = *CounterFields[i].Field(c)
+	}
+	return v
+}
+
+// SetValues is the inverse of Values.
+func (c *Counters) SetValues(v *[NumCounters]uint64) {
+	for i := range CounterFields {
+		*CounterFields[i].Field(c) = v[i]
+	}
+}
 
 // AggKey is one cell of the per-run aggregate: token × tensor × expert × op.
 type AggKey struct {

@@ -244,9 +244,18 @@ func TestQueryRejectsBadInputWithOneLineErrors(t *testing.T) {
 	}
 }
 
-func TestOpenWithoutAStoreSaysToIngest(t *testing.T) {
-	if _, err := index.Open(t.TempDir()); !errors.Is(err, index.ErrNoStore) {
-		t.Fatalf("got %v, want index.ErrNoStore", err)
+func TestOpenSaysWhatIsMissing(t *testing.T) {
+	run := t.TempDir()
+	if err := rundir.WriteMeta(run, &rundir.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Open(run); !errors.Is(err, index.ErrNoStore) {
+		t.Errorf("run without a store: got %v, want index.ErrNoStore", err)
+	}
+	for _, dir := range []string{t.TempDir(), "/nonexistent"} {
+		if _, err := index.Open(dir); err == nil || err.Error() != dir+" is not a run directory (no meta.json)" {
+			t.Errorf("%s: got %v, want it is not a run directory", dir, err)
+		}
 	}
 }
 
@@ -426,8 +435,9 @@ func TestAStoreOfAnotherFormatIsRebuiltAndRefusedByReaders(t *testing.T) {
 	if err := index.RewriteFormatVersion(dir, index.FormatVersion-1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Open(dir); err == nil || !strings.Contains(err.Error(), "iocorr ingest --force") {
-		t.Errorf("open of an old store: %v, want to be told to rebuild", err)
+	want := fmt.Sprintf("store format %d is older than this iocorr's %d: re-run iocorr ingest --force %s", index.FormatVersion-1, index.FormatVersion, dir)
+	if _, err := index.Open(dir); err == nil || err.Error() != want {
+		t.Errorf("open of an old store: %v, want %q", err, want)
 	}
 	s2, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil || s2.AlreadyBuilt {

@@ -41,60 +41,29 @@ type Row struct {
 	order int // group order (token number, tensor id, layer...)
 }
 
-// SortColumns are the columns Query.Sort accepts, each also by its
-// export name (correlate.CounterNames); the sort is descending.
-var SortColumns = []string{"faults", "major", "minor", "unaccounted", "stall", "pages_added", "added", "trigger",
-	"evicted", "evicted_bytes", "read", "requests", "selected"}
+// Selected is the sort column of Row.Selected (queries by expert).
+const Selected = "selected"
 
-var sortAliases = map[string]string{
-	"major_faults": "major", "minor_faults": "minor", "unaccounted_faults": "unaccounted", "fault_stall_ns": "stall",
-	"fault_stall": "stall", "bytes_added": "added", "readahead_trigger_bytes": "trigger", "readahead_triggered": "trigger",
-	"pages_evicted": "evicted", "evictions": "evicted", "bytes_evicted": "evicted_bytes", "bytes_read": "read",
-	"block_requests": "requests",
-}
+// SortColumns are the columns Query.Sort accepts: every counter by its
+// name (correlate.CounterFields), and Selected; the sort is descending.
+var SortColumns = func() []string {
+	var cs []string
+	for _, d := range correlate.CounterFields {
+		cs = append(cs, d.Name)
+	}
+	return append(cs, Selected)
+}()
 
-// sortColumn resolves a sort column name, "" when unknown.
-func sortColumn(col string) string {
-	if a, ok := sortAliases[col]; ok {
-		return a
+// sortKey returns the value a sort column reads from a row, nil when the
+// column is unknown.
+func sortKey(col string) func(*Row) uint64 {
+	if col == Selected {
+		return func(r *Row) uint64 { return r.Selected }
 	}
-	if contains(SortColumns, col) {
-		return col
+	if d, ok := correlate.CounterByName(col); ok {
+		return func(r *Row) uint64 { return *d.Field(&r.Counters) }
 	}
-	return ""
-}
-
-func sortValue(r *Row, col string) uint64 {
-	c := &r.Counters
-	switch col {
-	case "faults":
-		return c.Faults
-	case "major":
-		return c.Major
-	case "minor":
-		return c.Minor
-	case "unaccounted":
-		return c.Unaccounted
-	case "stall":
-		return c.StallNS
-	case "pages_added":
-		return c.PagesAdded
-	case "added":
-		return c.AddedBytes
-	case "trigger":
-		return c.TriggerBytes
-	case "evicted":
-		return c.PagesEvicted
-	case "evicted_bytes":
-		return c.EvictedBytes
-	case "read":
-		return c.ReadBytes
-	case "requests":
-		return c.BlockReqs
-	case "selected":
-		return r.Selected
-	}
-	return 0
+	return nil
 }
 
 // UnknownTensorError names a tensor that matched nothing and the closest names.
@@ -246,6 +215,7 @@ func (s *Store) OpIDs(name string) (map[uint32]bool, error) {
 		if len(known) == 0 {
 			return nil, fmt.Errorf("unknown op %q: this run has no op names (no graph nodes or op probes were recorded)", name)
 		}
+		slices.Sort(known)
 		return nil, fmt.Errorf("unknown op %q (this run has: %s)", name, strings.Join(known, ", "))
 	}
 	return ids, nil
@@ -272,9 +242,9 @@ func (s *Store) Query(q Query) ([]Row, error) {
 	if !contains(GroupBys, by) {
 		return nil, fmt.Errorf("cannot group by %q (want one of %s)", by, strings.Join(GroupBys, ", "))
 	}
-	sortCol := ""
+	var key func(*Row) uint64
 	if q.Sort != "" {
-		if sortCol = sortColumn(q.Sort); sortCol == "" {
+		if key = sortKey(q.Sort); key == nil {
 			return nil, fmt.Errorf("cannot sort by %q (want one of %s)", q.Sort, strings.Join(SortColumns, ", "))
 		}
 	}
@@ -425,9 +395,9 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		}
 		return rows[i].Key < rows[j].Key
 	})
-	if sortCol != "" {
+	if key != nil {
 		sort.SliceStable(rows, func(i, j int) bool {
-			return sortValue(&rows[i], sortCol) > sortValue(&rows[j], sortCol)
+			return key(&rows[i]) > key(&rows[j])
 		})
 	}
 	if q.Top > 0 && len(rows) > q.Top {

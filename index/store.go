@@ -63,10 +63,30 @@ func getSummary(txn *badger.Txn, s *Summary) error {
 	})
 }
 
+// CheckRunDir says, in one line, when dir is no run directory.
+func CheckRunDir(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, rundir.MetaFile)); err != nil {
+		return fmt.Errorf("%s is not a run directory (no %s)", dir, rundir.MetaFile)
+	}
+	return nil
+}
+
+// formatError is the one-line answer to a store of another format.
+func formatError(dir string, got int) error {
+	rel := "older"
+	if got > FormatVersion {
+		rel = "newer"
+	}
+	return fmt.Errorf("store format %d is %s than this iocorr's %d: re-run iocorr ingest --force %s", got, rel, FormatVersion, dir)
+}
+
 // Open opens DIR/db read-only and loads its dictionaries.
 func Open(dir string) (*Store, error) {
 	path := filepath.Join(dir, rundir.DBDir)
 	if _, err := os.Stat(path); err != nil {
+		if err := CheckRunDir(dir); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %w", dir, ErrNoStore)
 	}
 	db, err := badger.Open(readOnlyOptions(path))
@@ -79,7 +99,7 @@ func Open(dir string) (*Store, error) {
 			return err
 		}
 		if s.Summary.FormatVersion != FormatVersion {
-			return fmt.Errorf("store format %d, this iocorr reads %d: run `iocorr ingest --force`", s.Summary.FormatVersion, FormatVersion)
+			return formatError(dir, s.Summary.FormatVersion)
 		}
 		if err := scan(txn, []byte{pTensor}, func(k, v []byte) error {
 			var t correlate.Tensor

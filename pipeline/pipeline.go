@@ -42,8 +42,8 @@ func Ingest(ctx context.Context, dir string, opts Options) (Summary, error) {
 	spoolPath := filepath.Join(dir, rundir.SpoolFile)
 	fi, err := os.Stat(spoolPath)
 	if err != nil {
-		if _, merr := os.Stat(filepath.Join(dir, rundir.MetaFile)); merr != nil {
-			return Summary{}, fmt.Errorf("%s is not a run directory (no %s)", dir, rundir.MetaFile)
+		if err := index.CheckRunDir(dir); err != nil {
+			return Summary{}, err
 		}
 		return Summary{}, fmt.Errorf("run has no event spool: %w", err)
 	}

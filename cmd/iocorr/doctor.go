@@ -59,12 +59,12 @@ func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		rw := newResultWriter(stdout, *format, []column{{Name: "check"}, {Name: "status"}, {Name: "detail"}})
 		failed := false
 		for _, c := range checks {
-			status := cell{Raw: "ok", Human: "✓"}
+			status := txtAs("ok", "✓")
 			detail := c.detail
 			if !c.ok {
-				status = cell{Raw: "missing", Human: "✗"}
+				status = txtAs("missing", "✗")
 				if c.required {
-					status.Raw = "fail"
+					status.s = "fail"
 					detail = strings.TrimSuffix("required: "+detail, ": ")
 					failed = true
 				}

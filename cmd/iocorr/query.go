@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "query",
 		summary: "per-token faults, page-cache and device I/O of tensors, layers, experts or ops of a run",
-		usage:   "[-i DIR] [--tensor NAME|GLOB] [--token N|A-B] [--layer L] [--expert E] [--op NAME] [--phase prefill|decode] [--by DIM] [--sort COL] [--top K] [--format table|csv|json]",
+		usage:   "[-i DIR] [--tensor NAME|GLOB] [--token N|A-B] [--layer L] [--expert E] [--op NAME] [--phase prefill|decode] [--by DIM] [--sort COL] [--top K] [--format table|csv|json|jsonl]",
 		flags:   queryFlags,
 	})
 }
@@ -47,7 +47,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 	op := fs.String("op", "", "only events of op NAME (e.g. MUL_MAT)")
 	phase := fs.String("phase", "", "prefill, decode or none")
 	by := fs.String("by", "token", "group by "+strings.Join(index.GroupBys, "|"))
-	sortCol := fs.String("sort", "", "sort descending by "+strings.Join(index.SortColumns, "|")+" (or a CSV column name)")
+	sortCol := fs.String("sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
 	top := fs.Int("top", 0, "keep the first K rows")
 	all := fs.Bool("all", false, "include [other file], [anonymous] and [model header] without --tensor")
 	format := formatFlag(fs)
@@ -75,7 +75,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if fs.Changed("expert") && *expert < 0 {
 			return usagef("query: --expert must not be negative")
 		}
-		st, err := index.Open(*dir)
+		st, status, err := openRun(*dir)
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
@@ -84,33 +84,47 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
-		return writeQueryRows(rows, q.By, *format)
+		return writeQueryRows(rows, q.By, *format, status)
 	}
 }
 
+// openRun opens DIR's store and its run status (rundir.Meta.Status: ""
+// for a run recorded to its end), which it also prints on stderr.
+func openRun(dir string) (*index.Store, string, error) {
+	st, err := index.Open(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		st.Close()
+		return nil, "", err
+	}
+	status := meta.Status()
+	if status != "" {
+		fmt.Fprintf(stderr, "iocorr: warning: %s\n", status)
+	}
+	return st, status, nil
+}
+
 // writeQueryRows prints query rows. A table shows what a person reads
-// first (pages for the page cache, bytes for the device); CSV and JSON
-// carry every counter as a raw number, named as in the exports.
-func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
+// first (correlate.Counter.Table); the other formats carry every counter
+// as a raw number. Columns are the counters' names everywhere.
+func writeQueryRows(rows []index.Row, by string, format outputFormat, status string) error {
 	if by == "" {
 		by = "token"
 	}
-	human := format == formatTable
+	tableOnly := format == formatTable
 	cols := []column{{Name: by}}
 	if by == "token" {
 		cols = append(cols, column{Name: "phase"})
 	}
 	if by == "expert" {
-		cols = append(cols, column{Name: "selected"})
+		cols = append(cols, column{Name: index.Selected})
 	}
-	names := []string{"faults", "major", "minor", "stall", "pages_added", "ra_triggered", "evicted", "read", "requests"}
-	if !human {
-		names = correlate.CounterNames[:]
-	}
-	for _, n := range names {
-		cols = append(cols, column{Name: n})
-	}
+	cols = counterColumns(cols, tableOnly)
 	rw := newResultWriter(stdout, format, cols)
+	rw.SetStatus(status)
 	cells := make([]cell, 0, len(cols))
 	for _, r := range rows {
 		cells = append(cells[:0], txt(r.Key))
@@ -121,14 +135,7 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat) error {
 		if by == "expert" {
 			cells = append(cells, num(r.Selected))
 		}
-		if human {
-			cells = append(cells, num(r.Faults), num(r.Major), num(r.Minor), durCell(r.StallNS), num(r.PagesAdded),
-				bytesCell(r.TriggerBytes), num(r.PagesEvicted), bytesCell(r.ReadBytes), num(r.BlockReqs))
-		} else {
-			for _, v := range r.Counters.Values() {
-				cells = append(cells, num(v))
-			}
-		}
+		cells = counterCells(cells, &r.Counters, tableOnly)
 		if err := rw.Row(cells...); err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ import (
 func writeTinyRun(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	meta := &rundir.Meta{Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
+	meta := &rundir.Meta{Complete: true, Finished: true, Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
 		Models: []rundir.ModelFile{{
 			Path: "m.gguf", Dev: 5, Ino: 9, Size: 7 * 4096,
 			Tensors: []rundir.Tensor{
@@ -176,7 +176,7 @@ func TestQueryFiltersGroupsSortsAndTops(t *testing.T) {
 		{"by phase", []string{"--by", "phase"}, "prefill decode"},
 		{"op by tensor", []string{"--op", "mul_mat_id", "--by", "tensor"}, "blk.1.ffn_down_exps.weight"},
 		{"by op", []string{"--by", "op"}, "MUL_MAT MUL_MAT_ID"},
-		{"sorted by minor faults, top 1", []string{"--by", "tensor", "--sort", "minor", "--top", "1"}, "blk.1.ffn_down.weight"},
+		{"sorted by minor faults, top 1", []string{"--by", "tensor", "--sort", "minor_faults", "--top", "1"}, "blk.1.ffn_down.weight"},
 		{"sorted by an export column name", []string{"--by", "tensor", "--sort", "bytes_read", "--top", "1"}, "blk.0.ffn_down.weight"},
 	}
 	for _, tc := range tests {
@@ -230,7 +230,9 @@ func TestQueryBadInputIsOneLineError(t *testing.T) {
 		{"unknown group", []string{"--by", "colour"}, "cannot group by"},
 		{"unknown sort column", []string{"--sort", "speed"}, "cannot sort by"},
 		{"negative top", []string{"--top", "-1"}, "--top must not be negative"},
-		{"not a run", []string{"-i", t.TempDir()}, "no store"},
+		{"no directory", []string{"-i", "/nonexistent"}, "/nonexistent is not a run directory (no meta.json)"},
+		{"a directory that is no run", []string{"-i", t.TempDir()}, "is not a run directory"},
+		{"a run not yet ingested", []string{"-i", notIngested(t)}, "no store: run `iocorr ingest` first"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,7 +262,7 @@ func TestExportSumsEqualTheTotals(t *testing.T) {
 		t.Fatalf("%d token rows, want 3", len(perToken))
 	}
 	want := map[string]uint64{"faults": 10, "major_faults": 6, "minor_faults": 4, "fault_stall_ns": 100, "pages_added": 9,
-		"bytes_added": 9 * 4096, "bytes_read": 3 * 4096, "block_requests": 3, "evictions": 3, "bytes_evicted": 3 * 4096}
+		"bytes_added": 9 * 4096, "bytes_read": 3 * 4096, "block_requests": 3, "pages_evicted": 3, "bytes_evicted": 3 * 4096}
 	for col, n := range want {
 		if got := sumColumn(t, perToken, col); got != n {
 			t.Errorf("faults-per-token %s sums to %d, want %d", col, got, n)
@@ -430,5 +432,134 @@ func TestIngestIsIdempotentAndRejectsANonRun(t *testing.T) {
 	if _, _, err := runCmd(t, "ingest", t.TempDir()); err == nil || !strings.HasPrefix(err.Error(), "ingest: ") ||
 		!strings.Contains(err.Error(), "not a run directory") {
 		t.Errorf("ingest of an empty directory: %v", err)
+	}
+}
+
+// notIngested is a run directory with metadata and no store.
+func notIngested(t *testing.T) string {
+	dir := t.TempDir()
+	if err := rundir.WriteMeta(dir, &rundir.Meta{Complete: true, Finished: true}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A run whose recorder did not finish says so on stderr in every format,
+// and in-band where a program reads it: a leading '#' comment in CSV
+// (which a CSV reader told of comments skips), a run_status field in
+// every JSON object; tables stay tables.
+func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
+	dir := writeTinyRun(t)
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Finished = false
+	if err := rundir.WriteMeta(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+	status := meta.Status()
+	for _, cmd := range [][]string{{"query", "--by", "tensor"}, {"export", "faults-per-token"}, {"export", "events"}} {
+		for _, format := range []string{"table", "csv", "json", "jsonl"} {
+			t.Run(strings.Join(cmd, " ")+" "+format, func(t *testing.T) {
+				out, errOut, err := runCmd(t, append([]string{cmd[0], "-i", dir}, append(cmd[1:], "--format", format)...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(errOut, "warning: "+status) {
+					t.Errorf("stderr %q does not say %q", errOut, status)
+				}
+				switch format {
+				case "table":
+					if strings.Contains(out, status) {
+						t.Errorf("the table carries the status:\n%s", out)
+					}
+				case "csv":
+					if !strings.HasPrefix(out, "# "+status+"\r\n") {
+						t.Errorf("CSV does not start with the status comment:\n%s", out)
+					}
+					r := csv.NewReader(strings.NewReader(out))
+					r.Comment = '#'
+					if recs, err := r.ReadAll(); err != nil || len(recs) < 2 {
+						t.Errorf("CSV read with comments skipped: %d records, %v", len(recs), err)
+					}
+				default:
+					var rows []map[string]any
+					if format == "json" {
+						if err := json.Unmarshal([]byte(out), &rows); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+							var row map[string]any
+							if err := json.Unmarshal([]byte(line), &row); err != nil {
+								t.Fatal(err)
+							}
+							rows = append(rows, row)
+						}
+					}
+					for _, row := range rows {
+						if row["run_status"] != status {
+							t.Fatalf("row %v has no run_status %q", row, status)
+						}
+					}
+					if len(rows) == 0 {
+						t.Fatal("no rows")
+					}
+				}
+			})
+		}
+	}
+}
+
+// Event classes are names in every format: minor, major, unaccounted for
+// faults, read or write for block requests, empty for page-cache events.
+func TestExportEventsNameTheirClassInEveryFormat(t *testing.T) {
+	dir := writeTinyRun(t)
+	// The tiny run's faults and block reads, in time order, for --token 1.
+	want := []string{"major", "", "minor", "", "major", "", "read", ""}
+	for _, format := range []string{"table", "csv", "json", "jsonl"} {
+		t.Run(format, func(t *testing.T) {
+			out, _, err := runCmd(t, "export", "-i", dir, "events", "--token", "1", "--format", format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			switch format {
+			case "table":
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				for _, l := range lines[1:] {
+					f := strings.Fields(l)
+					if f[1] == "fault" || f[1] == "block" {
+						got = append(got, f[2])
+					} else {
+						got = append(got, "")
+					}
+				}
+			case "csv":
+				for _, r := range csvTable(t, out) {
+					got = append(got, r["class"])
+				}
+			case "json":
+				var rows []map[string]any
+				if err := json.Unmarshal([]byte(out), &rows); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					got = append(got, r["class"].(string))
+				}
+			case "jsonl":
+				for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+					var r map[string]any
+					if err := json.Unmarshal([]byte(line), &r); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, r["class"].(string))
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("classes %q, want %q\n%s", got, want, out)
+			}
+		})
 	}
 }
