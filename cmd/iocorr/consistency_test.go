@@ -23,7 +23,7 @@ import (
 func TestRealMoERunIsConsistent(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeF16})
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
 	dir := filepath.Join(t.TempDir(), "run")
 	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
 	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--"}, cmd.Args...)

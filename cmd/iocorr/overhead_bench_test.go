@@ -23,7 +23,7 @@ func BenchmarkTracingOverhead(b *testing.B) {
 		b.Skip("needs root")
 	}
 	llmtest.Require(b)
-	model := llmtest.Model(b, gguf.SynthSpec{Layers: 8, Embd: 1024, FF: 2816, Heads: 16, Type: gguf.TypeF16})
+	model := llmtest.Model(b, gguf.SynthSpec{Layers: 8, Embd: 1024, FF: 2816, Heads: 16, Type: llmtest.WeightType})
 	const tokens = 48
 	modes := []struct {
 		name  string

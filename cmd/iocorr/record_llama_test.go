@@ -71,8 +71,8 @@ func TestRecordLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) 
 		spec gguf.SynthSpec
 		ops  bool
 	}{
-		{"dense f16, graph probes", gguf.SynthSpec{Layers: 4, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF16}, false},
-		{"moe q8_0, op probes", gguf.SynthSpec{Layers: 3, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0}, true},
+		{"dense bf16, graph probes", gguf.SynthSpec{Layers: 4, Embd: 256, FF: 512, Heads: 4, Type: llmtest.WeightType}, false},
+		{"moe bf16, op probes", gguf.SynthSpec{Layers: 3, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 	llmtest.Require(t)
 	// About 250 MB of weights under a 128 MiB limit (node itself needs
 	// some 60 MB): every token re-reads much of the model from the disk.
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 10, Embd: 1024, FF: 2816, Heads: 16, Type: gguf.TypeF16})
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 10, Embd: 1024, FF: 2816, Heads: 16, Type: llmtest.WeightType})
 	dir, _, summary := recordLlama(t, model, 4, "--cold", "--mem-limit", "128MiB")
 	t.Log(summary)
 	m, err := rundir.ReadMeta(dir)

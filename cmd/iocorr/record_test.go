@@ -390,7 +390,7 @@ func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 func TestRecordColdUnderAMemoryLimit(t *testing.T) {
 	requireBPF(t)
 	// About 50 MB of weights read through a 16 MiB cgroup.
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, Type: gguf.TypeF16})
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, Type: llmtest.WeightType})
 	dir := filepath.Join(t.TempDir(), "run")
 	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--model", model, "--cold", "--mem-limit", "16MiB",
 		"--", "dd", "if="+model, "of=/dev/null", "bs=1M")
@@ -449,7 +449,7 @@ func TestRecordColdUnderAMemoryLimit(t *testing.T) {
 
 func TestRecordFindsAModelTheCommandMapsAndSaysItWasLate(t *testing.T) {
 	requireBPF(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF16})
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: llmtest.WeightType})
 	t.Setenv(helperEnv, "map")
 	t.Setenv("IOCORR_TEST_FILE", model) // not on the command line
 	dir := filepath.Join(t.TempDir(), "run")

@@ -32,7 +32,7 @@ func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 	toucher := llmtest.BuildToucher(t)
 	// F16 MoE: each expert slice of an *_exps tensor is 256×512×2 B =
 	// 64 pages, so pages can be picked inside chosen experts.
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeF16})
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
 	f, err := gguf.Open(model)
 	if err != nil {
 		t.Fatal(err)

@@ -68,6 +68,17 @@ func LlamaLib() (string, error) {
 	return libs[0], nil
 }
 
+// WeightType is the weight type of the models of tests that measure I/O
+// on the model file. On CPUs with AMX (Sapphire Rapids and later, this
+// lab's VMs among them) ggml's CPU backend moves F16 and Q8_0 mat-mul
+// weights into an anonymous AMX buffer while loading, so inference never
+// reads them from the mapping again: no fault, no page-cache event, and
+// under a memory limit they cannot be reclaimed at all. BF16 has no such
+// buffer (neither AMX nor CPU_REPACK takes it, checked in the llama.cpp
+// source node-llama-cpp ships), so its weights stay file-backed on every
+// x86 CPU.
+const WeightType = gguf.TypeBF16
+
 // Installed says why real llama.cpp cannot run here, or nil when it can:
 // node on the PATH, the driver, and the libraries testdata/llm/setup.sh
 // installs.
