@@ -1,7 +1,6 @@
 package index
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -141,7 +140,7 @@ func (w *Writer) Create(tensors []correlate.Tensor, chunkEvents int) error {
 	w.db = db
 	w.ch = newChunker(db, chunkEvents)
 	for _, t := range tensors {
-		w.ch.layers = append(w.ch.layers, uint16(t.Layer+1))
+		w.ch.layers = append(w.ch.layers, t.Layer)
 	}
 	return nil
 }
@@ -260,12 +259,12 @@ func (s *stampSet) add(v, chunk uint32) {
 // 230 KiB buffer per chunk were a third of the build's time).
 type chunker struct {
 	db     *badger.DB
-	layers []uint16 // layer+1 of each tensor id
+	layers []int // the layer of each tensor id
 	buf    []correlate.Event
 	size   int
 	seq    uint32
 	chunks uint64
-	idx    [5]stampSet // tensor, layer, expert, token, op
+	idx    [len(chunkIndexes)]stampSet
 	free   chan []byte // value buffers not held by a pending commit
 	nbufs  int
 	errMu  sync.Mutex
@@ -283,11 +282,6 @@ func newChunker(db *badger.DB, size int) *chunker {
 	}
 	return c
 }
-
-var idxPrefixes = [5]struct {
-	p     byte
-	width int
-}{{pIdxTensor, 4}, {pIdxLayer, 2}, {pIdxExpert, 2}, {pIdxToken, 4}, {pIdxOp, 4}}
 
 func (c *chunker) Event(e *correlate.Event) error {
 	c.buf = append(c.buf, *e)
@@ -344,21 +338,18 @@ func (c *chunker) flush() error {
 	}
 	for i := range c.buf {
 		e := &c.buf[i]
-		layer := uint32(0)
+		layer := -1
 		if int(e.Tensor) < len(c.layers) {
-			layer = uint32(c.layers[e.Tensor])
+			layer = c.layers[e.Tensor]
 		}
-		c.idx[0].add(e.Tensor, stamp)
-		c.idx[1].add(layer, stamp)
-		c.idx[2].add(uint32(uint16(e.Expert+1)), stamp)
-		c.idx[3].add(e.Token, stamp)
-		c.idx[4].add(e.Op, stamp)
+		for j, v := range chunkIndexValues(e, layer) {
+			c.idx[j].add(v, stamp)
+		}
 	}
-	suffix := ck[1:]
 	for i := range c.idx {
-		ix := idxPrefixes[i]
+		ix := chunkIndexes[i]
 		for _, v := range c.idx[i].vals {
-			if err := txn.Set(idxKey(make([]byte, 0, 1+ix.width+chunkSuffixLen), ix.p, uint64(v), ix.width, suffix), nil); err != nil {
+			if err := txn.Set(ix.key(make([]byte, 0, 1+ix.width+chunkSuffixLen), v, ck), nil); err != nil {
 				txn.Discard()
 				c.free <- val
 				return fmt.Errorf("writing event index: %w", err)
@@ -412,7 +403,7 @@ func (w *Writer) writeAll(res *correlate.Result, sum *Summary) error {
 	sum.Chunks = ch.chunks
 	// The summary is the last key of the build. The store only becomes
 	// DIR/db after this, so a reader never sees a store without one.
-	b, err := json.Marshal(sum)
+	b, err := summaryValue(sum)
 	if err != nil {
 		return fmt.Errorf("encoding store summary: %w", err)
 	}
@@ -440,18 +431,18 @@ func writeResult(wb *badger.WriteBatch, res *correlate.Result) error {
 		if err != nil {
 			return err
 		}
-		if err := set(u32Key(pTensor, res.Tensors[i].ID), v); err != nil {
+		if err := set(tensorKey(res.Tensors[i].ID), v); err != nil {
 			return err
 		}
 	}
 	for id, name := range res.Ops {
-		if err := set(u32Key(pOp, uint32(id)), []byte(name)); err != nil {
+		if err := set(opKey(uint32(id)), opValue(name)); err != nil {
 			return err
 		}
 	}
 	for i := range res.Tokens {
 		t := &res.Tokens[i]
-		if err := set(u32Key(pTokenAgg, t.Token), appendTokenInfo(nil, t)); err != nil {
+		if err := set(tokenKey(t.Token), appendTokenInfo(nil, t)); err != nil {
 			return err
 		}
 	}
@@ -480,11 +471,9 @@ func writeResult(wb *badger.WriteBatch, res *correlate.Result) error {
 			byTT = correlate.Counters{}
 		}
 	}
-	for _, e := range res.Experts {
-		k := be.AppendUint32([]byte{pExpertSel}, e.Token)
-		k = be.AppendUint16(k, e.Layer)
-		k = be.AppendUint16(k, e.Expert)
-		if err := set(k, be.AppendUint64(nil, e.Count)); err != nil {
+	for i := range res.Experts {
+		e := &res.Experts[i]
+		if err := set(expertSelKey(e), appendExpertSelValue(nil, e)); err != nil {
 			return err
 		}
 	}

@@ -97,9 +97,12 @@ func TestStoreTotalsEqualWhatWasRecorded(t *testing.T) {
 	if err := st.Aggs(func(a *correlate.Agg) error { byAgg.Add(&a.Counters); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	want := correlate.Counters{Faults: tot.faults, Major: tot.major, Minor: tot.faults - tot.major, ReadBytes: tot.readBytes, AddedBytes: tot.added, EvictedBytes: tot.evicted}
+	want := correlate.Counters{Faults: tot.faults, Major: tot.major, Minor: tot.faults - tot.major, ReadBytes: tot.readBytes, AddedBytes: tot.added, EvictedBytes: tot.evicted,
+		// The synthetic run's folios are single pages.
+		PagesAdded: tot.added / correlate.PageSize, PagesEvicted: tot.evicted / correlate.PageSize}
 	for name, got := range map[string]correlate.Counters{"tokens": byTok, "aggregates": byAgg} {
-		if got.Faults != want.Faults || got.Major != want.Major || got.ReadBytes != want.ReadBytes || got.AddedBytes != want.AddedBytes || got.EvictedBytes != want.EvictedBytes {
+		if got.Faults != want.Faults || got.Major != want.Major || got.ReadBytes != want.ReadBytes || got.AddedBytes != want.AddedBytes ||
+			got.EvictedBytes != want.EvictedBytes || got.PagesAdded != want.PagesAdded || got.PagesEvicted != want.PagesEvicted || want.PagesAdded == 0 || want.PagesEvicted == 0 {
 			t.Errorf("%s sum %+v, want %+v", name, got, want)
 		}
 	}

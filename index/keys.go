@@ -45,6 +45,44 @@ const FormatVersion = 4
 
 var be = binary.BigEndian
 
+// Tables scanned whole are read by their prefix.
+var (
+	tensorTable    = []byte{pTensor}
+	opTable        = []byte{pOp}
+	chunkTable     = []byte{pChunk}
+	tokenTable     = []byte{pTokenAgg}
+	aggTensorTable = []byte{pAggTensor}
+	aggTokenTable  = []byte{pAggToken}
+	expertSelTable = []byte{pExpertSel}
+	aggTTTable     = []byte{pAggTT}
+)
+
+// Layers and experts are stored +1, so that −1 (no layer, a dense tensor)
+// is 0 and order is kept.
+func plusOne[T int | int16](v T) uint16 { return uint16(v + 1) }
+
+func u32Key(prefix byte, v uint32) []byte {
+	return be.AppendUint32([]byte{prefix}, v)
+}
+
+func parseU32Key(prefix byte, what string, k []byte) (uint32, error) {
+	if len(k) != 5 || k[0] != prefix {
+		return 0, fmt.Errorf("bad %s key %x", what, k)
+	}
+	return be.Uint32(k[1:]), nil
+}
+
+func tensorKey(id uint32) []byte               { return u32Key(pTensor, id) }
+func parseTensorKey(k []byte) (uint32, error)  { return parseU32Key(pTensor, "tensor", k) }
+func opKey(id uint32) []byte                   { return u32Key(pOp, id) }
+func parseOpKey(k []byte) (uint32, error)      { return parseU32Key(pOp, "op", k) }
+func tokenKey(token uint32) []byte             { return u32Key(pTokenAgg, token) }
+func parseTokenKey(k []byte) (uint32, error)   { return parseU32Key(pTokenAgg, "token row", k) }
+func aggTensorPrefix(tensor uint32) []byte     { return u32Key(pAggTensor, tensor) }
+func aggTTPrefix(tensor uint32) []byte         { return u32Key(pAggTT, tensor) }
+func isSummaryKey(k []byte) bool               { return string(k) == string(summaryKey) }
+func (ix chunkIndex) valuePrefix(v uint32) []byte { return ix.appendValue([]byte{ix.prefix}, v) }
+
 // chunkSuffixLen is min ts u64 | seq u32, shared by the chunk key and the
 // index keys so that an index hit names its chunk without a lookup.
 const chunkSuffixLen = 12
@@ -57,27 +95,78 @@ func chunkKey(minTs uint64, seq uint32) []byte {
 	return k
 }
 
-// idxKey appends prefix | field (width bytes) | chunk suffix.
-func idxKey(dst []byte, prefix byte, field uint64, width int, suffix []byte) []byte {
-	dst = append(dst, prefix)
-	switch width {
-	case 2:
-		dst = be.AppendUint16(dst, uint16(field))
-	case 4:
-		dst = be.AppendUint32(dst, uint32(field))
+func parseChunkKey(k []byte) (minTs uint64, seq uint32, err error) {
+	if len(k) != 1+chunkSuffixLen || k[0] != pChunk {
+		return 0, 0, fmt.Errorf("bad event chunk key %x", k)
 	}
-	return append(dst, suffix...)
+	return be.Uint64(k[1:]), be.Uint32(k[9:]), nil
 }
 
-func u32Key(prefix byte, v uint32) []byte {
-	return be.AppendUint32([]byte{prefix}, v)
+// chunkIndex is one secondary index of event chunks: prefix | value
+// (width bytes) | chunk key suffix → ∅.
+type chunkIndex struct {
+	prefix byte
+	width  int // 2 or 4
+}
+
+// The chunk indexes, in chunkIndexes order.
+var (
+	ixTensor = chunkIndex{pIdxTensor, 4}
+	ixLayer  = chunkIndex{pIdxLayer, 2}  // layer+1
+	ixExpert = chunkIndex{pIdxExpert, 2} // expert+1
+	ixToken  = chunkIndex{pIdxToken, 4}
+	ixOp     = chunkIndex{pIdxOp, 4}
+
+	chunkIndexes = [...]chunkIndex{ixTensor, ixLayer, ixExpert, ixToken, ixOp}
+)
+
+// chunkIndexValues are an event's values in the chunk indexes, in
+// chunkIndexes order; layer is the layer of the event's tensor.
+func chunkIndexValues(e *correlate.Event, layer int) [len(chunkIndexes)]uint32 {
+	return [...]uint32{e.Tensor, uint32(plusOne(layer)), uint32(plusOne(e.Expert)), e.Token, e.Op}
+}
+
+// layerIndexValue and expertIndexValue are what a filter looks up.
+func layerIndexValue(layer int) uint32     { return uint32(plusOne(layer)) }
+func expertIndexValue(expert int16) uint32 { return uint32(plusOne(expert)) }
+
+func (ix chunkIndex) appendValue(dst []byte, v uint32) []byte {
+	if ix.width == 2 {
+		return be.AppendUint16(dst, uint16(v))
+	}
+	return be.AppendUint32(dst, v)
+}
+
+// key appends the index key of value v naming the chunk of key chunk.
+func (ix chunkIndex) key(dst []byte, v uint32, chunk []byte) []byte {
+	dst = ix.appendValue(append(dst, ix.prefix), v)
+	return append(dst, chunk[1:]...)
+}
+
+// parseChunkIndexKey parses a key of any chunk index: which index, the
+// value, and the key of the chunk it names.
+func parseChunkIndexKey(k []byte) (ix chunkIndex, v uint32, chunk []byte, err error) {
+	for _, c := range chunkIndexes {
+		if len(k) > 0 && k[0] == c.prefix {
+			ix = c
+		}
+	}
+	if ix.width == 0 || len(k) != 1+ix.width+chunkSuffixLen {
+		return chunkIndex{}, 0, nil, fmt.Errorf("bad event index key %x", k)
+	}
+	if ix.width == 2 {
+		v = uint32(be.Uint16(k[1:]))
+	} else {
+		v = be.Uint32(k[1:])
+	}
+	return ix, v, append([]byte{pChunk}, k[1+ix.width:]...), nil
 }
 
 func aggTensorKey(k correlate.AggKey) []byte {
 	b := make([]byte, 0, 15)
 	b = append(b, pAggTensor)
 	b = be.AppendUint32(b, k.Tensor)
-	b = be.AppendUint16(b, uint16(k.Expert+1))
+	b = be.AppendUint16(b, plusOne(k.Expert))
 	b = be.AppendUint32(b, k.Token)
 	return be.AppendUint32(b, k.Op)
 }
@@ -87,7 +176,7 @@ func aggTokenKey(k correlate.AggKey) []byte {
 	b = append(b, pAggToken)
 	b = be.AppendUint32(b, k.Token)
 	b = be.AppendUint32(b, k.Tensor)
-	return be.AppendUint16(b, uint16(k.Expert+1))
+	return be.AppendUint16(b, plusOne(k.Expert))
 }
 
 func aggTTKey(tensor, token uint32) []byte {
@@ -111,11 +200,30 @@ func parseAggTokenKey(b []byte) (correlate.AggKey, error) {
 	return correlate.AggKey{Token: be.Uint32(b[1:]), Tensor: be.Uint32(b[5:]), Expert: int16(be.Uint16(b[9:])) - 1}, nil
 }
 
+// parseAggTTKey's rows have experts and ops folded: Expert −1, Op 0.
 func parseAggTTKey(b []byte) (correlate.AggKey, error) {
 	if len(b) != 9 || b[0] != pAggTT {
 		return correlate.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
 	}
 	return correlate.AggKey{Tensor: be.Uint32(b[1:]), Token: be.Uint32(b[5:]), Expert: -1}, nil
+}
+
+// expertSelKey is token u32 | layer u16 | expert u16; its value the count u64.
+func expertSelKey(e *correlate.ExpertSel) []byte {
+	k := make([]byte, 0, 9)
+	k = append(k, pExpertSel)
+	k = be.AppendUint32(k, e.Token)
+	k = be.AppendUint16(k, e.Layer)
+	return be.AppendUint16(k, e.Expert)
+}
+
+func appendExpertSelValue(b []byte, e *correlate.ExpertSel) []byte { return be.AppendUint64(b, e.Count) }
+
+func parseExpertSel(k, v []byte) (correlate.ExpertSel, error) {
+	if len(k) != 9 || k[0] != pExpertSel || len(v) != 8 {
+		return correlate.ExpertSel{}, fmt.Errorf("bad expert selection row %x → %x", k, v)
+	}
+	return correlate.ExpertSel{Token: be.Uint32(k[1:]), Layer: be.Uint16(k[5:]), Expert: be.Uint16(k[7:]), Count: be.Uint64(v)}, nil
 }
 
 // Counters are values, not keys: correlate.NumCounters uvarints in
@@ -129,7 +237,10 @@ func appendCounters(b []byte, c *correlate.Counters) []byte {
 }
 
 func parseCounters(b []byte, c *correlate.Counters) error {
-	_, err := parseCountersN(b, c)
+	n, err := parseCountersN(b, c)
+	if err == nil && n != len(b) {
+		return fmt.Errorf("counters value of %d bytes has %d bytes too many", len(b), len(b)-n)
+	}
 	return err
 }
 
@@ -166,10 +277,11 @@ func appendTokenInfo(b []byte, t *correlate.TokenInfo) []byte {
 
 func parseTokenInfo(key, b []byte) (correlate.TokenInfo, error) {
 	var t correlate.TokenInfo
-	if len(key) != 5 {
-		return t, fmt.Errorf("bad token row key of %d bytes", len(key))
+	tok, err := parseTokenKey(key)
+	if err != nil {
+		return t, err
 	}
-	t.Token = be.Uint32(key[1:])
+	t.Token = tok
 	n, err := parseCountersN(b, &t.Counters)
 	if err != nil || len(b)-n != tokenTailLen {
 		return t, fmt.Errorf("bad token row of %d bytes", len(b))
@@ -302,3 +414,37 @@ func (r *chunkReader) next(e *correlate.Event) bool {
 }
 
 func tensorValue(t *correlate.Tensor) ([]byte, error) { return json.Marshal(t) }
+
+// parseTensor parses a tensor dictionary row; its key and the id inside
+// must agree.
+func parseTensor(k, v []byte) (correlate.Tensor, error) {
+	var t correlate.Tensor
+	id, err := parseTensorKey(k)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(v, &t); err != nil {
+		return t, fmt.Errorf("tensor dictionary: %w", err)
+	}
+	if t.ID != id {
+		return t, fmt.Errorf("tensor dictionary: row %d holds tensor %d", id, t.ID)
+	}
+	return t, nil
+}
+
+// An op dictionary row's value is the op's name.
+func opValue(name string) []byte { return []byte(name) }
+
+func parseOp(k, v []byte) (uint32, string, error) {
+	id, err := parseOpKey(k)
+	return id, string(v), err
+}
+
+func summaryValue(s *Summary) ([]byte, error) { return json.Marshal(s) }
+
+func parseSummary(v []byte, s *Summary) error {
+	if err := json.Unmarshal(v, s); err != nil {
+		return fmt.Errorf("store summary: %w", err)
+	}
+	return nil
+}

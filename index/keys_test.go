@@ -1,7 +1,9 @@
 package index
 
 import (
+	"fmt"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/iocorr/iocorr/correlate"
@@ -53,5 +55,171 @@ func TestDamagedChunksAreErrorsNotPanics(t *testing.T) {
 	}
 	if _, err := newChunkReader([]byte{9, 1, 0}); err == nil {
 		t.Error("unknown chunk encoding accepted")
+	}
+}
+
+// Every key kind of ADR-001: built, it parses back to what it was built
+// from, starts with its table's prefix, and a key cut short, grown by a
+// byte or of another table is rejected.
+func TestEveryKeyKindRoundTripsAndRejectsMalformedKeys(t *testing.T) {
+	chunk := chunkKey(math.MaxUint64-1, 7)
+	type idxHit struct {
+		ix    chunkIndex
+		v     uint32
+		chunk string
+	}
+	parseIdx := func(k []byte) (any, error) {
+		ix, v, c, err := parseChunkIndexKey(k)
+		return idxHit{ix, v, string(c)}, err
+	}
+	agg := correlate.AggKey{Token: math.MaxUint32, Tensor: 3, Expert: -1, Op: 9}
+	sel := correlate.ExpertSel{Token: 4, Layer: 47, Expert: 127}
+	tests := []struct {
+		name   string
+		prefix byte
+		key    []byte
+		parse  func([]byte) (any, error)
+		want   any
+	}{
+		{"tensor", pTensor, tensorKey(70000), func(k []byte) (any, error) { return parseTensorKey(k) }, uint32(70000)},
+		{"op", pOp, opKey(2), func(k []byte) (any, error) { return parseOpKey(k) }, uint32(2)},
+		{"token row", pTokenAgg, tokenKey(math.MaxUint32), func(k []byte) (any, error) { return parseTokenKey(k) }, uint32(math.MaxUint32)},
+		{"event chunk", pChunk, chunk, func(k []byte) (any, error) {
+			ts, seq, err := parseChunkKey(k)
+			return [2]uint64{ts, uint64(seq)}, err
+		}, [2]uint64{math.MaxUint64 - 1, 7}},
+		{"tensor index", pIdxTensor, ixTensor.key(nil, 5, chunk), parseIdx, idxHit{ixTensor, 5, string(chunk)}},
+		{"layer index of no layer", pIdxLayer, ixLayer.key(nil, layerIndexValue(-1), chunk), parseIdx, idxHit{ixLayer, 0, string(chunk)}},
+		{"layer index", pIdxLayer, ixLayer.key(nil, layerIndexValue(47), chunk), parseIdx, idxHit{ixLayer, 48, string(chunk)}},
+		{"expert index of a dense tensor", pIdxExpert, ixExpert.key(nil, expertIndexValue(-1), chunk), parseIdx, idxHit{ixExpert, 0, string(chunk)}},
+		{"expert index", pIdxExpert, ixExpert.key(nil, expertIndexValue(math.MaxInt16-1), chunk), parseIdx, idxHit{ixExpert, math.MaxInt16, string(chunk)}},
+		{"token index", pIdxToken, ixToken.key(nil, math.MaxUint32, chunk), parseIdx, idxHit{ixToken, math.MaxUint32, string(chunk)}},
+		{"op index", pIdxOp, ixOp.key(nil, 3, chunk), parseIdx, idxHit{ixOp, 3, string(chunk)}},
+		{"finest aggregate", pAggTensor, aggTensorKey(agg), func(k []byte) (any, error) { return parseAggTensorKey(k) }, agg},
+		{"aggregate by token", pAggToken, aggTokenKey(agg), func(k []byte) (any, error) { return parseAggTokenKey(k) },
+			correlate.AggKey{Token: agg.Token, Tensor: agg.Tensor, Expert: agg.Expert}},
+		{"aggregate by tensor and token", pAggTT, aggTTKey(3, 8), func(k []byte) (any, error) { return parseAggTTKey(k) },
+			correlate.AggKey{Tensor: 3, Token: 8, Expert: -1}},
+		{"expert selection", pExpertSel, expertSelKey(&sel), func(k []byte) (any, error) {
+			return parseExpertSel(k, appendExpertSelValue(nil, &sel))
+		}, sel},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.key[0] != tc.prefix {
+				t.Errorf("key %x is not in table %#x", tc.key, tc.prefix)
+			}
+			got, err := tc.parse(tc.key)
+			if err != nil || got != tc.want {
+				t.Errorf("parsed %+v (%v), want %+v", got, err, tc.want)
+			}
+			other := append([]byte{0x7f}, tc.key[1:]...)
+			for name, bad := range map[string][]byte{"cut short": tc.key[:len(tc.key)-1], "a byte too long": append(append([]byte(nil), tc.key...), 0),
+				"of another table": other, "empty": nil} {
+				if _, err := tc.parse(bad); err == nil {
+					t.Errorf("a key %s (%x) was accepted", name, bad)
+				}
+			}
+		})
+	}
+	if !isSummaryKey(summaryKey) || isSummaryKey(tensorKey(0)) || summaryKey[0] != pSummary {
+		t.Error("the summary key is not recognised as itself alone")
+	}
+}
+
+// Byte order is numeric order, −1 (no layer, a dense tensor) first.
+func TestKeysSortInNumericOrder(t *testing.T) {
+	tests := []struct {
+		name   string
+		lo, hi []byte
+	}{
+		{"dense before expert 0", aggTensorKey(correlate.AggKey{Tensor: 3, Expert: -1, Token: 9}), aggTensorKey(correlate.AggKey{Tensor: 3, Expert: 0})},
+		{"token 255 before 256", tokenKey(255), tokenKey(256)},
+		{"chunks by time first", chunkKey(1<<32, 1), chunkKey(1<<32+1, 0)},
+		{"layer −1 before layer 0", ixLayer.valuePrefix(layerIndexValue(-1)), ixLayer.valuePrefix(layerIndexValue(0))},
+		{"tensor-major aggregates", aggTTKey(1, math.MaxUint32), aggTTKey(2, 0)},
+	}
+	for _, tc := range tests {
+		if string(tc.lo) >= string(tc.hi) {
+			t.Errorf("%s: %x sorts after %x", tc.name, tc.lo, tc.hi)
+		}
+	}
+}
+
+// Every value kind round-trips, and a value cut short or grown is an
+// error, never a silent zero (a round trip that turned pages added 7 into
+// 0 was the bug).
+func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
+	var seven, most correlate.Counters
+	for i := range correlate.CounterFields {
+		*correlate.CounterFields[i].Field(&seven) = 7
+		*correlate.CounterFields[i].Field(&most) = math.MaxUint64 - uint64(i)
+	}
+	tok := correlate.TokenInfo{Token: 12, Phase: 2, NTokens: -1, StartNS: 5, EndNS: math.MaxUint64, Counters: most,
+		TensorsTouched: 3, ExpertsTouched: math.MaxUint32}
+	tensor := correlate.Tensor{ID: 9, Name: "blk.0.ffn_up_exps.weight", Model: 0, Layer: 0, Role: "ffn_up_exps", Type: "Q4_K",
+		Offset: 1 << 40, Size: 1 << 30, Experts: 128, ExpertStride: 1 << 23, Op: 4, NotFileBacked: true}
+	sum := Summary{FormatVersion: FormatVersion, Records: 10, ByType: map[string]uint64{"fault": 3}, Events: 7, Incomplete: true}
+	sel := correlate.ExpertSel{Token: 1, Layer: 2, Expert: 3, Count: math.MaxUint64}
+	tensorValue, err := tensorValue(&tensor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumValue, err := summaryValue(&sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		value []byte
+		parse func([]byte) (any, error)
+		want  any
+		grown bool // whether a byte more must be rejected
+	}{
+		{"counters, every field 7", appendCounters(nil, &seven), func(v []byte) (any, error) {
+			var c correlate.Counters
+			return c, parseCounters(v, &c)
+		}, seven, true},
+		{"counters at their limits", appendCounters(nil, &most), func(v []byte) (any, error) {
+			var c correlate.Counters
+			err := parseCounters(v, &c)
+			return c, err
+		}, most, true},
+		{"token row", appendTokenInfo(nil, &tok), func(v []byte) (any, error) { return parseTokenInfo(tokenKey(12), v) }, tok, true},
+		{"tensor", tensorValue, func(v []byte) (any, error) { return parseTensor(tensorKey(9), v) }, tensor, false},
+		{"op name", opValue("MUL_MAT_ID"), func(v []byte) (any, error) {
+			_, name, err := parseOp(opKey(1), v)
+			return name, err
+		}, "MUL_MAT_ID", false},
+		{"summary", sumValue, func(v []byte) (any, error) {
+			var s Summary
+			err := parseSummary(v, &s)
+			return fmt.Sprintf("%+v", s), err
+		}, fmt.Sprintf("%+v", sum), false},
+		{"expert selection count", appendExpertSelValue(nil, &sel), func(v []byte) (any, error) {
+			return parseExpertSel(expertSelKey(&sel), v)
+		}, sel, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.parse(tc.value)
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("parsed %+v (%v), want %+v", got, err, tc.want)
+			}
+			if tc.name == "op name" {
+				return // any bytes are a name
+			}
+			for cut := range len(tc.value) {
+				if got, err := tc.parse(tc.value[:cut]); err == nil {
+					t.Errorf("value cut to %d of %d bytes parsed as %+v", cut, len(tc.value), got)
+				}
+			}
+			if _, err := tc.parse(append(append([]byte(nil), tc.value...), 1)); tc.grown && err == nil {
+				t.Error("a value with a byte too many was accepted")
+			}
+		})
+	}
+	if _, err := parseTensor(tensorKey(8), tensorValue); err == nil {
+		t.Error("a tensor row under another id was accepted")
 	}
 }

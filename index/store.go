@@ -2,7 +2,6 @@ package index
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -55,12 +54,7 @@ func getSummary(txn *badger.Txn, s *Summary) error {
 	if err != nil {
 		return fmt.Errorf("reading store summary: %w", err)
 	}
-	return it.Value(func(v []byte) error {
-		if err := json.Unmarshal(v, s); err != nil {
-			return fmt.Errorf("store summary: %w", err)
-		}
-		return nil
-	})
+	return it.Value(func(v []byte) error { return parseSummary(v, s) })
 }
 
 // CheckRunDir says, in one line, when dir is no run directory.
@@ -101,10 +95,10 @@ func Open(dir string) (*Store, error) {
 		if s.Summary.FormatVersion != FormatVersion {
 			return formatError(dir, s.Summary.FormatVersion)
 		}
-		if err := scan(txn, []byte{pTensor}, func(k, v []byte) error {
-			var t correlate.Tensor
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("tensor dictionary: %w", err)
+		if err := scan(txn, tensorTable, func(k, v []byte) error {
+			t, err := parseTensor(k, v)
+			if err != nil {
+				return err
 			}
 			if int(t.ID) != len(s.Tensors) {
 				return fmt.Errorf("tensor dictionary: id %d out of order", t.ID)
@@ -114,8 +108,15 @@ func Open(dir string) (*Store, error) {
 		}); err != nil {
 			return err
 		}
-		return scan(txn, []byte{pOp}, func(k, v []byte) error {
-			s.Ops = append(s.Ops, string(v))
+		return scan(txn, opTable, func(k, v []byte) error {
+			id, name, err := parseOp(k, v)
+			if err != nil {
+				return err
+			}
+			if int(id) != len(s.Ops) {
+				return fmt.Errorf("op dictionary: id %d out of order", id)
+			}
+			s.Ops = append(s.Ops, name)
 			return nil
 		})
 	})
@@ -193,7 +194,7 @@ func (s *Store) Tokens() ([]correlate.TokenInfo, error) {
 // EachToken calls fn for every per-token summary in token order, streaming.
 func (s *Store) EachToken(fn func(*correlate.TokenInfo) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, []byte{pTokenAgg}, func(k, v []byte) error {
+		return scan(txn, tokenTable, func(k, v []byte) error {
 			t, err := parseTokenInfo(k, v)
 			if err != nil {
 				return err
@@ -225,41 +226,42 @@ func (s *Store) aggScan(prefix []byte, parse func([]byte) (correlate.AggKey, err
 // AggsOfTensor calls fn for the finest aggregate rows of one tensor
 // (token × expert × op), ordered by expert, token, op: one range scan.
 func (s *Store) AggsOfTensor(tensor uint32, fn func(*correlate.Agg) error) error {
-	return s.aggScan(u32Key(pAggTensor, tensor), parseAggTensorKey, fn)
+	return s.aggScan(aggTensorPrefix(tensor), parseAggTensorKey, fn)
 }
 
 // allFineAggs calls fn for every finest row, ordered by tensor, expert, token, op.
 func (s *Store) allFineAggs(fn func(*correlate.Agg) error) error {
-	return s.aggScan([]byte{pAggTensor}, parseAggTensorKey, fn)
+	return s.aggScan(aggTensorTable, parseAggTensorKey, fn)
 }
 
 // TensorTokenAggs calls fn for one tensor's rows per token, experts and
 // ops folded (Expert -1, Op 0), in token order: the rows behind
 // `query --tensor`.
 func (s *Store) TensorTokenAggs(tensor uint32, fn func(*correlate.Agg) error) error {
-	return s.aggScan(u32Key(pAggTT, tensor), parseAggTTKey, fn)
+	return s.aggScan(aggTTPrefix(tensor), parseAggTTKey, fn)
 }
 
 func (s *Store) allTensorTokenAggs(fn func(*correlate.Agg) error) error {
-	return s.aggScan([]byte{pAggTT}, parseAggTTKey, fn)
+	return s.aggScan(aggTTTable, parseAggTTKey, fn)
 }
 
 // Aggs calls fn for every (token, tensor, expert) row, ops folded (Op 0),
 // ordered by token, tensor, expert: the rows of
 // `export faults-per-token-tensor`.
 func (s *Store) Aggs(fn func(*correlate.Agg) error) error {
-	return s.aggScan([]byte{pAggToken}, parseAggTokenKey, fn)
+	return s.aggScan(aggTokenTable, parseAggTokenKey, fn)
 }
 
 // ExpertSelections calls fn for every (token, layer, expert) the router
 // picked, with how often.
 func (s *Store) ExpertSelections(fn func(correlate.ExpertSel) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, []byte{pExpertSel}, func(k, v []byte) error {
-			if len(k) != 9 || len(v) != 8 {
-				return fmt.Errorf("bad expert selection row")
+		return scan(txn, expertSelTable, func(k, v []byte) error {
+			e, err := parseExpertSel(k, v)
+			if err != nil {
+				return err
 			}
-			return fn(correlate.ExpertSel{Token: be.Uint32(k[1:]), Layer: be.Uint16(k[5:]), Expert: be.Uint16(k[7:]), Count: be.Uint64(v)})
+			return fn(e)
 		})
 	})
 }
@@ -303,11 +305,11 @@ func (f *EventFilter) chunkIndexScans(s *Store) [][]byte {
 	switch {
 	case f.Tensors != nil:
 		for t := range f.Tensors {
-			ps = append(ps, u32Key(pIdxTensor, t))
+			ps = append(ps, ixTensor.valuePrefix(t))
 		}
 	case f.Tokens != nil && uint64(f.Tokens[1])-uint64(f.Tokens[0]) < 1<<16:
 		for t := uint64(f.Tokens[0]); t <= uint64(f.Tokens[1]); t++ {
-			ps = append(ps, u32Key(pIdxToken, uint32(t)))
+			ps = append(ps, ixToken.valuePrefix(uint32(t)))
 		}
 	case f.Ops != nil:
 		// An event's op is its probe op, or when it has none (op probes
@@ -316,21 +318,21 @@ func (f *EventFilter) chunkIndexScans(s *Store) [][]byte {
 		ps = [][]byte{}
 		if s.Summary.OpProbes {
 			for op := range f.Ops {
-				ps = append(ps, u32Key(pIdxOp, op))
+				ps = append(ps, ixOp.valuePrefix(op))
 			}
 		}
 		for i := range s.Tensors {
 			if f.Ops[s.Tensors[i].Op] {
-				ps = append(ps, u32Key(pIdxTensor, s.Tensors[i].ID))
+				ps = append(ps, ixTensor.valuePrefix(s.Tensors[i].ID))
 			}
 		}
 	case f.Experts != nil:
 		for e := range f.Experts {
-			ps = append(ps, be.AppendUint16([]byte{pIdxExpert}, uint16(e+1)))
+			ps = append(ps, ixExpert.valuePrefix(expertIndexValue(e)))
 		}
 	case f.Layers != nil:
 		for l := range f.Layers {
-			ps = append(ps, be.AppendUint16([]byte{pIdxLayer}, uint16(l+1)))
+			ps = append(ps, ixLayer.valuePrefix(layerIndexValue(l)))
 		}
 	}
 	return ps
@@ -358,14 +360,15 @@ func (s *Store) Events(f EventFilter, fn func(*correlate.Event) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		scans := f.chunkIndexScans(s)
 		if scans == nil {
-			return scan(txn, []byte{pChunk}, func(k, v []byte) error { return emitChunk(v) })
+			return scan(txn, chunkTable, func(k, v []byte) error { return emitChunk(v) })
 		}
 		// Union of the chunks the index names, in key (time) order.
 		chunks := map[string]bool{}
 		for _, p := range scans {
 			if err := scan(txn, p, func(k, v []byte) error {
-				chunks[string(append([]byte{pChunk}, k[len(k)-chunkSuffixLen:]...))] = true
-				return nil
+				_, _, chunk, err := parseChunkIndexKey(k)
+				chunks[string(chunk)] = true
+				return err
 			}); err != nil {
 				return err
 			}

@@ -36,16 +36,12 @@ func BenchmarkWriteKeyPerEvent(b *testing.B) {
 		wb := db.NewWriteBatch()
 		for i := range evs {
 			e := &evs[i]
-			k := be.AppendUint32(be.AppendUint64([]byte{pChunk}, e.Ts), uint32(i))
+			k := chunkKey(e.Ts, uint32(i))
 			if err := wb.Set(k, appendChunk(nil, evs[i:i+1])); err != nil {
 				b.Fatal(err)
 			}
-			for _, ix := range [...]struct {
-				p     byte
-				v     uint64
-				width int
-			}{{pIdxTensor, uint64(e.Tensor), 4}, {pIdxLayer, 1, 2}, {pIdxExpert, uint64(e.Expert + 1), 2}, {pIdxToken, uint64(e.Token), 4}, {pIdxOp, 0, 4}} {
-				if err := wb.Set(idxKey(nil, ix.p, ix.v, ix.width, k[1:]), nil); err != nil {
+			for j, v := range chunkIndexValues(e, 0) {
+				if err := wb.Set(chunkIndexes[j].key(nil, v, k), nil); err != nil {
 					b.Fatal(err)
 				}
 			}
