@@ -72,15 +72,15 @@ func parseU32Key(prefix byte, what string, k []byte) (uint32, error) {
 	return be.Uint32(k[1:]), nil
 }
 
-func tensorKey(id uint32) []byte               { return u32Key(pTensor, id) }
-func parseTensorKey(k []byte) (uint32, error)  { return parseU32Key(pTensor, "tensor", k) }
-func opKey(id uint32) []byte                   { return u32Key(pOp, id) }
-func parseOpKey(k []byte) (uint32, error)      { return parseU32Key(pOp, "op", k) }
-func tokenKey(token uint32) []byte             { return u32Key(pTokenAgg, token) }
-func parseTokenKey(k []byte) (uint32, error)   { return parseU32Key(pTokenAgg, "token row", k) }
-func aggTensorPrefix(tensor uint32) []byte     { return u32Key(pAggTensor, tensor) }
-func aggTTPrefix(tensor uint32) []byte         { return u32Key(pAggTT, tensor) }
-func isSummaryKey(k []byte) bool               { return string(k) == string(summaryKey) }
+func tensorKey(id uint32) []byte                  { return u32Key(pTensor, id) }
+func parseTensorKey(k []byte) (uint32, error)     { return parseU32Key(pTensor, "tensor", k) }
+func opKey(id uint32) []byte                      { return u32Key(pOp, id) }
+func parseOpKey(k []byte) (uint32, error)         { return parseU32Key(pOp, "op", k) }
+func tokenKey(token uint32) []byte                { return u32Key(pTokenAgg, token) }
+func parseTokenKey(k []byte) (uint32, error)      { return parseU32Key(pTokenAgg, "token row", k) }
+func aggTensorPrefix(tensor uint32) []byte        { return u32Key(pAggTensor, tensor) }
+func aggTTPrefix(tensor uint32) []byte            { return u32Key(pAggTT, tensor) }
+func isSummaryKey(k []byte) bool                  { return string(k) == string(summaryKey) }
 func (ix chunkIndex) valuePrefix(v uint32) []byte { return ix.appendValue([]byte{ix.prefix}, v) }
 
 // chunkSuffixLen is min ts u64 | seq u32, shared by the chunk key and the
@@ -217,7 +217,9 @@ func expertSelKey(e *correlate.ExpertSel) []byte {
 	return be.AppendUint16(k, e.Expert)
 }
 
-func appendExpertSelValue(b []byte, e *correlate.ExpertSel) []byte { return be.AppendUint64(b, e.Count) }
+func appendExpertSelValue(b []byte, e *correlate.ExpertSel) []byte {
+	return be.AppendUint64(b, e.Count)
+}
 
 func parseExpertSel(k, v []byte) (correlate.ExpertSel, error) {
 	if len(k) != 9 || k[0] != pExpertSel || len(v) != 8 {

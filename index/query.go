@@ -317,7 +317,9 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		case "expert":
 			key, order = strconv.Itoa(int(a.Expert)), int(a.Expert)
 		case "op":
-			key, order = s.OpName(op), int(op)
+			// By name: op ids number ops in the order they were first
+			// seen, which changes from run to run.
+			key = s.OpName(op)
 			if key == "" {
 				key = "[unknown]"
 			}

@@ -48,9 +48,12 @@ func writeTinyRun(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	for name, op := range map[string]uint32{"blk.0.ffn_down.weight": 2, "blk.1.ffn_down.weight": 2, "blk.1.ffn_down_exps.weight": 3} {
-		n := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: 1, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: 5, Ino: 9, Op: op}
-		for i, c := range name {
+	for _, node := range []struct {
+		name string
+		op   uint32
+	}{{"blk.1.ffn_down_exps.weight", 3}, {"blk.0.ffn_down.weight", 2}, {"blk.1.ffn_down.weight", 2}} {
+		n := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: 1, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: 5, Ino: 9, Op: node.op}
+		for i, c := range node.name {
 			n.WeightName[i] = int8(c)
 		}
 		write(ingest.Bytes(&n))
