@@ -26,7 +26,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	layers := fs.Int("layers", 16, "transformer blocks")
 	embd := fs.Int("embd", 1024, "embedding width (n_embd)")
 	ff := fs.Int("ff", 0, "feed-forward width, per expert for MoE (default 2.75 × embd)")
-	heads := fs.Int("heads", 0, "attention heads (default embd/64)")
+	heads := fs.Int("heads", 0, "attention heads (default: head size 64, 128 from embd 4096 on)")
 	kvHeads := fs.Int("kv-heads", 0, "key/value heads for GQA (default: heads)")
 	experts := fs.Int("experts", 0, "experts per layer (0: dense feed-forward)")
 	used := fs.Int("experts-used", 0, "experts used per token (default min(2, experts))")
@@ -42,6 +42,26 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		}
 		if *out == "" {
 			return usagef("synth: -o MODEL.gguf is required")
+		}
+		// Inside SynthSpec a zero means "the default", so a zero given on
+		// the command line would be replaced silently: refuse it instead.
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"layers", *layers}, {"embd", *embd}, {"ff", *ff}, {"heads", *heads}, {"kv-heads", *kvHeads}, {"vocab", *vocab}, {"ctx", *ctxLen}} {
+			if fs.Changed(f.name) && f.v < 1 {
+				return usagef("synth: --%s %d: want at least 1 (leave the flag out for its default)", f.name, f.v)
+			}
+		}
+		switch {
+		case *experts < 0:
+			return usagef("synth: --experts %d: want 0 (dense) or more", *experts)
+		case fs.Changed("experts-used") && *experts > 0 && (*used < 1 || *used > *experts):
+			return usagef("synth: --experts-used %d: want 1 to --experts (%d)", *used, *experts)
+		case fs.Changed("experts-used") && *experts == 0 && *used != 0:
+			return usagef("synth: --experts-used %d without --experts", *used)
+		case fs.Changed("name") && *name == "":
+			return usagef("synth: --name is empty (leave the flag out for %q)", fs.Lookup("name").DefValue)
 		}
 		t, ok := gguf.ParseType(*typ)
 		if !ok || !synthType(t) {
