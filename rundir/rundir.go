@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -29,7 +30,13 @@ const (
 )
 
 // FormatVersion changes when a reader of an older run would misread it.
-const FormatVersion = 1
+// Version 2 added Finished: meta.json is rewritten while recording, so a
+// run whose recorder died has a meta.json that is not its last word.
+const FormatVersion = 2
+
+// unfinishedV1 is the warning format 1 wrote first and replaced at the
+// end of an orderly recording: still there, the recorder died.
+const unfinishedV1 = "recording did not finish"
 
 // Meta is everything recorded about a run besides its events.
 type Meta struct {
@@ -141,7 +148,10 @@ type Layout struct {
 type Library struct {
 	Path    string `json:"path"`
 	BuildID string `json:"build_id,omitempty"`
-	Size    int64  `json:"size"`
+	// BuildIDError says why BuildID is empty when the file could not be
+	// read (a file without a build id has neither).
+	BuildIDError string `json:"build_id_error,omitempty"`
+	Size         int64  `json:"size"`
 }
 
 // ModelFile is a GGUF file the child mapped (or --model named).
@@ -262,6 +272,12 @@ func ReadMeta(dir string) (*Meta, error) {
 	}
 	if m.FormatVersion > FormatVersion {
 		return nil, fmt.Errorf("%s was written by a newer iocorr (format %d, this one reads up to %d)", dir, m.FormatVersion, FormatVersion)
+	}
+	if m.FormatVersion < 2 {
+		// Format 1 had no "finished": its recorder wrote meta.json twice,
+		// first with one warning saying the recording did not finish,
+		// then, at an orderly end, with the final warnings.
+		m.Finished = !slices.Contains(m.Warnings, unfinishedV1)
 	}
 	return &m, nil
 }

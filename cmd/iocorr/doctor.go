@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -207,7 +208,10 @@ func commandChecks(argv, libs []string) []check {
 	var files []string
 	var out []check
 	if len(argv) > 0 {
-		exe, err := lookPath(argv[0])
+		exe, err := exec.LookPath(argv[0])
+		if err == nil {
+			exe, err = filepath.Abs(exe)
+		}
 		if err != nil {
 			return []check{{name: "command " + argv[0], required: true, detail: err.Error()}}
 		}

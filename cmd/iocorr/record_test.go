@@ -334,30 +334,6 @@ func spoolEventsLoose(t *testing.T, dir string, fn func(typ uint16, rec []byte))
 	}
 }
 
-func TestRecordThatCannotAttachLeavesARunSayingWhy(t *testing.T) {
-	defer func(f func(bpf.Options) (*bpf.Tracer, error)) { openTracer = f }(openTracer)
-	openTracer = func(bpf.Options) (*bpf.Tracer, error) {
-		// What bpf.Open says when a tracepoint is missing.
-		return nil, fmt.Errorf("attaching tracepoint filemap/mm_filemap_fault: %w", os.ErrNotExist)
-	}
-	dir := filepath.Join(t.TempDir(), "run")
-	mark := filepath.Join(t.TempDir(), "ran")
-	_, _, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", "touch", mark)
-	if err == nil || !strings.Contains(err.Error(), "mm_filemap_fault") || !strings.Contains(err.Error(), "doctor") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := os.Stat(mark); err == nil {
-		t.Fatal("the command ran untraced")
-	}
-	m, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Complete || !strings.Contains(strings.Join(m.Warnings, "\n"), "mm_filemap_fault") || m.Lost == nil {
-		t.Fatalf("complete %v, warnings %q, lost %v", m.Complete, m.Warnings, m.Lost)
-	}
-}
-
 func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 	requireBPF(t)
 	u, err := experiment.LookupUser("nobody")

@@ -1,11 +1,11 @@
-package main
+package recorder
 
 import (
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-		"strings"
+	"strings"
 	"sync"
 
 	"github.com/iocorr/iocorr/experiment"

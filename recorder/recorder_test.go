@@ -1,0 +1,102 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Run re-executes its own binary as the held child; in tests that binary
+// is the test binary, which must then become the command.
+func TestMain(m *testing.M) {
+	experiment.RunShimIfChild()
+	os.Exit(m.Run())
+}
+
+func options(dir string, argv ...string) Options {
+	return Options{Dir: dir, Argv: argv, RingBufBytes: 1 << 20, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+func TestValidateRefusesOptionsThatCannotWork(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	tests := []struct {
+		name   string
+		change func(o *Options)
+		want   string
+		option bool // an *OptionError
+	}{
+		{"no command", func(o *Options) { o.Argv = nil }, "no command given", true},
+		{"no directory", func(o *Options) { o.Dir = "" }, "no run directory", true},
+		{"ring not a power of two", func(o *Options) { o.RingBufBytes = 3000 }, "power of two", true},
+		{"ring too small", func(o *Options) { o.RingBufBytes = 1024 }, "power of two", true},
+		{"ring too large", func(o *Options) { o.RingBufBytes = 2 << 30 }, "power of two", true},
+		{"memory limit too small", func(o *Options) { o.MemLimit = 64 << 10 }, "below 1MiB", true},
+		{"command not found", func(o *Options) { o.Argv = []string{"no-such-command-iocorr"} }, "not found", false},
+		{"model missing", func(o *Options) { o.Models = []string{"/no/such.gguf"} }, "no such file", false},
+		{"library missing", func(o *Options) { o.Libs = []string{"/no/such.so"} }, "no such file", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := options(dir, "true")
+			tc.change(&o)
+			err := o.Validate()
+			var oe *OptionError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &oe) != tc.option {
+				t.Fatalf("err = %v (option error: %v), want %q (option error: %v)", err, errors.As(err, &oe), tc.want, tc.option)
+			}
+			if _, err := Run(context.Background(), o); err == nil {
+				t.Fatal("Run accepted what Validate refused")
+			}
+			if _, err := os.Stat(dir); err == nil {
+				t.Fatal("a refused run left a run directory")
+			}
+		})
+	}
+	if o := options(dir, "true"); o.Validate() != nil {
+		err := o.Validate()
+		t.Fatalf("good options refused: %v", err)
+	}
+}
+
+func TestRunThatCannotAttachLeavesAFinishedRunSayingWhy(t *testing.T) {
+	defer func(f func(bpf.Options) (*bpf.Tracer, error)) { openTracer = f }(openTracer)
+	openTracer = func(bpf.Options) (*bpf.Tracer, error) {
+		// What bpf.Open says when a tracepoint is missing.
+		return nil, fmt.Errorf("attaching tracepoint filemap/mm_filemap_fault: %w", os.ErrNotExist)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	mark := filepath.Join(t.TempDir(), "ran")
+	res, err := Run(context.Background(), options(dir, "touch", mark))
+	if err == nil || !strings.Contains(err.Error(), "mm_filemap_fault") || !strings.Contains(err.Error(), "doctor") {
+		t.Fatalf("err = %v", err)
+	}
+	if res.Ran {
+		t.Error("the result says the command ran")
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the command ran untraced")
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete || !m.Finished || !strings.Contains(strings.Join(m.Warnings, "\n"), "mm_filemap_fault") || m.Lost == nil {
+		t.Fatalf("complete %v, finished %v, warnings %q, lost %v", m.Complete, m.Finished, m.Warnings, m.Lost)
+	}
+}
+
+func TestSizeTextUsesTheLargestUnitThatDividesIt(t *testing.T) {
+	for n, want := range map[int64]string{16 << 20: "16MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1000: "1000B", 3 << 30: "3GiB"} {
+		if got := sizeText(n); got != want {
+			t.Errorf("sizeText(%d) = %s, want %s", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package recorder
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ingest"
+)
+
+// Stats are the figures of the end-of-run summary, counted as records
+// arrive.
+type Stats struct {
+	Prefill, Decode        uint64 // llama_decode calls by phase
+	PrefillTokens          uint64
+	Graphs, Ops            uint64
+	Major, Minor           uint64 // faults of the traced processes
+	MajorModel, MinorModel uint64 // of those, in model files
+	StallNS                uint64 // fault time, start to end
+	PagesAdded, Evicted    uint64 // page-cache pages of model files
+	BlockRead, BlockReqs   uint64 // block read bytes and requests
+	Tasks                  uint64
+	Events                 uint64 // records written to the spool
+}
+
+// Tokens is the number of llama_decode calls.
+func (s Stats) Tokens() uint64 { return s.Prefill + s.Decode }
+
+// Progress is what Options.Progress is told while the command runs.
+type Progress struct {
+	Elapsed time.Duration
+	Stats   Stats
+	// Done is set on the last call, when the command has ended.
+	Done bool
+}
+
+// liveStats are Stats counted by the drain goroutine and read by others.
+type liveStats struct {
+	prefill, decode      atomic.Uint64
+	prefillTokens        atomic.Uint64
+	graphs, ops          atomic.Uint64
+	major, minor         atomic.Uint64
+	majorModel, minModel atomic.Uint64
+	stallNS              atomic.Uint64
+	pagesAdded, evicted  atomic.Uint64
+	blockRead, blockReqs atomic.Uint64
+	tasks                atomic.Uint64
+}
+
+func (s *liveStats) snapshot(events uint64) Stats {
+	return Stats{
+		Prefill: s.prefill.Load(), Decode: s.decode.Load(), PrefillTokens: s.prefillTokens.Load(),
+		Graphs: s.graphs.Load(), Ops: s.ops.Load(), Major: s.major.Load(), Minor: s.minor.Load(),
+		MajorModel: s.majorModel.Load(), MinorModel: s.minModel.Load(), StallNS: s.stallNS.Load(),
+		PagesAdded: s.pagesAdded.Load(), Evicted: s.evicted.Load(),
+		BlockRead: s.blockRead.Load(), BlockReqs: s.blockReqs.Load(), Tasks: s.tasks.Load(), Events: events,
+	}
+}
+
+// reqOpMask selects REQ_OP_* in a block request's cmd_flags (the low 8
+// bits, include/linux/blk_types.h); REQ_OP_READ is 0.
+const (
+	reqOpMask = 0xff
+	reqOpRead = 0
+)
+
+func (s *liveStats) observe(d ingest.Record, m *models) {
+	switch {
+	case d.Decode() != nil:
+		if d.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+			return
+		}
+		e := d.Decode()
+		if e.Hdr.Phase == uint8(bpf.IocorrPhasePHASE_PREFILL) {
+			s.prefill.Add(1)
+			s.prefillTokens.Add(uint64(e.N_tokens))
+		} else {
+			s.decode.Add(1)
+		}
+	case d.Graph() != nil:
+		s.graphs.Add(1)
+	case d.Op() != nil:
+		s.ops.Add(1)
+	case d.Fault() != nil:
+		e := d.Fault()
+		inModel := e.Ino != 0 && m.known(e.Dev, e.Ino)
+		if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+			s.major.Add(1)
+			if inModel {
+				s.majorModel.Add(1)
+			}
+		} else {
+			s.minor.Add(1)
+			if inModel {
+				s.minModel.Add(1)
+			}
+		}
+		if e.StartTs != 0 && e.Hdr.Ts > e.StartTs {
+			s.stallNS.Add(e.Hdr.Ts - e.StartTs)
+		}
+	case d.Page() != nil:
+		e := d.Page()
+		if !m.known(e.Dev, e.Ino) {
+			return
+		}
+		switch d.Type {
+		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+			s.pagesAdded.Add(1 << e.Order)
+		case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+			s.evicted.Add(1 << e.Order)
+		}
+	case d.Block() != nil:
+		e := d.Block()
+		if e.CmdFlags&reqOpMask == reqOpRead {
+			s.blockRead.Add(uint64(e.Bytes))
+			s.blockReqs.Add(1)
+		}
+	case d.Task() != nil:
+		s.tasks.Add(1)
+	}
+}
+
+// report calls progress every ProgressInterval until stop, then once with
+// Done set.
+func (s *liveStats) report(progress func(Progress), counts *ingest.Counts, t0 time.Time) (stop func()) {
+	if progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				progress(Progress{Elapsed: time.Since(t0), Stats: s.snapshot(counts.Total()), Done: true})
+				return
+			case <-tick.C:
+				progress(Progress{Elapsed: time.Since(t0), Stats: s.snapshot(counts.Total())})
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
