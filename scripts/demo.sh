@@ -12,9 +12,9 @@ mkdir -p "$dir"
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
-step "synthesize an 8-layer MoE model (8 experts, 2 used), F16"
+step "synthesize an 8-layer MoE model (8 experts, 2 used), BF16"
 "$iocorr" synth -o "$dir/model.gguf" --layers 8 --embd 768 --ff 1024 --heads 12 \
-	--experts 8 --experts-used 2 --type f16
+	--experts 8 --experts-used 2 --type bf16
 # Not piped into head: under pipefail, head leaving early is a failure.
 "$iocorr" inspect "$dir/model.gguf" >"$dir/inspect.txt"
 head -n 20 "$dir/inspect.txt"

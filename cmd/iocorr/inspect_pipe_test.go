@@ -22,18 +22,10 @@ func TestInspectIntoAClosedPipeDiesOfSIGPIPEQuietly(t *testing.T) {
 	}
 	for _, format := range []string{"table", "csv", "json"} {
 		t.Run(format, func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The reader is gone before the first write, as after head
-			// has read its lines, so the outcome does not depend on timing.
-			r.Close()
-			defer w.Close()
 			var stderr bytes.Buffer
 			cmd := exec.Command(bin, "inspect", "--format", format, model)
-			cmd.Stdout, cmd.Stderr = w, &stderr
-			err = cmd.Run()
+			cmd.Stdout, cmd.Stderr = closedPipe(t), &stderr
+			err := cmd.Run()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) {
 				t.Fatalf("inspect into a closed pipe: %v, want death by SIGPIPE", err)
@@ -56,17 +48,26 @@ func TestInspectIntoAClosedPipeOnAnotherDescriptorReturnsEPIPE(t *testing.T) {
 	model := synthModel(t, smallMoE)
 	for _, format := range []string{"table", "csv", "json"} {
 		t.Run(format, func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Close()
-			defer w.Close()
+			w := closedPipe(t)
 			var errb bytes.Buffer
-			err = run(context.Background(), []string{"inspect", "--format", format, model}, w, &errb)
+			err := run(context.Background(), []string{"inspect", "--format", format, model}, w, &errb)
 			if !errors.Is(err, syscall.EPIPE) {
 				t.Errorf("inspect into a closed pipe on fd %d: %v, want EPIPE", w.Fd(), err)
 			}
 		})
 	}
+}
+
+// closedPipe is the write end of a pipe whose reader is already gone, as
+// after head has read its lines, so that the first write fails whatever
+// the timing.
+func closedPipe(t *testing.T) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() { w.Close() })
+	return w
 }
