@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -267,52 +266,6 @@ func TestExpertSelectionsOfOneLayerCountOnceWhateverNodesReportThem(t *testing.T
 	want := map[string]uint64{"L2/e1": 1, "L2/e3": 1, "L2/e4": 1, "L2/e5": 1, "L4/e6": 1, "L4/e7": 1}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("selections %v, want %v", got, want)
-	}
-}
-
-// The offset index must agree with gguf's own lookup, which the rest of
-// iocorr (inspect, record) uses: record copies gguf's table into the run
-// metadata, and ingest must cut file ranges exactly as gguf would.
-func TestSlicesAgreeWithTheGGUFLookup(t *testing.T) {
-	f, err := gguf.SynthSpec{Layers: 3, Embd: 256, FF: 512, Experts: 4, Type: gguf.TypeQ8_0}.Layout()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mf := rundir.ModelFile{Path: "synth.gguf", Dev: modelDev, Ino: modelIno}
-	for _, gt := range f.Tensors {
-		mf.Tensors = append(mf.Tensors, rundir.Tensor{Name: gt.Name, Offset: gt.FileOffset, Size: gt.Size, Layer: gt.Layer,
-			Role: gt.Role, Experts: gt.Experts, ExpertStride: gt.ExpertSize})
-	}
-	c, err := New(&rundir.Meta{Models: []rundir.ModelFile{mf}}, &collect{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mi := c.models[0]
-	last := f.TensorsByOffset()[len(f.Tensors)-1]
-	size := last.End() + 4096
-	rng := rand.New(rand.NewPCG(1, 2))
-	var ours []slice
-	var theirs []gguf.Slice
-	for range 2000 {
-		off := rng.Int64N(size)
-		n := 1 + rng.Int64N(min(size-off, 1<<20))
-		ours = mi.appendSlices(ours[:0], off, n)
-		theirs = f.AppendSlices(theirs[:0], off, n)
-		if len(ours) != len(theirs) {
-			t.Fatalf("[%d, +%d): %d slices, gguf %d", off, n, len(ours), len(theirs))
-		}
-		for i, s := range ours {
-			g := theirs[i]
-			name := "[model header]"
-			if g.Tensor != nil {
-				name = g.Tensor.Name
-			}
-			if c.tensors[s.tensor].Name != name || int(s.expert) != g.Expert || s.file != g.FileOffset || s.n != g.Len ||
-				(g.Tensor != nil && s.off != g.Offset) {
-				t.Fatalf("[%d, +%d) slice %d: ours %s/%d at %d+%d (%d in tensor), gguf %s/%d at %d+%d (%d)", off, n, i,
-					c.tensors[s.tensor].Name, s.expert, s.file, s.n, s.off, name, g.Expert, g.FileOffset, g.Len, g.Offset)
-			}
-		}
 	}
 }
 

@@ -14,8 +14,8 @@
 // Tensors. Every model file of the run metadata (rundir.Meta.Models) gets
 // an offset index built from its tensor table (rundir.Tensor: absolute
 // offset, size, expert count and stride), which record copies from the
-// gguf package's parse; a test holds the index to gguf's own
-// File.AppendSlices. The table, not the model file, is the source of
+// gguf package's parse; the index is gguf's own (gguf.NewOffsetIndex, the
+// one behind File.Lookup), over tensor ids. The table, not the model file, is the source of
 // truth: the file may be gone or changed by the time the run is ingested.
 // A file range is cut at tensor and expert boundaries; bytes of a model
 // file outside every tensor (header, alignment padding, past the end) go

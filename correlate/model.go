@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -64,55 +65,32 @@ func (s *slice) pagesFrom() uint64 {
 // FIEMAP_EXTENT_UNKNOWN | _DELALLOC | _ENCODED | _DATA_INLINE.
 const fiemapNoPhysical = 0x2 | 0x4 | 0x8 | 0x100
 
-// modelIndex maps offsets of one model file to tensors: parallel sorted
-// arrays and a hand-written binary search, so the hot path does not
-// allocate or chase pointers.
+// modelIndex maps offsets of one model file to tensor ids, through
+// gguf's offset index built from the run's tensor table, and disk bytes to
+// file offsets through the file's extents.
 type modelIndex struct {
 	dev     uint32
 	ino     uint64
 	diskDev uint32
 	partDev uint32
 	partOff uint64 // partition start, bytes from the disk start
-	starts  []int64
-	ends    []int64
-	ids     []uint32
-	experts []int32
-	strides []int64
+	tensors *gguf.OffsetIndex[uint32]
+	scratch []gguf.IndexSlice[uint32] // reused by appendSlices
 	// extents sorted by physical byte (partition-relative)
 	extents []rundir.Extent
 }
 
 func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
-	type ent struct {
-		t  *rundir.Tensor
-		id uint32
-	}
-	ents := make([]ent, 0, len(m.Tensors))
+	spans := make([]gguf.Span[uint32], len(m.Tensors))
 	for i := range m.Tensors {
 		t := &m.Tensors[i]
-		if t.Offset < 0 || t.Size < 0 {
-			return nil, fmt.Errorf("model %s: tensor %s has a negative offset or size", m.Path, t.Name)
-		}
-		if t.Experts > 0 && t.ExpertStride <= 0 {
-			return nil, fmt.Errorf("model %s: tensor %s has %d experts but no expert stride", m.Path, t.Name, t.Experts)
-		}
-		if t.Size == 0 {
-			continue // holds no byte: nothing can be attributed to it
-		}
-		ents = append(ents, ent{t, firstID + uint32(i)})
+		spans[i] = gguf.Span[uint32]{Tensor: firstID + uint32(i), Offset: t.Offset, Size: t.Size, Experts: t.Experts, ExpertSize: t.ExpertStride}
 	}
-	sort.SliceStable(ents, func(i, j int) bool { return ents[i].t.Offset < ents[j].t.Offset })
-	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partDev: m.Block.Dev, partOff: m.Block.PartStartSector * 512}
-	for i, e := range ents {
-		if i > 0 && e.t.Offset < mi.ends[i-1] {
-			return nil, fmt.Errorf("model %s: tensors %s and %s overlap", m.Path, ents[i-1].t.Name, e.t.Name)
-		}
-		mi.starts = append(mi.starts, e.t.Offset)
-		mi.ends = append(mi.ends, e.t.Offset+e.t.Size)
-		mi.ids = append(mi.ids, e.id)
-		mi.experts = append(mi.experts, int32(e.t.Experts))
-		mi.strides = append(mi.strides, e.t.ExpertStride)
+	ix, err := gguf.NewOffsetIndex(spans)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Path, err)
 	}
+	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partDev: m.Block.Dev, partOff: m.Block.PartStartSector * 512, tensors: ix}
 	for _, e := range m.Extents {
 		// An extent whose location is unknown, delayed, encoded or inline
 		// has no meaningful physical byte: no block request maps to it.
@@ -125,60 +103,26 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 	return mi, nil
 }
 
-// find returns the position of the last tensor starting at or before off, or -1.
-func (mi *modelIndex) find(off int64) int {
-	lo, hi := 0, len(mi.starts)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if mi.starts[m] <= off {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo - 1
-}
-
 // lookup is the tensor slice holding byte off (n = 1).
 func (mi *modelIndex) lookup(off int64) slice {
-	i := mi.find(off)
-	if i < 0 || off >= mi.ends[i] {
+	h, ok := mi.tensors.Lookup(off)
+	if !ok {
 		return slice{tensor: TensorModelMeta, expert: -1, off: off, file: off, n: 1}
 	}
-	rel := off - mi.starts[i]
-	e := int16(-1)
-	if mi.experts[i] > 0 {
-		e = int16(rel / mi.strides[i])
-	}
-	return slice{tensor: mi.ids[i], expert: e, off: rel, file: off, n: 1}
+	return slice{tensor: h.Tensor, expert: int16(h.Expert), off: h.Offset, file: off, n: 1}
 }
 
 // appendSlices cuts the file range [off, off+n) at tensor and expert
-// boundaries; the lengths add up to n.
+// boundaries; the lengths add up to n. Bytes outside every tensor go to
+// [model header], adjacent runs of them merged.
 func (mi *modelIndex) appendSlices(dst []slice, off, n int64) []slice {
-	end := off + n
-	for off < end {
-		i := mi.find(off)
-		if i < 0 || off >= mi.ends[i] {
-			// Non-tensor bytes up to the next tensor start.
-			next := end
-			if i+1 < len(mi.starts) && mi.starts[i+1] < next {
-				next = mi.starts[i+1]
-			}
-			dst = appendMerge(dst, slice{tensor: TensorModelMeta, expert: -1, off: off, file: off, n: next - off})
-			off = next
+	mi.scratch = mi.tensors.AppendSlices(mi.scratch[:0], off, n)
+	for _, s := range mi.scratch {
+		if s.Outside {
+			dst = appendMerge(dst, slice{tensor: TensorModelMeta, expert: -1, off: s.FileOffset, file: s.FileOffset, n: s.Len})
 			continue
 		}
-		rel := off - mi.starts[i]
-		stop := min(end, mi.ends[i])
-		e := int16(-1)
-		if mi.experts[i] > 0 {
-			ex := rel / mi.strides[i]
-			e = int16(ex)
-			stop = min(stop, mi.starts[i]+(ex+1)*mi.strides[i])
-		}
-		dst = append(dst, slice{tensor: mi.ids[i], expert: e, off: rel, file: off, n: stop - off})
-		off = stop
+		dst = append(dst, slice{tensor: s.Tensor, expert: int16(s.Expert), off: s.Offset, file: s.FileOffset, n: s.Len})
 	}
 	return dst
 }

@@ -1,8 +1,10 @@
 package gguf
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -308,5 +310,79 @@ func TestExpertBiasSplitsAlongLastDimension(t *testing.T) {
 	}
 	if sh := f.Tensors[1]; sh.Experts != 0 {
 		t.Errorf("shared expert tensor split into %d experts", sh.Experts)
+	}
+}
+
+// An offset index is built from any tensor list (correlate builds one
+// from a run's recorded table, with tensor ids): what it accepts, what it
+// leaves out, and what it refuses.
+func TestOffsetIndexFromAPlainTensorList(t *testing.T) {
+	tests := []struct {
+		name    string
+		spans   []Span[uint32]
+		wantErr string
+		hits    map[int64]IndexHit[uint32] // offset → hit; absent from the map: no tensor
+		misses  []int64
+	}{
+		{name: "unsorted input, experts and a gap",
+			spans:  []Span[uint32]{{Tensor: 7, Offset: 300, Size: 30, Experts: 3, ExpertSize: 10}, {Tensor: 5, Offset: 100, Size: 100}},
+			hits:   map[int64]IndexHit[uint32]{100: {5, -1, 0}, 199: {5, -1, 99}, 300: {7, 0, 0}, 319: {7, 1, 19}, 329: {7, 2, 29}},
+			misses: []int64{-1, 99, 200, 299, 330}},
+		{name: "a tensor of no bytes holds nothing",
+			spans: []Span[uint32]{{Tensor: 1, Offset: 100, Size: 0}, {Tensor: 2, Offset: 100, Size: 8}},
+			hits:  map[int64]IndexHit[uint32]{100: {2, -1, 0}, 107: {2, -1, 7}}, misses: []int64{108}},
+		{name: "overlap", spans: []Span[uint32]{{Tensor: 1, Offset: 0, Size: 10}, {Tensor: 2, Offset: 9, Size: 10}}, wantErr: "overlap"},
+		{name: "negative offset", spans: []Span[uint32]{{Tensor: 1, Offset: -1, Size: 10}}, wantErr: "bad byte range"},
+		{name: "negative size", spans: []Span[uint32]{{Tensor: 1, Offset: 0, Size: -10}}, wantErr: "bad byte range"},
+		{name: "range past the largest offset", spans: []Span[uint32]{{Tensor: 1, Offset: 1 << 62, Size: 1<<63 - 1}}, wantErr: "bad byte range"},
+		{name: "experts without a size", spans: []Span[uint32]{{Tensor: 1, Offset: 0, Size: 10, Experts: 2}}, wantErr: "no expert size"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ix, err := NewOffsetIndex(tc.spans)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off, want := range tc.hits {
+				if h, ok := ix.Lookup(off); !ok || h != want {
+					t.Errorf("Lookup(%d) = %+v %v, want %+v", off, h, ok, want)
+				}
+			}
+			for _, off := range tc.misses {
+				if h, ok := ix.Lookup(off); ok {
+					t.Errorf("Lookup(%d) = %+v, want no tensor", off, h)
+				}
+			}
+		})
+	}
+}
+
+func TestOffsetIndexSlicesMarkBytesOutsideEveryTensor(t *testing.T) {
+	ix, err := NewOffsetIndex([]Span[uint32]{{Tensor: 0, Offset: 100, Size: 20, Experts: 2, ExpertSize: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ix.AppendSlices(nil, 95, 30)
+	want := []IndexSlice[uint32]{
+		{Outside: true, Expert: -1, FileOffset: 95, Len: 5},
+		{Tensor: 0, Expert: 0, FileOffset: 100, Offset: 0, Len: 10},
+		{Tensor: 0, Expert: 1, FileOffset: 110, Offset: 10, Len: 10},
+		{Outside: true, Expert: -1, FileOffset: 120, Len: 5},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	buf := make([]IndexSlice[uint32], 0, 8)
+	if n := testing.AllocsPerRun(1000, func() {
+		ix.Lookup(105)
+		buf = ix.AppendSlices(buf[:0], 95, 30)
+	}); n != 0 {
+		t.Errorf("%v allocations per lookup of a tensor id index", n)
 	}
 }

@@ -50,8 +50,9 @@ type File struct {
 	// 0 and 1 for a file that is not part of a split model.
 	SplitNo, SplitCount int
 
-	byName map[string]*Tensor
-	index  index
+	byName   map[string]*Tensor
+	index    *OffsetIndex[*Tensor]
+	byOffset []*Tensor
 }
 
 // Tensor returns the tensor called name, or nil.
@@ -253,7 +254,9 @@ func (p *parser) parse() (*File, error) {
 	if err := f.placeTensors(); err != nil {
 		return nil, err
 	}
-	f.index = buildIndex(f.Tensors)
+	if f.index, f.byOffset, err = buildIndex(f.Tensors); err != nil {
+		return nil, newError(ErrCorrupt, p.pos, "%v", err)
+	}
 	return f, nil
 }
 

@@ -85,7 +85,10 @@ func (w *Writer) layout() (*File, []byte, error) {
 	for _, t := range f.Tensors {
 		t.FileOffset = f.DataOffset + t.Offset
 	}
-	f.index = buildIndex(f.Tensors)
+	var err error
+	if f.index, f.byOffset, err = buildIndex(f.Tensors); err != nil {
+		return nil, nil, err
+	}
 	return f, hdr, nil
 }
 
