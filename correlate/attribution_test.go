@@ -153,17 +153,18 @@ func TestMappingsOverlaidLaterReplaceThePartTheyCover(t *testing.T) {
 	}
 }
 
-func TestMapsLinesParseDevicesAsTheKernelEncodesThem(t *testing.T) {
-	m, err := parseMapsLine("7f12a0000000-7f12a8000000 r--s 00001000 fd:01 5316814   /work/m.gguf")
-	if err != nil {
+func TestSnapshotDevicesAreTheKernelsEncodingAndBadSnapshotsAreErrors(t *testing.T) {
+	v := newVMTracker()
+	if err := v.addSnapshot(7, 10, strings.NewReader("7f12a0000000-7f12a8000000 r--s 00001000 fd:01 5316814   /work/my model.gguf\n")); err != nil {
 		t.Fatal(err)
 	}
-	if m.start != 0x7f12a0000000 || m.end != 0x7f12a8000000 || m.off != 0x1000 || m.ino != 5316814 || m.dev != 0xfd<<20|1 {
-		t.Errorf("parsed %+v", m)
+	m := v.resolve(7, 0x7f12a0000010, 20)
+	if m == nil || m.start != 0x7f12a0000000 || m.end != 0x7f12a8000000 || m.off != 0x1000 || m.ino != 5316814 || m.dev != 0xfd<<20|1 {
+		t.Errorf("resolved %+v", m)
 	}
-	for _, bad := range []string{"", "garbage", "zz-10 r--p 0 fd:01 1", "1000-2000 r--p 0 fd01 1"} {
-		if _, err := parseMapsLine(bad); err == nil {
-			t.Errorf("%q parsed without an error", bad)
+	for _, bad := range []string{"garbage\n", "zz-10 r--p 0 fd:01 1\n", "1000-2000 r--p 0 fd01 1\n"} {
+		if err := newVMTracker().addSnapshot(7, 10, strings.NewReader(bad)); err == nil {
+			t.Errorf("snapshot %q read without an error", bad)
 		}
 	}
 }

@@ -1,16 +1,14 @@
 package correlate
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -124,57 +122,20 @@ func (v *vmTracker) resolve(tgid uint32, addr, ts uint64) *mapping {
 
 // addSnapshot parses a /proc/PID/maps copy taken at monotonic time ts.
 func (v *vmTracker) addSnapshot(pid uint32, ts uint64, r io.Reader) error {
-	s := &snapshot{ts: ts}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		m, err := parseMapsLine(sc.Text())
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
-		}
-		m.ts = ts
-		s.space.ms = append(s.space.ms, m)
-	}
-	if err := sc.Err(); err != nil {
+	ms, err := procmaps.Parse(r)
+	if err != nil {
 		return err
+	}
+	s := &snapshot{ts: ts}
+	for _, m := range ms {
+		s.space.ms = append(s.space.ms, mapping{start: m.Start, end: m.End, off: m.Offset, ino: m.Inode,
+			dev: rundir.KernelDev(m.Major, m.Minor), ts: ts})
 	}
 	sort.Slice(s.space.ms, func(i, j int) bool { return s.space.ms[i].start < s.space.ms[j].start })
 	ss := append(v.snaps[pid], s)
 	sort.SliceStable(ss, func(i, j int) bool { return ss[i].ts < ss[j].ts })
 	v.snaps[pid] = ss
 	return nil
-}
-
-// parseMapsLine parses "start-end perms offset major:minor inode [path]".
-func parseMapsLine(line string) (mapping, error) {
-	f := strings.Fields(line)
-	if len(f) < 5 {
-		return mapping{}, fmt.Errorf("%q is not a maps line", line)
-	}
-	lo, hi, ok := strings.Cut(f[0], "-")
-	maj, mnr, ok2 := strings.Cut(f[3], ":")
-	if !ok || !ok2 {
-		return mapping{}, fmt.Errorf("%q is not a maps line", line)
-	}
-	var m mapping
-	var err error
-	parse := func(s string, base, bits int) uint64 {
-		if err != nil {
-			return 0
-		}
-		var v uint64
-		v, err = strconv.ParseUint(s, base, bits)
-		return v
-	}
-	m.start = parse(lo, 16, 64)
-	m.end = parse(hi, 16, 64)
-	m.off = parse(f[2], 16, 64)
-	m.dev = rundir.KernelDev(uint32(parse(maj, 16, 12)), uint32(parse(mnr, 16, 20)))
-	m.ino = parse(f[4], 10, 64)
-	if err != nil {
-		return mapping{}, fmt.Errorf("%q is not a maps line: %w", line, err)
-	}
-	return m, nil
 }
 
 // LoadMaps reads the maps snapshots listed in the run metadata from run
