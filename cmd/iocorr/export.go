@@ -91,8 +91,14 @@ func eventFilter(fs *pflag.FlagSet, st *index.Store, tensor, token string, layer
 		f.Layers = map[int]bool{layer: true}
 	}
 	if tensor != "" || lp != nil {
-		if f.Tensors, err = st.MatchTensors(tensor, lp, true); err != nil {
+		// Also checks that the layer exists; --layer alone then reads the
+		// layer index rather than every tensor's of the layer.
+		ids, err := st.MatchTensors(tensor, lp, true)
+		if err != nil {
 			return f, fmt.Errorf("export: %w", err)
+		}
+		if tensor != "" {
+			f.Tensors = ids
 		}
 	}
 	if fs.Changed("token") {

@@ -123,6 +123,20 @@ func (c *cell) human() string {
 	return strconv.FormatUint(c.u, 10)
 }
 
+// appendRaw appends the raw value: na for an unmeasured number, text
+// through quote, numbers in decimal.
+func (c *cell) appendRaw(b []byte, na string, quote func([]byte, string) []byte) []byte {
+	switch {
+	case c.empty:
+		return append(b, na...)
+	case c.kind == 's':
+		return quote(b, c.s)
+	case c.kind == 'i':
+		return strconv.AppendInt(b, c.n, 10)
+	}
+	return strconv.AppendUint(b, c.u, 10)
+}
+
 // resultWriter streams rows in one of the formats. The header is written
 // with the first row (or at Close), after SetStatus.
 type resultWriter struct {
@@ -205,15 +219,7 @@ func (rw *resultWriter) Row(cells ...cell) error {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			switch c := &cells[i]; {
-			case c.empty:
-			case c.kind == 's':
-				b = appendCSVField(b, c.s)
-			case c.kind == 'i':
-				b = strconv.AppendInt(b, c.n, 10)
-			default:
-				b = strconv.AppendUint(b, c.u, 10)
-			}
+			b = cells[i].appendRaw(b, "", appendCSVField)
 		}
 		b = append(b, '\r', '\n')
 	default:
@@ -230,16 +236,7 @@ func (rw *resultWriter) Row(cells ...cell) error {
 			}
 			b = appendJSONString(b, rw.cols[i].Name)
 			b = append(b, ':')
-			switch c := &cells[i]; {
-			case c.empty:
-				b = append(b, "null"...)
-			case c.kind == 's':
-				b = appendJSONString(b, c.s)
-			case c.kind == 'i':
-				b = strconv.AppendInt(b, c.n, 10)
-			default:
-				b = strconv.AppendUint(b, c.u, 10)
-			}
+			b = cells[i].appendRaw(b, "null", appendJSONString)
 		}
 		if rw.status != "" {
 			b = append(b, `,"run_status":`...)

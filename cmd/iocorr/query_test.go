@@ -369,6 +369,7 @@ func TestExportEventsFilters(t *testing.T) {
 		{[]string{"--tensor", "blk.0.ffn_down.weight"}, 3 * 3, func(e map[string]string) bool { return e["tensor"] == "blk.0.ffn_down.weight" }},
 		{[]string{"--token", "2"}, 8, func(e map[string]string) bool { return e["token"] == "2" }},
 		{[]string{"--expert", "3"}, 2, func(e map[string]string) bool { return e["expert"] == "3" }},
+		{[]string{"--layer", "1"}, 3 * 5, func(e map[string]string) bool { return e["layer"] == "1" }},
 		{[]string{"--layer", "1", "--token", "1-2"}, 2 * 5, func(e map[string]string) bool { return e["layer"] == "1" && e["token"] != "3" }},
 		{[]string{"--op", "MUL_MAT_ID"}, 6, func(e map[string]string) bool { return e["op"] == "MUL_MAT_ID" }},
 	}
@@ -414,7 +415,7 @@ func TestExportToAFileLeavesNothingElse(t *testing.T) {
 func TestExportRejectsBadUsage(t *testing.T) {
 	dir := writeTinyRun(t)
 	for _, args := range [][]string{{"bogus"}, {"events", "--format", "xml"}, {}, {"faults-per-token", "--tensor", "x"},
-		{"events", "--token", "x"}, {"events", "extra"}} {
+		{"events", "--token", "x"}, {"events", "extra"}, {"events", "--layer", "7"}} {
 		_, _, err := runCmd(t, append([]string{"export", "-i", dir}, args...)...)
 		if err == nil || !strings.HasPrefix(err.Error(), "export: ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("export %q: %v, want a one-line export: error", args, err)
