@@ -87,21 +87,7 @@ func run(t *testing.T, recs ...[]byte) (*Result, []Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st ingest.DecodeStats
-	for _, b := range recs {
-		r, ok := ingest.Decode(b, &st)
-		if !ok {
-			t.Fatalf("record did not decode: %+v", st)
-		}
-		if err := c.Add(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := c.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, sink.evs
+	return feed(t, c, sink, recs...)
 }
 
 func aggOf(res *Result, tensor uint32, expert int16) Counters {
