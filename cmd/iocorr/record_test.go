@@ -190,6 +190,9 @@ func TestHelperProcess(t *testing.T) {
 				break
 			}
 		}
+		if os.Getenv(growEnv) != "" {
+			go growForever()
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := run(ctx, args, os.Stdout, os.Stderr)
 		stop()
@@ -203,6 +206,25 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
 			os.Exit(1)
 		}
+	}
+}
+
+// growEnv makes the recording helper process grow by a MiB every 20 ms,
+// as a recorder with a leak would: under a memory limit it is then
+// killed by the OOM killer.
+const growEnv = "IOCORR_TEST_GROW"
+
+// grown keeps what growForever allocated reachable.
+var grown [][]byte
+
+func growForever() {
+	for {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += os.Getpagesize() {
+			b[i] = 1
+		}
+		grown = append(grown, b)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
