@@ -1,0 +1,126 @@
+package elfinfo
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/iocorr/iocorr/internal/llmtest"
+)
+
+var readelfBuildID = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
+
+// readelf is the oracle: binutils' own reading of the notes.
+func readelf(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("readelf", "-n", path).Output()
+	if err != nil {
+		t.Fatalf("readelf -n %s: %v", path, err)
+	}
+	m := readelfBuildID.FindSubmatch(out)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+func TestBuildIDAgreesWithReadelf(t *testing.T) {
+	tests := []struct {
+		name, path string
+	}{
+		{"C executable", "/bin/ls"},
+		{"shared library", "/lib/x86_64-linux-gnu/libc.so.6"},
+		// A Go test binary: its Go build-id note comes before the GNU one.
+		{"Go executable", os.Args[0]},
+	}
+	if lib, err := llmtest.LlamaLib(); err == nil {
+		tests = append(tests, struct{ name, path string }{"libllama", lib})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := readelf(t, tc.path)
+			if want == "" {
+				t.Fatalf("readelf finds no build id in %s", tc.path)
+			}
+			got, err := BuildID(tc.path)
+			if err != nil || got != want {
+				t.Errorf("BuildID(%s) = %q, %v; readelf says %s", tc.path, got, err, want)
+			}
+		})
+	}
+}
+
+func TestBuildIDOfAFileWithoutOne(t *testing.T) {
+	dir := t.TempDir()
+	noID := filepath.Join(dir, "ls-without-build-id")
+	if out, err := exec.Command("objcopy", "--remove-section=.note.gnu.build-id", "/bin/ls", noID).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, out)
+	}
+	if id := readelf(t, noID); id != "" {
+		t.Fatalf("readelf still finds %s", id)
+	}
+	if id, err := BuildID(noID); !errors.Is(err, ErrNoBuildID) {
+		t.Errorf("BuildID = %q, %v; want ErrNoBuildID", id, err)
+	}
+	notELF := filepath.Join(dir, "text")
+	if err := os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := BuildID(notELF); err == nil || errors.Is(err, ErrNoBuildID) {
+		t.Errorf("a file that is not ELF: %q, %v; want an error other than ErrNoBuildID", id, err)
+	}
+}
+
+// note builds one ELF note: header, name and descriptor padded to align.
+func note(name string, typ uint32, desc []byte, align int) []byte {
+	pad := func(b []byte) []byte {
+		for len(b)%align != 0 {
+			b = append(b, 0)
+		}
+		return b
+	}
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(name)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(desc)))
+	b = binary.LittleEndian.AppendUint32(b, typ)
+	b = pad(append(b, name...))
+	return pad(append(b, desc...))
+}
+
+func TestFindGNUBuildIDWalksUntrustedNotes(t *testing.T) {
+	id := []byte{0xde, 0xad, 0xbe, 0xef, 1}
+	cat := func(bs ...[]byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		notes   []byte
+		align   uint64
+		want    []byte
+		wantErr bool
+	}{
+		{"build id alone", note("GNU\x00", ntGNUBuildID, id, 4), 4, id, false},
+		{"after another owner's note", cat(note("Go\x00", 4, []byte("abcdefg"), 4), note("GNU\x00", ntGNUBuildID, id, 4)), 4, id, false},
+		{"after a GNU note of another type", cat(note("GNU\x00", 5, make([]byte, 12), 8), note("GNU\x00", ntGNUBuildID, id, 8)), 8, id, false},
+		{"type 3 of another owner is not it", note("Xen\x00", ntGNUBuildID, id, 4), 4, nil, false},
+		{"no notes", nil, 4, nil, false},
+		{"truncated header", []byte{4, 0, 0, 0, 5}, 4, nil, true},
+		{"descriptor past the end", note("GNU\x00", ntGNUBuildID, id, 4)[:20], 4, nil, true},
+		{"name size past the end", cat(binary.LittleEndian.AppendUint32(nil, 1<<31), make([]byte, 8)), 4, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := findGNUBuildID(tc.notes, tc.align, binary.LittleEndian)
+			if (err != nil) != tc.wantErr || string(got) != string(tc.want) {
+				t.Errorf("got %x, %v; want %x (error: %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
