@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/elfinfo"
 )
 
 func init() {
@@ -216,7 +216,7 @@ func commandChecks(argv, libs []string) []check {
 			return []check{{name: "command " + argv[0], required: true, detail: err.Error()}}
 		}
 		files = append(files, exe)
-		files = append(files, neededLibs(exe)...)
+		files = append(files, elfinfo.NeededLibs(exe)...)
 		if dirs := nodeScriptDirs(argv[1:]); len(dirs) > 0 {
 			addons := nodeLlamaAddons(dirs)
 			if len(addons) == 0 {
@@ -225,13 +225,13 @@ func commandChecks(argv, libs []string) []check {
 			for _, a := range addons {
 				out = append(out, check{name: "node-llama-cpp", ok: true, detail: a})
 				files = append(files, a)
-				files = append(files, neededLibs(a)...)
+				files = append(files, elfinfo.NeededLibs(a)...)
 			}
 		}
 	}
 	for _, l := range libs {
 		files = append(files, l)
-		files = append(files, neededLibs(l)...)
+		files = append(files, elfinfo.NeededLibs(l)...)
 	}
 	files = withBackendVariants(files)
 
@@ -324,90 +324,6 @@ func withBackendVariants(files []string) []string {
 		out = append(out, m...)
 	}
 	return out
-}
-
-// neededLibs resolves the DT_NEEDED entries of an ELF file and of the
-// libraries they name, recursively, the way the dynamic loader does for
-// the common cases: RPATH/RUNPATH ($ORIGIN), LD_LIBRARY_PATH, ld.so.conf,
-// the system directories.
-func neededLibs(path string) []string {
-	sys := systemLibDirs()
-	var out []string
-	seen := map[string]bool{path: true}
-	queue := []string{path}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		f, err := elf.Open(p)
-		if err != nil {
-			continue
-		}
-		needed, _ := f.ImportedLibraries()
-		var dirs []string
-		for _, tag := range []elf.DynTag{elf.DT_RPATH, elf.DT_RUNPATH} {
-			vals, _ := f.DynString(tag)
-			for _, v := range vals {
-				for _, d := range strings.Split(v, ":") {
-					if d == "" {
-						continue
-					}
-					d = strings.ReplaceAll(d, "${ORIGIN}", filepath.Dir(p))
-					dirs = append(dirs, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(p)))
-				}
-			}
-		}
-		f.Close()
-		dirs = append(dirs, filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))...)
-		dirs = append(dirs, sys...)
-		for _, n := range needed {
-			if strings.HasPrefix(n, "ld-linux") {
-				continue // the loader itself, which ldd lists apart
-			}
-			for _, d := range dirs {
-				lp := filepath.Join(d, n)
-				if st, err := os.Stat(lp); err != nil || st.IsDir() {
-					continue
-				}
-				if real, err := filepath.EvalSymlinks(lp); err == nil {
-					lp = real
-				}
-				if !seen[lp] {
-					seen[lp] = true
-					out = append(out, lp)
-					queue = append(queue, lp)
-				}
-				break
-			}
-		}
-	}
-	return out
-}
-
-// systemLibDirs are the directories of /etc/ld.so.conf (one level of
-// include) and the loader's defaults.
-func systemLibDirs() []string {
-	var dirs []string
-	var read func(string, int)
-	read = func(conf string, depth int) {
-		b, err := os.ReadFile(conf)
-		if err != nil || depth > 2 {
-			return
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			line = strings.TrimSpace(strings.SplitN(line, "#", 2)[0])
-			if inc, ok := strings.CutPrefix(line, "include "); ok {
-				m, _ := filepath.Glob(strings.TrimSpace(inc))
-				sort.Strings(m)
-				for _, c := range m {
-					read(c, depth+1)
-				}
-			} else if line != "" {
-				dirs = append(dirs, line)
-			}
-		}
-	}
-	read("/etc/ld.so.conf", 0)
-	return append(dirs, "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
 }
 
 // nodeScriptDirs are where to look for node_modules when the command runs
