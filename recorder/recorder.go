@@ -191,7 +191,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	// Whatever happens from here, the run directory belongs to the person
 	// who ran sudo (or --user), not to root.
-	defer ChownRun(o.Dir, o.User)
+	defer func() {
+		if err := ChownRun(o.Dir, o.User); err != nil {
+			fmt.Fprintf(o.Stderr, "iocorr: %v\n", err)
+		}
+	}()
 
 	r := &recording{o: &o, stderr: o.Stderr, procs: map[int]bool{}, libs: map[string]rundir.Library{}}
 	probeSet := "graph"
@@ -383,15 +387,23 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		drained = true
 		r.warn(fmt.Sprintf("recording stopped early, the command ran on unrecorded: %v", derr))
 		dctx, stopDiscard := context.WithCancel(context.Background())
-		discarded := make(chan uint64, 1)
+		type discard struct {
+			n   uint64
+			err error
+		}
+		discarded := make(chan discard, 1)
 		go func() {
-			n, _ := ingest.Discard(dctx, r.tr.RingBuf(), r.act)
-			discarded <- n
+			n, err := ingest.Discard(dctx, r.tr.RingBuf(), r.act)
+			discarded <- discard{n, err}
 		}()
 		<-child.Done()
 		stopDiscard()
-		if n := <-discarded; n > 0 {
-			r.warn(fmt.Sprintf("%d events that arrived after the spool failed are not in the record", n))
+		d := <-discarded
+		if d.n > 0 {
+			r.warn(fmt.Sprintf("%d events that arrived after the spool failed are not in the record", d.n))
+		}
+		if d.err != nil {
+			r.warn(fmt.Sprintf("the ring buffer could not be read to its end after the spool failed: %v", d.err))
 		}
 	}
 	sigs := stopForward()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -37,7 +38,7 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 	fmt.Fprintf(w, "  graphs      %d computed, %d ops probed\n", s.Graphs, s.Ops)
 	fmt.Fprintf(w, "  faults      %d major, %d minor; in model files %d major, %d minor; stall %s (child majflt %d)\n",
 		s.Major, s.Minor, s.MajorModel, s.MinorModel, humanDuration(s.StallNS), m.Child.MajFlt)
-	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, humanBytes(s.PagesAdded*4096), s.Evicted)
+	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, humanBytes(s.PagesAdded*correlate.PageSize), s.Evicted)
 	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, humanBytes(s.BlockRead))
 	fmt.Fprintf(w, "  events      %d recorded, %d lost\n", s.Events, lost)
 	if lost > 0 {
