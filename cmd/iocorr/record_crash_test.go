@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,22 +24,12 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// syncBuffer is a bytes.Buffer the test reads while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// String is what the buffer behind l holds: a test reads a process's
+// output while the process writes it.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(fmt.Stringer).String()
 }
 
 // decodeCalls counts the llama_decode calls in a spool that is still being
@@ -134,8 +123,8 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			rec := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--",
 				"record", "-o", dir, "--no-ingest", "--cold", "--mem-limit", "96MiB", "--"}, llama.Args...)...)
 			rec.Env = append(os.Environ(), helperEnv+"=record")
-			var out syncBuffer
-			rec.Stdout, rec.Stderr = &out, &out
+			out := &lockedWriter{w: &bytes.Buffer{}}
+			rec.Stdout, rec.Stderr = out, out
 			var own *experiment.Cgroup
 			if how == "OOM" {
 				// The recorder grows steadily: a limit set just above its
