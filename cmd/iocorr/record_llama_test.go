@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/experiment"
@@ -63,6 +62,17 @@ func spoolEvents(t *testing.T, dir string, fn func(typ uint16, rec []byte)) {
 	}
 }
 
+// decoded decodes a whole spool record, as every reader of records does.
+func decoded(t *testing.T, rec []byte) ingest.Record {
+	t.Helper()
+	var st ingest.DecodeStats
+	d, ok := ingest.Decode(rec, &st)
+	if !ok {
+		t.Fatalf("a spool record that does not decode: %+v", st)
+	}
+	return d
+}
+
 func TestRecordLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
@@ -102,7 +112,7 @@ func TestRecordLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) 
 			spoolEvents(t, dir, func(typ uint16, rec []byte) {
 				switch uint32(typ) {
 				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
-					e := (*bpf.IocorrDecodeEvent)(unsafe.Pointer(&rec[0]))
+					e := decoded(t, rec).Decode()
 					if e.Hdr.Token != lastToken+1 {
 						t.Errorf("decode call numbered %d after %d", e.Hdr.Token, lastToken)
 					}
@@ -118,7 +128,7 @@ func TestRecordLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) 
 						t.Errorf("decode call %d of %d tokens has phase %d", e.Hdr.Token, e.N_tokens, e.Hdr.Phase)
 					}
 				case uint32(bpf.IocorrEventTypeEV_NODE):
-					e := (*bpf.IocorrNodeEvent)(unsafe.Pointer(&rec[0]))
+					e := decoded(t, rec).Node()
 					name := bpf.CString(e.WeightName[:])
 					tensor := f.Tensor(name)
 					if tensor == nil {
@@ -132,7 +142,7 @@ func TestRecordLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) 
 				case uint32(bpf.IocorrEventTypeEV_OP):
 					ops++
 				case uint32(bpf.IocorrEventTypeEV_EXPERTS):
-					e := (*bpf.IocorrExpertsEvent)(unsafe.Pointer(&rec[0]))
+					e := decoded(t, rec).Experts()
 					for _, id := range e.Ids[:e.Count] {
 						if id < 0 || int(id) >= tc.spec.Experts {
 							t.Errorf("expert id %d out of range", id)
@@ -182,7 +192,7 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 	spoolEvents(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(bpf.IocorrEventTypeEV_FAULT):
-			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+			e := decoded(t, rec).Fault()
 			// All traced processes: wait4's rusage includes the command's
 			// own waited-for children (node-llama-cpp spawns helpers).
 			if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
@@ -192,7 +202,7 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 				}
 			}
 		case uint32(bpf.IocorrEventTypeEV_BLOCK):
-			e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
+			e := decoded(t, rec).Block()
 			if e.Dev != mf.Block.DiskDev || e.CmdFlags&0xff != 0 {
 				return
 			}

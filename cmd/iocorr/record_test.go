@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -422,12 +421,12 @@ func TestRecordColdUnderAMemoryLimit(t *testing.T) {
 	spoolEvents(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(bpf.IocorrEventTypeEV_PAGE_ADD):
-			e := (*bpf.IocorrPageEvent)(unsafe.Pointer(&rec[0]))
+			e := decoded(t, rec).Page()
 			if e.Ino == mf.Ino && e.Dev == mf.Dev {
 				added += 1 << e.Order
 			}
 		case uint32(bpf.IocorrEventTypeEV_BLOCK):
-			e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
+			e := decoded(t, rec).Block()
 			if e.Dev != mf.Block.DiskDev || e.CmdFlags&0xff != 0 {
 				return
 			}
