@@ -1,18 +1,22 @@
 package experiment
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 // SnapshotMaps copies /proc/PID/maps into the run directory's maps/ as
 // the seq'th snapshot. Taken when a process maps a model file, it shows
-// where the model sits in the address space beside everything else; the
-// BPF side already resolves fault addresses to file offsets, so this is
-// for people and for checking, not for attribution.
+// where the model sits in the address space beside everything else, and
+// lets ingest resolve faults the kernel could not tie to a file. The copy
+// is checked to parse (ingest refuses a malformed snapshot) and appears
+// whole or not at all: a recorder killed while writing it leaves no torn
+// file behind.
 func SnapshotMaps(runDir string, seq, pid int, monoNS uint64) (rundir.MapsSnapshot, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
@@ -22,12 +26,20 @@ func SnapshotMaps(runDir string, seq, pid int, monoNS uint64) (rundir.MapsSnapsh
 		// A process that already exited (a zombie) has no mappings left.
 		return rundir.MapsSnapshot{}, fmt.Errorf("reading maps of %d: the process exited before they could be read", pid)
 	}
+	if _, err := procmaps.Parse(bytes.NewReader(b)); err != nil {
+		return rundir.MapsSnapshot{}, fmt.Errorf("maps of %d: %w", pid, err)
+	}
 	dir := filepath.Join(runDir, rundir.MapsDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
 	}
 	rel := filepath.Join(rundir.MapsDir, fmt.Sprintf("%04d-%d.txt", seq, pid))
-	if err := os.WriteFile(filepath.Join(runDir, rel), b, 0o644); err != nil {
+	tmp := filepath.Join(runDir, rel+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		os.Remove(tmp)
+		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(runDir, rel)); err != nil {
 		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
 	}
 	return rundir.MapsSnapshot{MonoNS: monoNS, PID: pid, File: rel}, nil
