@@ -20,7 +20,7 @@ func init() {
 	register(&command{
 		name:    "export",
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
-		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events [-o FILE] [--format csv|json|jsonl|table] [event filters]",
+		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events [-o FILE] [--format csv|json|jsonl|table|parquet] [event filters]",
 		flags:   exportFlags,
 	})
 }
@@ -30,7 +30,7 @@ var exportKinds = []string{"faults-per-token", "faults-per-token-tensor", "event
 func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory")
 	out := fs.StringP("output", "o", "-", "output file (- is stdout); written aside and renamed when complete")
-	format := formatFlag(fs, formatCSV)
+	format := fileFormatFlag(fs, formatCSV)
 	tensor := fs.String("tensor", "", "events: only of tensor NAME or glob")
 	token := fs.String("token", "", "events: only of token N or range A-B")
 	layer := fs.Int("layer", -1, "events: only of tensors of layer L")
@@ -50,6 +50,9 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		}
 		if !contains(exportKinds, kind) {
 			return usagef("export: unknown kind %q (want %s)", kind, strings.Join(exportKinds, ", "))
+		}
+		if *format == formatParquet && (*out == "-" || *out == "") {
+			return usagef("export: parquet is binary: give -o FILE")
 		}
 		filtered := false
 		for _, f := range []string{"tensor", "token", "layer", "expert", "op"} {
@@ -170,9 +173,10 @@ func contains(xs []string, x string) bool {
 // Exports carry every counter (correlate.CounterFields) under its name,
 // whatever the format.
 func exportTokens(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string) error {
-	cols := []column{{"token"}, {"phase"}, {"n_tokens"}, {"start_ns"}, {"duration_ns"}}
-	cols = append(counterColumns(cols, false), column{"tensors_touched"}, column{"experts_touched"})
-	rw := newResultWriter(w, format, cols)
+	cols := []typedColumn{{"token", typUint32, false}, {"phase", typString, false}, {"n_tokens", typInt32, false},
+		{"start_ns", typUint64, true}, {"duration_ns", typUint64, true}}
+	cols = append(counterTypedColumns(cols), typedColumn{"tensors_touched", typUint32, false}, typedColumn{"experts_touched", typUint32, false})
+	rw := newRowWriter(w, format, cols)
 	rw.SetStatus(status)
 	cells := make([]cell, 0, len(cols))
 	err := st.EachToken(func(t *correlate.TokenInfo) error {
@@ -200,8 +204,9 @@ func exportTokens(ctx context.Context, st *index.Store, w io.Writer, format outp
 }
 
 func exportTokenTensors(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string) error {
-	cols := counterColumns([]column{{"token"}, {"phase"}, {"tensor"}, {"layer"}, {"expert"}, {"op"}}, false)
-	rw := newResultWriter(w, format, cols)
+	cols := counterTypedColumns([]typedColumn{{"token", typUint32, false}, {"phase", typString, false}, {"tensor", typString, false},
+		{"layer", typInt32, false}, {"expert", typInt32, false}, {"op", typString, false}})
+	rw := newRowWriter(w, format, cols)
 	rw.SetStatus(status)
 	// Phases per token: a run has thousands of tokens, not millions.
 	phase := map[uint32]uint8{}
@@ -230,9 +235,25 @@ func exportTokenTensors(ctx context.Context, st *index.Store, w io.Writer, forma
 	return rw.Close()
 }
 
+// eventColumns are an events export's columns. Strings that do not apply
+// (the class of a page-cache event, the trigger of a fault) are empty, as
+// in CSV and JSON; only unmeasured numbers are NA.
+var eventColumns = []typedColumn{{"ts_ns", typUint64, false}, {"kind", typString, false}, {"class", typString, false},
+	{"token", typUint32, false}, {"phase", typString, false}, {"op", typString, false}, {"tid", typUint32, false},
+	{"tensor", typString, false}, {"layer", typInt32, false}, {"expert", typInt32, false}, {"offset", typInt64, false},
+	{"bytes", typUint64, false}, {"duration_ns", typUint64, false}, {"trigger_tensor", typString, false}}
+
+// counterTypedColumns appends every counter (correlate.CounterFields) as
+// an unsigned 64-bit column: counters are always measured, never NA.
+func counterTypedColumns(dst []typedColumn) []typedColumn {
+	for _, c := range counterColumns(nil, false) {
+		dst = append(dst, typedColumn{c.Name, typUint64, false})
+	}
+	return dst
+}
+
 func exportEvents(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string, f index.EventFilter) error {
-	rw := newResultWriter(w, format, []column{{"ts_ns"}, {"kind"}, {"class"}, {"token"}, {"phase"}, {"op"}, {"tid"}, {"tensor"},
-		{"layer"}, {"expert"}, {"offset"}, {"bytes"}, {"duration_ns"}, {"trigger_tensor"}})
+	rw := newRowWriter(w, format, eventColumns)
 	rw.SetStatus(status)
 	cells := make([]cell, 0, 14)
 	n := 0

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	// DuckDB reads the files as a study would: a reader independent of
+	// parquet-go. It is imported by tests only, so the iocorr binary
+	// carries no DuckDB.
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func duckDB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// exportParquet runs iocorr export KIND --format parquet into a file.
+func exportParquet(t testing.TB, dir, kind string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), kind+".parquet")
+	if _, errOut, err := runCmd(t, "export", "-i", dir, kind, "--format", "parquet", "-o", out); err != nil {
+		t.Fatalf("export %s: %v\n%s", kind, err, errOut)
+	}
+	return out
+}
+
+// storeSums are the figures a run's store holds, read through index.Store.
+type storeSums struct {
+	perToken  map[uint32][3]uint64 // faults, major faults, bytes read
+	perTensor map[string][3]uint64
+	byKind    map[string]uint64 // events per kind
+}
+
+func readStoreSums(t testing.TB, dir string) storeSums {
+	t.Helper()
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := storeSums{perToken: map[uint32][3]uint64{}, perTensor: map[string][3]uint64{}, byKind: map[string]uint64{}}
+	if err := st.EachToken(func(ti *correlate.TokenInfo) error {
+		s.perToken[ti.Token] = [3]uint64{ti.Faults, ti.Major, ti.ReadBytes}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Aggs(func(a *correlate.Agg) error {
+		name := st.Tensor(a.Tensor).Name
+		v := s.perTensor[name]
+		s.perTensor[name] = [3]uint64{v[0] + a.Faults, v[1] + a.Major, v[2] + a.ReadBytes}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+		s.byKind[e.Kind.String()]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// duckSums reads the same figures from the Parquet exports with DuckDB.
+func duckSums(t testing.TB, db *sql.DB, tokens, tensors, events string) storeSums {
+	t.Helper()
+	s := storeSums{perToken: map[uint32][3]uint64{}, perTensor: map[string][3]uint64{}, byKind: map[string]uint64{}}
+	query := func(q string, scan func(*sql.Rows) error) {
+		t.Helper()
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query(fmt.Sprintf(`SELECT token, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
+		FROM '%s' GROUP BY token`, tokens), func(r *sql.Rows) error {
+		var tok uint32
+		var v [3]uint64
+		err := r.Scan(&tok, &v[0], &v[1], &v[2])
+		s.perToken[tok] = v
+		return err
+	})
+	query(fmt.Sprintf(`SELECT tensor, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
+		FROM '%s' GROUP BY tensor`, tensors), func(r *sql.Rows) error {
+		var name string
+		var v [3]uint64
+		err := r.Scan(&name, &v[0], &v[1], &v[2])
+		s.perTensor[name] = v
+		return err
+	})
+	query(fmt.Sprintf(`SELECT kind, count(*) FROM '%s' GROUP BY kind`, events), func(r *sql.Rows) error {
+		var kind string
+		var n uint64
+		err := r.Scan(&kind, &n)
+		s.byKind[kind] = n
+		return err
+	})
+	return s
+}
+
+// checkParquetAgreesWithStore exports a run's per-token, per-token-tensor
+// and events tables to Parquet and checks that DuckDB's sums of them equal
+// the store's.
+func checkParquetAgreesWithStore(t *testing.T, dir string) storeSums {
+	t.Helper()
+	want := readStoreSums(t, dir)
+	got := duckSums(t, duckDB(t), exportParquet(t, dir, "faults-per-token"), exportParquet(t, dir, "faults-per-token-tensor"),
+		exportParquet(t, dir, "events"))
+	for name, m := range map[string][2]any{"per token": {got.perToken, want.perToken}, "per tensor": {got.perTensor, want.perTensor},
+		"events by kind": {got.byKind, want.byKind}} {
+		if g, w := fmt.Sprint(m[0]), fmt.Sprint(m[1]); g != w {
+			t.Errorf("%s: DuckDB sums\n%s\nthe store has\n%s", name, g, w)
+		}
+	}
+	return want
+}
+
+func TestParquetExportsSumInDuckDBToTheStore(t *testing.T) {
+	want := checkParquetAgreesWithStore(t, writeTinyRun(t))
+	// The tiny run's totals, as TestExportSumsEqualTheTotals knows them,
+	// so that an empty store cannot agree with empty files.
+	var faults, read uint64
+	for _, v := range want.perToken {
+		faults, read = faults+v[0], read+v[2]
+	}
+	if faults != 10 || read != 3*4096 || want.byKind["fault"] != 10 || len(want.perTensor) < 3 {
+		t.Errorf("store: %d faults, %d bytes read, %v events, %d tensors", faults, read, want.byKind, len(want.perTensor))
+	}
+}
+
+// The columns are the CSV's, in its order, with types a reader needs
+// no cast for.
+func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
+	dir := writeTinyRun(t)
+	db := duckDB(t)
+	for _, kind := range exportKinds {
+		t.Run(kind, func(t *testing.T) {
+			csvOut, _, err := runCmd(t, "export", "-i", dir, kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			header := strings.TrimSpace(strings.SplitN(csvOut, "\n", 2)[0])
+			rows, err := db.Query(fmt.Sprintf(`SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM '%s')`, exportParquet(t, dir, kind)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var names []string
+			types := map[string]string{}
+			for rows.Next() {
+				var n, typ string
+				if err := rows.Scan(&n, &typ); err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, n)
+				types[n] = typ
+			}
+			if got := strings.Join(names, ","); got != header {
+				t.Errorf("Parquet columns\n%s\nCSV header\n%s", got, header)
+			}
+			want := map[string]string{"token": "UINTEGER", "phase": "VARCHAR", "faults": "UBIGINT", "bytes_read": "UBIGINT",
+				"fault_stall_ns": "UBIGINT", "start_ns": "UBIGINT", "n_tokens": "INTEGER", "layer": "INTEGER", "expert": "INTEGER",
+				"offset": "BIGINT", "ts_ns": "UBIGINT", "tensor": "VARCHAR"}
+			for n, typ := range types {
+				if w, ok := want[n]; ok && typ != w {
+					t.Errorf("column %s is %s, want %s", n, typ, w)
+				}
+			}
+		})
+	}
+}
+
+// NA is null, never 0: a number that was not measured stays unknown to
+// the reader too.
+func TestParquetNAIsNull(t *testing.T) {
+	cols := []typedColumn{{"token", typUint32, false}, {"start_ns", typUint64, true}, {"layer", typInt32, false}}
+	var buf bytes.Buffer
+	pw := newParquetWriter(&buf, cols)
+	for _, row := range [][]cell{{num(0), naCell(), num(-1)}, {num(1), num(uint64(5)), num(2)}} {
+		if err := pw.Row(row...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "na.parquet")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var nulls, zeros, sumLayer int64
+	err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (start_ns IS NULL), count(*) FILTER (start_ns = 0), sum(layer)
+		FROM '%s'`, path)).Scan(&nulls, &zeros, &sumLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nulls != 1 || zeros != 0 || sumLayer != 1 {
+		t.Errorf("%d nulls, %d zeros, layers sum to %d; want 1 null, no zero, 1", nulls, zeros, sumLayer)
+	}
+	// A value a column cannot hold is an error, not a wrapped number.
+	for _, c := range []struct {
+		col typedColumn
+		v   cell
+	}{{typedColumn{"t", typUint32, false}, num(uint64(1) << 32)}, {typedColumn{"t", typUint64, false}, num(-1)},
+		{typedColumn{"l", typInt32, false}, num(int64(1) << 31)}, {typedColumn{"x", typUint64, false}, naCell()}} {
+		if _, err := parquetValue(&c.v, &c.col); err == nil {
+			t.Errorf("%s %v into %v: no error", c.col.Name, c.v.human(), c.col.Type)
+		}
+	}
+}
+
+// An events export streams: rows go out in row groups of
+// parquetRowGroupRows, so memory holds one group, not the run.
+func TestParquetEventsStreamInRowGroups(t *testing.T) {
+	dir := writeTinyRun(t)
+	defer func(n int64) { parquetRowGroupRows = n }(parquetRowGroupRows)
+	parquetRowGroupRows = 4
+	path := exportParquet(t, dir, "events")
+	var groups, maxRows, rows int64
+	err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(DISTINCT row_group_id), max(row_group_num_rows), 
+		(SELECT count(*) FROM '%[1]s') FROM parquet_metadata('%[1]s')`, path)).Scan(&groups, &maxRows, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 25 || groups != 7 || maxRows != 4 {
+		t.Errorf("%d rows in %d row groups of at most %d, want 25 in 7 of at most 4", rows, groups, maxRows)
+	}
+}
+
+// The run's status is the file's key-value metadata "run_status": the
+// Status() line of a partial run, "complete" otherwise.
+func TestParquetCarriesTheRunStatus(t *testing.T) {
+	dir := writeTinyRun(t)
+	status := func() string {
+		var v string
+		err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'run_status'`,
+			exportParquet(t, dir, "faults-per-token"))).Scan(&v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := status(); got != "complete" {
+		t.Errorf("finished run: run_status %q, want complete", got)
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Finished = false
+	if err := rundir.WriteMeta(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := status(), meta.Status(); got != want {
+		t.Errorf("unfinished run: run_status %q, want %q", got, want)
+	}
+}
+
+func TestParquetNeedsAnOutputFile(t *testing.T) {
+	dir := writeTinyRun(t)
+	out, _, err := runCmd(t, "export", "-i", dir, "events", "--format", "parquet")
+	if err == nil || !strings.Contains(err.Error(), "give -o FILE") || out != "" {
+		t.Errorf("parquet to stdout: %v, %d bytes written", err, len(out))
+	}
+}
