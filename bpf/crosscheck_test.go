@@ -99,6 +99,8 @@ import (
 	"github.com/cilium/ebpf"
 	gobpf "github.com/iovisor/gobpf/elf"
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // gobpf reads tracepoint ids from the debugfs path only.
@@ -623,7 +625,7 @@ func setDiff[K comparable](t *testing.T, what, nameA string, a map[K]bool, nameB
 }
 
 func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	ensureDebugTracing(t)
 	obj := buildObserver(t)
 

@@ -13,21 +13,13 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/iocorr/iocorr/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
-// requireBPF skips only when BPF cannot be expected to load: not root and
-// not told otherwise. CI sets IOCORR_REQUIRE_BPF, making it a failure.
-func requireBPF(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 && os.Getenv("IOCORR_REQUIRE_BPF") == "" {
-		t.Skip("loading BPF needs root; set IOCORR_REQUIRE_BPF=1 to make this a failure")
-	}
-}
-
 func openTracer(t *testing.T, opts Options) *Tracer {
 	t.Helper()
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	tr, err := Open(opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

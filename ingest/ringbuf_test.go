@@ -16,14 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/testenv"
 )
-
-func requireBPF(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 && os.Getenv("IOCORR_REQUIRE_BPF") == "" {
-		t.Skip("needs root; set IOCORR_REQUIRE_BPF=1 to make this a failure")
-	}
-}
 
 // sink keeps the compiler from dropping the loads that fault.
 var sink byte
@@ -43,7 +37,7 @@ func faultAway(pages int) {
 }
 
 func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	tr, err := bpf.Open(bpf.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +99,7 @@ func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
 }
 
 func TestDrainStopsWithAClearErrorWhenTheDiskIsFullAndDiscardKeepsTheRingMoving(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	mnt := t.TempDir()
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
 		t.Fatalf("mounting a small tmpfs: %v", err)
