@@ -6,6 +6,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 )
 
 // Stats are the figures of the end-of-run summary, counted as records
@@ -57,13 +58,6 @@ func (s *liveStats) snapshot(events uint64) Stats {
 	}
 }
 
-// reqOpMask selects REQ_OP_* in a block request's cmd_flags (the low 8
-// bits, include/linux/blk_types.h); REQ_OP_READ is 0.
-const (
-	reqOpMask = 0xff
-	reqOpRead = 0
-)
-
 func (s *liveStats) observe(d ingest.Record, m *models) {
 	switch {
 	case d.Decode() != nil:
@@ -111,7 +105,7 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 		}
 	case d.Block() != nil:
 		e := d.Block()
-		if e.CmdFlags&reqOpMask == reqOpRead {
+		if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
 			s.blockRead.Add(uint64(e.Bytes))
 			s.blockReqs.Add(1)
 		}

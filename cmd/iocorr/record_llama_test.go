@@ -13,6 +13,7 @@ import (
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -203,7 +204,7 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 			}
 		case uint32(bpf.IocorrEventTypeEV_BLOCK):
 			e := decoded(t, rec).Block()
-			if e.Dev != mf.Block.DiskDev || e.CmdFlags&0xff != 0 {
+			if e.Dev != mf.Block.DiskDev || kernel.BlockOpOf(e.CmdFlags) != kernel.BlockRead {
 				return
 			}
 			readBytes += uint64(e.Bytes)

@@ -1,0 +1,160 @@
+package kernel_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
+)
+
+func TestBlockOpOfReadsTheLowBitsOfCmdFlags(t *testing.T) {
+	const reqSync, reqMeta, reqFUA = 1 << 11, 1 << 12, 1 << 17 // REQ_* modifiers
+	tests := []struct {
+		cmdFlags uint32
+		op       kernel.BlockOp
+		name     string
+	}{
+		{0, kernel.BlockRead, "read"},
+		{reqSync | reqMeta, kernel.BlockRead, "read"},
+		{1, kernel.BlockWrite, "write"},
+		{1 | reqSync | reqFUA, kernel.BlockWrite, "write"},
+		{2 | reqSync, kernel.BlockFlush, "flush"},
+		{3, kernel.BlockDiscard, "discard"},
+		{9, kernel.BlockWriteZeroes, "write_zeroes"},
+		{35, kernel.BlockDrvOut, "drv_out"},
+		{0xff | reqSync, 0xff, "op 255"},
+	}
+	for _, tc := range tests {
+		op := kernel.BlockOpOf(tc.cmdFlags)
+		if op != tc.op || op.String() != tc.name {
+			t.Errorf("cmd_flags %#x: %d %q, want %d %q", tc.cmdFlags, op, op, tc.op, tc.name)
+		}
+	}
+}
+
+// TestBlockOpOfRealRequests writes a file with O_DIRECT, syncs it, reads it
+// back with O_DIRECT, and checks the operation of every block request the
+// tracer saw on the file's disk blocks: writes, then reads.
+func TestBlockOpOfRealRequests(t *testing.T) {
+	if os.Geteuid() != 0 && os.Getenv("IOCORR_REQUIRE_BPF") == "" {
+		t.Skip("tracing needs root; set IOCORR_REQUIRE_BPF=1 to make this a failure")
+	}
+	// Beside the test, on a disk (the temporary directory may be tmpfs).
+	dir, err := os.MkdirTemp(".", "blockop-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path, err := filepath.Abs(filepath.Join(dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := experiment.StatFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := experiment.BlockDeviceOf(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := bpf.Open(bpf.Options{RingBufBytes: 1 << 22, Devices: []uint32{blk.DiskDev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	type req struct {
+		ts, sector uint64
+		bytes      uint32
+		op         kernel.BlockOp
+	}
+	var reqs []req
+	var st ingest.DecodeStats
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := ingest.Discard(ctx, tr.RingBuf(), func(_ uint16, rec []byte) {
+			if d, ok := ingest.Decode(rec, &st); ok && d.Block() != nil {
+				b := d.Block()
+				reqs = append(reqs, req{b.Hdr.Ts, b.Sector, b.Bytes, kernel.BlockOpOf(b.CmdFlags)})
+			}
+		})
+		done <- err
+	}()
+
+	const size = 1 << 20
+	buf, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	t0 := experiment.MonotonicNS()
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	t1 := experiment.MonotonicNS()
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	t2 := experiment.MonotonicNS()
+	time.Sleep(200 * time.Millisecond) // completions still in the ring
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	extents, err := experiment.Extents(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onFile := func(r req) uint64 {
+		start := (r.sector - blk.PartStartSector) * 512
+		var n uint64
+		for _, x := range extents {
+			if lo, hi := max(start, x.Physical), min(start+uint64(r.bytes), x.Physical+x.Length); lo < hi {
+				n += hi - lo
+			}
+		}
+		return n
+	}
+	var written, read uint64
+	for _, r := range reqs {
+		n := onFile(r)
+		switch {
+		case n == 0:
+		case r.ts >= t0 && r.ts < t1:
+			if r.op != kernel.BlockWrite {
+				t.Errorf("request on the file while it was written is a %s", r.op)
+			}
+			written += n
+		case r.ts >= t1 && r.ts < t2:
+			if r.op != kernel.BlockRead {
+				t.Errorf("request on the file while it was read is a %s", r.op)
+			}
+			read += n
+		}
+	}
+	if written != size || read != size {
+		t.Errorf("%d bytes written and %d read on the file's blocks, want %d each (%d requests seen)", written, read, size, len(reqs))
+	}
+}
