@@ -14,13 +14,14 @@ import (
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 func init() {
 	register(&command{
 		name:    "export",
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
-		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events [-o FILE] [--format csv|json|jsonl|table|parquet] [event filters]",
+		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|sweep [-o FILE] [--format csv|json|jsonl|table|parquet] [event filters]",
 		flags:   exportFlags,
 	})
 }
@@ -48,8 +49,8 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if fs.NArg() > 0 {
 			return usagef("export: want one KIND, got also %q", fs.Args())
 		}
-		if !contains(exportKinds, kind) {
-			return usagef("export: unknown kind %q (want %s)", kind, strings.Join(exportKinds, ", "))
+		if !contains(exportKinds, kind) && kind != "sweep" {
+			return usagef("export: unknown kind %q (want %s or sweep)", kind, strings.Join(exportKinds, ", "))
 		}
 		if *format == formatParquet && (*out == "-" || *out == "") {
 			return usagef("export: parquet is binary: give -o FILE")
@@ -60,6 +61,14 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		}
 		if filtered && kind != "events" {
 			return usagef("export: --tensor, --token, --layer, --expert and --op select events; %s is whole-run", kind)
+		}
+		if kind == "sweep" {
+			// -i is a sweep directory: its summary (sweep.json).
+			sum, err := sweep.ReadSummary(*dir)
+			if err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			return writeExport(*out, func(w io.Writer) error { return writeSweepRows(w, *format, sum.Rows) })
 		}
 		st, status, err := openRun(*dir)
 		if err != nil {

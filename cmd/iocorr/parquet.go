@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/spf13/pflag"
@@ -19,6 +20,8 @@ const (
 	typUint64
 	typInt32
 	typInt64
+	// typFloat64 columns hold floatCell values.
+	typFloat64
 )
 
 // typedColumn is one column of an export: its name (the same in every
@@ -76,8 +79,14 @@ func (f *fileFormat) Set(s string) error {
 
 func fileFormatFlag(fs *pflag.FlagSet, def outputFormat) *outputFormat {
 	f := &fileFormat{def}
-	fs.Var(f, "format", "output format: table, csv (RFC 4180), json (one array of objects), jsonl (an object per line) or parquet (needs -o FILE)")
+	fs.Var(f, "format", "output format: table, csv (RFC 4180), json (one array of objects), jsonl (an object per line) or parquet (binary: to a file)")
 	return &f.outputFormat
+}
+
+// floatCell is a float for the text formats (its shortest exact decimal;
+// a table shows 4 significant digits) and for typFloat64 columns.
+func floatCell(v float64) cell {
+	return txtAs(strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'g', 4, 64))
 }
 
 // parquetRowGroupRows bounds a row group: the writer holds one row
@@ -129,6 +138,8 @@ func orderedGroup(cols []typedColumn) parquetGroup {
 			n = parquet.Uint(64)
 		case typInt32:
 			n = parquet.Int(32)
+		case typFloat64:
+			n = parquet.Leaf(parquet.DoubleType)
 		default:
 			n = parquet.Int(64)
 		}
@@ -182,6 +193,15 @@ func parquetValue(c *cell, col *typedColumn) (parquet.Value, error) {
 			return parquet.Value{}, fmt.Errorf("internal: column %s is never NA", col.Name)
 		}
 		return parquet.NullValue(), nil
+	}
+	if col.Type == typFloat64 {
+		// A float cell is its shortest exact decimal (floatCell), so
+		// parsing it back gives the very value.
+		f, err := strconv.ParseFloat(c.s, 64)
+		if c.kind != 's' || err != nil {
+			return parquet.Value{}, fmt.Errorf("internal: column %s holds floats, not %q", col.Name, c.human())
+		}
+		return parquet.DoubleValue(f), nil
 	}
 	if col.Type == typString {
 		if c.kind != 's' {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+// The figures of a sweep row come from the run's token rows: the tiny run
+// has decode tokens 2 and 3, each with a 4 KiB block read and two major
+// faults among three of 10 ns stall each; token 3 has a fourth fault (on
+// anonymous memory, stalled 10 ns too).
+func TestSweepFiguresComeFromTheDecodeTokens(t *testing.T) {
+	dir := writeTinyRun(t)
+	var r sweep.Row
+	if err := sweep.Summarize(dir, &r); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last, inDecode uint64
+	for _, row := range csvTable(t, out) {
+		if row["phase"] != "decode" {
+			continue
+		}
+		start, _ := strconv.ParseUint(row["start_ns"], 10, 64)
+		dur, _ := strconv.ParseUint(row["duration_ns"], 10, 64)
+		if first == 0 {
+			first = start
+		}
+		last = start + dur
+		inDecode += dur
+	}
+	if r.Decode != 2 || r.ReadBytes != 2*4096 || r.Major != 4 || r.StallNS != 70 || r.DecodeNS != last-first {
+		t.Fatalf("row %+v; want 2 decode tokens, 8192 bytes, 4 major faults, 70 ns stall over %d ns", r, last-first)
+	}
+	want := map[string]float64{"tokens_per_s": 2e9 / float64(last-first), "bytes_read_per_token": 4096, "major_faults_per_token": 2,
+		"stall_share": 70 / float64(inDecode)}
+	got := map[string]*float64{"tokens_per_s": r.TokensPerS, "bytes_read_per_token": r.BytesPerToken,
+		"major_faults_per_token": r.MajorPerToken, "stall_share": r.StallShare}
+	for name, w := range want {
+		if got[name] == nil || *got[name] != w {
+			t.Errorf("%s = %v, want %v", name, got[name], w)
+		}
+	}
+	if r.ExpertHitRate != nil || r.NA["expert_hit_rate"] == "" || len(r.NA) != 1 {
+		t.Errorf("expert hit rate %v, NA %v: want NA with a reason, and no other NA", r.ExpertHitRate, r.NA)
+	}
+}
+
+func TestSweepRejectsBadUsage(t *testing.T) {
+	for _, args := range [][]string{{"--", "true"}, {"--mem-limit", "64MiB,x", "--", "true"}, {"--mem-limit", "64MiB"},
+		{"--mem-limit", "64MiB", "--probe", "bogus", "--", "true"}, {"--mem-limit", "64MiB", "--format", "xml", "--", "true"}} {
+		_, _, err := runCmd(t, append([]string{"sweep", "-o", t.TempDir()}, args...)...)
+		if err == nil || !strings.HasPrefix(err.Error(), "sweep: ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("sweep %q: %v, want a one-line sweep: error", args, err)
+		}
+	}
+}
+
+// A sweep of a small MoE model over three budgets and one too small for
+// the command: bytes read per token does not grow as the budget grows,
+// the too-small budget is a failed row and the sweep goes on past it;
+// every run's Parquet exports sum in DuckDB to its store.
+func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	dir := filepath.Join(t.TempDir(), "sweep")
+	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
+	budgets := []string{"8MiB", "112MiB", "160MiB", "1GiB"}
+	args := append([]string{"sweep", "-o", dir, "--cold", "--mem-limit", strings.Join(budgets, ","), "--format", "csv", "--"}, cmd.Args...)
+	out, errOut, err := runCmd(t, args...)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, errOut)
+	}
+	printed := csvTable(t, out)
+	sum, err := sweep.ReadSummary(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Rows) != len(budgets) || len(printed) != len(budgets) {
+		t.Fatalf("%d rows in sweep.json, %d printed, want %d:\n%s", len(sum.Rows), len(printed), len(budgets), out)
+	}
+	for i, r := range sum.Rows {
+		t.Logf("%-7s %-40.40s decode %d tokens: %v tok/s, %v B/token, %v major/token, stall share %v, NA %v", r.Budget, r.Status, r.Decode,
+			deref(r.TokensPerS), deref(r.BytesPerToken), deref(r.MajorPerToken), deref(r.StallShare), r.NA)
+		if r.Budget != budgets[i] || printed[i]["budget"] != budgets[i] || printed[i]["status"] != r.Status {
+			t.Errorf("row %d: %s %q, printed %v", i, r.Budget, r.Status, printed[i])
+		}
+	}
+	if r := sum.Rows[0]; r.Status == sweep.StatusOK || r.BytesPerToken != nil || r.NA["bytes_read_per_token"] == "" ||
+		printed[0]["bytes_read_per_token"] != "" {
+		t.Errorf("8MiB: status %q, bytes per token %v, NA %v: want a failed row with NA figures", r.Status, r.BytesPerToken, r.NA)
+	}
+	prev := -1.0
+	for _, r := range sum.Rows[1:] {
+		if r.Status != sweep.StatusOK || r.BytesPerToken == nil || r.TokensPerS == nil || r.Decode != 5 {
+			t.Fatalf("%s: %q, %d decode tokens, NA %v: want ok with figures", r.Budget, r.Status, r.Decode, r.NA)
+		}
+		if prev >= 0 && *r.BytesPerToken > prev {
+			t.Errorf("%s reads %.0f bytes per token, more than the smaller budget's %.0f", r.Budget, *r.BytesPerToken, prev)
+		}
+		prev = *r.BytesPerToken
+	}
+	if *sum.Rows[1].BytesPerToken == 0 {
+		t.Error("112MiB read nothing per token: the model fits, the test shows nothing")
+	}
+
+	// The tightest budget that ran is a real run under memory pressure:
+	// its exports agree with its store in DuckDB.
+	want := checkParquetAgreesWithStore(t, filepath.Join(dir, "112MiB"))
+	var read uint64
+	for _, v := range want.perToken {
+		read += v[2]
+	}
+	if read == 0 || want.byKind["fault"] == 0 || want.byKind["block"] == 0 {
+		t.Errorf("the 112MiB run's store: %d bytes read, events %v", read, want.byKind)
+	}
+
+	// The summary exports to Parquet like any table.
+	pq := filepath.Join(t.TempDir(), "sweep.parquet")
+	if _, _, err := runCmd(t, "export", "-i", dir, "sweep", "--format", "parquet", "-o", pq); err != nil {
+		t.Fatal(err)
+	}
+	var n, failed, nulls int
+	var bytesSum sql.NullFloat64
+	err = duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*), count(*) FILTER (status <> 'ok'), count(*) FILTER (bytes_read_per_token IS NULL),
+		sum(bytes_read_per_token) FROM '%s'`, pq)).Scan(&n, &failed, &nulls, &bytesSum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantSum float64
+	for _, r := range sum.Rows[1:] {
+		wantSum += *r.BytesPerToken
+	}
+	if n != 4 || failed != 1 || nulls != 1 || bytesSum.Float64 != wantSum {
+		t.Errorf("sweep.parquet: %d rows, %d failed, %d null, bytes per token sum %v; want 4, 1, 1, %v", n, failed, nulls, bytesSum.Float64, wantSum)
+	}
+}
+
+func deref(v *float64) any {
+	if v == nil {
+		return "NA"
+	}
+	return *v
+}
