@@ -19,7 +19,7 @@ build: ## build bin/iocorr (no clang needed: the BPF objects are committed)
 
 setup: $(SETUP_OK) ## install what the build, the tests and the demo need
 
-$(SETUP_OK): testdata/llm/package-lock.json testdata/llm/setup.sh go.sum
+$(SETUP_OK): testdata/llm/package-lock.json testdata/llm/setup.sh scripts/setup.sh scripts/build-llama.sh go.sum
 	./scripts/setup.sh
 	@touch $@
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc; do
+for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g++:g++ cmake:cmake git:git; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
@@ -24,3 +24,4 @@ fi
 
 go mod download
 ./testdata/llm/setup.sh
+./scripts/build-llama.sh

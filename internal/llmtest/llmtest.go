@@ -1,6 +1,8 @@
 // Package llmtest runs real llama.cpp — the prebuilt libraries of the npm
-// package node-llama-cpp, driven by testdata/llm/generate.mjs — for tests
-// and benchmarks, on synthetic models.
+// package node-llama-cpp, driven by testdata/llm/generate.mjs, and the
+// llama-cli, llama-completion and llama-bench scripts/build-llama.sh
+// builds from the source node-llama-cpp ships — for tests and
+// benchmarks, on synthetic models.
 package llmtest
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +71,140 @@ func LlamaLib() (string, error) {
 	return libs[0], nil
 }
 
+// Build is one of the two llama.cpp builds scripts/build-llama.sh makes
+// from the source node-llama-cpp ships.
+type Build int
+
+const (
+	// Shared is CMake's Release defaults: the tools load libllama.so,
+	// libggml-base.so and libggml-cpu.so from beside them (RUNPATH
+	// $ORIGIN), where the probe points are.
+	Shared Build = iota + 1
+	// Static is built with BUILD_SHARED_LIBS=OFF: llama.cpp and ggml are
+	// linked into each executable, probe points included.
+	Static
+)
+
+// Builds are both builds, for tests that run on each.
+var Builds = []Build{Shared, Static}
+
+func (b Build) String() string {
+	switch b {
+	case Shared:
+		return "shared"
+	case Static:
+		return "static"
+	}
+	return fmt.Sprintf("Build(%d)", int(b))
+}
+
+// BuildCache is where scripts/build-llama.sh caches its builds:
+// $IOCORR_LLAMA_CACHE, /var/cache/iocorr/llama.cpp by default.
+func BuildCache() string {
+	if d := os.Getenv("IOCORR_LLAMA_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/iocorr/llama.cpp"
+}
+
+// Bundle is the git bundle of llama.cpp source node-llama-cpp ships.
+func Bundle() string {
+	return filepath.Join(filepath.Dir(Driver()), "node_modules", "node-llama-cpp", "llama", "gitRelease.bundle")
+}
+
+var bundleKey = sync.OnceValues(func() (string, error) {
+	f, err := os.Open(Bundle())
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing %s: %w", Bundle(), err)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+})
+
+// BuildDir is the bin directory of build b: its tools and, for Shared,
+// its libraries. It is keyed like scripts/build-llama.sh keys it, by the
+// first 16 hex digits of the bundle's sha256, so a changed bundle is
+// never served an old build.
+func BuildDir(b Build) (string, error) {
+	if b != Shared && b != Static {
+		return "", fmt.Errorf("no llama.cpp build %v", b)
+	}
+	key, err := bundleKey()
+	if err != nil {
+		return "", fmt.Errorf("no llama.cpp source bundle: %w", err)
+	}
+	return filepath.Join(BuildCache(), key, b.String(), "bin"), nil
+}
+
+// builtTool says where tool of build b is, or why it is not there.
+func builtTool(b Build, tool string) (string, error) {
+	switch tool {
+	case "llama-cli", "llama-completion", "llama-bench":
+	default:
+		return "", fmt.Errorf("%s is not one of the tools scripts/build-llama.sh builds", tool)
+	}
+	dir, err := BuildDir(b)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, tool)
+	info, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("no %s build of %s: %w", b, tool, err)
+	}
+	if info.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not executable", p)
+	}
+	return p, nil
+}
+
+// CLI returns the path of tool (llama-cli, llama-completion or
+// llama-bench) of build b. Like Require, it skips the test when the
+// build is missing, and fails it under IOCORR_REQUIRE_LLAMA or CI.
+func CLI(t testing.TB, b Build, tool string) string {
+	t.Helper()
+	p, err := builtTool(b, tool)
+	if err != nil {
+		missing(t, "llama.cpp built from source", err)
+	}
+	return p
+}
+
+// SharedLibDir returns the directory holding the Shared build's
+// libllama.so, libggml-base.so and libggml-cpu.so (the tools' own
+// directory: CMake writes libraries beside the executables), skipping or
+// failing like CLI when they are not there.
+func SharedLibDir(t testing.TB) string {
+	t.Helper()
+	dir, err := BuildDir(Shared)
+	if err == nil {
+		for _, lib := range []string{"libllama.so", "libggml-base.so", "libggml-cpu.so"} {
+			if _, err = os.Stat(filepath.Join(dir, lib)); err != nil {
+				err = fmt.Errorf("no %s in the shared build: %w", lib, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		missing(t, "llama.cpp built from source", err)
+	}
+	return dir
+}
+
+// missing skips, or fails under IOCORR_REQUIRE_LLAMA or CI, so that a
+// broken setup can't pass as a green run of skipped tests.
+func missing(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("IOCORR_REQUIRE_LLAMA") != "" || os.Getenv("CI") != "" {
+		t.Fatalf("%s is required: %v (run make setup)", what, err)
+	}
+	t.Skipf("%s not available: %v (run make setup)", what, err)
+}
+
 // WeightType is the weight type of the models of tests that measure I/O
 // on the model file. On CPUs with AMX (Sapphire Rapids and later, this
 // lab's VMs among them) ggml's CPU backend moves F16 and Q8_0 mat-mul
@@ -107,10 +244,7 @@ func Installed() error {
 func Require(t testing.TB) {
 	t.Helper()
 	if err := Installed(); err != nil {
-		if os.Getenv("IOCORR_REQUIRE_LLAMA") != "" || os.Getenv("CI") != "" {
-			t.Fatalf("real llama.cpp is required: %v (run make setup)", err)
-		}
-		t.Skipf("real llama.cpp not available: %v (run make setup)", err)
+		missing(t, "real llama.cpp", err)
 	}
 }
 
