@@ -132,6 +132,17 @@ struct {
 	__type(value, struct proc_state);
 } traced SEC(".maps");
 
+/* Threads of iocorr armed to trace the processes they fork (tid → 1).
+ * A process joins `traced` in the fork itself, before it runs an
+ * instruction: its exec of the launcher and the launcher's own start take
+ * faults too, and the kernel counts them in the rusage it reports. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} forkers SEC(".maps");
+
 /* Model files: their page-cache and readahead events are kept whoever
  * causes them (evictions run in kswapd or other tasks). */
 struct {
@@ -588,11 +599,20 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ptid = BPF_CORE_READ(parent, pid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	struct proc_state ps = {};
 
 	/* Threads share their process's state; only new processes join. */
-	if (ptgid == ctgid || !is_traced(ptgid))
+	if (ptgid == ctgid)
+		return 0;
+	if (bpf_map_lookup_elem(&forkers, &ptid)) {
+		/* The command iocorr starts: no fork event, since its parent is
+		 * not traced and user space knows the pid from the fork. */
+		bpf_map_update_elem(&traced, &ctgid, &ps, BPF_NOEXIST);
+		return 0;
+	}
+	if (!is_traced(ptgid))
 		return 0;
 	bpf_map_update_elem(&traced, &ctgid, &ps, BPF_NOEXIST);
 	task_event(TASKEV_FORK, ctgid, 0);

@@ -292,6 +292,7 @@ const (
 	IocorrMapEvents             = "events"
 	IocorrMapFaultStarts        = "fault_starts"
 	IocorrMapFiles              = "files"
+	IocorrMapForkers            = "forkers"
 	IocorrMapGraphsSeen         = "graphs_seen"
 	IocorrMapLost               = "lost"
 	IocorrMapSeenExec           = "seen_exec"
@@ -418,6 +419,7 @@ type IocorrMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	FaultStarts  *ebpf.MapSpec `ebpf:"fault_starts"`
 	Files        *ebpf.MapSpec `ebpf:"files"`
+	Forkers      *ebpf.MapSpec `ebpf:"forkers"`
 	GraphsSeen   *ebpf.MapSpec `ebpf:"graphs_seen"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	SeenExec     *ebpf.MapSpec `ebpf:"seen_exec"`
@@ -478,6 +480,7 @@ type IocorrMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	FaultStarts  *ebpf.Map `ebpf:"fault_starts"`
 	Files        *ebpf.Map `ebpf:"files"`
+	Forkers      *ebpf.Map `ebpf:"forkers"`
 	GraphsSeen   *ebpf.Map `ebpf:"graphs_seen"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	SeenExec     *ebpf.Map `ebpf:"seen_exec"`
@@ -493,6 +496,7 @@ func (m *IocorrMaps) Close() error {
 		m.Events,
 		m.FaultStarts,
 		m.Files,
+		m.Forkers,
 		m.GraphsSeen,
 		m.Lost,
 		m.SeenExec,

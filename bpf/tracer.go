@@ -222,6 +222,24 @@ func (t *Tracer) TracePID(pid int) error {
 	return nil
 }
 
+// TraceForksOf traces every process that thread tid forks from now until
+// stop is called, from the fork on: the child is in the traced set before
+// it runs its first instruction, so every fault it takes is recorded, as
+// its rusage counts them. The caller keeps its goroutine on that thread
+// (runtime.LockOSThread) while it forks.
+func (t *Tracer) TraceForksOf(tid int) (stop func() error, err error) {
+	key := uint32(tid)
+	if err := t.objs.Forkers.Update(key, uint8(1), ebpf.UpdateNoExist); err != nil {
+		return nil, fmt.Errorf("tracing the children of thread %d: %w", tid, err)
+	}
+	return func() error {
+		if err := t.objs.Forkers.Delete(key); err != nil {
+			return fmt.Errorf("no longer tracing the children of thread %d: %w", tid, err)
+		}
+		return nil
+	}, nil
+}
+
 // AddFile marks a model file: its page-cache and readahead events are
 // kept whoever causes them. dev is the kernel's encoding (major<<20|minor).
 func (t *Tracer) AddFile(dev uint32, ino uint64) error {

@@ -63,7 +63,7 @@ func TestMemoryCgroupHoldsTheChildFromItsFirstInstructionAndIsRemoved(t *testing
 				t.Fatalf("%s = %q, %v", limitFile, b, err)
 			}
 			var out bytes.Buffer
-			c, err := StartHeld(tc.argv, nil, &out, os.Stderr)
+			c, err := StartHeld(tc.argv, nil, &out, os.Stderr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestMemoryCgroupLimitsThePageCacheOfWhatTheCommandReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cg.Remove()
-	c, err := StartHeld([]string{"cat", p}, nil, io.Discard, os.Stderr)
+	c, err := StartHeld([]string{"cat", p}, nil, io.Discard, os.Stderr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,11 +117,23 @@ type User struct {
 	Name, Home string
 }
 
+// ForkTracer follows the processes a thread forks, from the fork itself
+// (bpf.Tracer is one). stop ends it for that thread.
+type ForkTracer interface {
+	TraceForksOf(tid int) (stop func() error, err error)
+}
+
 // StartHeld starts argv held. When user is not nil the child runs as that
 // user (so files it creates belong to the person who ran sudo). Its
 // standard output and error go to out and errw (os.Stdout and os.Stderr
 // are passed through as they are).
-func StartHeld(argv []string, user *User, out, errw io.Writer) (*Child, error) {
+//
+// When tr is not nil the child is traced from its fork. Tracing it by pid
+// once the fork returned would leave out what it did before: its exec of
+// iocorr as the launcher and the Go runtime's start, whose faults (major
+// ones when iocorr's pages were evicted) the kernel counts in the rusage
+// of the command all the same.
+func StartHeld(argv []string, user *User, out, errw io.Writer, tr ForkTracer) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -155,7 +168,7 @@ func StartHeld(argv []string, user *User, out, errw io.Writer) (*Child, error) {
 			cmd.Env = setEnv(cmd.Env, "HOME", user.Home)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startTraced(cmd, tr); err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
@@ -167,6 +180,30 @@ func StartHeld(argv []string, user *User, out, errw io.Writer) (*Child, error) {
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// startTraced starts cmd with tr following the forks of this thread: the
+// goroutine stays on it from arming to disarming, so that the fork in
+// cmd.Start is the only one made there meanwhile.
+func startTraced(cmd *exec.Cmd, tr ForkTracer) error {
+	if tr == nil {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	stop, err := tr.TraceForksOf(unix.Gettid())
+	if err != nil {
+		return err
+	}
+	startErr := cmd.Start()
+	if err := stop(); err != nil {
+		if startErr == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		return errors.Join(startErr, err)
+	}
+	return startErr
 }
 
 // setEnv replaces (or adds) one variable of an environment list.

@@ -13,15 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 func TestHeldChildRunsOnlyWhenReleased(t *testing.T) {
 	testenv.RequireRoot(t)
 	mark := filepath.Join(t.TempDir(), "ran")
-	c, err := StartHeld([]string{"sh", "-c", "echo $$ > " + mark}, nil, os.Stdout, os.Stderr)
+	c, err := StartHeld([]string{"sh", "-c", "echo $$ > " + mark}, nil, os.Stdout, os.Stderr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func TestHeldChildRunsOnlyWhenReleased(t *testing.T) {
 func TestAbortedChildNeverRunsTheCommand(t *testing.T) {
 	testenv.RequireRoot(t)
 	mark := filepath.Join(t.TempDir(), "ran")
-	c, err := StartHeld([]string{"touch", mark}, nil, os.Stdout, os.Stderr)
+	c, err := StartHeld([]string{"touch", mark}, nil, os.Stdout, os.Stderr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +77,7 @@ func TestExitStatusIsTheChildsAsAShellReportsIt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := StartHeld(tc.argv, nil, io.Discard, io.Discard)
+			c, err := StartHeld(tc.argv, nil, io.Discard, io.Discard, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +96,7 @@ func TestChildRusageCountsItsFaultsAndIO(t *testing.T) {
 	if _, _, err := Evict(p); err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartHeld([]string{"dd", "if=" + p, "of=/dev/null", "bs=1M", "iflag=direct"}, nil, io.Discard, io.Discard)
+	c, err := StartHeld([]string{"dd", "if=" + p, "of=/dev/null", "bs=1M", "iflag=direct"}, nil, io.Discard, io.Discard, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func TestChildRusageCountsItsFaultsAndIO(t *testing.T) {
 }
 
 func TestStartHeldRejectsAMissingCommand(t *testing.T) {
-	if _, err := StartHeld([]string{"no-such-command-iocorr"}, nil, os.Stdout, os.Stderr); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := StartHeld([]string{"no-such-command-iocorr"}, nil, os.Stdout, os.Stderr, nil); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -125,7 +128,7 @@ func TestChildRunsAsTheGivenUserWithTheirGroupsAndHome(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o777) // writable by nobody
 	out := filepath.Join(dir, "id")
-	c, err := StartHeld([]string{"sh", "-c", `echo "$(id -u) $(id -g) $(id -G) $HOME $USER" > ` + out}, u, os.Stdout, os.Stderr)
+	c, err := StartHeld([]string{"sh", "-c", `echo "$(id -u) $(id -g) $(id -G) $HOME $USER" > ` + out}, u, os.Stdout, os.Stderr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +184,7 @@ const ttyHelperEnv = "IOCORR_TEST_TTY_HELPER"
 // ttyHelper runs `sleep 30` held and released as record does, forwarding
 // signals, and reports "received forwarded exit-code" on stdout.
 func ttyHelper() int {
-	c, err := StartHeld([]string{"sleep", "30"}, nil, io.Discard, os.Stderr)
+	c, err := StartHeld([]string{"sleep", "30"}, nil, io.Discard, os.Stderr, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -207,7 +210,7 @@ func orphanHelper() int {
 			return 1
 		}
 	}
-	c, err := StartHeld([]string{"sleep", "30"}, u, io.Discard, os.Stderr)
+	c, err := StartHeld([]string{"sleep", "30"}, u, io.Discard, os.Stderr, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -328,5 +331,89 @@ func TestSignalsReachTheChildExactlyOnce(t *testing.T) {
 				t.Fatalf("received %d, forwarded %d, child exit %d; want 1, %d, %d", recv, fwd, code, tc.wantForwarded, tc.wantCode)
 			}
 		})
+	}
+}
+
+// The held child is iocorr re-executed as the launcher: its exec of
+// iocorr zeroes the partial .bss page (a write fault on a page of the
+// file), and the Go runtime then starts, all before the command runs and
+// before the pid that the fork returned could be handed to the tracer.
+// With iocorr's own pages evicted those faults are major, and the
+// kernel's rusage counts them. Traced from the fork, the child's recorded
+// major faults are exactly its rusage's: the same set, counted by the
+// same accounting (mm_account_fault), since `true` makes no fault on
+// behalf of get_user_pages (MAP_POPULATE, mlock), which rusage counts
+// and no perf event sees.
+func TestChildTracedFromTheForkRecordsEveryMajorFaultItsRusageCounts(t *testing.T) {
+	testenv.RequireBPF(t)
+	testenv.RequireRoot(t)
+	tr, err := bpf.Open(bpf.Options{RingBufBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Evict(self); err != nil {
+		t.Fatal(err)
+	}
+	c, err := StartHeld([]string{"true"}, nil, io.Discard, os.Stderr, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tracer stops a traced process at each new executable mapping
+	// until user space attached its probes: go on at once here.
+	var major int64
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		var st ingest.DecodeStats
+		var rec ringbuf.Record
+		rd := tr.RingBuf()
+		for quiet := false; ; {
+			rd.SetDeadline(time.Now().Add(200 * time.Millisecond))
+			if err := rd.ReadInto(&rec); err != nil {
+				select {
+				case <-c.Done():
+					if quiet {
+						return
+					}
+					quiet = true
+				default:
+				}
+				continue
+			}
+			r, ok := ingest.Decode(rec.RawSample, &st)
+			if !ok || int(r.Hdr.Tgid) != c.PID() {
+				continue
+			}
+			if m := r.Mmap(); m != nil && m.Stopped != 0 {
+				unix.Kill(c.PID(), unix.SIGCONT)
+			}
+			if f := r.Fault(); f != nil && f.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				major++
+			}
+		}
+	}()
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	ex := c.Wait()
+	<-read
+	if ex.Code != 0 {
+		t.Fatalf("true: %+v", ex)
+	}
+	if lost, err := tr.Lost(); err != nil || lost["fault"] != 0 {
+		t.Fatalf("lost fault events: %v %v", lost, err)
+	}
+	// Without a major fault before the release this test would not tell
+	// tracing from the fork from tracing by pid afterwards.
+	if ex.Rusage.Majflt == 0 {
+		t.Fatal("the child took no major fault although iocorr's pages were evicted")
+	}
+	if major != ex.Rusage.Majflt {
+		t.Errorf("recorded %d major faults of the child, its rusage says %d", major, ex.Rusage.Majflt)
 	}
 }

@@ -273,7 +273,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 
-	child, err := experiment.StartHeld(o.Argv, o.User, o.Stdout, o.Stderr)
+	child, err := experiment.StartHeld(o.Argv, o.User, o.Stdout, o.Stderr, r.tr)
 	if err != nil {
 		sp.Close()
 		r.finish(nil, err)
@@ -290,9 +290,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		sp.Close()
 		r.finish(nil, err)
 		return Result{}, err
-	}
-	if err := r.tr.TracePID(child.PID()); err != nil {
-		return abort(err)
 	}
 	var cg *experiment.Cgroup
 	if o.MemLimit > 0 {

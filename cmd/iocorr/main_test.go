@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // record re-executes its own binary as the held child; in tests that
@@ -14,11 +15,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// requireBPF skips only when BPF cannot be expected to load: not root and
-// not told otherwise (CI sets IOCORR_REQUIRE_BPF, making it a failure).
-func requireBPF(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 && os.Getenv("IOCORR_REQUIRE_BPF") == "" {
-		t.Skip("recording needs root; set IOCORR_REQUIRE_BPF=1 to make this a failure")
-	}
-}
+// requireBPF is testenv.RequireBPF: skip only when not root and not told
+// otherwise (CI sets IOCORR_REQUIRE_BPF, making it a failure).
+var requireBPF = testenv.RequireBPF

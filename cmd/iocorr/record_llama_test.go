@@ -217,10 +217,15 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 			}
 		}
 	})
-	// The child's majflt counts every major fault of the process (its
-	// libraries' pages are evicted too under the limit); the recorded
-	// faults are the same set, so the totals agree exactly and the
-	// model's share is what the kernel resolved to the model's inode.
+	// The child's majflt counts every major fault of the process from its
+	// fork on (its libraries' pages are evicted too under the limit, and
+	// rusage survives execve, so the launcher's exec of iocorr and its Go
+	// runtime count too). The tracer follows the child from the fork
+	// itself (experiment.StartHeld arms it with the forking thread), so
+	// the recorded faults are the same set, each seen by the same
+	// accounting (mm_account_fault raises majflt and the perf event
+	// together): the totals agree exactly. The model's share is what the
+	// kernel resolved to the model's inode.
 	if major != uint64(m.Child.MajFlt) {
 		t.Errorf("recorded %d major faults, the child's rusage says %d", major, m.Child.MajFlt)
 	}
