@@ -100,6 +100,7 @@ import (
 	gobpf "github.com/iovisor/gobpf/elf"
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
@@ -700,7 +701,7 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 		case uint32(IocorrEventTypeEV_BLOCK):
 			e := (*IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
 			// REQ_OP_READ is 0 in the low 8 bits (REQ_OP_MASK).
-			if e.Dev == disk && e.CmdFlags&0xff == 0 {
+			if e.Dev == disk && kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
 				ioDiskReads[reqKey{e.Dev, e.Sector, e.Bytes}]++
 			}
 		}

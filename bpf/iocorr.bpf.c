@@ -29,6 +29,9 @@ const volatile bool probe_ops = false;
  * for every device (the model's device may not be known before the child
  * maps it), and user space sorts them out by extents. */
 const volatile bool filter_devs = false;
+/* log2 of the page size, from user space (os.Getpagesize): vm_pgoff and
+ * page-cache indexes count pages of this size. */
+const volatile __u32 page_shift = 0;
 
 /* struct ggml_tensor and struct ggml_cgraph offsets of the target build.
  * Not const: user space learns them per library (DWARF, when a library
@@ -286,6 +289,13 @@ struct vma_info {
 	__u32 found;
 };
 
+/* file_offset is the byte of the file that addr maps to in a mapping that
+ * starts at vm_start with page offset vm_pgoff (mid-file mappings too). */
+static __always_inline __u64 file_offset(__u64 addr, __u64 vm_start, __u64 vm_pgoff)
+{
+	return addr - vm_start + (vm_pgoff << page_shift);
+}
+
 static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct vma_info *vi = data;
@@ -300,7 +310,7 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 		return 0;
 	vi->ino = BPF_CORE_READ(f, f_inode, i_ino);
 	vi->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-	vi->file_off = vi->addr - vi->start + (vi->pgoff << 12);
+	vi->file_off = file_offset(vi->addr, vi->start, vi->pgoff);
 	return 0;
 }
 

@@ -322,6 +322,7 @@ const (
 	IocorrVarFilterDevs         = "filter_devs"
 	IocorrVarLastStamp          = "last_stamp"
 	IocorrVarLayout             = "layout"
+	IocorrVarPageShift          = "page_shift"
 	IocorrVarProbeOps           = "probe_ops"
 	IocorrVarSelfTgid           = "self_tgid"
 	IocorrVarUnusedBlockEvent   = "unused_block_event"
@@ -433,6 +434,7 @@ type IocorrVariableSpecs struct {
 	FilterDevs         *ebpf.VariableSpec `ebpf:"filter_devs"`
 	LastStamp          *ebpf.VariableSpec `ebpf:"last_stamp"`
 	Layout             *ebpf.VariableSpec `ebpf:"layout"`
+	PageShift          *ebpf.VariableSpec `ebpf:"page_shift"`
 	ProbeOps           *ebpf.VariableSpec `ebpf:"probe_ops"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
@@ -511,6 +513,7 @@ type IocorrVariables struct {
 	FilterDevs         *ebpf.Variable `ebpf:"filter_devs"`
 	LastStamp          *ebpf.Variable `ebpf:"last_stamp"`
 	Layout             *ebpf.Variable `ebpf:"layout"`
+	PageShift          *ebpf.Variable `ebpf:"page_shift"`
 	ProbeOps           *ebpf.Variable `ebpf:"probe_ops"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`

@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"runtime"
 	"sync"
@@ -102,6 +103,7 @@ func Open(opts Options) (*Tracer, error) {
 		"probe_ops":   opts.ProbeOps,
 		"filter_devs": len(opts.Devices) > 0,
 		"layout":      lay.bpf(),
+		"page_shift":  uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]

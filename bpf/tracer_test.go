@@ -228,6 +228,49 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 	}
 }
 
+// A mapping that starts mid-file: the fault's file offset is the page
+// offset of the mapping (vm_pgoff, in pages of this machine's size) plus
+// the distance into it, exactly the byte the toucher touched.
+func TestAFaultInAMappingThatStartsMidFileIsAtTheTouchedFileOffset(t *testing.T) {
+	const pages, from, touch, within = 32, 5, 7, 123
+	ps := os.Getpagesize()
+	f, dev, ino := coldFile(t, pages)
+	tr := openTracer(t, Options{})
+	if err := tr.AddFile(dev, ino); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), int64(from*ps), (pages-from)*ps, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	sink += mem[touch*ps+within]
+	want := uint64((from+touch)*ps + within)
+	var got []uint64
+	drain(t, tr, func(typ uint16, rec []byte) {
+		if uint32(typ) == uint32(IocorrEventTypeEV_FAULT) {
+			e := (*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+			if e.Ino == ino && e.Dev == dev {
+				got = append(got, e.FileOff)
+			}
+		}
+	})
+	if len(got) == 0 {
+		t.Fatal("no fault recorded in the mapping")
+	}
+	for _, off := range got {
+		if off != want {
+			t.Errorf("fault at file offset %d, the toucher touched %d", off, want)
+		}
+	}
+}
+
 func TestOpenRejectsABadRingBufferSize(t *testing.T) {
 	for _, n := range []int{100, 3 << 20} {
 		if _, err := Open(Options{RingBufBytes: n}); err == nil {

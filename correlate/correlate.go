@@ -10,6 +10,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -730,7 +731,7 @@ const blockWrite = 1
 func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 	hdr := &b.Hdr
 	class := uint8(0)
-	if b.CmdFlags&0xff != 0 { // REQ_OP_READ is 0; writes, flushes, discards...
+	if kernel.BlockOpOf(b.CmdFlags) != kernel.BlockRead { // writes, flushes, discards...
 		class = blockWrite
 	}
 	base := Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: NoTensor,

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
@@ -76,7 +77,7 @@ func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {
 			continue
 		}
 		e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec.RawSample[0]))
-		if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_BLOCK) && e.Dev == bd.DiskDev && e.CmdFlags&0xff == 0 {
+		if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_BLOCK) && e.Dev == bd.DiskDev && kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
 			reads = append(reads, [2]uint64{e.Sector * 512, e.Sector*512 + uint64(e.Bytes)})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
 )
 
@@ -45,7 +46,7 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 			}
 		case uint32(bpf.IocorrEventTypeEV_BLOCK):
 			e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
-			if e.CmdFlags&0xff == 0 {
+			if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
 				blockReads++
 			}
 		}
