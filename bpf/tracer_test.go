@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -54,21 +53,11 @@ func drain(t *testing.T, tr *Tracer, each func(typ uint16, rec []byte)) {
 // cache, so that touching its pages must read them from the disk.
 func coldFile(t *testing.T, pages int) (*os.File, uint32, uint64) {
 	t.Helper()
-	// Not t.TempDir(): that may be tmpfs elsewhere, and this test needs
-	// a block device under the file.
-	dir, err := os.MkdirTemp(".", ".coldfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := filepath.Join(dir, "data")
 	buf := make([]byte, pages*4096)
 	for i := range buf {
 		buf[i] = byte(i / 4096)
 	}
-	if err := os.WriteFile(p, buf, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p := testenv.DiskFile(t, buf)
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,9 @@ package experiment
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // The held child re-executes the test binary; this makes it the shim.
@@ -21,22 +22,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// diskFile writes a file on the real disk (not tmpfs: eviction and FIEMAP
-// need a block device underneath). The file is left dirty.
+// diskFile writes a file of size bytes on the real disk, left dirty.
 func diskFile(t *testing.T, size int) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(".", ".exp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := filepath.Join(dir, "f")
 	b := make([]byte, size)
 	for i := range b {
 		b[i] = byte(i*7 + i>>12)
 	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testenv.DiskFile(t, b)
 }

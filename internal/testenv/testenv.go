@@ -10,6 +10,7 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -95,4 +96,23 @@ func OpenPTY(t testing.TB) (master, slave *os.File) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return m, s
+}
+
+// DiskFile writes data to a new file on the disk under the test's working
+// directory (its package's, on a real block device), removed when t ends.
+// Not t.TempDir(): that may be a tmpfs, and eviction, FIEMAP and block
+// requests need a block device under the file. The file is left dirty in
+// the page cache: sync it before evicting it.
+func DiskFile(t testing.TB, data []byte) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(".", ".diskfile")
+	if err != nil {
+		t.Fatalf("making a directory on the disk: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := filepath.Join(dir, "data")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatalf("writing %s: %v", p, err)
+	}
+	return p
 }
