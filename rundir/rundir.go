@@ -173,6 +173,17 @@ type ModelFile struct {
 	// cache when the child started (mincore), after --cold if asked.
 	ResidentBefore int64 `json:"resident_pages_before"`
 	Pages          int64 `json:"pages"`
+	// ResidentEnd is what mincore found in the page cache when the
+	// command had ended: the check of the residency that page-cache
+	// events replay. Nil when not taken.
+	ResidentEnd *PageMap `json:"resident_end,omitempty"`
+}
+
+// PageMap lists a file's resident pages as ranges [first, end) of page
+// numbers, in order.
+type PageMap struct {
+	Resident int64      `json:"resident_pages"`
+	Ranges   [][2]int64 `json:"ranges"`
 }
 
 // Tensor is one tensor of a model file, with its absolute byte range.

@@ -1,0 +1,731 @@
+package stats
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sort"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Options choose the expert-cache simulations.
+type Options struct {
+	// K lists the per-layer cache sizes, in experts, to simulate; nil
+	// means every size from 1 to the layer's expert count.
+	K []int
+	// Budgets lists byte budgets for one cache shared by all MoE layers.
+	Budgets []int64
+	// Top is how many tensors each top list names (default 10).
+	Top int
+}
+
+// Report is every table of a run's statistics.
+type Report struct {
+	Status string // rundir.Meta.Status(): non-empty when the run is partial
+	Tables []Table
+}
+
+// Table returns the table named name, nil if absent.
+func (r *Report) Table(name string) *Table {
+	for i := range r.Tables {
+		if r.Tables[i].Name == name {
+			return &r.Tables[i]
+		}
+	}
+	return nil
+}
+
+const ps = correlate.PageSize
+
+// naRequested is why "bytes requested" is NA: iocorr traces page faults,
+// the page cache and the block layer, not read(2)'s byte counts.
+const naRequested = "not measured: read(2)/pread(2) requests are not traced (the store has no syscall events); mmap'd weights are requested by faults, see faulted bytes"
+
+var phases = []struct {
+	name string
+	sel  func(uint8) bool
+}{
+	{"prefill", func(p uint8) bool { return p == correlate.PhasePrefill }},
+	{"decode", func(p uint8) bool { return p == correlate.PhaseDecode }},
+	{"all", func(uint8) bool { return true }},
+}
+
+// run holds what Compute gathers before it makes tables.
+type run struct {
+	st      *index.Store
+	meta    *rundir.Meta
+	opt     Options
+	tokens  []correlate.TokenInfo
+	phaseOf map[uint32]uint8
+	tensor  []correlate.Counters // whole-run totals by tensor id
+	sels    []correlate.ExpertSel
+	// From the event pass.
+	stallIv   map[uint32][][2]uint64 // fault intervals by token
+	requests  []request
+	uniqueRd  []int64 // distinct pages read from the device, by model
+	res       *residency
+	tokenRes  [][]int64          // resident pages by token index, by tensor id (nil when unknown)
+	realHits  map[[2]int]*[2]int // (layer, phase) → hits, activations
+	realNA    string
+	decodeTok int
+	// expsReadDecode is the device bytes of each layer's *_exps tensors
+	// read in decode tokens.
+	expsReadDecode map[int]uint64
+}
+
+// Compute reads the store and metadata of one run and computes every
+// table.
+func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
+	if opt.Top <= 0 {
+		opt.Top = 10
+	}
+	r := &run{st: st, meta: meta, opt: opt, phaseOf: map[uint32]uint8{}, expsReadDecode: map[int]uint64{}}
+	var err error
+	if r.tokens, err = st.Tokens(); err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	for _, t := range r.tokens {
+		r.phaseOf[t.Token] = t.Phase
+		if t.Phase == correlate.PhaseDecode {
+			r.decodeTok++
+		}
+	}
+	r.tensor = make([]correlate.Counters, len(st.Tensors))
+	if err := st.Aggs(func(a *correlate.Agg) error {
+		if int(a.Tensor) < len(r.tensor) {
+			r.tensor[a.Tensor].Add(&a.Counters)
+			if t := &st.Tensors[a.Tensor]; !t.Pseudo() && t.Experts > 0 && r.phaseOf[a.Token] == correlate.PhaseDecode {
+				r.expsReadDecode[t.Layer] += a.ReadBytes
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("reading aggregates: %w", err)
+	}
+	if err := st.ExpertSelections(func(e correlate.ExpertSel) error {
+		r.sels = append(r.sels, e)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("reading expert selections: %w", err)
+	}
+	if err := r.eventPass(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Status: meta.Status()}
+	rep.Tables = append(rep.Tables, r.perToken(), r.tokenTime(), r.amplification(), r.requestSizes(),
+		r.tensors(), r.layers(), r.residencyPerToken())
+	rep.Tables = append(rep.Tables, r.moe()...)
+	rep.Tables = append(rep.Tables, r.top())
+	return rep, nil
+}
+
+// request is one block read request, put together from its slices.
+type request struct {
+	issue, bytes uint64
+	model        int   // -1 when its first slice is in no model tensor
+	start, end   int64 // file bytes of its model slices
+}
+
+type pageEv struct {
+	ts         uint64
+	model      int32
+	first, end int64 // pages
+	add        bool
+}
+
+func (r *run) fileRange(e *correlate.Event) (model int, off int64, ok bool) {
+	if e.Tensor < correlate.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
+		return 0, 0, false
+	}
+	t := &r.st.Tensors[e.Tensor]
+	if t.Model < 0 || t.Model >= len(r.meta.Models) {
+		return 0, 0, false
+	}
+	return t.Model, t.Offset + e.Offset, true
+}
+
+// eventPass reads every event once: fault intervals, block requests and
+// the page-cache history.
+func (r *run) eventPass() error {
+	r.stallIv = map[uint32][][2]uint64{}
+	r.uniqueRd = make([]int64, len(r.meta.Models))
+	readSeen := make([][]bool, len(r.meta.Models))
+	for i := range r.meta.Models {
+		readSeen[i] = make([]bool, pagesOf(r.meta.Models[i].Size))
+	}
+	var pev []pageEv
+	var cur request
+	var curKey [3]uint64
+	flush := func() {
+		if curKey != ([3]uint64{}) {
+			r.requests = append(r.requests, cur)
+		}
+	}
+	err := r.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+		switch e.Kind {
+		case correlate.KindFault:
+			if e.Class == correlate.ClassMajor || e.Class == correlate.ClassMinor {
+				r.stallIv[e.Token] = append(r.stallIv[e.Token], [2]uint64{e.Ts - e.Dur, e.Ts})
+			}
+		case correlate.KindBlock:
+			if e.Class != correlate.ClassRead {
+				return nil
+			}
+			m, off, ok := r.fileRange(e)
+			// The slices of one request share its completion, latency and thread.
+			key := [3]uint64{e.Ts, e.Dur, uint64(e.Tid) + 1}
+			if key != curKey {
+				flush()
+				curKey = key
+				cur = request{issue: e.Ts - e.Dur, model: -1}
+			}
+			cur.bytes += e.Bytes
+			if ok {
+				if cur.model < 0 {
+					cur.model, cur.start, cur.end = m, off, off+int64(e.Bytes)
+				} else if cur.model == m {
+					cur.start, cur.end = min(cur.start, off), max(cur.end, off+int64(e.Bytes))
+				}
+				for p := off / ps; p < (off+int64(e.Bytes)+ps-1)/ps && p < int64(len(readSeen[m])); p++ {
+					if !readSeen[m][p] {
+						readSeen[m][p] = true
+						r.uniqueRd[m]++
+					}
+				}
+			}
+		case correlate.KindPageAdd, correlate.KindPageDel:
+			m, off, ok := r.fileRange(e)
+			if !ok {
+				return nil
+			}
+			pev = append(pev, pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == correlate.KindPageAdd})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	flush()
+	// Adds are emitted when their trigger is known, after later events:
+	// time order is the order the page cache saw them.
+	slices.SortStableFunc(pev, func(a, b pageEv) int { return cmp.Compare(a.ts, b.ts) })
+	r.replayPages(pev)
+	return nil
+}
+
+func pagesOf(size int64) int64 { return (size + ps - 1) / ps }
+
+// tensorPages is how many pages a byte range overlaps.
+func rangePages(off, size int64) int64 {
+	if size <= 0 {
+		return 0
+	}
+	return (off+size+ps-1)/ps - off/ps
+}
+
+// residency tracks which pages of each model file are in the page cache,
+// and per tensor (and expert slice) how many of its pages are.
+type residency struct {
+	known     []string // per model: "" when the state is known, else why not
+	state     [][]bool
+	evicted   [][]bool
+	byModel   [][]uint32 // tensor ids of each model sorted by offset
+	tensors   []correlate.Tensor
+	resident  []int64   // by tensor id
+	expertRes [][]int64 // by tensor id, by expert
+	refaults  []int64   // pages re-added after an eviction, charged to the tensor holding their first byte
+}
+
+func newResidency(meta *rundir.Meta, tensors []correlate.Tensor) *residency {
+	rs := &residency{tensors: tensors, resident: make([]int64, len(tensors)),
+		expertRes: make([][]int64, len(tensors)), refaults: make([]int64, len(tensors))}
+	rs.byModel = make([][]uint32, len(meta.Models))
+	for i := range tensors {
+		t := &tensors[i]
+		if t.Pseudo() || t.Model < 0 || t.Model >= len(meta.Models) {
+			continue
+		}
+		rs.byModel[t.Model] = append(rs.byModel[t.Model], t.ID)
+		if t.Experts > 0 {
+			rs.expertRes[i] = make([]int64, t.Experts)
+		}
+	}
+	for m, mf := range meta.Models {
+		ids := rs.byModel[m]
+		sort.Slice(ids, func(a, b int) bool { return tensors[ids[a]].Offset < tensors[ids[b]].Offset })
+		n := pagesOf(mf.Size)
+		rs.state = append(rs.state, make([]bool, n))
+		rs.evicted = append(rs.evicted, make([]bool, n))
+		why := ""
+		switch {
+		case mf.ResidentBefore == 0:
+		case mf.ResidentBefore == mf.Pages:
+			for p := range n {
+				rs.set(m, p, true)
+			}
+		default:
+			why = fmt.Sprintf("not measured: %d of %d pages of %s were resident before the run and the record has no per-page map of them (record with --cold)", mf.ResidentBefore, mf.Pages, mf.Path)
+		}
+		rs.known = append(rs.known, why)
+	}
+	return rs
+}
+
+// each calls fn for every tensor of model m overlapping page p.
+func (rs *residency) each(m int, p int64, fn func(t *correlate.Tensor)) {
+	ids := rs.byModel[m]
+	lo, hi := p*ps, (p+1)*ps
+	i := sort.Search(len(ids), func(i int) bool {
+		t := &rs.tensors[ids[i]]
+		return t.Offset+t.Size > lo
+	})
+	for ; i < len(ids) && rs.tensors[ids[i]].Offset < hi; i++ {
+		fn(&rs.tensors[ids[i]])
+	}
+}
+
+func (rs *residency) set(m int, p int64, in bool) {
+	if p < 0 || p >= int64(len(rs.state[m])) || rs.state[m][p] == in {
+		return
+	}
+	rs.state[m][p] = in
+	d := int64(-1)
+	if in {
+		d = 1
+	}
+	rs.each(m, p, func(t *correlate.Tensor) {
+		rs.resident[t.ID] += d
+		if t.Experts > 0 && t.ExpertStride > 0 {
+			// Experts whose slice overlaps the page.
+			lo := max(p*ps-t.Offset, 0)
+			hi := min((p+1)*ps-t.Offset, t.Size)
+			for e := lo / t.ExpertStride; e < int64(t.Experts) && e*t.ExpertStride < hi; e++ {
+				rs.expertRes[t.ID][e] += d
+			}
+		}
+	})
+}
+
+func (rs *residency) apply(ev *pageEv) {
+	m := int(ev.model)
+	for p := ev.first; p < ev.end && p < int64(len(rs.state[m])); p++ {
+		if ev.add {
+			if rs.evicted[m][p] && !rs.state[m][p] {
+				if id, ok := rs.owner(m, p); ok {
+					rs.refaults[id]++
+				}
+			}
+			rs.set(m, p, true)
+		} else {
+			if rs.state[m][p] {
+				rs.evicted[m][p] = true
+			}
+			rs.set(m, p, false)
+		}
+	}
+}
+
+// owner is the tensor holding page p's first byte.
+func (rs *residency) owner(m int, p int64) (uint32, bool) {
+	var id uint32
+	ok := false
+	rs.each(m, p, func(t *correlate.Tensor) {
+		if !ok && t.Offset <= p*ps {
+			id, ok = t.ID, true
+		}
+	})
+	return id, ok
+}
+
+// expertResident reports whether expert e of every *_exps tensor of layer
+// is wholly in the page cache.
+func (rs *residency) expertResident(layerExps []uint32, e int) bool {
+	for _, id := range layerExps {
+		t := &rs.tensors[id]
+		if e >= t.Experts {
+			return false
+		}
+		if rs.expertRes[id][e] < rangePages(t.Offset+int64(e)*t.ExpertStride, t.ExpertStride) {
+			return false
+		}
+	}
+	return true
+}
+
+// replayPages replays the page cache's history in time order, taking
+// the residency of every tensor at each token's start and the real hit
+// rate of the router's picks against it.
+func (r *run) replayPages(pev []pageEv) {
+	rs := newResidency(r.meta, r.st.Tensors)
+	r.res = rs
+	for _, why := range rs.known {
+		if why != "" {
+			r.realNA = why
+		}
+	}
+	exps := r.expsByLayer()
+	if len(exps) == 0 {
+		r.realNA = "no MoE layers: the run's models have no *_exps tensors"
+	}
+	selsOf := map[uint32][]correlate.ExpertSel{}
+	for _, s := range r.sels {
+		selsOf[s.Token] = append(selsOf[s.Token], s)
+	}
+	r.realHits = map[[2]int]*[2]int{}
+	order := make([]int, 0, len(r.tokens))
+	for i, t := range r.tokens {
+		if t.StartNS != 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.tokens[a].StartNS, r.tokens[b].StartNS) })
+	r.tokenRes = make([][]int64, len(r.tokens))
+	snap := func(ti int) {
+		r.tokenRes[ti] = slices.Clone(rs.resident)
+		t := &r.tokens[ti]
+		for _, s := range selsOf[t.Token] {
+			ids := exps[int(s.Layer)]
+			if len(ids) == 0 {
+				continue
+			}
+			for _, k := range [][2]int{{int(s.Layer), int(t.Phase)}, {-1, int(t.Phase)}} {
+				h := r.realHits[k]
+				if h == nil {
+					h = new([2]int)
+					r.realHits[k] = h
+				}
+				h[1]++
+				if rs.expertResident(ids, int(s.Expert)) {
+					h[0]++
+				}
+			}
+		}
+	}
+	next := 0
+	for i := range pev {
+		for next < len(order) && r.tokens[order[next]].StartNS <= pev[i].ts {
+			snap(order[next])
+			next++
+		}
+		rs.apply(&pev[i])
+	}
+	for ; next < len(order); next++ {
+		snap(order[next])
+	}
+}
+
+// expsByLayer lists the *_exps tensor ids of each MoE layer.
+func (r *run) expsByLayer() map[int][]uint32 {
+	out := map[int][]uint32{}
+	for i := range r.st.Tensors {
+		t := &r.st.Tensors[i]
+		if !t.Pseudo() && t.Experts > 0 && t.Layer >= 0 {
+			out[t.Layer] = append(out[t.Layer], t.ID)
+		}
+	}
+	return out
+}
+
+func (r *run) tokenWall(t *correlate.TokenInfo) (wall, stall uint64, ok bool) {
+	if t.StartNS == 0 || t.EndNS < t.StartNS {
+		return 0, 0, false
+	}
+	return t.EndNS - t.StartNS, UnionNS(r.stallIv[t.Token], t.StartNS, t.EndNS), true
+}
+
+const naNoTokens = "no tokens of this phase were recorded"
+const naNoTime = "no token of this phase has llama_decode entry and return times"
+
+func (r *run) perToken() Table {
+	t := Table{Name: "per_token", Title: "per token (one llama_decode call), by phase"}
+	t.Columns = []Column{{"phase", String}, {"tokens", Int}}
+	type fig struct {
+		name string
+		get  func(*correlate.TokenInfo) (float64, bool)
+	}
+	figs := []fig{
+		{"bytes_read_per_token_%s_bytes", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.ReadBytes), true }},
+		{"bytes_requested_per_token_%s_bytes", nil},
+		{"major_faults_per_token_%s_count", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.Major), true }},
+		{"fault_stall_per_token_%s_ns", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.StallNS), true }},
+		{"stall_share_per_token_%s_ratio", func(x *correlate.TokenInfo) (float64, bool) {
+			wall, stall, ok := r.tokenWall(x)
+			if !ok || wall == 0 {
+				return 0, false
+			}
+			return float64(stall) / float64(wall), true
+		}},
+	}
+	stats := []string{"mean", "p50", "p90", "p99", "max"}
+	for _, f := range figs {
+		for _, s := range stats {
+			t.Columns = append(t.Columns, Column{fmt.Sprintf(f.name, s), Float})
+		}
+	}
+	t.Columns = append(t.Columns, Column{"stall_share_ratio", Float})
+	for _, ph := range phases {
+		row := []Value{Str(ph.name)}
+		var toks []*correlate.TokenInfo
+		for i := range r.tokens {
+			if ph.sel(r.tokens[i].Phase) {
+				toks = append(toks, &r.tokens[i])
+			}
+		}
+		row = append(row, I64(len(toks)))
+		for _, f := range figs {
+			if f.get == nil {
+				for range stats {
+					row = append(row, NA(naRequested))
+				}
+				continue
+			}
+			var xs []float64
+			for _, x := range toks {
+				if v, ok := f.get(x); ok {
+					xs = append(xs, v)
+				}
+			}
+			if len(xs) == 0 {
+				for range stats {
+					row = append(row, NA(naNoTokens))
+				}
+				continue
+			}
+			d := Summarize(xs)
+			row = append(row, F64(d.Mean, ""), F64(d.P50, ""), F64(d.P90, ""), F64(d.P99, ""), F64(d.Max, ""))
+		}
+		var wall, stall uint64
+		for _, x := range toks {
+			if w, s, ok := r.tokenWall(x); ok {
+				wall += w
+				stall += s
+			}
+		}
+		row = append(row, ratio(float64(stall), float64(wall), naNoTime))
+		t.add(row...)
+	}
+	return t
+}
+
+// tokenTime: time to first token is the prefill (every llama_decode
+// before the first decode-phase call); time per output token the mean
+// decode call. Stall is wall time with at least one fault in progress.
+func (r *run) tokenTime() Table {
+	t := Table{Name: "token_time", Title: "time to first token and per output token, compute vs I/O stall",
+		Columns: cols("sfff", "figure", "time_ns", "compute_ns", "stall_ns")}
+	var pw, psl, dw, dsl uint64
+	var pn, dn int
+	for i := range r.tokens {
+		w, s, ok := r.tokenWall(&r.tokens[i])
+		if !ok {
+			continue
+		}
+		switch r.tokens[i].Phase {
+		case correlate.PhasePrefill:
+			pw, psl, pn = pw+w, psl+s, pn+1
+		case correlate.PhaseDecode:
+			dw, dsl, dn = dw+w, dsl+s, dn+1
+		}
+	}
+	if pn == 0 {
+		t.add(Str("time_to_first_token"), NA(naNoTime), NA(naNoTime), NA(naNoTime))
+	} else {
+		t.add(Str("time_to_first_token"), F64(float64(pw), ""), F64(float64(pw-psl), ""), F64(float64(psl), ""))
+	}
+	if dn == 0 {
+		t.add(Str("time_per_output_token"), NA(naNoTime), NA(naNoTime), NA(naNoTime))
+	} else {
+		n := float64(dn)
+		t.add(Str("time_per_output_token"), F64(float64(dw)/n, ""), F64(float64(dw-dsl)/n, ""), F64(float64(dsl)/n, ""))
+	}
+	return t
+}
+
+const naNoFaults = "no faults: nothing was requested through page faults"
+
+func (r *run) amplification() Table {
+	t := Table{Name: "amplification", Title: "device reads against what faults asked for, by phase",
+		Columns: cols("siiifi", "phase", "bytes_read_bytes", "faulted_bytes", "bytes_requested_bytes", "readahead_amplification_ratio", "block_requests")}
+	for _, ph := range phases {
+		var c correlate.Counters
+		for i := range r.tokens {
+			if ph.sel(r.tokens[i].Phase) {
+				c.Add(&r.tokens[i].Counters)
+			}
+		}
+		t.add(Str(ph.name), I64(c.ReadBytes), I64(c.Faults*ps), NA(naRequested),
+			ratio(float64(c.ReadBytes), float64(c.Faults*ps), naNoFaults), I64(c.BlockReqs))
+	}
+	return t
+}
+
+// requestSizes: a power-of-two histogram of device read requests, and
+// unique against total bytes and backward seeks in the model files.
+func (r *run) requestSizes() Table {
+	t := Table{Name: "device_reads", Title: "device read requests: size histogram (power-of-two buckets), unique bytes, backward seeks",
+		Columns: cols("siif", "figure", "bucket_min_bytes", "value", "share_ratio")}
+	hist := map[int]int{}
+	for _, q := range r.requests {
+		hist[bits.Len64(q.bytes)]++
+	}
+	var ks []int
+	for k := range hist {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	n := float64(len(r.requests))
+	for _, k := range ks {
+		lo := int64(0)
+		if k > 0 {
+			lo = 1 << (k - 1)
+		}
+		t.add(Str("requests_of_size"), I64(lo), I64(hist[k]), F64(float64(hist[k])/n, ""))
+	}
+	var unique, total int64
+	for _, u := range r.uniqueRd {
+		unique += u * ps
+	}
+	for i := correlate.FirstTensor; int(i) < len(r.tensor); i++ {
+		total += int64(r.tensor[i].ReadBytes)
+	}
+	t.add(Str("unique_bytes_read_pages_x4096"), NA("not a bucket"), I64(unique), ratio(float64(unique), float64(total), "no device reads of model tensors"))
+	t.add(Str("total_bytes_read_model_tensors"), NA("not a bucket"), I64(total), ratio(float64(total), float64(total), "no device reads of model tensors"))
+	// Backward seeks, in issue order, between consecutive requests in the
+	// same model file: a request starting before the previous one ended.
+	reqs := slices.Clone(r.requests)
+	slices.SortStableFunc(reqs, func(a, b request) int { return cmp.Compare(a.issue, b.issue) })
+	var pairs, back int
+	for i := 1; i < len(reqs); i++ {
+		a, b := &reqs[i-1], &reqs[i]
+		if a.model < 0 || a.model != b.model {
+			continue
+		}
+		pairs++
+		if b.start < a.end {
+			back++
+		}
+	}
+	t.add(Str("backward_seeks"), NA("not a bucket"), I64(back), ratio(float64(back), float64(pairs), "fewer than two consecutive read requests in one model file"))
+	return t
+}
+
+func (r *run) resNA(m int) string {
+	if m >= 0 && m < len(r.res.known) {
+		return r.res.known[m]
+	}
+	return "not a model tensor"
+}
+
+// mincorePages counts the pages of [off, off+size) that the end-of-run
+// mincore snapshot found resident.
+func mincorePages(mf *rundir.ModelFile, off, size int64) int64 {
+	lo, hi := off/ps, (off+size+ps-1)/ps
+	var n int64
+	for _, rg := range mf.ResidentEnd.Ranges {
+		s, e := max(rg[0], lo), min(rg[1], hi)
+		if s < e {
+			n += e - s
+		}
+	}
+	return n
+}
+
+const naNoMincore = "not measured: the run has no end-of-run mincore snapshot (recorded by an older iocorr, or mincore failed: see meta.json warnings)"
+
+func (r *run) tensors() Table {
+	t := Table{Name: "tensors", Title: "per tensor: amplification, refaults, residency at the end against mincore",
+		Columns: cols("sisiiiiiiffiiifif", "tensor", "layer", "role", "size_bytes", "bytes_read_bytes", "faults", "major_faults", "fault_stall_ns",
+			"faulted_bytes", "readahead_amplification_ratio", "reread_amplification_ratio", "refault_pages",
+			"pages", "resident_end_pages", "resident_end_share_ratio", "resident_end_mincore_pages", "resident_end_mincore_share_ratio")}
+	for i := correlate.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+		x := &r.st.Tensors[i]
+		c := &r.tensor[i]
+		pages := rangePages(x.Offset, x.Size)
+		row := []Value{Str(x.Name), I64(x.Layer), Str(x.Role), I64(x.Size), I64(c.ReadBytes), I64(c.Faults), I64(c.Major), I64(c.StallNS),
+			I64(c.Faults * ps), ratio(float64(c.ReadBytes), float64(c.Faults*ps), naNoFaults), ratio(float64(c.ReadBytes), float64(x.Size), "empty tensor")}
+		if why := r.resNA(x.Model); why != "" {
+			row = append(row, NA(why), I64(pages), NA(why), NA(why))
+		} else {
+			row = append(row, I64(r.res.refaults[i]), I64(pages), I64(r.res.resident[i]), ratio(float64(r.res.resident[i]), float64(pages), "empty tensor"))
+		}
+		if mf := &r.meta.Models[x.Model]; mf.ResidentEnd == nil {
+			row = append(row, NA(naNoMincore), NA(naNoMincore))
+		} else {
+			n := mincorePages(mf, x.Offset, x.Size)
+			row = append(row, I64(n), ratio(float64(n), float64(pages), "empty tensor"))
+		}
+		t.add(row...)
+	}
+	return t
+}
+
+func (r *run) layers() Table {
+	t := Table{Name: "layers", Title: "per layer: bytes read against its size (re-read amplification)",
+		Columns: cols("iiif", "layer", "size_bytes", "bytes_read_bytes", "reread_amplification_ratio")}
+	size, read := map[int]int64{}, map[int]uint64{}
+	for i := correlate.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+		x := &r.st.Tensors[i]
+		size[x.Layer] += x.Size
+		read[x.Layer] += r.tensor[i].ReadBytes
+	}
+	var ls []int
+	for l := range size {
+		ls = append(ls, l)
+	}
+	slices.Sort(ls)
+	for _, l := range ls {
+		t.add(I64(l), I64(size[l]), I64(read[l]), ratio(float64(read[l]), float64(size[l]), "empty layer"))
+	}
+	return t
+}
+
+func (r *run) residencyPerToken() Table {
+	t := Table{Name: "residency", Title: "per token × tensor: pages resident at the token's start", Long: true,
+		Columns: cols("isiif", "token", "tensor", "resident_pages", "pages", "resident_share_ratio")}
+	for ti := range r.tokens {
+		snap := r.tokenRes[ti]
+		for i := correlate.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+			x := &r.st.Tensors[i]
+			pages := rangePages(x.Offset, x.Size)
+			switch why := r.resNA(x.Model); {
+			case why != "":
+				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(why), I64(pages), NA(why))
+			case snap == nil:
+				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(naNoTime), I64(pages), NA(naNoTime))
+			default:
+				t.add(I64(r.tokens[ti].Token), Str(x.Name), I64(snap[i]), I64(pages), ratio(float64(snap[i]), float64(pages), "empty tensor"))
+			}
+		}
+	}
+	return t
+}
+
+func (r *run) top() Table {
+	t := Table{Name: "top_tensors", Title: "top tensors by bytes read, stall and faults",
+		Columns: cols("sisiii", "by", "rank", "tensor", "bytes_read_bytes", "fault_stall_ns", "faults")}
+	for _, by := range []struct {
+		name string
+		get  func(*correlate.Counters) uint64
+	}{
+		{"bytes_read_bytes", func(c *correlate.Counters) uint64 { return c.ReadBytes }},
+		{"fault_stall_ns", func(c *correlate.Counters) uint64 { return c.StallNS }},
+		{"faults", func(c *correlate.Counters) uint64 { return c.Faults }},
+	} {
+		var ids []int
+		for i := range r.tensor {
+			if by.get(&r.tensor[i]) > 0 {
+				ids = append(ids, i)
+			}
+		}
+		slices.SortStableFunc(ids, func(a, b int) int { return cmp.Compare(by.get(&r.tensor[b]), by.get(&r.tensor[a])) })
+		for k, i := range ids[:min(len(ids), r.opt.Top)] {
+			c := &r.tensor[i]
+			t.add(Str(by.name), I64(k+1), Str(r.st.TensorName(uint32(i))), I64(c.ReadBytes), I64(c.StallNS), I64(c.Faults))
+		}
+	}
+	return t
+}

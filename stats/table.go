@@ -1,0 +1,90 @@
+// Package stats computes the figures an SSD- or MoE-offloading study
+// publishes from one recorded run: per-token I/O distributions by phase,
+// read amplification, page-cache residency and refaults per tensor,
+// routing statistics and expert-cache simulations (LRU, LFU, Belady) beside
+// the run's own hit rate. It reads a built store (package index) and the
+// run metadata; rendering is the caller's: every result is a Table whose
+// column names carry their unit (…_bytes, …_ns, …_ratio), so that JSON
+// keys and Parquet columns say what they count.
+package stats
+
+import "math"
+
+// Kind is a column's value type.
+type Kind uint8
+
+const (
+	String Kind = iota
+	Int
+	Float
+)
+
+// Column is one column of a Table.
+type Column struct {
+	Name string
+	Kind Kind
+}
+
+// Value is one cell. NA, when set, says why the figure was not measured:
+// an unmeasured figure is never a zero.
+type Value struct {
+	S  string
+	I  int64
+	F  float64
+	NA string
+}
+
+// Str, I64 and F64 make cells; a NaN float becomes NA with reason.
+func Str(s string) Value { return Value{S: s} }
+func I64[T ~int | ~int64 | ~uint64 | ~uint32 | ~int32 | ~uint16 | ~int16](v T) Value {
+	return Value{I: int64(v)}
+}
+func F64(v float64, reasonIfNaN string) Value {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return NA(reasonIfNaN)
+	}
+	return Value{F: v}
+}
+func NA(reason string) Value { return Value{NA: reason} }
+
+// Table is one result: Name is its key in JSON and its file name in
+// exports.
+type Table struct {
+	Name    string
+	Title   string
+	Columns []Column
+	Rows    [][]Value
+	// Long tables (a row per token × tensor) are for programs; a person's
+	// table output leaves them out.
+	Long bool
+}
+
+func (t *Table) add(row ...Value) {
+	if len(row) != len(t.Columns) {
+		panic("stats: internal: row of " + t.Name + " does not match its columns")
+	}
+	t.Rows = append(t.Rows, row)
+}
+
+func cols(kinds string, names ...string) []Column {
+	out := make([]Column, len(names))
+	for i, n := range names {
+		switch kinds[i] {
+		case 's':
+			out[i] = Column{n, String}
+		case 'i':
+			out[i] = Column{n, Int}
+		default:
+			out[i] = Column{n, Float}
+		}
+	}
+	return out
+}
+
+// ratio is a ÷ b, NA with reason when b is 0.
+func ratio(a, b float64, reason string) Value {
+	if b == 0 {
+		return NA(reason)
+	}
+	return Value{F: a / b}
+}
