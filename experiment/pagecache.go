@@ -12,20 +12,53 @@ import (
 // Residency counts a file's pages in the page cache (mincore over a
 // read-only mapping, which itself brings nothing in).
 func Residency(path string) (resident, pages int64, err error) {
+	pages, err = walkResidency(path, func(_ int64, vec []byte) {
+		for _, b := range vec {
+			resident += int64(b & 1)
+		}
+	})
+	return resident, pages, err
+}
+
+// ResidentRanges lists a file's pages in the page cache as ranges
+// [first, end) of page numbers, in order: which pages, not only how many,
+// so that residency can be compared tensor by tensor.
+func ResidentRanges(path string) (ranges [][2]int64, resident int64, err error) {
+	ranges = [][2]int64{}
+	_, err = walkResidency(path, func(first int64, vec []byte) {
+		for i, b := range vec {
+			if b&1 == 0 {
+				continue
+			}
+			p := first + int64(i)
+			resident++
+			if n := len(ranges); n > 0 && ranges[n-1][1] == p {
+				ranges[n-1][1]++
+			} else {
+				ranges = append(ranges, [2]int64{p, p + 1})
+			}
+		}
+	})
+	return ranges, resident, err
+}
+
+// walkResidency calls fn with the mincore vector of each window of the
+// file, starting at page first.
+func walkResidency(path string, fn func(first int64, vec []byte)) (pages int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	size := st.Size()
 	ps := int64(os.Getpagesize())
 	pages = (size + ps - 1) / ps
 	if size == 0 {
-		return 0, 0, nil
+		return 0, nil
 	}
 	// Map in windows so a huge model does not need a huge vector at once.
 	const window = 1 << 30
@@ -37,19 +70,17 @@ func Residency(path string) (resident, pages int64, err error) {
 		}
 		mem, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
-			return 0, 0, fmt.Errorf("mapping %s for mincore: %w", path, err)
+			return 0, fmt.Errorf("mapping %s for mincore: %w", path, err)
 		}
 		v := vec[:(n+ps-1)/ps]
 		err = mincore(mem, v)
 		unix.Munmap(mem)
 		if err != nil {
-			return 0, 0, fmt.Errorf("mincore %s: %w", path, err)
+			return 0, fmt.Errorf("mincore %s: %w", path, err)
 		}
-		for _, b := range v {
-			resident += int64(b & 1)
-		}
+		fn(off/ps, v)
 	}
-	return resident, pages, nil
+	return pages, nil
 }
 
 // Evict drops one file's pages from the page cache and reports how many

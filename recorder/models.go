@@ -151,6 +151,13 @@ func (m *models) setResident(i int, pages int64) {
 	m.mu.Unlock()
 }
 
+// setResidentEnd records the i'th model's page-cache map at the end.
+func (m *models) setResidentEnd(i int, pm *rundir.PageMap) {
+	m.mu.Lock()
+	m.list[i].ResidentEnd = pm
+	m.mu.Unlock()
+}
+
 func (m *models) files() []rundir.ModelFile {
 	m.mu.Lock()
 	defer m.mu.Unlock()

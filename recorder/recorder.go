@@ -406,6 +406,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	sigs := stopForward()
 	exit := child.Wait()
 	monoEnd, end := experiment.MonotonicNS(), time.Now()
+	r.residentEnd()
 	stopDrain()
 	if !drained {
 		derr = <-drainErr
@@ -574,6 +575,20 @@ func (r *recording) snapshot() rundir.Meta {
 		m.OpNames, m.OpFuncs = opNames, opFuncs
 	}
 	return m
+}
+
+// residentEnd takes each model's page-cache map with mincore once the
+// command has ended, while events are still drained: what `iocorr stats`
+// checks the residency replayed from page-cache events against.
+func (r *recording) residentEnd() {
+	for i, mf := range r.models.files() {
+		ranges, n, err := experiment.ResidentRanges(mf.Path)
+		if err != nil {
+			r.warn(fmt.Sprintf("model %s: page-cache residency at the end is unknown: %v", mf.Path, err))
+			continue
+		}
+		r.models.setResidentEnd(i, &rundir.PageMap{Resident: n, Ranges: ranges})
+	}
 }
 
 // finish completes and writes the metadata; derr is the recording error.
