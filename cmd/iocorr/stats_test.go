@@ -136,3 +136,78 @@ func TestStatsOfAReReadUnderAMemoryLimitAgreeWithTheToucher(t *testing.T) {
 		t.Errorf("unique bytes read %d, want the %d touched pages", unique, n)
 	}
 }
+
+// TestStatsOfARealMoERunUnderAMemoryLimit: llama.cpp generating on an MoE
+// model whose experts do not all fit. The activation matrix holds every
+// decode pick (tokens × layers × experts used); with a cache of every
+// expert, each policy misses only first uses; Belady's optimum is never
+// beaten; and the residency replayed from page-cache events ends where
+// mincore found it.
+func TestStatsOfARealMoERunUnderAMemoryLimit(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	const layers, experts, used = 8, 8, 2
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: layers, Embd: 512, FF: 1024, Heads: 8, Experts: experts, ExpertsUsed: used, Type: llmtest.WeightType})
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 8, Threads: 2, JSON: true})
+	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--"}, cmd.Args...)
+	if _, errOut, err := runCmd(t, args...); err != nil {
+		t.Fatalf("record: %v\n%s", err, errOut)
+	}
+	s := runStats(t, dir, "--cache", "1,2,4,8,16MiB")
+
+	var decodeTokens int64
+	for _, row := range s.Tables["per_token"] {
+		if row["phase"] == "decode" {
+			decodeTokens = num64(t, row, "tokens")
+		}
+	}
+	var acts int64
+	for _, row := range s.Tables["expert_activations"] {
+		if row["phase"] == "decode" {
+			acts += num64(t, row, "activations")
+		}
+	}
+	if want := decodeTokens * layers * used; acts != want || decodeTokens == 0 {
+		t.Errorf("decode activations %d, want %d tokens × %d layers × %d used = %d", acts, decodeTokens, layers, used, want)
+	}
+
+	hit := map[string]map[int64]float64{}
+	for _, row := range s.Tables["cache_sim"] {
+		p, _ := row["policy"].(string)
+		k, ok := row["k_experts"].(float64)
+		if !ok || p == "real" {
+			continue
+		}
+		if hit[p] == nil {
+			hit[p] = map[int64]float64{}
+		}
+		hit[p][int64(k)] = row["hit_rate_ratio"].(float64)
+		if int64(k) == experts {
+			if w := row["hit_rate_after_warmup_ratio"]; w != 1.0 {
+				t.Errorf("%s with every expert cached: %v of the warm picks hit, want all", p, w)
+			}
+		}
+	}
+	for _, k := range []int64{1, 2, 4, 8} {
+		if hit["belady"][k] < hit["lru"][k] || hit["belady"][k] < hit["lfu"][k] {
+			t.Errorf("K=%d: belady %v below lru %v or lfu %v", k, hit["belady"][k], hit["lru"][k], hit["lfu"][k])
+		}
+	}
+	var tensors, resident int64
+	for _, row := range s.Tables["tensors"] {
+		a, b := num64(t, row, "resident_end_pages"), num64(t, row, "resident_end_mincore_pages")
+		if a != b {
+			t.Errorf("%s: %d pages resident at the end from page-cache events, mincore says %d", row["tensor"], a, b)
+		}
+		tensors++
+		resident += b
+	}
+	var real any
+	for _, row := range s.Tables["cache_sim"] {
+		if row["policy"] == "real" {
+			real = row["hit_rate_ratio"]
+		}
+	}
+	t.Logf("%d decode tokens; hit rates lru %v lfu %v belady %v; real %v; %d pages of %d tensors resident at the end", decodeTokens, hit["lru"], hit["lfu"], hit["belady"], real, resident, tensors)
+}
