@@ -1,6 +1,10 @@
 package stats
 
-import "math"
+import (
+	"container/heap"
+	"container/list"
+	"math"
+)
 
 // Cache simulations over a sequence of accesses to keys (experts). Each
 // returns which accesses hit; a cache starts empty and holds at most k
@@ -12,22 +16,45 @@ func LRU(seq []int, k int) []bool {
 	if k <= 0 {
 		return hits
 	}
-	last := map[int]int{} // key in cache → position of its last use
+	order := list.New() // most recent at the front
+	at := map[int]*list.Element{}
 	for i, x := range seq {
-		if _, ok := last[x]; ok {
+		if e, ok := at[x]; ok {
 			hits[i] = true
-		} else if len(last) == k {
-			victim, oldest := 0, math.MaxInt
-			for y, p := range last {
-				if p < oldest {
-					victim, oldest = y, p
-				}
-			}
-			delete(last, victim)
+			order.MoveToFront(e)
+			continue
 		}
-		last[x] = i
+		if len(at) == k {
+			delete(at, order.Remove(order.Back()).(int))
+		}
+		at[x] = order.PushFront(x)
 	}
 	return hits
+}
+
+// entry is a cached key in a priority heap.
+type entry struct {
+	key, a, b, idx int
+}
+
+// keyHeap orders entries by less; idx tracks each entry's place so that
+// a changed priority can be fixed in O(log k).
+type keyHeap struct {
+	es   []*entry
+	less func(x, y *entry) bool
+}
+
+func (h *keyHeap) Len() int           { return len(h.es) }
+func (h *keyHeap) Less(i, j int) bool { return h.less(h.es[i], h.es[j]) }
+func (h *keyHeap) Swap(i, j int) {
+	h.es[i], h.es[j] = h.es[j], h.es[i]
+	h.es[i].idx, h.es[j].idx = i, j
+}
+func (h *keyHeap) Push(x any) { e := x.(*entry); e.idx = len(h.es); h.es = append(h.es, e) }
+func (h *keyHeap) Pop() any {
+	e := h.es[len(h.es)-1]
+	h.es = h.es[:len(h.es)-1]
+	return e
 }
 
 // LFU evicts the cached key used least often so far in the whole sequence
@@ -39,25 +66,23 @@ func LFU(seq []int, k int) []bool {
 		return hits
 	}
 	freq := map[int]int{}
-	last := map[int]int{}
-	in := map[int]bool{}
+	in := map[int]*entry{}
+	// a: uses so far, b: position of the last use.
+	h := &keyHeap{less: func(x, y *entry) bool { return x.a < y.a || (x.a == y.a && x.b < y.b) }}
 	for i, x := range seq {
 		freq[x]++
-		if in[x] {
+		if e, ok := in[x]; ok {
 			hits[i] = true
-		} else {
-			if len(in) == k {
-				victim, vf, vl := 0, math.MaxInt, math.MaxInt
-				for y := range in {
-					if f, l := freq[y], last[y]; f < vf || (f == vf && l < vl) {
-						victim, vf, vl = y, f, l
-					}
-				}
-				delete(in, victim)
-			}
-			in[x] = true
+			e.a, e.b = freq[x], i
+			heap.Fix(h, e.idx)
+			continue
 		}
-		last[x] = i
+		if len(in) == k {
+			delete(in, heap.Pop(h).(*entry).key)
+		}
+		e := &entry{key: x, a: freq[x], b: i}
+		heap.Push(h, e)
+		in[x] = e
 	}
 	return hits
 }
@@ -79,20 +104,23 @@ func Belady(seq []int, k int) []bool {
 		}
 		seen[seq[i]] = i
 	}
-	in := map[int]int{} // key in cache → position of its next use
+	in := map[int]*entry{}
+	// a: position of the next use (farthest on top), b: the key, for a
+	// stable choice among keys never used again.
+	h := &keyHeap{less: func(x, y *entry) bool { return x.a > y.a || (x.a == y.a && x.b < y.b) }}
 	for i, x := range seq {
-		if _, ok := in[x]; ok {
+		if e, ok := in[x]; ok {
 			hits[i] = true
-		} else if len(in) == k {
-			victim, far := 0, -1
-			for y, n := range in {
-				if n > far || (n == far && y < victim) {
-					victim, far = y, n
-				}
-			}
-			delete(in, victim)
+			e.a = next[i]
+			heap.Fix(h, e.idx)
+			continue
 		}
-		in[x] = next[i]
+		if len(in) == k {
+			delete(in, heap.Pop(h).(*entry).key)
+		}
+		e := &entry{key: x, a: next[i], b: x}
+		heap.Push(h, e)
+		in[x] = e
 	}
 	return hits
 }

@@ -229,3 +229,42 @@ func TestUnionNSCountsOverlappingStallsOnce(t *testing.T) {
 		}
 	}
 }
+
+// scanLFU is LFU by scanning the whole cache for its victim.
+func scanLFU(seq []int, k int) []bool {
+	hits := make([]bool, len(seq))
+	freq, last, in := map[int]int{}, map[int]int{}, map[int]bool{}
+	for i, x := range seq {
+		freq[x]++
+		if in[x] {
+			hits[i] = true
+		} else {
+			if len(in) == k {
+				victim, vf, vl := 0, math.MaxInt, math.MaxInt
+				for y := range in {
+					if freq[y] < vf || (freq[y] == vf && last[y] < vl) {
+						victim, vf, vl = y, freq[y], last[y]
+					}
+				}
+				delete(in, victim)
+			}
+			in[x] = true
+		}
+		last[x] = i
+	}
+	return hits
+}
+
+func TestLFUAgreesWithAFullScanOfTheCache(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		seq := make([]int, 60)
+		for i := range seq {
+			seq[i] = r.IntN(10)
+		}
+		k := 1 + r.IntN(6)
+		if got, want := hitString(LFU(seq, k)), hitString(scanLFU(seq, k)); got != want {
+			t.Fatalf("%v k=%d: got %s, want %s", seq, k, got, want)
+		}
+	}
+}

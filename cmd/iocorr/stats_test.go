@@ -211,3 +211,37 @@ func TestStatsOfARealMoERunUnderAMemoryLimit(t *testing.T) {
 	}
 	t.Logf("%d decode tokens; hit rates lru %v lfu %v belady %v; real %v; %d pages of %d tensors resident at the end", decodeTokens, hit["lru"], hit["lfu"], hit["belady"], real, resident, tensors)
 }
+
+func TestStatsCacheFlagSplitsExpertCountsFromByteBudgets(t *testing.T) {
+	for _, c := range []struct {
+		in      []string
+		k       []int
+		budgets []int64
+		err     string
+	}{
+		{nil, nil, nil, ""},
+		{[]string{"2", "4"}, []int{2, 4}, nil, ""},
+		{[]string{"2GiB"}, []int{}, []int64{2 << 30}, ""},
+		{[]string{"1", "64MiB"}, []int{1}, []int64{64 << 20}, ""},
+		{[]string{"0"}, nil, nil, "K must be at least 1"},
+		{[]string{"lots"}, nil, nil, "neither a number of experts nor a size"},
+	} {
+		o, err := parseCache(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(o.K) != fmt.Sprint(c.k) || fmt.Sprint(o.Budgets) != fmt.Sprint(c.budgets) || (o.K == nil) != (c.k == nil) {
+			t.Errorf("%q: K %v budgets %v err %v, want %v %v", c.in, o.K, o.Budgets, err, c.k, c.budgets)
+		}
+	}
+}
+
+func TestStatsRefusesAFormatItDoesNotWrite(t *testing.T) {
+	_, _, err := runCmd(t, "stats", "--format", "csv", "-i", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `unknown format "csv" (want table or json)`) {
+		t.Fatalf("got %v", err)
+	}
+}
