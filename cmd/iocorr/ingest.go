@@ -64,6 +64,8 @@ func printBuildSummary(sum pipeline.Summary, dir string) {
 		fmt.Fprintf(stderr, "iocorr: warning: %d maps snapshots are missing; faults the kernel did not resolve stay anonymous\n", sum.MapsMissing)
 	}
 	if len(sum.NotFileBacked) > 0 {
-		fmt.Fprintf(stderr, "iocorr: %d weights were read from memory that is no file (no page faults possible): %v\n", len(sum.NotFileBacked), sum.NotFileBacked)
+		// Seen on AMX CPUs: ggml's CPU backend copies F16/Q8_0 mat-mul
+		// weights into an extra buffer (AMX, CPU_REPACK) while loading.
+		fmt.Fprintf(stderr, "iocorr: warning: %d weights were read from anonymous memory, not the model file: llama.cpp's CPU backend copied them into an extra buffer (AMX/CPU_REPACK repacking) at load, so their reads are no file I/O and show no faults (a type it does not repack, e.g. BF16, or llama.cpp's --no-repack keeps them file-backed): %v\n", len(sum.NotFileBacked), sum.NotFileBacked)
 	}
 }
