@@ -542,16 +542,27 @@ static __always_inline __u32 rq_dev(struct request *rq)
 	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
 }
 
+/* The operation of a block request is the low byte of cmd_flags
+ * (REQ_OP_MASK); REQ_OP_READ is 0 (include/linux/blk_types.h). User space
+ * decodes the same byte with internal/kernel.BlockOpOf. */
+static __always_inline bool req_is_read(__u32 cmd_flags)
+{
+	return (cmd_flags & 0xff) == 0;
+}
+
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(block_issue, struct request *rq)
 {
 	struct blk_start bs = {};
 	__u64 key = (__u64)rq;
 
-	/* iocorr's own writes (the spool) are not the child's I/O. 0 means
-	 * no filter: requests issued from softirq on an idle CPU run as the
-	 * idle task, whose tgid is 0. */
-	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid)
+	bs.cmd_flags = BPF_CORE_READ(rq, cmd_flags);
+	/* iocorr's own writes (the spool) are not the child's I/O. Its reads
+	 * (library symbols read while the command runs, after a cache drop)
+	 * are kept: the device's read total must add up to what diskstats
+	 * says. 0 means no filter: requests issued from softirq on an idle
+	 * CPU run as the idle task, whose tgid is 0. */
+	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid && !req_is_read(bs.cmd_flags))
 		return 0;
 	bs.dev = rq_dev(rq);
 	if (filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
@@ -559,7 +570,6 @@ int BPF_PROG(block_issue, struct request *rq)
 	bs.ts = bpf_ktime_get_ns();
 	bs.sector = BPF_CORE_READ(rq, __sector);
 	bs.bytes = BPF_CORE_READ(rq, __data_len);
-	bs.cmd_flags = BPF_CORE_READ(rq, cmd_flags);
 	bpf_map_update_elem(&blk_starts, &key, &bs, BPF_ANY);
 	return 0;
 }

@@ -406,6 +406,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	sigs := stopForward()
 	exit := child.Wait()
 	monoEnd, end := experiment.MonotonicNS(), time.Now()
+	// Right at the end stamp, as DiskBefore is right before the start
+	// stamp: block completions stamped inside [start, end] are then what
+	// the device's own counters saw in between.
+	diskAfter, diskErr := experiment.DiskStats()
 	r.residentEnd()
 	stopDrain()
 	if !drained {
@@ -423,7 +427,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	r.m.Child.MajFlt, r.m.Child.MinFlt = ru.Majflt, ru.Minflt
 	r.m.Child.InBlock, r.m.Child.OutBlock, r.m.Child.MaxRSSKiB = ru.Inblock, ru.Oublock, ru.Maxrss
 	r.m.Child.UserNS, r.m.Child.SystemNS = syscall.TimevalToNsec(ru.Utime), syscall.TimevalToNsec(ru.Stime)
-	if r.m.DiskAfter, err = experiment.DiskStats(); err != nil {
+	if r.m.DiskAfter, err = diskAfter, diskErr; err != nil {
 		r.warn(fmt.Sprintf("disk counters after the run are unknown: %v", err))
 	}
 	if cg != nil {
