@@ -45,16 +45,23 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	o := &recordOpts{}
 	fs.StringVarP(&o.out, "output", "o", rundir.Default, "run directory to write")
 	fs.BoolVarP(&o.force, "force", "f", false, "overwrite an existing run directory")
+	runFlags(fs, o, "before the command starts")
+	fs.StringVar(&o.memLimit, "mem-limit", "", "run the command in a memory cgroup with this limit (e.g. 256MiB)")
+	fs.BoolVar(&o.noIngest, "no-ingest", false, "do not build the query store at the end (run iocorr ingest DIR later)")
+	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
+}
+
+// runFlags are the flags that shape one recorded run, shared by record
+// and sweep (which records one run per budget); when says when the
+// cache controls act.
+func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 	fs.StringVar(&o.probe, "probe", "graph", "user-space probes: graph (one hit per graph) or ops (also every op, costlier)")
 	fs.StringArrayVar(&o.libs, "lib", nil, "also attach uprobes to this ELF file (repeatable)")
 	fs.StringArrayVar(&o.models, "model", nil, "a model file to trace (repeatable; default: every GGUF file the command maps)")
-	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache before the command starts")
-	fs.BoolVar(&o.dropCaches, "drop-caches", false, "drop the whole system's page cache before the command starts")
-	fs.StringVar(&o.memLimit, "mem-limit", "", "run the command in a memory cgroup with this limit (e.g. 256MiB)")
+	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache "+when)
+	fs.BoolVar(&o.dropCaches, "drop-caches", false, "drop the whole system's page cache "+when)
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
-	fs.BoolVar(&o.noIngest, "no-ingest", false, "do not build the query store at the end (run iocorr ingest DIR later)")
 	fs.StringVar(&o.ringbuf, "ringbuf-size", "64MiB", "BPF ring buffer size (a power of two)")
-	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
 }
 
 // recorderOptions turns the flags into the recorder's options; a value

@@ -31,13 +31,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.StringSliceVar(&limits, "mem-limit", nil, "memory budgets, comma-separated (e.g. 64MiB,96MiB,128MiB); one run each, in DIR/<budget>/")
 	dir := fs.StringP("output", "o", "iocorr.sweep", "sweep directory to write")
 	fs.BoolVarP(&o.force, "force", "f", false, "overwrite existing run directories of the sweep")
-	fs.StringVar(&o.probe, "probe", "graph", "user-space probes: graph (one hit per graph) or ops (also every op, costlier)")
-	fs.StringArrayVar(&o.libs, "lib", nil, "also attach uprobes to this ELF file (repeatable)")
-	fs.StringArrayVar(&o.models, "model", nil, "a model file to trace (repeatable; default: every GGUF file the command maps)")
-	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache before each run")
-	fs.BoolVar(&o.dropCaches, "drop-caches", false, "drop the whole system's page cache before each run")
-	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
-	fs.StringVar(&o.ringbuf, "ringbuf-size", "64MiB", "BPF ring buffer size (a power of two)")
+	runFlags(fs, o, "before each run")
 	format := fileFormatFlag(fs, formatTable)
 	return func(ctx context.Context, argv []string) error {
 		if len(limits) == 0 {
