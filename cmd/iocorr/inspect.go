@@ -16,7 +16,7 @@ func init() {
 	register(&command{
 		name:    "inspect",
 		summary: "show a GGUF model's metadata and where each tensor lies in the file",
-		usage:   "[--format table|csv|json] [--metadata] MODEL.gguf",
+		usage:   "[--format table|csv|json|jsonl] [--metadata] MODEL.gguf",
 		flags:   inspectFlags,
 	})
 }
