@@ -1,0 +1,171 @@
+package main
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights is
+// the design card's own example, `iocorr record --cold --mem-limit … --
+// llama-completion -m moe.gguf -p "…" -n N`, on llama.cpp built from the
+// source node-llama-cpp ships, once as shared libraries and once as one
+// static executable (every probe point inside the executable itself).
+//
+// llama-completion -n N calls llama_decode N times: once for the prompt,
+// one batch that yields the first token, and once per further token
+// (internal/llmtest's TestBuiltCompletionGeneratesTokensNonInteractively
+// counts that with bpftrace). The prompt is several tokens, so the first
+// call is the prefill and the other N-1 decode one token each; in every
+// decode token each layer's router picks ExpertsUsed experts.
+func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	spec := gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType}
+	model := llmtest.Model(t, spec)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	for _, b := range llmtest.Builds {
+		t.Run(b.String(), func(t *testing.T) {
+			bin := llmtest.CLI(t, b, "llama-completion")
+			dir := filepath.Join(t.TempDir(), "run")
+			args := []string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--",
+				bin, "-m", model, "-p", "the quick brown fox", "-n", strconv.Itoa(n),
+				"-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+			_, summary, err := runCmd(t, args...)
+			if err != nil {
+				t.Fatalf("record: %v\n%s", err, summary)
+			}
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Warnings) > 0 {
+				t.Logf("warnings:\n  %s", strings.Join(m.Warnings, "\n  "))
+			}
+
+			var prefill, decode int
+			weights := map[string]bool{}
+			spoolEvents(t, dir, func(typ uint16, rec []byte) {
+				switch uint32(typ) {
+				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+					if decoded(t, rec).Decode().N_tokens > 1 {
+						prefill++
+					} else {
+						decode++
+					}
+				case uint32(bpf.IocorrEventTypeEV_NODE):
+					e := decoded(t, rec).Node()
+					name := bpf.CString(e.WeightName[:])
+					tensor := f.Tensor(name)
+					if tensor == nil {
+						return // an input or cache leaf, not a weight
+					}
+					weights[name] = true
+					if e.Ino == 0 || int64(e.FileOff) != tensor.FileOffset {
+						t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
+					}
+				}
+			})
+			if prefill != 1 || decode != n-1 {
+				t.Errorf("recorded %d prefill and %d decode calls of llama_decode, llama-completion -n %d made 1 and %d\n%s", prefill, decode, n, n-1, summary)
+			}
+			for _, tensor := range f.Tensors {
+				if strings.HasPrefix(tensor.Name, "blk.") && !weights[tensor.Name] {
+					t.Errorf("no graph node reads %s", tensor.Name)
+				}
+			}
+
+			st, err := index.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			toks, err := st.Tokens()
+			if err != nil {
+				t.Fatal(err)
+			}
+			decodeTok := map[uint32]bool{}
+			for _, tk := range toks {
+				if correlate.PhaseName(tk.Phase) == "decode" {
+					decodeTok[tk.Token] = true
+				}
+			}
+			selected := map[[3]uint32]bool{} // token, layer, expert
+			picks := 0
+			if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
+				k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
+				if decodeTok[s.Token] && !selected[k] {
+					picks++
+				}
+				selected[k] = true
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if want := (n - 1) * spec.Layers * spec.ExpertsUsed; picks != want || len(decodeTok) != n-1 {
+				t.Errorf("router picks in %d decode tokens: %d, want %d tokens × %d layers × %d experts = %d",
+					len(decodeTok), picks, n-1, spec.Layers, spec.ExpertsUsed, want)
+			}
+
+			// Every fault in an expert tensor while a token decodes lands in
+			// an expert the router picked for that token and layer, or on a
+			// page readahead brought in.
+			exps := map[uint32]bool{}
+			for _, tn := range st.Tensors {
+				if strings.HasSuffix(tn.Role, "_exps") {
+					exps[tn.ID] = true
+				}
+			}
+			readAhead := map[[2]int64]bool{}
+			var faults []correlate.Event
+			if err := st.Events(index.EventFilter{Tensors: exps}, func(e *correlate.Event) error {
+				switch e.Kind {
+				case correlate.KindPageAdd:
+					if e.Trigger != correlate.NoTensor {
+						readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}] = true
+					}
+				case correlate.KindFault:
+					if decodeTok[e.Token] {
+						faults = append(faults, *e)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var inSelected, onReadahead, neither int
+			for _, e := range faults {
+				layer := uint32(st.Tensors[e.Tensor].Layer)
+				switch {
+				case selected[[3]uint32{e.Token, layer, uint32(e.Expert)}]:
+					inSelected++
+				case readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}]:
+					onReadahead++
+				default:
+					neither++
+					if neither <= 5 {
+						t.Errorf("fault in %s expert %d at token %d, not picked for layer %d and not read ahead",
+							st.TensorName(e.Tensor), e.Expert, e.Token, layer)
+					}
+				}
+			}
+			if inSelected == 0 {
+				t.Errorf("no fault in a picked expert while decoding: the run had no memory pressure\n%s", summary)
+			}
+			t.Logf("%s: %d prefill + %d decode calls, %d picks; expert faults while decoding: %d in picked experts, %d on read-ahead pages, %d neither",
+				b, prefill, decode, picks, inSelected, onReadahead, neither)
+		})
+	}
+}
