@@ -628,6 +628,14 @@ func (r *recording) finish(exit *experiment.Exit, derr error) {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",
 				strings.Join(bpf.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
 		}
+		if exit != nil {
+			r.mu.Lock()
+			searched := append([]string(nil), r.searched...)
+			r.mu.Unlock()
+			for _, w := range missingCapabilities(r.tr.Probes(), searched, r.o.ProbeOps, r.hasExperts()) {
+				r.warn(w)
+			}
+		}
 	}
 	if r.layoutErr != nil {
 		r.warn(fmt.Sprintf("ggml struct layout does not match the target (%v): graph nodes are not trustworthy", r.layoutErr))
@@ -653,6 +661,21 @@ func (r *recording) finishMeta() {
 	if err := rundir.WriteMeta(r.o.Dir, &r.m); err != nil {
 		fmt.Fprintf(r.stderr, "iocorr: %v\n", err)
 	}
+}
+
+// hasExperts says whether a traced model has expert tensors (MoE).
+func (r *recording) hasExperts() bool {
+	if r.models == nil {
+		return false
+	}
+	for _, mf := range r.models.files() {
+		for _, t := range mf.Tensors {
+			if t.Experts > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *recording) hasUserProbes() bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,8 +52,11 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(m.Warnings) > 0 {
-				t.Logf("warnings:\n  %s", strings.Join(m.Warnings, "\n  "))
+			// Every probe point is in this build: nothing is said missing.
+			for _, w := range m.Warnings {
+				if strings.Contains(w, "is in none of the files searched") {
+					t.Errorf("warning on a build that has every probe point: %s", w)
+				}
 			}
 
 			var prefill, decode int
@@ -166,6 +170,84 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 			}
 			t.Logf("%s: %d prefill + %d decode calls, %d picks; expert faults while decoding: %d in picked experts, %d on read-ahead pages, %d neither",
 				b, prefill, decode, picks, inSelected, onReadahead, neither)
+		})
+	}
+}
+
+// TestRecordBuildWithoutAProbePointSaysWhatIsMissing records the static
+// llama-completion with one probe point's symbol removed, as a build
+// that inlined or stripped that function has it: what the point records
+// is absent, the rest is recorded, and the summary and meta.json name
+// the symbol and what is lost instead of leaving a silent zero.
+func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		t.Fatalf("objcopy (binutils, which builds llama.cpp too): %v", err)
+	}
+	spec := gguf.SynthSpec{Layers: 2, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType}
+	model := llmtest.Model(t, spec)
+	tests := []struct {
+		name    string
+		strip   string
+		lost    uint32 // the event type the point records
+		warning string
+	}{
+		{"no get_rows: no expert picks", bpf.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), "expert picks are not recorded"},
+		{"no graph_compute: no graphs", bpf.SymGraphCompute, uint32(bpf.IocorrEventTypeEV_NODE), "graphs and their nodes"},
+	}
+	const n = 4
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "llama-completion")
+			if out, err := exec.Command(objcopy, "--strip-symbol="+tc.strip, llmtest.CLI(t, llmtest.Static, "llama-completion"), bin).CombinedOutput(); err != nil {
+				t.Fatalf("objcopy: %v\n%s", err, out)
+			}
+			// A file written moments before is probed: on the disk first.
+			if out, err := exec.Command("sync", bin).CombinedOutput(); err != nil {
+				t.Fatalf("sync: %v\n%s", err, out)
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			args := []string{"record", "-o", dir, "--no-ingest", "--", bin, "-m", model, "-p", "the quick brown fox", "-n", strconv.Itoa(n),
+				"-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+			_, summary, err := runCmd(t, args...)
+			if err != nil {
+				t.Fatalf("record: %v\n%s", err, summary)
+			}
+			var calls, lost int
+			spoolEvents(t, dir, func(typ uint16, rec []byte) {
+				switch uint32(typ) {
+				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+					calls++
+				case tc.lost:
+					lost++
+				}
+			})
+			if calls != n {
+				t.Errorf("recorded %d llama_decode calls, llama-completion -n %d made %d", calls, n, n)
+			}
+			if lost != 0 {
+				t.Errorf("%d events of type %d recorded without %s", lost, tc.lost, tc.strip)
+			}
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			said := func(ws []string) bool {
+				for _, w := range ws {
+					if strings.Contains(w, tc.strip+" is in none of the files searched ("+bin) && strings.Contains(w, tc.warning) {
+						return true
+					}
+				}
+				return false
+			}
+			if !said(m.Warnings) {
+				t.Errorf("meta.json does not say that %s is missing and %q:\n%s", tc.strip, tc.warning, strings.Join(m.Warnings, "\n"))
+			}
+			if !said(strings.Split(summary, "\n")) {
+				t.Errorf("the record summary does not say that %s is missing:\n%s", tc.strip, summary)
+			}
 		})
 	}
 }

@@ -1,0 +1,45 @@
+package recorder
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/iocorr/iocorr/bpf"
+)
+
+// missingCapabilities says, one sentence each, what a run that found
+// llama.cpp could not record because the probe point behind it was in
+// none of the files searched — a build that inlined, renamed or stripped
+// the function. A point found but not attached is not repeated here: its
+// attach error is a warning of its own. Without this, a missing point
+// would show as zeros (no graphs, no expert picks, no ops) that look
+// like measurements.
+func missingCapabilities(probes []bpf.Probe, searched []string, probeOps, moe bool) []string {
+	attached, found := map[string]bool{}, map[string]bool{}
+	opFuncs := false
+	for _, p := range probes {
+		found[p.Symbol] = true
+		attached[p.Symbol] = attached[p.Symbol] || p.Error == ""
+		if strings.HasPrefix(p.Symbol, "ggml_compute_forward_") && p.Symbol != bpf.SymGetRows {
+			opFuncs = true
+		}
+	}
+	if !attached[bpf.SymDecode] {
+		return nil // no llama.cpp at all: said once, elsewhere
+	}
+	where := strings.Join(searched, ", ")
+	var out []string
+	miss := func(sym, lost string) {
+		out = append(out, fmt.Sprintf("%s is in none of the files searched (%s): %s", sym, where, lost))
+	}
+	if !found[bpf.SymGraphCompute] {
+		miss(bpf.SymGraphCompute, "graphs and their nodes (weights read per op, layers) are not recorded")
+	}
+	if moe && !found[bpf.SymGetRows] {
+		miss(bpf.SymGetRows, "the router's expert picks are not recorded, so which experts were selected is unknown (NA), not zero")
+	}
+	if probeOps && !opFuncs {
+		miss("ggml_compute_forward_<op>", "--probe ops recorded no op")
+	}
+	return out
+}
