@@ -3,7 +3,6 @@ package main
 import (
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -88,56 +87,8 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	selected := map[[3]uint32]bool{} // token, layer, expert
-	if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
-		selected[[3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}] = true
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(selected) == 0 {
-		t.Fatal("no expert selections recorded")
-	}
-	exps := map[uint32]bool{}
-	for _, tn := range st.Tensors {
-		if strings.HasSuffix(tn.Role, "_exps") {
-			exps[tn.ID] = true
-		}
-	}
-	readAhead := map[[2]int64]bool{} // tensor, page within it, brought in by readahead
-	var inSelected, notSelected, onReadahead uint64
-	var pending []correlate.Event
-	err = st.Events(index.EventFilter{Tensors: exps}, func(e *correlate.Event) error {
-		switch e.Kind {
-		case correlate.KindPageAdd:
-			if e.Trigger != correlate.NoTensor {
-				readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}] = true
-			}
-		case correlate.KindFault:
-			if e.Token > 0 {
-				pending = append(pending, *e)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range pending {
-		layer := uint32(st.Tensors[e.Tensor].Layer)
-		switch {
-		case selected[[3]uint32{e.Token, layer, uint32(e.Expert)}]:
-			inSelected++
-		case readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}]:
-			onReadahead++
-		default:
-			notSelected++
-			if notSelected <= 5 {
-				t.Errorf("fault in %s expert %d at token %d, not selected for layer %d and not read ahead",
-					st.TensorName(e.Tensor), e.Expert, e.Token, layer)
-			}
-		}
-	}
+	// Token 0 is the load, before any llama_decode: no router has run.
+	ef := countExpertFaults(t, st, func(tok uint32) bool { return tok > 0 })
 	// Each decoded token picks ExpertsUsed experts in every layer, and the
 	// per-expert query counts exactly those picks.
 	qrows, err := st.Query(index.Query{Tensor: "blk.*.ffn_down_exps.weight", By: "expert", Phase: "decode"})
@@ -160,8 +111,8 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 	if want := decodes * 8 * 2; picks != want || decodes == 0 {
 		t.Errorf("router picks in decode tokens: %d, want %d tokens × 8 layers × 2 experts = %d", picks, decodes, want)
 	}
-	if inSelected == 0 {
+	if ef.picked == 0 {
 		t.Fatal("no fault in an expert tensor during decoding: the run had no memory pressure")
 	}
-	t.Logf("expert faults: %d in selected experts, %d on read-ahead pages, %d neither", inSelected, onReadahead, notSelected)
+	t.Logf("expert faults: %d in selected experts, %d on read-ahead pages, %d neither", ef.picked, ef.readAhead, ef.neither)
 }

@@ -70,16 +70,7 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 						decode++
 					}
 				case uint32(bpf.IocorrEventTypeEV_NODE):
-					e := decoded(t, rec).Node()
-					name := bpf.CString(e.WeightName[:])
-					tensor := f.Tensor(name)
-					if tensor == nil {
-						return // an input or cache leaf, not a weight
-					}
-					weights[name] = true
-					if e.Ino == 0 || int64(e.FileOff) != tensor.FileOffset {
-						t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
-					}
+					checkWeightOffset(t, f, decoded(t, rec).Node(), weights)
 				}
 			})
 			if prefill != 1 || decode != n-1 {
@@ -106,14 +97,14 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 					decodeTok[tk.Token] = true
 				}
 			}
-			selected := map[[3]uint32]bool{} // token, layer, expert
 			picks := 0
+			seen := map[[3]uint32]bool{} // token, layer, expert
 			if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
 				k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
-				if decodeTok[s.Token] && !selected[k] {
+				if decodeTok[s.Token] && !seen[k] {
 					picks++
 				}
-				selected[k] = true
+				seen[k] = true
 				return nil
 			}); err != nil {
 				t.Fatal(err)
@@ -126,50 +117,12 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 			// Every fault in an expert tensor while a token decodes lands in
 			// an expert the router picked for that token and layer, or on a
 			// page readahead brought in.
-			exps := map[uint32]bool{}
-			for _, tn := range st.Tensors {
-				if strings.HasSuffix(tn.Role, "_exps") {
-					exps[tn.ID] = true
-				}
-			}
-			readAhead := map[[2]int64]bool{}
-			var faults []correlate.Event
-			if err := st.Events(index.EventFilter{Tensors: exps}, func(e *correlate.Event) error {
-				switch e.Kind {
-				case correlate.KindPageAdd:
-					if e.Trigger != correlate.NoTensor {
-						readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}] = true
-					}
-				case correlate.KindFault:
-					if decodeTok[e.Token] {
-						faults = append(faults, *e)
-					}
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			var inSelected, onReadahead, neither int
-			for _, e := range faults {
-				layer := uint32(st.Tensors[e.Tensor].Layer)
-				switch {
-				case selected[[3]uint32{e.Token, layer, uint32(e.Expert)}]:
-					inSelected++
-				case readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}]:
-					onReadahead++
-				default:
-					neither++
-					if neither <= 5 {
-						t.Errorf("fault in %s expert %d at token %d, not picked for layer %d and not read ahead",
-							st.TensorName(e.Tensor), e.Expert, e.Token, layer)
-					}
-				}
-			}
-			if inSelected == 0 {
+			ef := countExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
+			if ef.picked == 0 {
 				t.Errorf("no fault in a picked expert while decoding: the run had no memory pressure\n%s", summary)
 			}
 			t.Logf("%s: %d prefill + %d decode calls, %d picks; expert faults while decoding: %d in picked experts, %d on read-ahead pages, %d neither",
-				b, prefill, decode, picks, inSelected, onReadahead, neither)
+				b, prefill, decode, picks, ef.picked, ef.readAhead, ef.neither)
 		})
 	}
 }

@@ -129,17 +129,8 @@ func TestRecordLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) 
 						t.Errorf("decode call %d of %d tokens has phase %d", e.Hdr.Token, e.N_tokens, e.Hdr.Phase)
 					}
 				case uint32(bpf.IocorrEventTypeEV_NODE):
-					e := decoded(t, rec).Node()
-					name := bpf.CString(e.WeightName[:])
-					tensor := f.Tensor(name)
-					if tensor == nil {
-						return // an input or cache leaf, not a weight
-					}
-					weights[name] = true
 					// The weight's bytes are where the GGUF says they are.
-					if e.Ino == 0 || int64(e.FileOff) != tensor.FileOffset {
-						t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
-					}
+					checkWeightOffset(t, f, decoded(t, rec).Node(), weights)
 				case uint32(bpf.IocorrEventTypeEV_OP):
 					ops++
 				case uint32(bpf.IocorrEventTypeEV_EXPERTS):

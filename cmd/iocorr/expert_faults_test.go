@@ -1,0 +1,88 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+)
+
+// expertFaults counts where the faults in expert tensors of the tokens
+// keep accepts landed: in an expert the router picked for that token and
+// layer, on a page readahead brought in, or neither — each of those an
+// error (the first five named).
+type expertFaults struct{ picked, readAhead, neither int }
+
+func countExpertFaults(t *testing.T, st *index.Store, keep func(token uint32) bool) expertFaults {
+	t.Helper()
+	selected := map[[3]uint32]bool{} // token, layer, expert
+	if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
+		selected[[3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(selected) == 0 {
+		t.Fatal("no expert selections recorded")
+	}
+	exps := map[uint32]bool{}
+	for _, tn := range st.Tensors {
+		if strings.HasSuffix(tn.Role, "_exps") {
+			exps[tn.ID] = true
+		}
+	}
+	readAhead := map[[2]int64]bool{} // tensor, page within it, brought in by readahead
+	var faults []correlate.Event
+	if err := st.Events(index.EventFilter{Tensors: exps}, func(e *correlate.Event) error {
+		switch e.Kind {
+		case correlate.KindPageAdd:
+			if e.Trigger != correlate.NoTensor {
+				readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}] = true
+			}
+		case correlate.KindFault:
+			if keep(e.Token) {
+				faults = append(faults, *e)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var n expertFaults
+	for _, e := range faults {
+		layer := uint32(st.Tensors[e.Tensor].Layer)
+		switch {
+		case selected[[3]uint32{e.Token, layer, uint32(e.Expert)}]:
+			n.picked++
+		case readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}]:
+			n.readAhead++
+		default:
+			n.neither++
+			if n.neither <= 5 {
+				t.Errorf("fault in %s expert %d at token %d, not picked for layer %d and not read ahead",
+					st.TensorName(e.Tensor), e.Expert, e.Token, layer)
+			}
+		}
+	}
+	return n
+}
+
+// checkWeightOffset checks that a graph node's weight, resolved in the
+// kernel from its data pointer, is at the file offset the GGUF gives, and
+// marks it seen. Leaves that are no tensor of f (inputs, the KV cache)
+// are passed over.
+func checkWeightOffset(t *testing.T, f *gguf.File, e *bpf.IocorrNodeEvent, seen map[string]bool) {
+	t.Helper()
+	name := bpf.CString(e.WeightName[:])
+	tensor := f.Tensor(name)
+	if tensor == nil {
+		return
+	}
+	seen[name] = true
+	if e.Ino == 0 || int64(e.FileOff) != tensor.FileOffset {
+		t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
+	}
+}
