@@ -85,6 +85,22 @@ func (s *SpoolWriter) Write(rec []byte) error {
 	return nil
 }
 
+// WriteSpool writes a whole spool of recs to path at once: a run replayed
+// from known records.
+func WriteSpool(path string, recs [][]byte) error {
+	w, err := CreateSpool(path)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
+}
+
 // Flush pushes buffered records to the file, so that a crash of iocorr
 // itself loses at most what arrived since the last flush.
 func (s *SpoolWriter) Flush() error {

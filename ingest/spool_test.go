@@ -13,16 +13,7 @@ import (
 func writeSpool(t *testing.T, recs [][]byte) []byte {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "s")
-	w, err := CreateSpool(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	if err := WriteSpool(p, recs); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(p)

@@ -47,16 +47,7 @@ func writeRun(t *testing.T, recs ...[]byte) string {
 	if err := os.WriteFile(filepath.Join(dir, "maps", "0001-50.txt"), []byte(maps), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := ingest.CreateSpool(filepath.Join(dir, rundir.SpoolFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := sp.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sp.Close(); err != nil {
+	if err := ingest.WriteSpool(filepath.Join(dir, rundir.SpoolFile), recs); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/elfinfo"
 )
 
 // builtSpec is a small MoE model: each tool loads and runs it in seconds.
@@ -218,41 +218,6 @@ func TestBuiltBenchReportsGenerationOnly(t *testing.T) {
 // tools need.
 var llamaLibs = regexp.MustCompile(`^lib(llama|ggml)`)
 
-// neededClosure is every DT_NEEDED library reachable from file that is
-// in dir, the way the dynamic loader resolves them through RUNPATH.
-func neededClosure(t *testing.T, dir, file string) []string {
-	t.Helper()
-	seen := map[string]bool{}
-	var walk func(string)
-	walk = func(p string) {
-		f, err := elf.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		libs, err := f.ImportedLibraries()
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		for _, l := range libs {
-			if seen[l] {
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(dir, l)); err == nil {
-				seen[l] = true
-				walk(filepath.Join(dir, l))
-			}
-		}
-	}
-	walk(file)
-	out := make([]string, 0, len(seen))
-	for l := range seen {
-		out = append(out, l)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // TestBuiltToolsLinkLlamaAsTheBuildSays checks what each build is for:
 // the static tools need no libllama or libggml at all, the shared ones
 // load libllama, libggml-base and libggml-cpu from their own directory
@@ -280,7 +245,18 @@ func TestBuiltToolsLinkLlamaAsTheBuildSays(t *testing.T) {
 		t.Run("shared/"+tool, func(t *testing.T) {
 			bin := CLI(t, Shared, tool)
 			dir := SharedLibDir(t)
-			got := neededClosure(t, dir, bin)
+			// What the dynamic loader would load from dir, through the
+			// tools' RUNPATH (elfinfo emulates ld.so for doctor).
+			realDir, err := filepath.EvalSymlinks(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range elfinfo.NeededLibs(bin) {
+				if filepath.Dir(p) == realDir {
+					got = append(got, filepath.Base(p))
+				}
+			}
 			for _, want := range []string{"libllama.so", "libggml-base.so", "libggml-cpu.so"} {
 				if !containsPrefix(got, want) {
 					t.Errorf("shared %s does not load %s from %s; it loads %v", tool, want, dir, got)
