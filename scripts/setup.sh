@@ -11,10 +11,22 @@ for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g+
 done
 [ -e /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
-if [ ${#need_apt[@]} -gt 0 ]; then
-	echo "setup: installing ${need_apt[*]}" >&2
+# The report test opens the HTML in a real browser and the Perfetto test
+# decodes the trace with protoc; without recommends chromium stays small.
+need_lean=()
+for cmd_pkg in chromium:chromium protoc:protobuf-compiler; do
+	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
+	command -v "$cmd" >/dev/null 2>&1 || need_lean+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_lean[@]} -gt 0 ]; then
+	echo "setup: installing ${need_apt[*]} ${need_lean[*]}" >&2
 	apt-get update -qq
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if [ ${#need_lean[@]} -gt 0 ]; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_lean[@]}" >/dev/null
 fi
 
 # BPF tools and iocorr doctor read tracefs; it is not mounted by default here.
