@@ -1,0 +1,965 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"image/color"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/palette/moreland"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+// events is the one pass over the run's events, binned for drawing.
+type events struct {
+	model    int   // the model file the heatmaps show, -1 when none
+	lo, hi   int64 // its tensor bytes
+	rowBytes int64
+	rows     int
+	cols     int
+	maxTok   uint32
+	bytes    [][]float64 // [col][row] device bytes read
+	faults   [][]float64 // [col][row] major faults
+	// Whole-run totals by tensor id, for hover text.
+	tBytes, tFaults []float64
+	// expBytes is the device bytes read of each (layer, expert) slice of
+	// the *_exps tensors in decode tokens.
+	expBytes map[[2]int]float64
+}
+
+func (e *events) col(tok uint32) int {
+	return min(int(uint64(tok)*uint64(e.cols)/(uint64(e.maxTok)+1)), e.cols-1)
+}
+
+func (r *run) eventPass() (*events, error) {
+	ev := &events{model: -1, expBytes: map[[2]int]float64{},
+		tBytes: make([]float64, len(r.st.Tensors)), tFaults: make([]float64, len(r.st.Tensors))}
+	// The model with the most tensors is drawn (llama.cpp runs load one).
+	count := map[int]int{}
+	for i := range r.st.Tensors {
+		if t := &r.st.Tensors[i]; !t.Pseudo() && t.Model >= 0 {
+			count[t.Model]++
+		}
+	}
+	for m, n := range count {
+		if ev.model < 0 || n > count[ev.model] || (n == count[ev.model] && m < ev.model) {
+			ev.model = m
+		}
+	}
+	ev.lo, ev.hi = math.MaxInt64, 0
+	for i := range r.st.Tensors {
+		if t := &r.st.Tensors[i]; !t.Pseudo() && t.Model == ev.model {
+			ev.lo, ev.hi = min(ev.lo, t.Offset), max(ev.hi, t.Offset+t.Size)
+		}
+	}
+	if ev.model < 0 || ev.hi <= ev.lo {
+		ev.lo, ev.hi = 0, 1
+	}
+	pages := (ev.hi - ev.lo + correlate.PageSize - 1) / correlate.PageSize
+	ev.rows = int(min(int64(HeatRows), max(pages, 1)))
+	ev.rowBytes = (ev.hi - ev.lo + int64(ev.rows) - 1) / int64(ev.rows)
+	for _, t := range r.tokens {
+		ev.maxTok = max(ev.maxTok, t.Token)
+	}
+	// Events after the last call carry its token; none carries a later one.
+	ev.cols = min(int(ev.maxTok)+1, HeatTokens)
+	ev.bytes = grid(ev.cols, ev.rows)
+	ev.faults = grid(ev.cols, ev.rows)
+	err := r.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+		if e.Tensor < correlate.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
+			return nil
+		}
+		t := &r.st.Tensors[e.Tensor]
+		switch {
+		case e.Kind == correlate.KindBlock && e.Class == correlate.ClassRead:
+			ev.tBytes[e.Tensor] += float64(e.Bytes)
+			if t.Experts > 0 && t.ExpertStride > 0 && t.Layer >= 0 && e.Phase == correlate.PhaseDecode {
+				// A slice may cross from one expert into the next.
+				for o, end := e.Offset, e.Offset+int64(e.Bytes); o < end; {
+					x := o / t.ExpertStride
+					next := min(end, (x+1)*t.ExpertStride)
+					ev.expBytes[[2]int{t.Layer, int(x)}] += float64(next - o)
+					o = next
+				}
+			}
+			if t.Model == ev.model && e.Token <= ev.maxTok {
+				c := ev.col(e.Token)
+				for o, end := t.Offset+e.Offset, t.Offset+e.Offset+int64(e.Bytes); o < end; {
+					row := (o - ev.lo) / ev.rowBytes
+					next := min(end, ev.lo+(row+1)*ev.rowBytes)
+					if row >= 0 && row < int64(ev.rows) {
+						ev.bytes[c][row] += float64(next - o)
+					}
+					o = next
+				}
+			}
+		case e.Kind == correlate.KindFault && e.Class == correlate.ClassMajor:
+			ev.tFaults[e.Tensor]++
+			if t.Model == ev.model && e.Token <= ev.maxTok {
+				if row := (t.Offset + e.Offset - ev.lo) / ev.rowBytes; row >= 0 && row < int64(ev.rows) {
+					ev.faults[ev.col(e.Token)][row]++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading events: %w", err)
+	}
+	return ev, nil
+}
+
+func grid(c, r int) [][]float64 {
+	g := make([][]float64, c)
+	for i := range g {
+		g[i] = make([]float64, r)
+	}
+	return g
+}
+
+// gridXYZ is a heatmap's grid: Z is already the value drawn (NaN for
+// empty cells).
+type gridXYZ struct {
+	z      [][]float64 // [col][row]
+	x0, dx float64
+	y0, dy float64
+}
+
+func (g *gridXYZ) Dims() (int, int)     { return len(g.z), len(g.z[0]) }
+func (g *gridXYZ) Z(c, r int) float64   { return g.z[c][r] }
+func (g *gridXYZ) X(c int) float64      { return g.x0 + (float64(c)+0.5)*g.dx }
+func (g *gridXYZ) Y(r int) float64      { return g.y0 + (float64(r)+0.5)*g.dy }
+func (g *gridXYZ) minMax() (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, col := range g.z {
+		for _, v := range col {
+			if !math.IsNaN(v) {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+	}
+	if lo > hi {
+		return 0, 1
+	}
+	if lo == hi {
+		hi = lo + 1
+	}
+	return lo, hi
+}
+
+var (
+	colPrefill = color.RGBA{R: 214, G: 96, B: 77, A: 255}
+	colDecode  = color.RGBA{R: 33, G: 102, B: 172, A: 255}
+	colEmpty   = color.RGBA{R: 247, G: 247, B: 247, A: 255}
+	colReal    = color.RGBA{R: 0, G: 0, B: 0, A: 255}
+	colPolicy  = map[string]color.Color{
+		"lru":    color.RGBA{R: 27, G: 158, B: 119, A: 255},
+		"lfu":    color.RGBA{R: 217, G: 95, B: 2, A: 255},
+		"belady": color.RGBA{R: 117, G: 112, B: 179, A: 255},
+	}
+)
+
+func colorMap() palette.ColorMap { return moreland.ExtendedBlackBody() }
+
+// band is a labelled stretch of the offset axis: a layer, or a tensor
+// outside the layers.
+type band struct {
+	label  string
+	lo, hi int64
+	ids    []uint32
+}
+
+func (r *run) bands(model int) []band {
+	var out []band
+	byLayer := map[int]int{}
+	ids := []uint32{}
+	for i := range r.st.Tensors {
+		if t := &r.st.Tensors[i]; !t.Pseudo() && t.Model == model {
+			ids = append(ids, t.ID)
+		}
+	}
+	slices.SortFunc(ids, func(a, b uint32) int { return cmp.Compare(r.st.Tensors[a].Offset, r.st.Tensors[b].Offset) })
+	for _, id := range ids {
+		t := &r.st.Tensors[id]
+		if t.Layer >= 0 {
+			if i, ok := byLayer[t.Layer]; ok {
+				b := &out[i]
+				b.lo, b.hi = min(b.lo, t.Offset), max(b.hi, t.Offset+t.Size)
+				b.ids = append(b.ids, id)
+				continue
+			}
+			byLayer[t.Layer] = len(out)
+			out = append(out, band{label: fmt.Sprintf("blk.%d", t.Layer), lo: t.Offset, hi: t.Offset + t.Size, ids: []uint32{id}})
+			continue
+		}
+		out = append(out, band{label: t.Role, lo: t.Offset, hi: t.Offset + t.Size, ids: []uint32{id}})
+	}
+	return out
+}
+
+// offsetTicks labels the offset axis with the layers and the tensors
+// outside them, leaving out labels that would overlap.
+func offsetTicks(bs []band, span int64) plot.Ticker {
+	return plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		var ticks []plot.Tick
+		last := math.Inf(-1)
+		minGap := float64(span) / 40
+		for _, b := range bs {
+			mid := float64(b.lo+b.hi) / 2
+			ticks = append(ticks, plot.Tick{Value: -float64(b.lo)})
+			if mid-last >= minGap {
+				ticks = append(ticks, plot.Tick{Value: -mid, Label: b.label})
+				last = mid
+			}
+		}
+		return ticks
+	})
+}
+
+// offsetHeatmap: file offset (y) × token (x), coloured by device bytes
+// read, or by major faults, on a log scale.
+func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
+	name, what, src := "offset_token_bytes", "device bytes read", ev.bytes
+	if faults {
+		name, what, src = "offset_token_faults", "major faults", ev.faults
+	}
+	// The offset axis is drawn negated so that the file's start is at the
+	// top (gonum's inverted scale does not apply to raster heatmaps).
+	g := &gridXYZ{z: grid(ev.cols, ev.rows), x0: 0, dx: float64(ev.maxTok+1) / float64(ev.cols), y0: -float64(ev.lo) - float64(ev.rows)*float64(ev.rowBytes), dy: float64(ev.rowBytes)}
+	var total float64
+	for c := range src {
+		for rr, v := range src[c] {
+			total += v
+			// Row rr holds offsets from lo + rr×rowBytes: drawn from the top.
+			at := ev.rows - 1 - rr
+			g.z[c][at] = math.NaN()
+			if v > 0 {
+				g.z[c][at] = math.Log10(v)
+			}
+		}
+	}
+	lo, hi := g.minMax()
+	lo = math.Floor(lo)
+	hi = max(math.Ceil(hi), lo+1)
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("File offset × token: %s", what)
+	p.X.Label.Text = "token (llama_decode call; 0 = before the first)"
+	p.Y.Label.Text = "model file offset"
+	bs := r.bands(ev.model)
+	p.Y.Tick.Marker = offsetTicks(bs, ev.hi-ev.lo)
+	p.Y.Min, p.Y.Max = g.y0, -float64(ev.lo)
+	p.X.Min, p.X.Max = 0, float64(ev.maxTok+1)
+	p.X.Tick.Marker = tokenTicks{}
+	cm := colorMap()
+	hm := plotter.NewHeatMap(g, cm.Palette(256))
+	hm.Min, hm.Max = lo, hi
+	hm.NaN = colEmpty
+	hm.Rasterized = true
+	p.Add(hm)
+
+	cb := plot.New()
+	cb.HideX()
+	cb.Y.Label.Text = what
+	cm.SetMin(lo)
+	cm.SetMax(hi)
+	cb.Add(&plotter.ColorBar{ColorMap: cm, Vertical: true})
+	cb.Y.Tick.Marker = plot.TickerFunc(func(a, b float64) []plot.Tick {
+		var t []plot.Tick
+		for k := math.Ceil(a); k <= b; k++ {
+			l := decimal(int(k))
+			if !faults {
+				l += "B"
+			}
+			t = append(t, plot.Tick{Value: k, Label: l})
+		}
+		return t
+	})
+
+	binNote := ""
+	if g.dx > 1 {
+		binNote = fmt.Sprintf(" Each column sums %.3g tokens.", g.dx)
+	}
+	caption := fmt.Sprintf("%s of %s by file offset (rows of %s) and token (%d columns), log colour scale; white: none. %s in all.%s Hover a layer for its totals.",
+		strings.ToUpper(what[:1])+what[1:], r.modelName(ev.model), humanBytes(float64(ev.rowBytes)), ev.cols, fmtTotal(total, faults), binNote)
+	c := &Chart{Name: name, Title: p.Title.Text, Caption: caption, W: 22 * vg.Centimeter, H: 16 * vg.Centimeter}
+	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
+		const cbW = 3 * vg.Centimeter
+		main := dc
+		main.Max.X -= cbW
+		bar := dc
+		bar.Min.X = dc.Max.X - cbW
+		bar.Min.Y += 1.5 * vg.Centimeter
+		bar.Max.Y -= 1 * vg.Centimeter
+		hm.GridXYZ = g
+		if forPNG {
+			hm.GridXYZ = &scaledGrid{g, max(1, 1200/ev.cols), max(1, 1200/ev.rows)}
+		}
+		p.Draw(main)
+		cb.Draw(bar)
+		da := p.DataCanvas(main)
+		_, ty := p.Transforms(&da)
+		var hs []Hover
+		for _, b := range bs {
+			var by, fa float64
+			names := []string{}
+			for _, id := range b.ids {
+				by += ev.tBytes[id]
+				fa += ev.tFaults[id]
+				names = append(names, r.st.Tensors[id].Name)
+			}
+			y0, y1 := ty(-float64(b.lo)), ty(-float64(b.hi))
+			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: da.Min.X, Y: min(y0, y1)}, Max: vg.Point{X: da.Max.X, Y: max(y0, y1)}},
+				Text: fmt.Sprintf("%s, offsets %d–%d (%s): %s read from the device, %.0f major faults over the run\n%s",
+					b.label, b.lo, b.hi, humanBytes(float64(b.hi-b.lo)), humanBytes(by), fa, strings.Join(names, ", "))})
+		}
+		return hs
+	}
+	note := ""
+	if len(r.meta.Models) > 1 {
+		note = fmt.Sprintf("the offset heatmaps show %s only, of %d model files", r.modelName(ev.model), len(r.meta.Models))
+	}
+	return c, note
+}
+
+func fmtTotal(v float64, count bool) string {
+	if count {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return humanBytes(v)
+}
+
+func (r *run) modelName(m int) string {
+	if m >= 0 && m < len(r.meta.Models) {
+		return r.meta.Models[m].Path
+	}
+	return "no model file"
+}
+
+// perTokenLine: bytes read (or fault stall) per token, prefill and
+// decode drawn apart. Runs longer than LinePoints tokens are drawn as
+// means of consecutive tokens of one phase.
+func (r *run) perTokenLine(stall bool) (*Chart, string) {
+	name, title, ylab := "token_bytes_read", "Device bytes read per token", "MiB read"
+	val := func(t *correlate.TokenInfo) float64 { return float64(t.ReadBytes) / (1 << 20) }
+	if stall {
+		name, title, ylab = "token_stall", "Fault stall per token", "stall (ms, summed over threads)"
+		val = func(t *correlate.TokenInfo) float64 { return float64(t.StallNS) / 1e6 }
+	}
+	group := max(1, (len(r.tokens)+LinePoints-1)/LinePoints)
+	type pt struct {
+		x, y   float64
+		n      int
+		first  uint32
+		last   uint32
+		phase  uint8
+		ntoks  int32
+	}
+	var pts []pt
+	for i := range r.tokens {
+		t := &r.tokens[i]
+		if n := len(pts); n > 0 && pts[n-1].phase == t.Phase && pts[n-1].n < group {
+			q := &pts[n-1]
+			q.x += float64(t.Token)
+			q.y += val(t)
+			q.n++
+			q.last = t.Token
+			q.ntoks += t.NTokens
+			continue
+		}
+		pts = append(pts, pt{x: float64(t.Token), y: val(t), n: 1, first: t.Token, last: t.Token, phase: t.Phase, ntoks: t.NTokens})
+	}
+	for i := range pts {
+		pts[i].x /= float64(pts[i].n)
+		pts[i].y /= float64(pts[i].n)
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "token (llama_decode call)"
+	p.X.Tick.Marker = tokenTicks{}
+	p.Y.Label.Text = ylab
+	p.Legend.Top = true
+	var firstDecode float64 = -1
+	for _, ph := range []struct {
+		phase uint8
+		name  string
+		col   color.Color
+	}{{correlate.PhasePrefill, "prefill", colPrefill}, {correlate.PhaseDecode, "decode", colDecode}} {
+		var xy plotter.XYs
+		for _, q := range pts {
+			if q.phase == ph.phase {
+				xy = append(xy, plotter.XY{X: q.x, Y: q.y})
+				if ph.phase == correlate.PhaseDecode && firstDecode < 0 {
+					firstDecode = float64(q.first)
+				}
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, s, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			continue
+		}
+		l.Color, s.Color = ph.col, ph.col
+		s.Shape = draw.CircleGlyph{}
+		s.Radius = vg.Points(2.5)
+		p.Add(l, s)
+		p.Legend.Add(ph.name, l, s)
+	}
+	if firstDecode >= 0 {
+		p.Add(&vline{x: firstDecode - 0.5, label: "decode starts"})
+	}
+	caption := fmt.Sprintf("%s, %d llama_decode calls; prefill in red, decode in blue, the dashed line where decode starts.", title, len(r.tokens))
+	if group > 1 {
+		caption += fmt.Sprintf(" Each point is the mean of up to %d consecutive calls of one phase.", group)
+	}
+	if stall {
+		caption += " Stall is the fault latency summed over the faulting threads (as stats' fault_stall_per_token)."
+	}
+	c := &Chart{Name: name, Title: title, Caption: caption, W: 22 * vg.Centimeter, H: 9 * vg.Centimeter}
+	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
+		p.Draw(dc)
+		da := p.DataCanvas(dc)
+		tx, ty := p.Transforms(&da)
+		var hs []Hover
+		for _, q := range pts {
+			x, y := tx(q.x), ty(q.y)
+			what := fmt.Sprintf("token %d", q.first)
+			if q.n > 1 {
+				what = fmt.Sprintf("tokens %d–%d (mean of %d)", q.first, q.last, q.n)
+			}
+			v := fmt.Sprintf("%.3g MiB read", q.y)
+			if stall {
+				v = fmt.Sprintf("%.3g ms stalled", q.y)
+			}
+			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: x - 4, Y: y - 4}, Max: vg.Point{X: x + 4, Y: y + 4}},
+				Text: fmt.Sprintf("%s, %s (%d tokens in the batch): %s", what, correlate.PhaseName(q.phase), q.ntoks, v)})
+		}
+		return hs
+	}
+	if len(r.tokens) == 0 {
+		return c, "no llama_decode call was recorded: the per-token charts are empty"
+	}
+	return c, ""
+}
+
+// vline is a dashed vertical line at x, labelled.
+type vline struct {
+	x     float64
+	label string
+}
+
+func (v *vline) Plot(c draw.Canvas, p *plot.Plot) {
+	tx, _ := p.Transforms(&c)
+	x := tx(v.x)
+	sty := draw.LineStyle{Color: color.Gray{Y: 90}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+	c.StrokeLine2(sty, x, c.Min.Y, x, c.Max.Y)
+	ts := draw.TextStyle{Color: color.Gray{Y: 60}, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler}
+	ts.Font.Size = vg.Points(9)
+	c.FillText(ts, vg.Point{X: x + 3, Y: c.Max.Y - 12}, v.label)
+}
+
+// hline is a dashed horizontal line at y, labelled.
+type hline struct {
+	y     float64
+	label string
+}
+
+func (h *hline) Plot(c draw.Canvas, p *plot.Plot) {
+	_, ty := p.Transforms(&c)
+	y := ty(h.y)
+	sty := draw.LineStyle{Color: colReal, Width: vg.Points(1.5), Dashes: []vg.Length{vg.Points(6), vg.Points(3)}}
+	c.StrokeLine2(sty, c.Min.X, y, c.Max.X, y)
+	ts := draw.TextStyle{Color: colReal, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler}
+	ts.Font.Size = vg.Points(9)
+	c.FillText(ts, vg.Point{X: c.Min.X + 4, Y: y + 3}, h.label)
+}
+
+func (h *hline) DataRange() (xmin, xmax, ymin, ymax float64) {
+	return math.Inf(1), math.Inf(-1), h.y, h.y
+}
+
+// bars draws labelled bars with one hover text each.
+func bars(name, title, xlab, ylab, caption string, labels []string, vals []float64, hover []string, col color.Color) *Chart {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xlab
+	p.Y.Label.Text = ylab
+	bc, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(max(4, min(28, 420/float64(max(len(vals), 1))))))
+	if err == nil {
+		bc.Color = col
+		bc.LineStyle.Width = 0
+		p.Add(bc)
+	}
+	p.NominalX(labels...)
+	if len(labels) > 16 {
+		p.X.Tick.Label.Rotation = math.Pi / 2
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YCenter
+	}
+	c := &Chart{Name: name, Title: title, Caption: caption, W: 22 * vg.Centimeter, H: 10 * vg.Centimeter}
+	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
+		p.Draw(dc)
+		da := p.DataCanvas(dc)
+		tx, ty := p.Transforms(&da)
+		var hs []Hover
+		half := (tx(1) - tx(0)) / 2
+		if len(vals) < 2 {
+			half = 14
+		}
+		for i, v := range vals {
+			x := tx(float64(i))
+			top := max(ty(v), da.Min.Y+4)
+			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: x - half, Y: da.Min.Y}, Max: vg.Point{X: x + half, Y: top}}, Text: hover[i]})
+		}
+		return hs
+	}
+	return c
+}
+
+// tableRows gives a stats table's rows as maps by column name.
+func tableRows(t *stats.Table) []map[string]stats.Value {
+	if t == nil {
+		return nil
+	}
+	out := make([]map[string]stats.Value, len(t.Rows))
+	for i, row := range t.Rows {
+		m := map[string]stats.Value{}
+		for j, c := range t.Columns {
+			m[c.Name] = row[j]
+		}
+		out[i] = m
+	}
+	return out
+}
+
+func fv(v stats.Value) float64 {
+	if v.NA != "" {
+		return math.NaN()
+	}
+	if v.F != 0 {
+		return v.F
+	}
+	return float64(v.I)
+}
+
+func fmtVal(v stats.Value, unit string) string {
+	if v.NA != "" {
+		return "NA (" + v.NA + ")"
+	}
+	x := fv(v)
+	switch unit {
+	case "bytes":
+		return humanBytes(x)
+	case "ns":
+		return humanNS(x)
+	case "ratio":
+		return fmt.Sprintf("%.3g", x)
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func (r *run) layerBars() (*Chart, string) {
+	rows := tableRows(r.stats.Table("layers"))
+	var labels, hover []string
+	var vals []float64
+	for _, m := range rows {
+		l := m["layer"].I
+		lab := fmt.Sprint(l)
+		if l < 0 {
+			lab = "none"
+		}
+		labels = append(labels, lab)
+		vals = append(vals, fv(m["bytes_read_bytes"])/(1<<20))
+		hover = append(hover, fmt.Sprintf("layer %s: %s read from the device, layer size %s, re-read amplification %s",
+			lab, fmtVal(m["bytes_read_bytes"], "bytes"), fmtVal(m["size_bytes"], "bytes"), fmtVal(m["reread_amplification_ratio"], "ratio")))
+	}
+	c := bars("layer_bytes_read", "Device bytes read per layer", "layer (none: tensors outside the blocks)", "MiB read", "Device bytes read over the whole run, per layer (stats' layers table); hover a bar for its size and re-read amplification.",
+		labels, vals, hover, colDecode)
+	if len(rows) == 0 {
+		return c, "the stats have no layers table"
+	}
+	return c, ""
+}
+
+// roleGroups are the bars of the per-role chart, in order.
+var roleGroups = []string{"attn_q", "attn_k", "attn_v", "attn_o", "ffn_gate", "ffn_up", "ffn_down", "exps", "embeddings", "output", "other"}
+
+// roleGroup puts a tensor role into one of roleGroups.
+func roleGroup(role string) string {
+	switch {
+	case strings.HasSuffix(role, "_exps"):
+		return "exps"
+	case role == "attn_output":
+		return "attn_o"
+	case role == "token_embd":
+		return "embeddings"
+	case slices.Contains(roleGroups, role):
+		return role
+	}
+	return "other"
+}
+
+func (r *run) roleBars() (*Chart, string) {
+	type agg struct {
+		read, faults, stall, size float64
+		n                         int
+	}
+	by := map[string]*agg{}
+	for _, g := range roleGroups {
+		by[g] = &agg{}
+	}
+	rows := tableRows(r.stats.Table("tensors"))
+	other := map[string]bool{}
+	for _, m := range rows {
+		g := roleGroup(m["role"].S)
+		if g == "other" {
+			other[m["role"].S] = true
+		}
+		a := by[g]
+		a.read += fv(m["bytes_read_bytes"])
+		a.faults += fv(m["major_faults"])
+		a.stall += fv(m["fault_stall_ns"])
+		a.size += fv(m["size_bytes"])
+		a.n++
+	}
+	var vals []float64
+	var hover []string
+	for _, g := range roleGroups {
+		a := by[g]
+		vals = append(vals, a.read/(1<<20))
+		hover = append(hover, fmt.Sprintf("%s: %d tensors of %s; %s read from the device, %.0f major faults, %s fault stall",
+			g, a.n, humanBytes(a.size), humanBytes(a.read), a.faults, humanNS(a.stall)))
+	}
+	others := slices.Sorted(mapKeys(other))
+	caption := "Device bytes read over the whole run by tensor role: attention q/k/v/o, dense FFN gate/up/down, MoE experts (*_exps), embeddings, output."
+	if len(others) > 0 {
+		caption += " Other: " + strings.Join(others, ", ") + "."
+	}
+	return bars("role_bytes_read", "Device bytes read per tensor role", "tensor role", "MiB read", caption, roleGroups, vals, hover, colPrefill), ""
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// expertHeatmap: layer (y) × expert (x), decode activations or decode
+// device bytes read.
+func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
+	layers, experts := []int{}, 0
+	seen := map[int]bool{}
+	for i := range r.st.Tensors {
+		t := &r.st.Tensors[i]
+		if !t.Pseudo() && t.Experts > 0 && t.Layer >= 0 {
+			experts = max(experts, t.Experts)
+			if !seen[t.Layer] {
+				seen[t.Layer] = true
+				layers = append(layers, t.Layer)
+			}
+		}
+	}
+	slices.Sort(layers)
+	li := map[int]int{}
+	for i, l := range layers {
+		li[l] = i
+	}
+	val := grid(experts, len(layers))
+	name, title, unit := "expert_activations", "Router picks per layer × expert (decode)", "activations"
+	if bytes {
+		name, title, unit = "expert_bytes_read", "Device bytes read per layer × expert (decode)", "MiB read"
+		for k, v := range ev.expBytes {
+			if i, ok := li[k[0]]; ok && k[1] < experts {
+				val[k[1]][i] += v / (1 << 20)
+			}
+		}
+	} else {
+		for _, m := range tableRows(r.stats.Table("expert_activations")) {
+			if m["phase"].S != "decode" {
+				continue
+			}
+			if i, ok := li[int(m["layer"].I)]; ok && int(m["expert"].I) < experts {
+				val[m["expert"].I][i] += fv(m["activations"])
+			}
+		}
+	}
+	g := &gridXYZ{z: val, x0: -0.5, dx: 1, y0: -0.5, dy: 1}
+	lo, hi := 0.0, 0.0
+	for _, col := range val {
+		for _, v := range col {
+			hi = max(hi, v)
+		}
+	}
+	if hi == lo {
+		hi = 1
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "expert"
+	p.Y.Label.Text = "layer"
+	cm := colorMap()
+	hm := plotter.NewHeatMap(g, palette.Reverse(cm).Palette(256))
+	hm.Min, hm.Max = lo, hi
+	p.Add(hm)
+	p.X.Tick.Marker = intTicks(experts, func(i int) string { return fmt.Sprint(i) })
+	p.Y.Tick.Marker = intTicks(len(layers), func(i int) string { return fmt.Sprint(layers[i]) })
+	p.Y.Scale = plot.InvertedScale{Normalizer: plot.LinearScale{}}
+	caption := fmt.Sprintf("%s in decode tokens, %d MoE layers × %d experts; darker is more (0 to %.4g %s). Hover a cell for its value.", title[:strings.Index(title, " (")], len(layers), experts, hi, unit)
+	if bytes {
+		caption = fmt.Sprintf("Device bytes read from each expert's slice of the layer's *_exps tensors in decode tokens, %d MoE layers × %d experts; darker is more (0 to %.4g MiB).", len(layers), experts, hi)
+	}
+	c := &Chart{Name: name, Title: title, Caption: caption, W: 16 * vg.Centimeter, H: vg.Length(max(8, min(24, 3+0.6*float64(len(layers))))) * vg.Centimeter}
+	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
+		p.Draw(dc)
+		da := p.DataCanvas(dc)
+		tx, ty := p.Transforms(&da)
+		var hs []Hover
+		for e := range experts {
+			for i, l := range layers {
+				x0, x1 := tx(float64(e)-0.5), tx(float64(e)+0.5)
+				y0, y1 := ty(float64(i)-0.5), ty(float64(i)+0.5)
+				v := fmt.Sprintf("%.0f activations", val[e][i])
+				if bytes {
+					v = humanBytes(val[e][i]*(1<<20)) + " read"
+				}
+				hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: min(x0, x1), Y: min(y0, y1)}, Max: vg.Point{X: max(x0, x1), Y: max(y0, y1)}},
+					Text: fmt.Sprintf("layer %d, expert %d: %s (decode)", l, e, v)})
+			}
+		}
+		return hs
+	}
+	return c, ""
+}
+
+func intTicks(n int, label func(int) string) plot.Ticker {
+	return plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		step := max(1, n/24)
+		var t []plot.Tick
+		for i := 0; i < n; i++ {
+			if i%step == 0 {
+				t = append(t, plot.Tick{Value: float64(i), Label: label(i)})
+			}
+		}
+		return t
+	})
+}
+
+// cacheCurves: hit rate against K experts per layer for LRU, LFU and
+// Belady's optimum, the run's real hit rate marked.
+func (r *run) cacheCurves() (*Chart, string) {
+	rows := tableRows(r.stats.Table("cache_sim"))
+	p := plot.New()
+	p.Title.Text = "Expert-cache hit rate against K experts cached per layer (decode)"
+	p.X.Label.Text = "K (experts cached per MoE layer)"
+	p.Y.Label.Text = "hit rate"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top = true
+	p.Legend.Left = true
+	type point struct {
+		x, y float64
+		text string
+	}
+	var pts []point
+	realNote := ""
+	for _, pol := range []string{"lru", "lfu", "belady"} {
+		var xy plotter.XYs
+		for _, m := range rows {
+			if m["policy"].S != pol || m["k_experts"].NA != "" || m["hit_rate_ratio"].NA != "" {
+				continue
+			}
+			k, h := float64(m["k_experts"].I), fv(m["hit_rate_ratio"])
+			xy = append(xy, plotter.XY{X: k, Y: h})
+			pts = append(pts, point{k, h, fmt.Sprintf("%s, K = %.0f: hit rate %.3f, after warm-up %s; %s read per decode token",
+				pol, k, h, fmtVal(m["hit_rate_after_warmup_ratio"], "ratio"), fmtVal(m["bytes_read_per_token_bytes"], "bytes"))})
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, s, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			continue
+		}
+		l.Color, s.Color = colPolicy[pol], colPolicy[pol]
+		s.Shape = draw.CircleGlyph{}
+		p.Add(l, s)
+		p.Legend.Add(pol, l, s)
+	}
+	var realLine *hline
+	for _, m := range rows {
+		if m["policy"].S != "real" {
+			continue
+		}
+		if v := m["hit_rate_ratio"]; v.NA != "" {
+			realNote = "the real hit rate is not marked: " + v.NA
+		} else {
+			realLine = &hline{y: v.F, label: fmt.Sprintf("real run: %.3f (picks whose expert was resident)", v.F)}
+			p.Add(realLine)
+		}
+	}
+	caption := "Share of the router's decode picks an expert cache of K experts per layer would have held: LRU, LFU and Belady's offline optimum (stats' cache_sim), beside the share the real run's page cache held (dashed)."
+	if realNote != "" {
+		caption += " The " + strings.TrimPrefix(realNote, "the ") + "."
+	}
+	c := &Chart{Name: "cache_hit_rate", Title: p.Title.Text, Caption: caption, W: 18 * vg.Centimeter, H: 11 * vg.Centimeter}
+	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
+		p.Draw(dc)
+		da := p.DataCanvas(dc)
+		tx, ty := p.Transforms(&da)
+		var hs []Hover
+		for _, q := range pts {
+			x, y := tx(q.x), ty(q.y)
+			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: x - 5, Y: y - 5}, Max: vg.Point{X: x + 5, Y: y + 5}}, Text: q.text})
+		}
+		if realLine != nil {
+			y := ty(realLine.y)
+			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: da.Min.X, Y: y - 3}, Max: vg.Point{X: da.Max.X, Y: y + 3}}, Text: realLine.label})
+		}
+		return hs
+	}
+	if len(pts) == 0 {
+		return c, "no cache simulation rows: the run has no decode picks"
+	}
+	return c, realNote
+}
+
+// sweepChart: tokens/s, or device bytes read per decode token, against
+// the memory budget of each run of a sweep.
+func sweepChart(s *sweep.Summary, perToken bool) (*Chart, string) {
+	name, title, ylab := "sweep_tokens_per_s", "Decode tokens/s against the memory budget", "tokens/s"
+	if perToken {
+		name, title, ylab = "sweep_bytes_per_token", "Device bytes read per decode token against the memory budget", "MiB read per token"
+	}
+	type point struct {
+		x, y float64
+		text string
+	}
+	var pts []point
+	var failed []string
+	rows := slices.Clone(s.Rows)
+	slices.SortStableFunc(rows, func(a, b sweep.Row) int { return cmp.Compare(a.MemLimit, b.MemLimit) })
+	for _, row := range rows {
+		v := row.TokensPerS
+		if perToken {
+			v = row.BytesPerToken
+		}
+		switch {
+		case row.Status != sweep.StatusOK:
+			failed = append(failed, row.Budget+": "+row.Status)
+		case v == nil:
+			key := "tokens_per_s"
+			if perToken {
+				key = "bytes_read_per_token"
+			}
+			failed = append(failed, row.Budget+": "+row.NA[key])
+		default:
+			y := *v
+			if perToken {
+				y /= 1 << 20
+			}
+			pts = append(pts, point{float64(row.MemLimit) / (1 << 20), y, fmt.Sprintf("%s: %.4g %s (%d decode tokens, %s read)", row.Budget, y, ylab, row.Decode, humanBytes(float64(row.ReadBytes)))})
+		}
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "memory budget (MiB, cgroup limit)"
+	p.Y.Label.Text = ylab
+	var xy plotter.XYs
+	for _, q := range pts {
+		xy = append(xy, plotter.XY{X: q.x, Y: q.y})
+	}
+	if len(xy) > 0 {
+		if l, sc, err := plotter.NewLinePoints(xy); err == nil {
+			l.Color, sc.Color = colDecode, colDecode
+			sc.Shape = draw.CircleGlyph{}
+			p.Add(l, sc)
+		}
+	}
+	caption := fmt.Sprintf("%s, one recorded run per budget (%s).", title, shellJoin(s.Command))
+	if len(failed) > 0 {
+		caption += " Not drawn: " + strings.Join(failed, "; ") + "."
+	}
+	c := &Chart{Name: name, Title: title, Caption: caption, W: 16 * vg.Centimeter, H: 10 * vg.Centimeter}
+	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
+		p.Draw(dc)
+		da := p.DataCanvas(dc)
+		tx, ty := p.Transforms(&da)
+		var hs []Hover
+		for _, q := range pts {
+			x, y := tx(q.x), ty(q.y)
+			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: x - 5, Y: y - 5}, Max: vg.Point{X: x + 5, Y: y + 5}}, Text: q.text})
+		}
+		return hs
+	}
+	return c, ""
+}
+
+// decimal names 10^k with an SI prefix: 1, 10, 100, 1 k, 10 k…
+func decimal(k int) string {
+	if k < 0 {
+		return fmt.Sprintf("1e%d ", k)
+	}
+	prefixes := []string{"", "k", "M", "G", "T", "P"}
+	p := min(k/3, len(prefixes)-1)
+	n := 1
+	for range k - 3*p {
+		n *= 10
+	}
+	return fmt.Sprintf("%d %s", n, prefixes[p])
+}
+
+// tokenTicks marks whole tokens, about ten of them.
+type tokenTicks struct{}
+
+func (tokenTicks) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	step := 1.0
+	for span/step > 12 {
+		switch {
+		case step*2 >= span/12:
+			step *= 2
+		case step*5 >= span/12:
+			step *= 5
+		default:
+			step *= 10
+		}
+	}
+	var t []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		t = append(t, plot.Tick{Value: v, Label: fmt.Sprint(int64(v))})
+	}
+	return t
+}
+
+// scaledGrid repeats each cell of a grid fx × fy times.
+type scaledGrid struct {
+	g      *gridXYZ
+	fx, fy int
+}
+
+func (s *scaledGrid) Dims() (int, int) {
+	c, r := s.g.Dims()
+	return c * s.fx, r * s.fy
+}
+func (s *scaledGrid) Z(c, r int) float64 { return s.g.Z(c/s.fx, r/s.fy) }
+func (s *scaledGrid) X(c int) float64 {
+	return s.g.x0 + (float64(c)+0.5)*s.g.dx/float64(s.fx)
+}
+func (s *scaledGrid) Y(r int) float64 {
+	return s.g.y0 + (float64(r)+0.5)*s.g.dy/float64(s.fy)
+}

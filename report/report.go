@@ -1,0 +1,280 @@
+// Package report draws one recorded run (and, given one, a memory-budget
+// sweep) as a single self-contained HTML file: the run's header, the
+// tables of package stats, and charts drawn with gonum.org/v1/plot and
+// inlined as SVG, so that the file opens from disk with no network.
+//
+// Every chart is aggregated before it is drawn, so the file's size is
+// bounded by the model (its tensors, layers and experts), never by the
+// run's length: at most HeatTokens token columns × HeatRows offset rows
+// per heatmap (a raster image inside the SVG), at most LinePoints points
+// per line, one bar per layer or role, one cell per layer × expert.
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+// The bounds that keep a report's size independent of the run's length.
+const (
+	HeatTokens = 240 // token columns of an offset × token heatmap
+	HeatRows   = 256 // file-offset rows of an offset × token heatmap
+	LinePoints = 480 // points of a per-token line
+)
+
+// Options are what a report shows besides the run.
+type Options struct {
+	// Sweep, when set, adds tokens/s and bytes per token against the
+	// memory budget; SweepDir names it in the header.
+	Sweep    *sweep.Summary
+	SweepDir string
+	// RunDir names the run in the header.
+	RunDir string
+}
+
+// Report is a run's report, ready to be written as HTML or PNGs.
+type Report struct {
+	Title  string
+	Status string // the run's status line, "" when complete
+	Header []Field
+	Notes  []string // what the report could not show, and why
+	Charts []*Chart
+	Tables []*stats.Table
+}
+
+// Field is one line of the run header.
+type Field struct {
+	Name, Value string
+}
+
+// run is what Build gathers from the store.
+type run struct {
+	st     *index.Store
+	meta   *rundir.Meta
+	stats  *stats.Report
+	tokens []correlate.TokenInfo
+	moe    bool
+}
+
+// Build gathers the run's figures and draws its charts. rep is the run's
+// stats (stats.Compute over the same store and metadata).
+func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (*Report, error) {
+	r := &run{st: st, meta: meta, stats: rep}
+	var err error
+	if r.tokens, err = st.Tokens(); err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	slices.SortFunc(r.tokens, func(a, b correlate.TokenInfo) int { return cmp.Compare(a.Token, b.Token) })
+	for i := range st.Tensors {
+		if t := &st.Tensors[i]; !t.Pseudo() && t.Experts > 0 {
+			r.moe = true
+		}
+	}
+	out := &Report{Title: "iocorr report", Status: meta.Status(), Header: header(meta, opt)}
+	ev, err := r.eventPass()
+	if err != nil {
+		return nil, err
+	}
+	add := func(c *Chart, note string) {
+		if c != nil {
+			out.Charts = append(out.Charts, c)
+		}
+		if note != "" {
+			out.Notes = append(out.Notes, note)
+		}
+	}
+	add(r.offsetHeatmap(ev, false))
+	add(r.offsetHeatmap(ev, true))
+	add(r.perTokenLine(false))
+	add(r.perTokenLine(true))
+	add(r.layerBars())
+	add(r.roleBars())
+	if r.moe {
+		add(r.expertHeatmap(ev, false))
+		add(r.expertHeatmap(ev, true))
+		add(r.cacheCurves())
+	} else {
+		out.Notes = append(out.Notes, "no MoE charts: the run's models have no *_exps tensors")
+	}
+	if opt.Sweep != nil {
+		add(sweepChart(opt.Sweep, false))
+		add(sweepChart(opt.Sweep, true))
+	}
+	for i := range rep.Tables {
+		if t := &rep.Tables[i]; !t.Long {
+			out.Tables = append(out.Tables, t)
+		}
+	}
+	return out, nil
+}
+
+// ChartNames lists the charts a report of a run has: the ones every run
+// gets, the MoE ones when moe, the sweep ones when sweep. Tests check a
+// rendered report against it.
+func ChartNames(moe, sweep bool) []string {
+	n := []string{"offset_token_bytes", "offset_token_faults", "token_bytes_read", "token_stall", "layer_bytes_read", "role_bytes_read"}
+	if moe {
+		n = append(n, "expert_activations", "expert_bytes_read", "cache_hit_rate")
+	}
+	if sweep {
+		n = append(n, "sweep_tokens_per_s", "sweep_bytes_per_token")
+	}
+	return n
+}
+
+func header(m *rundir.Meta, opt Options) []Field {
+	var h []Field
+	f := func(name, format string, a ...any) { h = append(h, Field{name, fmt.Sprintf(format, a...)}) }
+	if opt.RunDir != "" {
+		f("run", "%s", opt.RunDir)
+	}
+	if opt.SweepDir != "" {
+		f("sweep", "%s (the run below is one of its budgets)", opt.SweepDir)
+	}
+	f("command", "%s", shellJoin(m.Command))
+	if !m.Start.IsZero() {
+		f("recorded", "%s – %s (%s)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"), m.End.UTC().Format("15:04:05"), m.End.Sub(m.Start).Round(1e6))
+	}
+	f("host", "%s, kernel %s, %s, %d CPUs, %s memory", m.Host.Hostname, m.Host.Kernel, m.Host.CPUModel, m.Host.NumCPU, humanBytes(float64(m.Host.MemTotal)))
+	for _, mf := range m.Models {
+		f("model", "%s (%s, %d tensors; %d of %d pages resident before the run)", mf.Path, humanBytes(float64(mf.Size)), len(mf.Tensors), mf.ResidentBefore, mf.Pages)
+	}
+	// Libraries are listed by name in their directories, build ids cut to
+	// 12 digits (meta.json has them whole): a llama.cpp with its 15 CPU
+	// variants would fill a screen.
+	var dirs []string
+	libs := map[string][]string{}
+	for _, l := range m.Libraries {
+		d, name := filepath.Split(l.Path)
+		id := l.BuildID
+		if len(id) > 12 {
+			id = id[:12] + "…"
+		}
+		if id == "" {
+			id = "no build id: " + l.BuildIDError
+		}
+		if libs[d] == nil {
+			dirs = append(dirs, d)
+		}
+		libs[d] = append(libs[d], fmt.Sprintf("%s (%s)", name, id))
+	}
+	for _, d := range dirs {
+		f("libraries", "%s: %s", d, strings.Join(libs[d], ", "))
+	}
+	ok, failed := 0, []string{}
+	for _, p := range m.Probes {
+		if p.Error != "" {
+			failed = append(failed, fmt.Sprintf("%s %s %s: %s", p.Kind, p.Target, p.Symbol, p.Error))
+		} else {
+			ok++
+		}
+	}
+	f("probes", "probe set %s: %d attached", cmp.Or(m.ProbeSet, "graph"), ok)
+	for _, s := range failed {
+		f("not probed", "%s", s)
+	}
+	c := &m.Controls
+	lim := "none"
+	if c.MemLimit > 0 {
+		lim = fmt.Sprintf("%s (cgroup v%d %s)", humanBytes(float64(c.MemLimit)), c.CgroupVer, c.Cgroup)
+	}
+	f("limits", "memory limit %s; cold cache %v; drop caches %v", lim, c.Cold, c.DropCaches)
+	if len(c.CgroupCounters) > 0 {
+		f("cgroup counters", "%s", sortedKV(c.CgroupCounters))
+	}
+	var lost uint64
+	for _, n := range m.Lost {
+		lost += n
+	}
+	f("lost events", "%d lost by the ring buffer (%s); %d block requests seen issued but never completed", lost, sortedKV(m.Lost), m.BlockIncomplete)
+	ch := &m.Child
+	exit := fmt.Sprintf("exit status %d", ch.ExitCode)
+	if ch.Signal != "" {
+		exit = "killed by " + ch.Signal
+	}
+	f("child", "pid %d, %s; %d major and %d minor faults, max RSS %s (rusage)", ch.PID, exit, ch.MajFlt, ch.MinFlt, humanBytes(float64(ch.MaxRSSKiB)*1024))
+	for _, w := range m.Warnings {
+		f("warning", "%s", w)
+	}
+	return h
+}
+
+func sortedKV(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %d", k, m[k])
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func shellJoin(argv []string) string {
+	s := ""
+	for i, a := range argv {
+		if i > 0 {
+			s += " "
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n'\"$\\`*?;&|<>()") {
+			s += "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			s += a
+		}
+	}
+	return s
+}
+
+// humanBytes writes a byte count in binary units.
+func humanBytes(v float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", v)
+	}
+	return fmt.Sprintf("%.3g %s", v, units[i])
+}
+
+// humanNS writes a duration in nanoseconds.
+func humanNS(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.3g s", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.3g ms", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3g µs", v/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", v)
+}
+
+// MaxSize is the bound on a report's HTML size for a model of tensors
+// tensors, layers layers and experts experts per MoE layer: a fixed part
+// (the page, the header, the per-token lines of at most LinePoints
+// points, the offset heatmaps' rasters of at most HeatTokens × HeatRows
+// cells), a part per tensor (its table rows and hover text), per layer
+// and per layer × expert cell. The run's length does not enter it.
+func MaxSize(tensors, layers, experts int) int {
+	return 600<<10 + 1024*tensors + 1024*layers + 400*layers*experts
+}

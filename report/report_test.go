@@ -1,0 +1,443 @@
+package report_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/report"
+	"github.com/iocorr/iocorr/report/browsertest"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+const pg = correlate.PageSize
+
+// synth describes a synthetic run: a model of layers × (attention,
+// router, three *_exps tensors of experts slices of two pages) between
+// token_embd and output, and tokens llama_decode calls (the first a
+// prefill of four tokens). Each call reads and faults one page of one
+// layer's attn_q and the two picked experts' ffn_down_exps slices.
+type synth struct {
+	layers, experts, tokens int
+	dense                   bool // no *_exps tensors
+}
+
+func (s synth) build(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	mf := rundir.ModelFile{Path: "/models/synth.gguf", Dev: 1, Ino: 2}
+	off := int64(pg)
+	addT := func(name string, layer int, role string, size int64, experts int) {
+		rt := rundir.Tensor{Name: name, Offset: off, Size: size, Layer: layer, Role: role}
+		if experts > 0 {
+			rt.Experts, rt.ExpertStride = experts, size/int64(experts)
+		}
+		mf.Tensors = append(mf.Tensors, rt)
+		off += size
+	}
+	addT("token_embd.weight", -1, "token_embd", 8*pg, 0)
+	for l := range s.layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		addT(b+"attn_q.weight", l, "attn_q", 2*pg, 0)
+		addT(b+"attn_k.weight", l, "attn_k", pg, 0)
+		addT(b+"attn_v.weight", l, "attn_v", pg, 0)
+		addT(b+"attn_output.weight", l, "attn_output", pg, 0)
+		if s.dense {
+			for _, r := range []string{"ffn_gate", "ffn_up", "ffn_down"} {
+				addT(b+r+".weight", l, r, 4*pg, 0)
+			}
+			continue
+		}
+		addT(b+"ffn_gate_inp.weight", l, "ffn_gate_inp", pg, 0)
+		for _, r := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
+			addT(b+r+".weight", l, r, int64(s.experts)*2*pg, s.experts)
+		}
+	}
+	addT("output_norm.weight", -1, "output_norm", pg, 0)
+	addT("output.weight", -1, "output", 8*pg, 0)
+	mf.Size, mf.Pages = off, off/pg
+	meta := &rundir.Meta{Command: []string{"llama-cli", "-m", mf.Path, "-p", "it's a test"}, Models: []rundir.ModelFile{mf},
+		Finished: true, Complete: true, ProbeSet: "graph",
+		Probes: []rundir.Probe{{Kind: "uprobe", Target: "/lib/libllama.so", Symbol: "llama_decode"},
+			{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "symbol not found"}},
+		Controls: rundir.Controls{Cold: true, MemLimit: 96 << 20, CgroupVer: 1},
+		Lost:     map[string]uint64{"fault": 0}, Counts: map[string]uint64{}}
+	tensors := []correlate.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1}, {ID: 2, Name: "[model header]", Model: -1, Layer: -1}}
+	id := map[string]uint32{}
+	for _, rt := range mf.Tensors {
+		n := uint32(len(tensors))
+		id[rt.Name] = n
+		tensors = append(tensors, correlate.Tensor{ID: n, Name: rt.Name, Model: 0, Layer: rt.Layer, Role: rt.Role,
+			Offset: rt.Offset, Size: rt.Size, Experts: rt.Experts, ExpertStride: rt.ExpertStride})
+	}
+	w, err := index.Begin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Create(tensors, 0); err != nil {
+		t.Fatal(err)
+	}
+	res := &correlate.Result{Tensors: tensors, Ops: []string{""}}
+	ts := uint64(1000)
+	aggs := map[correlate.AggKey]*correlate.Counters{}
+	emit := func(e correlate.Event, ti *correlate.TokenInfo) {
+		e.Ts, e.Token, e.Phase, e.Trigger = ts, ti.Token, ti.Phase, correlate.NoTensor
+		ts += 10
+		k := correlate.AggKey{Token: ti.Token, Tensor: e.Tensor, Expert: e.Expert}
+		if aggs[k] == nil {
+			aggs[k] = &correlate.Counters{}
+		}
+		var c correlate.Counters
+		switch e.Kind {
+		case correlate.KindBlock:
+			c.ReadBytes, c.BlockReqs = e.Bytes, 1
+		case correlate.KindFault:
+			c.Faults, c.Major, c.StallNS = 1, 1, e.Dur
+		}
+		ti.Add(&c)
+		aggs[k].Add(&c)
+		if err := w.Event(&e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Before the first call: the load reads token_embd.
+	load := &correlate.TokenInfo{Token: 0}
+	emit(correlate.Event{Kind: correlate.KindBlock, Tensor: id["token_embd.weight"], Bytes: 8 * pg, Dur: 500, Expert: -1}, load)
+	for i := 1; i <= s.tokens; i++ {
+		ti := correlate.TokenInfo{Token: uint32(i), Phase: correlate.PhaseDecode, NTokens: 1, StartNS: ts}
+		if i == 1 {
+			ti.Phase, ti.NTokens = correlate.PhasePrefill, 4
+		}
+		l := i % s.layers
+		q := id[fmt.Sprintf("blk.%d.attn_q.weight", l)]
+		emit(correlate.Event{Kind: correlate.KindFault, Class: correlate.ClassMajor, Tensor: q, Offset: int64(i%2) * pg, Bytes: pg, Dur: 2000, Expert: -1}, &ti)
+		emit(correlate.Event{Kind: correlate.KindBlock, Tensor: q, Offset: int64(i%2) * pg, Bytes: pg, Dur: 1500, Expert: -1}, &ti)
+		if !s.dense {
+			for layer := range s.layers {
+				picks := []int{(i + layer) % s.experts, (3*i + layer + 1) % s.experts}
+				if picks[0] == picks[1] {
+					picks[1] = (picks[1] + 1) % s.experts
+				}
+				for _, e := range picks {
+					res.Experts = append(res.Experts, correlate.ExpertSel{Token: ti.Token, Layer: uint16(layer), Expert: uint16(e), Count: 1})
+				}
+				if layer == l {
+					d := id[fmt.Sprintf("blk.%d.ffn_down_exps.weight", l)]
+					emit(correlate.Event{Kind: correlate.KindBlock, Tensor: d, Offset: int64(picks[0]) * 2 * pg, Bytes: 2 * pg, Dur: 1500, Expert: int16(picks[0])}, &ti)
+				}
+			}
+		}
+		ts += 100_000
+		ti.EndNS = ts
+		res.Tokens = append(res.Tokens, ti)
+	}
+	for k, c := range aggs {
+		res.Aggs = append(res.Aggs, correlate.Agg{AggKey: k, Counters: *c})
+	}
+	slices.SortFunc(res.Aggs, func(a, b correlate.Agg) int {
+		return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Tensor, b.Tensor), cmp.Compare(a.Expert, b.Expert))
+	})
+	if err := w.Commit(res, &index.Summary{Tokens: len(res.Tokens)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rundir.WriteMeta(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// buildReport builds the report of the run in dir.
+func buildReport(t testing.TB, dir string, opt report.Options) *report.Report {
+	t.Helper()
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := stats.Compute(st, meta, stats.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Build(st, meta, sr, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func html(t testing.TB, rep *report.Report) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func names(rep *report.Report) []string {
+	var n []string
+	for _, c := range rep.Charts {
+		n = append(n, c.Name)
+	}
+	return n
+}
+
+var sweepSummary = &sweep.Summary{Command: []string{"llama-cli", "-n", "8"}, Cold: true, Rows: []sweep.Row{
+	{Budget: "64MiB", MemLimit: 64 << 20, Status: "killed by SIGKILL (OOM: 1 OOM kills in its memory cgroup)"},
+	{Budget: "96MiB", MemLimit: 96 << 20, Status: sweep.StatusOK, Decode: 7, ReadBytes: 700 << 20, TokensPerS: ptr(2.5), BytesPerToken: ptr(100 << 20)},
+	{Budget: "128MiB", MemLimit: 128 << 20, Status: sweep.StatusOK, Decode: 7, ReadBytes: 70 << 20, TokensPerS: ptr(20), BytesPerToken: ptr(10 << 20)},
+}}
+
+func ptr(v float64) *float64 { return &v }
+
+func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		run   synth
+		sweep bool
+		moe   bool
+	}{
+		{"moe", synth{layers: 4, experts: 8, tokens: 12}, false, true},
+		{"moe with sweep", synth{layers: 4, experts: 8, tokens: 12}, true, true},
+		{"dense", synth{layers: 3, tokens: 5, dense: true}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opt := report.Options{}
+			if c.sweep {
+				opt.Sweep, opt.SweepDir = sweepSummary, "sweep-dir"
+			}
+			rep := buildReport(t, c.run.build(t), opt)
+			if got, want := names(rep), report.ChartNames(c.moe, c.sweep); !slices.Equal(got, want) {
+				t.Errorf("charts %q, want %q", got, want)
+			}
+			if !c.moe && !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "no MoE charts") }) {
+				t.Errorf("a dense run's notes %q do not say why it has no MoE charts", rep.Notes)
+			}
+			page := string(html(t, rep))
+			for _, want := range []string{
+				`llama-cli -m /models/synth.gguf -p 'it'\''s a test'`, // the command, quoted as for a shell
+				"ggml_compute_forward_get_rows: symbol not found",    // what could not be probed
+				"memory limit 96 MiB",
+				"lost events",
+			} {
+				if !strings.Contains(page, template(want)) {
+					t.Errorf("the page lacks %q", want)
+				}
+			}
+			if !strings.Contains(page, `id="table-per_token"`) {
+				t.Errorf("the page lacks the per_token table")
+			}
+			if c.sweep && !strings.Contains(page, "64MiB: killed by SIGKILL") {
+				t.Errorf("the sweep charts do not name the failed budget")
+			}
+		})
+	}
+}
+
+// template is how html/template writes s in text.
+func template(s string) string {
+	return strings.NewReplacer("'", "&#39;", `"`, "&#34;").Replace(s)
+}
+
+// TestHoverTextCarriesEachBarsFigures: every layer's bar has a <title>
+// with the layer's bytes read, as stats' layers table has them.
+func TestHoverTextCarriesEachBarsFigures(t *testing.T) {
+	rep := buildReport(t, synth{layers: 4, experts: 8, tokens: 12}.build(t), report.Options{})
+	var svg string
+	for _, c := range rep.Charts {
+		if c.Name == "layer_bytes_read" {
+			b, err := c.SVG()
+			if err != nil {
+				t.Fatal(err)
+			}
+			svg = string(b)
+		}
+	}
+	// Token i reads one page of layer i%4's attn_q and two pages of one
+	// of its experts; the load read token_embd (layer "none").
+	for _, want := range []string{
+		"<title>layer none: 32 KiB read from the device",
+		"<title>layer 0: 36 KiB read from the device",
+		"<title>layer 1: 36 KiB read from the device",
+		"<title>layer 2: 36 KiB read from the device",
+		"<title>layer 3: 36 KiB read from the device",
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("layer chart lacks %q", want)
+		}
+	}
+}
+
+// rasters decodes every PNG inlined in the page and returns their sizes.
+func rasters(t *testing.T, page []byte) [][2]int {
+	re := regexp.MustCompile(`href="data:image/[a-z]+;base64,([A-Za-z0-9+/=]+)"`)
+	var out [][2]int
+	for _, m := range re.FindAllSubmatch(page, -1) {
+		b, err := base64.StdEncoding.DecodeString(string(m[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, [2]int{cfg.Width, cfg.Height})
+	}
+	return out
+}
+
+// TestReportSizeIsBoundedWhateverTheRunsLength: a run 100 times longer
+// gives a report of the same bounded size: its offset heatmaps are
+// rasters of HeatTokens × HeatRows cells at most, its per-token lines at
+// most LinePoints points.
+func TestReportSizeIsBoundedWhateverTheRunsLength(t *testing.T) {
+	short := html(t, buildReport(t, synth{layers: 24, experts: 16, tokens: 200}.build(t), report.Options{}))
+	rep := buildReport(t, synth{layers: 24, experts: 16, tokens: 20000}.build(t), report.Options{})
+	long := html(t, rep)
+	t.Logf("report of 200 tokens: %d bytes; of 20,000 tokens: %d bytes (bound %d)", len(short), len(long), report.MaxSize(24*8+3, 24, 16))
+	heat := 0
+	for _, r := range rasters(t, long) {
+		if r[0] == 1 || r[1] == 1 {
+			continue // a colour bar
+		}
+		heat++
+		if r[0] != report.HeatTokens {
+			t.Errorf("a heatmap of 20,001 token columns is %d columns wide, want %d", r[0], report.HeatTokens)
+		}
+		if r[1] > report.HeatRows {
+			t.Errorf("a heatmap is %d rows high, above %d", r[1], report.HeatRows)
+		}
+	}
+	if heat != 2 {
+		t.Errorf("%d heatmap rasters in the page, want the 2 offset heatmaps", heat)
+	}
+	for _, c := range rep.Charts {
+		if c.Name != "token_bytes_read" && c.Name != "token_stall" {
+			continue
+		}
+		svg, err := c.SVG()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One hover area per point.
+		if n := strings.Count(string(svg), "<rect"); n > report.LinePoints || n < report.LinePoints/2 {
+			t.Errorf("%s: %d points for 20,000 tokens, want at most %d and no fewer than half", c.Name, n, report.LinePoints)
+		}
+	}
+	if len(long) > report.MaxSize(24*8+3, 24, 16) {
+		t.Errorf("the long run's report is %d bytes, above the bound %d", len(long), report.MaxSize(24*8+3, 24, 16))
+	}
+}
+
+func TestPNGsAreWrittenOnePerChart(t *testing.T) {
+	rep := buildReport(t, synth{layers: 2, experts: 4, tokens: 6}.build(t), report.Options{})
+	dir := t.TempDir()
+	paths, err := rep.WritePNGs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != len(rep.Charts) {
+		t.Fatalf("%d PNGs for %d charts", len(paths), len(rep.Charts))
+	}
+	for i, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width == 0 || cfg.Height == 0 || filepath.Base(p) != rep.Charts[i].Name+".png" {
+			t.Errorf("%s: %v %dx%d", p, err, cfg.Width, cfg.Height)
+		}
+	}
+}
+
+func requireBrowser(t *testing.T) {
+	t.Helper()
+	if err := browsertest.Available(); err != nil {
+		if os.Getenv("IOCORR_REQUIRE_BROWSER") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+func openInBrowser(t *testing.T, page []byte) *browsertest.Page {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "report.html")
+	if err := os.WriteFile(path, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	p, err := browsertest.Open(ctx, path, browsertest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestReportOpensInChromiumWithEveryChartDrawn: the page of an MoE run
+// with a sweep, opened from disk in headless Chromium, logs no error and
+// draws every chart at a non-zero size, heatmap rasters decoded.
+func TestReportOpensInChromiumWithEveryChartDrawn(t *testing.T) {
+	requireBrowser(t)
+	page := html(t, buildReport(t, synth{layers: 4, experts: 8, tokens: 30}.build(t), report.Options{Sweep: sweepSummary}))
+	p := openInBrowser(t, page)
+	if len(p.Errors) > 0 {
+		t.Errorf("the browser logged errors: %q", p.Errors)
+	}
+	if probs := p.Check(report.ChartNames(true, true)); len(probs) > 0 {
+		t.Errorf("charts: %q", probs)
+	}
+	if _, err := png.DecodeConfig(bytes.NewReader(p.Screenshot)); err != nil {
+		t.Errorf("screenshot: %v", err)
+	}
+}
+
+// TestBrowserCheckFailsWhenAChartIsMissingOrBroken: the check the tests
+// rely on notices a chart cut out of the page, a chart drawn at zero
+// size, a heatmap whose raster does not decode, and a fetch the page's
+// policy blocks.
+func TestBrowserCheckFailsWhenAChartIsMissingOrBroken(t *testing.T) {
+	requireBrowser(t)
+	page := string(html(t, buildReport(t, synth{layers: 2, experts: 4, tokens: 6}.build(t), report.Options{})))
+	want := report.ChartNames(true, false)
+	cut := regexp.MustCompile(`(?s)<figure class="chart" id="chart-token_stall".*?</figure>`)
+	if !cut.MatchString(page) {
+		t.Fatal("no token_stall figure to cut")
+	}
+	bad := cut.ReplaceAllString(page, "")
+	bad = strings.Replace(bad, `<svg class="chart-svg"`, `<svg style="display:none" class="chart-svg"`, 1) // the first chart
+	bad = regexp.MustCompile(`base64,[A-Za-z0-9+/]{8}`).ReplaceAllString(bad, "base64,AAAAAAAA")  // rasters damaged
+	bad = strings.Replace(bad, "</body>", `<img src="http://example.invalid/x.png"></body>`, 1)
+	p := openInBrowser(t, []byte(bad))
+	probs := strings.Join(p.Check(want), "\n")
+	for _, w := range []string{"token_stall: missing", "offset_token_bytes: drawn at 0×0", "offset_token_bytes: 2 of 2 raster images do not decode"} {
+		if !strings.Contains(probs, w) {
+			t.Errorf("the check did not say %q; it said:\n%s", w, probs)
+		}
+	}
+	if !slices.ContainsFunc(p.Errors, func(e string) bool { return strings.Contains(e, "example.invalid") }) {
+		t.Errorf("the blocked fetch was not reported: %q", p.Errors)
+	}
+}
