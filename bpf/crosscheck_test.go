@@ -646,8 +646,10 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 	t.Logf("device %d:%d (disk %d:%d from sector %d); random file ino %d in %d extents, sequential file ino %d in %d extents",
 		dev>>20, dev&0xfffff, disk>>20, disk&0xfffff, start, rino, len(randReads.ext), sino, len(seqReads.ext))
 
-	// Both observers are attached before any of the test's I/O.
-	tr := openTracer(t, Options{})
+	// Both observers are attached before any of the test's I/O. The
+	// observer counts folios, so iocorr records folios too (its runs are
+	// checked against its folios in TestPageRunsChargeWhatFoliosCharge).
+	tr := openTracer(t, Options{PageRecords: PageFolios})
 	for _, ino := range []uint64{rino, sino} {
 		if err := tr.AddFile(dev, ino); err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ var eventTypeNames = map[uint32]string{
 	uint32(IocorrEventTypeEV_EXPERTS):       "experts",
 	uint32(IocorrEventTypeEV_TASK):          "task",
 	uint32(IocorrEventTypeEV_MMAP):          "mmap",
+	uint32(IocorrEventTypeEV_PAGE_RUN):      "page_run",
 }
 
 // EventTypeName names an event type for counts and messages.

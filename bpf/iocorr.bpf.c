@@ -277,6 +277,11 @@ static __always_inline void fill_hdr(struct event_hdr *h, __u16 type)
 
 /* ---- page faults ------------------------------------------------------ */
 
+/* Pending page-cache runs (see "page-cache runs" below) that faults and
+ * token boundaries put in the ring. */
+static __always_inline void flush_thread_adds(__u32 tid);
+static __always_inline void flush_all_runs(void);
+
 struct vma_info {
 	__u64 addr;
 	__u64 ino;
@@ -350,6 +355,7 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 
 	if (!is_traced(tgid))
 		return 0;
+	flush_thread_adds(tid);
 	/* A start still pending means the thread's previous fault was never
 	 * accounted (a bad access, or one abandoned on a signal): report it
 	 * as such rather than dropping it. */
@@ -381,6 +387,7 @@ static __always_inline int fault_end(struct bpf_perf_event_data *ctx, __u8 class
 
 	if (!is_traced(tgid))
 		return 0;
+	flush_thread_adds(tid);
 	e = reserve(sizeof(*e), EV_FAULT);
 	if (!e)
 		return 0;
@@ -455,19 +462,307 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
 	return 0;
 }
 
+/* ---- page-cache runs ------------------------------------------------- */
+
+/*
+ * Page-cache adds and deletions come in long runs of contiguous folios
+ * (readahead windows, reclaim batches): one EV_PAGE_RUN record stands for
+ * a run, instead of one record per folio. A pending run lives in a slot
+ * (one per CPU; CPUs beyond RUN_SLOTS share) and is extended while the
+ * next folio continues it: same kind, file, thread and stamp, next index.
+ *
+ * Order. Residency is replayed from these records, so an add and a delete
+ * of one page must never trade places, yet a run may sit in a slot while
+ * another CPU touches one of its pages. The kernel orders the two events
+ * of a page: a folio is added locked and can be deleted only once its read
+ * has finished and it was unlocked, long after the add tracepoint returned;
+ * a deletion runs under the mapping's i_pages lock that a new add of the
+ * page must take. So when an event on a page arrives, the event it must
+ * follow is already written into whatever slot holds it. Each event
+ * therefore first flushes any slot whose run overlaps its pages, then
+ * takes its own timestamp: the flushed run is ahead of it in the ring and
+ * in time. Slots are guarded by a lock word (cmpxchg): a run is reserved
+ * in the ring while its slot is held, so a run seen by a later event is
+ * either in the ring already or still in its slot.
+ *
+ * Readahead triggers are told by thread and fault window in user space:
+ * a thread's add run is flushed when the thread begins or ends a fault,
+ * so a run lies wholly inside or outside each fault and reaches the ring
+ * before the fault's own record.
+ */
+#define RUN_SLOTS 64
+#define RUN_SPIN 4096
+
+/* Set at load time: runs (the default), one page_event per folio as the
+ * kernel reports them, or both side by side in one ring, so that a test
+ * checks the runs against the folios of the very same events. */
+#define PAGES_RUNS 0
+#define PAGES_FOLIOS 1
+#define PAGES_BOTH 2
+const volatile __u32 page_records = PAGES_RUNS;
+/* Slots in use: the possible CPUs, at most RUN_SLOTS. */
+const volatile __u32 run_slots = RUN_SLOTS;
+
+struct page_run {
+	__u32 lock;
+	__u16 kind; /* 0: empty, else EV_PAGE_ADD or EV_PAGE_DEL */
+	__u8 phase;
+	__u8 pad;
+	__u32 tgid;
+	__u32 tid;
+	__u32 token;
+	__u32 op;
+	__u32 cpu;
+	__u32 dev;
+	__u32 nr_folios;
+	__u32 pad2;
+	__u64 ino;
+	__u64 index;
+	__u64 nr_pages;
+	__u64 first_ts;
+	__u64 last_ts;
+} __attribute__((aligned(64)));
+
+struct page_run runs[RUN_SLOTS] = {};
+
+static long run_spin(__u64 i, void *data)
+{
+	__u32 slot = *(__u32 *)data;
+
+	if (slot >= RUN_SLOTS)
+		return 1;
+	return __sync_val_compare_and_swap(&runs[slot].lock, 0, 1) == 0;
+}
+
+/* run_lock takes slot i. The holder is a BPF program on another CPU that
+ * keeps it for a ring reservation and a few stores, so the wait is short;
+ * the bound only guards against the impossible. */
+static __always_inline bool run_lock(__u32 slot)
+{
+	if (slot >= RUN_SLOTS)
+		return false;
+	if (__sync_val_compare_and_swap(&runs[slot].lock, 0, 1) == 0)
+		return true;
+	return bpf_loop(RUN_SPIN, run_spin, &slot, 0) < RUN_SPIN;
+}
+
+static __always_inline void run_unlock(struct page_run *r)
+{
+	__sync_lock_test_and_set(&r->lock, 0);
+}
+
+/* run_reserve puts slot r's run in the ring, with its slot held; the
+ * caller submits the record after releasing the slot. */
+static __always_inline struct page_run_event *run_reserve(struct page_run *r)
+{
+	struct page_run_event *e;
+
+	if (!r->kind)
+		return NULL;
+	e = reserve(sizeof(*e), EV_PAGE_RUN);
+	if (!e) {
+		r->kind = 0;
+		return NULL;
+	}
+	e->hdr.ts = r->last_ts;
+	e->hdr.tgid = r->tgid;
+	e->hdr.tid = r->tid;
+	e->hdr.token = r->token;
+	e->hdr.op = r->op;
+	e->hdr.type = EV_PAGE_RUN;
+	e->hdr.phase = r->phase;
+	e->hdr.pad0 = 0;
+	e->hdr.cpu = r->cpu;
+	e->ino = r->ino;
+	e->index = r->index;
+	e->nr_pages = r->nr_pages;
+	e->first_ts = r->first_ts;
+	e->dev = r->dev;
+	e->kind = r->kind;
+	e->pad = 0;
+	e->nr_folios = r->nr_folios;
+	e->pad2 = 0;
+	r->kind = 0;
+	return e;
+}
+
+enum run_match {
+	RUN_ANY = 0,       /* every pending run */
+	RUN_OVERLAP = 1,   /* runs of the file that hold one of the pages */
+	RUN_TID_ADDS = 2,  /* add runs of the thread */
+};
+
+struct run_flush {
+	__u64 ino;
+	__u64 index;
+	__u64 nr_pages;
+	__u32 dev;
+	__u32 tid;
+	__u32 match;
+	__u32 pad;
+};
+
+static __always_inline bool run_matches(struct page_run *r, struct run_flush *f)
+{
+	if (!r->kind)
+		return false;
+	switch (f->match) {
+	case RUN_OVERLAP:
+		return r->ino == f->ino && r->dev == f->dev && r->index < f->index + f->nr_pages &&
+		       f->index < r->index + r->nr_pages;
+	case RUN_TID_ADDS:
+		return r->kind == EV_PAGE_ADD && r->tid == f->tid;
+	}
+	return true;
+}
+
+static long run_flush_slot(__u64 i, void *data)
+{
+	struct run_flush *f = data;
+	struct page_run_event *e;
+	struct page_run *r;
+
+	if (i >= run_slots || i >= RUN_SLOTS)
+		return 1;
+	r = &runs[i];
+	/* An unlocked look first: a run that matters was written before this
+	 * event began (see above), and most slots do not match. */
+	if (!run_matches(r, f))
+		return 0;
+	if (!run_lock(i)) {
+		/* Never seen: the run's order against this event is not sure. */
+		count_lost(EV_PAGE_RUN);
+		return 0;
+	}
+	e = run_matches(r, f) ? run_reserve(r) : NULL;
+	run_unlock(r);
+	if (e)
+		submit(e, EV_PAGE_RUN);
+	return 0;
+}
+
+static __always_inline void flush_runs(struct run_flush *f)
+{
+	bpf_loop(RUN_SLOTS, run_flush_slot, f, 0);
+}
+
+/* flush_thread_adds puts the thread's pending add runs in the ring: its
+ * fault begins or ends (the fault programs call it). */
+static __always_inline void flush_thread_adds(__u32 tid)
+{
+	struct run_flush f = {.tid = tid, .match = RUN_TID_ADDS};
+
+	if (page_records != PAGES_FOLIOS)
+		flush_runs(&f);
+}
+
+/* flush_all_runs puts every pending run in the ring: at a token boundary,
+ * and when user space stops recording. */
+static __always_inline void flush_all_runs(void)
+{
+	struct run_flush f = {.match = RUN_ANY};
+
+	if (page_records != PAGES_FOLIOS)
+		flush_runs(&f);
+}
+
+static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, cpu, token, op = 0;
+	__u64 nr = 1ULL << (order & 31), ts;
+	struct run_flush f = {.ino = ino, .index = index, .nr_pages = nr, .dev = dev, .match = RUN_OVERLAP};
+	struct page_run_event *e = NULL;
+	struct proc_state *ps;
+	struct page_run *r;
+	__u8 phase;
+
+	flush_runs(&f);
+	cpu = bpf_get_smp_processor_id();
+	ps = bpf_map_lookup_elem(&traced, &tgid);
+	if (ps) {
+		token = ps->token;
+		phase = ps->phase;
+		if (probe_ops) {
+			__u32 *o = bpf_map_lookup_elem(&cur_op, &tid);
+			if (o)
+				op = *o;
+		}
+	} else {
+		token = last_stamp.token;
+		phase = last_stamp.phase;
+	}
+	r = &runs[cpu & (RUN_SLOTS - 1)];
+	if (!run_lock(cpu & (RUN_SLOTS - 1))) {
+		count_lost(EV_PAGE_RUN);
+		return 0;
+	}
+	/* Taken after the flushes: later than every run they wrote. */
+	ts = bpf_ktime_get_ns();
+	if (r->kind == kind && r->ino == ino && r->dev == dev && r->index + r->nr_pages == index &&
+	    r->tid == tid && r->token == token && r->phase == phase && r->op == op) {
+		r->nr_pages += nr;
+		r->nr_folios += 1;
+		r->last_ts = ts;
+		run_unlock(r);
+		return 0;
+	}
+	e = run_reserve(r);
+	r->kind = kind;
+	r->phase = phase;
+	r->tgid = tgid;
+	r->tid = tid;
+	r->token = token;
+	r->op = op;
+	r->cpu = cpu;
+	r->dev = dev;
+	r->nr_folios = 1;
+	r->ino = ino;
+	r->index = index;
+	r->nr_pages = nr;
+	r->first_ts = ts;
+	r->last_ts = ts;
+	run_unlock(r);
+	if (e)
+		submit(e, EV_PAGE_RUN);
+	return 0;
+}
+
+static __always_inline int page_cache_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order)
+{
+	if (page_records != PAGES_RUNS) {
+		page_event(kind, dev, ino, index, pfn, order, true);
+		if (page_records == PAGES_FOLIOS)
+			return 0;
+	}
+	/* The cheap test first: most page-cache events are of other files. */
+	if (!is_model_file(dev, ino) && !is_traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	return page_run_event(kind, dev, ino, index, order);
+}
+
+/* User space runs this (BPF_PROG_TEST_RUN) when it stops recording, so
+ * that the runs still pending reach the ring. */
+SEC("raw_tp")
+int flush_page_runs(void *ctx)
+{
+	flush_all_runs();
+	return 0;
+}
+
 /* The classic tracepoints are used for the page cache because their
  * records carry folio_order() as the kernel computed it; recomputing it
  * from struct folio in BPF depends on folio flag layouts that change. */
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
 int page_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	return page_event(EV_PAGE_ADD, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order, true);
+	return page_cache_event(EV_PAGE_ADD, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
 }
 
 SEC("tracepoint/filemap/mm_filemap_delete_from_page_cache")
 int page_del(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	return page_event(EV_PAGE_DEL, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order, true);
+	return page_cache_event(EV_PAGE_DEL, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
 }
 
 SEC("tracepoint/filemap/mm_filemap_fault")
@@ -733,6 +1028,7 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	if (!ps)
 		return 0;
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)(PT_REGS_SP(ctx) + 8));
+	flush_all_runs();
 	ps->token += 1;
 	ps->phase = n_tokens > 1 ? PHASE_PREFILL : PHASE_DECODE;
 	last_stamp.token = ps->token;
@@ -1085,6 +1381,7 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
  * types, holds every event struct and enum. */
 const struct fault_event *unused_fault_event __attribute__((unused));
 const struct page_event *unused_page_event __attribute__((unused));
+const struct page_run_event *unused_page_run_event __attribute__((unused));
 const struct ra_event *unused_ra_event __attribute__((unused));
 const struct block_event *unused_block_event __attribute__((unused));
 const struct decode_event *unused_decode_event __attribute__((unused));

@@ -31,7 +31,8 @@ enum event_type {
 	EV_EXPERTS = 12,      /* selected expert ids: struct experts_event */
 	EV_TASK = 13,         /* fork, exec, exit of a traced task: struct task_event */
 	EV_MMAP = 14,         /* a traced process mapped a file: struct mmap_event */
-	EV_TYPE_MAX = 15,
+	EV_PAGE_RUN = 17,     /* contiguous page-cache adds or deletions: struct page_run_event */
+	EV_TYPE_MAX = 18,
 };
 
 enum phase {
@@ -93,6 +94,26 @@ struct page_event {
 	__u64 pfn;
 	__u32 dev;
 	__u32 order; /* folio order: the event covers 1 << order pages */
+};
+
+/* A run of page-cache adds (or deletions) that the kernel saw one folio
+ * after another: one file, contiguous pages, one thread, one token, phase
+ * and op stamp. It stands for the nr_folios page_event records the same
+ * folios would have made, and is flushed when the next folio does not
+ * extend it, when its thread's fault begins or ends, at a token boundary,
+ * and before any event on one of its pages elsewhere, so that no add and
+ * delete of a page are ever reordered. */
+struct page_run_event {
+	struct event_hdr hdr; /* the run's thread and stamp; hdr.ts: its last folio */
+	__u64 ino;
+	__u64 index;     /* first page in the file */
+	__u64 nr_pages;  /* pages [index, index + nr_pages) */
+	__u64 first_ts;  /* its first folio */
+	__u32 dev;
+	__u16 kind;      /* EV_PAGE_ADD or EV_PAGE_DEL */
+	__u16 pad;
+	__u32 nr_folios; /* folios (tracepoint hits) in the run */
+	__u32 pad2;
 };
 
 struct ra_event {

@@ -81,7 +81,8 @@ const (
 	IocorrEventTypeEV_EXPERTS       IocorrEventType = 12
 	IocorrEventTypeEV_TASK          IocorrEventType = 13
 	IocorrEventTypeEV_MMAP          IocorrEventType = 14
-	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 15
+	IocorrEventTypeEV_PAGE_RUN      IocorrEventType = 17
+	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 18
 )
 
 type IocorrExpertsEvent struct {
@@ -216,6 +217,42 @@ type IocorrPageEvent struct {
 	Order uint32
 }
 
+type IocorrPageRun struct {
+	_        structs.HostLayout
+	Lock     uint32
+	Kind     uint16
+	Phase    uint8
+	Pad      uint8
+	Tgid     uint32
+	Tid      uint32
+	Token    uint32
+	Op       uint32
+	Cpu      uint32
+	Dev      uint32
+	NrFolios uint32
+	Pad2     uint32
+	Ino      uint64
+	Index    uint64
+	NrPages  uint64
+	FirstTs  uint64
+	LastTs   uint64
+	_        [48]byte
+}
+
+type IocorrPageRunEvent struct {
+	_        structs.HostLayout
+	Hdr      IocorrEventHdr
+	Ino      uint64
+	Index    uint64
+	NrPages  uint64
+	FirstTs  uint64
+	Dev      uint32
+	Kind     uint16
+	Pad      uint16
+	NrFolios uint32
+	Pad2     uint32
+}
+
 type IocorrPhase uint32
 
 const (
@@ -305,6 +342,7 @@ const (
 	IocorrProgFaultMajor        = "fault_major"
 	IocorrProgFaultMinor        = "fault_minor"
 	IocorrProgFilemapFault      = "filemap_fault"
+	IocorrProgFlushPageRuns     = "flush_page_runs"
 	IocorrProgGetRowsBegin      = "get_rows_begin"
 	IocorrProgGraphCompute      = "graph_compute"
 	IocorrProgMmapExit          = "mmap_exit"
@@ -322,8 +360,11 @@ const (
 	IocorrVarFilterDevs         = "filter_devs"
 	IocorrVarLastStamp          = "last_stamp"
 	IocorrVarLayout             = "layout"
+	IocorrVarPageRecords        = "page_records"
 	IocorrVarPageShift          = "page_shift"
 	IocorrVarProbeOps           = "probe_ops"
+	IocorrVarRunSlots           = "run_slots"
+	IocorrVarRuns               = "runs"
 	IocorrVarSelfTgid           = "self_tgid"
 	IocorrVarUnusedBlockEvent   = "unused_block_event"
 	IocorrVarUnusedDecodeEvent  = "unused_decode_event"
@@ -336,6 +377,7 @@ const (
 	IocorrVarUnusedNodeEvent    = "unused_node_event"
 	IocorrVarUnusedOpEvent      = "unused_op_event"
 	IocorrVarUnusedPageEvent    = "unused_page_event"
+	IocorrVarUnusedPageRunEvent = "unused_page_run_event"
 	IocorrVarUnusedPhase        = "unused_phase"
 	IocorrVarUnusedRaEvent      = "unused_ra_event"
 	IocorrVarUnusedRaKind       = "unused_ra_kind"
@@ -393,6 +435,7 @@ type IocorrProgramSpecs struct {
 	FaultMajor    *ebpf.ProgramSpec `ebpf:"fault_major"`
 	FaultMinor    *ebpf.ProgramSpec `ebpf:"fault_minor"`
 	FilemapFault  *ebpf.ProgramSpec `ebpf:"filemap_fault"`
+	FlushPageRuns *ebpf.ProgramSpec `ebpf:"flush_page_runs"`
 	GetRowsBegin  *ebpf.ProgramSpec `ebpf:"get_rows_begin"`
 	GraphCompute  *ebpf.ProgramSpec `ebpf:"graph_compute"`
 	MmapExit      *ebpf.ProgramSpec `ebpf:"mmap_exit"`
@@ -434,8 +477,11 @@ type IocorrVariableSpecs struct {
 	FilterDevs         *ebpf.VariableSpec `ebpf:"filter_devs"`
 	LastStamp          *ebpf.VariableSpec `ebpf:"last_stamp"`
 	Layout             *ebpf.VariableSpec `ebpf:"layout"`
+	PageRecords        *ebpf.VariableSpec `ebpf:"page_records"`
 	PageShift          *ebpf.VariableSpec `ebpf:"page_shift"`
 	ProbeOps           *ebpf.VariableSpec `ebpf:"probe_ops"`
+	RunSlots           *ebpf.VariableSpec `ebpf:"run_slots"`
+	Runs               *ebpf.VariableSpec `ebpf:"runs"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.VariableSpec `ebpf:"unused_decode_event"`
@@ -448,6 +494,7 @@ type IocorrVariableSpecs struct {
 	UnusedNodeEvent    *ebpf.VariableSpec `ebpf:"unused_node_event"`
 	UnusedOpEvent      *ebpf.VariableSpec `ebpf:"unused_op_event"`
 	UnusedPageEvent    *ebpf.VariableSpec `ebpf:"unused_page_event"`
+	UnusedPageRunEvent *ebpf.VariableSpec `ebpf:"unused_page_run_event"`
 	UnusedPhase        *ebpf.VariableSpec `ebpf:"unused_phase"`
 	UnusedRaEvent      *ebpf.VariableSpec `ebpf:"unused_ra_event"`
 	UnusedRaKind       *ebpf.VariableSpec `ebpf:"unused_ra_kind"`
@@ -513,8 +560,11 @@ type IocorrVariables struct {
 	FilterDevs         *ebpf.Variable `ebpf:"filter_devs"`
 	LastStamp          *ebpf.Variable `ebpf:"last_stamp"`
 	Layout             *ebpf.Variable `ebpf:"layout"`
+	PageRecords        *ebpf.Variable `ebpf:"page_records"`
 	PageShift          *ebpf.Variable `ebpf:"page_shift"`
 	ProbeOps           *ebpf.Variable `ebpf:"probe_ops"`
+	RunSlots           *ebpf.Variable `ebpf:"run_slots"`
+	Runs               *ebpf.Variable `ebpf:"runs"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.Variable `ebpf:"unused_decode_event"`
@@ -527,6 +577,7 @@ type IocorrVariables struct {
 	UnusedNodeEvent    *ebpf.Variable `ebpf:"unused_node_event"`
 	UnusedOpEvent      *ebpf.Variable `ebpf:"unused_op_event"`
 	UnusedPageEvent    *ebpf.Variable `ebpf:"unused_page_event"`
+	UnusedPageRunEvent *ebpf.Variable `ebpf:"unused_page_run_event"`
 	UnusedPhase        *ebpf.Variable `ebpf:"unused_phase"`
 	UnusedRaEvent      *ebpf.Variable `ebpf:"unused_ra_event"`
 	UnusedRaKind       *ebpf.Variable `ebpf:"unused_ra_kind"`
@@ -546,6 +597,7 @@ type IocorrPrograms struct {
 	FaultMajor    *ebpf.Program `ebpf:"fault_major"`
 	FaultMinor    *ebpf.Program `ebpf:"fault_minor"`
 	FilemapFault  *ebpf.Program `ebpf:"filemap_fault"`
+	FlushPageRuns *ebpf.Program `ebpf:"flush_page_runs"`
 	GetRowsBegin  *ebpf.Program `ebpf:"get_rows_begin"`
 	GraphCompute  *ebpf.Program `ebpf:"graph_compute"`
 	MmapExit      *ebpf.Program `ebpf:"mmap_exit"`
@@ -572,6 +624,7 @@ func (p *IocorrPrograms) Close() error {
 		p.FaultMajor,
 		p.FaultMinor,
 		p.FilemapFault,
+		p.FlushPageRuns,
 		p.GetRowsBegin,
 		p.GraphCompute,
 		p.MmapExit,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -22,8 +23,13 @@ type Options struct {
 	// compute thread, so it is off by default.
 	ProbeOps bool
 	// RingBufBytes sizes the ring buffer (a power of two, at least a
-	// page); 0 means 64 MiB.
+	// page); 0 means DefaultRingBufBytes.
 	RingBufBytes int
+	// PageRecords says how page-cache adds and deletions are recorded:
+	// coalesced into EV_PAGE_RUN records (the default), or one EV_PAGE_ADD
+	// or EV_PAGE_DEL per folio as the kernel reports them, or both side by
+	// side (to check the runs against the folios of the same events).
+	PageRecords PageRecords
 	// SelfPID is filtered out of block events (iocorr's own writes).
 	SelfPID int
 	// Devices, when not empty, limits block events to these whole-disk
@@ -32,6 +38,21 @@ type Options struct {
 	// Layout overrides the built-in ggml struct layout (from DWARF).
 	Layout *Layout
 }
+
+// PageRecords selects the page-cache records (Options.PageRecords).
+type PageRecords uint32
+
+// The values are PAGES_* of iocorr.bpf.c.
+const (
+	PageRuns          PageRecords = 0
+	PageFolios        PageRecords = 1
+	PageRunsAndFolios PageRecords = 2
+)
+
+// DefaultRingBufBytes is the ring buffer size when none is given. Page-cache
+// runs keep a run under memory pressure to a few thousand records per GiB
+// read, so a few MiB hold several seconds of events.
+const DefaultRingBufBytes = 8 << 20
 
 // Probe is one attached (or failed) probe, as recorded in the run metadata.
 type Probe struct {
@@ -76,7 +97,7 @@ var ErrPrivileges = errors.New("loading BPF programs needs root (or CAP_BPF and 
 // later, per file, with AttachUser.
 func Open(opts Options) (*Tracer, error) {
 	if opts.RingBufBytes == 0 {
-		opts.RingBufBytes = 64 << 20
+		opts.RingBufBytes = DefaultRingBufBytes
 	}
 	if opts.RingBufBytes < os.Getpagesize() || opts.RingBufBytes&(opts.RingBufBytes-1) != 0 {
 		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least a page", opts.RingBufBytes)
@@ -98,12 +119,21 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.Layout != nil {
 		lay = *opts.Layout
 	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("counting CPUs: %w", err)
+	}
+	// RUN_SLOTS of iocorr.bpf.c; CPUs beyond it share slots.
+	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
 	consts := map[string]any{
-		"self_tgid":   uint32(opts.SelfPID),
-		"probe_ops":   opts.ProbeOps,
-		"filter_devs": len(opts.Devices) > 0,
-		"layout":      lay.bpf(),
-		"page_shift":  uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
+		"self_tgid":    uint32(opts.SelfPID),
+		"probe_ops":    opts.ProbeOps,
+		"filter_devs":  len(opts.Devices) > 0,
+		"layout":       lay.bpf(),
+		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
+		"page_records": uint32(opts.PageRecords),
+		// Slots beyond the CPUs would never be used: flushes scan only these.
+		"run_slots": uint32(min(cpus, runSlots)),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -289,6 +319,16 @@ func (t *Tracer) Lost() (map[string]uint64, error) {
 		out[EventTypeName(typ)] = sum
 	}
 	return out, nil
+}
+
+// FlushPageRuns puts the page-cache runs still pending in the kernel into
+// the ring buffer. The recorder calls it when the command has ended, before
+// it reads the ring to its end; runs are also flushed at every token.
+func (t *Tracer) FlushPageRuns() error {
+	if _, err := t.objs.FlushPageRuns.Run(&ebpf.RunOptions{}); err != nil {
+		return fmt.Errorf("flushing pending page-cache runs: %w", err)
+	}
+	return nil
 }
 
 // PendingBlockRequests counts block requests seen issued whose completion

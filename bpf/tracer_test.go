@@ -27,9 +27,13 @@ func openTracer(t *testing.T, opts Options) *Tracer {
 	return tr
 }
 
-// drain reads records until the ring buffer has been quiet for a while.
+// drain flushes the pending page-cache runs and reads records until the
+// ring buffer has been quiet for a while.
 func drain(t *testing.T, tr *Tracer, each func(typ uint16, rec []byte)) {
 	t.Helper()
+	if err := tr.FlushPageRuns(); err != nil {
+		t.Fatal(err)
+	}
 	rd := tr.RingBuf()
 	var rec ringbuf.Record
 	quiet := 0
@@ -156,10 +160,10 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 			if e.Ino == ino && e.Dev == dev {
 				faults[e.FileOff] = append(faults[e.FileOff], e)
 			}
-		case uint32(IocorrEventTypeEV_PAGE_ADD):
-			e := (*IocorrPageEvent)(unsafe.Pointer(&rec[0]))
-			if e.Ino == ino {
-				for i := uint64(0); i < 1<<e.Order; i++ {
+		case uint32(IocorrEventTypeEV_PAGE_RUN):
+			e := (*IocorrPageRunEvent)(unsafe.Pointer(&rec[0]))
+			if e.Ino == ino && e.Kind == uint16(IocorrEventTypeEV_PAGE_ADD) {
+				for i := uint64(0); i < e.NrPages; i++ {
 					added[e.Index+i] = true
 				}
 			}
@@ -271,7 +275,8 @@ func TestOpenRejectsABadRingBufferSize(t *testing.T) {
 func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
 	f, dev, ino := coldFile(t, 256)
 	// One page of ring buffer holds a few dozen events; nobody drains it.
-	tr := openTracer(t, Options{RingBufBytes: os.Getpagesize()})
+	// A record per folio: one page add per page touched.
+	tr := openTracer(t, Options{RingBufBytes: os.Getpagesize(), PageRecords: PageFolios})
 	mem := traceRandomMapping(t, tr, f, dev, ino, 256)
 	for p := 0; p < 256; p++ {
 		sink += mem[p*4096]

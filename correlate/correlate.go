@@ -283,6 +283,10 @@ const maxPending = 8192
 
 type tidState struct {
 	pending []Event
+	// since is, per pending add, when its first page was added: a run's
+	// Event.Ts is its last folio's, and the whole run must lie in the
+	// fault's window to have been read ahead by it.
+	since []uint64
 }
 
 // selKey is one router decision site: a token's MoE layer.
@@ -510,6 +514,9 @@ func (c *Correlator) Add(r ingest.Record) error {
 	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
 		c.pageDel(r.Page())
 		return c.err
+	case uint16(bpf.IocorrEventTypeEV_PAGE_RUN):
+		c.pageRun(r.PageRun())
+		return c.err
 	case uint16(bpf.IocorrEventTypeEV_BLOCK):
 		// A completion may run in any task's context, the faulting
 		// thread's included: it must not end that thread's window.
@@ -652,27 +659,58 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 	var trigBytes uint64
 	for i := range st.pending {
 		ev := &st.pending[i]
-		if trig != NoTensor && ev.Ts >= f.StartTs && ev.Ts <= f.Hdr.Ts {
+		if trig != NoTensor && st.since[i] >= f.StartTs && ev.Ts <= f.Hdr.Ts {
 			ev.Trigger = trig
 			trigBytes += ev.Bytes
 		}
 		c.emit(ev)
 	}
 	st.pending = st.pending[:0]
+	st.since = st.since[:0]
 	if trigBytes > 0 {
 		c.agg(tok, trig, texp, op).TriggerBytes += trigBytes
 		c.token(&f.Hdr).TriggerBytes += trigBytes
 	}
 }
 
-func (c *Correlator) pageRange(p *bpf.IocorrPageEvent) (m *modelIndex, off, n int64) {
-	pages := int64(1) << min(p.Order, 20)
-	return c.modelOf(p.Dev, p.Ino), int64(p.Index) * PageSize, pages * PageSize
+func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
+	n := int64(1) << min(p.Order, 20)
+	c.added(&p.Hdr, p.Hdr.Ts, p.Dev, p.Ino, int64(p.Index)*PageSize, n*PageSize)
 }
 
-func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
-	hdr := &p.Hdr
-	m, off, n := c.pageRange(p)
+func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
+	n := int64(1) << min(p.Order, 20)
+	c.deleted(&p.Hdr, p.Dev, p.Ino, int64(p.Index)*PageSize, n*PageSize)
+}
+
+// maxRunPages bounds a run's length: a file of 2^44 bytes, beyond which a
+// record is damaged, not a run.
+const maxRunPages = 1 << 32
+
+// pageRun charges a run of folios as the per-folio records would have
+// been charged: every byte range and page once, at the run's stamp.
+func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
+	n := int64(min(p.NrPages, maxRunPages)) * PageSize
+	off := int64(min(p.Index, maxRunPages)) * PageSize
+	switch p.Kind {
+	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+		first := p.FirstTs
+		if first == 0 || first > p.Hdr.Ts {
+			first = p.Hdr.Ts
+		}
+		c.added(&p.Hdr, first, p.Dev, p.Ino, off, n)
+	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+		c.deleted(&p.Hdr, p.Dev, p.Ino, off, n)
+	default:
+		c.stats.Unattributed++
+	}
+}
+
+// added holds back the adds of file range [off, off+n) until the thread's
+// fault, if any, tells their trigger; first is when the first page of it
+// was added, hdr.Ts when the last was.
+func (c *Correlator) added(hdr *bpf.IocorrEventHdr, first uint64, dev uint32, ino uint64, off, n int64) {
+	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
 	st := c.tids[hdr.Tid]
@@ -689,6 +727,7 @@ func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
 		}
 		st.pending = append(st.pending, Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
 			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageAdd, Phase: hdr.Phase})
+		st.since = append(st.since, first)
 		a := c.agg(hdr.Token, s.tensor, s.expert, op)
 		a.AddedBytes += uint64(s.n)
 		a.PagesAdded += s.pagesFrom()
@@ -697,9 +736,8 @@ func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
 	t.PagesAdded += uint64(n / PageSize)
 }
 
-func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
-	hdr := &p.Hdr
-	m, off, n := c.pageRange(p)
+func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, dev uint32, ino uint64, off, n int64) {
+	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
 	c.slices = c.fileSlices(c.slices[:0], m, off, n)

@@ -39,13 +39,17 @@
 // the thread's next fault or exit) is counted apart and has no stall, as
 // its end is not its completion. The stall is ts − start_ts.
 //
-// Page cache (EV_PAGE_ADD / EV_PAGE_DEL). The folio covers pages
-// [index, index + 1<<order); its byte range is split over every tensor
+// Page cache (EV_PAGE_RUN; EV_PAGE_ADD / EV_PAGE_DEL when recorded per
+// folio). A run covers pages [index, index + nr_pages), a folio
+// [index, index + 1<<order); either byte range is split over every tensor
 // slice it covers, each slice charged its own bytes (a 16 KiB folio
 // straddling two tensors charges, say, 12 KiB to one and 4 KiB to the
 // other). Page counts are charged to the tensor holding each page's first
 // byte, so per-tensor pages add up to the folio's even where GGUF's 32-byte
-// alignment puts a tensor boundary inside a page.
+// alignment puts a tensor boundary inside a page. A run is charged as its
+// folios would be, one by one: the kernel coalesces only folios of one
+// thread and one token, phase and op stamp, so per-tensor, per-expert and
+// per-token sums are the same (TestPageRunsChargeWhatFoliosCharge).
 //
 // Block requests (EV_BLOCK). A request on a disk (dev, sector from the
 // start of the whole disk) is checked against every model on that disk
@@ -61,7 +65,9 @@
 // discards are kept as events (class 1) and never charged as reads.
 //
 // Readahead. Pages that the kernel adds while a thread is inside a fault
-// (same tid, add ts within the fault's [start_ts, ts]) are charged twice:
+// (same tid, add ts within the fault's [start_ts, ts]; for a run, from its
+// first_ts to its ts, as the kernel cuts a thread's runs when its faults
+// begin and end) are charged twice:
 // as landed bytes to the tensor they belong to, and as trigger bytes to the
 // tensor (and expert) whose fault caused the read, at the fault's token and
 // op. Because the fault's record is written at completion, after the adds,

@@ -36,6 +36,7 @@ var eventSizes = [bpf.EventTypeCount]int{
 	bpf.IocorrEventTypeEV_EXPERTS:       int(unsafe.Sizeof(bpf.IocorrExpertsEvent{})),
 	bpf.IocorrEventTypeEV_TASK:          int(unsafe.Sizeof(bpf.IocorrTaskEvent{})),
 	bpf.IocorrEventTypeEV_MMAP:          int(unsafe.Sizeof(bpf.IocorrMmapEvent{})),
+	bpf.IocorrEventTypeEV_PAGE_RUN:      int(unsafe.Sizeof(bpf.IocorrPageRunEvent{})),
 }
 
 // EventSize is the size of the struct of event type t, 0 for an unknown t.
@@ -116,6 +117,15 @@ func (r Record) Page() *bpf.IocorrPageEvent {
 		return nil
 	}
 	return cast[bpf.IocorrPageEvent](r)
+}
+
+// PageRun is the record as a run of page-cache adds or deletions, nil for
+// another type.
+func (r Record) PageRun() *bpf.IocorrPageRunEvent {
+	if !r.is(bpf.IocorrEventTypeEV_PAGE_RUN) {
+		return nil
+	}
+	return cast[bpf.IocorrPageRunEvent](r)
 }
 
 // Block is the record as a block event, nil for another type.

@@ -57,3 +57,15 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations per decode, want 0", n)
 	}
 }
+
+func TestDecodeCastsAPageRunAndRefusesOneCutShort(t *testing.T) {
+	p := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 300, FirstTs: 9}
+	var st DecodeStats
+	r, ok := Decode(Bytes(&p), &st)
+	if !ok || r.PageRun() == nil || r.PageRun().NrPages != 300 || r.PageRun().Index != 5 || r.Page() != nil {
+		t.Fatalf("a page run decoded as ok %v, run %+v", ok, r.PageRun())
+	}
+	if _, ok := Decode(Bytes(&p)[:len(Bytes(&p))-1], &st); ok || st.Short != 1 {
+		t.Fatalf("a run missing its last byte decoded: ok %v %+v", ok, st)
+	}
+}

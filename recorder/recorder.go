@@ -411,6 +411,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// the device's own counters saw in between.
 	diskAfter, diskErr := experiment.DiskStats()
 	r.residentEnd()
+	// Page-cache runs still pending in the kernel, up to the residency
+	// snapshot just taken, go to the ring before it is read to its end.
+	if err := r.tr.FlushPageRuns(); err != nil {
+		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
+	}
 	stopDrain()
 	if !drained {
 		derr = <-drainErr

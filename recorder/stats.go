@@ -103,6 +103,17 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 		case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
 			s.evicted.Add(1 << e.Order)
 		}
+	case d.PageRun() != nil:
+		e := d.PageRun()
+		if !m.known(e.Dev, e.Ino) {
+			return
+		}
+		switch e.Kind {
+		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+			s.pagesAdded.Add(e.NrPages)
+		case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+			s.evicted.Add(e.NrPages)
+		}
 	case d.Block() != nil:
 		e := d.Block()
 		if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {

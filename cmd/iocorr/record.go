@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
@@ -61,7 +62,7 @@ func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache "+when)
 	fs.BoolVar(&o.dropCaches, "drop-caches", false, "drop the whole system's page cache "+when)
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
-	fs.StringVar(&o.ringbuf, "ringbuf-size", "64MiB", "BPF ring buffer size (a power of two)")
+	fs.StringVar(&o.ringbuf, "ringbuf-size", fmt.Sprintf("%dMiB", bpf.DefaultRingBufBytes>>20), "BPF ring buffer size (a power of two)")
 }
 
 // recorderOptions turns the flags into the recorder's options; a value

@@ -402,10 +402,10 @@ func TestRecordColdUnderAMemoryLimit(t *testing.T) {
 	var added, readModel uint64
 	spoolEvents(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_PAGE_ADD):
-			e := decoded(t, rec).Page()
-			if e.Ino == mf.Ino && e.Dev == mf.Dev {
-				added += 1 << e.Order
+		case uint32(bpf.IocorrEventTypeEV_PAGE_RUN):
+			e := decoded(t, rec).PageRun()
+			if e.Ino == mf.Ino && e.Dev == mf.Dev && e.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD) {
+				added += e.NrPages
 			}
 		case uint32(bpf.IocorrEventTypeEV_BLOCK):
 			e := decoded(t, rec).Block()
