@@ -136,10 +136,10 @@ type gridXYZ struct {
 	y0, dy float64
 }
 
-func (g *gridXYZ) Dims() (int, int)     { return len(g.z), len(g.z[0]) }
-func (g *gridXYZ) Z(c, r int) float64   { return g.z[c][r] }
-func (g *gridXYZ) X(c int) float64      { return g.x0 + (float64(c)+0.5)*g.dx }
-func (g *gridXYZ) Y(r int) float64      { return g.y0 + (float64(r)+0.5)*g.dy }
+func (g *gridXYZ) Dims() (int, int)   { return len(g.z), len(g.z[0]) }
+func (g *gridXYZ) Z(c, r int) float64 { return g.z[c][r] }
+func (g *gridXYZ) X(c int) float64    { return g.x0 + (float64(c)+0.5)*g.dx }
+func (g *gridXYZ) Y(r int) float64    { return g.y0 + (float64(r)+0.5)*g.dy }
 func (g *gridXYZ) minMax() (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, col := range g.z {
@@ -161,7 +161,7 @@ func (g *gridXYZ) minMax() (lo, hi float64) {
 var (
 	colPrefill = color.RGBA{R: 214, G: 96, B: 77, A: 255}
 	colDecode  = color.RGBA{R: 33, G: 102, B: 172, A: 255}
-	colEmpty   = color.RGBA{R: 247, G: 247, B: 247, A: 255}
+	colEmpty   = color.RGBA{R: 222, G: 226, B: 230, A: 255}
 	colReal    = color.RGBA{R: 0, G: 0, B: 0, A: 255}
 	colPolicy  = map[string]color.Color{
 		"lru":    color.RGBA{R: 27, G: 158, B: 119, A: 255},
@@ -171,6 +171,45 @@ var (
 )
 
 func colorMap() palette.ColorMap { return moreland.ExtendedBlackBody() }
+
+// heatMap is the offset heatmaps' colours: black body from black to
+// yellow, its palest part left out so that no value looks like the grey of
+// an empty cell.
+type heatMap struct {
+	base     palette.ColorMap
+	min, max float64
+}
+
+func newHeatMap() *heatMap {
+	b := colorMap()
+	b.SetMin(0)
+	b.SetMax(1)
+	return &heatMap{base: b, min: 0, max: 1}
+}
+
+func (h *heatMap) At(v float64) (color.Color, error) {
+	if h.max <= h.min {
+		return h.base.At(0)
+	}
+	return h.base.At(0.82 * min(max((v-h.min)/(h.max-h.min), 0), 1))
+}
+func (h *heatMap) Max() float64       { return h.max }
+func (h *heatMap) Min() float64       { return h.min }
+func (h *heatMap) SetMax(v float64)   { h.max = v }
+func (h *heatMap) SetMin(v float64)   { h.min = v }
+func (h *heatMap) Alpha() float64     { return h.base.Alpha() }
+func (h *heatMap) SetAlpha(a float64) { h.base.SetAlpha(a) }
+func (h *heatMap) Palette(n int) palette.Palette {
+	cs := make([]color.Color, n)
+	for i := range cs {
+		cs[i], _ = h.At(h.min + (h.max-h.min)*float64(i)/float64(max(n-1, 1)))
+	}
+	return colors(cs)
+}
+
+type colors []color.Color
+
+func (c colors) Colors() []color.Color { return c }
 
 // band is a labelled stretch of the offset axis: a layer, or a tensor
 // outside the layers.
@@ -261,7 +300,9 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 	p.Y.Min, p.Y.Max = g.y0, -float64(ev.lo)
 	p.X.Min, p.X.Max = 0, float64(ev.maxTok+1)
 	p.X.Tick.Marker = tokenTicks{}
-	cm := colorMap()
+	cm := newHeatMap()
+	cm.SetMin(lo)
+	cm.SetMax(hi)
 	hm := plotter.NewHeatMap(g, cm.Palette(256))
 	hm.Min, hm.Max = lo, hi
 	hm.NaN = colEmpty
@@ -271,8 +312,6 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 	cb := plot.New()
 	cb.HideX()
 	cb.Y.Label.Text = what
-	cm.SetMin(lo)
-	cm.SetMax(hi)
 	cb.Add(&plotter.ColorBar{ColorMap: cm, Vertical: true})
 	cb.Y.Tick.Marker = plot.TickerFunc(func(a, b float64) []plot.Tick {
 		var t []plot.Tick
@@ -290,7 +329,7 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 	if g.dx > 1 {
 		binNote = fmt.Sprintf(" Each column sums %.3g tokens.", g.dx)
 	}
-	caption := fmt.Sprintf("%s of %s by file offset (rows of %s) and token (%d columns), log colour scale; white: none. %s in all.%s Hover a layer for its totals.",
+	caption := fmt.Sprintf("%s of %s by file offset (rows of %s) and token (%d columns), log colour scale; grey: none. %s in all.%s Hover a layer for its totals.",
 		strings.ToUpper(what[:1])+what[1:], r.modelName(ev.model), humanBytes(float64(ev.rowBytes)), ev.cols, fmtTotal(total, faults), binNote)
 	c := &Chart{Name: name, Title: p.Title.Text, Caption: caption, W: 22 * vg.Centimeter, H: 16 * vg.Centimeter}
 	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
@@ -358,12 +397,12 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 	}
 	group := max(1, (len(r.tokens)+LinePoints-1)/LinePoints)
 	type pt struct {
-		x, y   float64
-		n      int
-		first  uint32
-		last   uint32
-		phase  uint8
-		ntoks  int32
+		x, y  float64
+		n     int
+		first uint32
+		last  uint32
+		phase uint8
+		ntoks int32
 	}
 	var pts []pt
 	for i := range r.tokens {

@@ -235,7 +235,7 @@ func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
 			page := string(html(t, rep))
 			for _, want := range []string{
 				`llama-cli -m /models/synth.gguf -p 'it'\''s a test'`, // the command, quoted as for a shell
-				"ggml_compute_forward_get_rows: symbol not found",    // what could not be probed
+				"ggml_compute_forward_get_rows: symbol not found",     // what could not be probed
 				"memory limit 96 MiB",
 				"lost events",
 			} {
@@ -371,16 +371,6 @@ func TestPNGsAreWrittenOnePerChart(t *testing.T) {
 	}
 }
 
-func requireBrowser(t *testing.T) {
-	t.Helper()
-	if err := browsertest.Available(); err != nil {
-		if os.Getenv("IOCORR_REQUIRE_BROWSER") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-}
-
 func openInBrowser(t *testing.T, page []byte) *browsertest.Page {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "report.html")
@@ -400,7 +390,7 @@ func openInBrowser(t *testing.T, page []byte) *browsertest.Page {
 // with a sweep, opened from disk in headless Chromium, logs no error and
 // draws every chart at a non-zero size, heatmap rasters decoded.
 func TestReportOpensInChromiumWithEveryChartDrawn(t *testing.T) {
-	requireBrowser(t)
+	browsertest.Require(t)
 	page := html(t, buildReport(t, synth{layers: 4, experts: 8, tokens: 30}.build(t), report.Options{Sweep: sweepSummary}))
 	p := openInBrowser(t, page)
 	if len(p.Errors) > 0 {
@@ -419,7 +409,7 @@ func TestReportOpensInChromiumWithEveryChartDrawn(t *testing.T) {
 // size, a heatmap whose raster does not decode, and a fetch the page's
 // policy blocks.
 func TestBrowserCheckFailsWhenAChartIsMissingOrBroken(t *testing.T) {
-	requireBrowser(t)
+	browsertest.Require(t)
 	page := string(html(t, buildReport(t, synth{layers: 2, experts: 4, tokens: 6}.build(t), report.Options{})))
 	want := report.ChartNames(true, false)
 	cut := regexp.MustCompile(`(?s)<figure class="chart" id="chart-token_stall".*?</figure>`)
@@ -428,7 +418,7 @@ func TestBrowserCheckFailsWhenAChartIsMissingOrBroken(t *testing.T) {
 	}
 	bad := cut.ReplaceAllString(page, "")
 	bad = strings.Replace(bad, `<svg class="chart-svg"`, `<svg style="display:none" class="chart-svg"`, 1) // the first chart
-	bad = regexp.MustCompile(`base64,[A-Za-z0-9+/]{8}`).ReplaceAllString(bad, "base64,AAAAAAAA")  // rasters damaged
+	bad = regexp.MustCompile(`base64,[A-Za-z0-9+/]{8}`).ReplaceAllString(bad, "base64,AAAAAAAA")           // rasters damaged
 	bad = strings.Replace(bad, "</body>", `<img src="http://example.invalid/x.png"></body>`, 1)
 	p := openInBrowser(t, []byte(bad))
 	probs := strings.Join(p.Check(want), "\n")

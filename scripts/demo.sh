@@ -32,3 +32,13 @@ step "the experts of every ffn_down_exps tensor"
 step "per-token CSV: $dir/faults-per-token.csv"
 "$iocorr" export -i "$dir/iocorr.data" faults-per-token -o "$dir/faults-per-token.csv"
 head -n 5 "$dir/faults-per-token.csv"
+
+step "the report: $dir/report.html (one file; each chart also as $dir/charts/NAME.png)"
+"$iocorr" report -i "$dir/iocorr.data" -o "$dir/report.html" --png "$dir/charts"
+if command -v chromium >/dev/null 2>&1; then
+	# What docs/report.png shows: the top of the page in a 1200×1600 window.
+	chromium --headless --no-sandbox --disable-gpu --disable-background-networking --hide-scrollbars \
+		--window-size=1200,1600 --screenshot="$(realpath "$dir")/report.png" "file://$(realpath "$dir/report.html")" >/dev/null 2>&1 &&
+		echo "screenshot: $dir/report.png" >&2 ||
+		echo "demo: chromium could not take a screenshot of the report" >&2
+fi

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -59,6 +60,19 @@ func Available() error {
 		return fmt.Errorf("%s is not installed (Debian: apt-get install --no-install-recommends chromium; make setup does): %w", Binary, err)
 	}
 	return nil
+}
+
+// Require skips the test when the browser is missing, or fails it when
+// the full suite runs (IOCORR_REQUIRE_LLAMA or IOCORR_REQUIRE_BROWSER
+// set: make setup installs chromium).
+func Require(t testing.TB) {
+	t.Helper()
+	if err := Available(); err != nil {
+		if os.Getenv("IOCORR_REQUIRE_LLAMA") != "" || os.Getenv("IOCORR_REQUIRE_BROWSER") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
 }
 
 // Open loads the file at path in a fresh headless Chromium and reports
