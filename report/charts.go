@@ -33,6 +33,7 @@ type events struct {
 	faults   [][]float64 // [col][row] major faults
 	// Whole-run totals by tensor id, for hover text.
 	tBytes, tFaults []float64
+	late            int // events of a token after maxTok, not in the heatmaps
 	// expBytes is the device bytes read of each (layer, expert) slice of
 	// the *_exps tensors in decode tokens.
 	expBytes map[[2]int]float64
@@ -81,6 +82,9 @@ func (r *run) eventPass() (*events, error) {
 			return nil
 		}
 		t := &r.st.Tensors[e.Tensor]
+		if e.Token > ev.maxTok && t.Model == ev.model && (e.Kind == correlate.KindBlock || e.Kind == correlate.KindFault) {
+			ev.late++
+		}
 		switch {
 		case e.Kind == correlate.KindBlock && e.Class == correlate.ClassRead:
 			ev.tBytes[e.Tensor] += float64(e.Bytes)
@@ -309,10 +313,7 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 	hm.Rasterized = true
 	p.Add(hm)
 
-	cb := plot.New()
-	cb.HideX()
-	cb.Y.Label.Text = what
-	cb.Add(&plotter.ColorBar{ColorMap: cm, Vertical: true})
+	cb := colourBar(cm, what)
 	cb.Y.Tick.Marker = plot.TickerFunc(func(a, b float64) []plot.Tick {
 		var t []plot.Tick
 		for k := math.Ceil(a); k <= b; k++ {
@@ -333,13 +334,7 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 		strings.ToUpper(what[:1])+what[1:], r.modelName(ev.model), humanBytes(float64(ev.rowBytes)), ev.cols, fmtTotal(total, faults), binNote)
 	c := &Chart{Name: name, Title: p.Title.Text, Caption: caption, W: 22 * vg.Centimeter, H: 16 * vg.Centimeter}
 	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
-		const cbW = 3 * vg.Centimeter
-		main := dc
-		main.Max.X -= cbW
-		bar := dc
-		bar.Min.X = dc.Max.X - cbW
-		bar.Min.Y += 1.5 * vg.Centimeter
-		bar.Max.Y -= 1 * vg.Centimeter
+		main, bar := splitBar(dc)
 		hm.GridXYZ = g
 		if forPNG {
 			hm.GridXYZ = &scaledGrid{g, max(1, 1200/ev.cols), max(1, 1200/ev.rows)}
@@ -428,6 +423,11 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 	p.X.Tick.Marker = tokenTicks{}
 	p.Y.Label.Text = ylab
 	p.Legend.Top = true
+	// Amounts start at zero; the top sixth is left to the legend.
+	p.Y.Min = 0
+	for _, q := range pts {
+		p.Y.Max = max(p.Y.Max, q.y*1.18)
+	}
 	var firstDecode float64 = -1
 	for _, ph := range []struct {
 		phase uint8
@@ -738,11 +738,16 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 			}
 		}
 	}
-	g := &gridXYZ{z: val, x0: -0.5, dx: 1, y0: -0.5, dy: 1}
+	// Layer i is drawn in row len-1-i, so that layer 0 is at the top.
+	g := &gridXYZ{z: grid(experts, len(layers)), x0: -0.5, dx: 1, y0: -0.5, dy: 1}
 	lo, hi := 0.0, 0.0
-	for _, col := range val {
-		for _, v := range col {
+	for e, col := range val {
+		for i, v := range col {
 			hi = max(hi, v)
+			g.z[e][len(layers)-1-i] = math.NaN()
+			if v > 0 {
+				g.z[e][len(layers)-1-i] = v
+			}
 		}
 	}
 	if hi == lo {
@@ -752,27 +757,33 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 	p.Title.Text = title
 	p.X.Label.Text = "expert"
 	p.Y.Label.Text = "layer"
-	cm := colorMap()
-	hm := plotter.NewHeatMap(g, palette.Reverse(cm).Palette(256))
+	cm := newHeatMap()
+	cm.SetMin(lo)
+	cm.SetMax(hi)
+	hm := plotter.NewHeatMap(g, cm.Palette(256))
 	hm.Min, hm.Max = lo, hi
+	hm.NaN = colEmpty
 	p.Add(hm)
 	p.X.Tick.Marker = intTicks(experts, func(i int) string { return fmt.Sprint(i) })
-	p.Y.Tick.Marker = intTicks(len(layers), func(i int) string { return fmt.Sprint(layers[i]) })
-	p.Y.Scale = plot.InvertedScale{Normalizer: plot.LinearScale{}}
-	caption := fmt.Sprintf("%s in decode tokens, %d MoE layers × %d experts; darker is more (0 to %.4g %s). Hover a cell for its value.", title[:strings.Index(title, " (")], len(layers), experts, hi, unit)
+	p.Y.Tick.Marker = intTicks(len(layers), func(i int) string { return fmt.Sprint(layers[len(layers)-1-i]) })
+	cb := colourBar(cm, unit)
+	caption := fmt.Sprintf("%s in decode tokens, %d MoE layers × %d experts; brighter is more, grey none. Hover a cell for its value.", title[:strings.Index(title, " (")], len(layers), experts)
 	if bytes {
-		caption = fmt.Sprintf("Device bytes read from each expert's slice of the layer's *_exps tensors in decode tokens, %d MoE layers × %d experts; darker is more (0 to %.4g MiB).", len(layers), experts, hi)
+		caption = fmt.Sprintf("Device bytes read from each expert's slice of the layer's *_exps tensors in decode tokens, %d MoE layers × %d experts; brighter is more, grey none. Hover a cell for its value.", len(layers), experts)
 	}
-	c := &Chart{Name: name, Title: title, Caption: caption, W: 16 * vg.Centimeter, H: vg.Length(max(8, min(24, 3+0.6*float64(len(layers))))) * vg.Centimeter}
+	c := &Chart{Name: name, Title: title, Caption: caption, W: 19 * vg.Centimeter, H: vg.Length(max(8, min(24, 3+0.6*float64(len(layers))))) * vg.Centimeter}
 	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
-		p.Draw(dc)
-		da := p.DataCanvas(dc)
+		main, bar := splitBar(dc)
+		p.Draw(main)
+		cb.Draw(bar)
+		da := p.DataCanvas(main)
 		tx, ty := p.Transforms(&da)
 		var hs []Hover
 		for e := range experts {
 			for i, l := range layers {
 				x0, x1 := tx(float64(e)-0.5), tx(float64(e)+0.5)
-				y0, y1 := ty(float64(i)-0.5), ty(float64(i)+0.5)
+				row := float64(len(layers) - 1 - i)
+				y0, y1 := ty(row-0.5), ty(row+0.5)
 				v := fmt.Sprintf("%.0f activations", val[e][i])
 				if bytes {
 					v = humanBytes(val[e][i]*(1<<20)) + " read"
@@ -1001,4 +1012,24 @@ func (s *scaledGrid) X(c int) float64 {
 }
 func (s *scaledGrid) Y(r int) float64 {
 	return s.g.y0 + (float64(r)+0.5)*s.g.dy/float64(s.fy)
+}
+
+// colourBar is a vertical colour scale for a heatmap's colour map.
+func colourBar(cm palette.ColorMap, label string) *plot.Plot {
+	cb := plot.New()
+	cb.HideX()
+	cb.Y.Label.Text = label
+	cb.Add(&plotter.ColorBar{ColorMap: cm, Vertical: true})
+	return cb
+}
+
+// splitBar keeps the right of a canvas for a colour bar.
+func splitBar(dc draw.Canvas) (main, bar draw.Canvas) {
+	const w = 3 * vg.Centimeter
+	main, bar = dc, dc
+	main.Max.X -= w
+	bar.Min.X = dc.Max.X - w
+	bar.Min.Y += 1.5 * vg.Centimeter
+	bar.Max.Y -= 1 * vg.Centimeter
+	return main, bar
 }

@@ -92,6 +92,9 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 			out.Notes = append(out.Notes, note)
 		}
 	}
+	if ev.late > 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("%d events carry a token after the last llama_decode call the store has; the offset heatmaps leave them out", ev.late))
+	}
 	add(r.offsetHeatmap(ev, false))
 	add(r.offsetHeatmap(ev, true))
 	add(r.perTokenLine(false))
@@ -141,7 +144,11 @@ func header(m *rundir.Meta, opt Options) []Field {
 		f("sweep", "%s (the run below is one of its budgets)", opt.SweepDir)
 	}
 	f("command", "%s", shellJoin(m.Command))
-	if !m.Start.IsZero() {
+	switch {
+	case m.Start.IsZero():
+	case m.End.Before(m.Start):
+		f("recorded", "from %s; the recording has no end time (it did not finish)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"))
+	default:
 		f("recorded", "%s – %s (%s)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"), m.End.UTC().Format("15:04:05"), m.End.Sub(m.Start).Round(1e6))
 	}
 	f("host", "%s, kernel %s, %s, %d CPUs, %s memory", m.Host.Hostname, m.Host.Kernel, m.Host.CPUModel, m.Host.NumCPU, humanBytes(float64(m.Host.MemTotal)))
