@@ -328,7 +328,7 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 
 	binNote := ""
 	if g.dx > 1 {
-		binNote = fmt.Sprintf(" Each column sums %.3g tokens.", g.dx)
+		binNote = fmt.Sprintf(" Each column sums about %.3g tokens.", g.dx)
 	}
 	caption := fmt.Sprintf("%s of %s by file offset (rows of %s) and token (%d columns), log colour scale; grey: none. %s in all.%s Hover a layer for its totals.",
 		strings.ToUpper(what[:1])+what[1:], r.modelName(ev.model), humanBytes(float64(ev.rowBytes)), ev.cols, fmtTotal(total, faults), binNote)

@@ -431,3 +431,63 @@ func TestBrowserCheckFailsWhenAChartIsMissingOrBroken(t *testing.T) {
 		t.Errorf("the blocked fetch was not reported: %q", p.Errors)
 	}
 }
+
+// chartSVG draws the named chart of rep.
+func chartSVG(t *testing.T, rep *report.Report, name string) string {
+	t.Helper()
+	for _, c := range rep.Charts {
+		if c.Name == name {
+			b, err := c.SVG()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
+	t.Fatalf("no chart %s", name)
+	return ""
+}
+
+// TestHeatmapHoverTotalsAreTheEventsOfEachBandAndCell: in the synthetic
+// run token i reads one page of layer i%4's attn_q (with a major fault)
+// and the two pages of one picked expert of that layer's ffn_down_exps;
+// the load read token_embd's eight pages. Over 12 tokens each layer's
+// band totals 3 × 3 pages and 3 faults, and each expert cell of the
+// decode bytes heatmap holds two pages per token that read it.
+func TestHeatmapHoverTotalsAreTheEventsOfEachBandAndCell(t *testing.T) {
+	rep := buildReport(t, synth{layers: 4, experts: 8, tokens: 12}.build(t), report.Options{})
+	svg := chartSVG(t, rep, "offset_token_bytes")
+	for l := range 4 {
+		if want := fmt.Sprintf("blk.%d, offsets", l); !strings.Contains(svg, want) {
+			t.Errorf("no hover for %s", want)
+		}
+		re := regexp.MustCompile(fmt.Sprintf(`blk\.%d, offsets \d+–\d+ \([^)]*\): 36 KiB read from the device, 3 major faults over the run`, l))
+		if !re.MatchString(svg) {
+			t.Errorf("layer %d's band does not total 36 KiB and 3 faults", l)
+		}
+	}
+	if !strings.Contains(svg, "token_embd, offsets 4096–36864 (32 KiB): 32 KiB read from the device, 0 major faults") {
+		t.Errorf("token_embd's band does not total the load's 32 KiB")
+	}
+	// Decode tokens 2…12: token i reads expert (i + i%4) % 8 of layer i%4.
+	want := map[[2]int]int{}
+	for i := 2; i <= 12; i++ {
+		want[[2]int{i % 4, (i + i%4) % 8}] += 2 * pg
+	}
+	svg = chartSVG(t, rep, "expert_bytes_read")
+	for l := range 4 {
+		for e := range 8 {
+			text := fmt.Sprintf("layer %d, expert %d: %s read (decode)", l, e, kib(want[[2]int{l, e}]))
+			if !strings.Contains(svg, text) {
+				t.Errorf("no cell says %q", text)
+			}
+		}
+	}
+}
+
+func kib(n int) string {
+	if n == 0 {
+		return "0 B"
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
