@@ -219,6 +219,7 @@ func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
 		{"moe", synth{layers: 4, experts: 8, tokens: 12}, false, true},
 		{"moe with sweep", synth{layers: 4, experts: 8, tokens: 12}, true, true},
 		{"dense", synth{layers: 3, tokens: 5, dense: true}, false, false},
+		{"no llama_decode call", synth{layers: 2, experts: 4, tokens: 0}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opt := report.Options{}
@@ -231,6 +232,9 @@ func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
 			}
 			if !c.moe && !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "no MoE charts") }) {
 				t.Errorf("a dense run's notes %q do not say why it has no MoE charts", rep.Notes)
+			}
+			if c.run.tokens == 0 && !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "no llama_decode call was recorded") }) {
+				t.Errorf("a run without calls: notes %q do not say its per-token charts are empty", rep.Notes)
 			}
 			page := string(html(t, rep))
 			for _, want := range []string{

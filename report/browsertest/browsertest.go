@@ -112,9 +112,10 @@ func Open(ctx context.Context, path string, o Options) (*Page, error) {
 	}
 	toBrowser.Close()
 	fromBrowser.Close()
-	c := &conn{w: cmdIn, pending: map[int]chan reply{}, events: make(chan event, 1024)}
+	c := &conn{w: cmdIn, pending: map[int]chan reply{}, events: make(chan event, 1024), done: make(chan struct{})}
 	go c.readLoop(cmdOut)
 	defer func() {
+		close(c.done)
 		cmdIn.Close()
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -155,6 +156,7 @@ type conn struct {
 	pending map[int]chan reply
 	events  chan event
 	readErr error
+	done    chan struct{} // closed when Open returns: events are no longer read
 }
 
 func (c *conn) readLoop(r io.Reader) {
@@ -191,7 +193,10 @@ func (c *conn) readLoop(r io.Reader) {
 			}
 			continue
 		}
-		c.events <- m.event
+		select {
+		case c.events <- m.event:
+		case <-c.done:
+		}
 	}
 }
 
@@ -399,10 +404,9 @@ func (c *conn) run(ctx context.Context, url string, o Options) (*Page, error) {
 				return p, nil
 			}
 			collect(e)
-			continue
 		default:
+			return p, nil
 		}
-		return p, nil
 	}
 }
 
