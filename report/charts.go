@@ -609,8 +609,23 @@ func fmtVal(v stats.Value, unit string) string {
 	return fmt.Sprintf("%.0f", x)
 }
 
+// table gives the rows of a stats table whose columns include cols, or
+// no rows and why: a chart never draws a missing figure as a zero.
+func (r *run) table(name string, cols ...string) ([]map[string]stats.Value, string) {
+	t := r.stats.Table(name)
+	if t == nil {
+		return nil, fmt.Sprintf("iocorr stats has no %s table", name)
+	}
+	for _, c := range cols {
+		if !slices.ContainsFunc(t.Columns, func(x stats.Column) bool { return x.Name == c }) {
+			return nil, fmt.Sprintf("iocorr stats' %s table has no %s column", name, c)
+		}
+	}
+	return tableRows(t), ""
+}
+
 func (r *run) layerBars() (*Chart, string) {
-	rows := tableRows(r.stats.Table("layers"))
+	rows, why := r.table("layers", "layer", "bytes_read_bytes", "size_bytes", "reread_amplification_ratio")
 	var labels, hover []string
 	var vals []float64
 	for _, m := range rows {
@@ -626,10 +641,7 @@ func (r *run) layerBars() (*Chart, string) {
 	}
 	c := bars("layer_bytes_read", "Device bytes read per layer", "layer (none: tensors outside the blocks)", "MiB read", "Device bytes read over the whole run, per layer (stats' layers table); hover a bar for its size and re-read amplification.",
 		labels, vals, hover, colDecode)
-	if len(rows) == 0 {
-		return c, "the stats have no layers table"
-	}
-	return c, ""
+	return c, why
 }
 
 // roleGroups are the bars of the per-role chart, in order.
@@ -659,7 +671,7 @@ func (r *run) roleBars() (*Chart, string) {
 	for _, g := range roleGroups {
 		by[g] = &agg{}
 	}
-	rows := tableRows(r.stats.Table("tensors"))
+	rows, why := r.table("tensors", "role", "bytes_read_bytes", "major_faults", "fault_stall_ns", "size_bytes")
 	other := map[string]bool{}
 	for _, m := range rows {
 		g := roleGroup(m["role"].S)
@@ -686,7 +698,7 @@ func (r *run) roleBars() (*Chart, string) {
 	if len(others) > 0 {
 		caption += " Other: " + strings.Join(others, ", ") + "."
 	}
-	return bars("role_bytes_read", "Device bytes read per tensor role", "tensor role", "MiB read", caption, roleGroups, vals, hover, colPrefill), ""
+	return bars("role_bytes_read", "Device bytes read per tensor role", "tensor role", "MiB read", caption, roleGroups, vals, hover, colPrefill), why
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -720,6 +732,7 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 		li[l] = i
 	}
 	val := grid(experts, len(layers))
+	why := ""
 	name, title, unit := "expert_activations", "Router picks per layer × expert (decode)", "activations"
 	if bytes {
 		name, title, unit = "expert_bytes_read", "Device bytes read per layer × expert (decode)", "MiB read"
@@ -729,7 +742,9 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 			}
 		}
 	} else {
-		for _, m := range tableRows(r.stats.Table("expert_activations")) {
+		var rows []map[string]stats.Value
+		rows, why = r.table("expert_activations", "phase", "layer", "expert", "activations")
+		for _, m := range rows {
 			if m["phase"].S != "decode" {
 				continue
 			}
@@ -794,7 +809,7 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 		}
 		return hs
 	}
-	return c, ""
+	return c, why
 }
 
 func intTicks(n int, label func(int) string) plot.Ticker {
@@ -813,7 +828,7 @@ func intTicks(n int, label func(int) string) plot.Ticker {
 // cacheCurves: hit rate against K experts per layer for LRU, LFU and
 // Belady's optimum, the run's real hit rate marked.
 func (r *run) cacheCurves() (*Chart, string) {
-	rows := tableRows(r.stats.Table("cache_sim"))
+	rows, why := r.table("cache_sim", "policy", "k_experts", "hit_rate_ratio", "hit_rate_after_warmup_ratio", "bytes_read_per_token_bytes")
 	p := plot.New()
 	p.Title.Text = "Expert-cache hit rate against K experts cached per layer (decode)"
 	p.X.Label.Text = "K (experts cached per MoE layer)"
@@ -882,7 +897,10 @@ func (r *run) cacheCurves() (*Chart, string) {
 		}
 		return hs
 	}
-	if len(pts) == 0 {
+	switch {
+	case why != "":
+		return c, why
+	case len(pts) == 0:
 		return c, "no cache simulation rows: the run has no decode picks"
 	}
 	return c, realNote

@@ -233,6 +233,11 @@ func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
 			if !c.moe && !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "no MoE charts") }) {
 				t.Errorf("a dense run's notes %q do not say why it has no MoE charts", rep.Notes)
 			}
+			for _, n := range rep.Notes {
+				if strings.Contains(n, "iocorr stats") {
+					t.Errorf("a chart lacks its figures: %s", n)
+				}
+			}
 			if c.run.tokens == 0 && !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "no llama_decode call was recorded") }) {
 				t.Errorf("a run without calls: notes %q do not say its per-token charts are empty", rep.Notes)
 			}
