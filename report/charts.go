@@ -535,13 +535,15 @@ func bars(name, title, xlab, ylab, caption string, labels []string, vals []float
 	p.Title.Text = title
 	p.X.Label.Text = xlab
 	p.Y.Label.Text = ylab
-	bc, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(max(4, min(28, 420/float64(max(len(vals), 1))))))
-	if err == nil {
-		bc.Color = col
-		bc.LineStyle.Width = 0
-		p.Add(bc)
+	if len(vals) > 0 { // an empty chart keeps its axes; a note says why
+		bc, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(max(4, min(28, 420/float64(len(vals))))))
+		if err == nil {
+			bc.Color = col
+			bc.LineStyle.Width = 0
+			p.Add(bc)
+		}
+		p.NominalX(labels...)
 	}
-	p.NominalX(labels...)
 	if len(labels) > 16 {
 		p.X.Tick.Label.Rotation = math.Pi / 2
 		p.X.Tick.Label.XAlign = draw.XRight
