@@ -1,5 +1,7 @@
 package bpf
 
+import "math/bits"
+
 // EventTypeCount bounds the event type values (enum event_type).
 const EventTypeCount = uint32(IocorrEventTypeEV_TYPE_MAX)
 
@@ -28,3 +30,44 @@ func EventTypeName(t uint32) string {
 	}
 	return "unknown"
 }
+
+// RunPages is IOCORR_RUN_PAGES: the window of a page-cache run with holes.
+const RunPages = len(IocorrPageRunEvent{}.Pages) * 64
+
+// Ranges calls yield with each stretch of contiguous pages of the run, in
+// ascending order (first page, pages). It is false for a damaged run: a
+// run with holes wider than its window, or whose bitmap does not hold
+// nr_pages pages of its span; yield is then not called.
+func (e *IocorrPageRunEvent) Ranges(yield func(first, n uint64)) bool {
+	if e.NrPages == e.Span {
+		if e.Span > 0 {
+			yield(e.Index, uint64(e.Span))
+		}
+		return e.Span > 0
+	}
+	if e.NrPages > e.Span || e.Span > uint32(RunPages) {
+		return false
+	}
+	var n uint32
+	for _, w := range e.Pages {
+		n += uint32(bits.OnesCount64(w))
+	}
+	if n != e.NrPages || e.Span == 0 || !e.has(0) || !e.has(e.Span-1) {
+		return false
+	}
+	for i := uint32(0); i < e.Span; {
+		if !e.has(i) {
+			i++
+			continue
+		}
+		j := i
+		for j < e.Span && e.has(j) {
+			j++
+		}
+		yield(e.Index+uint64(i), uint64(j-i))
+		i = j
+	}
+	return true
+}
+
+func (e *IocorrPageRunEvent) has(i uint32) bool { return e.Pages[i/64]&(1<<(i%64)) != 0 }

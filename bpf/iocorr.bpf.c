@@ -468,8 +468,10 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
  * Page-cache adds and deletions come in long runs of contiguous folios
  * (readahead windows, reclaim batches): one EV_PAGE_RUN record stands for
  * a run, instead of one record per folio. A pending run lives in a slot
- * (one per CPU; CPUs beyond RUN_SLOTS share) and is extended while the
- * next folio continues it: same kind, file, thread and stamp, next index.
+ * (one per CPU and kind; CPUs beyond RUN_SLOTS / 2 share) and is extended
+ * while the next folio continues it: same kind, file, thread and stamp,
+ * the next index, or a later one in the run's window of IOCORR_RUN_PAGES
+ * (a window records its pages in a bitmap).
  *
  * Order. Residency is replayed from these records, so an add and a delete
  * of one page must never trade places, yet a run may sit in a slot while
@@ -490,7 +492,7 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
  * so a run lies wholly inside or outside each fault and reaches the ring
  * before the fault's own record.
  */
-#define RUN_SLOTS 64
+#define RUN_SLOTS 128 /* two per CPU: an add run and a delete run */
 #define RUN_SPIN 4096
 
 /* Set at load time: runs (the default), one page_event per folio as the
@@ -500,8 +502,10 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
 #define PAGES_FOLIOS 1
 #define PAGES_BOTH 2
 const volatile __u32 page_records = PAGES_RUNS;
-/* Slots in use: the possible CPUs, at most RUN_SLOTS. */
+/* Slots in use: two per possible CPU, at most RUN_SLOTS. */
 const volatile __u32 run_slots = RUN_SLOTS;
+
+#define RUN_WORDS (IOCORR_RUN_PAGES / 64)
 
 struct page_run {
 	__u32 lock;
@@ -515,12 +519,13 @@ struct page_run {
 	__u32 cpu;
 	__u32 dev;
 	__u32 nr_folios;
-	__u32 pad2;
+	__u32 nr_pages;
+	__u32 span;
 	__u64 ino;
 	__u64 index;
-	__u64 nr_pages;
 	__u64 first_ts;
 	__u64 last_ts;
+	__u64 pages[RUN_WORDS]; /* as in struct page_run_event */
 } __attribute__((aligned(64)));
 
 struct page_run runs[RUN_SLOTS] = {};
@@ -575,13 +580,16 @@ static __always_inline struct page_run_event *run_reserve(struct page_run *r)
 	e->hdr.cpu = r->cpu;
 	e->ino = r->ino;
 	e->index = r->index;
-	e->nr_pages = r->nr_pages;
 	e->first_ts = r->first_ts;
 	e->dev = r->dev;
 	e->kind = r->kind;
 	e->pad = 0;
+	e->nr_pages = r->nr_pages;
+	e->span = r->span;
 	e->nr_folios = r->nr_folios;
 	e->pad2 = 0;
+	for (int w = 0; w < RUN_WORDS; w++)
+		e->pages[w] = r->nr_pages < r->span ? r->pages[w] : 0;
 	r->kind = 0;
 	return e;
 }
@@ -602,14 +610,49 @@ struct run_flush {
 	__u32 pad;
 };
 
+/* word_mask is the bits of word w that pages [lo, hi) of a window take. */
+static __always_inline __u64 word_mask(int w, __u64 lo, __u64 hi)
+{
+	__u64 a = lo > (__u64)w * 64 ? lo : (__u64)w * 64;
+	__u64 b = hi < (__u64)w * 64 + 64 ? hi : (__u64)w * 64 + 64;
+
+	if (a >= b)
+		return 0;
+	if (b - a == 64)
+		return ~0ULL;
+	return ((1ULL << (b - a)) - 1) << (a - (__u64)w * 64);
+}
+
+/* run_holds says whether one of pages [index, index + n) is in run r. */
+static __always_inline bool run_holds(struct page_run *r, __u64 index, __u64 n)
+{
+	__u64 lo, hi;
+
+	if (index >= r->index + r->span || r->index >= index + n)
+		return false;
+	if (r->nr_pages >= r->span)
+		return true;
+	lo = index > r->index ? index - r->index : 0;
+	hi = index + n - r->index;
+	for (int w = 0; w < RUN_WORDS; w++)
+		if (r->pages[w] & word_mask(w, lo, hi))
+			return true;
+	return false;
+}
+
+static __always_inline void run_set(struct page_run *r, __u64 lo, __u64 hi)
+{
+	for (int w = 0; w < RUN_WORDS; w++)
+		r->pages[w] |= word_mask(w, lo, hi);
+}
+
 static __always_inline bool run_matches(struct page_run *r, struct run_flush *f)
 {
 	if (!r->kind)
 		return false;
 	switch (f->match) {
 	case RUN_OVERLAP:
-		return r->ino == f->ino && r->dev == f->dev && r->index < f->index + f->nr_pages &&
-		       f->index < r->index + r->nr_pages;
+		return r->ino == f->ino && r->dev == f->dev && run_holds(r, f->index, f->nr_pages);
 	case RUN_TID_ADDS:
 		return r->kind == EV_PAGE_ADD && r->tid == f->tid;
 	}
@@ -669,7 +712,7 @@ static __always_inline void flush_all_runs(void)
 static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, cpu, token, op = 0;
+	__u32 tgid = id >> 32, tid = (__u32)id, cpu, slot, token, op = 0;
 	__u64 nr = 1ULL << (order & 31), ts;
 	struct run_flush f = {.ino = ino, .index = index, .nr_pages = nr, .dev = dev, .match = RUN_OVERLAP};
 	struct page_run_event *e = NULL;
@@ -692,15 +735,24 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 		token = last_stamp.token;
 		phase = last_stamp.phase;
 	}
-	r = &runs[cpu & (RUN_SLOTS - 1)];
-	if (!run_lock(cpu & (RUN_SLOTS - 1))) {
+	/* Adds and deletions keep apart runs: under a memory limit the
+	 * thread that reads ahead also reclaims, between two of its adds. */
+	slot = ((cpu << 1) | (kind == EV_PAGE_DEL)) & (RUN_SLOTS - 1);
+	r = &runs[slot];
+	if (!run_lock(slot)) {
 		count_lost(EV_PAGE_RUN);
 		return 0;
 	}
 	/* Taken after the flushes: later than every run they wrote. */
 	ts = bpf_ktime_get_ns();
-	if (r->kind == kind && r->ino == ino && r->dev == dev && r->index + r->nr_pages == index &&
-	    r->tid == tid && r->token == token && r->phase == phase && r->op == op) {
+	/* A folio extends the run when it comes after it: right after it
+	 * while the run has no hole, or anywhere in the run's window. */
+	if (r->kind == kind && r->ino == ino && r->dev == dev && r->tid == tid && r->token == token &&
+	    r->phase == phase && r->op == op && index >= r->index + r->span &&
+	    ((index == r->index + r->span && r->nr_pages == r->span) ||
+	     index + nr <= r->index + IOCORR_RUN_PAGES)) {
+		run_set(r, index - r->index, index - r->index + nr);
+		r->span = index + nr - r->index;
 		r->nr_pages += nr;
 		r->nr_folios += 1;
 		r->last_ts = ts;
@@ -717,11 +769,14 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 	r->cpu = cpu;
 	r->dev = dev;
 	r->nr_folios = 1;
+	r->nr_pages = nr;
+	r->span = nr;
 	r->ino = ino;
 	r->index = index;
-	r->nr_pages = nr;
 	r->first_ts = ts;
 	r->last_ts = ts;
+	for (int w = 0; w < RUN_WORDS; w++)
+		r->pages[w] = word_mask(w, 0, nr);
 	run_unlock(r);
 	if (e)
 		submit(e, EV_PAGE_RUN);

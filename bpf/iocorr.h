@@ -97,23 +97,31 @@ struct page_event {
 };
 
 /* A run of page-cache adds (or deletions) that the kernel saw one folio
- * after another: one file, contiguous pages, one thread, one token, phase
- * and op stamp. It stands for the nr_folios page_event records the same
- * folios would have made, and is flushed when the next folio does not
- * extend it, when its thread's fault begins or ends, at a token boundary,
- * and before any event on one of its pages elsewhere, so that no add and
- * delete of a page are ever reordered. */
+ * after another: one file, ascending pages within a window of
+ * IOCORR_RUN_PAGES (readahead skips pages still cached, reclaim skips
+ * pages still in use: a run may have holes), or any number of contiguous
+ * pages; one thread, one token, phase and op stamp. It stands for the
+ * nr_folios page_event records of its folios, and is flushed when the next
+ * folio does not extend it, when its thread's fault begins or ends, at a
+ * token boundary, and before any event on one of its pages elsewhere, so
+ * that no add and delete of a page are ever reordered. */
+#define IOCORR_RUN_PAGES 512
 struct page_run_event {
 	struct event_hdr hdr; /* the run's thread and stamp; hdr.ts: its last folio */
 	__u64 ino;
 	__u64 index;     /* first page in the file */
-	__u64 nr_pages;  /* pages [index, index + nr_pages) */
 	__u64 first_ts;  /* its first folio */
 	__u32 dev;
 	__u16 kind;      /* EV_PAGE_ADD or EV_PAGE_DEL */
 	__u16 pad;
+	__u32 nr_pages;  /* pages in the run */
+	__u32 span;      /* they lie in [index, index + span) */
 	__u32 nr_folios; /* folios (tracepoint hits) in the run */
 	__u32 pad2;
+	/* When nr_pages < span (holes; span <= IOCORR_RUN_PAGES): bit i of
+	 * pages[i / 64] is set when page index + i is in the run. When
+	 * nr_pages == span the run is every page of the span. */
+	__u64 pages[IOCORR_RUN_PAGES / 64];
 };
 
 struct ra_event {

@@ -230,12 +230,14 @@ type IocorrPageRun struct {
 	Cpu      uint32
 	Dev      uint32
 	NrFolios uint32
-	Pad2     uint32
+	NrPages  uint32
+	Span     uint32
+	_        [4]byte
 	Ino      uint64
 	Index    uint64
-	NrPages  uint64
 	FirstTs  uint64
 	LastTs   uint64
+	Pages    [8]uint64
 	_        [48]byte
 }
 
@@ -244,13 +246,15 @@ type IocorrPageRunEvent struct {
 	Hdr      IocorrEventHdr
 	Ino      uint64
 	Index    uint64
-	NrPages  uint64
 	FirstTs  uint64
 	Dev      uint32
 	Kind     uint16
 	Pad      uint16
+	NrPages  uint32
+	Span     uint32
 	NrFolios uint32
 	Pad2     uint32
+	Pages    [8]uint64
 }
 
 type IocorrPhase uint32

@@ -123,7 +123,7 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting CPUs: %w", err)
 	}
-	// RUN_SLOTS of iocorr.bpf.c; CPUs beyond it share slots.
+	// RUN_SLOTS of iocorr.bpf.c, two per CPU; CPUs beyond share slots.
 	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
 	consts := map[string]any{
 		"self_tgid":    uint32(opts.SelfPID),
@@ -133,7 +133,7 @@ func Open(opts Options) (*Tracer, error) {
 		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
 		"page_records": uint32(opts.PageRecords),
 		// Slots beyond the CPUs would never be used: flushes scan only these.
-		"run_slots": uint32(min(cpus, runSlots)),
+		"run_slots": uint32(min(2*cpus, runSlots)),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]

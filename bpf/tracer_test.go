@@ -163,9 +163,11 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 		case uint32(IocorrEventTypeEV_PAGE_RUN):
 			e := (*IocorrPageRunEvent)(unsafe.Pointer(&rec[0]))
 			if e.Ino == ino && e.Kind == uint16(IocorrEventTypeEV_PAGE_ADD) {
-				for i := uint64(0); i < e.NrPages; i++ {
-					added[e.Index+i] = true
-				}
+				e.Ranges(func(first, n uint64) {
+					for i := range n {
+						added[first+i] = true
+					}
+				})
 			}
 		}
 	})

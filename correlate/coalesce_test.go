@@ -85,7 +85,10 @@ func replayPages(recs [][]byte, dev uint32, ino uint64) pageTrack {
 		}
 		if p := r.PageRun(); p != nil && p.Dev == dev && p.Ino == ino {
 			pt.records++
-			apply(p.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD), int64(p.Index), int64(p.NrPages))
+			add := p.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
+			if !p.Ranges(func(first, n uint64) { apply(add, int64(first), int64(n)) }) {
+				pt.order++
+			}
 		}
 		if p := r.Page(); p != nil && r.Type != uint16(bpf.IocorrEventTypeEV_FILEMAP_FAULT) && p.Dev == dev && p.Ino == ino {
 			pt.records++
@@ -321,7 +324,7 @@ func cmpKey(a, b AggKey) int {
 
 func pageRun(kind bpf.IocorrEventType, first, last uint64, tid uint32, index, n uint64) []byte {
 	return ingest.Bytes(&bpf.IocorrPageRunEvent{Hdr: hdr(bpf.IocorrEventTypeEV_PAGE_RUN, last, tid, 1), Ino: modelIno,
-		Dev: modelDev, Index: index, NrPages: n, FirstTs: first, Kind: uint16(kind), NrFolios: uint32(n)})
+		Dev: modelDev, Index: index, NrPages: uint32(n), Span: uint32(n), FirstTs: first, Kind: uint16(kind), NrFolios: uint32(n)})
 }
 
 func TestARunIsChargedAsItsFoliosAre(t *testing.T) {
@@ -338,6 +341,22 @@ func TestARunIsChargedAsItsFoliosAre(t *testing.T) {
 		pageRun(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 13, 9, 0, 8),
 		pageRun(bpf.IocorrEventTypeEV_PAGE_DEL, 20, 21, 9, 1, 5),
 	)
+	if !slices.Equal(folios.Aggs, runs.Aggs) || !slices.Equal(folios.Tokens, runs.Tokens) {
+		t.Errorf("runs charged\n%+v\n%+v\nfolios charged\n%+v\n%+v", runs.Aggs, runs.Tokens, folios.Aggs, folios.Tokens)
+	}
+}
+
+func TestARunWithHolesIsChargedAsItsFoliosAre(t *testing.T) {
+	folios, _ := runMeta(t, straddleMeta(),
+		page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 0),
+		page(bpf.IocorrEventTypeEV_PAGE_ADD, 11, 9, modelIno, 2, 0),
+		page(bpf.IocorrEventTypeEV_PAGE_ADD, 12, 9, modelIno, 4, 1),
+		page(bpf.IocorrEventTypeEV_PAGE_ADD, 13, 9, modelIno, 7, 0),
+	)
+	holey := bpf.IocorrPageRunEvent{Hdr: hdr(bpf.IocorrEventTypeEV_PAGE_RUN, 13, 9, 1), Ino: modelIno, Dev: modelDev,
+		Index: 0, NrPages: 5, Span: 8, FirstTs: 10, Kind: uint16(bpf.IocorrEventTypeEV_PAGE_ADD), NrFolios: 4}
+	holey.Pages[0] = 1<<0 | 1<<2 | 1<<4 | 1<<5 | 1<<7
+	runs, _ := runMeta(t, straddleMeta(), ingest.Bytes(&holey))
 	if !slices.Equal(folios.Aggs, runs.Aggs) || !slices.Equal(folios.Tokens, runs.Tokens) {
 		t.Errorf("runs charged\n%+v\n%+v\nfolios charged\n%+v\n%+v", runs.Aggs, runs.Tokens, folios.Aggs, folios.Tokens)
 	}

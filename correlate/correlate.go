@@ -683,25 +683,26 @@ func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
 	c.deleted(&p.Hdr, p.Dev, p.Ino, int64(p.Index)*PageSize, n*PageSize)
 }
 
-// maxRunPages bounds a run's length: a file of 2^44 bytes, beyond which a
-// record is damaged, not a run.
-const maxRunPages = 1 << 32
-
 // pageRun charges a run of folios as the per-folio records would have
 // been charged: every byte range and page once, at the run's stamp.
 func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
-	n := int64(min(p.NrPages, maxRunPages)) * PageSize
-	off := int64(min(p.Index, maxRunPages)) * PageSize
+	var charge func(first, n uint64)
 	switch p.Kind {
 	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
-		first := p.FirstTs
-		if first == 0 || first > p.Hdr.Ts {
-			first = p.Hdr.Ts
+		since := p.FirstTs
+		if since == 0 || since > p.Hdr.Ts {
+			since = p.Hdr.Ts
 		}
-		c.added(&p.Hdr, first, p.Dev, p.Ino, off, n)
+		charge = func(first, n uint64) {
+			c.added(&p.Hdr, since, p.Dev, p.Ino, int64(first)*PageSize, int64(n)*PageSize)
+		}
 	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
-		c.deleted(&p.Hdr, p.Dev, p.Ino, off, n)
+		charge = func(first, n uint64) { c.deleted(&p.Hdr, p.Dev, p.Ino, int64(first)*PageSize, int64(n)*PageSize) }
 	default:
+		c.stats.Unattributed++
+		return
+	}
+	if p.Index >= 1<<40 || !p.Ranges(charge) {
 		c.stats.Unattributed++
 	}
 }

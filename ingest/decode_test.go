@@ -59,7 +59,7 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 }
 
 func TestDecodeCastsAPageRunAndRefusesOneCutShort(t *testing.T) {
-	p := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 300, FirstTs: 9}
+	p := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 300, Span: 300, FirstTs: 9}
 	var st DecodeStats
 	r, ok := Decode(Bytes(&p), &st)
 	if !ok || r.PageRun() == nil || r.PageRun().NrPages != 300 || r.PageRun().Index != 5 || r.Page() != nil {

@@ -110,9 +110,9 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 		}
 		switch e.Kind {
 		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
-			s.pagesAdded.Add(e.NrPages)
+			s.pagesAdded.Add(uint64(e.NrPages))
 		case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
-			s.evicted.Add(e.NrPages)
+			s.evicted.Add(uint64(e.NrPages))
 		}
 	case d.Block() != nil:
 		e := d.Block()

@@ -405,7 +405,7 @@ func TestRecordColdUnderAMemoryLimit(t *testing.T) {
 		case uint32(bpf.IocorrEventTypeEV_PAGE_RUN):
 			e := decoded(t, rec).PageRun()
 			if e.Ino == mf.Ino && e.Dev == mf.Dev && e.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD) {
-				added += e.NrPages
+				added += uint64(e.NrPages)
 			}
 		case uint32(bpf.IocorrEventTypeEV_BLOCK):
 			e := decoded(t, rec).Block()
