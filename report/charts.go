@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -695,22 +696,12 @@ func (r *run) roleBars() (*Chart, string) {
 		hover = append(hover, fmt.Sprintf("%s: %d tensors of %s; %s read from the device, %.0f major faults, %s fault stall",
 			g, a.n, humanBytes(a.size), humanBytes(a.read), a.faults, humanNS(a.stall)))
 	}
-	others := slices.Sorted(mapKeys(other))
+	others := slices.Sorted(maps.Keys(other))
 	caption := "Device bytes read over the whole run by tensor role: attention q/k/v/o, dense FFN gate/up/down, MoE experts (*_exps), embeddings, output."
 	if len(others) > 0 {
 		caption += " Other: " + strings.Join(others, ", ") + "."
 	}
 	return bars("role_bytes_read", "Device bytes read per tensor role", "tensor role", "MiB read", caption, roleGroups, vals, hover, colPrefill), why
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // expertHeatmap: layer (y) × expert (x), decode activations or decode
@@ -836,6 +827,7 @@ func (r *run) cacheCurves() (*Chart, string) {
 	p.X.Label.Text = "K (experts cached per MoE layer)"
 	p.Y.Label.Text = "hit rate"
 	p.Y.Min, p.Y.Max = 0, 1
+	p.X.Tick.Marker = tokenTicks{} // whole numbers of experts
 	p.Legend.Top = true
 	p.Legend.Left = true
 	type point struct {

@@ -152,6 +152,22 @@ func (r *Report) WriteHTML(w io.Writer) error {
 
 func htmlTable(t *stats.Table) pageTable {
 	pt := pageTable{Name: t.Name, Title: t.Title}
+	if len(t.Columns) > 8 && len(t.Rows) > 0 && len(t.Rows) <= 4 {
+		// Many figures of a few rows (per phase) read better one figure
+		// per line, as iocorr stats prints them.
+		pt.Columns = []string{"figure"}
+		for _, r := range t.Rows {
+			pt.Columns = append(pt.Columns, cellOf(t.Columns[0], r[0]).Text)
+		}
+		for ci := 1; ci < len(t.Columns); ci++ {
+			cells := []pageCell{{Text: t.Columns[ci].Name}}
+			for _, r := range t.Rows {
+				cells = append(cells, cellOf(t.Columns[ci], r[ci]))
+			}
+			pt.Rows = append(pt.Rows, cells)
+		}
+		return pt
+	}
 	for _, c := range t.Columns {
 		pt.Columns = append(pt.Columns, c.Name)
 	}
