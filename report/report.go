@@ -13,6 +13,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,14 +179,16 @@ func header(m *rundir.Meta, opt Options) []Field {
 		f("libraries", "%s: %s", d, strings.Join(libs[d], ", "))
 	}
 	ok, failed := 0, []string{}
+	kinds := map[string]uint64{}
 	for _, p := range m.Probes {
 		if p.Error != "" {
 			failed = append(failed, fmt.Sprintf("%s %s %s: %s", p.Kind, p.Target, p.Symbol, p.Error))
 		} else {
 			ok++
+			kinds[p.Kind]++
 		}
 	}
-	f("probes", "probe set %s: %d attached", cmp.Or(m.ProbeSet, "graph"), ok)
+	f("probes", "probe set %s: %d attached (%s)", cmp.Or(m.ProbeSet, "graph"), ok, sortedKV(kinds))
 	for _, s := range failed {
 		f("not probed", "%s", s)
 	}
@@ -216,22 +219,14 @@ func header(m *rundir.Meta, opt Options) []Field {
 }
 
 func sortedKV(m map[string]uint64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
-	slices.Sort(keys)
-	s := ""
-	for i, k := range keys {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s %d", k, m[k])
-	}
-	if s == "" {
+	if len(parts) == 0 {
 		return "none"
 	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 func shellJoin(argv []string) string {

@@ -500,3 +500,25 @@ func kib(n int) string {
 	}
 	return fmt.Sprintf("%d KiB", n>>10)
 }
+
+// TestPageReferencesNothingOutsideItself: every src and href of the page
+// is inline data or a link inside the page, and its policy forbids any
+// fetch, so that it opens from disk with no network.
+func TestPageReferencesNothingOutsideItself(t *testing.T) {
+	page := string(html(t, buildReport(t, synth{layers: 2, experts: 4, tokens: 6}.build(t), report.Options{Sweep: sweepSummary})))
+	refs := regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(page, -1)
+	if len(refs) == 0 {
+		t.Fatal("no src or href at all: the heatmap rasters and the chart links are missing")
+	}
+	for _, m := range refs {
+		if !strings.HasPrefix(m[1], "data:image/") && !strings.HasPrefix(m[1], "#") {
+			t.Errorf("the page refers to %.80q", m[1])
+		}
+	}
+	if !strings.Contains(page, `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">`) {
+		t.Error("the page has no policy forbidding fetches")
+	}
+	if strings.Contains(page, "<script") {
+		t.Error("the page has a script")
+	}
+}
