@@ -454,6 +454,9 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 		l.Color, s.Color = ph.col, ph.col
 		s.Shape = draw.CircleGlyph{}
 		s.Radius = vg.Points(2.5)
+		if len(pts) > 60 {
+			s.Radius = vg.Points(1) // dots, not beads
+		}
 		p.Add(l, s)
 		p.Legend.Add(ph.name, l, s)
 	}
@@ -940,7 +943,9 @@ func sweepChart(s *sweep.Summary, perToken bool) (*Chart, string) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "memory budget (MiB, cgroup limit)"
+	p.X.Tick.Marker = tokenTicks{} // whole MiB
 	p.Y.Label.Text = ylab
+	p.Y.Min = 0
 	var xy plotter.XYs
 	for _, q := range pts {
 		xy = append(xy, plotter.XY{X: q.x, Y: q.y})
@@ -985,7 +990,8 @@ func decimal(k int) string {
 	return fmt.Sprintf("%d %s", n, prefixes[p])
 }
 
-// tokenTicks marks whole tokens, about ten of them.
+// tokenTicks marks whole numbers (tokens, experts, MiB), about ten of
+// them.
 type tokenTicks struct{}
 
 func (tokenTicks) Ticks(lo, hi float64) []plot.Tick {
