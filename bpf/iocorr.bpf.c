@@ -468,7 +468,7 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
  * Page-cache adds and deletions come in long runs of contiguous folios
  * (readahead windows, reclaim batches): one EV_PAGE_RUN record stands for
  * a run, instead of one record per folio. A pending run lives in a slot
- * (one per CPU and kind; CPUs beyond RUN_SLOTS / 2 share) and is extended
+ * (RUN_WAYS per CPU; CPUs beyond RUN_CPUS share) and is extended
  * while the next folio continues it: same kind, file, thread and stamp,
  * the next index, or a later one in the run's window of IOCORR_RUN_PAGES
  * (a window records its pages in a bitmap).
@@ -483,8 +483,8 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
  * follow is already written into whatever slot holds it. Each event
  * therefore first flushes any slot whose run overlaps its pages, then
  * takes its own timestamp: the flushed run is ahead of it in the ring and
- * in time. Slots are guarded by a lock word (cmpxchg): a run is reserved
- * in the ring while its slot is held, so a run seen by a later event is
+ * in time. Slots are guarded by a lock word (cmpxchg): a run is written
+ * to the ring while its slot is held, so a run seen by a later event is
  * either in the ring already or still in its slot.
  *
  * Readahead triggers are told by thread and fault window in user space:
@@ -492,7 +492,12 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
  * so a run lies wholly inside or outside each fault and reaches the ring
  * before the fault's own record.
  */
-#define RUN_SLOTS 128 /* two per CPU: an add run and a delete run */
+/* Per CPU, one slot for adds and RUN_WAYS - 1 for deletions: reclaim
+ * takes folios in LRU order, which interleaves a few ascending streams
+ * (the regions that two threads read), each of them a run. */
+#define RUN_WAYS 4
+#define RUN_CPUS 64
+#define RUN_SLOTS (RUN_WAYS * RUN_CPUS)
 #define RUN_SPIN 4096
 
 /* Set at load time: runs (the default), one page_event per folio as the
@@ -502,7 +507,7 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
 #define PAGES_FOLIOS 1
 #define PAGES_BOTH 2
 const volatile __u32 page_records = PAGES_RUNS;
-/* Slots in use: two per possible CPU, at most RUN_SLOTS. */
+/* Slots in use: RUN_WAYS per possible CPU, at most RUN_SLOTS. */
 const volatile __u32 run_slots = RUN_SLOTS;
 
 #define RUN_WORDS (IOCORR_RUN_PAGES / 64)
@@ -556,42 +561,46 @@ static __always_inline void run_unlock(struct page_run *r)
 	__sync_lock_test_and_set(&r->lock, 0);
 }
 
-/* run_reserve puts slot r's run in the ring, with its slot held; the
- * caller submits the record after releasing the slot. */
-static __always_inline struct page_run_event *run_reserve(struct page_run *r)
+/* run_output puts slot r's run in the ring, with its slot held, and
+ * empties the slot. The record ends after the bitmap words its span needs
+ * (none for a run without holes): bpf_ringbuf_output takes a size known
+ * only here, and writes the record in one go, in slot order. */
+static __always_inline void run_output(struct page_run *r)
 {
-	struct page_run_event *e;
+	struct page_run_event e;
+	__u32 words = 0;
 
 	if (!r->kind)
-		return NULL;
-	e = reserve(sizeof(*e), EV_PAGE_RUN);
-	if (!e) {
-		r->kind = 0;
-		return NULL;
-	}
-	e->hdr.ts = r->last_ts;
-	e->hdr.tgid = r->tgid;
-	e->hdr.tid = r->tid;
-	e->hdr.token = r->token;
-	e->hdr.op = r->op;
-	e->hdr.type = EV_PAGE_RUN;
-	e->hdr.phase = r->phase;
-	e->hdr.pad0 = 0;
-	e->hdr.cpu = r->cpu;
-	e->ino = r->ino;
-	e->index = r->index;
-	e->first_ts = r->first_ts;
-	e->dev = r->dev;
-	e->kind = r->kind;
-	e->pad = 0;
-	e->nr_pages = r->nr_pages;
-	e->span = r->span;
-	e->nr_folios = r->nr_folios;
-	e->pad2 = 0;
+		return;
+	e.hdr.ts = r->last_ts;
+	e.hdr.tgid = r->tgid;
+	e.hdr.tid = r->tid;
+	e.hdr.token = r->token;
+	e.hdr.op = r->op;
+	e.hdr.type = EV_PAGE_RUN;
+	e.hdr.phase = r->phase;
+	e.hdr.pad0 = 0;
+	e.hdr.cpu = r->cpu;
+	e.ino = r->ino;
+	e.index = r->index;
+	e.first_ts = r->first_ts;
+	e.dev = r->dev;
+	e.kind = r->kind;
+	e.pad = 0;
+	e.nr_pages = r->nr_pages;
+	e.span = r->span;
+	e.nr_folios = r->nr_folios;
+	e.pad2 = 0;
+	if (r->nr_pages < r->span)
+		words = (r->span + 63) / 64;
+	if (words > RUN_WORDS)
+		words = RUN_WORDS;
 	for (int w = 0; w < RUN_WORDS; w++)
-		e->pages[w] = r->nr_pages < r->span ? r->pages[w] : 0;
+		e.pages[w] = w < words ? r->pages[w] : 0;
+	if (bpf_ringbuf_output(&events, &e, offsetof(struct page_run_event, pages) + words * 8,
+			       wakeup_flags(EV_PAGE_RUN)))
+		count_lost(EV_PAGE_RUN);
 	r->kind = 0;
-	return e;
 }
 
 enum run_match {
@@ -662,7 +671,6 @@ static __always_inline bool run_matches(struct page_run *r, struct run_flush *f)
 static long run_flush_slot(__u64 i, void *data)
 {
 	struct run_flush *f = data;
-	struct page_run_event *e;
 	struct page_run *r;
 
 	if (i >= run_slots || i >= RUN_SLOTS)
@@ -677,10 +685,9 @@ static long run_flush_slot(__u64 i, void *data)
 		count_lost(EV_PAGE_RUN);
 		return 0;
 	}
-	e = run_matches(r, f) ? run_reserve(r) : NULL;
+	if (run_matches(r, f))
+		run_output(r);
 	run_unlock(r);
-	if (e)
-		submit(e, EV_PAGE_RUN);
 	return 0;
 }
 
@@ -709,13 +716,38 @@ static __always_inline void flush_all_runs(void)
 		flush_runs(&f);
 }
 
+/* What a folio must share with a run to extend it. */
+struct run_key {
+	__u64 ino;
+	__u64 index;
+	__u64 nr;
+	__u32 dev;
+	__u32 tid;
+	__u32 token;
+	__u32 op;
+	__u16 kind;
+	__u8 phase;
+	__u8 pad[5];
+};
+
+/* run_extends says whether the folio extends run r: same kind, file,
+ * thread and stamp, and it comes after the run, right after it while the
+ * run has no hole, or anywhere in the run's window. */
+static __always_inline bool run_extends(struct page_run *r, struct run_key *k)
+{
+	return r->kind == k->kind && r->ino == k->ino && r->dev == k->dev && r->tid == k->tid &&
+	       r->token == k->token && r->phase == k->phase && r->op == k->op && k->index >= r->index + r->span &&
+	       ((k->index == r->index + r->span && r->nr_pages == r->span) ||
+		k->index + k->nr <= r->index + IOCORR_RUN_PAGES);
+}
+
 static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, cpu, slot, token, op = 0;
-	__u64 nr = 1ULL << (order & 31), ts;
+	__u32 tgid = id >> 32, tid = (__u32)id, cpu, slot, base, first, ways, victim, token, op = 0;
+	__u64 nr = 1ULL << (order & 31), ts, oldest;
 	struct run_flush f = {.ino = ino, .index = index, .nr_pages = nr, .dev = dev, .match = RUN_OVERLAP};
-	struct page_run_event *e = NULL;
+	struct run_key k = {};
 	struct proc_state *ps;
 	struct page_run *r;
 	__u8 phase;
@@ -735,31 +767,69 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 		token = last_stamp.token;
 		phase = last_stamp.phase;
 	}
+	/* Taken after the flushes: later than every run they wrote. */
+	ts = bpf_ktime_get_ns();
+	k.kind = kind;
+	k.phase = phase;
+	k.dev = dev;
+	k.tid = tid;
+	k.token = token;
+	k.op = op;
+	k.ino = ino;
+	k.index = index;
+	k.nr = nr;
 	/* Adds and deletions keep apart runs: under a memory limit the
 	 * thread that reads ahead also reclaims, between two of its adds. */
-	slot = ((cpu << 1) | (kind == EV_PAGE_DEL)) & (RUN_SLOTS - 1);
+	base = (cpu & (RUN_CPUS - 1)) * RUN_WAYS;
+	first = kind == EV_PAGE_ADD ? 0 : 1;
+	ways = kind == EV_PAGE_ADD ? 1 : RUN_WAYS - 1;
+	for (int w = 0; w < RUN_WAYS - 1; w++) {
+		if (w >= ways)
+			break;
+		slot = (base + first + w) & (RUN_SLOTS - 1);
+		r = &runs[slot];
+		if (!run_extends(r, &k))
+			continue;
+		if (!run_lock(slot)) {
+			count_lost(EV_PAGE_RUN);
+			return 0;
+		}
+		if (run_extends(r, &k)) {
+			run_set(r, index - r->index, index - r->index + nr);
+			r->span = index + nr - r->index;
+			r->nr_pages += nr;
+			r->nr_folios += 1;
+			r->last_ts = ts;
+			run_unlock(r);
+			return 0;
+		}
+		run_unlock(r);
+	}
+	/* No run takes the folio: it starts one in an empty way, or in
+	 * place of the way's oldest run. */
+	victim = base + first;
+	oldest = ~0ULL;
+	for (int w = 0; w < RUN_WAYS - 1; w++) {
+		if (w >= ways)
+			break;
+		slot = (base + first + w) & (RUN_SLOTS - 1);
+		r = &runs[slot];
+		if (!r->kind) {
+			victim = slot;
+			break;
+		}
+		if (r->last_ts < oldest) {
+			oldest = r->last_ts;
+			victim = slot;
+		}
+	}
+	slot = victim & (RUN_SLOTS - 1);
 	r = &runs[slot];
 	if (!run_lock(slot)) {
 		count_lost(EV_PAGE_RUN);
 		return 0;
 	}
-	/* Taken after the flushes: later than every run they wrote. */
-	ts = bpf_ktime_get_ns();
-	/* A folio extends the run when it comes after it: right after it
-	 * while the run has no hole, or anywhere in the run's window. */
-	if (r->kind == kind && r->ino == ino && r->dev == dev && r->tid == tid && r->token == token &&
-	    r->phase == phase && r->op == op && index >= r->index + r->span &&
-	    ((index == r->index + r->span && r->nr_pages == r->span) ||
-	     index + nr <= r->index + IOCORR_RUN_PAGES)) {
-		run_set(r, index - r->index, index - r->index + nr);
-		r->span = index + nr - r->index;
-		r->nr_pages += nr;
-		r->nr_folios += 1;
-		r->last_ts = ts;
-		run_unlock(r);
-		return 0;
-	}
-	e = run_reserve(r);
+	run_output(r);
 	r->kind = kind;
 	r->phase = phase;
 	r->tgid = tgid;
@@ -778,8 +848,6 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 	for (int w = 0; w < RUN_WORDS; w++)
 		r->pages[w] = word_mask(w, 0, nr);
 	run_unlock(r);
-	if (e)
-		submit(e, EV_PAGE_RUN);
 	return 0;
 }
 

@@ -120,7 +120,8 @@ struct page_run_event {
 	__u32 pad2;
 	/* When nr_pages < span (holes; span <= IOCORR_RUN_PAGES): bit i of
 	 * pages[i / 64] is set when page index + i is in the run. When
-	 * nr_pages == span the run is every page of the span. */
+	 * nr_pages == span the run is every page of the span. The record
+	 * ends after the words the span needs: none without holes. */
 	__u64 pages[IOCORR_RUN_PAGES / 64];
 };
 

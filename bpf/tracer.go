@@ -49,6 +49,9 @@ const (
 	PageRunsAndFolios PageRecords = 2
 )
 
+// runWays is RUN_WAYS of iocorr.bpf.c: page-cache run slots per CPU.
+const runWays = 4
+
 // DefaultRingBufBytes is the ring buffer size when none is given. Page-cache
 // runs keep a run under memory pressure to a few thousand records per GiB
 // read, so a few MiB hold several seconds of events.
@@ -123,7 +126,7 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting CPUs: %w", err)
 	}
-	// RUN_SLOTS of iocorr.bpf.c, two per CPU; CPUs beyond share slots.
+	// RUN_SLOTS of iocorr.bpf.c, runWays per CPU; CPUs beyond share slots.
 	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
 	consts := map[string]any{
 		"self_tgid":    uint32(opts.SelfPID),
@@ -133,7 +136,7 @@ func Open(opts Options) (*Tracer, error) {
 		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
 		"page_records": uint32(opts.PageRecords),
 		// Slots beyond the CPUs would never be used: flushes scan only these.
-		"run_slots": uint32(min(2*cpus, runSlots)),
+		"run_slots": uint32(min(runWays*cpus, runSlots)),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]

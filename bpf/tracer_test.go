@@ -161,7 +161,9 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 				faults[e.FileOff] = append(faults[e.FileOff], e)
 			}
 		case uint32(IocorrEventTypeEV_PAGE_RUN):
-			e := (*IocorrPageRunEvent)(unsafe.Pointer(&rec[0]))
+			// A run's record ends after the bitmap words it needs.
+			var e IocorrPageRunEvent
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e)), rec)
 			if e.Ino == ino && e.Kind == uint16(IocorrEventTypeEV_PAGE_ADD) {
 				e.Ranges(func(first, n uint64) {
 					for i := range n {

@@ -36,7 +36,9 @@ var eventSizes = [bpf.EventTypeCount]int{
 	bpf.IocorrEventTypeEV_EXPERTS:       int(unsafe.Sizeof(bpf.IocorrExpertsEvent{})),
 	bpf.IocorrEventTypeEV_TASK:          int(unsafe.Sizeof(bpf.IocorrTaskEvent{})),
 	bpf.IocorrEventTypeEV_MMAP:          int(unsafe.Sizeof(bpf.IocorrMmapEvent{})),
-	bpf.IocorrEventTypeEV_PAGE_RUN:      int(unsafe.Sizeof(bpf.IocorrPageRunEvent{})),
+	// A run's record ends after the bitmap words it needs: this is the
+	// least, and runSize checks the rest.
+	bpf.IocorrEventTypeEV_PAGE_RUN: int(unsafe.Offsetof(bpf.IocorrPageRunEvent{}.Pages)),
 }
 
 // EventSize is the size of the struct of event type t, 0 for an unknown t.
@@ -87,7 +89,7 @@ func Decode(rec []byte, st *DecodeStats) (Record, bool) {
 		st.Unknown++
 		return Record{}, false
 	}
-	if len(rec) < size {
+	if len(rec) < size || t == uint16(bpf.IocorrEventTypeEV_PAGE_RUN) && !runSize(len(rec)) {
 		st.Short++
 		return Record{}, false
 	}
@@ -119,13 +121,23 @@ func (r Record) Page() *bpf.IocorrPageEvent {
 	return cast[bpf.IocorrPageEvent](r)
 }
 
+// runSize says whether n bytes are a page run's fixed part and whole
+// bitmap words, at most all of them.
+func runSize(n int) bool {
+	fixed := eventSizes[bpf.IocorrEventTypeEV_PAGE_RUN]
+	return n >= fixed && n <= int(unsafe.Sizeof(bpf.IocorrPageRunEvent{})) && (n-fixed)%8 == 0
+}
+
 // PageRun is the record as a run of page-cache adds or deletions, nil for
-// another type.
+// another type. It is a copy, not an overlay: the record ends after the
+// bitmap words the run needs, and the words it leaves out are zero.
 func (r Record) PageRun() *bpf.IocorrPageRunEvent {
 	if !r.is(bpf.IocorrEventTypeEV_PAGE_RUN) {
 		return nil
 	}
-	return cast[bpf.IocorrPageRunEvent](r)
+	var e bpf.IocorrPageRunEvent
+	copy(Bytes(&e), r.raw)
+	return &e
 }
 
 // Block is the record as a block event, nil for another type.

@@ -58,14 +58,44 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 	}
 }
 
-func TestDecodeCastsAPageRunAndRefusesOneCutShort(t *testing.T) {
-	p := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 300, Span: 300, FirstTs: 9}
-	var st DecodeStats
-	r, ok := Decode(Bytes(&p), &st)
-	if !ok || r.PageRun() == nil || r.PageRun().NrPages != 300 || r.PageRun().Index != 5 || r.Page() != nil {
-		t.Fatalf("a page run decoded as ok %v, run %+v", ok, r.PageRun())
+func TestDecodeReadsAPageRunEndingAfterTheWordsItNeeds(t *testing.T) {
+	p := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 3, Span: 70, FirstTs: 9}
+	p.Pages[0], p.Pages[1] = 1, 1<<5|1
+	full := Bytes(&p)
+	fixed := len(full) - len(p.Pages)*8
+	tests := []struct {
+		name  string
+		n     int
+		ok    bool
+		words int // bitmap words read back
+	}{
+		{"no bitmap", fixed, true, 0},
+		{"the two words of a 70-page span", fixed + 16, true, 2},
+		{"every word", len(full), true, 8},
+		{"cut inside the fixed part", fixed - 1, false, 0},
+		{"cut inside a word", fixed + 12, false, 0},
+		{"longer than a run", len(full) + 8, false, 0},
 	}
-	if _, ok := Decode(Bytes(&p)[:len(Bytes(&p))-1], &st); ok || st.Short != 1 {
-		t.Fatalf("a run missing its last byte decoded: ok %v %+v", ok, st)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := make([]byte, tc.n)
+			copy(rec, full)
+			var st DecodeStats
+			r, ok := Decode(rec, &st)
+			if ok != tc.ok || (!ok && st.Short != 1) {
+				t.Fatalf("ok %v %+v, want ok %v", ok, st, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			e := r.PageRun()
+			want := p
+			for w := tc.words; w < len(want.Pages); w++ {
+				want.Pages[w] = 0
+			}
+			if e == nil || *e != want || r.Page() != nil {
+				t.Errorf("run %+v, want %+v", e, want)
+			}
+		})
 	}
 }
