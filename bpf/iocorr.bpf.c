@@ -486,6 +486,9 @@ static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 in
  * in time. Slots are guarded by a lock word (cmpxchg): a run is written
  * to the ring while its slot is held, so a run seen by a later event is
  * either in the ring already or still in its slot.
+ * The look costs a few loads per slot in use (RUN_WAYS per CPU) on every
+ * event: nothing on a small machine, a scan of a few hundred slots on a
+ * large one.
  *
  * Readahead triggers are told by thread and fault window in user space:
  * a thread's add run is flushed when the thread begins or ends a fault,
