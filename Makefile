@@ -9,10 +9,10 @@ DEMO_DIR  ?= demo
 DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 
-.PHONY: help build test generate setup demo bench fuzz clean
+.PHONY: help build test generate setup demo bench bench-go fuzz clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build bin/iocorr (no clang needed: the BPF objects are committed)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/iocorr
@@ -29,7 +29,14 @@ test: setup ## run every test, BPF and real llama.cpp included (as root)
 generate: ## regenerate the BPF objects with the toolchain in bpf/TOOLCHAIN (FORCE=1: any)
 	FORCE=$(FORCE) $(GO) generate ./bpf
 
-bench: setup ## benchmarks: ingest rate, query latency, tracing overhead
+BENCH_SHORT ?=
+BENCH_OUT   ?= bench.json
+
+bench: setup build ## overhead, recorder, store and fidelity table (BENCH_SHORT=1: quick)
+	$(GO) build -trimpath -o bin/iocorr-bench ./cmd/iocorr-bench
+	./bin/iocorr-bench $(if $(BENCH_SHORT),--short) -o $(BENCH_OUT)
+
+bench-go: setup ## the Go micro-benchmarks of every package
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...
 
 fuzz: ## fuzz the GGUF parser for FUZZTIME (default 10m)

@@ -1,0 +1,169 @@
+// Package bench measures what recording costs and how faithful it is, as
+// issue 8 defines it: llama.cpp's llama-bench run untraced and under
+// `iocorr record` side by side in the same rounds, a bpftrace floor on the
+// same kernel tracepoints, the recorder's own CPU and memory, the store's
+// ingest rate and query latency, and the recorded counts against the
+// kernel's own. Every figure is a ratio or a count of one run of the
+// benchmark, reported as median, min and max over its samples, or NA with
+// the reason it could not be measured.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Config is every knob of one benchmark run.
+type Config struct {
+	Iocorr     string // the iocorr binary under test
+	LlamaBench string // llama.cpp's llama-bench
+	Repo       string // repository root: the Go benchmarks and tests run there
+	WorkDir    string // model, run directories; kept for inspection
+	Pairs      int    // interleaved untraced/traced rounds per arm
+	Tokens     int    // llama-bench -n
+	Threads    int    // llama-bench -t
+	MemLimit   int64  // bytes: the memory limit of arm (c)
+	Short      bool   // prove it works: fewer rounds, the 1 M-event store
+	Sched      bool   // also arm (d), --probe sched
+	Log        io.Writer
+}
+
+// Figure is one line of the table.
+type Figure struct {
+	Section string    `json:"section"`
+	Name    string    `json:"name"`
+	Unit    string    `json:"unit"`
+	N       int       `json:"n"`
+	Median  float64   `json:"median"`
+	Min     float64   `json:"min"`
+	Max     float64   `json:"max"`
+	Samples []float64 `json:"samples,omitempty"`
+	NA      string    `json:"na,omitempty"` // why it was not measured
+}
+
+// Report is the whole benchmark: the table and what produced it.
+type Report struct {
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Config  Config    `json:"config"`
+	Figures []Figure  `json:"figures"`
+}
+
+// Add appends a figure of samples; none makes it NA for reason na.
+func (r *Report) Add(section, name, unit string, samples []float64, na string) {
+	f := Figure{Section: section, Name: name, Unit: unit, N: len(samples), Samples: samples}
+	if len(samples) == 0 {
+		if na == "" {
+			na = "no sample"
+		}
+		f.NA = na
+	} else {
+		f.Median, f.Min, f.Max = summarize(samples)
+	}
+	r.Figures = append(r.Figures, f)
+}
+
+// NA appends a figure that could not be measured, saying why.
+func (r *Report) NA(section, name, unit, why string) { r.Add(section, name, unit, nil, why) }
+
+// summarize is the median (mean of the middle two for an even count), min
+// and max.
+func summarize(xs []float64) (med, lo, hi float64) {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return med, s[0], s[n-1]
+}
+
+// WriteTable prints the report as one aligned table.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SECTION\tFIGURE\tUNIT\tN\tMEDIAN\tMIN\tMAX")
+	for _, f := range r.Figures {
+		if f.NA != "" {
+			// The JSON keeps the whole reason; the table its start.
+			na := f.NA
+			if len(na) > 100 {
+				na = na[:100] + "..."
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\tNA: %s\t\t\n", f.Section, f.Name, f.Unit, f.N, na)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Section, f.Name, f.Unit, f.N, num(f.Median), num(f.Min), num(f.Max))
+	}
+	return tw.Flush()
+}
+
+// num prints ratios with three decimals and large counts whole.
+func num(v float64) string {
+	switch {
+	case math.IsInf(v, 0) || math.IsNaN(v):
+		return fmt.Sprint(v)
+	case math.Abs(v) >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+// WriteJSON writes the report to path.
+func (r *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Run runs every part of the benchmark in turn. A part that fails leaves
+// its figures NA with the error, so that one broken part does not hide
+// the others.
+func Run(cfg Config) *Report {
+	r := &Report{Start: time.Now(), Config: cfg}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	model, err := Model(cfg)
+	if err != nil {
+		r.NA("overhead", "all arms", "", err.Error())
+	} else {
+		arms := []Arm{
+			{Name: "a ram default", Floor: true},
+			{Name: "b ram ops", Probe: "ops"},
+			{Name: "c memlimit cold default", Cold: true, Floor: true},
+		}
+		if cfg.Sched {
+			arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
+		}
+		for _, a := range arms {
+			Overhead(r, cfg, model, a)
+		}
+	}
+	Store(r, cfg)
+	Toucher(r, cfg)
+	r.End = time.Now()
+	return r
+}
+
+func logf(cfg Config, format string, a ...any) {
+	fmt.Fprintf(cfg.Log, "bench: "+format+"\n", a...)
+}
+
+// orNA turns an error into the NA reason of figures it left unmeasured.
+func orNA(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.SplitN(err.Error(), "\n", 2)[0]
+}

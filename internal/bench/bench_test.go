@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"bytes"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func TestSummarizeGivesMedianMinAndMax(t *testing.T) {
+	for _, tc := range []struct {
+		xs            []float64
+		med, min, max float64
+	}{
+		{[]float64{3}, 3, 3, 3},
+		{[]float64{5, 1, 3}, 3, 1, 5},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4},
+	} {
+		med, lo, hi := summarize(tc.xs)
+		if med != tc.med || lo != tc.min || hi != tc.max {
+			t.Errorf("summarize(%v) = %v, %v, %v; want %v, %v, %v", tc.xs, med, lo, hi, tc.med, tc.min, tc.max)
+		}
+	}
+}
+
+func TestAFigureWithoutSamplesIsNAWithItsReason(t *testing.T) {
+	var r Report
+	r.Add("s", "measured", "ratio", []float64{0.9, 1.1, 1}, "")
+	r.Add("s", "unmeasured", "ratio", nil, "the run read 0 MiB")
+	r.Add("s", "silent", "ratio", nil, "")
+	if f := r.Figures[0]; f.NA != "" || f.N != 3 || f.Median != 1 || f.Min != 0.9 || f.Max != 1.1 {
+		t.Errorf("measured figure %+v", f)
+	}
+	if f := r.Figures[1]; f.NA != "the run read 0 MiB" || f.N != 0 {
+		t.Errorf("unmeasured figure %+v", f)
+	}
+	if f := r.Figures[2]; f.NA == "" {
+		t.Errorf("a figure without samples or reason is not NA: %+v", f)
+	}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[2], "NA: the run read 0 MiB") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+func TestTokensPerSecondReadsLlamaBenchJSON(t *testing.T) {
+	v, err := tokensPerSecond([]byte(`[{"n_gen": 16, "avg_ts": 12.5, "stddev_ts": 0}]`))
+	if err != nil || v != 12.5 {
+		t.Errorf("got %v, %v; want 12.5", v, err)
+	}
+	for _, bad := range []string{``, `[]`, `[{"avg_ts": 0}]`, `[{"avg_ts": 1}, {"avg_ts": 2}]`, `garbage`} {
+		if _, err := tokensPerSecond([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestMetricCollectsOneSamplePerBenchmarkLine(t *testing.T) {
+	out := []byte(`goos: linux
+BenchmarkIngest-2         	       1	9000000000 ns/op	   1111111 events/s
+BenchmarkIngestOther-2    	       1	9000000000 ns/op	   5 events/s
+BenchmarkQueryTensor-2    	       1	  12000000 ns/op	        12.00 ms/query
+BenchmarkIngest-2         	       1	9000000000 ns/op	   1222222 events/s
+PASS
+`)
+	if got := metric(out, "BenchmarkIngest", "events/s"); !slices.Equal(got, []float64{1111111, 1222222}) {
+		t.Errorf("events/s %v", got)
+	}
+	if got := metric(out, "BenchmarkQueryTensor", "ms/query"); !slices.Equal(got, []float64{12}) {
+		t.Errorf("ms/query %v", got)
+	}
+}
+
+func TestFloorScriptCountsOnTheKernelProbesTheRunAttached(t *testing.T) {
+	dir := t.TempDir()
+	m := &rundir.Meta{Probes: []rundir.Probe{
+		{Kind: "tp_btf", Target: "page_fault_user"},
+		{Kind: "tracepoint", Target: "filemap/mm_filemap_fault"},
+		{Kind: "tracepoint", Target: "readahead/page_cache_sync_ra", Error: "not attached"},
+		{Kind: "perf_event", Target: "page-faults-major"},
+		{Kind: "uprobe", Target: "/lib/libllama.so", Symbol: "llama_decode"},
+	}}
+	if err := rundir.WriteMeta(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := floorScript(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `software:major-faults:1 { @n["software:major-faults:1"] = count(); }` + "\n" +
+		`tracepoint:*:page_fault_user { @n["tracepoint:*:page_fault_user"] = count(); }` + "\n" +
+		`tracepoint:filemap:mm_filemap_fault { @n["tracepoint:filemap:mm_filemap_fault"] = count(); }` + "\n" +
+		"END { clear(@n); }\n"
+	if got != want {
+		t.Errorf("script\n%s\nwant\n%s", got, want)
+	}
+	m.Probes = []rundir.Probe{{Kind: "perf_event", Target: "cpu-cycles"}}
+	if err := rundir.WriteMeta(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := floorScript(dir); err == nil {
+		t.Error("a perf event without a bpftrace name gave no error")
+	}
+	if _, err := floorScript(filepath.Join(dir, "none")); err == nil {
+		t.Error("no run directory gave no error")
+	}
+}

@@ -1,0 +1,320 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Arm is one overhead comparison: untraced against `iocorr record` with
+// these probes, and, with Floor, against the bpftrace counting floor.
+type Arm struct {
+	Name  string
+	Probe string // iocorr record --probe; "" for the default set
+	Cold  bool   // under Config.MemLimit, model evicted before every run
+	Floor bool
+}
+
+// Model synthesizes the demo's MoE model (8 layers, 8 experts, 2 used,
+// BF16: on a CPU with AMX, F16 weights would be copied into anonymous
+// memory and never read from the file again) with iocorr synth, once per
+// work directory.
+func Model(cfg Config) (string, error) {
+	path := filepath.Join(cfg.WorkDir, "model.gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	out, err := exec.Command(cfg.Iocorr, "synth", "-o", tmp, "--layers", "8", "--embd", "768", "--ff", "1024",
+		"--heads", "12", "--experts", "8", "--experts-used", "2", "--type", "bf16").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("iocorr synth: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// sample is one run of llama-bench, however it was run.
+type sample struct {
+	tokPerS float64
+	cpu     float64 // user+sys seconds of every process of the run
+	maxRSS  int64   // KiB: wait4's maxrss (or, for record, its polled VmHWM)
+	dir     string  // traced: the run directory
+}
+
+func (c Config) benchArgv(model string) []string {
+	// One repetition: rounds, not llama-bench's repetitions, give the
+	// spread, and every repetition under a cold arm would be warm.
+	return []string{c.LlamaBench, "-m", model, "-p", "0", "-n", strconv.Itoa(c.Tokens), "-t", strconv.Itoa(c.Threads), "-r", "1", "-o", "json"}
+}
+
+// tokensPerSecond reads llama-bench's JSON report.
+func tokensPerSecond(out []byte) (float64, error) {
+	var rep []struct {
+		AvgTS float64 `json:"avg_ts"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || len(rep) != 1 || rep[0].AvgTS <= 0 {
+		return 0, fmt.Errorf("llama-bench printed no tokens/s (%v): %.200q", err, out)
+	}
+	return rep[0].AvgTS, nil
+}
+
+func cpuSeconds(ru *syscall.Rusage) float64 {
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)).Seconds()
+}
+
+// untraced runs llama-bench the way iocorr record launches it: held by
+// experiment.StartHeld, in a memory cgroup of the same limit when cold,
+// after the same eviction. The caller's main must call
+// experiment.RunShimIfChild first.
+func untraced(cfg Config, model string, cold bool) (sample, error) {
+	var s sample
+	var cg *experiment.Cgroup
+	if cold {
+		var err error
+		if cg, err = experiment.NewMemoryCgroup(experiment.CgroupName(os.Getpid()), cfg.MemLimit); err != nil {
+			return s, err
+		}
+		defer cg.Remove()
+		if _, _, err := experiment.Evict(model); err != nil {
+			return s, err
+		}
+	}
+	var out, errb bytes.Buffer
+	child, err := experiment.StartHeld(cfg.benchArgv(model), nil, &out, &errb, nil)
+	if err != nil {
+		return s, err
+	}
+	if cg != nil {
+		if err := cg.Add(child.PID()); err != nil {
+			child.Abort()
+			return s, err
+		}
+	}
+	if err := child.Release(); err != nil {
+		child.Abort()
+		return s, err
+	}
+	ex := child.Wait()
+	if ex.Code != 0 {
+		return s, fmt.Errorf("llama-bench exited %d: %s", ex.Code, lastLine(errb.Bytes()))
+	}
+	s.cpu, s.maxRSS = cpuSeconds(&ex.Rusage), ex.Rusage.Maxrss
+	s.tokPerS, err = tokensPerSecond(out.Bytes())
+	return s, err
+}
+
+// traced runs llama-bench under iocorr record --no-ingest. wait4's rusage
+// of iocorr includes the command it waited for; its maxrss is the larger
+// of the two, so the recorder's own peak is read from its VmHWM instead.
+func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
+	s := sample{dir: dir}
+	args := []string{"record", "-f", "-o", dir, "--no-ingest"}
+	if a.Probe != "" {
+		args = append(args, "--probe", a.Probe)
+	}
+	if a.Cold {
+		args = append(args, "--cold", "--mem-limit", strconv.FormatInt(cfg.MemLimit, 10))
+	}
+	cmd := exec.Command(cfg.Iocorr, append(append(args, "--"), cfg.benchArgv(model)...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		return s, err
+	}
+	hwm := pollHWM(cmd.Process.Pid)
+	err := cmd.Wait()
+	s.maxRSS = hwm()
+	if err != nil {
+		return s, fmt.Errorf("iocorr record: %w: %s", err, lastLine(errb.Bytes()))
+	}
+	s.cpu = cpuSeconds(cmd.ProcessState.SysUsage().(*syscall.Rusage))
+	s.tokPerS, err = tokensPerSecond(out.Bytes())
+	return s, err
+}
+
+// pollHWM reads VmHWM (the peak RSS) of pid every 20 ms until the
+// returned function is called after the process ended; it returns the
+// last reading, in KiB. The peak is monotone, so only what the process
+// grew in its last 20 ms can be missed.
+func pollHWM(pid int) func() int64 {
+	var mu sync.Mutex
+	var last int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, ok := vmHWM(pid); ok {
+				mu.Lock()
+				last = max(last, v)
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+}
+
+func vmHWM(pid int) (int64, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Overhead runs the arm's rounds and adds its figures. Each round runs
+// untraced, traced and (with Floor) the bpftrace floor, in an order that
+// rotates from round to round, so that drift of the machine falls on
+// every mode alike; the ratios are taken within a round.
+func Overhead(r *Report, cfg Config, model string, a Arm) {
+	sec := "overhead " + a.Name
+	var tok, cpu, floorCPU, floorTok []float64
+	var runs []sample
+	var floorNA string
+	floor := a.Floor
+	if floor {
+		if _, err := exec.LookPath("bpftrace"); err != nil {
+			floor, floorNA = false, "bpftrace not found"
+		}
+	}
+	var script string
+	for i := 0; i < cfg.Pairs; i++ {
+		var u, t, f sample
+		var err error
+		modes := []string{"untraced", "traced"}
+		if floor {
+			modes = append(modes, "floor")
+		}
+		for k := range modes {
+			m := modes[(i+k)%len(modes)]
+			switch m {
+			case "untraced":
+				u, err = untraced(cfg, model, a.Cold)
+			case "traced":
+				dir := filepath.Join(cfg.WorkDir, strings.ReplaceAll(a.Name, " ", "-")+fmt.Sprintf("-%d", i))
+				t, err = traced(cfg, model, a, dir)
+			case "floor":
+				// Round 0 runs floor after traced: the floor attaches
+				// where that run attached.
+				if script == "" {
+					if script, err = floorScript(t.dir); err != nil {
+						break
+					}
+				}
+				f, err = bpftraceFloor(cfg, model, a.Cold, script)
+			}
+			if err != nil {
+				logf(cfg, "%s round %d %s: %v", a.Name, i, m, err)
+				if m == "floor" {
+					floor, floorNA = false, orNA(err)
+					err = nil
+					continue
+				}
+				break
+			}
+		}
+		if err != nil {
+			r.NA(sec, "tokens/s traced/untraced", "ratio", orNA(err))
+			return
+		}
+		logf(cfg, "%s round %d: untraced %.2f tok/s %.2f s CPU, traced %.2f tok/s %.2f s CPU", a.Name, i, u.tokPerS, u.cpu, t.tokPerS, t.cpu)
+		tok = append(tok, t.tokPerS/u.tokPerS)
+		cpu = append(cpu, t.cpu/u.cpu)
+		if floor && f.cpu > 0 {
+			floorCPU = append(floorCPU, f.cpu/u.cpu)
+			floorTok = append(floorTok, f.tokPerS/u.tokPerS)
+		}
+		runs = append(runs, t)
+	}
+	r.Add(sec, "tokens/s traced/untraced", "ratio", tok, "")
+	r.Add(sec, "CPU traced/untraced (user+sys, child+recorder)", "ratio", cpu, "")
+	if a.Floor {
+		r.Add(sec, "CPU bpftrace floor/untraced", "ratio", floorCPU, floorNA)
+		r.Add(sec, "tokens/s bpftrace floor/untraced", "ratio", floorTok, floorNA)
+		var added []float64
+		if len(floorCPU) == len(cpu) {
+			for i := range cpu {
+				if floorCPU[i] > 1 {
+					added = append(added, (cpu[i]-1)/(floorCPU[i]-1))
+				}
+			}
+		}
+		r.Add(sec, "added CPU iocorr/floor ((traced-1)/(floor-1))", "ratio", added, "floor added no CPU or was not measured")
+	}
+	Recorder(r, cfg, sec, runs)
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// diskRead is the bytes read from the model's disk during the run, from
+// the diskstats iocorr record read before and after it.
+func diskRead(m *rundir.Meta) (uint64, bool) {
+	if len(m.Models) == 0 {
+		return 0, false
+	}
+	disk := experiment.DiskName(m.Models[0].Block)
+	var before, after uint64
+	var okB, okA bool
+	for _, d := range m.DiskBefore {
+		if d.Name == disk {
+			before, okB = d.SectorsRead, true
+		}
+	}
+	for _, d := range m.DiskAfter {
+		if d.Name == disk {
+			after, okA = d.SectorsRead, true
+		}
+	}
+	return (after - before) * 512, okB && okA && after >= before
+}
+
+// ProbeSetExists says whether iocorr record offers --probe set, from its
+// help: arm (d) runs only where it does.
+func ProbeSetExists(iocorr, set string) bool {
+	out, _ := exec.Command(iocorr, "record", "--help").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "--probe") && strings.Contains(line, set) {
+			return true
+		}
+	}
+	return false
+}

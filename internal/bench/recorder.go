@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/iocorr/iocorr/rundir"
+)
+
+const gib = 1 << 30
+
+// minRead is the least a run must read from the disk for figures per GiB
+// read to mean anything: a run in RAM reads next to nothing.
+const minRead = 64 << 20
+
+// Recorder adds the recorder's own costs over an arm's traced runs, then
+// ingests the last of them in a child of its own (`iocorr ingest`, whose
+// wait4 maxrss is the ingest's alone) and checks its fidelity.
+func Recorder(r *Report, cfg Config, sec string, runs []sample) {
+	var cpu, rss, records, spoolPerGiB, recPerGiB, lost []float64
+	var perGiBNA string
+	for _, t := range runs {
+		m, err := rundir.ReadMeta(t.dir)
+		if err != nil {
+			r.NA(sec, "recorder", "", orNA(err))
+			return
+		}
+		child := time.Duration(m.Child.UserNS + m.Child.SystemNS).Seconds()
+		cpu = append(cpu, t.cpu-child)
+		rss = append(rss, float64(t.maxRSS)/1024)
+		var n, l uint64
+		for _, c := range m.Counts {
+			n += c
+		}
+		for _, c := range m.Lost {
+			l += c
+		}
+		records = append(records, float64(n))
+		lost = append(lost, float64(l))
+		st, err := os.Stat(filepath.Join(t.dir, rundir.SpoolFile))
+		if err != nil {
+			r.NA(sec, "recorder", "", orNA(err))
+			return
+		}
+		read, ok := diskRead(m)
+		switch {
+		case !ok:
+			perGiBNA = "no diskstats of the model's disk in meta.json"
+		case read < minRead:
+			perGiBNA = fmt.Sprintf("the run read %d MiB from the disk (in RAM)", read>>20)
+		default:
+			spoolPerGiB = append(spoolPerGiB, float64(st.Size())/(1<<20)/(float64(read)/gib))
+			recPerGiB = append(recPerGiB, float64(n)/(float64(read)/gib))
+		}
+	}
+	r.Add(sec, "recorder CPU (traced run - child's rusage)", "s", cpu, "")
+	r.Add(sec, "recorder peak RSS while recording (VmHWM)", "MiB", rss, "")
+	r.Add(sec, "records per run", "count", records, "")
+	r.Add(sec, "records per GiB read", "count/GiB", recPerGiB, perGiBNA)
+	r.Add(sec, "spool per GiB read", "MiB/GiB", spoolPerGiB, perGiBNA)
+	r.Add(sec, "lost events (meta.json)", "count", lost, "")
+	if len(runs) == 0 {
+		return
+	}
+	last := runs[len(runs)-1].dir
+	ing, err := ingestRun(cfg, last)
+	if err != nil {
+		r.NA(sec, "ingest peak RSS", "MiB", orNA(err))
+		return
+	}
+	r.Add(sec, "ingest peak RSS (iocorr ingest, wait4 maxrss)", "MiB", []float64{float64(ing.maxRSS) / 1024}, "")
+	r.Add(sec, "ingest CPU", "s", []float64{ing.cpu}, "")
+	Fidelity(r, sec, last)
+}
+
+// ingestRun builds the store of a recorded run in a child of its own.
+func ingestRun(cfg Config, dir string) (sample, error) {
+	s := sample{dir: dir}
+	cmd := exec.Command(cfg.Iocorr, "ingest", dir)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return s, fmt.Errorf("iocorr ingest: %w: %s", err, lastLine(errb.Bytes()))
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	s.cpu, s.maxRSS = cpuSeconds(ru), ru.Maxrss
+	return s, nil
+}
