@@ -11,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
 )
 
 // Fidelity adds, for an ingested run, what was captured over what the
@@ -53,17 +54,52 @@ func Fidelity(r *Report, sec, dir string) {
 	default:
 		r.Add(sec, "model block bytes/diskstats", "ratio", []float64{float64(sum.ReadBytes) / float64(read)}, "")
 	}
-	mf := m.Models[0]
-	if mf.ResidentEnd == nil {
-		r.NA(sec, "model pages resident at end: trace/mincore", "ratio", "no end-of-run mincore snapshot in meta.json")
+	resident(r, sec, st, m)
+}
+
+// resident compares the model pages `iocorr stats` replays from the
+// page-cache events as resident at the end with the mincore(2) snapshot
+// record took then, summed over the tensors of its per-tensor table.
+func resident(r *Report, sec string, st *index.Store, m *rundir.Meta) {
+	const name = "model pages resident at end: trace/mincore"
+	rep, err := stats.Compute(st, m, stats.Options{})
+	if err != nil {
+		r.NA(sec, name, "ratio", orNA(err))
 		return
 	}
-	traced := mf.ResidentBefore + int64(sum.PagesAdded) - int64(sum.PagesEvicted)
-	if mf.ResidentEnd.Resident == 0 {
-		r.NA(sec, "model pages resident at end: trace/mincore", "ratio", fmt.Sprintf("mincore says none resident, the trace %d", traced))
+	t := rep.Table("tensors")
+	if t == nil {
+		r.NA(sec, name, "ratio", "iocorr stats has no tensors table")
 		return
 	}
-	r.Add(sec, "model pages resident at end: trace/mincore", "ratio", []float64{float64(traced) / float64(mf.ResidentEnd.Resident)}, "")
+	col := map[string]int{}
+	for i, c := range t.Columns {
+		col[c.Name] = i
+	}
+	ci, okT := col["resident_end_pages"]
+	cm, okM := col["resident_end_mincore_pages"]
+	if !okT || !okM {
+		r.NA(sec, name, "ratio", "the tensors table of iocorr stats has no resident_end_pages or resident_end_mincore_pages")
+		return
+	}
+	var traced, mincore int64
+	for _, row := range t.Rows {
+		for _, v := range []struct {
+			cell stats.Value
+			sum  *int64
+		}{{row[ci], &traced}, {row[cm], &mincore}} {
+			if v.cell.NA != "" {
+				r.NA(sec, name, "ratio", v.cell.NA)
+				return
+			}
+			*v.sum += v.cell.I
+		}
+	}
+	if mincore == 0 {
+		r.NA(sec, name, "ratio", fmt.Sprintf("mincore says no tensor page is resident, the trace %d", traced))
+		return
+	}
+	r.Add(sec, name, "ratio", []float64{float64(traced) / float64(mincore)}, "")
 }
 
 // majorFaults counts the run's major-fault records of every traced
