@@ -18,21 +18,24 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // Config is every knob of one benchmark run.
 type Config struct {
-	Iocorr     string // the iocorr binary under test
-	LlamaBench string // llama.cpp's llama-bench
-	Repo       string // repository root: the Go benchmarks and tests run there
-	WorkDir    string // model, run directories; kept for inspection
-	Pairs      int    // interleaved untraced/traced rounds per arm
-	Tokens     int    // llama-bench -n
-	Threads    int    // llama-bench -t
-	MemLimit   int64  // bytes: the memory limit of arm (c)
-	Short      bool   // prove it works: fewer rounds, the 1 M-event store
-	Sched      bool   // also arm (d), --probe sched
-	Log        io.Writer
+	Iocorr     string    `json:"iocorr"`      // the iocorr binary under test
+	LlamaBench string    `json:"llama_bench"` // llama.cpp's llama-bench
+	Repo       string    `json:"repo"`        // repository root: the Go benchmarks and tests run there
+	WorkDir    string    `json:"workdir"`     // model, run directories; kept for inspection
+	Pairs      int       `json:"pairs"`       // interleaved untraced/traced rounds per arm
+	Tokens     int       `json:"tokens"`      // llama-bench -n
+	Threads    int       `json:"threads"`     // llama-bench -t
+	MemLimit   int64     `json:"mem_limit"`   // bytes: the memory limit of arm (c)
+	Short      bool      `json:"short"`       // prove it works: fewer rounds, the 1 M-event store
+	Sched      bool      `json:"sched"`       // also arm (d), --probe sched
+	Log        io.Writer `json:"-"`
 }
 
 // Figure is one line of the table.
@@ -50,10 +53,11 @@ type Figure struct {
 
 // Report is the whole benchmark: the table and what produced it.
 type Report struct {
-	Start   time.Time `json:"start"`
-	End     time.Time `json:"end"`
-	Config  Config    `json:"config"`
-	Figures []Figure  `json:"figures"`
+	Start   time.Time   `json:"start"`
+	End     time.Time   `json:"end"`
+	Host    rundir.Host `json:"host"`
+	Config  Config      `json:"config"`
+	Figures []Figure    `json:"figures"`
 }
 
 // Add appends a figure of samples; none makes it NA for reason na.
@@ -130,7 +134,7 @@ func (r *Report) WriteJSON(path string) error {
 // its figures NA with the error, so that one broken part does not hide
 // the others.
 func Run(cfg Config) *Report {
-	r := &Report{Start: time.Now(), Config: cfg}
+	r := &Report{Start: time.Now(), Host: experiment.HostInfo(), Config: cfg}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
