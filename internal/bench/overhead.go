@@ -54,6 +54,7 @@ type sample struct {
 	tokPerS float64
 	cpu     float64 // user+sys seconds of every process of the run
 	maxRSS  int64   // KiB: wait4's maxrss (or, for record, its polled VmHWM)
+	read    int64   // bytes the processes read from the disk (rusage inblock)
 	dir     string  // traced: the run directory
 }
 
@@ -114,7 +115,7 @@ func untraced(cfg Config, model string, cold bool) (sample, error) {
 	if ex.Code != 0 {
 		return s, fmt.Errorf("llama-bench exited %d: %s", ex.Code, lastLine(errb.Bytes()))
 	}
-	s.cpu, s.maxRSS = cpuSeconds(&ex.Rusage), ex.Rusage.Maxrss
+	s.cpu, s.maxRSS, s.read = cpuSeconds(&ex.Rusage), ex.Rusage.Maxrss, ex.Rusage.Inblock*512
 	s.tokPerS, err = tokensPerSecond(out.Bytes())
 	return s, err
 }
@@ -143,7 +144,8 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	if err != nil {
 		return s, fmt.Errorf("iocorr record: %w: %s", err, lastLine(errb.Bytes()))
 	}
-	s.cpu = cpuSeconds(cmd.ProcessState.SysUsage().(*syscall.Rusage))
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	s.cpu, s.read = cpuSeconds(ru), ru.Inblock*512
 	s.tokPerS, err = tokensPerSecond(out.Bytes())
 	return s, err
 }
@@ -205,7 +207,7 @@ func vmHWM(pid int) (int64, bool) {
 // every mode alike; the ratios are taken within a round.
 func Overhead(r *Report, cfg Config, model string, a Arm) {
 	sec := "overhead " + a.Name
-	var tok, cpu, floorCPU, floorTok []float64
+	var tok, cpu, read, floorCPU, floorTok []float64
 	var runs []sample
 	var floorNA string
 	floor := a.Floor
@@ -265,6 +267,9 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 		logf(cfg, "%s round %d: untraced %.2f tok/s %.2f s CPU, traced %.2f tok/s %.2f s CPU", a.Name, i, u.tokPerS, u.cpu, t.tokPerS, t.cpu)
 		tok = append(tok, t.tokPerS/u.tokPerS)
 		cpu = append(cpu, t.cpu/u.cpu)
+		if u.read >= minRead {
+			read = append(read, float64(t.read)/float64(u.read))
+		}
 		if floor && f.cpu > 0 {
 			floorCPU = append(floorCPU, f.cpu/u.cpu)
 			floorTok = append(floorTok, f.tokPerS/u.tokPerS)
@@ -273,6 +278,9 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 	}
 	r.Add(sec, "tokens/s traced/untraced", "ratio", tok, "")
 	r.Add(sec, "CPU traced/untraced (user+sys, child+recorder)", "ratio", cpu, "")
+	// The arms are alike only if both read alike: the same limit and
+	// eviction give the same I/O.
+	r.Add(sec, "disk reads traced/untraced (rusage inblock)", "ratio", read, "the untraced runs read under 64 MiB from the disk (in RAM)")
 	if a.Floor {
 		r.Add(sec, "CPU bpftrace floor/untraced", "ratio", floorCPU, floorNA)
 		r.Add(sec, "tokens/s bpftrace floor/untraced", "ratio", floorTok, floorNA)
