@@ -49,6 +49,44 @@ type Figure struct {
 	Max     float64   `json:"max"`
 	Samples []float64 `json:"samples,omitempty"`
 	NA      string    `json:"na,omitempty"` // why it was not measured
+	Target  *Target   `json:"target,omitempty"`
+}
+
+// Target is one of issue 8's targets for a figure.
+type Target struct {
+	Op    string  `json:"op"` // "<=" or ">="
+	Value float64 `json:"value"`
+	Of    string  `json:"of"`            // the statistic judged: "median" or "max"
+	Met   *bool   `json:"met,omitempty"` // nil when the figure is NA
+}
+
+func (t *Target) String() string {
+	s := fmt.Sprintf("%s %s %s", t.Of, t.Op, num(t.Value))
+	switch {
+	case t.Met == nil:
+		return s
+	case *t.Met:
+		return s + ": met"
+	}
+	return s + ": MISSED"
+}
+
+// goal sets a target on the figure added last and judges it.
+func (r *Report) goal(op string, v float64, of string) {
+	f := &r.Figures[len(r.Figures)-1]
+	t := &Target{Op: op, Value: v, Of: of}
+	if f.NA == "" {
+		x := f.Median
+		if of == "max" {
+			x = f.Max
+		}
+		met := x <= v
+		if op == ">=" {
+			met = x >= v
+		}
+		t.Met = &met
+	}
+	f.Target = t
 }
 
 // Report is the whole benchmark: the table and what produced it.
@@ -93,7 +131,7 @@ func summarize(xs []float64) (med, lo, hi float64) {
 // WriteTable prints the report as one aligned table.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SECTION\tFIGURE\tUNIT\tN\tMEDIAN\tMIN\tMAX")
+	fmt.Fprintln(tw, "SECTION\tFIGURE\tUNIT\tN\tMEDIAN\tMIN\tMAX\tTARGET")
 	for _, f := range r.Figures {
 		if f.NA != "" {
 			// The JSON keeps the whole reason; the table its start.
@@ -101,12 +139,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if len(na) > 100 {
 				na = na[:100] + "..."
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\tNA: %s\t\t\n", f.Section, f.Name, f.Unit, f.N, na)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\tNA: %s\t\t\t%s\n", f.Section, f.Name, f.Unit, f.N, na, target(f))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Section, f.Name, f.Unit, f.N, num(f.Median), num(f.Min), num(f.Max))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", f.Section, f.Name, f.Unit, f.N, num(f.Median), num(f.Min), num(f.Max), target(f))
 	}
 	return tw.Flush()
+}
+
+func target(f Figure) string {
+	if f.Target == nil {
+		return ""
+	}
+	return f.Target.String()
 }
 
 // num prints ratios with three decimals and large counts whole.

@@ -112,3 +112,23 @@ func TestFloorScriptCountsOnTheKernelProbesTheRunAttached(t *testing.T) {
 		t.Error("no run directory gave no error")
 	}
 }
+
+func TestGoalJudgesTheNamedStatisticAndLeavesNAUnjudged(t *testing.T) {
+	var r Report
+	r.Add("s", "speed", "ratio", []float64{0.97, 0.99, 1.2}, "")
+	r.goal(">=", 0.98, "median")
+	r.Add("s", "lost", "count", []float64{0, 0, 3}, "")
+	r.goal("<=", 0, "max")
+	r.Add("s", "cpu", "ratio", []float64{1.04}, "")
+	r.goal("<=", 1.05, "median")
+	r.NA("s", "spool", "MiB/GiB", "in RAM")
+	r.goal("<=", 1.9, "median")
+	for i, want := range []string{"median >= 0.980: met", "max <= 0.000: MISSED", "median <= 1.050: met", "median <= 1.900"} {
+		if got := r.Figures[i].Target.String(); got != want {
+			t.Errorf("%s: target %q, want %q", r.Figures[i].Name, got, want)
+		}
+	}
+	if r.Figures[3].Target.Met != nil {
+		t.Error("an NA figure was judged")
+	}
+}

@@ -277,7 +277,16 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 		runs = append(runs, t)
 	}
 	r.Add(sec, "tokens/s traced/untraced", "ratio", tok, "")
+	switch {
+	case a.Cold && a.Probe == "":
+		r.goal(">=", 0.98, "median")
+	case a.Probe == "":
+		r.goal(">=", 0.99, "median")
+	}
 	r.Add(sec, "CPU traced/untraced (user+sys, child+recorder)", "ratio", cpu, "")
+	if a.Cold && a.Probe == "" {
+		r.goal("<=", 1.05, "median")
+	}
 	// The arms are alike only if both read alike: the same limit and
 	// eviction give the same I/O.
 	r.Add(sec, "disk reads traced/untraced (rusage inblock)", "ratio", read, "the untraced runs read under 64 MiB from the disk (in RAM)")
@@ -293,6 +302,7 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 			}
 		}
 		r.Add(sec, "added CPU iocorr/floor ((traced-1)/(floor-1))", "ratio", added, "floor added no CPU or was not measured")
+		r.goal("<=", 1.5, "median")
 	}
 	Recorder(r, cfg, sec, runs)
 }

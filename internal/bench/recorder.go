@@ -18,6 +18,9 @@ const gib = 1 << 30
 // read to mean anything: a run in RAM reads next to nothing.
 const minRead = 64 << 20
 
+// mb100 is issue 8's 100 MB bound on the recorder's RSS, in MiB.
+const mb100 = 100e6 / (1 << 20)
+
 // Recorder adds the recorder's own costs over an arm's traced runs, then
 // ingests the last of them in a child of its own (`iocorr ingest`, whose
 // wait4 maxrss is the ingest's alone) and checks its fidelity.
@@ -60,10 +63,13 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 	}
 	r.Add(sec, "recorder CPU (traced run - child's rusage)", "s", cpu, "")
 	r.Add(sec, "recorder peak RSS while recording (VmHWM)", "MiB", rss, "")
+	r.goal("<=", mb100, "max")
 	r.Add(sec, "records per run", "count", records, "")
 	r.Add(sec, "records per GiB read", "count/GiB", recPerGiB, perGiBNA)
 	r.Add(sec, "spool per GiB read", "MiB/GiB", spoolPerGiB, perGiBNA)
+	r.goal("<=", 2e6/(1<<20), "median")
 	r.Add(sec, "lost events (meta.json)", "count", lost, "")
+	r.goal("<=", 0, "max")
 	if len(runs) == 0 {
 		return
 	}
@@ -74,6 +80,7 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 		return
 	}
 	r.Add(sec, "ingest peak RSS (iocorr ingest, wait4 maxrss)", "MiB", []float64{float64(ing.maxRSS) / 1024}, "")
+	r.goal("<=", 2*mb100, "max")
 	r.Add(sec, "ingest CPU", "s", []float64{ing.cpu}, "")
 	Fidelity(r, sec, last)
 }
