@@ -21,6 +21,11 @@ type Options struct {
 	Budgets []int64
 	// Top is how many tensors each top list names (default 10).
 	Top int
+	// NoTokenResidency leaves out the residency table (a row per token ×
+	// tensor) and the per-token snapshots behind it: the one table whose
+	// memory grows with tokens × tensors (2.2 GB for 20,000 tokens of a
+	// small model), for callers that do not show it.
+	NoTokenResidency bool
 }
 
 // Report is every table of a run's statistics.
@@ -117,7 +122,10 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	}
 	rep := &Report{Status: meta.Status()}
 	rep.Tables = append(rep.Tables, r.perToken(), r.tokenTime(), r.amplification(), r.requestSizes(),
-		r.tensors(), r.layers(), r.residencyPerToken())
+		r.tensors(), r.layers())
+	if !opt.NoTokenResidency {
+		rep.Tables = append(rep.Tables, r.residencyPerToken())
+	}
 	rep.Tables = append(rep.Tables, r.moe()...)
 	rep.Tables = append(rep.Tables, r.top())
 	return rep, nil
@@ -383,9 +391,13 @@ func (r *run) replayPages(pev []pageEv) {
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.tokens[a].StartNS, r.tokens[b].StartNS) })
-	r.tokenRes = make([][]int64, len(r.tokens))
+	if !r.opt.NoTokenResidency {
+		r.tokenRes = make([][]int64, len(r.tokens))
+	}
 	snap := func(ti int) {
-		r.tokenRes[ti] = slices.Clone(rs.resident)
+		if r.tokenRes != nil {
+			r.tokenRes[ti] = slices.Clone(rs.resident)
+		}
 		t := &r.tokens[ti]
 		for _, s := range selsOf[t.Token] {
 			ids := exps[int(s.Layer)]

@@ -3,6 +3,7 @@ package stats_test
 import (
 	"math"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/iocorr/iocorr/correlate"
@@ -292,5 +293,25 @@ func TestResidencyRefaultsAndTokenFiguresOfScriptedRun(t *testing.T) {
 	tpot := find(t, rep, "token_time", map[string]any{"figure": "time_per_output_token"})
 	if tpot["time_ns"].F != 800 || tpot["stall_ns"].F != 50 || tpot["compute_ns"].F != 750 {
 		t.Errorf("time per output token %v = %v + %v, want 800 = 750 + 50", tpot["time_ns"].F, tpot["compute_ns"].F, tpot["stall_ns"].F)
+	}
+}
+
+func TestNoTokenResidencyLeavesOutOnlyTheTokenTensorTable(t *testing.T) {
+	full, _ := computeScripted(t, stats.Options{})
+	short, _ := computeScripted(t, stats.Options{NoTokenResidency: true})
+	if full.Table("residency") == nil {
+		t.Fatal("the full report has no residency table")
+	}
+	if short.Table("residency") != nil {
+		t.Fatal("NoTokenResidency kept the residency table")
+	}
+	var kept []stats.Table
+	for _, tb := range full.Tables {
+		if tb.Name != "residency" {
+			kept = append(kept, tb)
+		}
+	}
+	if !reflect.DeepEqual(kept, short.Tables) {
+		t.Fatal("NoTokenResidency changed a table other than residency")
 	}
 }

@@ -68,7 +68,7 @@ func writeReport(o reportOptions) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	sr, err := stats.Compute(st, meta, stats.Options{})
+	sr, err := stats.Compute(st, meta, stats.Options{NoTokenResidency: true})
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

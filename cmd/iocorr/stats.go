@@ -50,6 +50,8 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
+		// The table format never prints the token × tensor residency.
+		opt.NoTokenResidency = *format != "json"
 		rep, err := stats.Compute(st, meta, opt)
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
