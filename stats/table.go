@@ -88,3 +88,15 @@ func ratio(a, b float64, reason string) Value {
 	}
 	return Value{F: a / b}
 }
+
+// Col is the index of the column named name, -1 if the table has none:
+// callers read figures by name, so a renamed column is found missing
+// rather than read as another.
+func (t *Table) Col(name string) int {
+	for i, c := range t.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}

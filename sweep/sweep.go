@@ -20,6 +20,7 @@ import (
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
 )
 
 // SummaryFile is the sweep's summary in its directory.
@@ -167,7 +168,46 @@ func Summarize(dir string, r *Row) error {
 		return err
 	}
 	defer st.Close()
-	return r.figures(st)
+	if err := r.figures(st); err != nil {
+		return err
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		return err
+	}
+	return r.expertHitRate(st, meta)
+}
+
+// expertHitRate takes the run's real expert hit rate from iocorr stats
+// (decode picks whose expert slice was wholly resident), so that the sweep
+// and stats can never disagree on it.
+func (r *Row) expertHitRate(st *index.Store, meta *rundir.Meta) error {
+	if !hasExperts(st) {
+		r.NA["expert_hit_rate"] = "the model has no experts"
+		return nil
+	}
+	rep, err := stats.Compute(st, meta, stats.Options{K: []int{1}, NoTokenResidency: true})
+	if err != nil {
+		return fmt.Errorf("computing the expert hit rate: %w", err)
+	}
+	if t := rep.Table("cache_sim"); t != nil {
+		pol, hit := t.Col("policy"), t.Col("hit_rate_ratio")
+		for _, row := range t.Rows {
+			if pol >= 0 && hit >= 0 && row[pol].S == "real" {
+				if v := row[hit]; v.NA != "" {
+					r.NA["expert_hit_rate"] = v.NA
+				} else {
+					h := v.F
+					r.ExpertHitRate = &h
+					delete(r.NA, "expert_hit_rate")
+				}
+			}
+		}
+	}
+	if len(r.NA) == 0 {
+		r.NA = nil
+	}
+	return nil
 }
 
 // runStatus says what became of a recording that ended in order.
@@ -248,13 +288,7 @@ func (r *Row) figures(st *index.Store) error {
 		r.MajorPerToken = ratio("major_faults_per_token", float64(r.Major), float64(r.Decode), "")
 		r.StallShare = ratio("stall_share", float64(r.StallNS), float64(inDecode), "no decode call was timed")
 	}
-	r.NA["expert_hit_rate"] = "not computed by this iocorr (needs expert residency from iocorr stats)"
-	if !hasExperts(st) {
-		r.NA["expert_hit_rate"] = "the model has no experts"
-	}
-	if len(r.NA) == 0 {
-		r.NA = nil
-	}
+	r.NA["expert_hit_rate"] = "iocorr stats has no real-run row in its cache_sim table"
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -118,6 +119,29 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	}
 	if *sum.Rows[1].BytesPerToken == 0 {
 		t.Error("112MiB read nothing per token: the model fits, the test shows nothing")
+	}
+	// The expert hit rate of each budget that ran is the real-run row of
+	// iocorr stats on its run directory.
+	for _, r := range sum.Rows[1:] {
+		js, _, err := runCmd(t, "stats", "-i", filepath.Join(dir, r.Budget), "--format", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Tables map[string][]map[string]any `json:"tables"`
+		}
+		if err := json.Unmarshal([]byte(js), &st); err != nil {
+			t.Fatal(err)
+		}
+		var want any = "no real row"
+		for _, row := range st.Tables["cache_sim"] {
+			if row["policy"] == "real" {
+				want = row["hit_rate_ratio"]
+			}
+		}
+		if r.ExpertHitRate == nil || want != *r.ExpertHitRate || *r.ExpertHitRate < 0 || *r.ExpertHitRate > 1 {
+			t.Errorf("%s: expert hit rate %v (NA %q), iocorr stats says %v", r.Budget, deref(r.ExpertHitRate), r.NA["expert_hit_rate"], want)
+		}
 	}
 
 	// The tightest budget that ran is a real run under memory pressure:
