@@ -21,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "export",
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
-		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|sweep [-o FILE] [--format csv|json|jsonl|table|parquet] [event filters]",
+		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--table NAME] [event filters]",
 		flags:   exportFlags,
 	})
 }
@@ -37,6 +37,7 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 	layer := fs.Int("layer", -1, "events: only of tensors of layer L")
 	expert := fs.Int("expert", -1, "events: only of expert E")
 	op := fs.String("op", "", "events: only of op NAME")
+	table := fs.String("table", "", "stats: only table NAME (required unless --format parquet, which writes every table into the directory -o)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
 			return usagef("export: want one KIND: %s", strings.Join(exportKinds, ", "))
@@ -49,8 +50,11 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if fs.NArg() > 0 {
 			return usagef("export: want one KIND, got also %q", fs.Args())
 		}
-		if !contains(exportKinds, kind) && kind != "sweep" {
-			return usagef("export: unknown kind %q (want %s or sweep)", kind, strings.Join(exportKinds, ", "))
+		if !contains(exportKinds, kind) && kind != "sweep" && kind != "stats" {
+			return usagef("export: unknown kind %q (want %s, stats or sweep)", kind, strings.Join(exportKinds, ", "))
+		}
+		if fs.Changed("table") && kind != "stats" {
+			return usagef("export: --table names a table of stats")
 		}
 		if *format == formatParquet && (*out == "-" || *out == "") {
 			return usagef("export: parquet is binary: give -o FILE")
@@ -61,6 +65,9 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		}
 		if filtered && kind != "events" {
 			return usagef("export: --tensor, --token, --layer, --expert and --op select events; %s is whole-run", kind)
+		}
+		if kind == "stats" {
+			return exportStats(*dir, *out, *table, *format)
 		}
 		if kind == "sweep" {
 			// -i is a sweep directory: its summary (sweep.json).

@@ -154,6 +154,8 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	if read == 0 || want.byKind["fault"] == 0 || want.byKind["block"] == 0 {
 		t.Errorf("the 112MiB run's store: %d bytes read, events %v", read, want.byKind)
 	}
+	// So do its stats tables, cell by cell.
+	checkStatsParquetEqualsJSON(t, filepath.Join(dir, "112MiB"))
 
 	// The summary exports to Parquet like any table.
 	pq := filepath.Join(t.TempDir(), "sweep.parquet")
