@@ -486,6 +486,35 @@ func BuildToucher(t testing.TB) string {
 	return bin
 }
 
+// BuildMoEToucher compiles testdata/moetoucher (a scripted router that
+// calls llama_decode and ggml_compute_forward_get_rows like llama.cpp and
+// reads the picked experts' slices) with the system's C compiler, without
+// debug info, and syncs it to disk before anything probes it.
+func BuildMoEToucher(t testing.TB) string {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "moetoucher")
+	cmd := exec.Command("cc", "-O1", "-Wall", "-o", bin, "testdata/moetoucher/moetoucher.c")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the MoE toucher: %v\n%s", err, out)
+	}
+	// A uprobe on a file whose blocks are not yet written hit a kernel
+	// warning here once (LAB-NOTES): write it out first.
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // ToucherReport is what the toucher prints.
 type ToucherReport struct {
 	Mapping    uint64  `json:"mapping"`
