@@ -27,43 +27,31 @@ const (
 // it (doctor reports them).
 var ProbeSymbols = []string{SymDecode, SymGraphCompute, SymGetRows}
 
-// FileSymbols lists which probe symbols an ELF file defines, plus every
-// exported ggml_compute_forward_* function (op probes).
+// FileSymbols lists which probe symbols an ELF file defines (local ones
+// in .symtab too), plus every exported ggml_compute_forward_* function
+// (op probes).
 func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, err error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	defer f.Close()
-	var syms []elf.Symbol
-	for _, get := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		s, err := get()
-		if err == nil {
-			syms = append(syms, s...)
-		}
-	}
-	seen := map[string]bool{}
-	for _, s := range syms {
-		if seen[s.Name] || s.Section == elf.SHN_UNDEF {
-			continue
-		}
-		seen[s.Name] = true
+	err = eachDefinedSymbol(path, func(s elf.Symbol) {
 		switch {
 		case s.Name == symOpNames:
 			hasOpNames = true
 		case elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0:
 		case s.Name == SymDecode || s.Name == SymGraphCompute:
 			probe = append(probe, s.Name)
-		case strings.HasPrefix(s.Name, opPrefix) && elf.ST_BIND(s.Info) == elf.STB_GLOBAL:
-			ops = append(ops, s.Name)
+		default:
+			// get_rows is a probe point in any binding: a build that
+			// keeps .symtab has it local.
 			if s.Name == SymGetRows {
 				probe = append(probe, s.Name)
 			}
+			if strings.HasPrefix(s.Name, opPrefix) && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
+				ops = append(ops, s.Name)
+			}
 		}
-	}
+	})
 	sort.Strings(probe)
 	sort.Strings(ops)
-	return probe, ops, hasOpNames, nil
+	return probe, ops, hasOpNames, err
 }
 
 // AttachUser attaches the user-space probes to the llama/ggml symbols an

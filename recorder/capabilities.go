@@ -33,13 +33,33 @@ func missingCapabilities(probes []bpf.Probe, searched []string, probeOps, moe bo
 		out = append(out, fmt.Sprintf("%s is in none of the files searched (%s): %s", sym, where, lost))
 	}
 	if !found[bpf.SymGraphCompute] {
-		miss(bpf.SymGraphCompute, "graphs and their nodes (weights read per op, layers) are not recorded")
+		miss(bpf.SymGraphCompute, LostWithout(bpf.SymGraphCompute))
 	}
 	if moe && !found[bpf.SymGetRows] {
-		miss(bpf.SymGetRows, "the router's expert picks are not recorded, so which experts were selected is unknown (NA), not zero")
+		miss(bpf.SymGetRows, LostWithout(bpf.SymGetRows))
 	}
 	if probeOps && !opFuncs {
-		miss("ggml_compute_forward_<op>", "--probe ops recorded no op")
+		miss(OpFunctions, LostWithout(OpFunctions))
 	}
 	return out
+}
+
+// OpFunctions names the op probe points (one per ggml op function).
+const OpFunctions = "ggml_compute_forward_<op>"
+
+// LostWithout says what a run cannot record without probe point sym
+// (bpf.ProbeSymbols, or OpFunctions): the record summary, meta.json and
+// iocorr doctor say it in the same words.
+func LostWithout(sym string) string {
+	switch sym {
+	case bpf.SymDecode:
+		return "no llama.cpp calls are recorded: no tokens, phases or per-token figures, kernel events only"
+	case bpf.SymGraphCompute:
+		return "graphs and their nodes (weights read per op, layers) are not recorded"
+	case bpf.SymGetRows:
+		return "the router's expert picks are not recorded, so which experts were selected is unknown (NA), not zero"
+	case OpFunctions:
+		return "--probe ops recorded no op"
+	}
+	return "unknown probe point"
 }

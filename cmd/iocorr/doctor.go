@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/elfinfo"
+	"github.com/iocorr/iocorr/recorder"
 )
 
 func init() {
@@ -239,7 +242,6 @@ func commandChecks(argv, libs []string) []check {
 		path, detail string
 	}
 	var hits []hit
-	found := map[string]bool{}
 	seen := map[string]bool{}
 	for _, f := range files {
 		if seen[f] {
@@ -249,9 +251,6 @@ func commandChecks(argv, libs []string) []check {
 		probe, ops, _, err := bpf.FileSymbols(f)
 		if err != nil || (len(probe) == 0 && len(ops) == 0) {
 			continue
-		}
-		for _, s := range probe {
-			found[s] = true
 		}
 		hits = append(hits, hit{f, fmt.Sprintf("%s + %d ggml_compute_forward_* op functions", strings.Join(probe, ", "), len(ops))})
 	}
@@ -279,14 +278,74 @@ func commandChecks(argv, libs []string) []check {
 		}
 		out = append(out, check{name: name, ok: true, detail: h.detail + ", in " + where})
 	}
+	return append(out, probePointChecks(slices.Sorted(maps.Keys(seen)))...)
+}
+
+// probePointChecks says, per probe point, in which of files it is and how
+// bound (global, or local: in .symtab only), or that it is missing and
+// what a run loses without it (recorder.LostWithout).
+func probePointChecks(files []string) []check {
+	where := map[string][]place{}
+	var globalOps, localOps int
+	var opFiles []place
+	for _, f := range files {
+		points, g, l, err := bpf.ProbePoints(f)
+		if err != nil {
+			continue
+		}
+		for _, p := range points {
+			where[p.Symbol] = append(where[p.Symbol], place{p.Binding, filepath.Base(f)})
+		}
+		if g > 0 {
+			globalOps += g
+			opFiles = append(opFiles, place{"", filepath.Base(f)})
+		}
+		localOps += l
+	}
+	var out []check
 	for _, s := range bpf.ProbeSymbols {
-		c := check{name: "probe " + s, ok: found[s]}
-		if !found[s] {
-			c.detail = fmt.Sprintf("not found in the %d files searched (a library loaded at run time is probed when it is mapped; name it with --lib)", len(seen))
+		c := check{name: "probe point " + s, ok: len(where[s]) > 0}
+		if c.ok {
+			c.detail = summarizeWhere(where[s])
+		} else {
+			c.detail = fmt.Sprintf("missing from the %d files searched: %s (a library loaded at run time is probed when it is mapped; name it with --lib)",
+				len(files), recorder.LostWithout(s))
 		}
 		out = append(out, c)
 	}
-	return out
+	c := check{name: "probe point " + recorder.OpFunctions + " (--probe ops)", ok: globalOps > 0}
+	switch {
+	case globalOps > 0:
+		c.detail = fmt.Sprintf("%d global functions in %s", globalOps, summarizeWhere(opFiles))
+	default:
+		c.detail = "missing: " + recorder.LostWithout(recorder.OpFunctions)
+	}
+	if localOps > 0 {
+		c.detail += fmt.Sprintf("; %d more are local (not probed)", localOps)
+	}
+	return append(out, c)
+}
+
+// place is where a probe point was found: its binding ("" when it goes
+// without saying) and file.
+type place struct{ bind, file string }
+
+// summarizeWhere joins places, one entry for the many CPU-backend
+// variants that define the same symbols.
+func summarizeWhere(places []place) string {
+	var out []string
+	variants := map[string]int{}
+	for _, p := range places {
+		if isCPUVariant(p.file) {
+			variants[p.bind]++
+			continue
+		}
+		out = append(out, strings.TrimSpace(p.bind+" in "+p.file))
+	}
+	for _, bind := range slices.Sorted(maps.Keys(variants)) {
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%s in %d libggml-cpu-*.so variants (one is loaded at run time)", bind, variants[bind])))
+	}
+	return strings.Join(out, ", ")
 }
 
 func isCPUVariant(p string) bool {

@@ -62,7 +62,7 @@ func TestDoctorFindsTheProbeSymbolsOfACommand(t *testing.T) {
 	}{
 		{"node running a node-llama-cpp script: the addon's libraries and CPU variants", []string{"--", "node", llmtest.Driver()}, true, false, "node-llama-cpp"},
 		{"a --lib file, and the CPU backends dlopen()ed from beside it", []string{"--lib", filepath.Join(llmtest.LibDir(), "libllama.v0.5.0.so"), "--", "true"}, true, false, "symbols in libllama.v0.5.0.so"},
-		{"a command without llama.cpp", []string{"--", "ls"}, false, false, "probe llama_decode"},
+		{"a command without llama.cpp", []string{"--", "ls"}, false, false, "probe point llama_decode"},
 		{"a command that does not exist fails", []string{"--", "no-such-command-iocorr"}, false, true, "command no-such-command-iocorr"},
 	}
 	for _, tc := range tests {
@@ -82,8 +82,8 @@ func TestDoctorFindsTheProbeSymbolsOfACommand(t *testing.T) {
 				return
 			}
 			for _, sym := range []string{"llama_decode", "ggml_graph_compute", "ggml_compute_forward_get_rows"} {
-				if got := rows["probe "+sym].Status == "ok"; got != tc.wantFound {
-					t.Errorf("probe %s: %+v", sym, rows["probe "+sym])
+				if got := rows["probe point "+sym].Status == "ok"; got != tc.wantFound {
+					t.Errorf("probe %s: %+v", sym, rows["probe point "+sym])
 				}
 			}
 			if tc.wantFound {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
@@ -84,8 +85,30 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
-		return writeQueryRows(rows, q.By, *format, status)
+		selNA := ""
+		if q.By == "expert" {
+			meta, err := rundir.ReadMeta(*dir)
+			if err != nil {
+				return fmt.Errorf("query: %w", err)
+			}
+			if selNA = picksNA(meta); selNA != "" {
+				fmt.Fprintf(stderr, "iocorr: note: %s is NA: %s\n", index.Selected, selNA)
+			}
+		}
+		return writeQueryRows(rows, q.By, *format, status, selNA)
 	}
+}
+
+// picksNA says why a run has no record of the router's expert picks:
+// no probe on ggml_compute_forward_get_rows attached (a build that
+// inlined or stripped it, or no llama.cpp at all); "" when one did.
+func picksNA(m *rundir.Meta) string {
+	for _, p := range m.Probes {
+		if p.Symbol == bpf.SymGetRows && p.Error == "" {
+			return ""
+		}
+	}
+	return "the router's expert picks were not recorded: no probe on " + bpf.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
 // openRun opens DIR's store and its run status (rundir.Meta.Status: ""
@@ -110,7 +133,9 @@ func openRun(dir string) (*index.Store, string, error) {
 // writeQueryRows prints query rows. A table shows what a person reads
 // first (correlate.Counter.Table); the other formats carry every counter
 // as a raw number. Columns are the counters' names everywhere.
-func writeQueryRows(rows []index.Row, by string, format outputFormat, status string) error {
+// selNA, when set, says why the router's picks were not recorded: the
+// selected column is then NA, not a count of zero.
+func writeQueryRows(rows []index.Row, by string, format outputFormat, status, selNA string) error {
 	if by == "" {
 		by = "token"
 	}
@@ -133,7 +158,11 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat, status str
 			cells = append(cells, txt(correlate.PhaseName(r.Phase)))
 		}
 		if by == "expert" {
-			cells = append(cells, num(r.Selected))
+			if selNA != "" {
+				cells = append(cells, naCell())
+			} else {
+				cells = append(cells, num(r.Selected))
+			}
 		}
 		cells = counterCells(cells, &r.Counters, tableOnly)
 		if err := rw.Row(cells...); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -26,6 +27,7 @@ func writeTinyRun(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	meta := &rundir.Meta{Complete: true, Finished: true, Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
+		Probes: []rundir.Probe{{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: bpf.SymGetRows}},
 		Models: []rundir.ModelFile{{
 			Path: "m.gguf", Dev: 5, Ino: 9, Size: 7 * 4096,
 			Tensors: []rundir.Tensor{
@@ -563,6 +565,49 @@ func TestExportEventsNameTheirClassInEveryFormat(t *testing.T) {
 			}
 			if strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Errorf("classes %q, want %q\n%s", got, want, out)
+			}
+		})
+	}
+}
+
+// A run whose build had no probe point for the router's picks says so:
+// SELECTED is NA (empty in CSV, null in JSON) with the reason on stderr,
+// never a column of zeros that reads as "never picked".
+func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		probes []rundir.Probe
+		na     bool
+	}{
+		{"get_rows probed", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: bpf.SymGetRows}}, false},
+		{"get_rows missing", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: bpf.SymDecode}}, true},
+		{"get_rows failed to attach", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: bpf.SymGetRows, Error: "EPERM"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeTinyRun(t)
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Probes = tc.probes
+			if err := rundir.WriteMeta(dir, m); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert", "--format", "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rows []map[string]any
+			if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
+				t.Fatalf("%d rows (%v):\n%s", len(rows), err, out)
+			}
+			for _, r := range rows {
+				if got := r[index.Selected]; (got == nil) != tc.na {
+					t.Errorf("expert %v: selected %v, want NA %v", r["expert"], got, tc.na)
+				}
+			}
+			if noted := strings.Contains(errOut, "NA: the router's expert picks were not recorded"); noted != tc.na {
+				t.Errorf("stderr %q: want a note %v", errOut, tc.na)
 			}
 		})
 	}
