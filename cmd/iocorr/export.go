@@ -21,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "export",
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
-		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--table NAME] [event filters]",
+		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--table NAME] [event filters]",
 		flags:   exportFlags,
 	})
 }
@@ -50,8 +50,8 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if fs.NArg() > 0 {
 			return usagef("export: want one KIND, got also %q", fs.Args())
 		}
-		if !contains(exportKinds, kind) && kind != "sweep" && kind != "stats" {
-			return usagef("export: unknown kind %q (want %s, stats or sweep)", kind, strings.Join(exportKinds, ", "))
+		if !contains(exportKinds, kind) && kind != "sweep" && kind != "stats" && kind != "perfetto" {
+			return usagef("export: unknown kind %q (want %s, stats, sweep or perfetto)", kind, strings.Join(exportKinds, ", "))
 		}
 		if fs.Changed("table") && kind != "stats" {
 			return usagef("export: --table names a table of stats")
@@ -68,6 +68,9 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		}
 		if kind == "stats" {
 			return exportStats(*dir, *out, *table, *format)
+		}
+		if kind == "perfetto" {
+			return exportPerfetto(*dir, *out, fs.Changed("format"))
 		}
 		if kind == "sweep" {
 			// -i is a sweep directory: its summary (sweep.json).

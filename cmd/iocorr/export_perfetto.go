@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/iocorr/iocorr/perfetto"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// exportPerfetto writes the run in dir as a Perfetto trace to out and
+// says on stderr what the trace holds and what it leaves out.
+func exportPerfetto(dir, out string, formatGiven bool) error {
+	if formatGiven {
+		return usagef("export: perfetto is its own format (Perfetto's protobuf trace): drop --format")
+	}
+	if out == "-" || out == "" {
+		return usagef("export: perfetto is binary: give -o FILE (e.g. trace.pftrace)")
+	}
+	st, _, err := openRun(dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer st.Close()
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	sum, err := perfetto.WriteFile(out, dir, st, meta, perfetto.Options{})
+	if err != nil {
+		return fmt.Errorf("export: writing %s: %w", out, err)
+	}
+	fmt.Fprintf(stderr, "%s: %d tokens, %d graphs, %d ops, %d faults, %d block requests, %d fault→block flows, %d counter tracks (open it in ui.perfetto.dev)\n",
+		out, sum.Tokens, sum.Graphs, sum.Ops, sum.Faults, sum.BlockRequests, sum.Flows, sum.CounterTracks)
+	if sum.Downsampled != "" {
+		fmt.Fprintf(stderr, "iocorr: note: %s\n", sum.Downsampled)
+	}
+	for _, n := range sum.NotInTrace {
+		fmt.Fprintf(stderr, "iocorr: note: not in the trace: %s\n", n)
+	}
+	return nil
+}

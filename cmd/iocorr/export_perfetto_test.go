@@ -1,0 +1,377 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/perfetto"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// traceEvent and traceTrack are what the test's own decoder reads back,
+// field by field, from the published field numbers.
+type traceEvent struct {
+	ts, track, typ   uint64
+	name             string
+	counter          int64
+	flows, termFlows []uint64
+	anns             map[string]string
+}
+
+type traceTrack struct {
+	uuid, parent uint64
+	name         string
+	thread       bool
+	counter      bool
+}
+
+type decodedTrace struct {
+	tracks map[uint64]traceTrack
+	events []traceEvent
+}
+
+// fields walks one message, failing on a malformed field.
+func fields(t *testing.T, b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
+	t.Helper()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			t.Fatalf("bad tag: %v", protowire.ParseError(n))
+		}
+		b = b[n:]
+		var v []byte
+		var u uint64
+		switch typ {
+		case protowire.VarintType:
+			u, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed64Type:
+			u, n = protowire.ConsumeFixed64(b)
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		default:
+			t.Fatalf("field %d: wire type %d is not one iocorr writes", num, typ)
+		}
+		if n < 0 {
+			t.Fatalf("field %d: %v", num, protowire.ParseError(n))
+		}
+		b = b[n:]
+		fn(num, typ, v, u)
+	}
+}
+
+// decodeTrace reads a trace with a schema of its own: every packet on
+// sequence 1 is a track descriptor or a timestamped track event, every
+// field one the exporter means to write.
+func decodeTrace(t *testing.T, path string) decodedTrace {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := decodedTrace{tracks: map[uint64]traceTrack{}}
+	fields(t, raw, func(num protowire.Number, _ protowire.Type, packet []byte, _ uint64) {
+		if num != 1 {
+			t.Fatalf("Trace field %d, want only packets (1)", num)
+		}
+		var ts, seq uint64
+		var hasTS bool
+		var ev *traceEvent
+		fields(t, packet, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+			switch num {
+			case 8:
+				ts, hasTS = u, true
+			case 10:
+				seq = u
+			case 13: // sequence_flags
+			case 60:
+				var tr traceTrack
+				fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+					switch num {
+					case 1:
+						tr.uuid = u
+					case 2:
+						tr.name = string(v)
+					case 3:
+					case 4:
+						tr.thread = true
+					case 5:
+						tr.parent = u
+					case 8:
+						tr.counter = true
+					default:
+						t.Fatalf("TrackDescriptor field %d", num)
+					}
+				})
+				if _, dup := d.tracks[tr.uuid]; dup || tr.uuid == 0 {
+					t.Fatalf("track uuid %d reused or zero", tr.uuid)
+				}
+				d.tracks[tr.uuid] = tr
+			case 11:
+				ev = &traceEvent{anns: map[string]string{}}
+				fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+					switch num {
+					case 9:
+						ev.typ = u
+					case 11:
+						ev.track = u
+					case 22:
+					case 23:
+						ev.name = string(v)
+					case 30:
+						ev.counter = int64(u)
+					case 47:
+						ev.flows = append(ev.flows, u)
+					case 48:
+						ev.termFlows = append(ev.termFlows, u)
+					case 4:
+						var name, val string
+						fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+							switch num {
+							case 10:
+								name = string(v)
+							case 6:
+								val = string(v)
+							case 3, 4:
+								val = strconv.FormatInt(int64(u), 10)
+							case 5:
+								val = "float"
+							default:
+								t.Fatalf("DebugAnnotation field %d", num)
+							}
+						})
+						ev.anns[name] = val
+					default:
+						t.Fatalf("TrackEvent field %d", num)
+					}
+				})
+			default:
+				t.Fatalf("TracePacket field %d", num)
+			}
+		})
+		if seq != 1 {
+			t.Fatalf("packet on sequence %d", seq)
+		}
+		if ev != nil {
+			if !hasTS {
+				t.Fatal("a track event without a timestamp")
+			}
+			ev.ts = ts
+			d.events = append(d.events, *ev)
+		}
+	})
+	return d
+}
+
+// checkTrace holds a trace to the rules a viewer relies on and to the
+// store's counts; it returns the trace's slices and instants by name
+// class.
+func checkTrace(t *testing.T, dir, path string) map[string]int {
+	t.Helper()
+	// An independent decoder first: protoc knows nothing of iocorr.
+	protoc, err := exec.LookPath("protoc")
+	if err != nil {
+		t.Fatalf("protoc (Debian's protobuf-compiler, make setup installs it): %v", err)
+	}
+	in, _ := os.Open(path)
+	defer in.Close()
+	cmd := exec.Command(protoc, "--decode_raw")
+	cmd.Stdin = in
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || out.Len() == 0 {
+		t.Fatalf("protoc --decode_raw: %v\n%s", err, errb.String())
+	}
+
+	d := decodeTrace(t, path)
+	last := map[uint64]uint64{}
+	depth := map[uint64]int{}
+	flows, terms := map[uint64]int{}, map[uint64]int{}
+	got := map[string]int{}
+	for _, e := range d.events {
+		tr, ok := d.tracks[e.track]
+		if !ok {
+			t.Fatalf("event %q on undescribed track %d", e.name, e.track)
+		}
+		if e.ts < last[e.track] {
+			t.Fatalf("track %q goes back in time: %d after %d", tr.name, e.ts, last[e.track])
+		}
+		last[e.track] = e.ts
+		switch e.typ {
+		case 1:
+			depth[e.track]++
+			switch {
+			case e.anns["token"] != "" && e.anns["phase"] != "":
+				got["token"]++
+			case e.anns["nodes"] != "":
+				got["graph"]++
+			case e.anns["node"] != "":
+				got["op"]++
+			case e.anns["bytes"] != "":
+				got["block"]++
+			}
+		case 2:
+			if depth[e.track]--; depth[e.track] < 0 {
+				t.Fatalf("track %q ends a slice it never began", tr.name)
+			}
+		case 3:
+			if e.anns["class"] != "" {
+				got["fault"]++
+			}
+		case 4:
+			if !tr.counter {
+				t.Fatalf("counter value on track %q, not a counter track", tr.name)
+			}
+			got["counter"]++
+		default:
+			t.Fatalf("event type %d", e.typ)
+		}
+		for _, f := range e.flows {
+			flows[f]++
+		}
+		for _, f := range e.termFlows {
+			terms[f]++
+		}
+	}
+	for tr, n := range depth {
+		if n != 0 {
+			t.Errorf("track %q leaves %d slices open", d.tracks[tr].name, n)
+		}
+	}
+	for f, n := range flows {
+		if n != 1 || terms[f] != 1 {
+			t.Errorf("flow %d starts %d times and ends %d times", f, n, terms[f])
+		}
+	}
+	got["flow"] = len(flows)
+
+	// The store's counts: faults, block requests (slices sharing their
+	// completion, latency and thread), timed tokens.
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	want := map[string]int{}
+	reqs := map[[3]uint64]bool{}
+	err = st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+		switch e.Kind {
+		case correlate.KindFault:
+			want["fault"]++
+		case correlate.KindBlock:
+			reqs[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["block"] = len(reqs)
+	toks, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range toks {
+		if tk.StartNS != 0 {
+			want["token"]++
+		}
+	}
+	for _, k := range []string{"fault", "block", "token"} {
+		if got[k] != want[k] {
+			t.Errorf("%s: %d in the trace, %d in the store", k, got[k], want[k])
+		}
+	}
+	return got
+}
+
+func TestPerfettoTraceOfTheTinyRunHoldsWhatTheStoreHolds(t *testing.T) {
+	dir := writeTinyRun(t)
+	path := filepath.Join(t.TempDir(), "trace.pftrace")
+	_, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", path)
+	if err != nil {
+		t.Fatalf("export perfetto: %v\n%s", err, errOut)
+	}
+	got := checkTrace(t, dir, path)
+	if got["fault"] != 10 || got["token"] != 3 || got["block"] != 3 || got["counter"] == 0 {
+		t.Errorf("trace holds %v; the tiny run has 10 faults, 3 tokens, 3 block reads and counters", got)
+	}
+	for _, bad := range [][]string{{"-o", "-"}, {"-o", path, "--format", "csv"}} {
+		if _, _, err := runCmd(t, append([]string{"export", "-i", dir, "perfetto"}, bad...)...); err == nil {
+			t.Errorf("export perfetto %v: no error", bad)
+		}
+	}
+}
+
+// A real llama.cpp MoE run under a memory limit, with op probes: every
+// token, graph and op is a slice on the decode thread, every fault an
+// instant, every block request a slice, and major faults flow into the
+// block requests that read their pages.
+func TestPerfettoTraceOfARealRunUnderAMemoryLimit(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	dir := filepath.Join(t.TempDir(), "run")
+	const n = 6
+	args := []string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--probe", "ops", "--", llmtest.CLI(t, llmtest.Shared, "llama-completion"),
+		"-m", model, "-p", "the quick brown fox", "-n", strconv.Itoa(n), "-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+	if _, errOut, err := runCmd(t, args...); err != nil {
+		t.Fatalf("record: %v\n%s", err, errOut)
+	}
+	path := filepath.Join(t.TempDir(), "trace.pftrace")
+	if _, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", path); err != nil {
+		t.Fatalf("export perfetto: %v\n%s", err, errOut)
+	}
+	got := checkTrace(t, dir, path)
+	t.Logf("trace: %v", got)
+	if got["token"] != n || got["graph"] < n || got["op"] < got["graph"] || got["fault"] == 0 || got["block"] == 0 || got["flow"] == 0 {
+		t.Errorf("trace holds %s; want %d tokens, a graph per token, ops, faults, block requests and flows", fmt.Sprint(got), n)
+	}
+}
+
+// Past its bound on instants a trace folds faults into per-thread
+// counters, says so, and loses no fault from the counts.
+func TestPerfettoTraceFoldsFaultsIntoCountersPastItsBound(t *testing.T) {
+	dir := writeTinyRun(t)
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "trace.pftrace")
+	sum, err := perfetto.WriteFile(path, dir, st, meta, perfetto.Options{MaxInstants: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Downsampled == "" || sum.Faults != 0 {
+		t.Errorf("summary %+v: want faults downsampled and no fault instant", sum)
+	}
+	d := decodeTrace(t, path)
+	var counted int64
+	noted := false
+	for _, e := range d.events {
+		if e.typ == 3 && e.anns["class"] != "" {
+			t.Fatalf("a fault instant past the bound: %+v", e)
+		}
+		if e.typ == 4 && d.tracks[e.track].name == "page faults per interval" {
+			counted += e.counter
+		}
+		noted = noted || e.name == "faults downsampled"
+	}
+	if counted != 10 || !noted {
+		t.Errorf("fault counters sum to %d (want the tiny run's 10); the trace says so: %v", counted, noted)
+	}
+}

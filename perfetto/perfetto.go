@@ -1,0 +1,620 @@
+// Package perfetto writes a recorded run as a Perfetto trace (the
+// protobuf TrackEvent format; ui.perfetto.dev opens it): a track per
+// traced thread with its llama_decode calls, ggml graphs and ops as
+// slices and its page faults as instants; block requests as slices on
+// per-device tracks; counters of resident pages, device bytes and
+// per-layer bytes; flows from a major fault to the block request that
+// read its page.
+//
+// Timestamps are the run's CLOCK_MONOTONIC nanoseconds, written as
+// Perfetto's default clock: the timeline is exact relative to itself.
+package perfetto
+
+import (
+	"bufio"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Options bound the trace.
+type Options struct {
+	// MaxInstants is how many fault instants a trace holds; past it the
+	// faults become per-thread counters per Interval, and the Summary
+	// says so (the UI keeps a trace in ~2 GB of memory). 0: 1,000,000.
+	MaxInstants int
+	// Interval is the bucket of the counter tracks. 0: 10 ms.
+	Interval uint64
+}
+
+// Summary counts what the trace holds, for the caller to report.
+type Summary struct {
+	Tokens, Graphs, Ops   int // slices
+	Faults                int // fault instants (0 when downsampled)
+	BlockRequests         int // slices
+	Flows                 int // fault → block request
+	CounterTracks         int
+	Downsampled           string   // why and how, "" when every fault is an instant
+	NotInTrace            []string // what the run did not record, with why
+	Packets, TrackPackets int
+}
+
+// pageSize is the page the page-cache events count in.
+const pageSize = correlate.PageSize
+
+// Export writes the run in dir (its store st and metadata meta) to w.
+func Export(w io.Writer, dir string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+	if opt.MaxInstants <= 0 {
+		opt.MaxInstants = 1_000_000
+	}
+	if opt.Interval == 0 {
+		opt.Interval = 10_000_000
+	}
+	b := &builder{st: st, meta: meta, opt: opt, threads: map[uint32]*track{}, procs: map[uint32]*track{},
+		tgidOf: map[uint32]uint32{}, comm: map[uint32]string{}, next: 1}
+	if err := b.readSpool(filepath.Join(dir, rundir.SpoolFile)); err != nil {
+		return Summary{}, err
+	}
+	b.llamaSlices()
+	if err := b.storeEvents(); err != nil {
+		return Summary{}, err
+	}
+	if meta.ProbeSet != "ops" {
+		b.sum.NotInTrace = append(b.sum.NotInTrace, "ops: recorded only with --probe ops")
+	}
+	b.sum.NotInTrace = append(b.sum.NotInTrace,
+		"read syscalls: this iocorr does not trace read(2)/pread(2)",
+		"scheduler states: this iocorr has no scheduler probes")
+	return b.sum, b.write(w)
+}
+
+type builder struct {
+	st   *index.Store
+	meta *rundir.Meta
+	opt  Options
+	sum  Summary
+
+	tracks  []*track
+	threads map[uint32]*track // by tid
+	procs   map[uint32]*track // by tgid
+	tgidOf  map[uint32]uint32
+	comm    map[uint32]string // by tgid, from exec events
+	next    uint64            // next track uuid
+
+	decodes []spoolSlice
+	graphs  []spoolSlice
+	ops     []spoolSlice
+	events  []event
+}
+
+// spoolSlice is a decode call, a graph or an op read from the spool; a
+// graph or op has only its start there (probes on entry): its end is the
+// next one's start on its thread, or the end of what holds it.
+type spoolSlice struct {
+	tid        uint32
+	start, end uint64
+	name       string
+	anns       []annotation
+}
+
+func (b *builder) readSpool(path string) error {
+	sp, err := ingest.OpenSpool(path)
+	if err != nil {
+		return fmt.Errorf("reading the spool: %w", err)
+	}
+	defer sp.Close()
+	open := map[uint32]*bpf.IocorrDecodeEvent{}
+	var ds ingest.DecodeStats
+	for {
+		raw, err := sp.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading the spool: %w", err)
+		}
+		r, ok := ingest.Decode(raw, &ds)
+		if !ok {
+			continue
+		}
+		h := r.Hdr
+		if h.Tgid != 0 && h.Tid != 0 {
+			if _, seen := b.tgidOf[h.Tid]; !seen {
+				b.tgidOf[h.Tid] = h.Tgid
+			}
+		}
+		switch {
+		case r.Task() != nil:
+			if t := r.Task(); t.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
+				b.comm[h.Tgid] = bpf.CString(t.Comm[:])
+			}
+		case r.Decode() != nil:
+			d := r.Decode()
+			if h.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+				c := *d
+				open[h.Tid] = &c
+				continue
+			}
+			beg := open[h.Tid]
+			delete(open, h.Tid)
+			start := d.BeginTs
+			if beg != nil {
+				start = beg.BeginTs
+			}
+			b.decodes = append(b.decodes, spoolSlice{tid: h.Tid, start: start, end: h.Ts,
+				name: fmt.Sprintf("token %d", h.Token),
+				anns: []annotation{annU("token", uint64(h.Token)), annS("phase", correlate.PhaseName(h.Phase)),
+					annI("n_tokens", int64(d.N_tokens)), annI("ret", int64(d.Ret))}})
+		case r.Graph() != nil:
+			g := r.Graph()
+			b.graphs = append(b.graphs, spoolSlice{tid: h.Tid, start: h.Ts, name: fmt.Sprintf("graph %d", g.Seq),
+				anns: []annotation{annU("nodes", uint64(g.N_nodes)), annU("weight_nodes", uint64(g.N_weightNodes)),
+					annU("token", uint64(h.Token))}})
+		case r.Op() != nil:
+			o := r.Op()
+			name := "op"
+			if int(o.Op) < len(b.meta.OpNames) {
+				name = b.meta.OpNames[o.Op]
+			}
+			b.ops = append(b.ops, spoolSlice{tid: h.Tid, start: h.Ts, name: name,
+				anns: []annotation{annS("node", bpf.CString(o.Name[:])), annU("token", uint64(h.Token))}})
+		}
+	}
+	// A call still open when recording stopped ends at its last event.
+	for tid, d := range open {
+		b.decodes = append(b.decodes, spoolSlice{tid: tid, start: d.BeginTs, end: d.BeginTs + 1,
+			name: fmt.Sprintf("token %d (unfinished)", d.Hdr.Token)})
+	}
+	return nil
+}
+
+// process and thread tracks, made on first use.
+func (b *builder) procTrack(tgid uint32) *track {
+	if t := b.procs[tgid]; t != nil {
+		return t
+	}
+	t := &track{uuid: b.newUUID(), pid: int32(tgid), name: b.comm[tgid]}
+	if t.name == "" {
+		t.name = fmt.Sprintf("pid %d", tgid)
+	}
+	b.procs[tgid] = t
+	b.tracks = append(b.tracks, t)
+	return t
+}
+
+func (b *builder) threadTrack(tid uint32) *track {
+	if t := b.threads[tid]; t != nil {
+		return t
+	}
+	tgid := b.tgidOf[tid]
+	if tgid == 0 {
+		tgid = tid
+	}
+	p := b.procTrack(tgid)
+	t := &track{uuid: b.newUUID(), parent: p.uuid, pid: int32(tgid), tid: int32(tid), thread: true,
+		name: fmt.Sprintf("%s %d", p.name, tid)}
+	b.threads[tid] = t
+	b.tracks = append(b.tracks, t)
+	return t
+}
+
+func (b *builder) childTrack(parent *track, name string) *track {
+	t := &track{uuid: b.newUUID(), parent: parent.uuid, name: name}
+	b.tracks = append(b.tracks, t)
+	return t
+}
+
+func (b *builder) newUUID() uint64 {
+	b.next++
+	return b.next
+}
+
+// slice adds a begin and an end; an empty slice lasts 1 ns so that its
+// end sorts after its begin.
+func (b *builder) slice(tr *track, start, end uint64, name, cat string, anns []annotation, endFlows []uint64) {
+	end = max(end, start+1)
+	b.events = append(b.events,
+		event{ts: start, track: tr.uuid, typ: typeSliceBegin, name: name, category: cat, anns: anns, endFlows: endFlows},
+		event{ts: end, track: tr.uuid, typ: typeSliceEnd})
+}
+
+// llamaSlices puts decode calls on their thread's track, graphs and ops
+// on child tracks of it ("ggml graphs", "ggml ops"), each ending where
+// the next begins on that thread or where what holds it ends.
+func (b *builder) llamaSlices() {
+	byTid := func(ss []spoolSlice) map[uint32][]spoolSlice {
+		m := map[uint32][]spoolSlice{}
+		for _, s := range ss {
+			m[s.tid] = append(m[s.tid], s)
+		}
+		for _, v := range m {
+			slices.SortStableFunc(v, func(a, b spoolSlice) int { return cmp.Compare(a.start, b.start) })
+		}
+		return m
+	}
+	decodes, graphs, ops := byTid(b.decodes), byTid(b.graphs), byTid(b.ops)
+	// holderEnd: the end of the slice in holders that contains ts, or 0.
+	holderEnd := func(holders []spoolSlice, ts uint64) uint64 {
+		i, _ := slices.BinarySearchFunc(holders, ts, func(s spoolSlice, t uint64) int { return cmp.Compare(s.start, t+1) })
+		if i > 0 && holders[i-1].end >= ts {
+			return holders[i-1].end
+		}
+		return 0
+	}
+	close := func(ss, holders []spoolSlice) {
+		for i := range ss {
+			end := holderEnd(holders, ss[i].start)
+			if i+1 < len(ss) && (end == 0 || ss[i+1].start < end) {
+				end = ss[i+1].start
+			}
+			if end == 0 {
+				end = ss[i].start + 1 // the last one, outside any holder
+			}
+			ss[i].end = end
+		}
+	}
+	for tid, ds := range decodes {
+		tr := b.threadTrack(tid)
+		for _, d := range ds {
+			b.slice(tr, d.start, d.end, d.name, "llama_decode", d.anns, nil)
+			b.sum.Tokens++
+		}
+	}
+	for tid, gs := range graphs {
+		close(gs, decodes[tid])
+		tr := b.childTrack(b.threadTrack(tid), "ggml graphs")
+		for _, g := range gs {
+			b.slice(tr, g.start, g.end, g.name, "ggml_graph_compute", g.anns, nil)
+			b.sum.Graphs++
+		}
+	}
+	for tid, os := range ops {
+		close(os, graphs[tid])
+		tr := b.childTrack(b.threadTrack(tid), "ggml ops")
+		for _, o := range os {
+			b.slice(tr, o.start, o.end, o.name, "ggml op", o.anns, nil)
+			b.sum.Ops++
+		}
+	}
+}
+
+// request is one block request, put together from its per-tensor slices
+// (they share completion time, latency and thread).
+type request struct {
+	issue, done uint64
+	bytes       uint64
+	write       bool
+	dev         int // model index whose device, -1 other
+	pages       [][2]int64
+	flows       []uint64
+}
+
+func (b *builder) modelOf(e *correlate.Event) (int, int64, bool) {
+	if int(e.Tensor) >= len(b.st.Tensors) {
+		return -1, 0, false
+	}
+	t := &b.st.Tensors[e.Tensor]
+	if t.Pseudo() || t.Model < 0 {
+		return -1, 0, false
+	}
+	return t.Model, t.Offset + e.Offset, true
+}
+
+func (b *builder) storeEvents() error {
+	var reqs []*request
+	var cur *request
+	var curKey [3]uint64
+	type fault struct {
+		ev    correlate.Event
+		model int
+		off   int64
+		flow  uint64
+	}
+	var faults []fault
+	nFaults := 0
+	// Resident pages per model, device bytes and per-layer bytes, bucketed.
+	resident := make([]int64, len(b.meta.Models))
+	for i, m := range b.meta.Models {
+		resident[i] = int64(m.ResidentBefore)
+	}
+	type bucketKey struct {
+		series string
+		bucket uint64
+	}
+	sums := map[bucketKey]int64{}
+	last := map[string]int64{}
+	var seriesOrder []string
+	addSum := func(series string, ts uint64, v int64, gauge bool) {
+		if _, ok := last[series]; !ok {
+			seriesOrder = append(seriesOrder, series)
+			last[series] = 0
+		}
+		k := bucketKey{series, ts / b.opt.Interval}
+		if gauge {
+			sums[k] = v
+		} else {
+			sums[k] += v
+		}
+	}
+	err := b.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+		switch e.Kind {
+		case correlate.KindFault:
+			nFaults++
+			m, off, _ := b.modelOf(e)
+			if len(faults) <= b.opt.MaxInstants {
+				faults = append(faults, fault{ev: *e, model: m, off: off})
+			}
+		case correlate.KindBlock:
+			key := [3]uint64{e.Ts, e.Dur, uint64(e.Tid) + 1}
+			if cur == nil || key != curKey {
+				cur = &request{issue: e.Ts - e.Dur, done: e.Ts, write: e.Class == correlate.ClassWrite, dev: -1}
+				reqs = append(reqs, cur)
+				curKey = key
+			}
+			cur.bytes += e.Bytes
+			if m, off, ok := b.modelOf(e); ok {
+				if cur.dev < 0 {
+					cur.dev = m
+				}
+				cur.pages = append(cur.pages, [2]int64{int64(m)<<48 | off/pageSize, int64(m)<<48 | (off+int64(e.Bytes)+pageSize-1)/pageSize})
+				if !cur.write {
+					if t := &b.st.Tensors[e.Tensor]; t.Layer >= 0 {
+						addSum(fmt.Sprintf("layer %d bytes read", t.Layer), e.Ts, int64(e.Bytes), false)
+					}
+				}
+			}
+			if !cur.write {
+				addSum("device bytes read", e.Ts, int64(e.Bytes), false)
+			}
+		case correlate.KindPageAdd, correlate.KindPageDel:
+			m, _, ok := b.modelOf(e)
+			if !ok {
+				return nil
+			}
+			d := int64(e.Bytes / pageSize)
+			if e.Kind == correlate.KindPageDel {
+				d = -d
+			}
+			resident[m] += d
+			addSum(fmt.Sprintf("resident pages of %s", filepath.Base(b.meta.Models[m].Path)), e.Ts, resident[m], true)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	// Flows: a major fault's page read by a request issued and completed
+	// within the fault.
+	byPage := map[int64][]int{}
+	for i, r := range reqs {
+		if r.write {
+			continue
+		}
+		for _, p := range r.pages {
+			for pg := p[0]; pg < p[1]; pg++ {
+				byPage[pg] = append(byPage[pg], i)
+			}
+		}
+	}
+	downsample := nFaults > b.opt.MaxInstants
+	for i := range faults {
+		f := &faults[i]
+		if downsample || f.ev.Class != correlate.ClassMajor || f.model < 0 {
+			continue
+		}
+		start := f.ev.Ts - f.ev.Dur
+		for _, ri := range byPage[int64(f.model)<<48|f.off/pageSize] {
+			r := reqs[ri]
+			if r.issue >= start && r.done <= f.ev.Ts {
+				f.flow = uint64(i + 1)
+				r.flows = append(r.flows, f.flow)
+				b.sum.Flows++
+				break
+			}
+		}
+	}
+	if downsample {
+		b.sum.Downsampled = fmt.Sprintf("%d faults are more than the %d instants a trace holds here: each thread's faults are a counter per %d ms instead", nFaults, b.opt.MaxInstants, b.opt.Interval/1_000_000)
+		counts := map[[2]uint64]int64{}
+		err := b.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+			if e.Kind == correlate.KindFault {
+				counts[[2]uint64{uint64(e.Tid), e.Ts / b.opt.Interval}]++
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading events: %w", err)
+		}
+		tracks := map[uint32]*track{}
+		keys := slices.SortedFunc(func(yield func([2]uint64) bool) {
+			for k := range counts {
+				if !yield(k) {
+					return
+				}
+			}
+		}, func(a, b [2]uint64) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+		for _, k := range keys {
+			tid := uint32(k[0])
+			tr := tracks[tid]
+			if tr == nil {
+				tr = b.childTrack(b.threadTrack(tid), "page faults per interval")
+				tr.counterUnit = unitCount
+				tracks[tid] = tr
+				b.sum.CounterTracks++
+			}
+			b.events = append(b.events, event{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
+		}
+		b.events = append(b.events, event{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
+			anns: []annotation{annS("why", b.sum.Downsampled)}})
+	} else {
+		for i := range faults {
+			f := &faults[i]
+			anns := []annotation{annS("class", f.ev.ClassName()), annS("tensor", b.st.TensorName(f.ev.Tensor)),
+				annU("latency_ns", f.ev.Dur), annU("token", uint64(f.ev.Token))}
+			if f.ev.Expert >= 0 {
+				anns = append(anns, annI("expert", int64(f.ev.Expert)))
+			}
+			if f.model >= 0 {
+				anns = append(anns, annI("file_offset", f.off))
+			}
+			var flows []uint64
+			if f.flow != 0 {
+				flows = []uint64{f.flow}
+			}
+			b.events = append(b.events, event{ts: f.ev.Ts - f.ev.Dur, track: b.threadTrack(f.ev.Tid).uuid, typ: typeInstant,
+				name: f.ev.ClassName() + " fault", category: "page fault", anns: anns, flows: flows})
+			b.sum.Faults++
+		}
+	}
+	b.blockSlices(reqs)
+	// Counter tracks.
+	for _, series := range seriesOrder {
+		tr := b.childTrack(b.noteTrack(), series)
+		tr.counterUnit = unitBytes
+		if len(series) > 8 && series[:8] == "resident" {
+			tr.counterUnit, tr.unitName = unitCount, "pages"
+		} else {
+			tr.name += fmt.Sprintf(" per %d ms", b.opt.Interval/1_000_000)
+		}
+		b.sum.CounterTracks++
+		var ks []uint64
+		for k := range sums {
+			if k.series == series {
+				ks = append(ks, k.bucket)
+			}
+		}
+		slices.Sort(ks)
+		for i, k := range ks {
+			v := sums[bucketKey{series, k}]
+			b.events = append(b.events, event{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
+			// A rate falls back to zero in the bucket after its last.
+			if tr.counterUnit == unitBytes && (i+1 == len(ks) || ks[i+1] != k+1) {
+				b.events = append(b.events, event{ts: (k + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
+			}
+		}
+	}
+	return nil
+}
+
+// noteTrack is the run's own track, parent of the counters.
+func (b *builder) noteTrack() *track {
+	for _, t := range b.tracks {
+		if t.name == "iocorr" && t.parent == 0 && !t.thread && t.pid == 0 {
+			return t
+		}
+	}
+	t := &track{uuid: b.newUUID(), name: "iocorr"}
+	b.tracks = append(b.tracks, t)
+	return t
+}
+
+// blockSlices puts requests on lanes of their device's track: requests
+// in flight at once overlap, and slices of one track must nest.
+func (b *builder) blockSlices(reqs []*request) {
+	type lane struct {
+		tr   *track
+		free uint64
+	}
+	lanes := map[int][]*lane{}
+	parents := map[int]*track{}
+	slices.SortStableFunc(reqs, func(a, c *request) int { return cmp.Compare(a.issue, c.issue) })
+	for _, r := range reqs {
+		p := parents[r.dev]
+		if p == nil {
+			name := "block I/O (other files)"
+			if r.dev >= 0 {
+				bd := b.meta.Models[r.dev].Block
+				name = fmt.Sprintf("block I/O %d:%d", bd.DiskDev>>20, bd.DiskDev&0xfffff)
+			}
+			p = &track{uuid: b.newUUID(), name: name}
+			b.tracks = append(b.tracks, p)
+			parents[r.dev] = p
+		}
+		var l *lane
+		for _, c := range lanes[r.dev] {
+			if c.free <= r.issue {
+				l = c
+				break
+			}
+		}
+		if l == nil {
+			l = &lane{tr: b.childTrack(p, fmt.Sprintf("queue slot %d", len(lanes[r.dev])))}
+			lanes[r.dev] = append(lanes[r.dev], l)
+		}
+		l.free = max(r.done, r.issue+1)
+		op := "read"
+		if r.write {
+			op = "write"
+		}
+		b.slice(l.tr, r.issue, r.done, fmt.Sprintf("%s %d KiB", op, r.bytes>>10), "block",
+			[]annotation{annU("bytes", r.bytes), annU("latency_ns", r.done-r.issue)}, r.flows)
+		b.sum.BlockRequests++
+	}
+}
+
+// rank orders events of one timestamp: ends first, so that a slice that
+// ends where the next begins closes before it opens.
+func rank(typ uint64) int {
+	switch typ {
+	case typeSliceEnd:
+		return 0
+	case typeCounter:
+		return 1
+	case typeInstant:
+		return 2
+	}
+	return 3
+}
+
+func (b *builder) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var buf []byte
+	for i, t := range b.tracks {
+		buf = appendPacket(buf[:0], t.marshal(i == 0))
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+		b.sum.TrackPackets++
+	}
+	slices.SortStableFunc(b.events, func(x, y event) int {
+		return cmp.Or(cmp.Compare(x.ts, y.ts), cmp.Compare(rank(x.typ), rank(y.typ)))
+	})
+	for i := range b.events {
+		buf = appendPacket(buf[:0], b.events[i].marshal())
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+	}
+	b.sum.Packets = b.sum.TrackPackets + len(b.events)
+	return bw.Flush()
+}
+
+// WriteFile writes the trace to path through a temporary file renamed
+// into place, so that a failed export leaves no truncated trace.
+func WriteFile(path, dir string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return Summary{}, err
+	}
+	sum, err := Export(f, dir, st, meta, opt)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return sum, err
+}

@@ -1,0 +1,238 @@
+package perfetto
+
+import (
+	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of the messages a trace uses, from Perfetto's published
+// trace format (protos/perfetto/trace: trace.proto, trace_packet.proto,
+// track_event/track_descriptor.proto, track_event.proto,
+// debug_annotation.proto, counter_descriptor.proto, process_descriptor.proto,
+// thread_descriptor.proto). Only the fields iocorr writes are listed.
+const (
+	fTracePacket = 1 // Trace.packet
+
+	fPacketTimestamp       = 8  // TracePacket.timestamp
+	fPacketSequenceID      = 10 // TracePacket.trusted_packet_sequence_id
+	fPacketTrackEvent      = 11 // TracePacket.track_event
+	fPacketSequenceFlags   = 13 // TracePacket.sequence_flags
+	fPacketTrackDescriptor = 60 // TracePacket.track_descriptor
+
+	fTrackUUID    = 1 // TrackDescriptor.uuid
+	fTrackName    = 2 // TrackDescriptor.name
+	fTrackProcess = 3 // TrackDescriptor.process
+	fTrackThread  = 4 // TrackDescriptor.thread
+	fTrackParent  = 5 // TrackDescriptor.parent_uuid
+	fTrackCounter = 8 // TrackDescriptor.counter
+
+	fProcessPID  = 1 // ProcessDescriptor.pid
+	fProcessName = 6 // ProcessDescriptor.process_name
+
+	fThreadPID  = 1 // ThreadDescriptor.pid
+	fThreadTID  = 2 // ThreadDescriptor.tid
+	fThreadName = 5 // ThreadDescriptor.thread_name
+
+	fCounterUnit     = 3 // CounterDescriptor.unit
+	fCounterUnitName = 6 // CounterDescriptor.unit_name
+
+	fEventAnnotations  = 4  // TrackEvent.debug_annotations
+	fEventType         = 9  // TrackEvent.type
+	fEventTrackUUID    = 11 // TrackEvent.track_uuid
+	fEventCategories   = 22 // TrackEvent.categories
+	fEventName         = 23 // TrackEvent.name
+	fEventCounterValue = 30 // TrackEvent.counter_value
+	fEventFlowIDs      = 47 // TrackEvent.flow_ids (fixed64)
+	fEventTermFlowIDs  = 48 // TrackEvent.terminating_flow_ids (fixed64)
+
+	fAnnName   = 10 // DebugAnnotation.name
+	fAnnUint   = 3  // DebugAnnotation.uint_value
+	fAnnInt    = 4  // DebugAnnotation.int_value
+	fAnnDouble = 5  // DebugAnnotation.double_value
+	fAnnString = 6  // DebugAnnotation.string_value
+)
+
+// TrackEvent.Type values.
+const (
+	typeSliceBegin = 1
+	typeSliceEnd   = 2
+	typeInstant    = 3
+	typeCounter    = 4
+)
+
+// CounterDescriptor.Unit values.
+const (
+	unitCount = 2
+	unitBytes = 3
+)
+
+// sequenceIncrementalStateCleared is TracePacket.SequenceFlags'
+// SEQ_INCREMENTAL_STATE_CLEARED, set on the sequence's first packet.
+const sequenceIncrementalStateCleared = 1
+
+// The one packet sequence of an exported trace.
+const sequenceID = 1
+
+// annotation is one debug annotation of an event: exactly one of its
+// values is meaningful, chosen by kind.
+type annotation struct {
+	name string
+	kind byte // 'u', 'i', 'f', 's'
+	u    uint64
+	i    int64
+	f    float64
+	s    string
+}
+
+func annU(name string, v uint64) annotation  { return annotation{name: name, kind: 'u', u: v} }
+func annI(name string, v int64) annotation   { return annotation{name: name, kind: 'i', i: v} }
+func annS(name, v string) annotation         { return annotation{name: name, kind: 's', s: v} }
+func annF(name string, v float64) annotation { return annotation{name: name, kind: 'f', f: v} }
+
+func appendAnnotation(b []byte, a annotation) []byte {
+	var m []byte
+	m = protowire.AppendTag(m, fAnnName, protowire.BytesType)
+	m = protowire.AppendString(m, a.name)
+	switch a.kind {
+	case 'u':
+		m = protowire.AppendTag(m, fAnnUint, protowire.VarintType)
+		m = protowire.AppendVarint(m, a.u)
+	case 'i':
+		m = protowire.AppendTag(m, fAnnInt, protowire.VarintType)
+		m = protowire.AppendVarint(m, uint64(a.i))
+	case 'f':
+		m = protowire.AppendTag(m, fAnnDouble, protowire.Fixed64Type)
+		m = protowire.AppendFixed64(m, math.Float64bits(a.f))
+	default:
+		m = protowire.AppendTag(m, fAnnString, protowire.BytesType)
+		m = protowire.AppendString(m, a.s)
+	}
+	b = protowire.AppendTag(b, fEventAnnotations, protowire.BytesType)
+	return protowire.AppendBytes(b, m)
+}
+
+// event is one TrackEvent to write at ts.
+type event struct {
+	ts       uint64
+	track    uint64
+	typ      uint64
+	name     string
+	category string
+	counter  int64
+	anns     []annotation
+	flows    []uint64 // flow ids this event starts or continues
+	endFlows []uint64 // flow ids this event terminates
+}
+
+func (e *event) marshal() []byte {
+	var te []byte
+	te = protowire.AppendTag(te, fEventType, protowire.VarintType)
+	te = protowire.AppendVarint(te, e.typ)
+	te = protowire.AppendTag(te, fEventTrackUUID, protowire.VarintType)
+	te = protowire.AppendVarint(te, e.track)
+	if e.category != "" {
+		te = protowire.AppendTag(te, fEventCategories, protowire.BytesType)
+		te = protowire.AppendString(te, e.category)
+	}
+	if e.name != "" {
+		te = protowire.AppendTag(te, fEventName, protowire.BytesType)
+		te = protowire.AppendString(te, e.name)
+	}
+	if e.typ == typeCounter {
+		te = protowire.AppendTag(te, fEventCounterValue, protowire.VarintType)
+		te = protowire.AppendVarint(te, uint64(e.counter))
+	}
+	for _, a := range e.anns {
+		te = appendAnnotation(te, a)
+	}
+	for _, id := range e.flows {
+		te = protowire.AppendTag(te, fEventFlowIDs, protowire.Fixed64Type)
+		te = protowire.AppendFixed64(te, id)
+	}
+	for _, id := range e.endFlows {
+		te = protowire.AppendTag(te, fEventTermFlowIDs, protowire.Fixed64Type)
+		te = protowire.AppendFixed64(te, id)
+	}
+	var p []byte
+	p = protowire.AppendTag(p, fPacketTimestamp, protowire.VarintType)
+	p = protowire.AppendVarint(p, e.ts)
+	p = protowire.AppendTag(p, fPacketSequenceID, protowire.VarintType)
+	p = protowire.AppendVarint(p, sequenceID)
+	p = protowire.AppendTag(p, fPacketTrackEvent, protowire.BytesType)
+	return protowire.AppendBytes(p, te)
+}
+
+// track is one TrackDescriptor.
+type track struct {
+	uuid, parent uint64
+	name         string
+	pid, tid     int32 // a process track has pid; a thread track both
+	thread       bool
+	counterUnit  uint64 // non-zero for a counter track
+	unitName     string
+}
+
+func (t *track) marshal(first bool) []byte {
+	var d []byte
+	d = protowire.AppendTag(d, fTrackUUID, protowire.VarintType)
+	d = protowire.AppendVarint(d, t.uuid)
+	if t.parent != 0 {
+		d = protowire.AppendTag(d, fTrackParent, protowire.VarintType)
+		d = protowire.AppendVarint(d, t.parent)
+	}
+	switch {
+	case t.thread:
+		var th []byte
+		th = protowire.AppendTag(th, fThreadPID, protowire.VarintType)
+		th = protowire.AppendVarint(th, uint64(t.pid))
+		th = protowire.AppendTag(th, fThreadTID, protowire.VarintType)
+		th = protowire.AppendVarint(th, uint64(t.tid))
+		if t.name != "" {
+			th = protowire.AppendTag(th, fThreadName, protowire.BytesType)
+			th = protowire.AppendString(th, t.name)
+		}
+		d = protowire.AppendTag(d, fTrackThread, protowire.BytesType)
+		d = protowire.AppendBytes(d, th)
+	case t.pid != 0:
+		var pr []byte
+		pr = protowire.AppendTag(pr, fProcessPID, protowire.VarintType)
+		pr = protowire.AppendVarint(pr, uint64(t.pid))
+		if t.name != "" {
+			pr = protowire.AppendTag(pr, fProcessName, protowire.BytesType)
+			pr = protowire.AppendString(pr, t.name)
+		}
+		d = protowire.AppendTag(d, fTrackProcess, protowire.BytesType)
+		d = protowire.AppendBytes(d, pr)
+	default:
+		d = protowire.AppendTag(d, fTrackName, protowire.BytesType)
+		d = protowire.AppendString(d, t.name)
+	}
+	if t.counterUnit != 0 {
+		var c []byte
+		c = protowire.AppendTag(c, fCounterUnit, protowire.VarintType)
+		c = protowire.AppendVarint(c, t.counterUnit)
+		if t.unitName != "" {
+			c = protowire.AppendTag(c, fCounterUnitName, protowire.BytesType)
+			c = protowire.AppendString(c, t.unitName)
+		}
+		d = protowire.AppendTag(d, fTrackCounter, protowire.BytesType)
+		d = protowire.AppendBytes(d, c)
+	}
+	var p []byte
+	p = protowire.AppendTag(p, fPacketSequenceID, protowire.VarintType)
+	p = protowire.AppendVarint(p, sequenceID)
+	if first {
+		p = protowire.AppendTag(p, fPacketSequenceFlags, protowire.VarintType)
+		p = protowire.AppendVarint(p, sequenceIncrementalStateCleared)
+	}
+	p = protowire.AppendTag(p, fPacketTrackDescriptor, protowire.BytesType)
+	return protowire.AppendBytes(p, d)
+}
+
+// appendPacket frames one TracePacket as a Trace.packet field: a trace
+// file is the concatenation of these.
+func appendPacket(b, packet []byte) []byte {
+	b = protowire.AppendTag(b, fTracePacket, protowire.BytesType)
+	return protowire.AppendBytes(b, packet)
+}
