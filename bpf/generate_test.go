@@ -39,7 +39,13 @@ func TestGenerateReproducesCommittedObjects(t *testing.T) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"iocorr.bpf.c", "iocorr.h", "vmlinux.h"} {
+	// Every C source and header: iocorr.bpf.c includes the *.bpf.h of
+	// its probe sets.
+	sources, err := filepath.Glob("*.[ch]")
+	if err != nil || len(sources) < 3 {
+		t.Fatalf("BPF sources %v: %v", sources, err)
+	}
+	for _, name := range sources {
 		copyFile(t, name, filepath.Join(src, name))
 	}
 

@@ -1503,6 +1503,10 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	return 0;
 }
 
+/* ---- scheduler (--probe sched) ---------------------------------------- */
+
+#include "sched.bpf.h"
+
 /* Referenced so that the object's BTF, from which bpf2go writes the Go
  * types, holds every event struct and enum. */
 const struct fault_event *unused_fault_event __attribute__((unused));
@@ -1517,10 +1521,12 @@ const struct op_event *unused_op_event __attribute__((unused));
 const struct experts_event *unused_experts_event __attribute__((unused));
 const struct task_event *unused_task_event __attribute__((unused));
 const struct mmap_event *unused_mmap_event __attribute__((unused));
+const struct sched_event *unused_sched_event __attribute__((unused));
 enum event_type unused_event_type __attribute__((unused));
 enum phase unused_phase __attribute__((unused));
 enum fault_class unused_fault_class __attribute__((unused));
 enum ra_kind unused_ra_kind __attribute__((unused));
 enum task_kind unused_task_kind __attribute__((unused));
+enum sched_kind unused_sched_kind __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -31,6 +31,7 @@ enum event_type {
 	EV_EXPERTS = 12,      /* selected expert ids: struct experts_event */
 	EV_TASK = 13,         /* fork, exec, exit of a traced task: struct task_event */
 	EV_MMAP = 14,         /* a traced process mapped a file: struct mmap_event */
+	EV_SCHED = 16,        /* a traced thread switched in or out, or woken (--probe sched): struct sched_event */
 	EV_PAGE_RUN = 17,     /* contiguous page-cache adds or deletions: struct page_run_event */
 	EV_TYPE_MAX = 18,
 };
@@ -226,6 +227,25 @@ struct mmap_event {
 	 * an executable file not seen before: user space attaches uprobes to
 	 * that file, then sends SIGCONT, so no call is missed. */
 	__u32 stopped;
+};
+
+enum sched_kind {
+	SCHEDEV_SWITCH = 1, /* sched_switch: prev leaves the CPU, next takes it */
+	SCHEDEV_WAKEUP = 2, /* sched_wakeup: target becomes runnable */
+};
+
+/* hdr is the current task: for a switch the CPU's, for a wakeup the
+ * waker. A switch is recorded when prev or next is traced, a wakeup when
+ * the woken task is. */
+struct sched_event {
+	struct event_hdr hdr;
+	__s64 prev_state; /* the state prev leaves in: 0 runnable (preempted), TASK_* bits otherwise */
+	__u32 kind;       /* enum sched_kind */
+	__u32 prev_tid;   /* switch: the task leaving; wakeup: the woken task */
+	__u32 prev_tgid;
+	__u32 next_tid; /* switch: the task taking the CPU */
+	__u32 next_tgid;
+	__u32 pad;
 };
 
 #endif /* IOCORR_H */

@@ -81,6 +81,7 @@ const (
 	IocorrEventTypeEV_EXPERTS       IocorrEventType = 12
 	IocorrEventTypeEV_TASK          IocorrEventType = 13
 	IocorrEventTypeEV_MMAP          IocorrEventType = 14
+	IocorrEventTypeEV_SCHED         IocorrEventType = 16
 	IocorrEventTypeEV_PAGE_RUN      IocorrEventType = 17
 	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 18
 )
@@ -297,6 +298,25 @@ const (
 	IocorrRaKindRA_ORDER     IocorrRaKind = 4
 )
 
+type IocorrSchedEvent struct {
+	_         structs.HostLayout
+	Hdr       IocorrEventHdr
+	PrevState int64
+	Kind      uint32
+	PrevTid   uint32
+	PrevTgid  uint32
+	NextTid   uint32
+	NextTgid  uint32
+	Pad       uint32
+}
+
+type IocorrSchedKind uint32
+
+const (
+	IocorrSchedKindSCHEDEV_SWITCH IocorrSchedKind = 1
+	IocorrSchedKindSCHEDEV_WAKEUP IocorrSchedKind = 2
+)
+
 type IocorrStamp struct {
 	_     structs.HostLayout
 	Token uint32
@@ -361,6 +381,8 @@ const (
 	IocorrProgRaOrder           = "ra_order"
 	IocorrProgRaSync            = "ra_sync"
 	IocorrProgRaUnbounded       = "ra_unbounded"
+	IocorrProgSchedSwitch       = "sched_switch"
+	IocorrProgSchedWakeup       = "sched_wakeup"
 	IocorrVarFilterDevs         = "filter_devs"
 	IocorrVarLastStamp          = "last_stamp"
 	IocorrVarLayout             = "layout"
@@ -385,6 +407,8 @@ const (
 	IocorrVarUnusedPhase        = "unused_phase"
 	IocorrVarUnusedRaEvent      = "unused_ra_event"
 	IocorrVarUnusedRaKind       = "unused_ra_kind"
+	IocorrVarUnusedSchedEvent   = "unused_sched_event"
+	IocorrVarUnusedSchedKind    = "unused_sched_kind"
 	IocorrVarUnusedTaskEvent    = "unused_task_event"
 	IocorrVarUnusedTaskKind     = "unused_task_kind"
 )
@@ -454,6 +478,8 @@ type IocorrProgramSpecs struct {
 	RaOrder       *ebpf.ProgramSpec `ebpf:"ra_order"`
 	RaSync        *ebpf.ProgramSpec `ebpf:"ra_sync"`
 	RaUnbounded   *ebpf.ProgramSpec `ebpf:"ra_unbounded"`
+	SchedSwitch   *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedWakeup   *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
 }
 
 // IocorrMapSpecs contains maps before they are loaded into the kernel.
@@ -502,6 +528,8 @@ type IocorrVariableSpecs struct {
 	UnusedPhase        *ebpf.VariableSpec `ebpf:"unused_phase"`
 	UnusedRaEvent      *ebpf.VariableSpec `ebpf:"unused_ra_event"`
 	UnusedRaKind       *ebpf.VariableSpec `ebpf:"unused_ra_kind"`
+	UnusedSchedEvent   *ebpf.VariableSpec `ebpf:"unused_sched_event"`
+	UnusedSchedKind    *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.VariableSpec `ebpf:"unused_task_event"`
 	UnusedTaskKind     *ebpf.VariableSpec `ebpf:"unused_task_kind"`
 }
@@ -585,6 +613,8 @@ type IocorrVariables struct {
 	UnusedPhase        *ebpf.Variable `ebpf:"unused_phase"`
 	UnusedRaEvent      *ebpf.Variable `ebpf:"unused_ra_event"`
 	UnusedRaKind       *ebpf.Variable `ebpf:"unused_ra_kind"`
+	UnusedSchedEvent   *ebpf.Variable `ebpf:"unused_sched_event"`
+	UnusedSchedKind    *ebpf.Variable `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.Variable `ebpf:"unused_task_event"`
 	UnusedTaskKind     *ebpf.Variable `ebpf:"unused_task_kind"`
 }
@@ -616,6 +646,8 @@ type IocorrPrograms struct {
 	RaOrder       *ebpf.Program `ebpf:"ra_order"`
 	RaSync        *ebpf.Program `ebpf:"ra_sync"`
 	RaUnbounded   *ebpf.Program `ebpf:"ra_unbounded"`
+	SchedSwitch   *ebpf.Program `ebpf:"sched_switch"`
+	SchedWakeup   *ebpf.Program `ebpf:"sched_wakeup"`
 }
 
 func (p *IocorrPrograms) Close() error {
@@ -643,6 +675,8 @@ func (p *IocorrPrograms) Close() error {
 		p.RaOrder,
 		p.RaSync,
 		p.RaUnbounded,
+		p.SchedSwitch,
+		p.SchedWakeup,
 	)
 }
 

@@ -22,6 +22,10 @@ type Options struct {
 	// function for per-op timing. It costs one uprobe hit per op per
 	// compute thread, so it is off by default.
 	ProbeOps bool
+	// ProbeSched attaches to sched_switch and sched_wakeup for the thread
+	// states of traced threads: every context switch of the machine pays
+	// the program's tgid test, so it is off by default.
+	ProbeSched bool
 	// RingBufBytes sizes the ring buffer (a power of two, at least a
 	// page); 0 means DefaultRingBufBytes.
 	RingBufBytes int
@@ -168,6 +172,21 @@ func Open(opts Options) (*Tracer, error) {
 	if err := t.attachKernel(); err != nil {
 		t.Close()
 		return nil, err
+	}
+	if opts.ProbeSched {
+		for _, p := range []struct {
+			name string
+			prog *ebpf.Program
+		}{{"sched_switch", t.objs.SchedSwitch}, {"sched_wakeup", t.objs.SchedWakeup}} {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
+			if err != nil {
+				t.addProbe(Probe{Kind: "tp_btf", Target: p.name, Error: err.Error()})
+				t.Close()
+				return nil, fmt.Errorf("attaching tp_btf %s: %w", p.name, err)
+			}
+			t.links = append(t.links, l)
+			t.addProbe(Probe{Kind: "tp_btf", Target: p.name})
+		}
 	}
 	t.rd, err = ringbuf.NewReader(t.objs.Events)
 	if err != nil {

@@ -36,6 +36,7 @@ var eventSizes = [bpf.EventTypeCount]int{
 	bpf.IocorrEventTypeEV_EXPERTS:       int(unsafe.Sizeof(bpf.IocorrExpertsEvent{})),
 	bpf.IocorrEventTypeEV_TASK:          int(unsafe.Sizeof(bpf.IocorrTaskEvent{})),
 	bpf.IocorrEventTypeEV_MMAP:          int(unsafe.Sizeof(bpf.IocorrMmapEvent{})),
+	bpf.IocorrEventTypeEV_SCHED:         int(unsafe.Sizeof(bpf.IocorrSchedEvent{})),
 	// A run's record ends after the bitmap words it needs: this is the
 	// least, and runSize checks the rest.
 	bpf.IocorrEventTypeEV_PAGE_RUN: int(unsafe.Offsetof(bpf.IocorrPageRunEvent{}.Pages)),
@@ -178,6 +179,14 @@ func (r Record) Op() *bpf.IocorrOpEvent {
 		return nil
 	}
 	return cast[bpf.IocorrOpEvent](r)
+}
+
+// Sched is the record as a scheduler event, nil for another type.
+func (r Record) Sched() *bpf.IocorrSchedEvent {
+	if !r.is(bpf.IocorrEventTypeEV_SCHED) {
+		return nil
+	}
+	return cast[bpf.IocorrSchedEvent](r)
 }
 
 // Experts is the record as an experts event, nil for another type.

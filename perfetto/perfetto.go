@@ -16,9 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
@@ -39,10 +41,12 @@ type Options struct {
 
 // Summary counts what the trace holds, for the caller to report.
 type Summary struct {
-	Tokens, Graphs, Ops   int // slices
-	Faults                int // fault instants (0 when downsampled)
-	BlockRequests         int // slices
-	Flows                 int // fault → block request
+	Tokens, Graphs, Ops   int    // slices
+	ThreadStates          int    // slices of threads' scheduler states (--probe sched)
+	BlockedNS             uint64 // time traced threads spent blocked in D state
+	Faults                int    // fault instants (0 when downsampled)
+	BlockRequests         int    // slices
+	Flows                 int    // fault → block request
 	CounterTracks         int
 	Downsampled           string   // why and how, "" when every fault is an instant
 	NotInTrace            []string // what the run did not record, with why
@@ -69,12 +73,14 @@ func Export(w io.Writer, dir string, st *index.Store, meta *rundir.Meta, opt Opt
 	if err := b.storeEvents(); err != nil {
 		return Summary{}, err
 	}
-	if meta.ProbeSet != "ops" {
+	if !strings.HasPrefix(meta.ProbeSet, "ops") {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "ops: recorded only with --probe ops")
 	}
-	b.sum.NotInTrace = append(b.sum.NotInTrace,
-		"read syscalls: this iocorr does not trace read(2)/pread(2)",
-		"scheduler states: this iocorr has no scheduler probes")
+	b.threadStates()
+	b.sum.NotInTrace = append(b.sum.NotInTrace, "read syscalls: this iocorr does not trace read(2)/pread(2)")
+	if !strings.Contains(meta.ProbeSet, "sched") {
+		b.sum.NotInTrace = append(b.sum.NotInTrace, "thread states: recorded only with --probe sched")
+	}
 	return b.sum, b.write(w)
 }
 
@@ -92,6 +98,8 @@ type builder struct {
 	next    uint64            // next track uuid
 
 	decodes []spoolSlice
+	sched   []bpf.IocorrSchedEvent
+	lastTS  uint64
 	graphs  []spoolSlice
 	ops     []spoolSlice
 	events  []event
@@ -128,6 +136,11 @@ func (b *builder) readSpool(path string) error {
 			continue
 		}
 		h := r.Hdr
+		b.lastTS = max(b.lastTS, h.Ts)
+		if s := r.Sched(); s != nil {
+			b.sched = append(b.sched, *s)
+			continue
+		}
 		if h.Tgid != 0 && h.Tid != 0 {
 			if _, seen := b.tgidOf[h.Tid]; !seen {
 				b.tgidOf[h.Tid] = h.Tgid
@@ -177,6 +190,86 @@ func (b *builder) readSpool(path string) error {
 	}
 	return nil
 }
+
+// Scheduler states (struct task_struct's __state bits).
+const (
+	taskInterruptible   = 0x1
+	taskUninterruptible = 0x2
+)
+
+// threadStates draws each traced thread's scheduler states as slices on
+// a child track of it: running from a switch in to the switch out; then
+// runnable (preempted), sleeping (S) or blocked in D state (waiting on
+// I/O, as a fault that reads its page does) until a wakeup makes it
+// runnable, and runnable until it is switched in again.
+func (b *builder) threadStates() {
+	traced := map[uint32]bool{}
+	for _, tgid := range b.tgidOf {
+		traced[tgid] = true
+	}
+	type state struct {
+		name  string
+		since uint64
+		tr    *track
+	}
+	states := map[uint32]*state{}
+	set := func(tid, tgid uint32, ts uint64, name string) {
+		if !traced[tgid] {
+			return
+		}
+		if _, ok := b.tgidOf[tid]; !ok {
+			b.tgidOf[tid] = tgid
+		}
+		st := states[tid]
+		if st == nil {
+			st = &state{tr: b.childTrack(b.threadTrack(tid), "thread state")}
+			states[tid] = st
+		} else if st.name != "" {
+			b.slice(st.tr, st.since, ts, st.name, "sched", nil, nil)
+			b.sum.ThreadStates++
+			if st.name == stateBlocked {
+				b.sum.BlockedNS += ts - st.since
+			}
+		}
+		st.name, st.since = name, ts
+	}
+	for i := range b.sched {
+		e := &b.sched[i]
+		switch e.Kind {
+		case uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH):
+			out := stateRunnable
+			switch {
+			case e.PrevState&taskUninterruptible != 0:
+				out = stateBlocked
+			case e.PrevState&taskInterruptible != 0:
+				out = stateSleeping
+			case e.PrevState != 0:
+				out = fmt.Sprintf("state %#x", e.PrevState)
+			}
+			set(e.PrevTid, e.PrevTgid, e.Hdr.Ts, out)
+			set(e.NextTid, e.NextTgid, e.Hdr.Ts, stateRunning)
+		case uint32(bpf.IocorrSchedKindSCHEDEV_WAKEUP):
+			if st := states[e.PrevTid]; st == nil || st.name != stateRunning {
+				set(e.PrevTid, e.PrevTgid, e.Hdr.Ts, stateRunnable)
+			}
+		}
+	}
+	// A thread's last state lasts until the recording's last event (or
+	// its exit, which is a switch out).
+	for _, tid := range slices.Sorted(maps.Keys(states)) {
+		if st := states[tid]; st.name != "" && b.lastTS > st.since {
+			set(tid, b.tgidOf[tid], b.lastTS, "")
+		}
+	}
+}
+
+// The thread states' slice names.
+const (
+	stateRunning  = "running"
+	stateRunnable = "runnable"
+	stateSleeping = "sleeping (S)"
+	stateBlocked  = "blocked on I/O (D)"
+)
 
 // process and thread tracks, made on first use.
 func (b *builder) procTrack(tgid uint32) *track {

@@ -41,8 +41,10 @@ type Options struct {
 	// ProbeOps also probes every op function (costlier) besides one hit
 	// per graph.
 	ProbeOps bool
-	Libs     []string // further ELF files to probe
-	Models   []string // model files to trace from the start
+	// ProbeSched records context switches and wakeups of traced threads.
+	ProbeSched bool
+	Libs       []string // further ELF files to probe
+	Models     []string // model files to trace from the start
 	// Cold evicts the known model files from the page cache before the
 	// command starts; DropCaches drops the whole page cache.
 	Cold, DropCaches bool
@@ -202,6 +204,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.ProbeOps {
 		probeSet = "ops"
 	}
+	if o.ProbeSched {
+		probeSet += ",sched"
+	}
 	r.m = rundir.Meta{
 		Version: o.Version, Command: o.Argv, Host: experiment.HostInfo(), ProbeSet: probeSet,
 		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
@@ -218,7 +223,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	r.reserve = reserveSpace(o.Dir)
 
 	var err error
-	r.tr, err = openTracer(bpf.Options{ProbeOps: o.ProbeOps, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	r.tr, err = openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)

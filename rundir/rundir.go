@@ -52,7 +52,8 @@ type Meta struct {
 
 	Host Host `json:"host"`
 
-	// ProbeSet is "graph" (default) or "ops".
+	// ProbeSet is "graph" (default) or "ops", followed by ",sched" when
+	// scheduler events were recorded.
 	ProbeSet string  `json:"probe_set"`
 	Probes   []Probe `json:"probes"`
 	// Layout is the ggml struct layout the user-space probes used.

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -33,6 +35,7 @@ type traceTrack struct {
 	uuid, parent uint64
 	name         string
 	thread       bool
+	tid          uint32
 	counter      bool
 }
 
@@ -105,6 +108,11 @@ func decodeTrace(t *testing.T, path string) decodedTrace {
 					case 3:
 					case 4:
 						tr.thread = true
+						fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+							if num == 2 {
+								tr.tid = uint32(u)
+							}
+						})
 					case 5:
 						tr.parent = u
 					case 8:
@@ -373,5 +381,81 @@ func TestPerfettoTraceFoldsFaultsIntoCountersPastItsBound(t *testing.T) {
 	}
 	if counted != 10 || !noted {
 		t.Errorf("fault counters sum to %d (want the tiny run's 10); the trace says so: %v", counted, noted)
+	}
+}
+
+// With --probe sched a real run under a memory limit shows each traced
+// thread's states; the decode thread runs and blocks in D state (its
+// faults wait on reads), and its running slices are as many as the
+// spool's switches onto it.
+func TestPerfettoTraceShowsThreadStatesWithProbeSched(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--probe", "sched", "--", llmtest.CLI(t, llmtest.Shared, "llama-completion"),
+		"-m", model, "-p", "the quick brown fox", "-n", "4", "-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+	if _, errOut, err := runCmd(t, args...); err != nil {
+		t.Fatalf("record: %v\n%s", err, errOut)
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.ProbeSet != "graph,sched" {
+		t.Errorf("probe set %q", meta.ProbeSet)
+	}
+	// The spool's own count of switches onto each traced thread.
+	switchIns := map[uint32]int{}
+	var decodeTid uint32
+	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_SCHED):
+			e := (*bpf.IocorrSchedEvent)(unsafe.Pointer(&rec[0]))
+			if e.Kind == uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH) && int(e.NextTgid) == meta.Child.PID {
+				switchIns[e.NextTid]++
+			}
+		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+			decodeTid = (*bpf.IocorrEventHdr)(unsafe.Pointer(&rec[0])).Tid
+		}
+	})
+	path := filepath.Join(t.TempDir(), "trace.pftrace")
+	if _, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", path); err != nil {
+		t.Fatalf("export perfetto: %v\n%s", err, errOut)
+	}
+	checkTrace(t, dir, path)
+	d := decodeTrace(t, path)
+	running, blocked := map[uint32]int{}, 0
+	tidOf := map[uint64]uint32{} // state track → its thread
+	for uuid, tr := range d.tracks {
+		if tr.name == "thread state" {
+			parent := d.tracks[tr.parent]
+			if !parent.thread {
+				t.Fatalf("state track %d is not under a thread track", uuid)
+			}
+			tidOf[uuid] = parent.tid
+		}
+	}
+	for _, e := range d.events {
+		tid, ok := tidOf[e.track]
+		if !ok || e.typ != 1 {
+			continue
+		}
+		switch e.name {
+		case "running":
+			running[tid]++
+		case "blocked on I/O (D)":
+			if tid == decodeTid {
+				blocked++
+			}
+		}
+	}
+	if decodeTid == 0 || running[decodeTid] == 0 || blocked == 0 {
+		t.Errorf("decode thread %d: %d running slices, %d blocked in D", decodeTid, running[decodeTid], blocked)
+	}
+	for tid, n := range switchIns {
+		if running[tid] != n {
+			t.Errorf("thread %d: %d running slices, the spool switched it in %d times", tid, running[tid], n)
+		}
 	}
 }

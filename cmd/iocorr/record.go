@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -56,7 +57,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 // and sweep (which records one run per budget); when says when the
 // cache controls act.
 func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
-	fs.StringVar(&o.probe, "probe", "graph", "user-space probes: graph (one hit per graph) or ops (also every op, costlier)")
+	fs.StringVar(&o.probe, "probe", "graph", "probe sets, comma-separated: graph (one hit per graph), ops (also every op, costlier), sched (context switches and wakeups of traced threads)")
 	fs.StringArrayVar(&o.libs, "lib", nil, "also attach uprobes to this ELF file (repeatable)")
 	fs.StringArrayVar(&o.models, "model", nil, "a model file to trace (repeatable; default: every GGUF file the command maps)")
 	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache "+when)
@@ -69,14 +70,22 @@ func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 // that cannot be parsed is a usage error.
 func (o *recordOpts) recorderOptions(argv []string) (recorder.Options, error) {
 	ro := recorder.Options{
-		Dir: o.out, Force: o.force, Argv: argv, ProbeOps: o.probe == "ops", Libs: o.libs, Models: o.models,
+		Dir: o.out, Force: o.force, Argv: argv, Libs: o.libs, Models: o.models,
 		Cold: o.cold, DropCaches: o.dropCaches, Version: version, Stdout: stdout, Stderr: stderr,
 	}
 	if len(argv) == 0 {
 		return ro, usagef("record: no command given (iocorr record [flags] -- CMD ARGS...)")
 	}
-	if o.probe != "graph" && o.probe != "ops" {
-		return ro, usagef("record: --probe must be graph or ops, not %q", o.probe)
+	for _, set := range strings.Split(o.probe, ",") {
+		switch set {
+		case "graph":
+		case "ops":
+			ro.ProbeOps = true
+		case "sched":
+			ro.ProbeSched = true
+		default:
+			return ro, usagef("record: --probe must be graph or ops, and sched, comma-separated; not %q", o.probe)
+		}
 	}
 	ring, err := parseSize(o.ringbuf)
 	if err != nil {
