@@ -22,6 +22,7 @@ var eventTypeNames = map[uint32]string{
 	uint32(IocorrEventTypeEV_MMAP):          "mmap",
 	uint32(IocorrEventTypeEV_PAGE_RUN):      "page_run",
 	uint32(IocorrEventTypeEV_SCHED):         "sched",
+	uint32(IocorrEventTypeEV_READ):          "read",
 }
 
 // EventTypeName names an event type for counts and messages.

@@ -1503,6 +1503,10 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	return 0;
 }
 
+/* ---- reads of model files --------------------------------------------- */
+
+#include "reads.bpf.h"
+
 /* ---- scheduler (--probe sched) ---------------------------------------- */
 
 #include "sched.bpf.h"
@@ -1522,11 +1526,13 @@ const struct experts_event *unused_experts_event __attribute__((unused));
 const struct task_event *unused_task_event __attribute__((unused));
 const struct mmap_event *unused_mmap_event __attribute__((unused));
 const struct sched_event *unused_sched_event __attribute__((unused));
+const struct read_event *unused_read_event __attribute__((unused));
 enum event_type unused_event_type __attribute__((unused));
 enum phase unused_phase __attribute__((unused));
 enum fault_class unused_fault_class __attribute__((unused));
 enum ra_kind unused_ra_kind __attribute__((unused));
 enum task_kind unused_task_kind __attribute__((unused));
 enum sched_kind unused_sched_kind __attribute__((unused));
+enum read_kind unused_read_kind __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -31,6 +31,7 @@ enum event_type {
 	EV_EXPERTS = 12,      /* selected expert ids: struct experts_event */
 	EV_TASK = 13,         /* fork, exec, exit of a traced task: struct task_event */
 	EV_MMAP = 14,         /* a traced process mapped a file: struct mmap_event */
+	EV_READ = 15,         /* a read syscall or io_uring read of a model file returned: struct read_event */
 	EV_SCHED = 16,        /* a traced thread switched in or out, or woken (--probe sched): struct sched_event */
 	EV_PAGE_RUN = 17,     /* contiguous page-cache adds or deletions: struct page_run_event */
 	EV_TYPE_MAX = 18,
@@ -227,6 +228,28 @@ struct mmap_event {
 	 * an executable file not seen before: user space attaches uprobes to
 	 * that file, then sends SIGCONT, so no call is missed. */
 	__u32 stopped;
+};
+
+enum read_kind {
+	READ_READ = 1,
+	READ_PREAD64 = 2,
+	READ_READV = 3,
+	READ_PREADV = 4,
+	READ_PREADV2 = 5,
+	READ_IO_URING = 6, /* IORING_OP_READ, _READV or _READ_FIXED */
+};
+
+/* hdr is the reader at the call (for io_uring, the submitter): its token,
+ * phase and op; hdr.ts is the return (the completion for io_uring). */
+struct read_event {
+	struct event_hdr hdr;
+	__u64 start_ts; /* the call's entry (io_uring: the submission) */
+	__u64 ino;
+	__u64 offset;   /* file offset of the first byte read */
+	__u64 bytes;    /* bytes read: the return value (the CQE's res) */
+	__u32 dev;
+	__u16 kind;     /* enum read_kind */
+	__u16 direct;   /* 1 when the file was opened O_DIRECT */
 };
 
 enum sched_kind {

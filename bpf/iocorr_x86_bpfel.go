@@ -81,6 +81,7 @@ const (
 	IocorrEventTypeEV_EXPERTS       IocorrEventType = 12
 	IocorrEventTypeEV_TASK          IocorrEventType = 13
 	IocorrEventTypeEV_MMAP          IocorrEventType = 14
+	IocorrEventTypeEV_READ          IocorrEventType = 15
 	IocorrEventTypeEV_SCHED         IocorrEventType = 16
 	IocorrEventTypeEV_PAGE_RUN      IocorrEventType = 17
 	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 18
@@ -298,6 +299,45 @@ const (
 	IocorrRaKindRA_ORDER     IocorrRaKind = 4
 )
 
+type IocorrReadEvent struct {
+	_       structs.HostLayout
+	Hdr     IocorrEventHdr
+	StartTs uint64
+	Ino     uint64
+	Offset  uint64
+	Bytes   uint64
+	Dev     uint32
+	Kind    uint16
+	Direct  uint16
+}
+
+type IocorrReadKind uint32
+
+const (
+	IocorrReadKindREAD_READ     IocorrReadKind = 1
+	IocorrReadKindREAD_PREAD64  IocorrReadKind = 2
+	IocorrReadKindREAD_READV    IocorrReadKind = 3
+	IocorrReadKindREAD_PREADV   IocorrReadKind = 4
+	IocorrReadKindREAD_PREADV2  IocorrReadKind = 5
+	IocorrReadKindREAD_IO_URING IocorrReadKind = 6
+)
+
+type IocorrReadStart struct {
+	_      structs.HostLayout
+	Ts     uint64
+	Ino    uint64
+	Off    uint64
+	Dev    uint32
+	Kind   uint16
+	Direct uint16
+	Tgid   uint32
+	Tid    uint32
+	Token  uint32
+	Op     uint32
+	Phase  uint8
+	Pad    [7]uint8
+}
+
 type IocorrSchedEvent struct {
 	_         structs.HostLayout
 	Hdr       IocorrEventHdr
@@ -356,6 +396,7 @@ const (
 	IocorrMapForkers            = "forkers"
 	IocorrMapGraphsSeen         = "graphs_seen"
 	IocorrMapLost               = "lost"
+	IocorrMapReadStarts         = "read_starts"
 	IocorrMapSeenExec           = "seen_exec"
 	IocorrMapTraced             = "traced"
 	IocorrProgBlockComplete     = "block_complete"
@@ -381,8 +422,20 @@ const (
 	IocorrProgRaOrder           = "ra_order"
 	IocorrProgRaSync            = "ra_sync"
 	IocorrProgRaUnbounded       = "ra_unbounded"
+	IocorrProgReadEnterPread64  = "read_enter_pread64"
+	IocorrProgReadEnterPreadv   = "read_enter_preadv"
+	IocorrProgReadEnterPreadv2  = "read_enter_preadv2"
+	IocorrProgReadEnterRead     = "read_enter_read"
+	IocorrProgReadEnterReadv    = "read_enter_readv"
+	IocorrProgReadExitPread64   = "read_exit_pread64"
+	IocorrProgReadExitPreadv    = "read_exit_preadv"
+	IocorrProgReadExitPreadv2   = "read_exit_preadv2"
+	IocorrProgReadExitRead      = "read_exit_read"
+	IocorrProgReadExitReadv     = "read_exit_readv"
 	IocorrProgSchedSwitch       = "sched_switch"
 	IocorrProgSchedWakeup       = "sched_wakeup"
+	IocorrProgUringComplete     = "uring_complete"
+	IocorrProgUringSubmit       = "uring_submit"
 	IocorrVarFilterDevs         = "filter_devs"
 	IocorrVarLastStamp          = "last_stamp"
 	IocorrVarLayout             = "layout"
@@ -407,6 +460,8 @@ const (
 	IocorrVarUnusedPhase        = "unused_phase"
 	IocorrVarUnusedRaEvent      = "unused_ra_event"
 	IocorrVarUnusedRaKind       = "unused_ra_kind"
+	IocorrVarUnusedReadEvent    = "unused_read_event"
+	IocorrVarUnusedReadKind     = "unused_read_kind"
 	IocorrVarUnusedSchedEvent   = "unused_sched_event"
 	IocorrVarUnusedSchedKind    = "unused_sched_kind"
 	IocorrVarUnusedTaskEvent    = "unused_task_event"
@@ -455,31 +510,43 @@ type IocorrSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrProgramSpecs struct {
-	BlockComplete *ebpf.ProgramSpec `ebpf:"block_complete"`
-	BlockIssue    *ebpf.ProgramSpec `ebpf:"block_issue"`
-	DecodeBegin   *ebpf.ProgramSpec `ebpf:"decode_begin"`
-	DecodeEnd     *ebpf.ProgramSpec `ebpf:"decode_end"`
-	FaultBegin    *ebpf.ProgramSpec `ebpf:"fault_begin"`
-	FaultMajor    *ebpf.ProgramSpec `ebpf:"fault_major"`
-	FaultMinor    *ebpf.ProgramSpec `ebpf:"fault_minor"`
-	FilemapFault  *ebpf.ProgramSpec `ebpf:"filemap_fault"`
-	FlushPageRuns *ebpf.ProgramSpec `ebpf:"flush_page_runs"`
-	GetRowsBegin  *ebpf.ProgramSpec `ebpf:"get_rows_begin"`
-	GraphCompute  *ebpf.ProgramSpec `ebpf:"graph_compute"`
-	MmapExit      *ebpf.ProgramSpec `ebpf:"mmap_exit"`
-	OpBegin       *ebpf.ProgramSpec `ebpf:"op_begin"`
-	OpBeginMulti  *ebpf.ProgramSpec `ebpf:"op_begin_multi"`
-	PageAdd       *ebpf.ProgramSpec `ebpf:"page_add"`
-	PageDel       *ebpf.ProgramSpec `ebpf:"page_del"`
-	ProcExec      *ebpf.ProgramSpec `ebpf:"proc_exec"`
-	ProcExit      *ebpf.ProgramSpec `ebpf:"proc_exit"`
-	ProcFork      *ebpf.ProgramSpec `ebpf:"proc_fork"`
-	RaAsync       *ebpf.ProgramSpec `ebpf:"ra_async"`
-	RaOrder       *ebpf.ProgramSpec `ebpf:"ra_order"`
-	RaSync        *ebpf.ProgramSpec `ebpf:"ra_sync"`
-	RaUnbounded   *ebpf.ProgramSpec `ebpf:"ra_unbounded"`
-	SchedSwitch   *ebpf.ProgramSpec `ebpf:"sched_switch"`
-	SchedWakeup   *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	BlockComplete    *ebpf.ProgramSpec `ebpf:"block_complete"`
+	BlockIssue       *ebpf.ProgramSpec `ebpf:"block_issue"`
+	DecodeBegin      *ebpf.ProgramSpec `ebpf:"decode_begin"`
+	DecodeEnd        *ebpf.ProgramSpec `ebpf:"decode_end"`
+	FaultBegin       *ebpf.ProgramSpec `ebpf:"fault_begin"`
+	FaultMajor       *ebpf.ProgramSpec `ebpf:"fault_major"`
+	FaultMinor       *ebpf.ProgramSpec `ebpf:"fault_minor"`
+	FilemapFault     *ebpf.ProgramSpec `ebpf:"filemap_fault"`
+	FlushPageRuns    *ebpf.ProgramSpec `ebpf:"flush_page_runs"`
+	GetRowsBegin     *ebpf.ProgramSpec `ebpf:"get_rows_begin"`
+	GraphCompute     *ebpf.ProgramSpec `ebpf:"graph_compute"`
+	MmapExit         *ebpf.ProgramSpec `ebpf:"mmap_exit"`
+	OpBegin          *ebpf.ProgramSpec `ebpf:"op_begin"`
+	OpBeginMulti     *ebpf.ProgramSpec `ebpf:"op_begin_multi"`
+	PageAdd          *ebpf.ProgramSpec `ebpf:"page_add"`
+	PageDel          *ebpf.ProgramSpec `ebpf:"page_del"`
+	ProcExec         *ebpf.ProgramSpec `ebpf:"proc_exec"`
+	ProcExit         *ebpf.ProgramSpec `ebpf:"proc_exit"`
+	ProcFork         *ebpf.ProgramSpec `ebpf:"proc_fork"`
+	RaAsync          *ebpf.ProgramSpec `ebpf:"ra_async"`
+	RaOrder          *ebpf.ProgramSpec `ebpf:"ra_order"`
+	RaSync           *ebpf.ProgramSpec `ebpf:"ra_sync"`
+	RaUnbounded      *ebpf.ProgramSpec `ebpf:"ra_unbounded"`
+	ReadEnterPread64 *ebpf.ProgramSpec `ebpf:"read_enter_pread64"`
+	ReadEnterPreadv  *ebpf.ProgramSpec `ebpf:"read_enter_preadv"`
+	ReadEnterPreadv2 *ebpf.ProgramSpec `ebpf:"read_enter_preadv2"`
+	ReadEnterRead    *ebpf.ProgramSpec `ebpf:"read_enter_read"`
+	ReadEnterReadv   *ebpf.ProgramSpec `ebpf:"read_enter_readv"`
+	ReadExitPread64  *ebpf.ProgramSpec `ebpf:"read_exit_pread64"`
+	ReadExitPreadv   *ebpf.ProgramSpec `ebpf:"read_exit_preadv"`
+	ReadExitPreadv2  *ebpf.ProgramSpec `ebpf:"read_exit_preadv2"`
+	ReadExitRead     *ebpf.ProgramSpec `ebpf:"read_exit_read"`
+	ReadExitReadv    *ebpf.ProgramSpec `ebpf:"read_exit_readv"`
+	SchedSwitch      *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedWakeup      *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	UringComplete    *ebpf.ProgramSpec `ebpf:"uring_complete"`
+	UringSubmit      *ebpf.ProgramSpec `ebpf:"uring_submit"`
 }
 
 // IocorrMapSpecs contains maps before they are loaded into the kernel.
@@ -496,6 +563,7 @@ type IocorrMapSpecs struct {
 	Forkers      *ebpf.MapSpec `ebpf:"forkers"`
 	GraphsSeen   *ebpf.MapSpec `ebpf:"graphs_seen"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	ReadStarts   *ebpf.MapSpec `ebpf:"read_starts"`
 	SeenExec     *ebpf.MapSpec `ebpf:"seen_exec"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
@@ -528,6 +596,8 @@ type IocorrVariableSpecs struct {
 	UnusedPhase        *ebpf.VariableSpec `ebpf:"unused_phase"`
 	UnusedRaEvent      *ebpf.VariableSpec `ebpf:"unused_ra_event"`
 	UnusedRaKind       *ebpf.VariableSpec `ebpf:"unused_ra_kind"`
+	UnusedReadEvent    *ebpf.VariableSpec `ebpf:"unused_read_event"`
+	UnusedReadKind     *ebpf.VariableSpec `ebpf:"unused_read_kind"`
 	UnusedSchedEvent   *ebpf.VariableSpec `ebpf:"unused_sched_event"`
 	UnusedSchedKind    *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.VariableSpec `ebpf:"unused_task_event"`
@@ -564,6 +634,7 @@ type IocorrMaps struct {
 	Forkers      *ebpf.Map `ebpf:"forkers"`
 	GraphsSeen   *ebpf.Map `ebpf:"graphs_seen"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	ReadStarts   *ebpf.Map `ebpf:"read_starts"`
 	SeenExec     *ebpf.Map `ebpf:"seen_exec"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 }
@@ -580,6 +651,7 @@ func (m *IocorrMaps) Close() error {
 		m.Forkers,
 		m.GraphsSeen,
 		m.Lost,
+		m.ReadStarts,
 		m.SeenExec,
 		m.Traced,
 	)
@@ -613,6 +685,8 @@ type IocorrVariables struct {
 	UnusedPhase        *ebpf.Variable `ebpf:"unused_phase"`
 	UnusedRaEvent      *ebpf.Variable `ebpf:"unused_ra_event"`
 	UnusedRaKind       *ebpf.Variable `ebpf:"unused_ra_kind"`
+	UnusedReadEvent    *ebpf.Variable `ebpf:"unused_read_event"`
+	UnusedReadKind     *ebpf.Variable `ebpf:"unused_read_kind"`
 	UnusedSchedEvent   *ebpf.Variable `ebpf:"unused_sched_event"`
 	UnusedSchedKind    *ebpf.Variable `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.Variable `ebpf:"unused_task_event"`
@@ -623,31 +697,43 @@ type IocorrVariables struct {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrPrograms struct {
-	BlockComplete *ebpf.Program `ebpf:"block_complete"`
-	BlockIssue    *ebpf.Program `ebpf:"block_issue"`
-	DecodeBegin   *ebpf.Program `ebpf:"decode_begin"`
-	DecodeEnd     *ebpf.Program `ebpf:"decode_end"`
-	FaultBegin    *ebpf.Program `ebpf:"fault_begin"`
-	FaultMajor    *ebpf.Program `ebpf:"fault_major"`
-	FaultMinor    *ebpf.Program `ebpf:"fault_minor"`
-	FilemapFault  *ebpf.Program `ebpf:"filemap_fault"`
-	FlushPageRuns *ebpf.Program `ebpf:"flush_page_runs"`
-	GetRowsBegin  *ebpf.Program `ebpf:"get_rows_begin"`
-	GraphCompute  *ebpf.Program `ebpf:"graph_compute"`
-	MmapExit      *ebpf.Program `ebpf:"mmap_exit"`
-	OpBegin       *ebpf.Program `ebpf:"op_begin"`
-	OpBeginMulti  *ebpf.Program `ebpf:"op_begin_multi"`
-	PageAdd       *ebpf.Program `ebpf:"page_add"`
-	PageDel       *ebpf.Program `ebpf:"page_del"`
-	ProcExec      *ebpf.Program `ebpf:"proc_exec"`
-	ProcExit      *ebpf.Program `ebpf:"proc_exit"`
-	ProcFork      *ebpf.Program `ebpf:"proc_fork"`
-	RaAsync       *ebpf.Program `ebpf:"ra_async"`
-	RaOrder       *ebpf.Program `ebpf:"ra_order"`
-	RaSync        *ebpf.Program `ebpf:"ra_sync"`
-	RaUnbounded   *ebpf.Program `ebpf:"ra_unbounded"`
-	SchedSwitch   *ebpf.Program `ebpf:"sched_switch"`
-	SchedWakeup   *ebpf.Program `ebpf:"sched_wakeup"`
+	BlockComplete    *ebpf.Program `ebpf:"block_complete"`
+	BlockIssue       *ebpf.Program `ebpf:"block_issue"`
+	DecodeBegin      *ebpf.Program `ebpf:"decode_begin"`
+	DecodeEnd        *ebpf.Program `ebpf:"decode_end"`
+	FaultBegin       *ebpf.Program `ebpf:"fault_begin"`
+	FaultMajor       *ebpf.Program `ebpf:"fault_major"`
+	FaultMinor       *ebpf.Program `ebpf:"fault_minor"`
+	FilemapFault     *ebpf.Program `ebpf:"filemap_fault"`
+	FlushPageRuns    *ebpf.Program `ebpf:"flush_page_runs"`
+	GetRowsBegin     *ebpf.Program `ebpf:"get_rows_begin"`
+	GraphCompute     *ebpf.Program `ebpf:"graph_compute"`
+	MmapExit         *ebpf.Program `ebpf:"mmap_exit"`
+	OpBegin          *ebpf.Program `ebpf:"op_begin"`
+	OpBeginMulti     *ebpf.Program `ebpf:"op_begin_multi"`
+	PageAdd          *ebpf.Program `ebpf:"page_add"`
+	PageDel          *ebpf.Program `ebpf:"page_del"`
+	ProcExec         *ebpf.Program `ebpf:"proc_exec"`
+	ProcExit         *ebpf.Program `ebpf:"proc_exit"`
+	ProcFork         *ebpf.Program `ebpf:"proc_fork"`
+	RaAsync          *ebpf.Program `ebpf:"ra_async"`
+	RaOrder          *ebpf.Program `ebpf:"ra_order"`
+	RaSync           *ebpf.Program `ebpf:"ra_sync"`
+	RaUnbounded      *ebpf.Program `ebpf:"ra_unbounded"`
+	ReadEnterPread64 *ebpf.Program `ebpf:"read_enter_pread64"`
+	ReadEnterPreadv  *ebpf.Program `ebpf:"read_enter_preadv"`
+	ReadEnterPreadv2 *ebpf.Program `ebpf:"read_enter_preadv2"`
+	ReadEnterRead    *ebpf.Program `ebpf:"read_enter_read"`
+	ReadEnterReadv   *ebpf.Program `ebpf:"read_enter_readv"`
+	ReadExitPread64  *ebpf.Program `ebpf:"read_exit_pread64"`
+	ReadExitPreadv   *ebpf.Program `ebpf:"read_exit_preadv"`
+	ReadExitPreadv2  *ebpf.Program `ebpf:"read_exit_preadv2"`
+	ReadExitRead     *ebpf.Program `ebpf:"read_exit_read"`
+	ReadExitReadv    *ebpf.Program `ebpf:"read_exit_readv"`
+	SchedSwitch      *ebpf.Program `ebpf:"sched_switch"`
+	SchedWakeup      *ebpf.Program `ebpf:"sched_wakeup"`
+	UringComplete    *ebpf.Program `ebpf:"uring_complete"`
+	UringSubmit      *ebpf.Program `ebpf:"uring_submit"`
 }
 
 func (p *IocorrPrograms) Close() error {
@@ -675,8 +761,20 @@ func (p *IocorrPrograms) Close() error {
 		p.RaOrder,
 		p.RaSync,
 		p.RaUnbounded,
+		p.ReadEnterPread64,
+		p.ReadEnterPreadv,
+		p.ReadEnterPreadv2,
+		p.ReadEnterRead,
+		p.ReadEnterReadv,
+		p.ReadExitPread64,
+		p.ReadExitPreadv,
+		p.ReadExitPreadv2,
+		p.ReadExitRead,
+		p.ReadExitReadv,
 		p.SchedSwitch,
 		p.SchedWakeup,
+		p.UringComplete,
+		p.UringSubmit,
 	)
 }
 

@@ -216,6 +216,26 @@ var kernelProbes = []struct {
 	{"tp_btf", "", "sched_process_exec", func(p *IocorrPrograms) *ebpf.Program { return p.ProcExec }},
 	{"tp_btf", "", "sched_process_exit", func(p *IocorrPrograms) *ebpf.Program { return p.ProcExit }},
 	{"tracepoint", "syscalls", "sys_exit_mmap", func(p *IocorrPrograms) *ebpf.Program { return p.MmapExit }},
+	{"tracepoint", "syscalls", "sys_enter_read", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterRead }},
+	{"tracepoint", "syscalls", "sys_exit_read", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitRead }},
+	{"tracepoint", "syscalls", "sys_enter_pread64", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterPread64 }},
+	{"tracepoint", "syscalls", "sys_exit_pread64", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitPread64 }},
+	{"tracepoint", "syscalls", "sys_enter_readv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterReadv }},
+	{"tracepoint", "syscalls", "sys_exit_readv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitReadv }},
+	{"tracepoint", "syscalls", "sys_enter_preadv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterPreadv }},
+	{"tracepoint", "syscalls", "sys_exit_preadv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitPreadv }},
+	{"tracepoint", "syscalls", "sys_enter_preadv2", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterPreadv2 }},
+	{"tracepoint", "syscalls", "sys_exit_preadv2", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitPreadv2 }},
+}
+
+// optionalKernelProbes are attached when the kernel has them; a run
+// without one says so (its Probe carries the error) instead of failing.
+var optionalKernelProbes = []struct {
+	name, without string
+	prog          func(*IocorrPrograms) *ebpf.Program
+}{
+	{"io_uring_submit_req", "io_uring reads are not traced", func(p *IocorrPrograms) *ebpf.Program { return p.UringSubmit }},
+	{"io_uring_complete", "io_uring reads are not traced", func(p *IocorrPrograms) *ebpf.Program { return p.UringComplete }},
 }
 
 func (t *Tracer) attachKernel() error {
@@ -238,6 +258,15 @@ func (t *Tracer) attachKernel() error {
 		}
 		t.links = append(t.links, l)
 		t.addProbe(Probe{Kind: kp.kind, Target: target})
+	}
+	for _, op := range optionalKernelProbes {
+		l, err := link.AttachTracing(link.TracingOptions{Program: op.prog(&t.objs.IocorrPrograms)})
+		if err != nil {
+			t.addProbe(Probe{Kind: "tp_btf", Target: op.name, Error: op.without + ": " + err.Error()})
+			continue
+		}
+		t.links = append(t.links, l)
+		t.addProbe(Probe{Kind: "tp_btf", Target: op.name})
 	}
 	for _, pf := range []struct {
 		config uint64

@@ -22,9 +22,10 @@ const (
 	KindPageAdd Kind = 2
 	KindPageDel Kind = 3
 	KindBlock   Kind = 4
+	KindRead    Kind = 5 // a read syscall or io_uring read of a model file
 )
 
-var kindNames = [...]string{"", "fault", "page_add", "page_delete", "block"}
+var kindNames = [...]string{"", "fault", "page_add", "page_delete", "block", "read"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -123,6 +124,9 @@ type Counters struct {
 	EvictedBytes uint64
 	ReadBytes    uint64 // bytes read from the device
 	BlockReqs    uint64 // block read requests touching it
+	// RequestedBytes are bytes read(2)/pread(2)/io_uring read of it: what
+	// a load without mmap (llama.cpp --load-mode none, dio) asks for.
+	RequestedBytes uint64
 }
 
 // Add adds o to c.
@@ -139,6 +143,7 @@ func (c *Counters) Add(o *Counters) {
 	c.EvictedBytes += o.EvictedBytes
 	c.ReadBytes += o.ReadBytes
 	c.BlockReqs += o.BlockReqs
+	c.RequestedBytes += o.RequestedBytes
 }
 
 // Unit is what a counter counts, for rendering.
@@ -165,7 +170,7 @@ type Counter struct {
 }
 
 // NumCounters is the number of fields of Counters.
-const NumCounters = 12
+const NumCounters = 13
 
 // CounterFields lists every counter once. Appending one means a new field
 // of Counters, a line in Add, and a new store format.
@@ -182,6 +187,7 @@ var CounterFields = [NumCounters]Counter{
 	{"bytes_evicted", UnitBytes, "page-cache bytes removed here", false, func(c *Counters) *uint64 { return &c.EvictedBytes }},
 	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
 	{"block_requests", UnitCount, "block read requests touching it", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
+	{"bytes_requested", UnitBytes, "bytes read from the model file by read syscalls and io_uring (loads without mmap)", true, func(c *Counters) *uint64 { return &c.RequestedBytes }},
 }
 
 // CounterByName finds a counter by its name.
@@ -574,6 +580,8 @@ func (c *Correlator) Add(r ingest.Record) error {
 		}
 	case uint16(bpf.IocorrEventTypeEV_EXPERTS):
 		c.expertsSel(r.Experts())
+	case uint16(bpf.IocorrEventTypeEV_READ):
+		c.read(r.Read())
 	case uint16(bpf.IocorrEventTypeEV_MMAP):
 		c.vm.mmap(r.Mmap())
 		c.stats.Unattributed++
@@ -816,6 +824,27 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 				a.BlockReqs++
 			}
 		}
+		c.ev = ev
+		c.emit(&c.ev)
+	}
+}
+
+// read charges the bytes a read call returned to the tensors and expert
+// slices of the file range it read (the kernel recorded only model files).
+func (c *Correlator) read(rd *bpf.IocorrReadEvent) {
+	hdr := &rd.Hdr
+	base := Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: NoTensor,
+		Expert: -1, Kind: KindRead, Phase: hdr.Phase, Class: uint8(rd.Kind)}
+	if rd.StartTs != 0 && rd.StartTs <= hdr.Ts {
+		base.Dur = hdr.Ts - rd.StartTs
+	}
+	c.token(hdr).RequestedBytes += rd.Bytes
+	c.slices = c.fileSlices(c.slices[:0], c.modelOf(rd.Dev, rd.Ino), int64(rd.Offset), int64(rd.Bytes))
+	for i := range c.slices {
+		s := &c.slices[i]
+		ev := base
+		ev.Tensor, ev.Expert, ev.Offset, ev.Bytes = s.tensor, s.expert, s.off, uint64(s.n)
+		c.agg(ev.Token, s.tensor, s.expert, ev.Op).RequestedBytes += uint64(s.n)
 		c.ev = ev
 		c.emit(&c.ev)
 	}

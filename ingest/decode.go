@@ -37,6 +37,7 @@ var eventSizes = [bpf.EventTypeCount]int{
 	bpf.IocorrEventTypeEV_TASK:          int(unsafe.Sizeof(bpf.IocorrTaskEvent{})),
 	bpf.IocorrEventTypeEV_MMAP:          int(unsafe.Sizeof(bpf.IocorrMmapEvent{})),
 	bpf.IocorrEventTypeEV_SCHED:         int(unsafe.Sizeof(bpf.IocorrSchedEvent{})),
+	bpf.IocorrEventTypeEV_READ:          int(unsafe.Sizeof(bpf.IocorrReadEvent{})),
 	// A run's record ends after the bitmap words it needs: this is the
 	// least, and runSize checks the rest.
 	bpf.IocorrEventTypeEV_PAGE_RUN: int(unsafe.Offsetof(bpf.IocorrPageRunEvent{}.Pages)),
@@ -179,6 +180,14 @@ func (r Record) Op() *bpf.IocorrOpEvent {
 		return nil
 	}
 	return cast[bpf.IocorrOpEvent](r)
+}
+
+// Read is the record as a read event, nil for another type.
+func (r Record) Read() *bpf.IocorrReadEvent {
+	if !r.is(bpf.IocorrEventTypeEV_READ) {
+		return nil
+	}
+	return cast[bpf.IocorrReadEvent](r)
 }
 
 // Sched is the record as a scheduler event, nil for another type.

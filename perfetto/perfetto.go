@@ -46,6 +46,7 @@ type Summary struct {
 	BlockedNS             uint64 // time traced threads spent blocked in D state
 	Faults                int    // fault instants (0 when downsampled)
 	BlockRequests         int    // slices
+	Reads                 int    // read calls of model files, slices
 	Flows                 int    // fault → block request
 	CounterTracks         int
 	Downsampled           string   // why and how, "" when every fault is an instant
@@ -77,7 +78,6 @@ func Export(w io.Writer, dir string, st *index.Store, meta *rundir.Meta, opt Opt
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "ops: recorded only with --probe ops")
 	}
 	b.threadStates()
-	b.sum.NotInTrace = append(b.sum.NotInTrace, "read syscalls: this iocorr does not trace read(2)/pread(2)")
 	if !strings.Contains(meta.ProbeSet, "sched") {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "thread states: recorded only with --probe sched")
 	}
@@ -415,6 +415,14 @@ func (b *builder) storeEvents() error {
 	}
 	var faults []fault
 	nFaults := 0
+	type readCall struct {
+		tid         uint32
+		start, end  uint64
+		bytes       uint64
+		kind        uint8
+		first, last string // tensors
+	}
+	var reads []readCall
 	// Resident pages per model, device bytes and per-layer bytes, bucketed.
 	resident := make([]int64, len(b.meta.Models))
 	for i, m := range b.meta.Models {
@@ -469,6 +477,15 @@ func (b *builder) storeEvents() error {
 			if !cur.write {
 				addSum("device bytes read", e.Ts, int64(e.Bytes), false)
 			}
+		case correlate.KindRead:
+			// The slices of one call share its return time, latency and thread.
+			if n := len(reads); n > 0 && reads[n-1].end == e.Ts && reads[n-1].tid == e.Tid && reads[n-1].start == e.Ts-e.Dur {
+				reads[n-1].bytes += e.Bytes
+				reads[n-1].last = b.st.TensorName(e.Tensor)
+				return nil
+			}
+			name := b.st.TensorName(e.Tensor)
+			reads = append(reads, readCall{tid: e.Tid, start: e.Ts - e.Dur, end: e.Ts, bytes: e.Bytes, kind: e.Class, first: name, last: name})
 		case correlate.KindPageAdd, correlate.KindPageDel:
 			m, _, ok := b.modelOf(e)
 			if !ok {
@@ -570,6 +587,15 @@ func (b *builder) storeEvents() error {
 		}
 	}
 	b.blockSlices(reqs)
+	readLanes := map[uint32][]*lane{}
+	for _, r := range reads {
+		ls := readLanes[r.tid]
+		tr := b.lane(&ls, b.threadTrack(r.tid), "read calls", r.start, r.end)
+		readLanes[r.tid] = ls
+		anns := []annotation{annU("bytes", r.bytes), annS("call", readKindName(r.kind)), annS("first_tensor", r.first), annS("last_tensor", r.last)}
+		b.slice(tr, r.start, r.end, fmt.Sprintf("%s %d KiB", readKindName(r.kind), r.bytes>>10), "read", anns, nil)
+		b.sum.Reads++
+	}
 	// Counter tracks.
 	for _, series := range seriesOrder {
 		tr := b.childTrack(b.noteTrack(), series)
@@ -613,11 +639,26 @@ func (b *builder) noteTrack() *track {
 
 // blockSlices puts requests on lanes of their device's track: requests
 // in flight at once overlap, and slices of one track must nest.
-func (b *builder) blockSlices(reqs []*request) {
-	type lane struct {
-		tr   *track
-		free uint64
+// lane is one child track of a parent whose slices may overlap: a slice
+// goes on the first lane free at its start.
+type lane struct {
+	tr   *track
+	free uint64
+}
+
+func (b *builder) lane(lanes *[]*lane, parent *track, name string, start, end uint64) *track {
+	for _, l := range *lanes {
+		if l.free <= start {
+			l.free = max(end, start+1)
+			return l.tr
+		}
 	}
+	l := &lane{tr: b.childTrack(parent, fmt.Sprintf("%s %d", name, len(*lanes))), free: max(end, start+1)}
+	*lanes = append(*lanes, l)
+	return l.tr
+}
+
+func (b *builder) blockSlices(reqs []*request) {
 	lanes := map[int][]*lane{}
 	parents := map[int]*track{}
 	slices.SortStableFunc(reqs, func(a, c *request) int { return cmp.Compare(a.issue, c.issue) })
@@ -633,26 +674,36 @@ func (b *builder) blockSlices(reqs []*request) {
 			b.tracks = append(b.tracks, p)
 			parents[r.dev] = p
 		}
-		var l *lane
-		for _, c := range lanes[r.dev] {
-			if c.free <= r.issue {
-				l = c
-				break
-			}
-		}
-		if l == nil {
-			l = &lane{tr: b.childTrack(p, fmt.Sprintf("queue slot %d", len(lanes[r.dev])))}
-			lanes[r.dev] = append(lanes[r.dev], l)
-		}
-		l.free = max(r.done, r.issue+1)
+		ls := lanes[r.dev]
+		tr := b.lane(&ls, p, "queue slot", r.issue, r.done)
+		lanes[r.dev] = ls
 		op := "read"
 		if r.write {
 			op = "write"
 		}
-		b.slice(l.tr, r.issue, r.done, fmt.Sprintf("%s %d KiB", op, r.bytes>>10), "block",
+		b.slice(tr, r.issue, r.done, fmt.Sprintf("%s %d KiB", op, r.bytes>>10), "block",
 			[]annotation{annU("bytes", r.bytes), annU("latency_ns", r.done-r.issue)}, r.flows)
 		b.sum.BlockRequests++
 	}
+}
+
+// readKindName names enum read_kind.
+func readKindName(k uint8) string {
+	switch bpf.IocorrReadKind(k) {
+	case bpf.IocorrReadKindREAD_READ:
+		return "read"
+	case bpf.IocorrReadKindREAD_PREAD64:
+		return "pread64"
+	case bpf.IocorrReadKindREAD_READV:
+		return "readv"
+	case bpf.IocorrReadKindREAD_PREADV:
+		return "preadv"
+	case bpf.IocorrReadKindREAD_PREADV2:
+		return "preadv2"
+	case bpf.IocorrReadKindREAD_IO_URING:
+		return "io_uring read"
+	}
+	return "read call"
 }
 
 // rank orders events of one timestamp: ends first, so that a slice that

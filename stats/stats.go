@@ -46,9 +46,17 @@ func (r *Report) Table(name string) *Table {
 
 const ps = correlate.PageSize
 
-// naRequested is why "bytes requested" is NA: iocorr traces page faults,
-// the page cache and the block layer, not read(2)'s byte counts.
-const naRequested = "not measured: read(2)/pread(2) requests are not traced (the store has no syscall events); mmap'd weights are requested by faults, see faulted bytes"
+// readsNA says why "bytes requested" is NA for a run: "" when its
+// recorder traced the read syscalls (a zero is then a measured zero: the
+// command read nothing of its models by read(2), as a mmap load does).
+func readsNA(meta *rundir.Meta) string {
+	for _, p := range meta.Probes {
+		if p.Target == "syscalls/sys_enter_read" && p.Error == "" {
+			return ""
+		}
+	}
+	return "not measured: this run's recorder did not trace read syscalls"
+}
 
 var phases = []struct {
 	name string
@@ -76,6 +84,7 @@ type run struct {
 	tokenRes  [][]int64          // resident pages by token index, by tensor id (nil when unknown)
 	realHits  map[[2]int]*[2]int // (layer, phase) → hits, activations
 	realNA    string
+	readsNA   string // why bytes requested is NA, "" when read syscalls were traced
 	decodeTok int
 	// expsReadDecode is the device bytes of each layer's *_exps tensors
 	// read in decode tokens.
@@ -88,7 +97,7 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	if opt.Top <= 0 {
 		opt.Top = 10
 	}
-	r := &run{st: st, meta: meta, opt: opt, phaseOf: map[uint32]uint8{}, expsReadDecode: map[int]uint64{}}
+	r := &run{st: st, meta: meta, opt: opt, phaseOf: map[uint32]uint8{}, expsReadDecode: map[int]uint64{}, readsNA: readsNA(meta)}
 	var err error
 	if r.tokens, err = st.Tokens(); err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
@@ -461,7 +470,9 @@ func (r *run) perToken() Table {
 	}
 	figs := []fig{
 		{"bytes_read_per_token_%s_bytes", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.ReadBytes), true }},
-		{"bytes_requested_per_token_%s_bytes", nil},
+		{"bytes_requested_per_token_%s_bytes", func(x *correlate.TokenInfo) (float64, bool) {
+			return float64(x.RequestedBytes), r.readsNA == ""
+		}},
 		{"major_faults_per_token_%s_count", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.Major), true }},
 		{"fault_stall_per_token_%s_ns", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.StallNS), true }},
 		{"stall_share_per_token_%s_ratio", func(x *correlate.TokenInfo) (float64, bool) {
@@ -489,9 +500,9 @@ func (r *run) perToken() Table {
 		}
 		row = append(row, I64(len(toks)))
 		for _, f := range figs {
-			if f.get == nil {
+			if f.name == "bytes_requested_per_token_%s_bytes" && r.readsNA != "" {
 				for range stats {
-					row = append(row, NA(naRequested))
+					row = append(row, NA(r.readsNA))
 				}
 				continue
 			}
@@ -557,7 +568,7 @@ func (r *run) tokenTime() Table {
 	return t
 }
 
-const naNoFaults = "no faults: nothing was requested through page faults"
+const naNoFaults = "nothing was requested: no page faults and no bytes read by read syscalls"
 
 func (r *run) amplification() Table {
 	t := Table{Name: "amplification", Title: "device reads against what faults asked for, by phase",
@@ -569,8 +580,14 @@ func (r *run) amplification() Table {
 				c.Add(&r.tokens[i].Counters)
 			}
 		}
-		t.add(Str(ph.name), I64(c.ReadBytes), I64(c.Faults*ps), NA(naRequested),
-			ratio(float64(c.ReadBytes), float64(c.Faults*ps), naNoFaults), I64(c.BlockReqs))
+		requested := NA(r.readsNA)
+		if r.readsNA == "" {
+			requested = I64(c.RequestedBytes)
+		}
+		// Device bytes against what the command asked for: the pages its
+		// faults touched and the bytes its reads requested.
+		t.add(Str(ph.name), I64(c.ReadBytes), I64(c.Faults*ps), requested,
+			ratio(float64(c.ReadBytes), float64(c.Faults*ps+c.RequestedBytes), naNoFaults), I64(c.BlockReqs))
 	}
 	return t
 }

@@ -29,8 +29,8 @@ func exportPerfetto(dir, out string, formatGiven bool) error {
 	if err != nil {
 		return fmt.Errorf("export: writing %s: %w", out, err)
 	}
-	fmt.Fprintf(stderr, "%s: %d tokens, %d graphs, %d ops, %d faults, %d block requests, %d fault→block flows, %d counter tracks (open it in ui.perfetto.dev)\n",
-		out, sum.Tokens, sum.Graphs, sum.Ops, sum.Faults, sum.BlockRequests, sum.Flows, sum.CounterTracks)
+	fmt.Fprintf(stderr, "%s: %d tokens, %d graphs, %d ops, %d faults, %d block requests, %d read calls, %d fault→block flows, %d counter tracks (open it in ui.perfetto.dev)\n",
+		out, sum.Tokens, sum.Graphs, sum.Ops, sum.Faults, sum.BlockRequests, sum.Reads, sum.Flows, sum.CounterTracks)
 	if sum.ThreadStates > 0 {
 		fmt.Fprintf(stderr, "%s: %d thread-state slices; traced threads blocked in D state for %.3f s\n", out, sum.ThreadStates, float64(sum.BlockedNS)/1e9)
 	}

@@ -225,6 +225,8 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 				got["graph"]++
 			case e.anns["node"] != "":
 				got["op"]++
+			case e.anns["call"] != "":
+				got["read"]++
 			case e.anns["bytes"] != "":
 				got["block"]++
 			}
@@ -271,20 +273,22 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 	}
 	defer st.Close()
 	want := map[string]int{}
-	reqs := map[[3]uint64]bool{}
+	reqs, calls := map[[3]uint64]bool{}, map[[3]uint64]bool{}
 	err = st.Events(index.EventFilter{}, func(e *correlate.Event) error {
 		switch e.Kind {
 		case correlate.KindFault:
 			want["fault"]++
 		case correlate.KindBlock:
 			reqs[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
+		case correlate.KindRead:
+			calls[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want["block"] = len(reqs)
+	want["block"], want["read"] = len(reqs), len(calls)
 	toks, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +298,7 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 			want["token"]++
 		}
 	}
-	for _, k := range []string{"fault", "block", "token"} {
+	for _, k := range []string{"fault", "block", "token", "read"} {
 		if got[k] != want[k] {
 			t.Errorf("%s: %d in the trace, %d in the store", k, got[k], want[k])
 		}

@@ -488,19 +488,26 @@ func BuildToucher(t testing.TB) string {
 
 // BuildMoEToucher compiles testdata/moetoucher (a scripted router that
 // calls llama_decode and ggml_compute_forward_get_rows like llama.cpp and
-// reads the picked experts' slices) with the system's C compiler, without
-// debug info, and syncs it to disk before anything probes it.
-func BuildMoEToucher(t testing.TB) string {
+// reads the picked experts' slices).
+func BuildMoEToucher(t testing.TB) string { return buildC(t, "moetoucher") }
+
+// BuildReader compiles testdata/reader (reads given byte ranges of a file
+// with each read syscall and io_uring).
+func BuildReader(t testing.TB) string { return buildC(t, "reader") }
+
+// buildC compiles testdata/NAME/NAME.c with the system's C compiler,
+// without debug info, and syncs it to disk before anything probes it.
+func buildC(t testing.TB, name string) string {
 	t.Helper()
 	root, err := Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "moetoucher")
-	cmd := exec.Command("cc", "-O1", "-Wall", "-o", bin, "testdata/moetoucher/moetoucher.c")
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("cc", "-O1", "-Wall", "-o", bin, filepath.Join("testdata", name, name+".c"))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the MoE toucher: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", name, err, out)
 	}
 	// A uprobe on a file whose blocks are not yet written hit a kernel
 	// warning here once (LAB-NOTES): write it out first.
