@@ -71,6 +71,54 @@ func LlamaLib() (string, error) {
 	return libs[0], nil
 }
 
+// Version is a release of node-llama-cpp in the version matrix, with the
+// llama.cpp its prebuilt libraries were built from.
+type Version struct {
+	NodeLlamaCpp string // npm version; testdata/llm/versions/<it>/
+	LlamaCpp     string // llama.cpp release tag (llama/llama.cpp.info.json)
+}
+
+// Versions are the older node-llama-cpp releases testdata/llm/setup.sh
+// installs side by side, one directory each, for the version matrix:
+// prebuilt llama.cpp from late 2024 to mid 2025. The default one (3.22.1,
+// Options.Version empty) is not among them.
+var Versions = []Version{
+	{"3.3.0", "b4234"},  // 2024-12: ggml_tensor still has the deprecated backend field
+	{"3.6.0", "b4753"},  // 2025-02: one libggml-cpu per CPU variant
+	{"3.10.0", "b5640"}, // 2025-06: ops moved to ops.cpp, exported
+}
+
+// VersionDir is where setup.sh installs node-llama-cpp v.
+func VersionDir(v string) string {
+	return filepath.Join(filepath.Dir(Driver()), "versions", v)
+}
+
+// VersionLibDir holds the prebuilt libraries of node-llama-cpp v.
+func VersionLibDir(v string) string {
+	return filepath.Join(VersionDir(v), "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+}
+
+// RequireVersion skips (or, like Require, fails under CI) a test when
+// node-llama-cpp v is not installed.
+func RequireVersion(t testing.TB, v string) {
+	t.Helper()
+	Require(t)
+	err := func() error {
+		if _, err := os.Stat(filepath.Join(VersionDir(v), "node_modules", "node-llama-cpp", "package.json")); err != nil {
+			return fmt.Errorf("node-llama-cpp %s is not installed in %s", v, VersionDir(v))
+		}
+		for _, pat := range []string{"libllama*.so", "libggml-base.so"} {
+			if libs, _ := filepath.Glob(filepath.Join(VersionLibDir(v), pat)); len(libs) == 0 {
+				return fmt.Errorf("no %s in %s", pat, VersionLibDir(v))
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		missing(t, "node-llama-cpp "+v, err)
+	}
+}
+
 // Build is one of the two llama.cpp builds scripts/build-llama.sh makes
 // from the source node-llama-cpp ships.
 type Build int
@@ -266,6 +314,9 @@ type Options struct {
 	// token generated would end a chat; the driver generates on anyway.
 	OnlyEOG bool
 	JSON    bool // report as one JSON object; Generate sets it
+	// Version runs node-llama-cpp Version (one of Versions) and its
+	// prebuilt llama.cpp instead of the default 3.22.1.
+	Version string
 }
 
 // Seed returns a pointer to s, for Options.Seed.
@@ -301,6 +352,9 @@ func Command(ctx context.Context, model string, o Options) *exec.Cmd {
 	}
 	if o.JSON {
 		args = append(args, "--json")
+	}
+	if o.Version != "" {
+		args = append(args, "--llama-version", o.Version)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

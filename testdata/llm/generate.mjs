@@ -11,6 +11,11 @@
 //
 //   node generate.mjs --model M.gguf [--tokens N] [--threads T] [--prompt "..."]
 //       [--ctx N] [--batch N] [--seed S [--temperature T]] [--only-eog] [--json]
+//       [--llama-version V]
+//
+// --llama-version V runs node-llama-cpp V, installed by setup.sh under
+// versions/V/ with its own prebuilt llama.cpp (each node-llama-cpp only
+// loads the addon it was built with), instead of the one beside this file.
 //
 // Sampling is greedy unless --seed is given: then it samples at
 // --temperature (default 0.8) from llama.cpp's RNG seeded with S, so a run
@@ -18,9 +23,9 @@
 // ones, so that each token sampled ends the sequence: it exists to test that
 // the token count and the llama_decode count still hold then.
 import {readFileSync, statSync} from "node:fs";
-import {basename, dirname, resolve} from "node:path";
+import {basename, dirname, join, resolve} from "node:path";
+import {fileURLToPath, pathToFileURL} from "node:url";
 import {parseArgs} from "node:util";
-import {getLlama, LlamaLogLevel, TokenBias} from "node-llama-cpp";
 
 // llama.cpp's own error logs, kept back so that a failure is one line
 // that says why (e.g. "failed to read key-value pairs") rather than
@@ -47,6 +52,7 @@ try {
 			temperature: {type: "string"},
 			"only-eog": {type: "boolean", default: false},
 			json: {type: "boolean", default: false},
+			"llama-version": {type: "string"},
 		},
 	}));
 } catch (e) {
@@ -76,6 +82,22 @@ try {
 } catch (e) {
 	fail(`${opts.model}: ${e.code === "ENOENT" ? "no such file" : e.message}`);
 }
+
+// The version is a directory name: nothing but digits and dots, so that it
+// cannot point outside versions/.
+let pkg = "node-llama-cpp";
+if (opts["llama-version"] !== undefined) {
+	const v = opts["llama-version"];
+	if (!/^[0-9]+(\.[0-9]+)*$/.test(v)) fail(`--llama-version must be a version such as 3.6.0, not ${JSON.stringify(v)}`);
+	const entry = join(dirname(fileURLToPath(import.meta.url)), "versions", v, "node_modules", "node-llama-cpp", "dist", "index.js");
+	try {
+		statSync(entry);
+	} catch {
+		fail(`node-llama-cpp ${v} is not installed (no ${entry}; run testdata/llm/setup.sh)`);
+	}
+	pkg = pathToFileURL(entry).href;
+}
+const {getLlama, LlamaLogLevel, TokenBias} = await import(pkg);
 
 // Which llama.cpp libraries this process really loaded.
 function loadedLibs() {

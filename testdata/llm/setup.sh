@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs node-llama-cpp 3.22.1 (prebuilt llama.cpp for linux-x64) from the
-# committed package-lock.json into testdata/llm/node_modules. After this,
-# generate.mjs needs no network: it never builds or downloads llama.cpp.
+# committed package-lock.json into testdata/llm/node_modules, and each older
+# release of the version matrix the same way into versions/<v>/node_modules
+# (one directory per version: each node-llama-cpp loads only the addon and
+# libraries it was built with; generate.mjs --llama-version <v> runs one).
+# After this, generate.mjs needs no network: it never builds or downloads
+# llama.cpp.
 #
-# Safe to run again: it returns at once while the installed tree was made
-# from the same package.json and package-lock.json (a stamp holds their
-# hash), and reinstalls when either changed.
+# Safe to run again: it returns at once while each installed tree was made
+# from the same package.json and package-lock.json (a stamp per tree holds
+# their hash), and reinstalls a tree when either changed.
 #
 # Why `npm install --no-save` and not `npm ci`: node-llama-cpp lists every
 # platform's binaries as optional dependencies. A lock written where some of
@@ -19,31 +23,45 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-lib=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-stamp=node_modules/.iocorr-setup
-want=$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)
+# install DIR VERSION installs DIR's lock into DIR/node_modules and checks
+# that it holds VERSION's libraries.
+install() (
+	cd "$1"
+	local version=$2
+	lib=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+	stamp=node_modules/.iocorr-setup
+	want=$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)
 
-installed() {
-	[ -f node_modules/node-llama-cpp/package.json ] && ls "$lib"/libllama.*so >/dev/null 2>&1 &&
-		[ -f "$lib"/libggml-base.so ]
-}
+	installed() {
+		[ -f node_modules/node-llama-cpp/package.json ] && ls "$lib"/libllama.*so >/dev/null 2>&1 &&
+			[ -f "$lib"/libggml-base.so ]
+	}
 
-if installed && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-	exit 0
-fi
-
-command -v npm >/dev/null || { echo "testdata/llm/setup.sh: npm not found (install nodejs and npm)" >&2; exit 1; }
-echo "testdata/llm/setup.sh: installing node-llama-cpp from package-lock.json" >&2
-NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-save --ignore-scripts --omit=optional \
-	--no-audit --no-fund --loglevel=error
-
-installed || { echo "testdata/llm/setup.sh: npm finished but $lib has no libllama or libggml-base" >&2; exit 1; }
-# The exact versions the lock pins, not whatever npm resolved.
-for pkg in node-llama-cpp @node-llama-cpp/linux-x64; do
-	got=$(node -p "require('./node_modules/$pkg/package.json').version")
-	if [ "$got" != 3.22.1 ]; then
-		echo "testdata/llm/setup.sh: $pkg is $got, the lock pins 3.22.1" >&2
-		exit 1
+	if installed && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+		exit 0
 	fi
+
+	command -v npm >/dev/null || { echo "testdata/llm/setup.sh: npm not found (install nodejs and npm)" >&2; exit 1; }
+	echo "testdata/llm/setup.sh: installing node-llama-cpp $version from $1/package-lock.json" >&2
+	NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-save --ignore-scripts --omit=optional \
+		--no-audit --no-fund --loglevel=error
+
+	installed || { echo "testdata/llm/setup.sh: npm finished but $lib (in $1) has no libllama or libggml-base" >&2; exit 1; }
+	# The exact versions the lock pins, not whatever npm resolved.
+	for pkg in node-llama-cpp @node-llama-cpp/linux-x64; do
+		got=$(node -p "require('./node_modules/$pkg/package.json').version")
+		if [ "$got" != "$version" ]; then
+			echo "testdata/llm/setup.sh: $pkg in $1 is $got, the lock pins $version" >&2
+			exit 1
+		fi
+	done
+	echo "$want" >"$stamp"
+)
+
+install . 3.22.1
+# The version matrix: node-llama-cpp releases whose prebuilt llama.cpp spans
+# late 2024 to mid 2025 (llama.cpp b4234, b4753, b5640; see README.md).
+for dir in versions/*/; do
+	dir=${dir%/}
+	install "$dir" "$(basename "$dir")"
 done
-echo "$want" >"$stamp"
