@@ -80,6 +80,7 @@ struct proc_state {
 	__u32 graph_seq;
 	__u32 op_seq;
 	__u64 last_node; /* dst of the op most recently entered (op probes) */
+	__u64 op_hits;   /* op-probe hits, every thread */
 };
 
 struct file_key {
@@ -185,6 +186,15 @@ struct {
 	__type(key, __u64);
 	__type(value, struct blk_start);
 } blk_starts SEC(".maps");
+
+/* Files (graph_compute attach cookies) whose op probes wait for their
+ * first graph: 1 waiting, 2 the process was stopped for the attach. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} ops_pending SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -1173,6 +1183,7 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	e->begin_ts = ds.ts;
 	e->n_tokens = n_tokens;
 	e->ret = 0;
+	e->op_hits = ps->op_hits;
 	submit(e, EV_DECODE_BEGIN);
 	return 0;
 }
@@ -1185,13 +1196,16 @@ int BPF_KRETPROBE(decode_end, int ret)
 	struct decode_start *ds;
 	struct decode_event *e;
 
-	if (!is_traced(tgid))
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	if (!ps)
 		return 0;
 	ds = bpf_map_lookup_elem(&decode_starts, &tid);
 	e = reserve(sizeof(*e), EV_DECODE_END);
 	if (!e)
 		return 0;
 	fill_hdr(&e->hdr, EV_DECODE_END);
+	e->op_hits = ps->op_hits;
 	e->ctx = ds ? ds->ctx : 0;
 	e->begin_ts = ds ? ds->ts : 0;
 	e->n_tokens = ds ? ds->n_tokens : 0;
@@ -1344,6 +1358,16 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	e->n_nodes = n_nodes;
 	e->seq = ps->graph_seq;
 	e->is_new = bpf_map_update_elem(&graphs_seen, &id, &one, BPF_NOEXIST) == 0;
+	e->file = bpf_get_attach_cookie(ctx);
+	e->stopped = 0;
+	{
+		/* --probe ops: the first graph a file computes tells which CPU
+		 * backend runs; stop the process so that its ops are probed
+		 * before any of them runs (user space attaches, then SIGCONT). */
+		__u32 *want = bpf_map_lookup_elem(&ops_pending, &e->file);
+		if (want && __sync_val_compare_and_swap(want, 1, 2) == 1 && bpf_send_signal(SIGSTOP) == 0)
+			e->stopped = 1;
+	}
 	e->n_weight_nodes = 0;
 	if (e->is_new && n_nodes > 0)
 		bpf_loop(n_nodes, walk_node, &w, 0);
@@ -1370,6 +1394,7 @@ static __always_inline int op_enter(struct pt_regs *ctx, void *params, void *dst
 
 	if (!ps)
 		return 0;
+	__sync_fetch_and_add(&ps->op_hits, 1);
 	bpf_probe_read_user(&ith, sizeof(ith), params);
 	/* Every thread of an op enters with the same dst; the first to swap
 	 * last_node numbers the op, the others take its number. */
@@ -1402,6 +1427,28 @@ int BPF_KPROBE(op_begin, void *params, void *dst)
 /* The same, attached to a hundred functions through one uprobe_multi link:
  * one link is set up and torn down in one go, where a hundred single
  * uprobes take minutes to detach (each waits for an RCU grace period). */
+/* Hits of the calibration probe, so that a calibration whose probed arm
+ * did not run probed is refused rather than reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} calib_hits SEC(".maps");
+
+/* The cheapest uprobe program: it measures what a uprobe hit costs by
+ * itself (bpf.MeasureUprobeCost), apart from the programs' own work. */
+SEC("uprobe")
+int calibrate(void *ctx)
+{
+	__u32 k = 0;
+	__u64 *n = bpf_map_lookup_elem(&calib_hits, &k);
+
+	if (n)
+		*n += 1;
+	return 0;
+}
+
 SEC("uprobe.multi")
 int BPF_KPROBE(op_begin_multi, void *params, void *dst)
 {

@@ -156,6 +156,7 @@ struct decode_event {
 	__u64 begin_ts; /* entry time, set on both events */
 	__s32 n_tokens; /* batch.n_tokens */
 	__s32 ret;      /* return value, EV_DECODE_END only */
+	__u64 op_hits;  /* op-probe hits of the process so far, every thread (--probe ops) */
 };
 
 struct graph_event {
@@ -166,6 +167,11 @@ struct graph_event {
 	__u32 n_weight_nodes;
 	__u32 seq;      /* graph computations of this process, from 1 */
 	__u32 is_new;   /* 1 when this graph's EV_NODE records follow */
+	__u32 file;     /* the probed file that computed it (the attach cookie) */
+	/* 1 when the kernel stopped the process (SIGSTOP) because --probe ops
+	 * waits for the first graph of this file: user space attaches the op
+	 * probes to the one CPU backend that runs, then sends SIGCONT. */
+	__u32 stopped;
 };
 
 struct node_event {

@@ -41,6 +41,7 @@ type IocorrDecodeEvent struct {
 	BeginTs  uint64
 	N_tokens int32
 	Ret      int32
+	OpHits   uint64
 }
 
 type IocorrDecodeStart struct {
@@ -165,6 +166,8 @@ type IocorrGraphEvent struct {
 	N_weightNodes uint32
 	Seq           uint32
 	IsNew         uint32
+	File          uint32
+	Stopped       uint32
 }
 
 type IocorrMmapEvent struct {
@@ -274,6 +277,7 @@ type IocorrProcState struct {
 	GraphSeq uint32
 	OpSeq    uint32
 	LastNode uint64
+	OpHits   uint64
 }
 
 type IocorrRaEvent struct {
@@ -387,6 +391,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	IocorrMapBlkStarts          = "blk_starts"
+	IocorrMapCalibHits          = "calib_hits"
 	IocorrMapCurOp              = "cur_op"
 	IocorrMapDecodeStarts       = "decode_starts"
 	IocorrMapDevs               = "devs"
@@ -396,11 +401,13 @@ const (
 	IocorrMapForkers            = "forkers"
 	IocorrMapGraphsSeen         = "graphs_seen"
 	IocorrMapLost               = "lost"
+	IocorrMapOpsPending         = "ops_pending"
 	IocorrMapReadStarts         = "read_starts"
 	IocorrMapSeenExec           = "seen_exec"
 	IocorrMapTraced             = "traced"
 	IocorrProgBlockComplete     = "block_complete"
 	IocorrProgBlockIssue        = "block_issue"
+	IocorrProgCalibrate         = "calibrate"
 	IocorrProgDecodeBegin       = "decode_begin"
 	IocorrProgDecodeEnd         = "decode_end"
 	IocorrProgFaultBegin        = "fault_begin"
@@ -512,6 +519,7 @@ type IocorrSpecs struct {
 type IocorrProgramSpecs struct {
 	BlockComplete    *ebpf.ProgramSpec `ebpf:"block_complete"`
 	BlockIssue       *ebpf.ProgramSpec `ebpf:"block_issue"`
+	Calibrate        *ebpf.ProgramSpec `ebpf:"calibrate"`
 	DecodeBegin      *ebpf.ProgramSpec `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.ProgramSpec `ebpf:"decode_end"`
 	FaultBegin       *ebpf.ProgramSpec `ebpf:"fault_begin"`
@@ -554,6 +562,7 @@ type IocorrProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrMapSpecs struct {
 	BlkStarts    *ebpf.MapSpec `ebpf:"blk_starts"`
+	CalibHits    *ebpf.MapSpec `ebpf:"calib_hits"`
 	CurOp        *ebpf.MapSpec `ebpf:"cur_op"`
 	DecodeStarts *ebpf.MapSpec `ebpf:"decode_starts"`
 	Devs         *ebpf.MapSpec `ebpf:"devs"`
@@ -563,6 +572,7 @@ type IocorrMapSpecs struct {
 	Forkers      *ebpf.MapSpec `ebpf:"forkers"`
 	GraphsSeen   *ebpf.MapSpec `ebpf:"graphs_seen"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	OpsPending   *ebpf.MapSpec `ebpf:"ops_pending"`
 	ReadStarts   *ebpf.MapSpec `ebpf:"read_starts"`
 	SeenExec     *ebpf.MapSpec `ebpf:"seen_exec"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
@@ -625,6 +635,7 @@ func (o *IocorrObjects) Close() error {
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrMaps struct {
 	BlkStarts    *ebpf.Map `ebpf:"blk_starts"`
+	CalibHits    *ebpf.Map `ebpf:"calib_hits"`
 	CurOp        *ebpf.Map `ebpf:"cur_op"`
 	DecodeStarts *ebpf.Map `ebpf:"decode_starts"`
 	Devs         *ebpf.Map `ebpf:"devs"`
@@ -634,6 +645,7 @@ type IocorrMaps struct {
 	Forkers      *ebpf.Map `ebpf:"forkers"`
 	GraphsSeen   *ebpf.Map `ebpf:"graphs_seen"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	OpsPending   *ebpf.Map `ebpf:"ops_pending"`
 	ReadStarts   *ebpf.Map `ebpf:"read_starts"`
 	SeenExec     *ebpf.Map `ebpf:"seen_exec"`
 	Traced       *ebpf.Map `ebpf:"traced"`
@@ -642,6 +654,7 @@ type IocorrMaps struct {
 func (m *IocorrMaps) Close() error {
 	return _IocorrClose(
 		m.BlkStarts,
+		m.CalibHits,
 		m.CurOp,
 		m.DecodeStarts,
 		m.Devs,
@@ -651,6 +664,7 @@ func (m *IocorrMaps) Close() error {
 		m.Forkers,
 		m.GraphsSeen,
 		m.Lost,
+		m.OpsPending,
 		m.ReadStarts,
 		m.SeenExec,
 		m.Traced,
@@ -699,6 +713,7 @@ type IocorrVariables struct {
 type IocorrPrograms struct {
 	BlockComplete    *ebpf.Program `ebpf:"block_complete"`
 	BlockIssue       *ebpf.Program `ebpf:"block_issue"`
+	Calibrate        *ebpf.Program `ebpf:"calibrate"`
 	DecodeBegin      *ebpf.Program `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.Program `ebpf:"decode_end"`
 	FaultBegin       *ebpf.Program `ebpf:"fault_begin"`
@@ -740,6 +755,7 @@ func (p *IocorrPrograms) Close() error {
 	return _IocorrClose(
 		p.BlockComplete,
 		p.BlockIssue,
+		p.Calibrate,
 		p.DecodeBegin,
 		p.DecodeEnd,
 		p.FaultBegin,

@@ -88,6 +88,11 @@ type Tracer struct {
 	layoutFixed bool
 	opNames     []string
 	opSource    string
+	// files are the files with graph_compute probes, by attach cookie;
+	// pendingOps their op functions, attached at the file's first graph
+	// (AttachPendingOps) so that only the CPU backend that runs pays.
+	files      []string
+	pendingOps map[uint32][]string
 }
 
 type fileID struct {
@@ -152,7 +157,8 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}
 
-	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{}}
+	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{},
+		pendingOps: map[uint32][]string{}}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -137,17 +138,90 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		t.addProbe(p)
 		out = append(out, p)
 	}
+	deferOps := false
 	for _, sym := range probeSyms {
 		switch sym {
 		case SymDecode:
 			attach("uprobe", sym, t.objs.DecodeBegin, 0)
 			attach("uretprobe", sym, t.objs.DecodeEnd, 0)
 		case SymGraphCompute:
-			attach("uprobe", sym, t.objs.GraphCompute, 0)
+			t.mu.Lock()
+			file := uint32(len(t.files))
+			t.files = append(t.files, real)
+			t.mu.Unlock()
+			attach("uprobe", sym, t.objs.GraphCompute, uint64(file))
+			// node-llama-cpp loads every CPU backend variant and runs one:
+			// its ops are probed when its first graph says it runs.
+			if t.opts.ProbeOps && len(opSyms) > 0 && out[len(out)-1].Error == "" {
+				want := uint32(1)
+				if err := t.objs.OpsPending.Put(file, want); err == nil {
+					t.mu.Lock()
+					t.pendingOps[file] = opSyms
+					t.mu.Unlock()
+					deferOps = true
+				}
+			}
 		case SymGetRows:
 			attach("uprobe", sym, t.objs.GetRowsBegin, 0)
 		}
 	}
+	if !deferOps {
+		out = append(out, t.attachOps(ex, real, opSyms)...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// AttachPendingOps attaches the op probes of the file whose graph_compute
+// probe has cookie file (graph_event.file), if they wait for its first
+// graph; it reports whether there were any.
+func (t *Tracer) AttachPendingOps(file uint32) (bool, error) {
+	t.mu.Lock()
+	syms, ok := t.pendingOps[file]
+	delete(t.pendingOps, file)
+	path := ""
+	if int(file) < len(t.files) {
+		path = t.files[file]
+	}
+	t.mu.Unlock()
+	if !ok || path == "" {
+		return false, nil
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return true, fmt.Errorf("opening %s for op probes: %w", path, err)
+	}
+	for _, p := range t.attachOps(ex, path, syms) {
+		if p.Error != "" {
+			return true, fmt.Errorf("attaching op probes to %s: %s", path, p.Error)
+		}
+	}
+	return true, nil
+}
+
+// OpProbeFiles lists the files whose op probes were attached and those
+// whose ops still wait for a first graph (CPU backends that never ran).
+func (t *Tracer) OpProbeFiles() (attached, waiting []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, f := range t.files {
+		if _, ok := t.pendingOps[uint32(i)]; ok {
+			waiting = append(waiting, f)
+		}
+	}
+	for _, p := range t.probes {
+		if p.Error == "" && strings.HasPrefix(p.Symbol, opPrefix) && p.Symbol != SymGetRows {
+			if !slices.Contains(attached, p.Target) {
+				attached = append(attached, p.Target)
+			}
+		}
+	}
+	return attached, waiting
+}
+
+// attachOps attaches the op probes of a file: one uprobe_multi link, or
+// one uprobe per function on kernels without uprobe_multi.
+func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []Probe {
+	var out []Probe
 	if t.opts.ProbeOps && len(opSyms) > 0 {
 		cookies := make([]uint64, len(opSyms))
 		t.mu.Lock()
@@ -172,11 +246,21 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		} else {
 			// Kernels before 6.6 have no uprobe_multi: one uprobe each.
 			for i, sym := range opSyms {
-				attach("uprobe", sym, t.objs.OpBegin, cookies[i])
+				p := Probe{Kind: "uprobe", Target: real, Symbol: sym}
+				l, err := ex.Uprobe(sym, t.objs.OpBegin, &link.UprobeOptions{Cookie: cookies[i]})
+				if err != nil {
+					p.Error = err.Error()
+				} else {
+					t.mu.Lock()
+					t.links = append(t.links, l)
+					t.mu.Unlock()
+				}
+				t.addProbe(p)
+				out = append(out, p)
 			}
 		}
 	}
-	return out, errors.Join(errs...)
+	return out
 }
 
 // OpNames returns the target's op names (index = enum ggml_op value) and

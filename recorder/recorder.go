@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,6 +147,15 @@ type recording struct {
 	// procs are the traced processes still alive as far as the events
 	// tell: the child and what it forked.
 	procs map[int]bool
+	// With --probe ops: the calibrated cost of a hit, and per decode call
+	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
+	opCost    bpf.UprobeCost
+	opCostErr error
+	hitsAt    map[uint32]uint64
+	nodeOps   map[uint64]uint32 // weight-reading nodes seen → their op
+	opNodes   map[uint64]bool   // nodes an op event was seen for
+	tokenHits []uint64
+	tokenNS   []uint64
 }
 
 func (r *recording) warn(s string) {
@@ -223,6 +233,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	r.reserve = reserveSpace(o.Dir)
 
 	var err error
+	if o.ProbeOps {
+		// Before the command starts: the calibration's own hits must not
+		// land in the traced command's time.
+		r.opCost, r.opCostErr = bpf.MeasureUprobeCost(2000, 3)
+		r.hitsAt, r.nodeOps, r.opNodes = map[uint32]uint64{}, map[uint64]uint32{}, map[uint64]bool{}
+	}
 	r.tr, err = openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
@@ -547,9 +563,10 @@ func (r *recording) continueStopped() int {
 func (r *recording) snapshot() rundir.Meta {
 	var probes []bpf.Probe
 	var lay bpf.Layout
-	var opNames, opFuncs []string
+	var opNames, opFuncs, opFiles, opIdle []string
 	if r.tr != nil {
 		probes = r.tr.Probes()
+		opFiles, opIdle = r.tr.OpProbeFiles()
 		lay = r.tr.Layout()
 		opNames, _ = r.tr.OpNames()
 		opFuncs = r.tr.OpFuncs()
@@ -587,8 +604,61 @@ func (r *recording) snapshot() rundir.Meta {
 			m.Layout.Source += " (validated)"
 		}
 		m.OpNames, m.OpFuncs = opNames, opFuncs
+		if r.o.ProbeOps {
+			m.OpProbes = r.opProbes(opFiles, opIdle, opNames, opFuncs)
+		}
 	}
 	return m
+}
+
+// emptyOps are the ops ggml computes nothing for (ggml_op_is_empty): no
+// function runs for their nodes, probed or not.
+var emptyOps = map[string]bool{"NONE": true, "RESHAPE": true, "VIEW": true, "PERMUTE": true, "TRANSPOSE": true}
+
+// opProbes sums up what --probe ops cost per token; r.mu is held.
+func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpProbes {
+	op := &rundir.OpProbes{Files: files, Idle: idle, Tokens: len(r.tokenHits)}
+	for node, v := range r.nodeOps {
+		if int(v) >= len(opNames) || emptyOps[opNames[v]] {
+			continue
+		}
+		name := opNames[v]
+		switch {
+		case !slices.Contains(opFuncs, "ggml_compute_forward_"+strings.ToLower(name)):
+			if op.Unprobed == nil {
+				op.Unprobed = map[string]int{}
+			}
+			op.Unprobed[name]++
+		case !r.opNodes[node] && len(r.tokenHits) > 0:
+			if op.Fused == nil {
+				op.Fused = map[string]int{}
+			}
+			op.Fused[name]++
+		}
+	}
+	if r.opCostErr != nil {
+		op.CalibrationNA = "the cost of a uprobe hit could not be measured: " + r.opCostErr.Error()
+	} else {
+		op.PerHitNS = r.opCost.PerHit.Nanoseconds()
+	}
+	var hits, ns float64
+	for i, h := range r.tokenHits {
+		hits += float64(h)
+		ns += float64(r.tokenNS[i])
+		op.HitsPerTokenMax = max(op.HitsPerTokenMax, h)
+	}
+	if n := float64(len(r.tokenHits)); n > 0 {
+		op.HitsPerTokenMean, op.TokenNSMean = hits/n, ns/n
+	}
+	if ns > 0 && op.PerHitNS > 0 {
+		op.OverheadRatio = hits * float64(op.PerHitNS) / ns
+	}
+	if ns > 0 {
+		for i, c := range bpf.BareMetalUprobeCost {
+			op.BareMetalOverheadRatio[i] = hits * float64(c.Nanoseconds()) / ns
+		}
+	}
+	return op
 }
 
 // residentEnd takes each model's page-cache map with mincore once the
@@ -763,7 +833,49 @@ func (r *recording) act(typ uint16, rec []byte) {
 			delete(r.procs, int(e.Hdr.Tgid))
 		}
 		r.mu.Unlock()
+	case d.Graph() != nil:
+		e := d.Graph()
+		if !r.o.ProbeOps {
+			return
+		}
+		// The first graph of a file: its op probes go on now, while the
+		// kernel holds the process stopped (if it could) before the graph runs.
+		attached, err := r.tr.AttachPendingOps(e.File)
+		if err != nil {
+			r.warn(err.Error())
+		}
+		if e.Stopped == 1 {
+			r.cont(int(e.Hdr.Tgid), "for the op-probe attach")
+		} else if attached {
+			r.warn("the process could not be stopped for the op-probe attach: ops of its first graph may be missing")
+		}
+		if attached {
+			r.meta.changed()
+		}
+	case d.Decode() != nil:
+		e := d.Decode()
+		if !r.o.ProbeOps {
+			return
+		}
+		r.mu.Lock()
+		if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+			r.hitsAt[e.Hdr.Tid] = e.OpHits
+		} else if at, ok := r.hitsAt[e.Hdr.Tid]; ok && e.BeginTs != 0 && e.Hdr.Ts >= e.BeginTs {
+			delete(r.hitsAt, e.Hdr.Tid)
+			r.tokenHits = append(r.tokenHits, e.OpHits-at)
+			r.tokenNS = append(r.tokenNS, e.Hdr.Ts-e.BeginTs)
+		}
+		r.mu.Unlock()
+	case d.Op() != nil:
+		r.mu.Lock()
+		r.opNodes[d.Op().Node] = true
+		r.mu.Unlock()
 	case d.Node() != nil:
+		if r.o.ProbeOps {
+			r.mu.Lock()
+			r.nodeOps[d.Node().Node] = d.Node().Op
+			r.mu.Unlock()
+		}
 		if r.layoutOK || r.layoutErr != nil {
 			return
 		}

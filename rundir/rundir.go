@@ -56,6 +56,8 @@ type Meta struct {
 	// scheduler events were recorded.
 	ProbeSet string  `json:"probe_set"`
 	Probes   []Probe `json:"probes"`
+	// OpProbes is set for --probe ops.
+	OpProbes *OpProbes `json:"op_probes,omitempty"`
 	// Layout is the ggml struct layout the user-space probes used.
 	Layout *Layout `json:"layout,omitempty"`
 	// OpNames maps the target's enum ggml_op values to names, as read
@@ -135,6 +137,37 @@ type Probe struct {
 	Target string `json:"target"` // tracepoint name, or file for uprobes
 	Symbol string `json:"symbol,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// OpProbes is what --probe ops cost and where it probed: the op probes go
+// only on the CPU backend that computed a graph (node-llama-cpp loads a
+// dozen variants and runs one).
+type OpProbes struct {
+	Files []string `json:"files"`           // files whose op functions were probed
+	Idle  []string `json:"idle,omitempty"` // files with op functions that computed no graph, not probed
+	// Unprobed names the ops of weight-reading nodes that have no op
+	// function in the build (inlined, as MUL_MAT_ID is in llama.cpp's
+	// CPU backend), with their node count: those nodes have no op events,
+	// so their weights' I/O is charged to the op running at the time.
+	Unprobed map[string]int `json:"unprobed,omitempty"`
+	// Fused counts by op the weight-reading nodes whose op function is
+	// probed but never ran for them: the CPU backend computed them inside
+	// a neighbour (it fuses RMS_NORM with the MUL by the norm weight).
+	Fused map[string]int `json:"fused,omitempty"`
+	// PerHitNS is one uprobe hit on this machine, measured at the start
+	// of the recording (bpf.MeasureUprobeCost); 0 with CalibrationNA.
+	PerHitNS      int64  `json:"per_hit_ns"`
+	CalibrationNA string `json:"calibration_na,omitempty"`
+	// Per decode call of the traced command: op-probe hits (every thread)
+	// and wall time, mean and max.
+	Tokens           int     `json:"tokens"`
+	HitsPerTokenMean float64 `json:"hits_per_token_mean"`
+	HitsPerTokenMax  uint64  `json:"hits_per_token_max"`
+	TokenNSMean      float64 `json:"token_ns_mean"`
+	// Overhead estimates: hits × cost per hit ÷ token time, here and with
+	// bare metal's 0.3–0.7 µs per hit.
+	OverheadRatio          float64    `json:"overhead_ratio"`
+	BareMetalOverheadRatio [2]float64 `json:"bare_metal_overhead_ratio"`
 }
 
 // Layout records the offsets in struct ggml_tensor and ggml_cgraph that

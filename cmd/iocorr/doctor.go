@@ -134,6 +134,7 @@ func machineChecks() []check {
 			tr.Close()
 		}
 		add("BPF programs load and attach", err == nil, true, errText(err))
+		add("uprobe hit cost", true, false, uprobeCostText())
 	}
 
 	v2 := ""
@@ -436,4 +437,15 @@ func nodeLlamaAddons(dirs []string) []string {
 		}
 	}
 	return out
+}
+
+// uprobeCostText measures what one uprobe hit costs here and says what
+// that means for --probe ops (one hit per op per compute thread).
+func uprobeCostText() string {
+	c, err := bpf.MeasureUprobeCost(2000, 3)
+	if err != nil {
+		return "NA: could not be measured: " + err.Error()
+	}
+	return fmt.Sprintf("%s per hit here (rounds %s–%s; bare metal: %s–%s); --probe ops pays one per op per compute thread, the default probes one per token and graph",
+		c.PerHit, c.Min, c.Max, bpf.BareMetalUprobeCost[0], bpf.BareMetalUprobeCost[1])
 }

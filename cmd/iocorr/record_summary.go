@@ -40,6 +40,21 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 		s.Major, s.Minor, s.MajorModel, s.MinorModel, humanDuration(s.StallNS), m.Child.MajFlt)
 	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, humanBytes(s.PagesAdded*correlate.PageSize), s.Evicted)
 	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, humanBytes(s.BlockRead))
+	if op := m.OpProbes; op != nil {
+		fmt.Fprintf(w, "  op probes   on %s (%d CPU backends ran no graph, not probed)\n", strings.Join(op.Files, ", "), len(op.Idle))
+		cost := "cost per hit NA: " + op.CalibrationNA
+		if op.CalibrationNA == "" {
+			cost = fmt.Sprintf("%s per hit here → %.1f%% of token time; %.2f–%.2f%% on bare metal (0.3–0.7 µs per hit)",
+				humanDuration(uint64(op.PerHitNS)), 100*op.OverheadRatio, 100*op.BareMetalOverheadRatio[0], 100*op.BareMetalOverheadRatio[1])
+		}
+		fmt.Fprintf(w, "              %.0f hits per token (max %d), %s\n", op.HitsPerTokenMean, op.HitsPerTokenMax, cost)
+		if len(op.Unprobed) > 0 {
+			fmt.Fprintf(w, "              no op function in this build for %v (nodes): inlined, not timed\n", op.Unprobed)
+		}
+		if len(op.Fused) > 0 {
+			fmt.Fprintf(w, "              never ran their own function: %v (nodes): fused into a neighbour by the CPU backend\n", op.Fused)
+		}
+	}
 	fmt.Fprintf(w, "  events      %d recorded, %d lost\n", s.Events, lost)
 	if lost > 0 {
 		fmt.Fprintf(w, "iocorr: WARNING: %d events were lost; per type: %v\n", lost, m.Lost)

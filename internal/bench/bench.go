@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -199,6 +200,7 @@ func Run(cfg Config) *Report {
 			Overhead(r, cfg, model, a)
 		}
 	}
+	ProbeCost(r, cfg)
 	Store(r, cfg)
 	Toucher(r, cfg)
 	r.End = time.Now()
@@ -215,4 +217,23 @@ func orNA(err error) string {
 		return ""
 	}
 	return strings.SplitN(err.Error(), "\n", 2)[0]
+}
+
+// ProbeCost adds the calibrated cost of one uprobe hit on this machine,
+// one sample per round (bpf.MeasureUprobeCost).
+func ProbeCost(r *Report, cfg Config) {
+	rounds := 7
+	if cfg.Short {
+		rounds = 2
+	}
+	c, err := bpf.MeasureUprobeCost(5000, rounds)
+	if err != nil {
+		r.NA("probes", "uprobe hit cost (calibrated)", "us", err.Error())
+		return
+	}
+	var us []float64
+	for _, d := range c.PerRound {
+		us = append(us, float64(d)/1e3)
+	}
+	r.Add("probes", "uprobe hit cost (calibrated)", "us", us, "")
 }

@@ -26,6 +26,7 @@ const mb100 = 100e6 / (1 << 20)
 // wait4 maxrss is the ingest's alone) and checks its fidelity.
 func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 	var cpu, rss, records, spoolPerGiB, recPerGiB, lost []float64
+	var opHits, opHere, opBareLo, opBareHi []float64
 	var perGiBNA string
 	for _, t := range runs {
 		m, err := rundir.ReadMeta(t.dir)
@@ -45,6 +46,14 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 		}
 		records = append(records, float64(n))
 		lost = append(lost, float64(l))
+		if op := m.OpProbes; op != nil && op.Tokens > 0 {
+			opHits = append(opHits, op.HitsPerTokenMean)
+			if op.CalibrationNA == "" {
+				opHere = append(opHere, op.OverheadRatio)
+			}
+			opBareLo = append(opBareLo, op.BareMetalOverheadRatio[0])
+			opBareHi = append(opBareHi, op.BareMetalOverheadRatio[1])
+		}
 		st, err := os.Stat(filepath.Join(t.dir, rundir.SpoolFile))
 		if err != nil {
 			r.NA(sec, "recorder", "", orNA(err))
@@ -70,6 +79,14 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 	r.goal("<=", 2e6/(1<<20), "median")
 	r.Add(sec, "lost events (meta.json)", "count", lost, "")
 	r.goal("<=", 0, "max")
+	if len(opHits) > 0 {
+		// What the op probes' traps cost, from the run's own hit counts
+		// and the calibrated cost of a hit (meta.json op_probes).
+		r.Add(sec, "op-probe hits per token (every thread)", "count", opHits, "")
+		r.Add(sec, "op-probe traps / token time, here (hits x calibrated cost)", "ratio", opHere, "the cost of a hit could not be calibrated")
+		r.Add(sec, "op-probe traps / token time, bare metal at 0.3 us per hit", "ratio", opBareLo, "")
+		r.Add(sec, "op-probe traps / token time, bare metal at 0.7 us per hit", "ratio", opBareHi, "")
+	}
 	if len(runs) == 0 {
 		return
 	}
