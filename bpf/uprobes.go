@@ -21,7 +21,15 @@ const (
 	SymGraphCompute = "ggml_graph_compute"
 	SymGetRows      = "ggml_compute_forward_get_rows"
 	opPrefix        = "ggml_compute_forward_"
-	symOpNames      = "GGML_OP_NAME"
+	// SymDispatch is ggml's op dispatcher, ggml_compute_forward(params,
+	// tensor): static, so only in .symtab, and only in builds that did not
+	// inline it (llama.cpp of 2024-25 and builds from source). It takes
+	// the same arguments as the op functions and runs for every node,
+	// where the op functions of a build are partly inlined (mul_mat and
+	// mul_mat_id in node-llama-cpp's prebuilt libraries): one probe on it
+	// sees every op.
+	SymDispatch = "ggml_compute_forward"
+	symOpNames  = "GGML_OP_NAME"
 )
 
 // ProbeSymbols are the symbols a file must define for AttachUser to probe
@@ -29,9 +37,11 @@ const (
 var ProbeSymbols = []string{SymDecode, SymGraphCompute, SymGetRows}
 
 // FileSymbols lists which probe symbols an ELF file defines (local ones
-// in .symtab too), plus every exported ggml_compute_forward_* function
-// (op probes).
+// in .symtab too), plus the op probe points: the dispatcher alone
+// (SymDispatch) where the file has it, every exported
+// ggml_compute_forward_* function otherwise.
 func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, err error) {
+	dispatch := false
 	err = eachDefinedSymbol(path, func(s elf.Symbol) {
 		switch {
 		case s.Name == symOpNames:
@@ -39,6 +49,8 @@ func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, er
 		case elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0:
 		case s.Name == SymDecode || s.Name == SymGraphCompute:
 			probe = append(probe, s.Name)
+		case s.Name == SymDispatch:
+			dispatch = true
 		default:
 			// get_rows is a probe point in any binding: a build that
 			// keeps .symtab has it local.
@@ -50,6 +62,9 @@ func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, er
 			}
 		}
 	})
+	if dispatch {
+		ops = []string{SymDispatch}
+	}
 	sort.Strings(probe)
 	sort.Strings(ops)
 	return probe, ops, hasOpNames, err
@@ -209,7 +224,7 @@ func (t *Tracer) OpProbeFiles() (attached, waiting []string) {
 		}
 	}
 	for _, p := range t.probes {
-		if p.Error == "" && strings.HasPrefix(p.Symbol, opPrefix) && p.Symbol != SymGetRows {
+		if p.Error == "" && (strings.HasPrefix(p.Symbol, opPrefix) && p.Symbol != SymGetRows || p.Symbol == SymDispatch) {
 			if !slices.Contains(attached, p.Target) {
 				attached = append(attached, p.Target)
 			}
@@ -235,7 +250,12 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			cookies[i] = cookie
 		}
 		t.mu.Unlock()
-		l, err := ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
+		// The dispatcher alone is one plain uprobe, named as itself.
+		var l link.Link
+		err := errors.New("one function")
+		if len(opSyms) > 1 || opSyms[0] != SymDispatch {
+			l, err = ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
+		}
 		if err == nil {
 			t.mu.Lock()
 			t.links = append(t.links, l)
@@ -245,6 +265,7 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			out = append(out, p)
 		} else {
 			// Kernels before 6.6 have no uprobe_multi: one uprobe each.
+			// The dispatcher comes here too.
 			for i, sym := range opSyms {
 				p := Probe{Kind: "uprobe", Target: real, Symbol: sym}
 				l, err := ex.Uprobe(sym, t.objs.OpBegin, &link.UprobeOptions{Cookie: cookies[i]})

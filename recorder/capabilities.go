@@ -20,7 +20,7 @@ func missingCapabilities(probes []bpf.Probe, searched []string, probeOps, moe bo
 	for _, p := range probes {
 		found[p.Symbol] = true
 		attached[p.Symbol] = attached[p.Symbol] || p.Error == ""
-		if strings.HasPrefix(p.Symbol, "ggml_compute_forward_") && p.Symbol != bpf.SymGetRows {
+		if strings.HasPrefix(p.Symbol, "ggml_compute_forward_") && p.Symbol != bpf.SymGetRows || p.Symbol == bpf.SymDispatch {
 			opFuncs = true
 		}
 	}
@@ -44,7 +44,8 @@ func missingCapabilities(probes []bpf.Probe, searched []string, probeOps, moe bo
 	return out
 }
 
-// OpFunctions names the op probe points (one per ggml op function).
+// OpFunctions names the op probe points (one per ggml op function, or
+// the dispatcher bpf.SymDispatch where the build has it).
 const OpFunctions = "ggml_compute_forward_<op>"
 
 // LostWithout says what a run cannot record without probe point sym

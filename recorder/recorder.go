@@ -618,13 +618,15 @@ var emptyOps = map[string]bool{"NONE": true, "RESHAPE": true, "VIEW": true, "PER
 // opProbes sums up what --probe ops cost per token; r.mu is held.
 func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpProbes {
 	op := &rundir.OpProbes{Files: files, Idle: idle, Tokens: len(r.tokenHits)}
+	// The dispatcher runs for every node: no op lacks a probe point.
+	dispatch := slices.Contains(opFuncs, bpf.SymDispatch)
 	for node, v := range r.nodeOps {
 		if int(v) >= len(opNames) || emptyOps[opNames[v]] {
 			continue
 		}
 		name := opNames[v]
 		switch {
-		case !slices.Contains(opFuncs, "ggml_compute_forward_"+strings.ToLower(name)):
+		case !dispatch && !slices.Contains(opFuncs, "ggml_compute_forward_"+strings.ToLower(name)):
 			if op.Unprobed == nil {
 				op.Unprobed = map[string]int{}
 			}
@@ -715,6 +717,7 @@ func (r *recording) finish(exit *experiment.Exit, derr error) {
 			for _, w := range missingCapabilities(r.tr.Probes(), searched, r.o.ProbeOps, r.hasExperts()) {
 				r.warn(w)
 			}
+
 		}
 	}
 	if r.layoutErr != nil {

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit is the version
+// matrix: node-llama-cpp's prebuilt llama.cpp of late 2024 (b4234) to now
+// (3.22.1), each driving an MoE model from a cold cache under a memory
+// limit with --probe ops. Each release is its own build of ggml — other
+// op enums, op functions static and inlined or exported, a
+// ggml_compute_forward dispatcher or none — and iocorr must read each as
+// it is:
+//   - every llama_decode call the driver made is recorded, with its phase;
+//   - the router's picks: decode tokens × layers × experts_used, and
+//     every fault in an expert tensor while a token decodes lands in an
+//     expert picked for that token and layer (or on a read-ahead page);
+//   - every weight a graph node reads is at its GGUF file offset;
+//   - every weight-reading node's op is recorded, or the run names the op
+//     as one this build has no probe point for or computes fused.
+func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	spec := gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType}
+	model := llmtest.Model(t, spec)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tokens = 6
+	versions := []string{""} // the default, 3.22.1
+	for _, v := range llmtest.Versions {
+		versions = append(versions, v.NodeLlamaCpp)
+	}
+	for _, v := range versions {
+		name := v
+		if v == "" {
+			name = "3.22.1"
+		}
+		t.Run(name, func(t *testing.T) {
+			if v != "" {
+				llmtest.RequireVersion(t, v)
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			cmd := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true, Version: v})
+			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--probe", "ops", "--"}, cmd.Args...)
+			out, summary, err := runCmd(t, args...)
+			if err != nil {
+				t.Fatalf("record: %v\n%s", err, summary)
+			}
+			var report llmtest.Result
+			if i := strings.LastIndex(strings.TrimSpace(out), "\n{"); i >= 0 {
+				out = out[i+1:]
+			}
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &report); err != nil {
+				t.Fatalf("driver output %q: %v", out, err)
+			}
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for typ, n := range m.Lost {
+				if n != 0 {
+					t.Errorf("lost %d %s events", n, typ)
+				}
+			}
+			for _, lib := range m.Libraries {
+				if v != "" && !strings.HasPrefix(lib.Path, llmtest.VersionDir(v)) {
+					t.Errorf("probed %s, not a library of node-llama-cpp %s", lib.Path, v)
+				}
+			}
+			if m.Layout == nil || !strings.Contains(m.Layout.Source, "validated") {
+				t.Errorf("ggml layout %+v was not validated against this build", m.Layout)
+			}
+
+			var prefill, decode int
+			weights := map[string]bool{}
+			weightNodes := map[uint64]uint32{} // node → op
+			opNodes := map[uint64]bool{}
+			spoolEvents(t, dir, func(typ uint16, rec []byte) {
+				switch uint32(typ) {
+				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+					if decoded(t, rec).Decode().N_tokens > 1 {
+						prefill++
+					} else {
+						decode++
+					}
+				case uint32(bpf.IocorrEventTypeEV_NODE):
+					e := decoded(t, rec).Node()
+					checkWeightOffset(t, f, e, weights)
+					if f.Tensor(bpf.CString(e.WeightName[:])) != nil {
+						weightNodes[e.Node] = e.Op
+					}
+				case uint32(bpf.IocorrEventTypeEV_OP):
+					opNodes[decoded(t, rec).Op().Node] = true
+				}
+			})
+			if prefill != report.PromptBatches || prefill+decode != report.DecodeCallsExpected {
+				t.Errorf("recorded %d prefill + %d decode calls of llama_decode, the driver made %d + %d\n%s",
+					prefill, decode, report.PromptBatches, report.DecodeCallsExpected-report.PromptBatches, summary)
+			}
+			for _, tensor := range f.Tensors {
+				if strings.HasPrefix(tensor.Name, "blk.") && !weights[tensor.Name] {
+					t.Errorf("no graph node reads %s", tensor.Name)
+				}
+			}
+
+			// Ops: a weight-reading node without an op event is allowed
+			// only for an op meta.json's op_probes says has no function
+			// in the build (unprobed) or ran inside a neighbour (fused:
+			// 3.22.1's RMS_NORM+MUL).
+			unprobed := map[string]int{}
+			for node, op := range weightNodes {
+				if !opNodes[node] {
+					unprobed[opName(m.OpNames, op)]++
+				}
+			}
+			// The op probe points are what the probed files offer: the
+			// dispatcher alone where a file has it (3.3.0, 3.6.0), the
+			// exported op functions otherwise.
+			wantFuncs := map[string]bool{}
+			if m.OpProbes != nil {
+				for _, lib := range m.OpProbes.Files {
+					_, ops, _, err := bpf.FileSymbols(lib)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, o := range ops {
+						wantFuncs[o] = true
+					}
+				}
+			}
+			gotFuncs := map[string]bool{}
+			for _, f := range m.OpFuncs {
+				gotFuncs[f] = true
+			}
+			if len(gotFuncs) == 0 || fmt.Sprint(gotFuncs) != fmt.Sprint(wantFuncs) {
+				t.Errorf("op probes on %v, the probed files %v offer %v", m.OpFuncs, m.OpProbes, wantFuncs)
+			}
+			var said []string
+			for op, n := range unprobed {
+				if m.OpProbes == nil || m.OpProbes.Unprobed[op] == 0 && m.OpProbes.Fused[op] == 0 {
+					t.Errorf("%d nodes of op %s read weights and have no op event, and the run does not say why (op_probes %+v)\n%s", n, op, m.OpProbes, summary)
+				}
+				said = append(said, op)
+			}
+			sort.Strings(said)
+
+			st, err := index.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			toks, err := st.Tokens()
+			if err != nil {
+				t.Fatal(err)
+			}
+			decodeTok := map[uint32]bool{}
+			for _, tk := range toks {
+				if correlate.PhaseName(tk.Phase) == "decode" {
+					decodeTok[tk.Token] = true
+				}
+			}
+			picks := 0
+			seen := map[[3]uint32]bool{}
+			if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
+				k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
+				if decodeTok[s.Token] && !seen[k] {
+					picks++
+				}
+				seen[k] = true
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if want := len(decodeTok) * spec.Layers * spec.ExpertsUsed; picks != want || len(decodeTok) != decode {
+				t.Errorf("router picks in %d decode tokens (of %d decode calls): %d, want %d layers × %d experts each = %d",
+					len(decodeTok), decode, picks, spec.Layers, spec.ExpertsUsed, want)
+			}
+			ef := countExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
+			if ef.picked == 0 {
+				t.Errorf("no fault in a picked expert while decoding: the run had no memory pressure\n%s", summary)
+			}
+			t.Logf("node-llama-cpp %s: %d prefill + %d decode calls, %d picks, %d weight-reading nodes (op probes: %d functions%s; ops without an op event: %v); expert faults while decoding: %d picked, %d read ahead, %d neither",
+				name, prefill, decode, picks, len(weightNodes), len(m.OpFuncs), map[bool]string{true: ", the dispatcher"}[gotFuncs[bpf.SymDispatch]], said, ef.picked, ef.readAhead, ef.neither)
+		})
+	}
+}
+
+func opName(names []string, op uint32) string {
+	if int(op) < len(names) {
+		return names[op]
+	}
+	return fmt.Sprintf("op %d (beyond the op-name table)", op)
+}
