@@ -81,6 +81,9 @@ struct proc_state {
 	__u32 op_seq;
 	__u64 last_node; /* dst of the op most recently entered (op probes) */
 	__u64 op_hits;   /* op-probe hits, every thread */
+	/* Bumped when a syscall that changes the process's mappings enters
+	 * and when it returns (see "the VMA cache"). */
+	__u64 vma_gen;
 };
 
 struct file_key {
@@ -329,6 +332,158 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 	return 0;
 }
 
+/* ---- the VMA cache ----------------------------------------------------- */
+
+/*
+ * bpf_find_vma costs microseconds per fault (it takes the mmap lock and
+ * walks the maple tree); a process faults on a handful of mappings over and
+ * over. So each traced process keeps its last VMA_SLOTS mappings (start,
+ * end, page offset, file) stamped with its vma_gen. Every syscall that
+ * changes mappings (mmap, munmap, mremap, brk, shmat, shmdt,
+ * remap_file_pages, exec) bumps vma_gen when it enters and when it
+ * returns, so an entry is trusted only if no such call began or ended
+ * since the lookup that filled it: the kernel changes a mapping only
+ * inside such a call, and a split or merge by mprotect keeps every
+ * address's file offset. A miss falls back to bpf_find_vma.
+ */
+#define VMA_SLOTS 8
+
+struct vma_slot {
+	__u64 start;
+	__u64 end;
+	__u64 pgoff;
+	__u64 ino; /* 0: anonymous */
+	__u64 gen;
+	__u32 dev;
+	__u32 pad;
+};
+
+struct vma_cache {
+	struct vma_slot s[VMA_SLOTS];
+	__u32 next;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* tgid */
+	__type(value, struct vma_cache);
+} vma_caches SEC(".maps");
+
+/* A zeroed cache to insert from: it is too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct vma_cache);
+} vma_zero SEC(".maps");
+
+/* vma_lookup fills vi from the cache: false on a miss. */
+static __always_inline bool vma_lookup(struct vma_cache *c, __u64 gen, struct vma_info *vi)
+{
+#pragma unroll
+	for (int i = 0; i < VMA_SLOTS; i++) {
+		struct vma_slot *s = &c->s[i];
+		if (s->gen == gen && s->start <= vi->addr && vi->addr < s->end) {
+			vi->found = 1;
+			vi->start = s->start;
+			vi->end = s->end;
+			vi->pgoff = s->pgoff;
+			vi->ino = s->ino;
+			vi->dev = s->dev;
+			if (s->ino)
+				vi->file_off = file_offset(vi->addr, s->start, s->pgoff);
+			return true;
+		}
+	}
+	return false;
+}
+
+static __always_inline void vma_remember(struct vma_cache *c, __u64 gen, struct vma_info *vi)
+{
+	__u32 i = c->next % VMA_SLOTS;
+	struct vma_slot *s;
+
+	if (i >= VMA_SLOTS)
+		return;
+	s = &c->s[i];
+	s->start = vi->start;
+	s->end = vi->end;
+	s->pgoff = vi->pgoff;
+	s->ino = vi->ino;
+	s->dev = vi->dev;
+	s->gen = gen;
+	c->next = i + 1;
+}
+
+/* vma_resolve finds the mapping of vi->addr of the current process. */
+static __always_inline void vma_resolve(__u32 tgid, struct proc_state *ps, struct vma_info *vi)
+{
+	struct vma_cache *c = bpf_map_lookup_elem(&vma_caches, &tgid);
+	__u64 gen = *(volatile __u64 *)&ps->vma_gen;
+
+	if (c && vma_lookup(c, gen, vi))
+		return;
+	bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma_cb, vi, 0);
+	if (!vi->found)
+		return;
+	if (!c) {
+		__u32 k = 0;
+		struct vma_cache *zero = bpf_map_lookup_elem(&vma_zero, &k);
+
+		if (!zero)
+			return;
+		bpf_map_update_elem(&vma_caches, &tgid, zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&vma_caches, &tgid);
+		if (!c)
+			return;
+	}
+	vma_remember(c, gen, vi);
+}
+
+/* vma_changing marks the current process's cached mappings stale. */
+static __always_inline void vma_changing(__u32 tgid)
+{
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	if (ps)
+		__sync_fetch_and_add(&ps->vma_gen, 1);
+}
+
+static __always_inline int vma_syscall(void)
+{
+	vma_changing(bpf_get_current_pid_tgid() >> 32);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int vma_enter_mmap(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_enter_munmap")
+int vma_enter_munmap(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int vma_exit_munmap(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_enter_mremap")
+int vma_enter_mremap(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_exit_mremap")
+int vma_exit_mremap(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_enter_brk")
+int vma_enter_brk(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_exit_brk")
+int vma_exit_brk(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_enter_shmat")
+int vma_enter_shmat(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_exit_shmat")
+int vma_exit_shmat(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_enter_shmdt")
+int vma_enter_shmdt(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_exit_shmdt")
+int vma_exit_shmdt(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_enter_remap_file_pages")
+int vma_enter_remap(void *ctx) { return vma_syscall(); }
+SEC("tracepoint/syscalls/sys_exit_remap_file_pages")
+int vma_exit_remap(void *ctx) { return vma_syscall(); }
+
 /* flush_pending_fault reports a thread's fault that began but was never
  * accounted, and forgets it. */
 static __always_inline void flush_pending_fault(__u32 tid)
@@ -362,8 +517,9 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct fault_start fs = {};
 	struct vma_info vi = {};
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
 
-	if (!is_traced(tgid))
+	if (!ps)
 		return 0;
 	flush_thread_adds(tid);
 	/* A start still pending means the thread's previous fault was never
@@ -377,7 +533,7 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 	/* Resolve the file now: after the fault the mapping may be gone, and
 	 * this is the exact offset also for mappings that start mid-file. */
 	vi.addr = address;
-	bpf_find_vma(bpf_get_current_task_btf(), address, vma_cb, &vi, 0);
+	vma_resolve(tgid, ps, &vi);
 	fs.ino = vi.ino;
 	fs.dev = vi.dev;
 	fs.file_off = vi.file_off;
@@ -1075,6 +1231,8 @@ int BPF_PROG(proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 {
 	if (!is_traced(BPF_CORE_READ(p, tgid)))
 		return 0;
+	/* A new address space: nothing cached of the old one holds. */
+	vma_changing(BPF_CORE_READ(p, tgid));
 	task_event(TASKEV_EXEC, 0, 0);
 	return 0;
 }
@@ -1093,6 +1251,7 @@ int BPF_PROG(proc_exit, struct task_struct *p, bool group_dead)
 		return 0;
 	task_event(TASKEV_EXIT, 0, BPF_CORE_READ(p, exit_code));
 	bpf_map_delete_elem(&traced, &tgid);
+	bpf_map_delete_elem(&vma_caches, &tgid);
 	return 0;
 }
 
@@ -1116,6 +1275,7 @@ int mmap_exit(struct sys_exit_mmap_args *ctx)
 	struct file_key k = {};
 	__u8 one = 1;
 
+	vma_changing(tgid);
 	if (!is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
 		return 0;
 	vi.addr = addr;

@@ -278,6 +278,7 @@ type IocorrProcState struct {
 	OpSeq    uint32
 	LastNode uint64
 	OpHits   uint64
+	VmaGen   uint64
 }
 
 type IocorrRaEvent struct {
@@ -386,6 +387,22 @@ const (
 	IocorrTaskKindTASKEV_EXIT IocorrTaskKind = 3
 )
 
+type IocorrVmaCache struct {
+	_ structs.HostLayout
+	S [8]struct {
+		_     structs.HostLayout
+		Start uint64
+		End   uint64
+		Pgoff uint64
+		Ino   uint64
+		Gen   uint64
+		Dev   uint32
+		Pad   uint32
+	}
+	Next uint32
+	Pad  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -405,6 +422,8 @@ const (
 	IocorrMapReadStarts         = "read_starts"
 	IocorrMapSeenExec           = "seen_exec"
 	IocorrMapTraced             = "traced"
+	IocorrMapVmaCaches          = "vma_caches"
+	IocorrMapVmaZero            = "vma_zero"
 	IocorrProgBlockComplete     = "block_complete"
 	IocorrProgBlockIssue        = "block_issue"
 	IocorrProgCalibrate         = "calibrate"
@@ -443,6 +462,19 @@ const (
 	IocorrProgSchedWakeup       = "sched_wakeup"
 	IocorrProgUringComplete     = "uring_complete"
 	IocorrProgUringSubmit       = "uring_submit"
+	IocorrProgVmaEnterBrk       = "vma_enter_brk"
+	IocorrProgVmaEnterMmap      = "vma_enter_mmap"
+	IocorrProgVmaEnterMremap    = "vma_enter_mremap"
+	IocorrProgVmaEnterMunmap    = "vma_enter_munmap"
+	IocorrProgVmaEnterRemap     = "vma_enter_remap"
+	IocorrProgVmaEnterShmat     = "vma_enter_shmat"
+	IocorrProgVmaEnterShmdt     = "vma_enter_shmdt"
+	IocorrProgVmaExitBrk        = "vma_exit_brk"
+	IocorrProgVmaExitMremap     = "vma_exit_mremap"
+	IocorrProgVmaExitMunmap     = "vma_exit_munmap"
+	IocorrProgVmaExitRemap      = "vma_exit_remap"
+	IocorrProgVmaExitShmat      = "vma_exit_shmat"
+	IocorrProgVmaExitShmdt      = "vma_exit_shmdt"
 	IocorrVarFilterDevs         = "filter_devs"
 	IocorrVarLastStamp          = "last_stamp"
 	IocorrVarLayout             = "layout"
@@ -555,6 +587,19 @@ type IocorrProgramSpecs struct {
 	SchedWakeup      *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
 	UringComplete    *ebpf.ProgramSpec `ebpf:"uring_complete"`
 	UringSubmit      *ebpf.ProgramSpec `ebpf:"uring_submit"`
+	VmaEnterBrk      *ebpf.ProgramSpec `ebpf:"vma_enter_brk"`
+	VmaEnterMmap     *ebpf.ProgramSpec `ebpf:"vma_enter_mmap"`
+	VmaEnterMremap   *ebpf.ProgramSpec `ebpf:"vma_enter_mremap"`
+	VmaEnterMunmap   *ebpf.ProgramSpec `ebpf:"vma_enter_munmap"`
+	VmaEnterRemap    *ebpf.ProgramSpec `ebpf:"vma_enter_remap"`
+	VmaEnterShmat    *ebpf.ProgramSpec `ebpf:"vma_enter_shmat"`
+	VmaEnterShmdt    *ebpf.ProgramSpec `ebpf:"vma_enter_shmdt"`
+	VmaExitBrk       *ebpf.ProgramSpec `ebpf:"vma_exit_brk"`
+	VmaExitMremap    *ebpf.ProgramSpec `ebpf:"vma_exit_mremap"`
+	VmaExitMunmap    *ebpf.ProgramSpec `ebpf:"vma_exit_munmap"`
+	VmaExitRemap     *ebpf.ProgramSpec `ebpf:"vma_exit_remap"`
+	VmaExitShmat     *ebpf.ProgramSpec `ebpf:"vma_exit_shmat"`
+	VmaExitShmdt     *ebpf.ProgramSpec `ebpf:"vma_exit_shmdt"`
 }
 
 // IocorrMapSpecs contains maps before they are loaded into the kernel.
@@ -576,6 +621,8 @@ type IocorrMapSpecs struct {
 	ReadStarts   *ebpf.MapSpec `ebpf:"read_starts"`
 	SeenExec     *ebpf.MapSpec `ebpf:"seen_exec"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
+	VmaCaches    *ebpf.MapSpec `ebpf:"vma_caches"`
+	VmaZero      *ebpf.MapSpec `ebpf:"vma_zero"`
 }
 
 // IocorrVariableSpecs contains global variables before they are loaded into the kernel.
@@ -649,6 +696,8 @@ type IocorrMaps struct {
 	ReadStarts   *ebpf.Map `ebpf:"read_starts"`
 	SeenExec     *ebpf.Map `ebpf:"seen_exec"`
 	Traced       *ebpf.Map `ebpf:"traced"`
+	VmaCaches    *ebpf.Map `ebpf:"vma_caches"`
+	VmaZero      *ebpf.Map `ebpf:"vma_zero"`
 }
 
 func (m *IocorrMaps) Close() error {
@@ -668,6 +717,8 @@ func (m *IocorrMaps) Close() error {
 		m.ReadStarts,
 		m.SeenExec,
 		m.Traced,
+		m.VmaCaches,
+		m.VmaZero,
 	)
 }
 
@@ -749,6 +800,19 @@ type IocorrPrograms struct {
 	SchedWakeup      *ebpf.Program `ebpf:"sched_wakeup"`
 	UringComplete    *ebpf.Program `ebpf:"uring_complete"`
 	UringSubmit      *ebpf.Program `ebpf:"uring_submit"`
+	VmaEnterBrk      *ebpf.Program `ebpf:"vma_enter_brk"`
+	VmaEnterMmap     *ebpf.Program `ebpf:"vma_enter_mmap"`
+	VmaEnterMremap   *ebpf.Program `ebpf:"vma_enter_mremap"`
+	VmaEnterMunmap   *ebpf.Program `ebpf:"vma_enter_munmap"`
+	VmaEnterRemap    *ebpf.Program `ebpf:"vma_enter_remap"`
+	VmaEnterShmat    *ebpf.Program `ebpf:"vma_enter_shmat"`
+	VmaEnterShmdt    *ebpf.Program `ebpf:"vma_enter_shmdt"`
+	VmaExitBrk       *ebpf.Program `ebpf:"vma_exit_brk"`
+	VmaExitMremap    *ebpf.Program `ebpf:"vma_exit_mremap"`
+	VmaExitMunmap    *ebpf.Program `ebpf:"vma_exit_munmap"`
+	VmaExitRemap     *ebpf.Program `ebpf:"vma_exit_remap"`
+	VmaExitShmat     *ebpf.Program `ebpf:"vma_exit_shmat"`
+	VmaExitShmdt     *ebpf.Program `ebpf:"vma_exit_shmdt"`
 }
 
 func (p *IocorrPrograms) Close() error {
@@ -791,6 +855,19 @@ func (p *IocorrPrograms) Close() error {
 		p.SchedWakeup,
 		p.UringComplete,
 		p.UringSubmit,
+		p.VmaEnterBrk,
+		p.VmaEnterMmap,
+		p.VmaEnterMremap,
+		p.VmaEnterMunmap,
+		p.VmaEnterRemap,
+		p.VmaEnterShmat,
+		p.VmaEnterShmdt,
+		p.VmaExitBrk,
+		p.VmaExitMremap,
+		p.VmaExitMunmap,
+		p.VmaExitRemap,
+		p.VmaExitShmat,
+		p.VmaExitShmdt,
 	)
 }
 

@@ -348,3 +348,126 @@ func TestAFaultOnABadAddressIsReportedUnaccounted(t *testing.T) {
 		t.Fatal("the fault on a bad address was not reported")
 	}
 }
+
+// mmapAt maps n pages of f (from page pgoff; f nil: anonymous) at addr
+// with flags beside MAP_SHARED or MAP_PRIVATE, and returns the address.
+func mmapAt(t *testing.T, addr uintptr, n int, f *os.File, pgoff int, flags int) uintptr {
+	t.Helper()
+	fd := ^uintptr(0)
+	kind := unix.MAP_SHARED
+	if f != nil {
+		fd = f.Fd()
+	} else {
+		kind = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	}
+	a, _, e := unix.Syscall6(unix.SYS_MMAP, addr, uintptr(n*os.Getpagesize()), unix.PROT_READ, uintptr(kind|flags), fd, uintptr(pgoff*os.Getpagesize()))
+	if e != 0 {
+		t.Fatalf("mmap: %v", e)
+	}
+	if f != nil {
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, a, uintptr(n*os.Getpagesize()), unix.MADV_RANDOM); e != 0 {
+			t.Fatalf("madvise: %v", e)
+		}
+	}
+	return a
+}
+
+// touch reads one byte at addr, faulting its page in.
+func touch(addr uintptr) { sink += *(*byte)(unsafe.Add(unsafe.Pointer(nil), addr)) }
+
+// The fault path remembers each process's recent mappings: a fault after
+// the mapping at an address changed — replaced by MAP_FIXED, unmapped and
+// mapped anew, moved by mremap, or replaced by anonymous memory — must be
+// charged to what is mapped there at the fault, never to what was.
+func TestAFaultAfterItsMappingChangedIsAtWhatIsMappedNow(t *testing.T) {
+	const pages = 16
+	ps := uintptr(os.Getpagesize())
+	type want struct {
+		ino uint64
+		off uint64
+	}
+	tests := []struct {
+		name string
+		// run touches pages and returns, in touch order, the file and
+		// offset each touch must be charged to.
+		run func(t *testing.T, a, b *os.File, ia, ib uint64) []want
+	}{
+		{"replaced by MAP_FIXED", func(t *testing.T, a, b *os.File, ia, ib uint64) []want {
+			m := mmapAt(t, 0, 8, a, 0, 0)
+			touch(m + 1*ps)
+			mmapAt(t, m, 8, b, 2, unix.MAP_FIXED)
+			touch(m + 1*ps)
+			return []want{{ia, uint64(1 * ps)}, {ib, uint64(3 * ps)}}
+		}},
+		{"unmapped and mapped anew", func(t *testing.T, a, b *os.File, ia, ib uint64) []want {
+			m := mmapAt(t, 0, 8, a, 4, 0)
+			touch(m + 2*ps)
+			if _, _, e := unix.Syscall(unix.SYS_MUNMAP, m, 8*ps, 0); e != 0 {
+				t.Fatal(e)
+			}
+			mmapAt(t, m, 8, b, 0, unix.MAP_FIXED_NOREPLACE)
+			touch(m + 2*ps)
+			return []want{{ia, uint64(6 * ps)}, {ib, uint64(2 * ps)}}
+		}},
+		{"moved by mremap", func(t *testing.T, a, b *os.File, ia, ib uint64) []want {
+			m := mmapAt(t, 0, 8, a, 0, 0)
+			touch(m + 1*ps)
+			to := mmapAt(t, 0, 8, nil, 0, 0) // a free range to move to
+			moved, _, e := unix.Syscall6(unix.SYS_MREMAP, m, 8*ps, 8*ps, unix.MREMAP_MAYMOVE|unix.MREMAP_FIXED, to, 0)
+			if e != 0 {
+				t.Fatal(e)
+			}
+			mmapAt(t, m, 8, b, 8, unix.MAP_FIXED_NOREPLACE)
+			touch(moved + 5*ps)
+			touch(m + 5*ps)
+			return []want{{ia, uint64(1 * ps)}, {ia, uint64(5 * ps)}, {ib, uint64(13 * ps)}}
+		}},
+		{"replaced by anonymous memory", func(t *testing.T, a, b *os.File, ia, ib uint64) []want {
+			m := mmapAt(t, 0, 8, a, 0, 0)
+			touch(m + 3*ps)
+			mmapAt(t, m, 8, nil, 0, unix.MAP_FIXED)
+			touch(m + 3*ps)
+			return []want{{ia, uint64(3 * ps)}, {0, 0}}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, da, ia := coldFile(t, pages)
+			b, db, ib := coldFile(t, pages)
+			tr := openTracer(t, Options{})
+			for _, f := range [][2]uint64{{uint64(da), ia}, {uint64(db), ib}} {
+				if err := tr.AddFile(uint32(f[0]), f[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// One thread: the touches' faults in order, no other thread's.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := tr.TracePID(os.Getpid()); err != nil {
+				t.Fatal(err)
+			}
+			tid := uint32(unix.Gettid())
+			wants := tc.run(t, a, b, ia, ib)
+			var got []want
+			drain(t, tr, func(typ uint16, rec []byte) {
+				if uint32(typ) != uint32(IocorrEventTypeEV_FAULT) {
+					return
+				}
+				e := (*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+				// A fault retried (VM_FAULT_RETRY) shows its first try as
+				// unaccounted: the retry is the one charged.
+				if e.Hdr.Tid != tid || e.StartTs == 0 || e.Class == uint8(IocorrFaultClassFAULT_UNACCOUNTED) {
+					return
+				}
+				if e.Ino == ia || e.Ino == ib {
+					got = append(got, want{e.Ino, e.FileOff &^ uint64(ps-1)})
+				} else if e.Ino == 0 && len(got) > 0 && len(got) < len(wants) && wants[len(got)].ino == 0 {
+					got = append(got, want{0, 0})
+				}
+			})
+			if fmt.Sprint(got) != fmt.Sprint(wants) {
+				t.Errorf("faults charged to %v, want %v (file a %d, b %d)", got, wants, ia, ib)
+			}
+		})
+	}
+}
