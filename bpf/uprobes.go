@@ -133,24 +133,10 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 	var out []Probe
 	var errs []error
 	attach := func(kind, sym string, prog *ebpf.Program, cookie uint64) {
-		var l link.Link
-		var err error
-		opts := &link.UprobeOptions{Cookie: cookie}
-		if kind == "uretprobe" {
-			l, err = ex.Uretprobe(sym, prog, opts)
-		} else {
-			l, err = ex.Uprobe(sym, prog, opts)
-		}
-		p := Probe{Kind: kind, Target: real, Symbol: sym}
+		p, err := t.attachUprobe(ex, real, kind, sym, prog, cookie)
 		if err != nil {
-			p.Error = err.Error()
-			errs = append(errs, fmt.Errorf("attaching %s %s: %w", kind, sym, err))
-		} else {
-			t.mu.Lock()
-			t.links = append(t.links, l)
-			t.mu.Unlock()
+			errs = append(errs, err)
 		}
-		t.addProbe(p)
 		out = append(out, p)
 	}
 	deferOps := false
@@ -267,21 +253,36 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			// Kernels before 6.6 have no uprobe_multi: one uprobe each.
 			// The dispatcher comes here too.
 			for i, sym := range opSyms {
-				p := Probe{Kind: "uprobe", Target: real, Symbol: sym}
-				l, err := ex.Uprobe(sym, t.objs.OpBegin, &link.UprobeOptions{Cookie: cookies[i]})
-				if err != nil {
-					p.Error = err.Error()
-				} else {
-					t.mu.Lock()
-					t.links = append(t.links, l)
-					t.mu.Unlock()
-				}
-				t.addProbe(p)
+				p, _ := t.attachUprobe(ex, real, "uprobe", sym, t.objs.OpBegin, cookies[i])
 				out = append(out, p)
 			}
 		}
 	}
 	return out
+}
+
+// attachUprobe attaches prog to sym of the executable real as a uprobe
+// or uretprobe (kind) and records the probe, failed or not.
+func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, prog *ebpf.Program, cookie uint64) (Probe, error) {
+	var l link.Link
+	var err error
+	opts := &link.UprobeOptions{Cookie: cookie}
+	if kind == "uretprobe" {
+		l, err = ex.Uretprobe(sym, prog, opts)
+	} else {
+		l, err = ex.Uprobe(sym, prog, opts)
+	}
+	p := Probe{Kind: kind, Target: real, Symbol: sym}
+	if err != nil {
+		p.Error = err.Error()
+		err = fmt.Errorf("attaching %s %s: %w", kind, sym, err)
+	} else {
+		t.mu.Lock()
+		t.links = append(t.links, l)
+		t.mu.Unlock()
+	}
+	t.addProbe(p)
+	return p, err
 }
 
 // OpNames returns the target's op names (index = enum ggml_op value) and

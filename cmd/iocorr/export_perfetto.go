@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/iocorr/iocorr/perfetto"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // exportPerfetto writes the run in dir as a Perfetto trace to out and
@@ -16,15 +15,11 @@ func exportPerfetto(dir, out string, formatGiven bool) error {
 	if out == "-" || out == "" {
 		return usagef("export: perfetto is binary: give -o FILE (e.g. trace.pftrace)")
 	}
-	st, _, err := openRun(dir)
+	st, meta, err := openRunMeta(dir)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
 	sum, err := perfetto.WriteFile(out, dir, st, meta, perfetto.Options{})
 	if err != nil {
 		return fmt.Errorf("export: writing %s: %w", out, err)

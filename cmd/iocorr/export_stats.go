@@ -16,15 +16,11 @@ import (
 // that DuckDB, pandas or Spark read each with its own schema; in a text
 // format, the one table named table.
 func exportStats(dir, out, table string, format outputFormat) error {
-	st, _, err := openRun(dir)
+	st, meta, err := openRunMeta(dir)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
 	rep, err := statsReport(st, meta, format, table)
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -214,16 +213,7 @@ func TestMoEFiguresOfAScriptedRouterEqualTheirDefinitions(t *testing.T) {
 		realHits[l] += res
 	}
 
-	js, _, err := runCmd(t, "stats", "-i", dir, "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Tables map[string][]map[string]any `json:"tables"`
-	}
-	if err := json.Unmarshal([]byte(js), &st); err != nil {
-		t.Fatal(err)
-	}
+	st := runStats(t, dir)
 	num := func(row map[string]any, col string) float64 {
 		v, ok := row[col].(float64)
 		if !ok {

@@ -111,6 +111,21 @@ func picksNA(m *rundir.Meta) string {
 	return "the router's expert picks were not recorded: no probe on " + bpf.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
+// openRunMeta opens DIR's store and reads its metadata, for the commands
+// that need both (the status goes to stderr as with openRun).
+func openRunMeta(dir string) (*index.Store, *rundir.Meta, error) {
+	st, _, err := openRun(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, meta, nil
+}
+
 // openRun opens DIR's store and its run status (rundir.Meta.Status: ""
 // for a run recorded to its end), which it also prints on stderr.
 func openRun(dir string) (*index.Store, string, error) {

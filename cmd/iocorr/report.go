@@ -59,15 +59,11 @@ func writeReport(o reportOptions) error {
 		runDir = filepath.Join(o.dir, row.RunDir)
 		opt.RunDir = runDir
 	}
-	st, _, err := openRun(runDir)
+	st, meta, err := openRunMeta(runDir)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	defer st.Close()
-	meta, err := rundir.ReadMeta(runDir)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
 	sr, err := stats.Compute(st, meta, stats.Options{NoTokenResidency: true})
 	if err != nil {
 		return fmt.Errorf("report: %w", err)

@@ -41,15 +41,11 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return usagef("stats: --cache: %v", err)
 		}
 		opt.Top = *top
-		st, _, err := openRun(*dir)
+		st, meta, err := openRunMeta(*dir)
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
 		defer st.Close()
-		meta, err := rundir.ReadMeta(*dir)
-		if err != nil {
-			return fmt.Errorf("stats: %w", err)
-		}
 		// The table format never prints the token × tensor residency.
 		opt.NoTokenResidency = *format != "json"
 		rep, err := stats.Compute(st, meta, opt)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -123,16 +122,7 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	// The expert hit rate of each budget that ran is the real-run row of
 	// iocorr stats on its run directory.
 	for _, r := range sum.Rows[1:] {
-		js, _, err := runCmd(t, "stats", "-i", filepath.Join(dir, r.Budget), "--format", "json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct {
-			Tables map[string][]map[string]any `json:"tables"`
-		}
-		if err := json.Unmarshal([]byte(js), &st); err != nil {
-			t.Fatal(err)
-		}
+		st := runStats(t, filepath.Join(dir, r.Budget))
 		var want any = "no real row"
 		for _, row := range st.Tables["cache_sim"] {
 			if row["policy"] == "real" {
