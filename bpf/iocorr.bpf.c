@@ -910,6 +910,14 @@ static __always_inline bool run_extends(struct page_run *r, struct run_key *k)
 		k->index + k->nr <= r->index + IOCORR_RUN_PAGES);
 }
 
+/* page_fallback records a folio as its own page_event when its run slot
+ * stays held (its holder was preempted on this CPU): one record more,
+ * never a folio lost. */
+static __always_inline int page_fallback(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
+{
+	return page_event(kind, dev, ino, index, 0, order, true);
+}
+
 static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -959,10 +967,8 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 		r = &runs[slot];
 		if (!run_extends(r, &k))
 			continue;
-		if (!run_lock(slot)) {
-			count_lost(EV_PAGE_RUN);
-			return 0;
-		}
+		if (!run_lock(slot))
+			return page_fallback(kind, dev, ino, index, order);
 		if (run_extends(r, &k)) {
 			run_set(r, index - r->index, index - r->index + nr);
 			r->span = index + nr - r->index;
@@ -994,10 +1000,8 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 	}
 	slot = victim & (RUN_SLOTS - 1);
 	r = &runs[slot];
-	if (!run_lock(slot)) {
-		count_lost(EV_PAGE_RUN);
-		return 0;
-	}
+	if (!run_lock(slot))
+		return page_fallback(kind, dev, ino, index, order);
 	run_output(r);
 	r->kind = kind;
 	r->phase = phase;
