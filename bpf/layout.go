@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/cilium/ebpf/link"
 )
 
 // Layout holds the offsets the probes read in struct ggml_tensor and
@@ -84,6 +86,38 @@ func (t *Tracer) useLayout(l Layout) error {
 	}
 	t.layout, t.layoutFixed = l, true
 	return nil
+}
+
+// keepLink holds an attached link until Close; one whose program reads
+// ggml structs is closed at once when the layout was found wrong.
+func (t *Tracer) keepLink(l link.Link, readsLayout bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case !readsLayout:
+		t.links = append(t.links, l)
+	case t.layoutOff:
+		l.Close()
+	default:
+		t.layoutLinks = append(t.layoutLinks, l)
+	}
+}
+
+// DisableLayoutProbes detaches every probe that reads ggml structs with
+// the layout — graph_compute, get_rows, the op probes — and keeps later
+// libraries from getting them: a layout that failed validation against
+// the target would read garbage as graphs, expert ids and ops. Tokens
+// (llama_decode) and kernel events go on.
+func (t *Tracer) DisableLayoutProbes() error {
+	t.mu.Lock()
+	links := t.layoutLinks
+	t.layoutLinks, t.layoutOff = nil, true
+	t.mu.Unlock()
+	var errs []error
+	for _, l := range links {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Map renders a layout for the run metadata.
@@ -280,11 +314,24 @@ func int8sToBytes(b []int8) []byte {
 	return out
 }
 
+// Weight is what a traced model's GGUF says about a tensor, for
+// ValidateNode: its ggml type, shape and strides (ne, nb; unused
+// dimensions 1) and its file offset.
+type Weight struct {
+	Type    uint32
+	Ne, Nb  [4]uint64
+	FileOff uint64
+}
+
 // ValidateNode checks that a node event read with the layout looks like
 // ggml data: printable, terminated names, a known op, a sane type and
-// shape. The first bad node of a run means the layout is wrong for the
-// target and its data must not be trusted.
-func ValidateNode(e *IocorrNodeEvent, nOps int) error {
+// shape — and, for a weight the kernel found in a file, that it is a
+// tensor of a traced model (weight looks it up by name) with the GGUF's
+// type, ne, nb and offset. The first bad node of a run means the layout
+// is wrong for the target and its data must not be trusted: names, ops
+// and shapes read at wrong offsets cannot all agree with the model by
+// chance.
+func ValidateNode(e *IocorrNodeEvent, nOps int, weight func(name string) (Weight, bool)) error {
 	for _, n := range []struct {
 		what string
 		b    []int8
@@ -313,6 +360,24 @@ func ValidateNode(e *IocorrNodeEvent, nOps int) error {
 		if ne == 0 || ne > 1<<40 {
 			return fmt.Errorf("weight ne[%d] = %d", i, ne)
 		}
+	}
+	if e.Ino == 0 || weight == nil {
+		return nil // not in a file (KV cache, a repacked copy): nothing to compare with
+	}
+	name := CString(e.WeightName[:])
+	w, ok := weight(name)
+	if !ok {
+		return fmt.Errorf("weight %q, read from a model file, is no tensor of the traced models", name)
+	}
+	switch {
+	case e.WeightType != w.Type:
+		return fmt.Errorf("weight %s has type %d, the GGUF says %d", name, e.WeightType, w.Type)
+	case e.WeightNe != w.Ne:
+		return fmt.Errorf("weight %s has ne %v, the GGUF says %v", name, e.WeightNe, w.Ne)
+	case e.WeightNb != w.Nb:
+		return fmt.Errorf("weight %s has nb %v, the GGUF's type and shape give %v", name, e.WeightNb, w.Nb)
+	case e.FileOff != w.FileOff:
+		return fmt.Errorf("weight %s is at file offset %d, the GGUF says %d", name, e.FileOff, w.FileOff)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func TestValidateNode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateNode(tc.e, 95)
+			err := ValidateNode(tc.e, 95, nil)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("unexpected error %v", err)
@@ -147,6 +147,39 @@ func TestValidateNode(t *testing.T) {
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidateNodeComparesAFileBackedWeightWithTheModel(t *testing.T) {
+	gguf := map[string]Weight{"blk.0.attn_q.weight": {Type: 30, Ne: [4]uint64{512, 512, 1, 1}, Nb: [4]uint64{2, 1024, 524288, 524288}, FileOff: 1 << 20}}
+	lookup := func(n string) (Weight, bool) { w, ok := gguf[n]; return w, ok }
+	good := func() *IocorrNodeEvent {
+		e := nodeEvent("Qcur-0", "blk.0.attn_q.weight", 29, 30, [4]uint64{512, 512, 1, 1})
+		e.WeightNb, e.Ino, e.FileOff = [4]uint64{2, 1024, 524288, 524288}, 12, 1<<20
+		return e
+	}
+	tests := []struct {
+		name    string
+		change  func(e *IocorrNodeEvent)
+		wantErr string
+	}{
+		{"the model's own tensor passes", func(*IocorrNodeEvent) {}, ""},
+		{"a weight not in a file is not compared", func(e *IocorrNodeEvent) { e.Ino, e.WeightName[0] = 0, 'x' }, ""},
+		{"a name the model does not have", func(e *IocorrNodeEvent) { e.WeightName[0] = 'x' }, "no tensor of the traced models"},
+		{"another type", func(e *IocorrNodeEvent) { e.WeightType = 1 }, "has type 1"},
+		{"another shape", func(e *IocorrNodeEvent) { e.WeightNe[1] = 256 }, "has ne"},
+		{"strides of another type", func(e *IocorrNodeEvent) { e.WeightNb[0] = 4 }, "has nb"},
+		{"another offset", func(e *IocorrNodeEvent) { e.FileOff += 4096 }, "file offset"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := good()
+			tc.change(e)
+			err := ValidateNode(e, 95, lookup)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 		})

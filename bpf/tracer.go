@@ -93,6 +93,11 @@ type Tracer struct {
 	// (AttachPendingOps) so that only the CPU backend that runs pays.
 	files      []string
 	pendingOps map[uint32][]string
+	// layoutLinks are the probes that read ggml structs with the layout
+	// (graphs, expert picks, ops); DisableLayoutProbes closes them and
+	// sets layoutOff, after which such probes are not kept.
+	layoutLinks []link.Link
+	layoutOff   bool
 }
 
 type fileID struct {
@@ -440,6 +445,12 @@ func (t *Tracer) Close() error {
 	for i := len(t.links) - 1; i >= 0; i-- {
 		errs = append(errs, t.links[i].Close())
 	}
+	t.mu.Lock()
+	for _, l := range t.layoutLinks {
+		errs = append(errs, l.Close())
+	}
+	t.layoutLinks = nil
+	t.mu.Unlock()
 	errs = append(errs, t.objs.Close())
 	return errors.Join(errs...)
 }

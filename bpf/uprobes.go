@@ -243,9 +243,7 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			l, err = ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
 		}
 		if err == nil {
-			t.mu.Lock()
-			t.links = append(t.links, l)
-			t.mu.Unlock()
+			t.keepLink(l, true)
 			p := Probe{Kind: "uprobe_multi", Target: real, Symbol: fmt.Sprintf("%s* (%d functions)", opPrefix, len(opSyms))}
 			t.addProbe(p)
 			out = append(out, p)
@@ -277,9 +275,7 @@ func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, prog 
 		p.Error = err.Error()
 		err = fmt.Errorf("attaching %s %s: %w", kind, sym, err)
 	} else {
-		t.mu.Lock()
-		t.links = append(t.links, l)
-		t.mu.Unlock()
+		t.keepLink(l, prog == t.objs.GraphCompute || prog == t.objs.GetRowsBegin || prog == t.objs.OpBegin)
 	}
 	t.addProbe(p)
 	return p, err

@@ -513,6 +513,11 @@ func (c *Correlator) Add(r ingest.Record) error {
 		return c.err
 	}
 	hdr := r.Hdr
+	if c.meta.Layout != nil && c.meta.Layout.Invalid != "" && readsLayout(r.Type) {
+		// Read with a ggml struct layout that failed validation: not data.
+		c.stats.Unattributed++
+		return c.err
+	}
 	switch r.Type {
 	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
 		c.pageAdd(r.Page())
@@ -589,6 +594,16 @@ func (c *Correlator) Add(r ingest.Record) error {
 		c.stats.Unattributed++
 	}
 	return c.err
+}
+
+// readsLayout says whether records of type typ were read from ggml
+// structs with the layout (graph nodes, ops, expert picks).
+func readsLayout(typ uint16) bool {
+	switch typ {
+	case uint16(bpf.IocorrEventTypeEV_NODE), uint16(bpf.IocorrEventTypeEV_OP), uint16(bpf.IocorrEventTypeEV_EXPERTS):
+		return true
+	}
+	return false
 }
 
 // faultSlice is the tensor slice of a fault's address. The kernel's

@@ -142,6 +142,8 @@ type recording struct {
 	searched  []string // files inspected for llama/ggml symbols
 	layoutOK  bool
 	layoutErr error
+	// layoutCheck is touched only by the goroutine that reads the ring.
+	layoutCheck layoutCheck
 	mapsN     int
 	libs      map[string]rundir.Library // build ids, read once per file
 	// procs are the traced processes still alive as far as the events
@@ -603,6 +605,9 @@ func (r *recording) snapshot() rundir.Meta {
 		if r.layoutOK {
 			m.Layout.Source += " (validated)"
 		}
+		if r.layoutErr != nil {
+			m.Layout.Invalid = r.layoutErr.Error()
+		}
 		m.OpNames, m.OpFuncs = opNames, opFuncs
 		if r.o.ProbeOps {
 			m.OpProbes = r.opProbes(opFiles, opIdle, opNames, opFuncs)
@@ -710,6 +715,16 @@ func (r *recording) finish(exit *experiment.Exit, derr error) {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",
 				strings.Join(bpf.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
 		}
+		// Graphs whose nodes could not be read at all (a wrong node
+		// count or array offset) validate nothing: the layout is as
+		// unproven as one that failed, and the expert ids were read with it.
+		if g := r.stats.graphs.Load(); g > 0 && r.layoutCheck.nodes == 0 && r.layoutErr == nil && len(r.models.files()) > 0 {
+			err := fmt.Errorf("%d graphs were computed but none of their nodes could be read", g)
+			r.mu.Lock()
+			r.layoutErr = err
+			r.mu.Unlock()
+			r.warn(layoutFailed(r.tr.Layout(), err))
+		}
 		if exit != nil {
 			r.mu.Lock()
 			searched := append([]string(nil), r.searched...)
@@ -720,9 +735,7 @@ func (r *recording) finish(exit *experiment.Exit, derr error) {
 
 		}
 	}
-	if r.layoutErr != nil {
-		r.warn(fmt.Sprintf("ggml struct layout does not match the target (%v): graph nodes are not trustworthy", r.layoutErr))
-	}
+
 	r.mu.Lock()
 	if exit == nil && len(r.warnings) == 0 {
 		r.warnings = []string{"the command did not run"}
@@ -879,18 +892,28 @@ func (r *recording) act(typ uint16, rec []byte) {
 			r.nodeOps[d.Node().Node] = d.Node().Op
 			r.mu.Unlock()
 		}
-		if r.layoutOK || r.layoutErr != nil {
+		if r.layoutErr != nil {
 			return
 		}
 		names, _ := r.tr.OpNames()
-		err := bpf.ValidateNode(d.Node(), len(names))
-		r.mu.Lock()
-		if err != nil {
-			r.layoutErr = err
-		} else {
-			r.layoutOK = true
+		err := bpf.ValidateNode(d.Node(), len(names), r.layoutCheck.weight(r.models))
+		r.layoutCheck.nodes++
+		if err == nil {
+			if !r.layoutOK {
+				r.mu.Lock()
+				r.layoutOK = true
+				r.mu.Unlock()
+				r.meta.changed()
+			}
+			return
 		}
+		r.mu.Lock()
+		r.layoutErr, r.layoutOK = err, false
 		r.mu.Unlock()
+		if derr := r.tr.DisableLayoutProbes(); derr != nil {
+			r.warn(fmt.Sprintf("detaching the probes that read ggml structs: %v", derr))
+		}
+		r.warn(layoutFailed(r.tr.Layout(), err))
 		r.meta.changed()
 	}
 }

@@ -176,6 +176,10 @@ type Layout struct {
 	Source string         `json:"source"` // "dwarf:PATH" or "builtin (validated)"
 	Tensor map[string]int `json:"tensor"`
 	Graph  map[string]int `json:"graph"`
+	// Invalid says why the layout failed validation against the target
+	// (a graph node that does not match the traced model): the graph,
+	// expert and op records of such a run are not to be read.
+	Invalid string `json:"invalid,omitempty"`
 }
 
 // Library is an ELF file that was probed.

@@ -101,8 +101,12 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 
 // picksNA says why a run has no record of the router's expert picks:
 // no probe on ggml_compute_forward_get_rows attached (a build that
-// inlined or stripped it, or no llama.cpp at all); "" when one did.
+// inlined or stripped it, or no llama.cpp at all), or a ggml struct
+// layout that failed validation; "" when picks were recorded.
 func picksNA(m *rundir.Meta) string {
+	if m.Layout != nil && m.Layout.Invalid != "" {
+		return "the router's expert picks were not recorded: the ggml struct layout failed validation against the target (" + m.Layout.Invalid + ")"
+	}
 	for _, p := range m.Probes {
 		if p.Symbol == bpf.SymGetRows && p.Error == "" {
 			return ""
