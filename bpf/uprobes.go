@@ -23,7 +23,7 @@ const (
 	opPrefix        = "ggml_compute_forward_"
 	// SymDispatch is ggml's op dispatcher, ggml_compute_forward(params,
 	// tensor): static, so only in .symtab, and only in builds that did not
-	// inline it (llama.cpp of 2024-25 and builds from source). It takes
+	// inline it (node-llama-cpp 3.3.0 and 3.6.0: llama.cpp b4234, b4753). It takes
 	// the same arguments as the op functions and runs for every node,
 	// where the op functions of a build are partly inlined (mul_mat and
 	// mul_mat_id in node-llama-cpp's prebuilt libraries): one probe on it
