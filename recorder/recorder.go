@@ -144,8 +144,8 @@ type recording struct {
 	layoutErr error
 	// layoutCheck is touched only by the goroutine that reads the ring.
 	layoutCheck layoutCheck
-	mapsN     int
-	libs      map[string]rundir.Library // build ids, read once per file
+	mapsN       int
+	libs        map[string]rundir.Library // build ids, read once per file
 	// procs are the traced processes still alive as far as the events
 	// tell: the child and what it forked.
 	procs map[int]bool

@@ -143,7 +143,7 @@ type Probe struct {
 // only on the CPU backend that computed a graph (node-llama-cpp loads a
 // dozen variants and runs one).
 type OpProbes struct {
-	Files []string `json:"files"`           // files whose op functions were probed
+	Files []string `json:"files"`          // files whose op functions were probed
 	Idle  []string `json:"idle,omitempty"` // files with op functions that computed no graph, not probed
 	// Unprobed names the ops of weight-reading nodes that have no op
 	// function in the build (inlined, as MUL_MAT_ID is in llama.cpp's

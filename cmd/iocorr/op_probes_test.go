@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
