@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
-func runMeta(t *testing.T, meta *rundir.Meta, recs ...[]byte) (*Result, []Event) {
+func runMeta(t *testing.T, meta *rundir.Meta, recs ...[]byte) (*Result, []event.Event) {
 	t.Helper()
 	sink := &collect{}
 	c, err := New(meta, sink)
@@ -23,7 +24,7 @@ func runMeta(t *testing.T, meta *rundir.Meta, recs ...[]byte) (*Result, []Event)
 	return feed(t, c, sink, recs...)
 }
 
-func feed(t *testing.T, c *Correlator, sink *collect, recs ...[]byte) (*Result, []Event) {
+func feed(t *testing.T, c *Correlator, sink *collect, recs ...[]byte) (*Result, []event.Event) {
 	t.Helper()
 	var st ingest.DecodeStats
 	for _, b := range recs {
@@ -97,15 +98,15 @@ func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
 	}{
 		// The model is mapped from file page 1 on: base+12288 is file byte 16384.
 		{"unresolved fault in the streamed model mapping", kernelFault(500, 50, base+12288), idExps, 0, 4096, 1},
-		{"unresolved fault before the mapping existed", kernelFault(50, 50, base+12288), TensorAnon, -1, base + 12288, 0},
-		{"unresolved fault in the executable of the snapshot", kernelFault(500, 50, 0x401000), TensorOther, -1, 0x1000, 1},
-		{"unresolved fault in an anonymous region of the snapshot", kernelFault(500, 50, 0x7e0000000010), TensorAnon, -1, 0x7e0000000010, 0},
-		{"unresolved fault of another process", kernelFault(500, 51, base+12288), TensorAnon, -1, base + 12288, 0},
+		{"unresolved fault before the mapping existed", kernelFault(50, 50, base+12288), event.TensorAnon, -1, base + 12288, 0},
+		{"unresolved fault in the executable of the snapshot", kernelFault(500, 50, 0x401000), event.TensorOther, -1, 0x1000, 1},
+		{"unresolved fault in an anonymous region of the snapshot", kernelFault(500, 50, 0x7e0000000010), event.TensorAnon, -1, 0x7e0000000010, 0},
+		{"unresolved fault of another process", kernelFault(500, 51, base+12288), event.TensorAnon, -1, base + 12288, 0},
 		{"resolved anonymous fault is not second-guessed", func() []byte {
 			h := hdr(bpf.IocorrEventTypeEV_FAULT, 500, 50, 1)
 			h.Tgid = 50
 			return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: 450, Addr: base + 12288, Class: 1})
-		}(), TensorAnon, -1, base + 12288, 0},
+		}(), event.TensorAnon, -1, base + 12288, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,17 +178,17 @@ func TestBlockRequestSpanningTwoModelsOnOneDiskIsSplitBetweenThem(t *testing.T) 
 	// Model b's first 8192 bytes follow model a's second extent on disk.
 	second.Extents = []rundir.Extent{{Logical: 0, Physical: physBase + 16384 + 4096 + 49152, Length: 65536}}
 	meta.Models = append(meta.Models, second)
-	idB := FirstTensor + 3
+	idB := event.FirstTensor + 3
 	// Request: the last 4096 bytes of model a's output.weight... a's file
 	// [61440, 65536) is at partition physBase+20480+45056.
 	res, _ := runMeta(t, meta, block(100, physBase+20480+45056, 12288, 0))
-	if a := aggOf(res, TensorModelMeta, -1); a.ReadBytes != 4096 {
+	if a := aggOf(res, event.TensorModelMeta, -1); a.ReadBytes != 4096 {
 		t.Errorf("model a's tail (past its last tensor) read %d, want 4096", a.ReadBytes)
 	}
 	if b := aggOf(res, idB, -1); b.ReadBytes != 8192 || b.BlockReqs != 1 {
 		t.Errorf("model b %+v, want 8192 bytes in one request", b)
 	}
-	if o := aggOf(res, TensorOther, -1); o.ReadBytes != 0 {
+	if o := aggOf(res, event.TensorOther, -1); o.ReadBytes != 0 {
 		t.Errorf("other read %d, want 0: every byte is in one of the models", o.ReadBytes)
 	}
 }
@@ -196,7 +197,7 @@ func TestExtentsWithoutAPhysicalLocationAreIgnored(t *testing.T) {
 	meta := testMeta()
 	meta.Models[0].Extents[0].Flags = 0x2 // FIEMAP_EXTENT_UNKNOWN
 	res, _ := runMeta(t, meta, block(100, physBase, 4096, 0))
-	if o := aggOf(res, TensorOther, -1); o.ReadBytes != 4096 {
+	if o := aggOf(res, event.TensorOther, -1); o.ReadBytes != 4096 {
 		t.Errorf("other read %d, want the request: its extent has no known location", o.ReadBytes)
 	}
 }
@@ -210,7 +211,7 @@ func TestBlockCompletionOnTheFaultingThreadKeepsItsReadaheadWindow(t *testing.T)
 		fault(200, 100, 7, modelIno, 4096, 1),
 	)
 	for _, e := range evs {
-		if e.Kind == KindPageAdd && e.Trigger != idQ {
+		if e.Kind == event.KindPageAdd && e.Trigger != idQ {
 			t.Errorf("add %+v lost its trigger to a block completion on the same thread", e)
 		}
 	}
@@ -232,13 +233,13 @@ func straddleMeta() *rundir.Meta {
 func TestPagesAreCountedOnceWhereTheyStartAndBytesWhereTheyLie(t *testing.T) {
 	// One folio of 8 pages: bytes [0, 32768).
 	res, _ := runMeta(t, straddleMeta(), page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 3))
-	a, b, c0, c1, hd := aggOf(res, FirstTensor, -1), aggOf(res, FirstTensor+1, -1), aggOf(res, FirstTensor+2, 0),
-		aggOf(res, FirstTensor+2, 1), aggOf(res, TensorModelMeta, -1)
+	a, b, c0, c1, hd := aggOf(res, event.FirstTensor, -1), aggOf(res, event.FirstTensor+1, -1), aggOf(res, event.FirstTensor+2, 0),
+		aggOf(res, event.FirstTensor+2, 1), aggOf(res, event.TensorModelMeta, -1)
 	// Pages start at 0 (header), 4096 (a), 8192, 12288 (b), 16384, 20480
 	// (c expert 0: [16032, 24400)), 24576, 28672 (c expert 1).
 	for _, tc := range []struct {
 		name         string
-		got          Counters
+		got          event.Counters
 		pages, bytes uint64
 	}{{"header", hd, 1, 1000 + 16 + 16}, {"a", a, 1, 5000}, {"b", b, 2, 10000}, {"c expert 0", c0, 2, 8368}, {"c expert 1", c1, 2, 8368}} {
 		if tc.got.PagesAdded != tc.pages || tc.got.AddedBytes != tc.bytes {
@@ -308,7 +309,7 @@ func TestRandomRecordsKeepTokenAndTensorTotalsEqual(t *testing.T) {
 		}
 	}
 	res, evs := run(t, recs...)
-	var byTok, byAgg Counters
+	var byTok, byAgg event.Counters
 	for _, tk := range res.Tokens {
 		byTok.Add(&tk.Counters)
 	}
@@ -321,7 +322,7 @@ func TestRandomRecordsKeepTokenAndTensorTotalsEqual(t *testing.T) {
 	}
 	var added uint64
 	for _, e := range evs {
-		if e.Kind == KindPageAdd {
+		if e.Kind == event.KindPageAdd {
 			added += e.Bytes
 		}
 	}

@@ -4,13 +4,14 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 type discard struct{ n uint64 }
 
-func (d *discard) Event(*Event) error { d.n++; return nil }
+func (d *discard) Event(*event.Event) error { d.n++; return nil }
 
 // BenchmarkCorrelate measures attribution alone (no spool, no store) over
 // a MoE model of 32 layers × 64 experts: faults, folio adds and deletes

@@ -17,8 +17,10 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
@@ -141,9 +143,9 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 		limit = 16 << 20
 	)
 	toucher := llmtest.BuildToucher(t)
-	data := make([]byte, pages*PageSize)
+	data := make([]byte, pages*kernel.PageSize)
 	for i := range data {
-		data[i] = byte(i / PageSize)
+		data[i] = byte(i / kernel.PageSize)
 	}
 	path := testenv.DiskFile(t, data)
 	id, err := experiment.StatFile(path)
@@ -276,7 +278,7 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 	}
 
 	rr, rf := attribute(t, meta, recs[0]), attribute(t, meta, recs[1])
-	var sum Counters
+	var sum event.Counters
 	for _, a := range rf.Aggs {
 		sum.Add(&a.Counters)
 	}
@@ -292,8 +294,8 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 	}
 }
 
-func aggDiff(a, b []Agg) string {
-	key := func(x Agg) AggKey { return x.AggKey }
+func aggDiff(a, b []event.Agg) string {
+	key := func(x event.Agg) event.AggKey { return x.AggKey }
 	var out []string
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
@@ -318,7 +320,7 @@ func aggDiff(a, b []Agg) string {
 	return strings.Join(out, "\n")
 }
 
-func cmpKey(a, b AggKey) int {
+func cmpKey(a, b event.AggKey) int {
 	return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Tensor, b.Tensor), cmp.Compare(a.Expert, b.Expert), cmp.Compare(a.Op, b.Op))
 }
 
@@ -377,7 +379,7 @@ func TestARunIsReadAheadByAFaultOnlyWhenItLiesInTheFaultWholly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res, evs := run(t, pageRun(bpf.IocorrEventTypeEV_PAGE_ADD, tc.first, tc.last, 7, 3, 2),
 				fault(200, 100, 7, modelIno, 4096, 1))
-			want, trig := uint64(0), NoTensor
+			want, trig := uint64(0), event.NoTensor
 			if tc.trigger {
 				want, trig = 8192, idQ
 			}
@@ -385,7 +387,7 @@ func TestARunIsReadAheadByAFaultOnlyWhenItLiesInTheFaultWholly(t *testing.T) {
 				t.Errorf("trigger bytes %d, want %d", got, want)
 			}
 			for _, e := range evs {
-				if e.Kind == KindPageAdd && e.Trigger != trig {
+				if e.Kind == event.KindPageAdd && e.Trigger != trig {
 					t.Errorf("add %+v: trigger %d, want %d", e, e.Trigger, trig)
 				}
 			}

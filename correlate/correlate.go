@@ -9,246 +9,11 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
-
-// Kind is what an attributed event is.
-type Kind uint8
-
-const (
-	KindFault   Kind = 1
-	KindPageAdd Kind = 2
-	KindPageDel Kind = 3
-	KindBlock   Kind = 4
-	KindRead    Kind = 5 // a read syscall or io_uring read of a model file
-)
-
-var kindNames = [...]string{"", "fault", "page_add", "page_delete", "block", "read"}
-
-func (k Kind) String() string {
-	if int(k) < len(kindNames) && k > 0 {
-		return kindNames[k]
-	}
-	return "kind" + strconv.Itoa(int(k))
-}
-
-// Phase values, as stamped in the kernel (enum phase).
-const (
-	PhaseNone    uint8 = 0
-	PhasePrefill uint8 = 1
-	PhaseDecode  uint8 = 2
-)
-
-// PhaseName names a phase for output.
-func PhaseName(p uint8) string {
-	switch p {
-	case PhasePrefill:
-		return "prefill"
-	case PhaseDecode:
-		return "decode"
-	}
-	return "none"
-}
-
-// PageSize is the unit of page-cache indices and of one fault.
-const PageSize = 4096
-
-// Event is one attributed event: one raw event's share in one tensor
-// slice. A folio or block request spanning several tensors yields one
-// Event per slice.
-type Event struct {
-	Ts      uint64 // completion time, CLOCK_MONOTONIC ns
-	Dur     uint64 // fault stall (ts − start_ts) or block latency (ts − issue_ts)
-	Offset  int64  // within the tensor; within the file for pseudo tensors
-	Bytes   uint64 // bytes of this slice
-	Tensor  uint32
-	Token   uint32
-	Op      uint32 // op id from op probes, 0 when unknown (see Result.OpOf)
-	Tid     uint32
-	Trigger uint32 // page add: tensor whose fault read it ahead, NoTensor otherwise
-	Expert  int16  // -1 for tensors without experts
-	Kind    Kind
-	Phase   uint8
-	Class   uint8 // fault class; for blocks 0 read, 1 write
-}
-
-// Fault classes (enum fault_class) and block directions, as in Event.Class.
-const (
-	ClassMinor       uint8 = 0
-	ClassMajor       uint8 = 1
-	ClassUnaccounted uint8 = 2
-	ClassRead        uint8 = 0
-	ClassWrite       uint8 = 1
-)
-
-// ClassName names an event's class: minor, major or unaccounted for a
-// fault, read or write for a block request, "" for page-cache events.
-func (e *Event) ClassName() string {
-	switch e.Kind {
-	case KindFault:
-		switch e.Class {
-		case ClassMinor:
-			return "minor"
-		case ClassMajor:
-			return "major"
-		}
-		return "unaccounted"
-	case KindBlock:
-		if e.Class == ClassRead {
-			return "read"
-		}
-		return "write"
-	}
-	return ""
-}
-
-// Sink receives attributed events. The pointer is valid only during the
-// call: a sink copies what it keeps.
-type Sink interface {
-	Event(*Event) error
-}
-
-// Counters are what a token, a tensor or an expert is charged.
-type Counters struct {
-	Faults       uint64 // completed faults: Major + Minor
-	Major        uint64
-	Minor        uint64
-	Unaccounted  uint64 // faults that began but were never completed; not in Faults
-	StallNS      uint64 // summed stall of the completed faults
-	PagesAdded   uint64 // page-cache pages added whose first byte is here
-	AddedBytes   uint64 // page-cache bytes added (landed here)
-	TriggerBytes uint64 // page-cache bytes added during this tensor's faults
-	PagesEvicted uint64 // page-cache pages removed whose first byte is here
-	EvictedBytes uint64
-	ReadBytes    uint64 // bytes read from the device
-	BlockReqs    uint64 // block read requests touching it
-	// RequestedBytes are bytes read(2)/pread(2)/io_uring read of it: what
-	// a load without mmap (llama.cpp --load-mode none, dio) asks for.
-	RequestedBytes uint64
-}
-
-// Add adds o to c.
-func (c *Counters) Add(o *Counters) {
-	c.Faults += o.Faults
-	c.Major += o.Major
-	c.Minor += o.Minor
-	c.Unaccounted += o.Unaccounted
-	c.StallNS += o.StallNS
-	c.PagesAdded += o.PagesAdded
-	c.AddedBytes += o.AddedBytes
-	c.TriggerBytes += o.TriggerBytes
-	c.PagesEvicted += o.PagesEvicted
-	c.EvictedBytes += o.EvictedBytes
-	c.ReadBytes += o.ReadBytes
-	c.BlockReqs += o.BlockReqs
-	c.RequestedBytes += o.RequestedBytes
-}
-
-// Unit is what a counter counts, for rendering.
-type Unit string
-
-const (
-	UnitCount Unit = "count"
-	UnitPages Unit = "pages"
-	UnitBytes Unit = "bytes"
-	UnitNS    Unit = "ns"
-)
-
-// Counter describes one field of Counters. CounterFields is the one list of
-// them: the store encodes counters in its order, and query columns, query
-// --sort names and export columns are its names (upper-cased in tables).
-type Counter struct {
-	Name    string
-	Unit    Unit
-	Meaning string
-	// Table is set for the counters a query's table shows by default;
-	// CSV and JSON carry every counter.
-	Table bool
-	Field func(*Counters) *uint64
-}
-
-// NumCounters is the number of fields of Counters.
-const NumCounters = 13
-
-// CounterFields lists every counter once. Appending one means a new field
-// of Counters, a line in Add, and a new store format.
-var CounterFields = [NumCounters]Counter{
-	{"faults", UnitCount, "completed page faults (major + minor)", true, func(c *Counters) *uint64 { return &c.Faults }},
-	{"major_faults", UnitCount, "completed faults that waited for I/O", true, func(c *Counters) *uint64 { return &c.Major }},
-	{"minor_faults", UnitCount, "completed faults served from the page cache", true, func(c *Counters) *uint64 { return &c.Minor }},
-	{"unaccounted_faults", UnitCount, "faults that began but were never completed (not in faults)", false, func(c *Counters) *uint64 { return &c.Unaccounted }},
-	{"fault_stall_ns", UnitNS, "summed stall of the completed faults", true, func(c *Counters) *uint64 { return &c.StallNS }},
-	{"pages_added", UnitPages, "page-cache pages added whose first byte is here", true, func(c *Counters) *uint64 { return &c.PagesAdded }},
-	{"bytes_added", UnitBytes, "page-cache bytes added here", false, func(c *Counters) *uint64 { return &c.AddedBytes }},
-	{"readahead_trigger_bytes", UnitBytes, "page-cache bytes added during this tensor's faults (read ahead on its behalf)", true, func(c *Counters) *uint64 { return &c.TriggerBytes }},
-	{"pages_evicted", UnitPages, "page-cache pages removed whose first byte is here", true, func(c *Counters) *uint64 { return &c.PagesEvicted }},
-	{"bytes_evicted", UnitBytes, "page-cache bytes removed here", false, func(c *Counters) *uint64 { return &c.EvictedBytes }},
-	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
-	{"block_requests", UnitCount, "block read requests touching it", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
-	{"bytes_requested", UnitBytes, "bytes read from the model file by read syscalls and io_uring (loads without mmap)", true, func(c *Counters) *uint64 { return &c.RequestedBytes }},
-}
-
-// CounterByName finds a counter by its name.
-func CounterByName(name string) (*Counter, bool) {
-	for i := range CounterFields {
-		if CounterFields[i].Name == name {
-			return &CounterFields[i], true
-		}
-	}
-	return nil, false
-}
-
-// Values lists the counters in CounterFields order.
-func (c *Counters) Values() [NumCounters]uint64 {
-	var v [NumCounters]uint64
-	for i := range CounterFields {
-		v[i] = *CounterFields[i].Field(c)
-	}
-	return v
-}
-
-// SetValues is the inverse of Values.
-func (c *Counters) SetValues(v *[NumCounters]uint64) {
-	for i := range CounterFields {
-		*CounterFields[i].Field(c) = v[i]
-	}
-}
-
-// AggKey is one cell of the per-run aggregate: token × tensor × expert × op.
-type AggKey struct {
-	Token  uint32
-	Tensor uint32
-	Expert int16
-	Op     uint32
-}
-
-// Agg is one aggregate row.
-type Agg struct {
-	AggKey
-	Counters
-}
-
-// TokenInfo is the per-token summary (one llama_decode call).
-type TokenInfo struct {
-	Token   uint32
-	Phase   uint8
-	NTokens int32
-	StartNS uint64 // llama_decode entry, 0 when not seen
-	EndNS   uint64
-	Counters
-	TensorsTouched uint32 // real tensors with any event
-	ExpertsTouched uint32 // (tensor, expert) pairs with any event
-}
-
-// ExpertSel counts how often the router picked an expert of a layer in a token.
-type ExpertSel struct {
-	Token  uint32
-	Layer  uint16
-	Expert uint16
-	Count  uint64
-}
 
 // Stats counts what the correlator met.
 type Stats struct {
@@ -261,25 +26,11 @@ type Stats struct {
 	MapsMissing   uint64             // maps snapshots named in the metadata but absent
 }
 
-// Result is everything the correlator learned besides the event stream.
+// Result is what the store keeps of a run's attribution, and what the
+// correlator met on the way.
 type Result struct {
-	Tensors   []Tensor // by id
-	Ops       []string // by op id; Ops[0] is ""
-	Tokens    []TokenInfo
-	Aggs      []Agg // sorted by token, tensor, expert, op
-	Experts   []ExpertSel
-	OpProbes  bool
-	Stats     Stats
-	NotBacked []string // weights read from memory that is no file
-}
-
-// OpOf is the op of an event on tensor with probe op id op: the probe's
-// when known, else the graph node's that consumes the tensor.
-func (r *Result) OpOf(op, tensor uint32) uint32 {
-	if op == 0 && int(tensor) < len(r.Tensors) {
-		return r.Tensors[tensor].Op
-	}
-	return op
+	event.Result
+	Stats Stats
 }
 
 // maxPending bounds the adds held back per thread while waiting for the
@@ -288,7 +39,7 @@ func (r *Result) OpOf(op, tensor uint32) uint32 {
 const maxPending = 8192
 
 type tidState struct {
-	pending []Event
+	pending []event.Event
 	// since is, per pending add, when its first page was added: a run's
 	// Event.Ts is its last folio's, and the whole run must lie in the
 	// fault's window to have been read ahead by it.
@@ -304,9 +55,9 @@ type selKey struct {
 // Correlator attributes records. It is not safe for concurrent use.
 type Correlator struct {
 	meta    *rundir.Meta
-	sink    Sink
+	sink    event.Sink
 	models  []*modelIndex
-	tensors []Tensor
+	tensors []event.Tensor
 	byName  map[string]uint32
 	ops     []string
 	opIDs   map[string]uint32
@@ -316,23 +67,23 @@ type Correlator struct {
 	// Aggregates live in a slab indexed by a map, not one allocation per
 	// cell: a long MoE run has millions of cells. A *Counters from agg is
 	// valid until the next call to agg.
-	aggIdx  map[AggKey]int32
-	aggs    []Counters
-	tokens  map[uint32]*TokenInfo
-	lastTok *TokenInfo           // the token of the previous record: almost always the next one's too
-	experts map[ExpertSel]uint64 // Count unused in the key
-	selName map[selKey]string    // the node name whose ids were counted for a token's layer
+	aggIdx  map[event.AggKey]int32
+	aggs    []event.Counters
+	tokens  map[uint32]*event.TokenInfo
+	lastTok *event.TokenInfo           // the token of the previous record: almost always the next one's too
+	experts map[event.ExpertSel]uint64 // Count unused in the key
+	selName map[selKey]string          // the node name whose ids were counted for a token's layer
 	tids    map[uint32]*tidState
 
 	slices []slice
-	ev     Event
+	ev     event.Event
 	stats  Stats
 	err    error
 }
 
 // New returns a correlator for the run described by meta, emitting to sink.
 // Call LoadMaps to let it resolve faults the kernel could not.
-func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
+func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 	c := &Correlator{
 		meta:    meta,
 		sink:    sink,
@@ -340,14 +91,14 @@ func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
 		ops:     []string{""},
 		opIDs:   map[string]uint32{"": 0},
 		vm:      newVMTracker(),
-		aggIdx:  make(map[AggKey]int32),
-		tokens:  make(map[uint32]*TokenInfo),
-		experts: make(map[ExpertSel]uint64),
+		aggIdx:  make(map[event.AggKey]int32),
+		tokens:  make(map[uint32]*event.TokenInfo),
+		experts: make(map[event.ExpertSel]uint64),
 		selName: make(map[selKey]string),
 		tids:    make(map[uint32]*tidState),
 	}
-	for i, n := range pseudoNames {
-		c.tensors = append(c.tensors, Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1, Role: n})
+	for i, n := range event.PseudoNames {
+		c.tensors = append(c.tensors, event.Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1, Role: n})
 	}
 	for mi := range meta.Models {
 		m := &meta.Models[mi]
@@ -358,7 +109,7 @@ func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
 		c.models = append(c.models, idx)
 		for _, t := range m.Tensors {
 			id := uint32(len(c.tensors))
-			c.tensors = append(c.tensors, Tensor{
+			c.tensors = append(c.tensors, event.Tensor{
 				ID: id, Name: t.Name, Model: mi, Layer: t.Layer, Role: t.Role, Type: t.Type,
 				Offset: t.Offset, Size: t.Size, Experts: t.Experts, ExpertStride: t.ExpertStride,
 			})
@@ -372,7 +123,7 @@ func New(meta *rundir.Meta, sink Sink) (*Correlator, error) {
 
 // NewRun is New for run directory dir: it reads the metadata and the maps
 // snapshots. Feed it with AddSpool, then call Finish.
-func NewRun(dir string, sink Sink) (*Correlator, error) {
+func NewRun(dir string, sink event.Sink) (*Correlator, error) {
 	meta, err := rundir.ReadMeta(dir)
 	if err != nil {
 		return nil, err
@@ -389,13 +140,7 @@ func NewRun(dir string, sink Sink) (*Correlator, error) {
 
 // SetSink sets where attributed events go; New may be given a nil sink
 // when the sink needs the tensor dictionary to be built.
-func (c *Correlator) SetSink(s Sink) { c.sink = s }
-
-// SinkFunc adapts a function to a Sink.
-type SinkFunc func(*Event) error
-
-// Event calls f.
-func (f SinkFunc) Event(e *Event) error { return f(e) }
+func (c *Correlator) SetSink(s event.Sink) { c.sink = s }
 
 // Meta is the run metadata the correlator works from.
 func (c *Correlator) Meta() *rundir.Meta { return c.meta }
@@ -460,28 +205,28 @@ func (c *Correlator) modelOf(dev uint32, ino uint64) *modelIndex {
 	return nil
 }
 
-func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *Counters {
-	k := AggKey{Token: token, Tensor: tensor, Expert: expert, Op: op}
+func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *event.Counters {
+	k := event.AggKey{Token: token, Tensor: tensor, Expert: expert, Op: op}
 	i, ok := c.aggIdx[k]
 	if !ok {
 		i = int32(len(c.aggs))
-		c.aggs = append(c.aggs, Counters{})
+		c.aggs = append(c.aggs, event.Counters{})
 		c.aggIdx[k] = i
 	}
 	return &c.aggs[i]
 }
 
-func (c *Correlator) token(hdr *bpf.IocorrEventHdr) *TokenInfo {
+func (c *Correlator) token(hdr *bpf.IocorrEventHdr) *event.TokenInfo {
 	t := c.lastTok
 	if t == nil || t.Token != hdr.Token {
 		t = c.tokens[hdr.Token]
 		if t == nil {
-			t = &TokenInfo{Token: hdr.Token, Phase: hdr.Phase}
+			t = &event.TokenInfo{Token: hdr.Token, Phase: hdr.Phase}
 			c.tokens[hdr.Token] = t
 		}
 		c.lastTok = t
 	}
-	if t.Phase == PhaseNone {
+	if t.Phase == event.PhaseNone {
 		t.Phase = hdr.Phase
 	}
 	return t
@@ -494,7 +239,7 @@ func (c *Correlator) probeOp(hdr *bpf.IocorrEventHdr) uint32 {
 	return 0
 }
 
-func (c *Correlator) emit(ev *Event) {
+func (c *Correlator) emit(ev *event.Event) {
 	if c.err != nil {
 		return
 	}
@@ -556,10 +301,10 @@ func (c *Correlator) Add(r ingest.Record) error {
 		if t.StartNS == 0 {
 			t.StartNS = hdr.Ts
 		}
-		if t.Phase == PhaseNone && d.N_tokens > 0 {
-			t.Phase = PhaseDecode
+		if t.Phase == event.PhaseNone && d.N_tokens > 0 {
+			t.Phase = event.PhaseDecode
 			if d.N_tokens > 1 {
-				t.Phase = PhasePrefill
+				t.Phase = event.PhasePrefill
 			}
 		}
 	case uint16(bpf.IocorrEventTypeEV_DECODE_END):
@@ -623,11 +368,11 @@ func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
 		}
 	}
 	if ino == 0 {
-		return slice{tensor: TensorAnon, expert: -1, off: int64(f.Addr), file: int64(f.Addr), n: PageSize}
+		return slice{tensor: event.TensorAnon, expert: -1, off: int64(f.Addr), file: int64(f.Addr), n: kernel.PageSize}
 	}
 	m := c.modelOf(dev, ino)
 	if m == nil {
-		return slice{tensor: TensorOther, expert: -1, off: int64(off), file: int64(off), n: PageSize}
+		return slice{tensor: event.TensorOther, expert: -1, off: int64(off), file: int64(off), n: kernel.PageSize}
 	}
 	return m.lookup(int64(off))
 }
@@ -635,8 +380,8 @@ func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
 func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	hdr := &f.Hdr
 	ev := &c.ev
-	*ev = Event{Ts: hdr.Ts, Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
-		Trigger: NoTensor, Expert: -1, Kind: KindFault, Class: f.Class, Bytes: PageSize}
+	*ev = event.Event{Ts: hdr.Ts, Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
+		Trigger: event.NoTensor, Expert: -1, Kind: event.KindFault, Class: f.Class, Bytes: kernel.PageSize}
 	s := c.faultSlice(f, true)
 	ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
 	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
@@ -653,7 +398,7 @@ func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	if f.StartTs != 0 && f.StartTs <= hdr.Ts {
 		ev.Dur = hdr.Ts - f.StartTs
 	}
-	for _, k := range [2]*Counters{a, &t.Counters} {
+	for _, k := range [2]*event.Counters{a, &t.Counters} {
 		k.Faults++
 		if f.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
 			k.Major++
@@ -672,7 +417,7 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 	if st == nil || len(st.pending) == 0 {
 		return
 	}
-	trig, texp := NoTensor, int16(-1)
+	trig, texp := event.NoTensor, int16(-1)
 	var tok, op uint32
 	if f != nil && f.StartTs != 0 {
 		s := c.faultSlice(f, false)
@@ -682,7 +427,7 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 	var trigBytes uint64
 	for i := range st.pending {
 		ev := &st.pending[i]
-		if trig != NoTensor && st.since[i] >= f.StartTs && ev.Ts <= f.Hdr.Ts {
+		if trig != event.NoTensor && st.since[i] >= f.StartTs && ev.Ts <= f.Hdr.Ts {
 			ev.Trigger = trig
 			trigBytes += ev.Bytes
 		}
@@ -698,12 +443,12 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 
 func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
 	n := int64(1) << min(p.Order, 20)
-	c.added(&p.Hdr, p.Hdr.Ts, p.Dev, p.Ino, int64(p.Index)*PageSize, n*PageSize)
+	c.added(&p.Hdr, p.Hdr.Ts, p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
 }
 
 func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
 	n := int64(1) << min(p.Order, 20)
-	c.deleted(&p.Hdr, p.Dev, p.Ino, int64(p.Index)*PageSize, n*PageSize)
+	c.deleted(&p.Hdr, p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
 }
 
 // pageRun charges a run of folios as the per-folio records would have
@@ -717,10 +462,12 @@ func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 			since = p.Hdr.Ts
 		}
 		charge = func(first, n uint64) {
-			c.added(&p.Hdr, since, p.Dev, p.Ino, int64(first)*PageSize, int64(n)*PageSize)
+			c.added(&p.Hdr, since, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
 		}
 	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
-		charge = func(first, n uint64) { c.deleted(&p.Hdr, p.Dev, p.Ino, int64(first)*PageSize, int64(n)*PageSize) }
+		charge = func(first, n uint64) {
+			c.deleted(&p.Hdr, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
+		}
 	default:
 		c.stats.Unattributed++
 		return
@@ -749,15 +496,15 @@ func (c *Correlator) added(hdr *bpf.IocorrEventHdr, first uint64, dev uint32, in
 			c.stats.PendingCapped++
 			c.flushTid(hdr.Tid, nil)
 		}
-		st.pending = append(st.pending, Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
-			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageAdd, Phase: hdr.Phase})
+		st.pending = append(st.pending, event.Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
+			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: event.NoTensor, Expert: s.expert, Kind: event.KindPageAdd, Phase: hdr.Phase})
 		st.since = append(st.since, first)
 		a := c.agg(hdr.Token, s.tensor, s.expert, op)
 		a.AddedBytes += uint64(s.n)
 		a.PagesAdded += s.pagesFrom()
 	}
 	t.AddedBytes += uint64(n)
-	t.PagesAdded += uint64(n / PageSize)
+	t.PagesAdded += uint64(n / kernel.PageSize)
 }
 
 func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, dev uint32, ino uint64, off, n int64) {
@@ -767,22 +514,22 @@ func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, dev uint32, ino uint64, of
 	c.slices = c.fileSlices(c.slices[:0], m, off, n)
 	for i := range c.slices {
 		s := &c.slices[i]
-		c.ev = Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor, Token: hdr.Token, Op: op,
-			Tid: hdr.Tid, Trigger: NoTensor, Expert: s.expert, Kind: KindPageDel, Phase: hdr.Phase}
+		c.ev = event.Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor, Token: hdr.Token, Op: op,
+			Tid: hdr.Tid, Trigger: event.NoTensor, Expert: s.expert, Kind: event.KindPageDel, Phase: hdr.Phase}
 		a := c.agg(hdr.Token, s.tensor, s.expert, op)
 		a.EvictedBytes += uint64(s.n)
 		a.PagesEvicted += s.pagesFrom()
 		c.emit(&c.ev)
 	}
 	t.EvictedBytes += uint64(n)
-	t.PagesEvicted += uint64(n / PageSize)
+	t.PagesEvicted += uint64(n / kernel.PageSize)
 }
 
 // fileSlices is m's tensor slices of a file range, or one "[other file]"
 // slice when the file is not a model.
 func (c *Correlator) fileSlices(dst []slice, m *modelIndex, off, n int64) []slice {
 	if m == nil {
-		return append(dst, slice{tensor: TensorOther, expert: -1, off: off, file: off, n: n})
+		return append(dst, slice{tensor: event.TensorOther, expert: -1, off: off, file: off, n: n})
 	}
 	return m.appendSlices(dst, off, n)
 }
@@ -796,8 +543,8 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 	if kernel.BlockOpOf(b.CmdFlags) != kernel.BlockRead { // writes, flushes, discards...
 		class = blockWrite
 	}
-	base := Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: NoTensor,
-		Expert: -1, Kind: KindBlock, Phase: hdr.Phase, Class: class}
+	base := event.Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
+		Expert: -1, Kind: event.KindBlock, Phase: hdr.Phase, Class: class}
 	if b.IssueTs != 0 && b.IssueTs <= hdr.Ts {
 		base.Dur = hdr.Ts - b.IssueTs
 	}
@@ -818,7 +565,7 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 		inside += k
 	}
 	if inside < n {
-		c.slices = append(c.slices, slice{tensor: TensorOther, expert: -1, off: int64(disk), file: int64(disk), n: int64(n - inside)})
+		c.slices = append(c.slices, slice{tensor: event.TensorOther, expert: -1, off: int64(disk), file: int64(disk), n: int64(n - inside)})
 	}
 	for i := range c.slices {
 		s := &c.slices[i]
@@ -848,8 +595,8 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 // slices of the file range it read (the kernel recorded only model files).
 func (c *Correlator) read(rd *bpf.IocorrReadEvent) {
 	hdr := &rd.Hdr
-	base := Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: NoTensor,
-		Expert: -1, Kind: KindRead, Phase: hdr.Phase, Class: uint8(rd.Kind)}
+	base := event.Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
+		Expert: -1, Kind: event.KindRead, Phase: hdr.Phase, Class: uint8(rd.Kind)}
 	if rd.StartTs != 0 && rd.StartTs <= hdr.Ts {
 		base.Dur = hdr.Ts - rd.StartTs
 	}
@@ -905,7 +652,7 @@ func (c *Correlator) expertsSel(e *bpf.IocorrExpertsEvent) {
 		if id < 0 || id > 0xffff {
 			continue
 		}
-		c.experts[ExpertSel{Token: e.Hdr.Token, Layer: uint16(layer), Expert: uint16(id)}]++
+		c.experts[event.ExpertSel{Token: e.Hdr.Token, Layer: uint16(layer), Expert: uint16(id)}]++
 	}
 }
 
@@ -922,17 +669,17 @@ func (c *Correlator) Finish() (*Result, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	r := &Result{Tensors: c.tensors, Ops: c.ops, OpProbes: len(c.opBySeq) > 0, Stats: c.stats}
+	r := &Result{Result: event.Result{Tensors: c.tensors, Ops: c.ops, OpProbes: len(c.opBySeq) > 0}, Stats: c.stats}
 	type touch struct {
 		tensor uint32
 		expert int16
 	}
 	touchedT := map[uint32]map[uint32]bool{}
 	touchedE := map[uint32]map[touch]bool{}
-	r.Aggs = make([]Agg, 0, len(c.aggs))
+	r.Aggs = make([]event.Agg, 0, len(c.aggs))
 	for k, i := range c.aggIdx {
-		r.Aggs = append(r.Aggs, Agg{AggKey: k, Counters: c.aggs[i]})
-		if k.Tensor < FirstTensor {
+		r.Aggs = append(r.Aggs, event.Agg{AggKey: k, Counters: c.aggs[i]})
+		if k.Tensor < event.FirstTensor {
 			continue
 		}
 		if touchedT[k.Token] == nil {
@@ -992,4 +739,4 @@ func (r *Result) String() string {
 
 // Tensors is the tensor dictionary: pseudo tensors, then every model's
 // tensors in metadata order. Ops of graph nodes fill in as EV_NODE arrive.
-func (c *Correlator) Tensors() []Tensor { return c.tensors }
+func (c *Correlator) Tensors() []event.Tensor { return c.tensors }

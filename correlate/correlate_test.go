@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -46,14 +47,14 @@ func testMeta() *rundir.Meta {
 }
 
 const (
-	idQ    = FirstTensor
-	idExps = FirstTensor + 1
-	idOut  = FirstTensor + 2
+	idQ    = event.FirstTensor
+	idExps = event.FirstTensor + 1
+	idOut  = event.FirstTensor + 2
 )
 
-type collect struct{ evs []Event }
+type collect struct{ evs []event.Event }
 
-func (c *collect) Event(e *Event) error { c.evs = append(c.evs, *e); return nil }
+func (c *collect) Event(e *event.Event) error { c.evs = append(c.evs, *e); return nil }
 
 func hdr(t bpf.IocorrEventType, ts uint64, tid, token uint32) bpf.IocorrEventHdr {
 	return bpf.IocorrEventHdr{Ts: ts, Tgid: 1, Tid: tid, Token: token, Type: uint16(t), Phase: 2}
@@ -80,7 +81,7 @@ func node(name string, ino uint64, op uint32) []byte {
 	return ingest.Bytes(&n)
 }
 
-func run(t *testing.T, recs ...[]byte) (*Result, []Event) {
+func run(t *testing.T, recs ...[]byte) (*Result, []event.Event) {
 	t.Helper()
 	sink := &collect{}
 	c, err := New(testMeta(), sink)
@@ -90,8 +91,8 @@ func run(t *testing.T, recs ...[]byte) (*Result, []Event) {
 	return feed(t, c, sink, recs...)
 }
 
-func aggOf(res *Result, tensor uint32, expert int16) Counters {
-	var c Counters
+func aggOf(res *Result, tensor uint32, expert int16) event.Counters {
+	var c event.Counters
 	for _, a := range res.Aggs {
 		if a.Tensor == tensor && a.Expert == expert {
 			c.Add(&a.Counters)
@@ -109,18 +110,18 @@ func TestFaultAttributionAtTensorAndExpertBoundaries(t *testing.T) {
 		expert int16
 		within int64
 	}{
-		{"last byte of header", modelIno, 4095, TensorModelMeta, -1, 4095},
+		{"last byte of header", modelIno, 4095, event.TensorModelMeta, -1, 4095},
 		{"first byte of attn_q", modelIno, 4096, idQ, -1, 0},
 		{"last byte of attn_q", modelIno, 12287, idQ, -1, 8191},
 		{"first byte of expert 0", modelIno, 12288, idExps, 0, 0},
 		{"last byte of expert 0", modelIno, 20479, idExps, 0, 8191},
 		{"first byte of expert 1", modelIno, 20480, idExps, 1, 8192},
 		{"last byte of expert 3", modelIno, 45055, idExps, 3, 32767},
-		{"padding after the experts", modelIno, 45056, TensorModelMeta, -1, 45056},
+		{"padding after the experts", modelIno, 45056, event.TensorModelMeta, -1, 45056},
 		{"output", modelIno, 49152, idOut, -1, 0},
-		{"past the last tensor", modelIno, 60000, TensorModelMeta, -1, 60000},
-		{"another file", 555, 4096, TensorOther, -1, 4096},
-		{"anonymous memory", 0, 0, TensorAnon, -1, 0x7000},
+		{"past the last tensor", modelIno, 60000, event.TensorModelMeta, -1, 60000},
+		{"another file", 555, 4096, event.TensorOther, -1, 4096},
+		{"anonymous memory", 0, 0, event.TensorAnon, -1, 0x7000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +133,7 @@ func TestFaultAttributionAtTensorAndExpertBoundaries(t *testing.T) {
 			if e.Tensor != tc.tensor || e.Expert != tc.expert || e.Offset != tc.within {
 				t.Errorf("got tensor %d expert %d offset %d, want %d %d %d", e.Tensor, e.Expert, e.Offset, tc.tensor, tc.expert, tc.within)
 			}
-			if e.Dur != 50 || e.Kind != KindFault {
+			if e.Dur != 50 || e.Kind != event.KindFault {
 				t.Errorf("stall %d kind %v, want 50 fault", e.Dur, e.Kind)
 			}
 			a := aggOf(res, tc.tensor, tc.expert)
@@ -167,7 +168,7 @@ func TestFolioStraddlingTwoTensorsSplitsItsBytes(t *testing.T) {
 
 func TestFolioOfAnotherFileIsKeptAsOtherFile(t *testing.T) {
 	res, _ := run(t, page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, 555, 0, 2))
-	if o := aggOf(res, TensorOther, -1); o.AddedBytes != 16384 {
+	if o := aggOf(res, event.TensorOther, -1); o.AddedBytes != 16384 {
 		t.Errorf("other file %+v, want 16384 added", o)
 	}
 }
@@ -183,11 +184,11 @@ func TestBlockRequestAcrossTwoExtentsWithPartitionOffset(t *testing.T) {
 	if x.ReadBytes != 8192 || x.BlockReqs != 1 {
 		t.Errorf("expert 0 %+v, want 8192 bytes read in one request", x)
 	}
-	if o := aggOf(res, TensorOther, -1); o.ReadBytes != 4096 {
+	if o := aggOf(res, event.TensorOther, -1); o.ReadBytes != 4096 {
 		t.Errorf("other %+v, want the 4096 bytes of the hole", o)
 	}
 	// The device bytes in no extent come last, at their disk byte.
-	if evs[0].Offset != 0 || evs[1].Offset != 4096 || evs[2].Tensor != TensorOther {
+	if evs[0].Offset != 0 || evs[1].Offset != 4096 || evs[2].Tensor != event.TensorOther {
 		t.Errorf("slices %+v, want expert 0 at 0 and 4096, then other", evs)
 	}
 	if tok := res.Tokens[0]; tok.ReadBytes != 12288 || tok.BlockReqs != 1 {
@@ -212,7 +213,7 @@ func TestBlockRequestsNotOfModelFiles(t *testing.T) {
 			if len(evs) != 1 {
 				t.Fatalf("got %d events, want 1", len(evs))
 			}
-			if o := aggOf(res, TensorOther, -1); o.ReadBytes != tc.other {
+			if o := aggOf(res, event.TensorOther, -1); o.ReadBytes != tc.other {
 				t.Errorf("other read %d, want %d", o.ReadBytes, tc.other)
 			}
 			if res.Tokens[0].ReadBytes != tc.read {
@@ -231,11 +232,11 @@ func TestReadaheadIsChargedToTheFaultAsTriggerAndToItsTensorAsLanded(t *testing.
 	)
 	trig := map[uint64]uint32{}
 	for _, e := range evs {
-		if e.Kind == KindPageAdd {
+		if e.Kind == event.KindPageAdd {
 			trig[e.Ts] = e.Trigger
 		}
 	}
-	if trig[150] != idQ || trig[50] != NoTensor || trig[160] != NoTensor {
+	if trig[150] != idQ || trig[50] != event.NoTensor || trig[160] != event.NoTensor {
 		t.Errorf("triggers %v, want only the add at 150 triggered by attn_q (%d)", trig, idQ)
 	}
 	if q := aggOf(res, idQ, -1); q.TriggerBytes != 4096 || q.AddedBytes != 4096 {

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -91,7 +92,7 @@ func (v *vmTracker) mmap(e *bpf.IocorrMmapEvent) {
 		a = &addrSpace{}
 		v.live[e.Hdr.Tgid] = a
 	}
-	a.insert(mapping{start: e.Start, end: e.End, off: e.Pgoff * PageSize, ino: e.Ino, dev: e.Dev, ts: e.Hdr.Ts})
+	a.insert(mapping{start: e.Start, end: e.End, off: e.Pgoff * kernel.PageSize, ino: e.Ino, dev: e.Dev, ts: e.Hdr.Ts})
 }
 
 // resolve finds the mapping that held addr of tgid at ts: the newer of the

@@ -4,45 +4,11 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
-
-// Pseudo tensor ids. Real tensors are numbered from FirstTensor in the
-// order of the run metadata (model by model, header order).
-const (
-	TensorOther     uint32 = 0 // a file that is not a model
-	TensorAnon      uint32 = 1 // anonymous memory
-	TensorModelMeta uint32 = 2 // a model file's bytes outside every tensor
-	FirstTensor     uint32 = 3
-	// NoTensor marks "no trigger" in Event.Trigger.
-	NoTensor uint32 = ^uint32(0)
-)
-
-var pseudoNames = [FirstTensor]string{"[other file]", "[anonymous]", "[model header]"}
-
-// Tensor is a row of the tensor dictionary.
-type Tensor struct {
-	ID           uint32
-	Name         string
-	Model        int // index in Meta.Models, -1 for pseudo tensors
-	Layer        int // -1 when not in a block
-	Role         string
-	Type         string
-	Offset       int64 // absolute, in the model file
-	Size         int64
-	Experts      int
-	ExpertStride int64
-	// Op is the op id of the graph node that consumes the weight (EV_NODE),
-	// 0 when no node was seen.
-	Op uint32
-	// NotFileBacked is set when a graph node read this weight from memory
-	// that is not a file mapping.
-	NotFileBacked bool
-}
-
-// Pseudo reports whether t is one of the bracketed catch-all tensors.
-func (t *Tensor) Pseudo() bool { return t.ID < FirstTensor }
 
 // slice is a run of a file range inside one tensor (or expert).
 type slice struct {
@@ -57,8 +23,8 @@ type slice struct {
 // to the tensor holding its first byte makes per-tensor page counts add up
 // to the folio's, even where a page straddles two tensors.
 func (s *slice) pagesFrom() uint64 {
-	first := (s.file + PageSize - 1) / PageSize
-	end := (s.file + s.n + PageSize - 1) / PageSize
+	first := (s.file + kernel.PageSize - 1) / kernel.PageSize
+	end := (s.file + s.n + kernel.PageSize - 1) / kernel.PageSize
 	return uint64(end - first)
 }
 
@@ -107,7 +73,7 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 func (mi *modelIndex) lookup(off int64) slice {
 	h, ok := mi.tensors.Lookup(off)
 	if !ok {
-		return slice{tensor: TensorModelMeta, expert: -1, off: off, file: off, n: 1}
+		return slice{tensor: event.TensorModelMeta, expert: -1, off: off, file: off, n: 1}
 	}
 	return slice{tensor: h.Tensor, expert: int16(h.Expert), off: h.Offset, file: off, n: 1}
 }
@@ -119,7 +85,7 @@ func (mi *modelIndex) appendSlices(dst []slice, off, n int64) []slice {
 	mi.scratch = mi.tensors.AppendSlices(mi.scratch[:0], off, n)
 	for _, s := range mi.scratch {
 		if s.Outside {
-			dst = appendMerge(dst, slice{tensor: TensorModelMeta, expert: -1, off: s.FileOffset, file: s.FileOffset, n: s.Len})
+			dst = appendMerge(dst, slice{tensor: event.TensorModelMeta, expert: -1, off: s.FileOffset, file: s.FileOffset, n: s.Len})
 			continue
 		}
 		dst = append(dst, slice{tensor: s.Tensor, expert: int16(s.Expert), off: s.Offset, file: s.FileOffset, n: s.Len})
@@ -130,7 +96,7 @@ func (mi *modelIndex) appendSlices(dst []slice, off, n int64) []slice {
 // appendMerge appends s, merging it into the previous non-tensor slice so
 // that header bytes on both sides of nothing stay one slice.
 func appendMerge(dst []slice, s slice) []slice {
-	if k := len(dst) - 1; k >= 0 && dst[k].tensor == s.tensor && s.tensor < FirstTensor && dst[k].off+dst[k].n == s.off {
+	if k := len(dst) - 1; k >= 0 && dst[k].tensor == s.tensor && s.tensor < event.FirstTensor && dst[k].off+dst[k].n == s.off {
 		dst[k].n += s.n
 		return dst
 	}

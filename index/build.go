@@ -12,7 +12,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -74,7 +74,7 @@ func bulkOptions(path string) badger.Options {
 
 // Writer builds DIR/db for whoever drives the ingest (package pipeline):
 // it takes the run's build lock, says whether the store is already
-// complete, and writes attributed events (it is a correlate.Sink) and then
+// complete, and writes attributed events (it is a event.Sink) and then
 // the correlator's result. It does not read the spool or attribute.
 //
 // It is crash-safe by building aside and renaming: the store is written to
@@ -127,7 +127,7 @@ func (w *Writer) Current(spoolSize, spoolModNS int64) (Summary, bool) {
 // tensor table (complete before the first event: pseudo tensors, then the
 // models'), which gives the layer index its layers; chunkEvents ≤ 0 means
 // DefaultChunkEvents.
-func (w *Writer) Create(tensors []correlate.Tensor, chunkEvents int) error {
+func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 	if chunkEvents <= 0 {
 		chunkEvents = DefaultChunkEvents
 	}
@@ -146,12 +146,12 @@ func (w *Writer) Create(tensors []correlate.Tensor, chunkEvents int) error {
 }
 
 // Event stores one attributed event: the Writer is the correlator's sink.
-func (w *Writer) Event(e *correlate.Event) error { return w.ch.Event(e) }
+func (w *Writer) Event(e *event.Event) error { return w.ch.Event(e) }
 
 // Commit writes the last events, the dictionaries and aggregates of res,
 // and sum (its format version and chunk count filled in) as the last key;
 // then it syncs and closes the store and renames it to DIR/db.
-func (w *Writer) Commit(res *correlate.Result, sum *Summary) error {
+func (w *Writer) Commit(res *event.Result, sum *Summary) error {
 	if err := w.writeAll(res, sum); err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (s *stampSet) add(v, chunk uint32) {
 type chunker struct {
 	db     *badger.DB
 	layers []int // the layer of each tensor id
-	buf    []correlate.Event
+	buf    []event.Event
 	size   int
 	seq    uint32
 	chunks uint64
@@ -276,14 +276,14 @@ type chunker struct {
 const chunkBuffers = 8
 
 func newChunker(db *badger.DB, size int) *chunker {
-	c := &chunker{db: db, size: size, buf: make([]correlate.Event, 0, size), free: make(chan []byte, chunkBuffers), nbufs: chunkBuffers}
+	c := &chunker{db: db, size: size, buf: make([]event.Event, 0, size), free: make(chan []byte, chunkBuffers), nbufs: chunkBuffers}
 	for range chunkBuffers {
 		c.free <- make([]byte, 0, size*maxEventLen/4)
 	}
 	return c
 }
 
-func (c *chunker) Event(e *correlate.Event) error {
+func (c *chunker) Event(e *event.Event) error {
 	c.buf = append(c.buf, *e)
 	if len(c.buf) >= c.size {
 		return c.flush()
@@ -313,7 +313,7 @@ func (c *chunker) flush() error {
 		}
 	}
 	if !sorted {
-		slices.SortStableFunc(c.buf, func(a, b correlate.Event) int {
+		slices.SortStableFunc(c.buf, func(a, b event.Event) int {
 			switch {
 			case a.Ts < b.Ts:
 				return -1
@@ -379,7 +379,7 @@ func (c *chunker) wait() error {
 	return c.commitErr()
 }
 
-func (w *Writer) writeAll(res *correlate.Result, sum *Summary) error {
+func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
 	// wait takes every buffer back: the chunker is done after it, whatever
 	// happens (Close must not wait again).
 	ch := w.ch
@@ -419,7 +419,7 @@ func (w *Writer) writeAll(res *correlate.Result, sum *Summary) error {
 }
 
 // writeResult writes the dictionaries and the per-run aggregates.
-func writeResult(wb *badger.WriteBatch, res *correlate.Result) error {
+func writeResult(wb *badger.WriteBatch, res *event.Result) error {
 	set := func(k, v []byte) error {
 		if err := wb.Set(k, v); err != nil {
 			return fmt.Errorf("writing aggregates: %w", err)
@@ -448,7 +448,7 @@ func writeResult(wb *badger.WriteBatch, res *correlate.Result) error {
 	}
 	// res.Aggs is sorted by token, tensor, expert, op: the rows folded
 	// over op, and over expert and op, are runs of adjacent rows.
-	var byOp, byTT correlate.Counters
+	var byOp, byTT event.Counters
 	for i := range res.Aggs {
 		a := &res.Aggs[i]
 		if err := set(aggTensorKey(a.AggKey), appendCounters(nil, &a.Counters)); err != nil {
@@ -462,13 +462,13 @@ func writeResult(wb *badger.WriteBatch, res *correlate.Result) error {
 			if err := set(aggTokenKey(a.AggKey), appendCounters(nil, &byOp)); err != nil {
 				return err
 			}
-			byOp = correlate.Counters{}
+			byOp = event.Counters{}
 		}
 		if last || res.Aggs[next].Token != a.Token || res.Aggs[next].Tensor != a.Tensor {
 			if err := set(aggTTKey(a.Tensor, a.Token), appendCounters(nil, &byTT)); err != nil {
 				return err
 			}
-			byTT = correlate.Counters{}
+			byTT = event.Counters{}
 		}
 	}
 	for i := range res.Experts {

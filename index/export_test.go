@@ -6,7 +6,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -15,7 +15,7 @@ import (
 
 var LockBuild = lockBuild
 
-func (f *EventFilter) Match(s *Store, e *correlate.Event) bool { return f.match(s, e) }
+func (f *EventFilter) Match(s *Store, e *event.Event) bool { return f.match(s, e) }
 
 // RewriteFormatVersion makes DIR/db look written by a store format v.
 func RewriteFormatVersion(dir string, v int) error {

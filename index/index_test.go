@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -90,17 +91,17 @@ func TestStoreTotalsEqualWhatWasRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var byTok, byAgg correlate.Counters
+	var byTok, byAgg event.Counters
 	for _, tk := range toks {
 		byTok.Add(&tk.Counters)
 	}
-	if err := st.Aggs(func(a *correlate.Agg) error { byAgg.Add(&a.Counters); return nil }); err != nil {
+	if err := st.Aggs(func(a *event.Agg) error { byAgg.Add(&a.Counters); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	want := correlate.Counters{Faults: tot.faults, Major: tot.major, Minor: tot.faults - tot.major, ReadBytes: tot.readBytes, AddedBytes: tot.added, EvictedBytes: tot.evicted,
+	want := event.Counters{Faults: tot.faults, Major: tot.major, Minor: tot.faults - tot.major, ReadBytes: tot.readBytes, AddedBytes: tot.added, EvictedBytes: tot.evicted,
 		// The synthetic run's folios are single pages.
-		PagesAdded: tot.added / correlate.PageSize, PagesEvicted: tot.evicted / correlate.PageSize}
-	for name, got := range map[string]correlate.Counters{"tokens": byTok, "aggregates": byAgg} {
+		PagesAdded: tot.added / kernel.PageSize, PagesEvicted: tot.evicted / kernel.PageSize}
+	for name, got := range map[string]event.Counters{"tokens": byTok, "aggregates": byAgg} {
 		if got.Faults != want.Faults || got.Major != want.Major || got.ReadBytes != want.ReadBytes || got.AddedBytes != want.AddedBytes ||
 			got.EvictedBytes != want.EvictedBytes || got.PagesAdded != want.PagesAdded || got.PagesEvicted != want.PagesEvicted || want.PagesAdded == 0 || want.PagesEvicted == 0 {
 			t.Errorf("%s sum %+v, want %+v", name, got, want)
@@ -108,9 +109,9 @@ func TestStoreTotalsEqualWhatWasRecorded(t *testing.T) {
 	}
 	// Every event is stored once.
 	var n, bytesAdded uint64
-	if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+	if err := st.Events(index.EventFilter{}, func(e *event.Event) error {
 		n++
-		if e.Kind == correlate.KindPageAdd {
+		if e.Kind == event.KindPageAdd {
 			bytesAdded += e.Bytes
 		}
 		return nil
@@ -129,13 +130,13 @@ func TestEventsOfOneTensorUseTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all, sel int
-	st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+	st.Events(index.EventFilter{}, func(e *event.Event) error {
 		if ids[e.Tensor] {
 			all++
 		}
 		return nil
 	})
-	st.Events(index.EventFilter{Tensors: ids}, func(e *correlate.Event) error {
+	st.Events(index.EventFilter{Tensors: ids}, func(e *event.Event) error {
 		if !ids[e.Tensor] {
 			t.Fatalf("event of tensor %d passed the filter", e.Tensor)
 		}
@@ -149,7 +150,7 @@ func TestEventsOfOneTensorUseTheIndex(t *testing.T) {
 
 func TestQueryFiltersAndGroups(t *testing.T) {
 	_, _, st := builtRun(t, 6000, 6)
-	total := func(rows []index.Row) (c correlate.Counters) {
+	total := func(rows []index.Row) (c event.Counters) {
 		for i := range rows {
 			c.Add(&rows[i].Counters)
 		}
@@ -162,7 +163,7 @@ func TestQueryFiltersAndGroups(t *testing.T) {
 	if len(all) != 6 {
 		t.Fatalf("got %d token rows, want 6", len(all))
 	}
-	if all[0].Token != 1 || all[0].Phase != correlate.PhasePrefill || all[1].Phase != correlate.PhaseDecode {
+	if all[0].Token != 1 || all[0].Phase != event.PhasePrefill || all[1].Phase != event.PhaseDecode {
 		t.Errorf("first rows %+v %+v, want token 1 prefill then decode", all[0], all[1])
 	}
 	grand := total(all)
@@ -345,9 +346,9 @@ func TestMain(m *testing.M) {
 
 func TestFoldedRowsAgreeWithTheFinestRows(t *testing.T) {
 	_, _, st := builtRun(t, 6000, 6)
-	for _, id := range []uint32{correlate.FirstTensor, correlate.FirstTensor + 1} {
-		fine := map[uint32]correlate.Counters{}
-		if err := st.AggsOfTensor(id, func(a *correlate.Agg) error {
+	for _, id := range []uint32{event.FirstTensor, event.FirstTensor + 1} {
+		fine := map[uint32]event.Counters{}
+		if err := st.AggsOfTensor(id, func(a *event.Agg) error {
 			c := fine[a.Token]
 			c.Add(&a.Counters)
 			fine[a.Token] = c
@@ -355,15 +356,15 @@ func TestFoldedRowsAgreeWithTheFinestRows(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		folded := map[uint32]correlate.Counters{}
-		if err := st.TensorTokenAggs(id, func(a *correlate.Agg) error {
+		folded := map[uint32]event.Counters{}
+		if err := st.TensorTokenAggs(id, func(a *event.Agg) error {
 			folded[a.Token] = a.Counters
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		byToken := map[uint32]correlate.Counters{}
-		if err := st.Aggs(func(a *correlate.Agg) error {
+		byToken := map[uint32]event.Counters{}
+		if err := st.Aggs(func(a *event.Agg) error {
 			if a.Tensor == id {
 				c := byToken[a.Token]
 				c.Add(&a.Counters)
@@ -404,7 +405,7 @@ func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var all, sel int
-			if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+			if err := st.Events(index.EventFilter{}, func(e *event.Event) error {
 				if tc.f.Match(st, e) {
 					all++
 				}
@@ -412,7 +413,7 @@ func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Events(tc.f, func(e *correlate.Event) error {
+			if err := st.Events(tc.f, func(e *event.Event) error {
 				if !tc.f.Match(st, e) {
 					t.Fatalf("event %+v passed the filter", e)
 				}

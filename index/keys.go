@@ -16,13 +16,13 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 )
 
 // Table prefixes: the first byte of every key.
 const (
 	pSummary   byte = 0x01 // "summary" → JSON Summary; written last: the completion marker
-	pTensor    byte = 0x02 // tensor id u32 → JSON correlate.Tensor
+	pTensor    byte = 0x02 // tensor id u32 → JSON event.Tensor
 	pOp        byte = 0x03 // op id u32 → name
 	pChunk     byte = 0x10 // min ts u64 | chunk seq u32 → packed events
 	pIdxTensor byte = 0x11 // tensor u32 | chunk key suffix → ∅
@@ -122,7 +122,7 @@ var (
 
 // chunkIndexValues are an event's values in the chunk indexes, in
 // chunkIndexes order; layer is the layer of the event's tensor.
-func chunkIndexValues(e *correlate.Event, layer int) [len(chunkIndexes)]uint32 {
+func chunkIndexValues(e *event.Event, layer int) [len(chunkIndexes)]uint32 {
 	return [...]uint32{e.Tensor, uint32(plusOne(layer)), uint32(plusOne(e.Expert)), e.Token, e.Op}
 }
 
@@ -162,7 +162,7 @@ func parseChunkIndexKey(k []byte) (ix chunkIndex, v uint32, chunk []byte, err er
 	return ix, v, append([]byte{pChunk}, k[1+ix.width:]...), nil
 }
 
-func aggTensorKey(k correlate.AggKey) []byte {
+func aggTensorKey(k event.AggKey) []byte {
 	b := make([]byte, 0, 15)
 	b = append(b, pAggTensor)
 	b = be.AppendUint32(b, k.Tensor)
@@ -171,7 +171,7 @@ func aggTensorKey(k correlate.AggKey) []byte {
 	return be.AppendUint32(b, k.Op)
 }
 
-func aggTokenKey(k correlate.AggKey) []byte {
+func aggTokenKey(k event.AggKey) []byte {
 	b := make([]byte, 0, 11)
 	b = append(b, pAggToken)
 	b = be.AppendUint32(b, k.Token)
@@ -186,30 +186,30 @@ func aggTTKey(tensor, token uint32) []byte {
 	return be.AppendUint32(b, token)
 }
 
-func parseAggTensorKey(b []byte) (correlate.AggKey, error) {
+func parseAggTensorKey(b []byte) (event.AggKey, error) {
 	if len(b) != 15 || b[0] != pAggTensor {
-		return correlate.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
+		return event.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
 	}
-	return correlate.AggKey{Tensor: be.Uint32(b[1:]), Expert: int16(be.Uint16(b[5:])) - 1, Token: be.Uint32(b[7:]), Op: be.Uint32(b[11:])}, nil
+	return event.AggKey{Tensor: be.Uint32(b[1:]), Expert: int16(be.Uint16(b[5:])) - 1, Token: be.Uint32(b[7:]), Op: be.Uint32(b[11:])}, nil
 }
 
-func parseAggTokenKey(b []byte) (correlate.AggKey, error) {
+func parseAggTokenKey(b []byte) (event.AggKey, error) {
 	if len(b) != 11 || b[0] != pAggToken {
-		return correlate.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
+		return event.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
 	}
-	return correlate.AggKey{Token: be.Uint32(b[1:]), Tensor: be.Uint32(b[5:]), Expert: int16(be.Uint16(b[9:])) - 1}, nil
+	return event.AggKey{Token: be.Uint32(b[1:]), Tensor: be.Uint32(b[5:]), Expert: int16(be.Uint16(b[9:])) - 1}, nil
 }
 
 // parseAggTTKey's rows have experts and ops folded: Expert −1, Op 0.
-func parseAggTTKey(b []byte) (correlate.AggKey, error) {
+func parseAggTTKey(b []byte) (event.AggKey, error) {
 	if len(b) != 9 || b[0] != pAggTT {
-		return correlate.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
+		return event.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
 	}
-	return correlate.AggKey{Tensor: be.Uint32(b[1:]), Token: be.Uint32(b[5:]), Expert: -1}, nil
+	return event.AggKey{Tensor: be.Uint32(b[1:]), Token: be.Uint32(b[5:]), Expert: -1}, nil
 }
 
 // expertSelKey is token u32 | layer u16 | expert u16; its value the count u64.
-func expertSelKey(e *correlate.ExpertSel) []byte {
+func expertSelKey(e *event.ExpertSel) []byte {
 	k := make([]byte, 0, 9)
 	k = append(k, pExpertSel)
 	k = be.AppendUint32(k, e.Token)
@@ -217,28 +217,28 @@ func expertSelKey(e *correlate.ExpertSel) []byte {
 	return be.AppendUint16(k, e.Expert)
 }
 
-func appendExpertSelValue(b []byte, e *correlate.ExpertSel) []byte {
+func appendExpertSelValue(b []byte, e *event.ExpertSel) []byte {
 	return be.AppendUint64(b, e.Count)
 }
 
-func parseExpertSel(k, v []byte) (correlate.ExpertSel, error) {
+func parseExpertSel(k, v []byte) (event.ExpertSel, error) {
 	if len(k) != 9 || k[0] != pExpertSel || len(v) != 8 {
-		return correlate.ExpertSel{}, fmt.Errorf("bad expert selection row %x → %x", k, v)
+		return event.ExpertSel{}, fmt.Errorf("bad expert selection row %x → %x", k, v)
 	}
-	return correlate.ExpertSel{Token: be.Uint32(k[1:]), Layer: be.Uint16(k[5:]), Expert: be.Uint16(k[7:]), Count: be.Uint64(v)}, nil
+	return event.ExpertSel{Token: be.Uint32(k[1:]), Layer: be.Uint16(k[5:]), Expert: be.Uint16(k[7:]), Count: be.Uint64(v)}, nil
 }
 
-// Counters are values, not keys: correlate.NumCounters uvarints in
-// correlate.Counters.Values order. Most are 0 in any row (a row has
+// Counters are values, not keys: event.NumCounters uvarints in
+// event.Counters.Values order. Most are 0 in any row (a row has
 // faults or evictions, rarely all), so a row is ~15 bytes, not 96.
-func appendCounters(b []byte, c *correlate.Counters) []byte {
+func appendCounters(b []byte, c *event.Counters) []byte {
 	for _, v := range c.Values() {
 		b = binary.AppendUvarint(b, v)
 	}
 	return b
 }
 
-func parseCounters(b []byte, c *correlate.Counters) error {
+func parseCounters(b []byte, c *event.Counters) error {
 	n, err := parseCountersN(b, c)
 	if err == nil && n != len(b) {
 		return fmt.Errorf("counters value of %d bytes has %d bytes too many", len(b), len(b)-n)
@@ -248,8 +248,8 @@ func parseCounters(b []byte, c *correlate.Counters) error {
 
 // parseCountersN parses counters at the start of b and says how many
 // bytes they took.
-func parseCountersN(b []byte, c *correlate.Counters) (int, error) {
-	var v [correlate.NumCounters]uint64
+func parseCountersN(b []byte, c *event.Counters) (int, error) {
+	var v [event.NumCounters]uint64
 	n := 0
 	for i := range v {
 		x, k := binary.Uvarint(b[n:])
@@ -267,7 +267,7 @@ func parseCountersN(b []byte, c *correlate.Counters) (int, error) {
 // tensors u32, experts u32.
 const tokenTailLen = 1 + 4 + 8*2 + 4*2
 
-func appendTokenInfo(b []byte, t *correlate.TokenInfo) []byte {
+func appendTokenInfo(b []byte, t *event.TokenInfo) []byte {
 	b = appendCounters(b, &t.Counters)
 	b = append(b, t.Phase)
 	b = be.AppendUint32(b, uint32(t.NTokens))
@@ -277,8 +277,8 @@ func appendTokenInfo(b []byte, t *correlate.TokenInfo) []byte {
 	return be.AppendUint32(b, t.ExpertsTouched)
 }
 
-func parseTokenInfo(key, b []byte) (correlate.TokenInfo, error) {
-	var t correlate.TokenInfo
+func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
+	var t event.TokenInfo
 	tok, err := parseTokenKey(key)
 	if err != nil {
 		return t, err
@@ -321,10 +321,10 @@ const chunkEncoding = 1
 // maxEventLen bounds one encoded event: 9 varints of ≤10 bytes, 1 flag byte.
 const maxEventLen = 10*10 + 1
 
-func appendChunk(b []byte, evs []correlate.Event) []byte {
+func appendChunk(b []byte, evs []event.Event) []byte {
 	b = append(b, chunkEncoding)
 	b = binary.AppendUvarint(b, uint64(len(evs)))
-	var prev correlate.Event
+	var prev event.Event
 	for i := range evs {
 		e := &evs[i]
 		b = binary.AppendUvarint(b, e.Ts-prev.Ts)
@@ -347,7 +347,7 @@ func appendChunk(b []byte, evs []correlate.Event) []byte {
 type chunkReader struct {
 	b    []byte
 	n    int // events left
-	prev correlate.Event
+	prev event.Event
 	err  error
 }
 
@@ -385,7 +385,7 @@ func (r *chunkReader) varint() int64 {
 }
 
 // next decodes the next event into e; false at the end or on an error.
-func (r *chunkReader) next(e *correlate.Event) bool {
+func (r *chunkReader) next(e *event.Event) bool {
 	if r.n == 0 || r.err != nil {
 		return false
 	}
@@ -398,7 +398,7 @@ func (r *chunkReader) next(e *correlate.Event) bool {
 	}
 	f := r.b[0]
 	r.b = r.b[1:]
-	e.Kind, e.Phase, e.Class = correlate.Kind(f>>4), f>>2&3, f&3
+	e.Kind, e.Phase, e.Class = event.Kind(f>>4), f>>2&3, f&3
 	e.Tensor = uint32(r.uvarint())
 	e.Expert = int16(uint16(r.uvarint())) - 1
 	e.Token = uint32(int64(p.Token) + r.varint())
@@ -415,12 +415,12 @@ func (r *chunkReader) next(e *correlate.Event) bool {
 	return true
 }
 
-func tensorValue(t *correlate.Tensor) ([]byte, error) { return json.Marshal(t) }
+func tensorValue(t *event.Tensor) ([]byte, error) { return json.Marshal(t) }
 
 // parseTensor parses a tensor dictionary row; its key and the id inside
 // must agree.
-func parseTensor(k, v []byte) (correlate.Tensor, error) {
-	var t correlate.Tensor
+func parseTensor(k, v []byte) (event.Tensor, error) {
+	var t event.Tensor
 	id, err := parseTensorKey(k)
 	if err != nil {
 		return t, err

@@ -6,24 +6,24 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 )
 
 func TestChunksRoundTripEveryFieldAtItsLimits(t *testing.T) {
-	evs := []correlate.Event{
-		{Ts: 1, Kind: correlate.KindFault, Phase: 2, Class: 2, Tensor: 3, Expert: -1, Token: 5, Tid: 9, Trigger: correlate.NoTensor, Offset: 4096, Bytes: 4096, Dur: 77},
+	evs := []event.Event{
+		{Ts: 1, Kind: event.KindFault, Phase: 2, Class: 2, Tensor: 3, Expert: -1, Token: 5, Tid: 9, Trigger: event.NoTensor, Offset: 4096, Bytes: 4096, Dur: 77},
 		// a kernel address as an offset, the largest values, tokens and tids going down
-		{Ts: 1, Kind: correlate.KindPageAdd, Phase: 1, Tensor: math.MaxUint32 - 1, Expert: math.MaxInt16 - 1, Token: 0, Op: math.MaxUint32,
+		{Ts: 1, Kind: event.KindPageAdd, Phase: 1, Tensor: math.MaxUint32 - 1, Expert: math.MaxInt16 - 1, Token: 0, Op: math.MaxUint32,
 			Tid: 0, Trigger: 0, Offset: math.MinInt64, Bytes: math.MaxUint64, Dur: math.MaxUint64},
-		{Ts: math.MaxUint64, Kind: correlate.KindBlock, Class: 1, Token: math.MaxUint32, Tid: math.MaxUint32, Trigger: 7, Offset: math.MaxInt64},
+		{Ts: math.MaxUint64, Kind: event.KindBlock, Class: 1, Token: math.MaxUint32, Tid: math.MaxUint32, Trigger: 7, Offset: math.MaxInt64},
 	}
 	v := appendChunk(nil, evs)
 	r, err := newChunkReader(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []correlate.Event
-	var e correlate.Event
+	var got []event.Event
+	var e event.Event
 	for r.next(&e) {
 		got = append(got, e)
 	}
@@ -38,13 +38,13 @@ func TestChunksRoundTripEveryFieldAtItsLimits(t *testing.T) {
 }
 
 func TestDamagedChunksAreErrorsNotPanics(t *testing.T) {
-	v := appendChunk(nil, []correlate.Event{{Ts: 5, Tensor: 3, Bytes: 4096}, {Ts: 9, Tensor: 4, Bytes: 4096}})
+	v := appendChunk(nil, []event.Event{{Ts: 5, Tensor: 3, Bytes: 4096}, {Ts: 9, Tensor: 4, Bytes: 4096}})
 	for cut := range len(v) {
 		r, err := newChunkReader(v[:cut])
 		if err != nil {
 			continue
 		}
-		var e correlate.Event
+		var e event.Event
 		n := 0
 		for r.next(&e) {
 			n++
@@ -72,8 +72,8 @@ func TestEveryKeyKindRoundTripsAndRejectsMalformedKeys(t *testing.T) {
 		ix, v, c, err := parseChunkIndexKey(k)
 		return idxHit{ix, v, string(c)}, err
 	}
-	agg := correlate.AggKey{Token: math.MaxUint32, Tensor: 3, Expert: -1, Op: 9}
-	sel := correlate.ExpertSel{Token: 4, Layer: 47, Expert: 127}
+	agg := event.AggKey{Token: math.MaxUint32, Tensor: 3, Expert: -1, Op: 9}
+	sel := event.ExpertSel{Token: 4, Layer: 47, Expert: 127}
 	tests := []struct {
 		name   string
 		prefix byte
@@ -97,9 +97,9 @@ func TestEveryKeyKindRoundTripsAndRejectsMalformedKeys(t *testing.T) {
 		{"op index", pIdxOp, ixOp.key(nil, 3, chunk), parseIdx, idxHit{ixOp, 3, string(chunk)}},
 		{"finest aggregate", pAggTensor, aggTensorKey(agg), func(k []byte) (any, error) { return parseAggTensorKey(k) }, agg},
 		{"aggregate by token", pAggToken, aggTokenKey(agg), func(k []byte) (any, error) { return parseAggTokenKey(k) },
-			correlate.AggKey{Token: agg.Token, Tensor: agg.Tensor, Expert: agg.Expert}},
+			event.AggKey{Token: agg.Token, Tensor: agg.Tensor, Expert: agg.Expert}},
 		{"aggregate by tensor and token", pAggTT, aggTTKey(3, 8), func(k []byte) (any, error) { return parseAggTTKey(k) },
-			correlate.AggKey{Tensor: 3, Token: 8, Expert: -1}},
+			event.AggKey{Tensor: 3, Token: 8, Expert: -1}},
 		{"expert selection", pExpertSel, expertSelKey(&sel), func(k []byte) (any, error) {
 			return parseExpertSel(k, appendExpertSelValue(nil, &sel))
 		}, sel},
@@ -133,7 +133,7 @@ func TestKeysSortInNumericOrder(t *testing.T) {
 		name   string
 		lo, hi []byte
 	}{
-		{"dense before expert 0", aggTensorKey(correlate.AggKey{Tensor: 3, Expert: -1, Token: 9}), aggTensorKey(correlate.AggKey{Tensor: 3, Expert: 0})},
+		{"dense before expert 0", aggTensorKey(event.AggKey{Tensor: 3, Expert: -1, Token: 9}), aggTensorKey(event.AggKey{Tensor: 3, Expert: 0})},
 		{"token 255 before 256", tokenKey(255), tokenKey(256)},
 		{"chunks by time first", chunkKey(1<<32, 1), chunkKey(1<<32+1, 0)},
 		{"layer −1 before layer 0", ixLayer.valuePrefix(layerIndexValue(-1)), ixLayer.valuePrefix(layerIndexValue(0))},
@@ -150,17 +150,17 @@ func TestKeysSortInNumericOrder(t *testing.T) {
 // error, never a silent zero (a round trip that turned pages added 7 into
 // 0 was the bug).
 func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
-	var seven, most correlate.Counters
-	for i := range correlate.CounterFields {
-		*correlate.CounterFields[i].Field(&seven) = 7
-		*correlate.CounterFields[i].Field(&most) = math.MaxUint64 - uint64(i)
+	var seven, most event.Counters
+	for i := range event.CounterFields {
+		*event.CounterFields[i].Field(&seven) = 7
+		*event.CounterFields[i].Field(&most) = math.MaxUint64 - uint64(i)
 	}
-	tok := correlate.TokenInfo{Token: 12, Phase: 2, NTokens: -1, StartNS: 5, EndNS: math.MaxUint64, Counters: most,
+	tok := event.TokenInfo{Token: 12, Phase: 2, NTokens: -1, StartNS: 5, EndNS: math.MaxUint64, Counters: most,
 		TensorsTouched: 3, ExpertsTouched: math.MaxUint32}
-	tensor := correlate.Tensor{ID: 9, Name: "blk.0.ffn_up_exps.weight", Model: 0, Layer: 0, Role: "ffn_up_exps", Type: "Q4_K",
+	tensor := event.Tensor{ID: 9, Name: "blk.0.ffn_up_exps.weight", Model: 0, Layer: 0, Role: "ffn_up_exps", Type: "Q4_K",
 		Offset: 1 << 40, Size: 1 << 30, Experts: 128, ExpertStride: 1 << 23, Op: 4, NotFileBacked: true}
 	sum := Summary{FormatVersion: FormatVersion, Records: 10, ByType: map[string]uint64{"fault": 3}, Events: 7, Incomplete: true}
-	sel := correlate.ExpertSel{Token: 1, Layer: 2, Expert: 3, Count: math.MaxUint64}
+	sel := event.ExpertSel{Token: 1, Layer: 2, Expert: 3, Count: math.MaxUint64}
 	tensorValue, err := tensorValue(&tensor)
 	if err != nil {
 		t.Fatal(err)
@@ -177,11 +177,11 @@ func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
 		grown bool // whether a byte more must be rejected
 	}{
 		{"counters, every field 7", appendCounters(nil, &seven), func(v []byte) (any, error) {
-			var c correlate.Counters
+			var c event.Counters
 			return c, parseCounters(v, &c)
 		}, seven, true},
 		{"counters at their limits", appendCounters(nil, &most), func(v []byte) (any, error) {
-			var c correlate.Counters
+			var c event.Counters
 			err := parseCounters(v, &c)
 			return c, err
 		}, most, true},

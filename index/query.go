@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 )
 
 // Group-by dimensions of a query.
@@ -37,7 +37,7 @@ type Row struct {
 	// in the selected tokens and layers: set against its faults and reads
 	// it shows how well the expert cache served.
 	Selected uint64
-	correlate.Counters
+	event.Counters
 	order int // group order (token number, tensor id, layer...)
 }
 
@@ -45,10 +45,10 @@ type Row struct {
 const Selected = "selected"
 
 // SortColumns are the columns Query.Sort accepts: every counter by its
-// name (correlate.CounterFields), and Selected; the sort is descending.
+// name (event.CounterFields), and Selected; the sort is descending.
 var SortColumns = func() []string {
 	var cs []string
-	for _, d := range correlate.CounterFields {
+	for _, d := range event.CounterFields {
 		cs = append(cs, d.Name)
 	}
 	return append(cs, Selected)
@@ -60,7 +60,7 @@ func sortKey(col string) func(*Row) uint64 {
 	if col == Selected {
 		return func(r *Row) uint64 { return r.Selected }
 	}
-	if d, ok := correlate.CounterByName(col); ok {
+	if d, ok := event.CounterByName(col); ok {
 		return func(r *Row) uint64 { return *d.Field(&r.Counters) }
 	}
 	return nil
@@ -224,11 +224,11 @@ func (s *Store) OpIDs(name string) (map[uint32]bool, error) {
 func parsePhase(p string) (uint8, error) {
 	switch strings.ToLower(p) {
 	case "prefill":
-		return correlate.PhasePrefill, nil
+		return event.PhasePrefill, nil
 	case "decode":
-		return correlate.PhaseDecode, nil
+		return event.PhaseDecode, nil
 	case "none":
-		return correlate.PhaseNone, nil
+		return event.PhaseNone, nil
 	}
 	return 0, fmt.Errorf("unknown phase %q (want prefill, decode or none)", p)
 }
@@ -276,14 +276,14 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		phase = int(p)
 	}
 	phaseOf := map[uint32]uint8{}
-	if err := s.EachToken(func(t *correlate.TokenInfo) error {
+	if err := s.EachToken(func(t *event.TokenInfo) error {
 		phaseOf[t.Token] = t.Phase
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	groups := map[string]*Row{}
-	add := func(a *correlate.Agg) error {
+	add := func(a *event.Agg) error {
 		if !tensors[a.Tensor] {
 			return nil
 		}
@@ -324,7 +324,7 @@ func (s *Store) Query(q Query) ([]Row, error) {
 				key = "[unknown]"
 			}
 		case "phase":
-			key, order = correlate.PhaseName(ph), int(ph)
+			key, order = event.PhaseName(ph), int(ph)
 		}
 		r := groups[key]
 		if r == nil {
@@ -368,7 +368,7 @@ func (s *Store) Query(q Query) ([]Row, error) {
 				layers[t.Layer] = true
 			}
 		}
-		err := s.ExpertSelections(func(sel correlate.ExpertSel) error {
+		err := s.ExpertSelections(func(sel event.ExpertSel) error {
 			if !layers[int(sel.Layer)] || (q.Token != nil && (sel.Token < q.Token[0] || sel.Token > q.Token[1])) ||
 				(q.Expert != nil && int(sel.Expert) != *q.Expert) || (phase >= 0 && int(phaseOf[sel.Token]) != phase) {
 				return nil

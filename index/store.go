@@ -10,7 +10,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -22,8 +22,8 @@ var ErrNoStore = errors.New("no store: run `iocorr ingest` first")
 type Store struct {
 	db      *badger.DB
 	Summary Summary
-	Tensors []correlate.Tensor // by id
-	Ops     []string           // by id
+	Tensors []event.Tensor // by id
+	Ops     []string       // by id
 }
 
 func readOnlyOptions(path string) badger.Options {
@@ -166,11 +166,11 @@ func (s *Store) OpOf(op, tensor uint32) uint32 {
 
 // Tensor is the dictionary row of a tensor id; an id the dictionary does
 // not have (a damaged store) gets a row naming it, not a panic.
-func (s *Store) Tensor(id uint32) *correlate.Tensor {
+func (s *Store) Tensor(id uint32) *event.Tensor {
 	if int(id) < len(s.Tensors) {
 		return &s.Tensors[id]
 	}
-	return &correlate.Tensor{ID: id, Name: fmt.Sprintf("[tensor %d]", id), Model: -1, Layer: -1}
+	return &event.Tensor{ID: id, Name: fmt.Sprintf("[tensor %d]", id), Model: -1, Layer: -1}
 }
 
 // TensorName names a tensor id.
@@ -182,9 +182,9 @@ func (s *Store) TensorName(id uint32) string {
 }
 
 // Tokens returns the per-token summaries in token order.
-func (s *Store) Tokens() ([]correlate.TokenInfo, error) {
-	var out []correlate.TokenInfo
-	err := s.EachToken(func(t *correlate.TokenInfo) error {
+func (s *Store) Tokens() ([]event.TokenInfo, error) {
+	var out []event.TokenInfo
+	err := s.EachToken(func(t *event.TokenInfo) error {
 		out = append(out, *t)
 		return nil
 	})
@@ -192,7 +192,7 @@ func (s *Store) Tokens() ([]correlate.TokenInfo, error) {
 }
 
 // EachToken calls fn for every per-token summary in token order, streaming.
-func (s *Store) EachToken(fn func(*correlate.TokenInfo) error) error {
+func (s *Store) EachToken(fn func(*event.TokenInfo) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		return scan(txn, tokenTable, func(k, v []byte) error {
 			t, err := parseTokenInfo(k, v)
@@ -206,8 +206,8 @@ func (s *Store) EachToken(fn func(*correlate.TokenInfo) error) error {
 
 // aggScan calls fn for every aggregate row under prefix, parsing keys with
 // parse. The *Agg is reused between calls.
-func (s *Store) aggScan(prefix []byte, parse func([]byte) (correlate.AggKey, error), fn func(*correlate.Agg) error) error {
-	var a correlate.Agg
+func (s *Store) aggScan(prefix []byte, parse func([]byte) (event.AggKey, error), fn func(*event.Agg) error) error {
+	var a event.Agg
 	return s.db.View(func(txn *badger.Txn) error {
 		return scan(txn, prefix, func(k, v []byte) error {
 			key, err := parse(k)
@@ -225,36 +225,36 @@ func (s *Store) aggScan(prefix []byte, parse func([]byte) (correlate.AggKey, err
 
 // AggsOfTensor calls fn for the finest aggregate rows of one tensor
 // (token × expert × op), ordered by expert, token, op: one range scan.
-func (s *Store) AggsOfTensor(tensor uint32, fn func(*correlate.Agg) error) error {
+func (s *Store) AggsOfTensor(tensor uint32, fn func(*event.Agg) error) error {
 	return s.aggScan(aggTensorPrefix(tensor), parseAggTensorKey, fn)
 }
 
 // allFineAggs calls fn for every finest row, ordered by tensor, expert, token, op.
-func (s *Store) allFineAggs(fn func(*correlate.Agg) error) error {
+func (s *Store) allFineAggs(fn func(*event.Agg) error) error {
 	return s.aggScan(aggTensorTable, parseAggTensorKey, fn)
 }
 
 // TensorTokenAggs calls fn for one tensor's rows per token, experts and
 // ops folded (Expert -1, Op 0), in token order: the rows behind
 // `query --tensor`.
-func (s *Store) TensorTokenAggs(tensor uint32, fn func(*correlate.Agg) error) error {
+func (s *Store) TensorTokenAggs(tensor uint32, fn func(*event.Agg) error) error {
 	return s.aggScan(aggTTPrefix(tensor), parseAggTTKey, fn)
 }
 
-func (s *Store) allTensorTokenAggs(fn func(*correlate.Agg) error) error {
+func (s *Store) allTensorTokenAggs(fn func(*event.Agg) error) error {
 	return s.aggScan(aggTTTable, parseAggTTKey, fn)
 }
 
 // Aggs calls fn for every (token, tensor, expert) row, ops folded (Op 0),
 // ordered by token, tensor, expert: the rows of
 // `export faults-per-token-tensor`.
-func (s *Store) Aggs(fn func(*correlate.Agg) error) error {
+func (s *Store) Aggs(fn func(*event.Agg) error) error {
 	return s.aggScan(aggTokenTable, parseAggTokenKey, fn)
 }
 
 // ExpertSelections calls fn for every (token, layer, expert) the router
 // picked, with how often.
-func (s *Store) ExpertSelections(fn func(correlate.ExpertSel) error) error {
+func (s *Store) ExpertSelections(fn func(event.ExpertSel) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		return scan(txn, expertSelTable, func(k, v []byte) error {
 			e, err := parseExpertSel(k, v)
@@ -277,7 +277,7 @@ type EventFilter struct {
 	Layers  map[int]bool
 }
 
-func (f *EventFilter) match(s *Store, e *correlate.Event) bool {
+func (f *EventFilter) match(s *Store, e *event.Event) bool {
 	if f.Tensors != nil && !f.Tensors[e.Tensor] {
 		return false
 	}
@@ -340,8 +340,8 @@ func (f *EventFilter) chunkIndexScans(s *Store) [][]byte {
 
 // Events calls fn for every event that f selects, in chunk (time) order.
 // With a filter only the chunks its most selective index names are read.
-func (s *Store) Events(f EventFilter, fn func(*correlate.Event) error) error {
-	var e correlate.Event
+func (s *Store) Events(f EventFilter, fn func(*event.Event) error) error {
+	var e event.Event
 	emitChunk := func(v []byte) error {
 		r, err := newChunkReader(v)
 		if err != nil {

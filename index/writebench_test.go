@@ -5,7 +5,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 )
 
 // BenchmarkWriteKeyPerEvent measures the design ADR-001 rejected: one
@@ -21,10 +21,10 @@ func BenchmarkWriteKeyPerEvent(b *testing.B) {
 	if testing.Short() {
 		n = 50_000
 	}
-	evs := make([]correlate.Event, n)
+	evs := make([]event.Event, n)
 	for i := range evs {
-		evs[i] = correlate.Event{Ts: uint64(i) * 1000, Tensor: uint32(3 + i%8), Token: uint32(i / 1000), Expert: int16(i%8) - 1,
-			Kind: correlate.KindFault, Bytes: 4096, Offset: int64(i) * 4096, Dur: 500, Trigger: correlate.NoTensor}
+		evs[i] = event.Event{Ts: uint64(i) * 1000, Tensor: uint32(3 + i%8), Token: uint32(i / 1000), Expert: int16(i%8) - 1,
+			Kind: event.KindFault, Bytes: 4096, Offset: int64(i) * 4096, Dur: 500, Trigger: event.NoTensor}
 	}
 	b.ResetTimer()
 	for b.Loop() {

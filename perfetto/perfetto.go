@@ -23,9 +23,10 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -55,7 +56,7 @@ type Summary struct {
 }
 
 // pageSize is the page the page-cache events count in.
-const pageSize = correlate.PageSize
+const pageSize = kernel.PageSize
 
 // Export writes the run in dir (its store st and metadata meta) to w.
 func Export(w io.Writer, dir string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
@@ -102,7 +103,7 @@ type builder struct {
 	lastTS  uint64
 	graphs  []spoolSlice
 	ops     []spoolSlice
-	events  []event
+	events  []trackEvent
 }
 
 // spoolSlice is a decode call, a graph or an op read from the spool; a
@@ -166,7 +167,7 @@ func (b *builder) readSpool(path string) error {
 			}
 			b.decodes = append(b.decodes, spoolSlice{tid: h.Tid, start: start, end: h.Ts,
 				name: fmt.Sprintf("token %d", h.Token),
-				anns: []annotation{annU("token", uint64(h.Token)), annS("phase", correlate.PhaseName(h.Phase)),
+				anns: []annotation{annU("token", uint64(h.Token)), annS("phase", event.PhaseName(h.Phase)),
 					annI("n_tokens", int64(d.N_tokens)), annI("ret", int64(d.Ret))}})
 		case r.Graph() != nil:
 			g := r.Graph()
@@ -317,8 +318,8 @@ func (b *builder) newUUID() uint64 {
 func (b *builder) slice(tr *track, start, end uint64, name, cat string, anns []annotation, endFlows []uint64) {
 	end = max(end, start+1)
 	b.events = append(b.events,
-		event{ts: start, track: tr.uuid, typ: typeSliceBegin, name: name, category: cat, anns: anns, endFlows: endFlows},
-		event{ts: end, track: tr.uuid, typ: typeSliceEnd})
+		trackEvent{ts: start, track: tr.uuid, typ: typeSliceBegin, name: name, category: cat, anns: anns, endFlows: endFlows},
+		trackEvent{ts: end, track: tr.uuid, typ: typeSliceEnd})
 }
 
 // llamaSlices puts decode calls on their thread's track, graphs and ops
@@ -392,7 +393,7 @@ type request struct {
 	flows       []uint64
 }
 
-func (b *builder) modelOf(e *correlate.Event) (int, int64, bool) {
+func (b *builder) modelOf(e *event.Event) (int, int64, bool) {
 	if int(e.Tensor) >= len(b.st.Tensors) {
 		return -1, 0, false
 	}
@@ -408,7 +409,7 @@ func (b *builder) storeEvents() error {
 	var cur *request
 	var curKey [3]uint64
 	type fault struct {
-		ev    correlate.Event
+		ev    event.Event
 		model int
 		off   int64
 		flow  uint64
@@ -447,18 +448,18 @@ func (b *builder) storeEvents() error {
 			sums[k] += v
 		}
 	}
-	err := b.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+	err := b.st.Events(index.EventFilter{}, func(e *event.Event) error {
 		switch e.Kind {
-		case correlate.KindFault:
+		case event.KindFault:
 			nFaults++
 			m, off, _ := b.modelOf(e)
 			if len(faults) <= b.opt.MaxInstants {
 				faults = append(faults, fault{ev: *e, model: m, off: off})
 			}
-		case correlate.KindBlock:
+		case event.KindBlock:
 			key := [3]uint64{e.Ts, e.Dur, uint64(e.Tid) + 1}
 			if cur == nil || key != curKey {
-				cur = &request{issue: e.Ts - e.Dur, done: e.Ts, write: e.Class == correlate.ClassWrite, dev: -1}
+				cur = &request{issue: e.Ts - e.Dur, done: e.Ts, write: e.Class == event.ClassWrite, dev: -1}
 				reqs = append(reqs, cur)
 				curKey = key
 			}
@@ -477,7 +478,7 @@ func (b *builder) storeEvents() error {
 			if !cur.write {
 				addSum("device bytes read", e.Ts, int64(e.Bytes), false)
 			}
-		case correlate.KindRead:
+		case event.KindRead:
 			// The slices of one call share its return time, latency and thread.
 			if n := len(reads); n > 0 && reads[n-1].end == e.Ts && reads[n-1].tid == e.Tid && reads[n-1].start == e.Ts-e.Dur {
 				reads[n-1].bytes += e.Bytes
@@ -486,13 +487,13 @@ func (b *builder) storeEvents() error {
 			}
 			name := b.st.TensorName(e.Tensor)
 			reads = append(reads, readCall{tid: e.Tid, start: e.Ts - e.Dur, end: e.Ts, bytes: e.Bytes, kind: e.Class, first: name, last: name})
-		case correlate.KindPageAdd, correlate.KindPageDel:
+		case event.KindPageAdd, event.KindPageDel:
 			m, _, ok := b.modelOf(e)
 			if !ok {
 				return nil
 			}
 			d := int64(e.Bytes / pageSize)
-			if e.Kind == correlate.KindPageDel {
+			if e.Kind == event.KindPageDel {
 				d = -d
 			}
 			resident[m] += d
@@ -519,7 +520,7 @@ func (b *builder) storeEvents() error {
 	downsample := nFaults > b.opt.MaxInstants
 	for i := range faults {
 		f := &faults[i]
-		if downsample || f.ev.Class != correlate.ClassMajor || f.model < 0 {
+		if downsample || f.ev.Class != event.ClassMajor || f.model < 0 {
 			continue
 		}
 		start := f.ev.Ts - f.ev.Dur
@@ -536,8 +537,8 @@ func (b *builder) storeEvents() error {
 	if downsample {
 		b.sum.Downsampled = fmt.Sprintf("%d faults are more than the %d instants a trace holds here: each thread's faults are a counter per %d ms instead", nFaults, b.opt.MaxInstants, b.opt.Interval/1_000_000)
 		counts := map[[2]uint64]int64{}
-		err := b.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
-			if e.Kind == correlate.KindFault {
+		err := b.st.Events(index.EventFilter{}, func(e *event.Event) error {
+			if e.Kind == event.KindFault {
 				counts[[2]uint64{uint64(e.Tid), e.Ts / b.opt.Interval}]++
 			}
 			return nil
@@ -562,9 +563,9 @@ func (b *builder) storeEvents() error {
 				tracks[tid] = tr
 				b.sum.CounterTracks++
 			}
-			b.events = append(b.events, event{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
+			b.events = append(b.events, trackEvent{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
 		}
-		b.events = append(b.events, event{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
+		b.events = append(b.events, trackEvent{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
 			anns: []annotation{annS("why", b.sum.Downsampled)}})
 	} else {
 		for i := range faults {
@@ -581,7 +582,7 @@ func (b *builder) storeEvents() error {
 			if f.flow != 0 {
 				flows = []uint64{f.flow}
 			}
-			b.events = append(b.events, event{ts: f.ev.Ts - f.ev.Dur, track: b.threadTrack(f.ev.Tid).uuid, typ: typeInstant,
+			b.events = append(b.events, trackEvent{ts: f.ev.Ts - f.ev.Dur, track: b.threadTrack(f.ev.Tid).uuid, typ: typeInstant,
 				name: f.ev.ClassName() + " fault", category: "page fault", anns: anns, flows: flows})
 			b.sum.Faults++
 		}
@@ -615,10 +616,10 @@ func (b *builder) storeEvents() error {
 		slices.Sort(ks)
 		for i, k := range ks {
 			v := sums[bucketKey{series, k}]
-			b.events = append(b.events, event{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
+			b.events = append(b.events, trackEvent{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
 			// A rate falls back to zero in the bucket after its last.
 			if tr.counterUnit == unitBytes && (i+1 == len(ks) || ks[i+1] != k+1) {
-				b.events = append(b.events, event{ts: (k + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
+				b.events = append(b.events, trackEvent{ts: (k + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
 			}
 		}
 	}
@@ -730,7 +731,7 @@ func (b *builder) write(w io.Writer) error {
 		}
 		b.sum.TrackPackets++
 	}
-	slices.SortStableFunc(b.events, func(x, y event) int {
+	slices.SortStableFunc(b.events, func(x, y trackEvent) int {
 		return cmp.Or(cmp.Compare(x.ts, y.ts), cmp.Compare(rank(x.typ), rank(y.typ)))
 	})
 	for i := range b.events {

@@ -112,8 +112,8 @@ func appendAnnotation(b []byte, a annotation) []byte {
 	return protowire.AppendBytes(b, m)
 }
 
-// event is one TrackEvent to write at ts.
-type event struct {
+// trackEvent is one TrackEvent to write at ts.
+type trackEvent struct {
 	ts       uint64
 	track    uint64
 	typ      uint64
@@ -125,7 +125,7 @@ type event struct {
 	endFlows []uint64 // flow ids this event terminates
 }
 
-func (e *event) marshal() []byte {
+func (e *trackEvent) marshal() []byte {
 	var te []byte
 	te = protowire.AppendTag(te, fEventType, protowire.VarintType)
 	te = protowire.AppendVarint(te, e.typ)

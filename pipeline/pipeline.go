@@ -76,7 +76,7 @@ func Ingest(ctx context.Context, dir string, opts Options) (Summary, error) {
 	sum := summarize(cor.Meta(), res)
 	sum.SpoolSize, sum.SpoolModNS = fi.Size(), fi.ModTime().UnixNano()
 	sum.BuildNS = time.Since(start).Nanoseconds()
-	if err := w.Commit(res, &sum); err != nil {
+	if err := w.Commit(&res.Result, &sum); err != nil {
 		return Summary{}, err
 	}
 	sum.BuildNS = time.Since(start).Nanoseconds()

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/pipeline"
@@ -75,15 +75,15 @@ func TestIngestAttributesAFaultOnlyTheMapsSnapshotCanPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var got []correlate.Event
-	if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error { got = append(got, *e); return nil }); err != nil {
+	var got []event.Event
+	if err := st.Events(index.EventFilter{}, func(e *event.Event) error { got = append(got, *e); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Tensor != correlate.FirstTensor || got[0].Offset != 4096 || got[0].Class != 1 {
-		t.Fatalf("stored events %+v, want one major fault at byte 4096 of tensor %d", got, correlate.FirstTensor)
+	if len(got) != 1 || got[0].Tensor != event.FirstTensor || got[0].Offset != 4096 || got[0].Class != 1 {
+		t.Fatalf("stored events %+v, want one major fault at byte 4096 of tensor %d", got, event.FirstTensor)
 	}
-	var c correlate.Counters
-	if err := st.AggsOfTensor(correlate.FirstTensor, func(a *correlate.Agg) error { c.Add(&a.Counters); return nil }); err != nil {
+	var c event.Counters
+	if err := st.AggsOfTensor(event.FirstTensor, func(a *event.Agg) error { c.Add(&a.Counters); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if c.Faults != 1 || c.Major != 1 {

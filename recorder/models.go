@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -75,7 +75,7 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 	if mf, ok := m.byID[key]; ok {
 		return mf, nil
 	}
-	mf := &rundir.ModelFile{Path: abs, Dev: id.Dev, Ino: id.Ino, Size: id.Size, Pages: (id.Size + correlate.PageSize - 1) / correlate.PageSize}
+	mf := &rundir.ModelFile{Path: abs, Dev: id.Dev, Ino: id.Ino, Size: id.Size, Pages: (id.Size + kernel.PageSize - 1) / kernel.PageSize}
 	f, err := gguf.Open(abs)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", abs, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -98,7 +99,7 @@ func TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge(t *testing.T) {
 		return res
 	}
 	rr, rf := attribute(runs), attribute(folios)
-	var sum correlate.Counters
+	var sum event.Counters
 	for _, a := range rf.Aggs {
 		sum.Add(&a.Counters)
 	}

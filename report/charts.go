@@ -16,8 +16,9 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/sweep"
 )
@@ -68,7 +69,7 @@ func (r *run) eventPass() (*events, error) {
 	if ev.model < 0 || ev.hi <= ev.lo {
 		ev.lo, ev.hi = 0, 1
 	}
-	pages := (ev.hi - ev.lo + correlate.PageSize - 1) / correlate.PageSize
+	pages := (ev.hi - ev.lo + kernel.PageSize - 1) / kernel.PageSize
 	ev.rows = int(min(int64(HeatRows), max(pages, 1)))
 	ev.rowBytes = (ev.hi - ev.lo + int64(ev.rows) - 1) / int64(ev.rows)
 	for _, t := range r.tokens {
@@ -78,18 +79,18 @@ func (r *run) eventPass() (*events, error) {
 	ev.cols = min(int(ev.maxTok)+1, HeatTokens)
 	ev.bytes = grid(ev.cols, ev.rows)
 	ev.faults = grid(ev.cols, ev.rows)
-	err := r.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
-		if e.Tensor < correlate.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
+	err := r.st.Events(index.EventFilter{}, func(e *event.Event) error {
+		if e.Tensor < event.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
 			return nil
 		}
 		t := &r.st.Tensors[e.Tensor]
-		if e.Token > ev.maxTok && t.Model == ev.model && (e.Kind == correlate.KindBlock || e.Kind == correlate.KindFault) {
+		if e.Token > ev.maxTok && t.Model == ev.model && (e.Kind == event.KindBlock || e.Kind == event.KindFault) {
 			ev.late++
 		}
 		switch {
-		case e.Kind == correlate.KindBlock && e.Class == correlate.ClassRead:
+		case e.Kind == event.KindBlock && e.Class == event.ClassRead:
 			ev.tBytes[e.Tensor] += float64(e.Bytes)
-			if t.Experts > 0 && t.ExpertStride > 0 && t.Layer >= 0 && e.Phase == correlate.PhaseDecode {
+			if t.Experts > 0 && t.ExpertStride > 0 && t.Layer >= 0 && e.Phase == event.PhaseDecode {
 				// A slice may cross from one expert into the next.
 				for o, end := e.Offset, e.Offset+int64(e.Bytes); o < end; {
 					x := o / t.ExpertStride
@@ -109,7 +110,7 @@ func (r *run) eventPass() (*events, error) {
 					o = next
 				}
 			}
-		case e.Kind == correlate.KindFault && e.Class == correlate.ClassMajor:
+		case e.Kind == event.KindFault && e.Class == event.ClassMajor:
 			ev.tFaults[e.Tensor]++
 			if t.Model == ev.model && e.Token <= ev.maxTok {
 				if row := (t.Offset + e.Offset - ev.lo) / ev.rowBytes; row >= 0 && row < int64(ev.rows) {
@@ -386,10 +387,10 @@ func (r *run) modelName(m int) string {
 // means of consecutive tokens of one phase.
 func (r *run) perTokenLine(stall bool) (*Chart, string) {
 	name, title, ylab := "token_bytes_read", "Device bytes read per token", "MiB read"
-	val := func(t *correlate.TokenInfo) float64 { return float64(t.ReadBytes) / (1 << 20) }
+	val := func(t *event.TokenInfo) float64 { return float64(t.ReadBytes) / (1 << 20) }
 	if stall {
 		name, title, ylab = "token_stall", "Fault stall per token", "stall (ms, summed over threads)"
-		val = func(t *correlate.TokenInfo) float64 { return float64(t.StallNS) / 1e6 }
+		val = func(t *event.TokenInfo) float64 { return float64(t.StallNS) / 1e6 }
 	}
 	group := max(1, (len(r.tokens)+LinePoints-1)/LinePoints)
 	type pt struct {
@@ -434,12 +435,12 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 		phase uint8
 		name  string
 		col   color.Color
-	}{{correlate.PhasePrefill, "prefill", colPrefill}, {correlate.PhaseDecode, "decode", colDecode}} {
+	}{{event.PhasePrefill, "prefill", colPrefill}, {event.PhaseDecode, "decode", colDecode}} {
 		var xy plotter.XYs
 		for _, q := range pts {
 			if q.phase == ph.phase {
 				xy = append(xy, plotter.XY{X: q.x, Y: q.y})
-				if ph.phase == correlate.PhaseDecode && firstDecode < 0 {
+				if ph.phase == event.PhaseDecode && firstDecode < 0 {
 					firstDecode = float64(q.first)
 				}
 			}
@@ -487,7 +488,7 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 				v = fmt.Sprintf("%.3g ms stalled", q.y)
 			}
 			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: x - 4, Y: y - 4}, Max: vg.Point{X: x + 4, Y: y + 4}},
-				Text: fmt.Sprintf("%s, %s (%d tokens in the batch): %s", what, correlate.PhaseName(q.phase), q.ntoks, v)})
+				Text: fmt.Sprintf("%s, %s (%d tokens in the batch): %s", what, event.PhaseName(q.phase), q.ntoks, v)})
 		}
 		return hs
 	}

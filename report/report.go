@@ -18,7 +18,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
@@ -62,7 +62,7 @@ type run struct {
 	st     *index.Store
 	meta   *rundir.Meta
 	stats  *stats.Report
-	tokens []correlate.TokenInfo
+	tokens []event.TokenInfo
 	moe    bool
 }
 
@@ -74,7 +74,7 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 	if r.tokens, err = st.Tokens(); err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
 	}
-	slices.SortFunc(r.tokens, func(a, b correlate.TokenInfo) int { return cmp.Compare(a.Token, b.Token) })
+	slices.SortFunc(r.tokens, func(a, b event.TokenInfo) int { return cmp.Compare(a.Token, b.Token) })
 	for i := range st.Tensors {
 		if t := &st.Tensors[i]; !t.Pseudo() && t.Experts > 0 {
 			r.moe = true

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
 	"github.com/iocorr/iocorr/rundir"
@@ -24,7 +25,7 @@ import (
 	"github.com/iocorr/iocorr/sweep"
 )
 
-const pg = correlate.PageSize
+const pg = kernel.PageSize
 
 // synth describes a synthetic run: a model of layers × (attention,
 // router, three *_exps tensors of experts slices of two pages) between
@@ -76,12 +77,12 @@ func (s synth) build(t testing.TB) string {
 			{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "symbol not found"}},
 		Controls: rundir.Controls{Cold: true, MemLimit: 96 << 20, CgroupVer: 1},
 		Lost:     map[string]uint64{"fault": 0}, Counts: map[string]uint64{}}
-	tensors := []correlate.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1}, {ID: 2, Name: "[model header]", Model: -1, Layer: -1}}
+	tensors := []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1}, {ID: 2, Name: "[model header]", Model: -1, Layer: -1}}
 	id := map[string]uint32{}
 	for _, rt := range mf.Tensors {
 		n := uint32(len(tensors))
 		id[rt.Name] = n
-		tensors = append(tensors, correlate.Tensor{ID: n, Name: rt.Name, Model: 0, Layer: rt.Layer, Role: rt.Role,
+		tensors = append(tensors, event.Tensor{ID: n, Name: rt.Name, Model: 0, Layer: rt.Layer, Role: rt.Role,
 			Offset: rt.Offset, Size: rt.Size, Experts: rt.Experts, ExpertStride: rt.ExpertStride})
 	}
 	w, err := index.Begin(dir)
@@ -92,21 +93,21 @@ func (s synth) build(t testing.TB) string {
 	if err := w.Create(tensors, 0); err != nil {
 		t.Fatal(err)
 	}
-	res := &correlate.Result{Tensors: tensors, Ops: []string{""}}
+	res := &event.Result{Tensors: tensors, Ops: []string{""}}
 	ts := uint64(1000)
-	aggs := map[correlate.AggKey]*correlate.Counters{}
-	emit := func(e correlate.Event, ti *correlate.TokenInfo) {
-		e.Ts, e.Token, e.Phase, e.Trigger = ts, ti.Token, ti.Phase, correlate.NoTensor
+	aggs := map[event.AggKey]*event.Counters{}
+	emit := func(e event.Event, ti *event.TokenInfo) {
+		e.Ts, e.Token, e.Phase, e.Trigger = ts, ti.Token, ti.Phase, event.NoTensor
 		ts += 10
-		k := correlate.AggKey{Token: ti.Token, Tensor: e.Tensor, Expert: e.Expert}
+		k := event.AggKey{Token: ti.Token, Tensor: e.Tensor, Expert: e.Expert}
 		if aggs[k] == nil {
-			aggs[k] = &correlate.Counters{}
+			aggs[k] = &event.Counters{}
 		}
-		var c correlate.Counters
+		var c event.Counters
 		switch e.Kind {
-		case correlate.KindBlock:
+		case event.KindBlock:
 			c.ReadBytes, c.BlockReqs = e.Bytes, 1
-		case correlate.KindFault:
+		case event.KindFault:
 			c.Faults, c.Major, c.StallNS = 1, 1, e.Dur
 		}
 		ti.Add(&c)
@@ -116,17 +117,17 @@ func (s synth) build(t testing.TB) string {
 		}
 	}
 	// Before the first call: the load reads token_embd.
-	load := &correlate.TokenInfo{Token: 0}
-	emit(correlate.Event{Kind: correlate.KindBlock, Tensor: id["token_embd.weight"], Bytes: 8 * pg, Dur: 500, Expert: -1}, load)
+	load := &event.TokenInfo{Token: 0}
+	emit(event.Event{Kind: event.KindBlock, Tensor: id["token_embd.weight"], Bytes: 8 * pg, Dur: 500, Expert: -1}, load)
 	for i := 1; i <= s.tokens; i++ {
-		ti := correlate.TokenInfo{Token: uint32(i), Phase: correlate.PhaseDecode, NTokens: 1, StartNS: ts}
+		ti := event.TokenInfo{Token: uint32(i), Phase: event.PhaseDecode, NTokens: 1, StartNS: ts}
 		if i == 1 {
-			ti.Phase, ti.NTokens = correlate.PhasePrefill, 4
+			ti.Phase, ti.NTokens = event.PhasePrefill, 4
 		}
 		l := i % s.layers
 		q := id[fmt.Sprintf("blk.%d.attn_q.weight", l)]
-		emit(correlate.Event{Kind: correlate.KindFault, Class: correlate.ClassMajor, Tensor: q, Offset: int64(i%2) * pg, Bytes: pg, Dur: 2000, Expert: -1}, &ti)
-		emit(correlate.Event{Kind: correlate.KindBlock, Tensor: q, Offset: int64(i%2) * pg, Bytes: pg, Dur: 1500, Expert: -1}, &ti)
+		emit(event.Event{Kind: event.KindFault, Class: event.ClassMajor, Tensor: q, Offset: int64(i%2) * pg, Bytes: pg, Dur: 2000, Expert: -1}, &ti)
+		emit(event.Event{Kind: event.KindBlock, Tensor: q, Offset: int64(i%2) * pg, Bytes: pg, Dur: 1500, Expert: -1}, &ti)
 		if !s.dense {
 			for layer := range s.layers {
 				picks := []int{(i + layer) % s.experts, (3*i + layer + 1) % s.experts}
@@ -134,11 +135,11 @@ func (s synth) build(t testing.TB) string {
 					picks[1] = (picks[1] + 1) % s.experts
 				}
 				for _, e := range picks {
-					res.Experts = append(res.Experts, correlate.ExpertSel{Token: ti.Token, Layer: uint16(layer), Expert: uint16(e), Count: 1})
+					res.Experts = append(res.Experts, event.ExpertSel{Token: ti.Token, Layer: uint16(layer), Expert: uint16(e), Count: 1})
 				}
 				if layer == l {
 					d := id[fmt.Sprintf("blk.%d.ffn_down_exps.weight", l)]
-					emit(correlate.Event{Kind: correlate.KindBlock, Tensor: d, Offset: int64(picks[0]) * 2 * pg, Bytes: 2 * pg, Dur: 1500, Expert: int16(picks[0])}, &ti)
+					emit(event.Event{Kind: event.KindBlock, Tensor: d, Offset: int64(picks[0]) * 2 * pg, Bytes: 2 * pg, Dur: 1500, Expert: int16(picks[0])}, &ti)
 				}
 			}
 		}
@@ -147,9 +148,9 @@ func (s synth) build(t testing.TB) string {
 		res.Tokens = append(res.Tokens, ti)
 	}
 	for k, c := range aggs {
-		res.Aggs = append(res.Aggs, correlate.Agg{AggKey: k, Counters: *c})
+		res.Aggs = append(res.Aggs, event.Agg{AggKey: k, Counters: *c})
 	}
-	slices.SortFunc(res.Aggs, func(a, b correlate.Agg) int {
+	slices.SortFunc(res.Aggs, func(a, b event.Agg) int {
 		return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Tensor, b.Tensor), cmp.Compare(a.Expert, b.Expert))
 	})
 	if err := w.Commit(res, &index.Summary{Tokens: len(res.Tokens)}); err != nil {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 )
 
 const naNoMoE = "no MoE layers: the run's models have no *_exps tensors"
@@ -35,14 +35,14 @@ func (r *run) moeLayers() []moeLayer {
 	}
 	slices.SortFunc(out, func(a, b moeLayer) int { return cmp.Compare(a.layer, b.layer) })
 	sels := slices.Clone(r.sels)
-	slices.SortFunc(sels, func(a, b correlate.ExpertSel) int {
+	slices.SortFunc(sels, func(a, b event.ExpertSel) int {
 		return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Layer, b.Layer), cmp.Compare(a.Expert, b.Expert))
 	})
 	for i := range out {
 		ml := &out[i]
 		last := uint32(math.MaxUint32)
 		for _, s := range sels {
-			if int(s.Layer) != ml.layer || r.phaseOf[s.Token] != correlate.PhaseDecode {
+			if int(s.Layer) != ml.layer || r.phaseOf[s.Token] != event.PhaseDecode {
 				continue
 			}
 			if s.Token != last {
@@ -86,7 +86,7 @@ func (r *run) moe() []Table {
 	}
 	counts := map[ck]uint64{}
 	for _, s := range r.sels {
-		p := correlate.PhaseName(r.phaseOf[s.Token])
+		p := event.PhaseName(r.phaseOf[s.Token])
 		counts[ck{p, int(s.Layer), int(s.Expert)}] += s.Count
 	}
 	for _, p := range []string{"prefill", "decode"} {
@@ -236,7 +236,7 @@ func (r *run) realHitRate(layer int) Value {
 	if r.realNA != "" {
 		return NA(r.realNA)
 	}
-	h := r.realHits[[2]int{layer, int(correlate.PhaseDecode)}]
+	h := r.realHits[[2]int{layer, int(event.PhaseDecode)}]
 	if h == nil || h[1] == 0 {
 		return NA(naNoPicks + " (or no token start times)")
 	}

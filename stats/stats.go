@@ -7,8 +7,9 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -44,7 +45,7 @@ func (r *Report) Table(name string) *Table {
 	return nil
 }
 
-const ps = correlate.PageSize
+const ps = kernel.PageSize
 
 // readsNA says why "bytes requested" is NA for a run: "" when its
 // recorder traced the read syscalls (a zero is then a measured zero: the
@@ -62,8 +63,8 @@ var phases = []struct {
 	name string
 	sel  func(uint8) bool
 }{
-	{"prefill", func(p uint8) bool { return p == correlate.PhasePrefill }},
-	{"decode", func(p uint8) bool { return p == correlate.PhaseDecode }},
+	{"prefill", func(p uint8) bool { return p == event.PhasePrefill }},
+	{"decode", func(p uint8) bool { return p == event.PhaseDecode }},
 	{"all", func(uint8) bool { return true }},
 }
 
@@ -72,10 +73,10 @@ type run struct {
 	st      *index.Store
 	meta    *rundir.Meta
 	opt     Options
-	tokens  []correlate.TokenInfo
+	tokens  []event.TokenInfo
 	phaseOf map[uint32]uint8
-	tensor  []correlate.Counters // whole-run totals by tensor id
-	sels    []correlate.ExpertSel
+	tensor  []event.Counters // whole-run totals by tensor id
+	sels    []event.ExpertSel
 	// From the event pass.
 	stallIv   map[uint32][][2]uint64 // fault intervals by token
 	requests  []request
@@ -104,15 +105,15 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	}
 	for _, t := range r.tokens {
 		r.phaseOf[t.Token] = t.Phase
-		if t.Phase == correlate.PhaseDecode {
+		if t.Phase == event.PhaseDecode {
 			r.decodeTok++
 		}
 	}
-	r.tensor = make([]correlate.Counters, len(st.Tensors))
-	if err := st.Aggs(func(a *correlate.Agg) error {
+	r.tensor = make([]event.Counters, len(st.Tensors))
+	if err := st.Aggs(func(a *event.Agg) error {
 		if int(a.Tensor) < len(r.tensor) {
 			r.tensor[a.Tensor].Add(&a.Counters)
-			if t := &st.Tensors[a.Tensor]; !t.Pseudo() && t.Experts > 0 && r.phaseOf[a.Token] == correlate.PhaseDecode {
+			if t := &st.Tensors[a.Tensor]; !t.Pseudo() && t.Experts > 0 && r.phaseOf[a.Token] == event.PhaseDecode {
 				r.expsReadDecode[t.Layer] += a.ReadBytes
 			}
 		}
@@ -120,7 +121,7 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("reading aggregates: %w", err)
 	}
-	if err := st.ExpertSelections(func(e correlate.ExpertSel) error {
+	if err := st.ExpertSelections(func(e event.ExpertSel) error {
 		r.sels = append(r.sels, e)
 		return nil
 	}); err != nil {
@@ -154,8 +155,8 @@ type pageEv struct {
 	add        bool
 }
 
-func (r *run) fileRange(e *correlate.Event) (model int, off int64, ok bool) {
-	if e.Tensor < correlate.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
+func (r *run) fileRange(e *event.Event) (model int, off int64, ok bool) {
+	if e.Tensor < event.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
 		return 0, 0, false
 	}
 	t := &r.st.Tensors[e.Tensor]
@@ -182,14 +183,14 @@ func (r *run) eventPass() error {
 			r.requests = append(r.requests, cur)
 		}
 	}
-	err := r.st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+	err := r.st.Events(index.EventFilter{}, func(e *event.Event) error {
 		switch e.Kind {
-		case correlate.KindFault:
-			if e.Class == correlate.ClassMajor || e.Class == correlate.ClassMinor {
+		case event.KindFault:
+			if e.Class == event.ClassMajor || e.Class == event.ClassMinor {
 				r.stallIv[e.Token] = append(r.stallIv[e.Token], [2]uint64{e.Ts - e.Dur, e.Ts})
 			}
-		case correlate.KindBlock:
-			if e.Class != correlate.ClassRead {
+		case event.KindBlock:
+			if e.Class != event.ClassRead {
 				return nil
 			}
 			m, off, ok := r.fileRange(e)
@@ -214,12 +215,12 @@ func (r *run) eventPass() error {
 					}
 				}
 			}
-		case correlate.KindPageAdd, correlate.KindPageDel:
+		case event.KindPageAdd, event.KindPageDel:
 			m, off, ok := r.fileRange(e)
 			if !ok {
 				return nil
 			}
-			pev = append(pev, pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == correlate.KindPageAdd})
+			pev = append(pev, pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == event.KindPageAdd})
 		}
 		return nil
 	})
@@ -251,13 +252,13 @@ type residency struct {
 	state     [][]bool
 	evicted   [][]bool
 	byModel   [][]uint32 // tensor ids of each model sorted by offset
-	tensors   []correlate.Tensor
+	tensors   []event.Tensor
 	resident  []int64   // by tensor id
 	expertRes [][]int64 // by tensor id, by expert
 	refaults  []int64   // pages re-added after an eviction, charged to the tensor holding their first byte
 }
 
-func newResidency(meta *rundir.Meta, tensors []correlate.Tensor) *residency {
+func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
 	rs := &residency{tensors: tensors, resident: make([]int64, len(tensors)),
 		expertRes: make([][]int64, len(tensors)), refaults: make([]int64, len(tensors))}
 	rs.byModel = make([][]uint32, len(meta.Models))
@@ -293,7 +294,7 @@ func newResidency(meta *rundir.Meta, tensors []correlate.Tensor) *residency {
 }
 
 // each calls fn for every tensor of model m overlapping page p.
-func (rs *residency) each(m int, p int64, fn func(t *correlate.Tensor)) {
+func (rs *residency) each(m int, p int64, fn func(t *event.Tensor)) {
 	ids := rs.byModel[m]
 	lo, hi := p*ps, (p+1)*ps
 	i := sort.Search(len(ids), func(i int) bool {
@@ -314,7 +315,7 @@ func (rs *residency) set(m int, p int64, in bool) {
 	if in {
 		d = 1
 	}
-	rs.each(m, p, func(t *correlate.Tensor) {
+	rs.each(m, p, func(t *event.Tensor) {
 		rs.resident[t.ID] += d
 		if t.Experts > 0 && t.ExpertStride > 0 {
 			// Experts whose slice overlaps the page.
@@ -350,7 +351,7 @@ func (rs *residency) apply(ev *pageEv) {
 func (rs *residency) owner(m int, p int64) (uint32, bool) {
 	var id uint32
 	ok := false
-	rs.each(m, p, func(t *correlate.Tensor) {
+	rs.each(m, p, func(t *event.Tensor) {
 		if !ok && t.Offset <= p*ps {
 			id, ok = t.ID, true
 		}
@@ -388,7 +389,7 @@ func (r *run) replayPages(pev []pageEv) {
 	if len(exps) == 0 {
 		r.realNA = "no MoE layers: the run's models have no *_exps tensors"
 	}
-	selsOf := map[uint32][]correlate.ExpertSel{}
+	selsOf := map[uint32][]event.ExpertSel{}
 	for _, s := range r.sels {
 		selsOf[s.Token] = append(selsOf[s.Token], s)
 	}
@@ -451,7 +452,7 @@ func (r *run) expsByLayer() map[int][]uint32 {
 	return out
 }
 
-func (r *run) tokenWall(t *correlate.TokenInfo) (wall, stall uint64, ok bool) {
+func (r *run) tokenWall(t *event.TokenInfo) (wall, stall uint64, ok bool) {
 	if t.StartNS == 0 || t.EndNS < t.StartNS {
 		return 0, 0, false
 	}
@@ -466,16 +467,16 @@ func (r *run) perToken() Table {
 	t.Columns = []Column{{"phase", String}, {"tokens", Int}}
 	type fig struct {
 		name string
-		get  func(*correlate.TokenInfo) (float64, bool)
+		get  func(*event.TokenInfo) (float64, bool)
 	}
 	figs := []fig{
-		{"bytes_read_per_token_%s_bytes", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.ReadBytes), true }},
-		{"bytes_requested_per_token_%s_bytes", func(x *correlate.TokenInfo) (float64, bool) {
+		{"bytes_read_per_token_%s_bytes", func(x *event.TokenInfo) (float64, bool) { return float64(x.ReadBytes), true }},
+		{"bytes_requested_per_token_%s_bytes", func(x *event.TokenInfo) (float64, bool) {
 			return float64(x.RequestedBytes), r.readsNA == ""
 		}},
-		{"major_faults_per_token_%s_count", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.Major), true }},
-		{"fault_stall_per_token_%s_ns", func(x *correlate.TokenInfo) (float64, bool) { return float64(x.StallNS), true }},
-		{"stall_share_per_token_%s_ratio", func(x *correlate.TokenInfo) (float64, bool) {
+		{"major_faults_per_token_%s_count", func(x *event.TokenInfo) (float64, bool) { return float64(x.Major), true }},
+		{"fault_stall_per_token_%s_ns", func(x *event.TokenInfo) (float64, bool) { return float64(x.StallNS), true }},
+		{"stall_share_per_token_%s_ratio", func(x *event.TokenInfo) (float64, bool) {
 			wall, stall, ok := r.tokenWall(x)
 			if !ok || wall == 0 {
 				return 0, false
@@ -492,7 +493,7 @@ func (r *run) perToken() Table {
 	t.Columns = append(t.Columns, Column{"stall_share_ratio", Float})
 	for _, ph := range phases {
 		row := []Value{Str(ph.name)}
-		var toks []*correlate.TokenInfo
+		var toks []*event.TokenInfo
 		for i := range r.tokens {
 			if ph.sel(r.tokens[i].Phase) {
 				toks = append(toks, &r.tokens[i])
@@ -548,9 +549,9 @@ func (r *run) tokenTime() Table {
 			continue
 		}
 		switch r.tokens[i].Phase {
-		case correlate.PhasePrefill:
+		case event.PhasePrefill:
 			pw, psl, pn = pw+w, psl+s, pn+1
-		case correlate.PhaseDecode:
+		case event.PhaseDecode:
 			dw, dsl, dn = dw+w, dsl+s, dn+1
 		}
 	}
@@ -574,7 +575,7 @@ func (r *run) amplification() Table {
 	t := Table{Name: "amplification", Title: "device reads against what faults asked for, by phase",
 		Columns: cols("siiifi", "phase", "bytes_read_bytes", "faulted_bytes", "bytes_requested_bytes", "readahead_amplification_ratio", "block_requests")}
 	for _, ph := range phases {
-		var c correlate.Counters
+		var c event.Counters
 		for i := range r.tokens {
 			if ph.sel(r.tokens[i].Phase) {
 				c.Add(&r.tokens[i].Counters)
@@ -618,7 +619,7 @@ func (r *run) requestSizes() Table {
 	for _, u := range r.uniqueRd {
 		unique += u * ps
 	}
-	for i := correlate.FirstTensor; int(i) < len(r.tensor); i++ {
+	for i := event.FirstTensor; int(i) < len(r.tensor); i++ {
 		total += int64(r.tensor[i].ReadBytes)
 	}
 	t.add(Str("unique_bytes_read_pages_x4096"), NA("not a bucket"), I64(unique), ratio(float64(unique), float64(total), "no device reads of model tensors"))
@@ -670,7 +671,7 @@ func (r *run) tensors() Table {
 		Columns: cols("sisiiiiiiffiiifif", "tensor", "layer", "role", "size_bytes", "bytes_read_bytes", "faults", "major_faults", "fault_stall_ns",
 			"faulted_bytes", "readahead_amplification_ratio", "reread_amplification_ratio", "refault_pages",
 			"pages", "resident_end_pages", "resident_end_share_ratio", "resident_end_mincore_pages", "resident_end_mincore_share_ratio")}
-	for i := correlate.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+	for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
 		x := &r.st.Tensors[i]
 		c := &r.tensor[i]
 		pages := rangePages(x.Offset, x.Size)
@@ -696,7 +697,7 @@ func (r *run) layers() Table {
 	t := Table{Name: "layers", Title: "per layer: bytes read against its size (re-read amplification)",
 		Columns: cols("iiif", "layer", "size_bytes", "bytes_read_bytes", "reread_amplification_ratio")}
 	size, read := map[int]int64{}, map[int]uint64{}
-	for i := correlate.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+	for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
 		x := &r.st.Tensors[i]
 		size[x.Layer] += x.Size
 		read[x.Layer] += r.tensor[i].ReadBytes
@@ -717,7 +718,7 @@ func (r *run) residencyPerToken() Table {
 		Columns: cols("isiif", "token", "tensor", "resident_pages", "pages", "resident_share_ratio")}
 	for ti := range r.tokens {
 		snap := r.tokenRes[ti]
-		for i := correlate.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+		for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
 			x := &r.st.Tensors[i]
 			pages := rangePages(x.Offset, x.Size)
 			switch why := r.resNA(x.Model); {
@@ -738,11 +739,11 @@ func (r *run) top() Table {
 		Columns: cols("sisiii", "by", "rank", "tensor", "bytes_read_bytes", "fault_stall_ns", "faults")}
 	for _, by := range []struct {
 		name string
-		get  func(*correlate.Counters) uint64
+		get  func(*event.Counters) uint64
 	}{
-		{"bytes_read_bytes", func(c *correlate.Counters) uint64 { return c.ReadBytes }},
-		{"fault_stall_ns", func(c *correlate.Counters) uint64 { return c.StallNS }},
-		{"faults", func(c *correlate.Counters) uint64 { return c.Faults }},
+		{"bytes_read_bytes", func(c *event.Counters) uint64 { return c.ReadBytes }},
+		{"fault_stall_ns", func(c *event.Counters) uint64 { return c.StallNS }},
+		{"faults", func(c *event.Counters) uint64 { return c.Faults }},
 	} {
 		var ids []int
 		for i := range r.tensor {

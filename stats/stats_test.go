@@ -6,8 +6,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
@@ -17,7 +18,7 @@ import (
 // each. Token 1 is the prefill; tokens 2–7 decode, the router picking
 // layer 0: {0,1} {0,2} {1,2} {0,1} {0,3} {0,1} and layer 1: {2,3} always.
 const (
-	pg     = correlate.PageSize
+	pg     = kernel.PageSize
 	stride = 2 * pg
 )
 
@@ -25,7 +26,7 @@ var layer0Picks = [][]int{{0, 1}, {0, 2}, {1, 2}, {0, 1}, {0, 3}, {0, 1}}
 
 type scripted struct {
 	meta    *rundir.Meta
-	tensors []correlate.Tensor
+	tensors []event.Tensor
 	exps    [2]uint32 // tensor ids of the *_exps tensors
 }
 
@@ -41,11 +42,11 @@ func scriptedMeta() scripted {
 	mf.Size, mf.Pages = off, off/pg
 	s := scripted{meta: &rundir.Meta{Models: []rundir.ModelFile{mf}, Finished: true, Complete: true}}
 	for i, n := range []string{"[other file]", "[anonymous]", "[model header]"} {
-		s.tensors = append(s.tensors, correlate.Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1})
+		s.tensors = append(s.tensors, event.Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1})
 	}
 	for _, t := range mf.Tensors {
 		id := uint32(len(s.tensors))
-		s.tensors = append(s.tensors, correlate.Tensor{ID: id, Name: t.Name, Model: 0, Layer: t.Layer, Role: t.Role,
+		s.tensors = append(s.tensors, event.Tensor{ID: id, Name: t.Name, Model: 0, Layer: t.Layer, Role: t.Role,
 			Offset: t.Offset, Size: t.Size, Experts: t.Experts, ExpertStride: t.ExpertStride})
 		if t.Experts > 0 {
 			s.exps[t.Layer] = id
@@ -58,24 +59,24 @@ func scriptedMeta() scripted {
 func buildScripted(t *testing.T) (string, scripted) {
 	dir := t.TempDir()
 	s := scriptedMeta()
-	res := &correlate.Result{Tensors: s.tensors, Ops: []string{""}}
-	res.Tokens = append(res.Tokens, correlate.TokenInfo{Token: 1, Phase: correlate.PhasePrefill, NTokens: 2, StartNS: 1, EndNS: 801})
+	res := &event.Result{Tensors: s.tensors, Ops: []string{""}}
+	res.Tokens = append(res.Tokens, event.TokenInfo{Token: 1, Phase: event.PhasePrefill, NTokens: 2, StartNS: 1, EndNS: 801})
 	for i := range 6 {
 		tok := uint32(i + 2)
-		ti := correlate.TokenInfo{Token: tok, Phase: correlate.PhaseDecode, NTokens: 1, StartNS: uint64(1000 * (i + 1)), EndNS: uint64(1000*(i+1) + 800)}
+		ti := event.TokenInfo{Token: tok, Phase: event.PhaseDecode, NTokens: 1, StartNS: uint64(1000 * (i + 1)), EndNS: uint64(1000*(i+1) + 800)}
 		ti.ReadBytes, ti.Major, ti.Faults, ti.StallNS = uint64(100*(i+1)), uint64(i+1), uint64(i+1), uint64(10*(i+1))
 		res.Tokens = append(res.Tokens, ti)
 		for _, e := range layer0Picks[i] {
-			res.Experts = append(res.Experts, correlate.ExpertSel{Token: tok, Layer: 0, Expert: uint16(e), Count: 1})
+			res.Experts = append(res.Experts, event.ExpertSel{Token: tok, Layer: 0, Expert: uint16(e), Count: 1})
 		}
 		for _, e := range []int{2, 3} {
-			res.Experts = append(res.Experts, correlate.ExpertSel{Token: tok, Layer: 1, Expert: uint16(e), Count: 1})
+			res.Experts = append(res.Experts, event.ExpertSel{Token: tok, Layer: 1, Expert: uint16(e), Count: 1})
 		}
 	}
 	// The prefill call picked for both of its tokens.
-	res.Experts = append([]correlate.ExpertSel{{Token: 1, Layer: 0, Expert: 0, Count: 2}, {Token: 1, Layer: 0, Expert: 3, Count: 2}}, res.Experts...)
+	res.Experts = append([]event.ExpertSel{{Token: 1, Layer: 0, Expert: 0, Count: 2}, {Token: 1, Layer: 0, Expert: 3, Count: 2}}, res.Experts...)
 	// Device reads of layer 0's expert 2 in token 3.
-	res.Aggs = []correlate.Agg{{AggKey: correlate.AggKey{Token: 3, Tensor: s.exps[0], Expert: 2}, Counters: correlate.Counters{ReadBytes: stride, Faults: 1, Major: 1}}}
+	res.Aggs = []event.Agg{{AggKey: event.AggKey{Token: 3, Tensor: s.exps[0], Expert: 2}, Counters: event.Counters{ReadBytes: stride, Faults: 1, Major: 1}}}
 
 	w, err := index.Begin(dir)
 	if err != nil {
@@ -85,29 +86,29 @@ func buildScripted(t *testing.T) (string, scripted) {
 	if err := w.Create(s.tensors, 0); err != nil {
 		t.Fatal(err)
 	}
-	page := func(ts uint64, tok uint32, kind correlate.Kind, expert int, nth int64) {
-		e := correlate.Event{Ts: ts, Token: tok, Kind: kind, Tensor: s.exps[0], Expert: int16(expert),
-			Offset: int64(expert)*stride + nth*pg, Bytes: pg, Phase: correlate.PhaseDecode, Trigger: correlate.NoTensor}
+	page := func(ts uint64, tok uint32, kind event.Kind, expert int, nth int64) {
+		e := event.Event{Ts: ts, Token: tok, Kind: kind, Tensor: s.exps[0], Expert: int16(expert),
+			Offset: int64(expert)*stride + nth*pg, Bytes: pg, Phase: event.PhaseDecode, Trigger: event.NoTensor}
 		if err := w.Event(&e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Before token 2: experts 0 and 1 of layer 0 whole, expert 2 half.
-	page(100, 1, correlate.KindPageAdd, 0, 0)
-	page(101, 1, correlate.KindPageAdd, 0, 1)
-	page(102, 1, correlate.KindPageAdd, 1, 0)
-	page(103, 1, correlate.KindPageAdd, 1, 1)
-	page(104, 1, correlate.KindPageAdd, 2, 0)
+	page(100, 1, event.KindPageAdd, 0, 0)
+	page(101, 1, event.KindPageAdd, 0, 1)
+	page(102, 1, event.KindPageAdd, 1, 0)
+	page(103, 1, event.KindPageAdd, 1, 1)
+	page(104, 1, event.KindPageAdd, 2, 0)
 	// In token 2 the first page of expert 1 goes; in token 3 it comes
 	// back (a refault) with expert 2's second page. Emitted out of time
 	// order, as held-back readahead adds are.
-	page(2500, 3, correlate.KindPageAdd, 2, 1)
-	page(2501, 3, correlate.KindPageAdd, 1, 0)
-	page(1500, 2, correlate.KindPageDel, 1, 0)
+	page(2500, 3, event.KindPageAdd, 2, 1)
+	page(2501, 3, event.KindPageAdd, 1, 0)
+	page(1500, 2, event.KindPageDel, 1, 0)
 	// Two overlapping faults in token 2: 300 ns of wall time stalled.
 	for _, iv := range [][2]uint64{{1100, 1300}, {1200, 1400}} {
-		e := correlate.Event{Ts: iv[1], Dur: iv[1] - iv[0], Token: 2, Kind: correlate.KindFault, Class: correlate.ClassMajor,
-			Tensor: s.tensors[3].ID, Phase: correlate.PhaseDecode, Trigger: correlate.NoTensor, Expert: -1}
+		e := event.Event{Ts: iv[1], Dur: iv[1] - iv[0], Token: 2, Kind: event.KindFault, Class: event.ClassMajor,
+			Tensor: s.tensors[3].ID, Phase: event.PhaseDecode, Trigger: event.NoTensor, Expert: -1}
 		if err := w.Event(&e); err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
@@ -242,8 +242,8 @@ func (r *Row) naAll(reason string) {
 func (r *Row) figures(st *index.Store) error {
 	var first, last, inDecode uint64
 	var tokens uint64
-	err := st.EachToken(func(t *correlate.TokenInfo) error {
-		if t.Phase != correlate.PhaseDecode {
+	err := st.EachToken(func(t *event.TokenInfo) error {
+		if t.Phase != event.PhaseDecode {
 			return nil
 		}
 		n := uint64(max(t.NTokens, 0))

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
@@ -104,7 +104,7 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 		picks += r.Selected
 	}
 	for _, tk := range toks {
-		if correlate.PhaseName(tk.Phase) == "decode" {
+		if event.PhaseName(tk.Phase) == "decode" {
 			decodes++
 		}
 	}

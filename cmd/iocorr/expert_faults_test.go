@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 )
@@ -19,7 +19,7 @@ type expertFaults struct{ picked, readAhead, neither int }
 func countExpertFaults(t *testing.T, st *index.Store, keep func(token uint32) bool) expertFaults {
 	t.Helper()
 	selected := map[[3]uint32]bool{} // token, layer, expert
-	if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
+	if err := st.ExpertSelections(func(s event.ExpertSel) error {
 		selected[[3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}] = true
 		return nil
 	}); err != nil {
@@ -35,14 +35,14 @@ func countExpertFaults(t *testing.T, st *index.Store, keep func(token uint32) bo
 		}
 	}
 	readAhead := map[[2]int64]bool{} // tensor, page within it, brought in by readahead
-	var faults []correlate.Event
-	if err := st.Events(index.EventFilter{Tensors: exps}, func(e *correlate.Event) error {
+	var faults []event.Event
+	if err := st.Events(index.EventFilter{Tensors: exps}, func(e *event.Event) error {
 		switch e.Kind {
-		case correlate.KindPageAdd:
-			if e.Trigger != correlate.NoTensor {
+		case event.KindPageAdd:
+			if e.Trigger != event.NoTensor {
 				readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}] = true
 			}
-		case correlate.KindFault:
+		case event.KindFault:
 			if keep(e.Token) {
 				faults = append(faults, *e)
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
@@ -189,7 +189,7 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// Exports carry every counter (correlate.CounterFields) under its name,
+// Exports carry every counter (event.CounterFields) under its name,
 // whatever the format.
 func exportTokens(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string) error {
 	cols := []typedColumn{{"token", typUint32, false}, {"phase", typString, false}, {"n_tokens", typInt32, false},
@@ -198,7 +198,7 @@ func exportTokens(ctx context.Context, st *index.Store, w io.Writer, format outp
 	rw := newRowWriter(w, format, cols)
 	rw.SetStatus(status)
 	cells := make([]cell, 0, len(cols))
-	err := st.EachToken(func(t *correlate.TokenInfo) error {
+	err := st.EachToken(func(t *event.TokenInfo) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -211,7 +211,7 @@ func exportTokens(ctx context.Context, st *index.Store, w io.Writer, format outp
 				dur = durCell(t.EndNS - t.StartNS)
 			}
 		}
-		cells = append(cells[:0], num(t.Token), txt(correlate.PhaseName(t.Phase)), num(t.NTokens), start, dur)
+		cells = append(cells[:0], num(t.Token), txt(event.PhaseName(t.Phase)), num(t.NTokens), start, dur)
 		cells = counterCells(cells, &t.Counters, false)
 		cells = append(cells, num(t.TensorsTouched), num(t.ExpertsTouched))
 		return rw.Row(cells...)
@@ -229,7 +229,7 @@ func exportTokenTensors(ctx context.Context, st *index.Store, w io.Writer, forma
 	rw.SetStatus(status)
 	// Phases per token: a run has thousands of tokens, not millions.
 	phase := map[uint32]uint8{}
-	if err := st.EachToken(func(t *correlate.TokenInfo) error {
+	if err := st.EachToken(func(t *event.TokenInfo) error {
 		phase[t.Token] = t.Phase
 		return nil
 	}); err != nil {
@@ -237,13 +237,13 @@ func exportTokenTensors(ctx context.Context, st *index.Store, w io.Writer, forma
 	}
 	cells := make([]cell, 0, len(cols))
 	n := 0
-	err := st.Aggs(func(a *correlate.Agg) error {
+	err := st.Aggs(func(a *event.Agg) error {
 		if n++; n&0xfff == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		t := st.Tensor(a.Tensor)
 		// The op is the one of the graph node reading the weight.
-		cells = append(cells[:0], num(a.Token), txt(correlate.PhaseName(phase[a.Token])), txt(t.Name), num(t.Layer),
+		cells = append(cells[:0], num(a.Token), txt(event.PhaseName(phase[a.Token])), txt(t.Name), num(t.Layer),
 			num(a.Expert), txt(st.OpName(t.Op)))
 		cells = counterCells(cells, &a.Counters, false)
 		return rw.Row(cells...)
@@ -262,7 +262,7 @@ var eventColumns = []typedColumn{{"ts_ns", typUint64, false}, {"kind", typString
 	{"tensor", typString, false}, {"layer", typInt32, false}, {"expert", typInt32, false}, {"offset", typInt64, false},
 	{"bytes", typUint64, false}, {"duration_ns", typUint64, false}, {"trigger_tensor", typString, false}}
 
-// counterTypedColumns appends every counter (correlate.CounterFields) as
+// counterTypedColumns appends every counter (event.CounterFields) as
 // an unsigned 64-bit column: counters are always measured, never NA.
 func counterTypedColumns(dst []typedColumn) []typedColumn {
 	for _, c := range counterColumns(nil, false) {
@@ -276,16 +276,16 @@ func exportEvents(ctx context.Context, st *index.Store, w io.Writer, format outp
 	rw.SetStatus(status)
 	cells := make([]cell, 0, 14)
 	n := 0
-	err := st.Events(f, func(e *correlate.Event) error {
+	err := st.Events(f, func(e *event.Event) error {
 		if n++; n&0xffff == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		t := st.Tensor(e.Tensor)
 		trig := ""
-		if e.Trigger != correlate.NoTensor {
+		if e.Trigger != event.NoTensor {
 			trig = st.TensorName(e.Trigger)
 		}
-		cells = append(cells[:0], num(e.Ts), txt(e.Kind.String()), txt(e.ClassName()), num(e.Token), txt(correlate.PhaseName(e.Phase)),
+		cells = append(cells[:0], num(e.Ts), txt(e.Kind.String()), txt(e.ClassName()), num(e.Token), txt(event.PhaseName(e.Phase)),
 			txt(st.OpName(st.OpOf(e.Op, e.Tensor))), num(e.Tid), txt(t.Name), num(t.Layer), num(e.Expert),
 			num(e.Offset), bytesCell(e.Bytes), durCell(e.Dur), txt(trig))
 		return rw.Row(cells...)

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -274,13 +274,13 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 	defer st.Close()
 	want := map[string]int{}
 	reqs, calls := map[[3]uint64]bool{}, map[[3]uint64]bool{}
-	err = st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+	err = st.Events(index.EventFilter{}, func(e *event.Event) error {
 		switch e.Kind {
-		case correlate.KindFault:
+		case event.KindFault:
 			want["fault"]++
-		case correlate.KindBlock:
+		case event.KindBlock:
 			reqs[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
-		case correlate.KindRead:
+		case event.KindRead:
 			calls[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
 		}
 		return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 )
 
 // outputFormat is the --format flag shared by every subcommand that prints
@@ -60,7 +60,7 @@ type cell struct {
 	n     int64
 	u     uint64
 	kind  byte // 's', 'i' or 'u'
-	unit  correlate.Unit
+	unit  event.Unit
 	empty bool // a number that was not measured: NA in tables, empty in CSV, null in JSON
 	// Human, when set, is what a table shows instead of the value.
 	Human string
@@ -76,18 +76,18 @@ func num[T int | int16 | int64 | uint64 | uint32 | int32 | uint](v T) cell {
 	}
 	return cell{u: uint64(v), kind: 'u'}
 }
-func bytesCell(v uint64) cell { return cell{u: v, kind: 'u', unit: correlate.UnitBytes} }
-func durCell(ns uint64) cell  { return cell{u: ns, kind: 'u', unit: correlate.UnitNS} }
+func bytesCell(v uint64) cell { return cell{u: v, kind: 'u', unit: event.UnitBytes} }
+func durCell(ns uint64) cell  { return cell{u: ns, kind: 'u', unit: event.UnitNS} }
 func naCell() cell            { return cell{kind: 'u', empty: true} }
 
 // counterCell is a counter's value, rendered in tables by its unit.
-func counterCell(d *correlate.Counter, c *correlate.Counters) cell {
+func counterCell(d *event.Counter, c *event.Counters) cell {
 	return cell{u: *d.Field(c), kind: 'u', unit: d.Unit}
 }
 
 // counterColumns are the columns of every counter, by their names.
 func counterColumns(dst []column, tableOnly bool) []column {
-	for _, d := range correlate.CounterFields {
+	for _, d := range event.CounterFields {
 		if d.Table || !tableOnly {
 			dst = append(dst, column{Name: d.Name})
 		}
@@ -96,9 +96,9 @@ func counterColumns(dst []column, tableOnly bool) []column {
 }
 
 // counterCells appends c's counters in counterColumns order.
-func counterCells(dst []cell, c *correlate.Counters, tableOnly bool) []cell {
-	for i := range correlate.CounterFields {
-		if d := &correlate.CounterFields[i]; d.Table || !tableOnly {
+func counterCells(dst []cell, c *event.Counters, tableOnly bool) []cell {
+	for i := range event.CounterFields {
+		if d := &event.CounterFields[i]; d.Table || !tableOnly {
 			dst = append(dst, counterCell(d, c))
 		}
 	}
@@ -115,9 +115,9 @@ func (c *cell) human() string {
 		return c.s
 	case c.kind == 'i':
 		return strconv.FormatInt(c.n, 10)
-	case c.unit == correlate.UnitBytes:
+	case c.unit == event.UnitBytes:
 		return humanBytes(c.u)
-	case c.unit == correlate.UnitNS:
+	case c.unit == event.UnitNS:
 		return humanDuration(c.u)
 	}
 	return strconv.FormatUint(c.u, 10)

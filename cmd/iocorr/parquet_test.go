@@ -14,7 +14,7 @@ import (
 	// carries no DuckDB.
 	_ "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -54,13 +54,13 @@ func readStoreSums(t testing.TB, dir string) storeSums {
 	}
 	defer st.Close()
 	s := storeSums{perToken: map[uint32][3]uint64{}, perTensor: map[string][3]uint64{}, byKind: map[string]uint64{}}
-	if err := st.EachToken(func(ti *correlate.TokenInfo) error {
+	if err := st.EachToken(func(ti *event.TokenInfo) error {
 		s.perToken[ti.Token] = [3]uint64{ti.Faults, ti.Major, ti.ReadBytes}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Aggs(func(a *correlate.Agg) error {
+	if err := st.Aggs(func(a *event.Agg) error {
 		name := st.Tensor(a.Tensor).Name
 		v := s.perTensor[name]
 		s.perTensor[name] = [3]uint64{v[0] + a.Faults, v[1] + a.Major, v[2] + a.ReadBytes}
@@ -68,7 +68,7 @@ func readStoreSums(t testing.TB, dir string) storeSums {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Events(index.EventFilter{}, func(e *correlate.Event) error {
+	if err := st.Events(index.EventFilter{}, func(e *event.Event) error {
 		s.byKind[e.Kind.String()]++
 		return nil
 	}); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -150,7 +150,7 @@ func openRun(dir string) (*index.Store, string, error) {
 }
 
 // writeQueryRows prints query rows. A table shows what a person reads
-// first (correlate.Counter.Table); the other formats carry every counter
+// first (event.Counter.Table); the other formats carry every counter
 // as a raw number. Columns are the counters' names everywhere.
 // selNA, when set, says why the router's picks were not recorded: the
 // selected column is then NA, not a count of zero.
@@ -174,7 +174,7 @@ func writeQueryRows(rows []index.Row, by string, format outputFormat, status, se
 		cells = append(cells[:0], txt(r.Key))
 		if by == "token" {
 			cells[0] = num(r.Token)
-			cells = append(cells, txt(correlate.PhaseName(r.Phase)))
+			cells = append(cells, txt(event.PhaseName(r.Phase)))
 		}
 		if by == "expert" {
 			if selNA != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -93,8 +94,8 @@ func oomKills(t *testing.T, cg *experiment.Cgroup) uint64 {
 }
 
 // tensorTotals sums counters per tensor name.
-func tensorTotals(tensors []correlate.Tensor, aggs []correlate.Agg) map[string]correlate.Counters {
-	out := map[string]correlate.Counters{}
+func tensorTotals(tensors []event.Tensor, aggs []event.Agg) map[string]event.Counters {
+	out := map[string]event.Counters{}
 	for _, a := range aggs {
 		name := tensors[a.Tensor].Name
 		c := out[name]
@@ -252,7 +253,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var exps, dense correlate.Counters
+			var exps, dense event.Counters
 			got := map[string]bool{}
 			for _, r := range rows {
 				got[r.Key] = true
@@ -267,7 +268,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 				}
 			}
 			for name, c := range want {
-				if !got[name] && c != (correlate.Counters{}) {
+				if !got[name] && c != (event.Counters{}) {
 					t.Errorf("%s: %+v from the spool, not in the store", name, c)
 				}
 			}

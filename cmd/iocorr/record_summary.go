@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -38,7 +38,7 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 	fmt.Fprintf(w, "  graphs      %d computed, %d ops probed\n", s.Graphs, s.Ops)
 	fmt.Fprintf(w, "  faults      %d major, %d minor; in model files %d major, %d minor; stall %s (child majflt %d)\n",
 		s.Major, s.Minor, s.MajorModel, s.MinorModel, humanDuration(s.StallNS), m.Child.MajFlt)
-	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, humanBytes(s.PagesAdded*correlate.PageSize), s.Evicted)
+	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, humanBytes(s.PagesAdded*kernel.PageSize), s.Evicted)
 	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, humanBytes(s.BlockRead))
 	if op := m.OpProbes; op != nil {
 		fmt.Fprintf(w, "  op probes   on %s (%d CPU backends ran no graph, not probed)\n", strings.Join(op.Files, ", "), len(op.Idle))

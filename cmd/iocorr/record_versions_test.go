@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -170,13 +170,13 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			}
 			decodeTok := map[uint32]bool{}
 			for _, tk := range toks {
-				if correlate.PhaseName(tk.Phase) == "decode" {
+				if event.PhaseName(tk.Phase) == "decode" {
 					decodeTok[tk.Token] = true
 				}
 			}
 			picks := 0
 			seen := map[[3]uint32]bool{}
-			if err := st.ExpertSelections(func(s correlate.ExpertSel) error {
+			if err := st.ExpertSelections(func(s event.ExpertSel) error {
 				k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
 				if decodeTok[s.Token] && !seen[k] {
 					picks++

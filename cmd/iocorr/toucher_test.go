@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -115,7 +115,7 @@ func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 	}
 	defer st.Close()
 	charged := map[slot]int{}
-	err = st.Aggs(func(a *correlate.Agg) error {
+	err = st.Aggs(func(a *event.Agg) error {
 		if a.Major > 0 {
 			charged[slot{st.TensorName(a.Tensor), int(a.Expert)}] += int(a.Major)
 		}

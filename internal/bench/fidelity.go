@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
@@ -40,8 +40,8 @@ func Fidelity(r *Report, sec, dir string) {
 		return
 	}
 	defer st.Close()
-	var sum correlate.Counters
-	if err := st.Aggs(func(a *correlate.Agg) error { sum.Add(&a.Counters); return nil }); err != nil {
+	var sum event.Counters
+	if err := st.Aggs(func(a *event.Agg) error { sum.Add(&a.Counters); return nil }); err != nil {
 		r.NA(sec, "model block bytes/diskstats", "ratio", orNA(err))
 		return
 	}

@@ -1,0 +1,110 @@
+// Package event is iocorr's data model: the attributed event, the counters
+// charged to a token, tensor, expert and op, the tensor dictionary and the
+// per-run summaries the store keeps. It is the floor every other package
+// stands on: the correlator produces these values, the store encodes them,
+// and stats, report, perfetto and the exports read them. It imports no BPF
+// package, so the read side never links the loader; the kernel's enum values
+// (phase, fault class) are tied to the bpf2go output by the correlator's one
+// mapping (correlate/enums.go), checked at compile time.
+package event
+
+import "strconv"
+
+// Kind is what an attributed event is.
+type Kind uint8
+
+const (
+	KindFault   Kind = 1
+	KindPageAdd Kind = 2
+	KindPageDel Kind = 3
+	KindBlock   Kind = 4
+	KindRead    Kind = 5 // a read syscall or io_uring read of a model file
+)
+
+var kindNames = [...]string{"", "fault", "page_add", "page_delete", "block", "read"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && k > 0 {
+		return kindNames[k]
+	}
+	return "kind" + strconv.Itoa(int(k))
+}
+
+// Phase values, as stamped in the kernel (enum phase).
+const (
+	PhaseNone    uint8 = 0
+	PhasePrefill uint8 = 1
+	PhaseDecode  uint8 = 2
+)
+
+// PhaseName names a phase for output.
+func PhaseName(p uint8) string {
+	switch p {
+	case PhasePrefill:
+		return "prefill"
+	case PhaseDecode:
+		return "decode"
+	}
+	return "none"
+}
+
+// Event is one attributed event: one raw event's share in one tensor
+// slice. A folio or block request spanning several tensors yields one
+// Event per slice.
+type Event struct {
+	Ts      uint64 // completion time, CLOCK_MONOTONIC ns
+	Dur     uint64 // fault stall (ts − start_ts) or block latency (ts − issue_ts)
+	Offset  int64  // within the tensor; within the file for pseudo tensors
+	Bytes   uint64 // bytes of this slice
+	Tensor  uint32
+	Token   uint32
+	Op      uint32 // op id from op probes, 0 when unknown (see Result.OpOf)
+	Tid     uint32
+	Trigger uint32 // page add: tensor whose fault read it ahead, NoTensor otherwise
+	Expert  int16  // -1 for tensors without experts
+	Kind    Kind
+	Phase   uint8
+	Class   uint8 // fault class; for blocks 0 read, 1 write
+}
+
+// Fault classes (enum fault_class) and block directions, as in Event.Class.
+const (
+	ClassMinor       uint8 = 0
+	ClassMajor       uint8 = 1
+	ClassUnaccounted uint8 = 2
+	ClassRead        uint8 = 0
+	ClassWrite       uint8 = 1
+)
+
+// ClassName names an event's class: minor, major or unaccounted for a
+// fault, read or write for a block request, "" for page-cache events.
+func (e *Event) ClassName() string {
+	switch e.Kind {
+	case KindFault:
+		switch e.Class {
+		case ClassMinor:
+			return "minor"
+		case ClassMajor:
+			return "major"
+		}
+		return "unaccounted"
+	case KindBlock:
+		if e.Class == ClassRead {
+			return "read"
+		}
+		return "write"
+	}
+	return ""
+}
+
+// Sink receives attributed events. The pointer is valid only during the
+// call: a sink copies what it keeps.
+type Sink interface {
+	Event(*Event) error
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(*Event) error
+
+// Event calls f.
+func (f SinkFunc) Event(e *Event) error { return f(e) }

@@ -1,0 +1,56 @@
+package event
+
+// AggKey is one cell of the per-run aggregate: token × tensor × expert × op.
+type AggKey struct {
+	Token  uint32
+	Tensor uint32
+	Expert int16
+	Op     uint32
+}
+
+// Agg is one aggregate row.
+type Agg struct {
+	AggKey
+	Counters
+}
+
+// TokenInfo is the per-token summary (one llama_decode call).
+type TokenInfo struct {
+	Token   uint32
+	Phase   uint8
+	NTokens int32
+	StartNS uint64 // llama_decode entry, 0 when not seen
+	EndNS   uint64
+	Counters
+	TensorsTouched uint32 // real tensors with any event
+	ExpertsTouched uint32 // (tensor, expert) pairs with any event
+}
+
+// ExpertSel counts how often the router picked an expert of a layer in a token.
+type ExpertSel struct {
+	Token  uint32
+	Layer  uint16
+	Expert uint16
+	Count  uint64
+}
+
+// Result is what a run's attribution leaves besides the event stream: the
+// dictionaries and aggregates the store keeps.
+type Result struct {
+	Tensors   []Tensor // by id
+	Ops       []string // by op id; Ops[0] is ""
+	Tokens    []TokenInfo
+	Aggs      []Agg // sorted by token, tensor, expert, op
+	Experts   []ExpertSel
+	OpProbes  bool
+	NotBacked []string // weights read from memory that is no file
+}
+
+// OpOf is the op of an event on tensor with probe op id op: the probe's
+// when known, else the graph node's that consumes the tensor.
+func (r *Result) OpOf(op, tensor uint32) uint32 {
+	if op == 0 && int(tensor) < len(r.Tensors) {
+		return r.Tensors[tensor].Op
+	}
+	return op
+}
