@@ -14,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/kernel"
 )
 
 // Options select what the tracer records.
@@ -353,7 +355,7 @@ func (t *Tracer) TraceForksOf(tid int) (stop func() error, err error) {
 func (t *Tracer) AddFile(dev uint32, ino uint64) error {
 	k := IocorrFileKey{Ino: ino, Dev: dev}
 	if err := t.objs.Files.Update(&k, uint8(1), ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("adding model file %d:%d ino %d: %w", dev>>20, dev&0xfffff, ino, err)
+		return fmt.Errorf("adding model file %s ino %d: %w", kernel.DevString(dev), ino, err)
 	}
 	return nil
 }
@@ -362,7 +364,7 @@ func (t *Tracer) AddFile(dev uint32, ino uint64) error {
 // filters by device (Options.Devices).
 func (t *Tracer) AddDevice(dev uint32) error {
 	if err := t.objs.Devs.Update(dev, uint8(1), ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("adding block device %d:%d: %w", dev>>20, dev&0xfffff, err)
+		return fmt.Errorf("adding block device %s: %w", kernel.DevString(dev), err)
 	}
 	return nil
 }

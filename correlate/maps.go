@@ -10,7 +10,6 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/procmaps"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // mapping is one virtual memory area known to map a file (or, from a maps
@@ -130,7 +129,7 @@ func (v *vmTracker) addSnapshot(pid uint32, ts uint64, r io.Reader) error {
 	s := &snapshot{ts: ts}
 	for _, m := range ms {
 		s.space.ms = append(s.space.ms, mapping{start: m.Start, end: m.End, off: m.Offset, ino: m.Inode,
-			dev: rundir.KernelDev(m.Major, m.Minor), ts: ts})
+			dev: kernel.Dev(m.Major, m.Minor), ts: ts})
 	}
 	sort.Slice(s.space.ms, func(i, j int) bool { return s.space.ms[i].start < s.space.ms[j].start })
 	ss := append(v.snaps[pid], s)

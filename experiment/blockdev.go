@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -30,7 +31,7 @@ func StatFile(path string) (FileID, error) {
 		return FileID{}, fmt.Errorf("stat %s: %w", path, err)
 	}
 	maj, min := unix.Major(st.Dev), unix.Minor(st.Dev)
-	return FileID{Dev: rundir.KernelDev(maj, min), Ino: st.Ino, Size: st.Size, Major: maj, Minor: min}, nil
+	return FileID{Dev: kernel.Dev(maj, min), Ino: st.Ino, Size: st.Size, Major: maj, Minor: min}, nil
 }
 
 // fiemap ioctl layout (linux/fiemap.h).
@@ -119,7 +120,7 @@ func BlockDeviceOf(id FileID) (rundir.BlockDevice, error) {
 		if err != nil {
 			return bd, err
 		}
-		bd.DiskDev = rundir.KernelDev(maj, min)
+		bd.DiskDev = kernel.Dev(maj, min)
 		real = disk
 	}
 	if v, err := readUint(filepath.Join(real, "queue", "logical_block_size")); err == nil {
@@ -131,7 +132,7 @@ func BlockDeviceOf(id FileID) (rundir.BlockDevice, error) {
 // DiskName is the name of the whole disk for a block device (what
 // /proc/diskstats lists).
 func DiskName(bd rundir.BlockDevice) string {
-	sys := fmt.Sprintf("/sys/dev/block/%d:%d", rundir.DevMajor(bd.DiskDev), rundir.DevMinor(bd.DiskDev))
+	sys := "/sys/dev/block/" + kernel.DevString(bd.DiskDev)
 	if real, err := filepath.EvalSymlinks(sys); err == nil {
 		return filepath.Base(real)
 	}

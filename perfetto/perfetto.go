@@ -669,7 +669,7 @@ func (b *builder) blockSlices(reqs []*request) {
 			name := "block I/O (other files)"
 			if r.dev >= 0 {
 				bd := b.meta.Models[r.dev].Block
-				name = fmt.Sprintf("block I/O %d:%d", bd.DiskDev>>20, bd.DiskDev&0xfffff)
+				name = fmt.Sprintf("block I/O %s", kernel.DevString(bd.DiskDev))
 			}
 			p = &track{uuid: b.newUUID(), name: name}
 			b.tracks = append(b.tracks, p)

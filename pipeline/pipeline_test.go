@@ -11,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -21,7 +22,7 @@ const (
 	mapBase  = 0x7f0000000000
 )
 
-var modelDev = rundir.KernelDev(0xfe, 0)
+var modelDev = kernel.Dev(0xfe, 0)
 
 // writeRun writes a run directory of one model (attn_q at file bytes
 // 4096–12287), a maps snapshot of pid in which the model is mapped from

@@ -348,10 +348,3 @@ func WriteMeta(dir string, m *Meta) error {
 	}
 	return nil
 }
-
-// DevMajor and DevMinor split the kernel's dev_t encoding.
-func DevMajor(dev uint32) uint32 { return dev >> 20 }
-func DevMinor(dev uint32) uint32 { return dev & 0xfffff }
-
-// KernelDev encodes major and minor as the kernel does internally.
-func KernelDev(major, minor uint32) uint32 { return major<<20 | minor }

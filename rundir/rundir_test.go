@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iocorr/iocorr/internal/kernel"
 )
 
 func fullMeta() Meta {
@@ -23,9 +25,9 @@ func fullMeta() Meta {
 		Libraries: []Library{{Path: "/lib/libllama.so", BuildID: "abcd", Size: 10}, {Path: "/x.so", BuildIDError: "bad ELF", Size: 3}},
 		GoVersion: "go1.24",
 		Models: []ModelFile{{
-			Path: "/m.gguf", Dev: KernelDev(254, 0), Ino: 7, Size: 8192, DataOffset: 4096,
+			Path: "/m.gguf", Dev: kernel.Dev(254, 0), Ino: 7, Size: 8192, DataOffset: 4096,
 			Tensors: []Tensor{{Name: "blk.0.ffn_up_exps.weight", Type: "BF16", Shape: []uint64{4, 8, 2}, Offset: 4096, Size: 128, Layer: 0, Role: "ffn_up_exps", Experts: 2, ExpertStride: 64}},
-			Block:   BlockDevice{Name: "vda", Dev: KernelDev(254, 0), DiskDev: KernelDev(254, 0), LogicalBlock: 512},
+			Block:   BlockDevice{Name: "vda", Dev: kernel.Dev(254, 0), DiskDev: kernel.Dev(254, 0), LogicalBlock: 512},
 			Extents: []Extent{{Logical: 0, Physical: 1 << 20, Length: 8192, Flags: 1}}, ResidentBefore: 1, Pages: 2,
 		}},
 		Maps:  []MapsSnapshot{{MonoNS: 5, PID: 42, File: "maps/0001-42.txt"}},
@@ -172,26 +174,5 @@ func TestStatusSaysWhyFiguresArePartial(t *testing.T) {
 				t.Errorf("Status() = %q, want %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestDevicesSplitAndJoinAsTheKernelEncodesThem(t *testing.T) {
-	tests := []struct {
-		major, minor uint32
-		dev          uint32
-	}{
-		{0, 0, 0},
-		{254, 0, 254 << 20},
-		{8, 17, 8<<20 | 17},
-		{259, 1, 259<<20 | 1},
-		{0xfff, 0xfffff, 0xffffffff},
-	}
-	for _, tc := range tests {
-		if got := KernelDev(tc.major, tc.minor); got != tc.dev {
-			t.Errorf("KernelDev(%d, %d) = %#x, want %#x", tc.major, tc.minor, got, tc.dev)
-		}
-		if DevMajor(tc.dev) != tc.major || DevMinor(tc.dev) != tc.minor {
-			t.Errorf("%#x splits into %d:%d, want %d:%d", tc.dev, DevMajor(tc.dev), DevMinor(tc.dev), tc.major, tc.minor)
-		}
 	}
 }

@@ -1,0 +1,84 @@
+// Package units reads and writes the sizes and durations people type and
+// read: "96MiB" on a command line, "1.5 MiB" in a table. It is the one size
+// parser and the one set of formatters of the tree.
+package units
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ParseSize reads "123", "500MB", "2GiB", "1.5G" (K/M/G/T alone are binary,
+// as in dd and truncate).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a size (want e.g. 500MiB or 2GiB)", s)
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+	}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("%q: unknown unit %q (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, t[i:])
+	}
+	if v*mult > 1<<50 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v * mult), nil
+}
+
+// ExactSize writes n in the largest binary unit that divides it ("96MiB"),
+// so that ParseSize reads back n: the form of a limit or a flag value.
+func ExactSize(n int64) string {
+	for _, u := range []struct {
+		s     string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n>>u.shift > 0 && n&(1<<u.shift-1) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.s)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// Bytes writes a byte count for a reader: whole bytes below 1 KiB, else one
+// decimal in the largest binary unit below 1024 of it ("1.5 MiB").
+func Bytes(v float64) string {
+	const unit = 1024
+	if v < unit {
+		return fmt.Sprintf("%.0f B", v)
+	}
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		v /= unit
+		if v < unit {
+			return fmt.Sprintf("%.1f %s", v, u)
+		}
+	}
+	return fmt.Sprintf("%.1f PiB", v/unit)
+}
+
+// Duration writes nanoseconds for a reader: whole ns below 1 µs, else one
+// decimal in µs or ms, two in s.
+func Duration(ns float64) string {
+	switch {
+	case ns < 1e3:
+		return fmt.Sprintf("%.0f ns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	case ns < 1e9:
+		return fmt.Sprintf("%.1f ms", ns/1e6)
+	}
+	return fmt.Sprintf("%.2f s", ns/1e9)
+}

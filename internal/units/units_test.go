@@ -1,0 +1,67 @@
+package units_test
+
+import (
+	"testing"
+
+	"github.com/iocorr/iocorr/internal/units"
+)
+
+func TestParseSizeReadsBinaryAndDecimalUnits(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"123", 123, false},
+		{"96MiB", 96 << 20, false},
+		{"96M", 96 << 20, false},
+		{"500MB", 500e6, false},
+		{"1.5G", 3 << 29, false},
+		{" 2 GiB ", 2 << 30, false},
+		{"0", 0, true},
+		{"-1MiB", 0, true},
+		{"12XB", 0, true},
+		{"MiB", 0, true},
+		{"2000TiB", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := units.ParseSize(tc.in)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("ParseSize(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestExactSizeReadsBackThroughParseSize(t *testing.T) {
+	for _, n := range []int64{1, 1000, 1024, 96 << 20, 3 << 29, 1<<30 + 4096, 4 << 30} {
+		s := units.ExactSize(n)
+		got, err := units.ParseSize(s)
+		if err != nil || got != n {
+			t.Errorf("ParseSize(ExactSize(%d) = %q) = %d, %v", n, s, got, err)
+		}
+	}
+	if got := units.ExactSize(96 << 20); got != "96MiB" {
+		t.Errorf("ExactSize(96 MiB) = %q, want 96MiB", got)
+	}
+}
+
+func TestBytesAndDurationPickTheUnitBelow1024Or1000(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{units.Bytes(0), "0 B"},
+		{units.Bytes(1023), "1023 B"},
+		{units.Bytes(1536), "1.5 KiB"},
+		{units.Bytes(1023 << 20), "1023.0 MiB"},
+		{units.Bytes(3 << 30), "3.0 GiB"},
+		{units.Duration(999), "999 ns"},
+		{units.Duration(1500), "1.5 µs"},
+		{units.Duration(2.5e6), "2.5 ms"},
+		{units.Duration(3.25e9), "3.25 s"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
