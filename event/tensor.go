@@ -36,3 +36,19 @@ type Tensor struct {
 
 // Pseudo reports whether t is one of the bracketed catch-all tensors.
 func (t *Tensor) Pseudo() bool { return t.ID < FirstTensor }
+
+// FileOffset is where in its model file the first byte of e lies: e's
+// offset is within its tensor, and the tensor's is absolute. ok is false for
+// events on pseudo tensors (other files, anonymous memory, a model's
+// header), whose offsets are no model byte, and for a tensor id outside
+// tensors. It is the one event → file offset mapping of the read side.
+func FileOffset(tensors []Tensor, e *Event) (model int, off int64, ok bool) {
+	if int(e.Tensor) >= len(tensors) {
+		return -1, 0, false
+	}
+	t := &tensors[e.Tensor]
+	if t.Pseudo() || t.Model < 0 {
+		return -1, 0, false
+	}
+	return t.Model, t.Offset + e.Offset, true
+}
