@@ -77,6 +77,7 @@ type Correlator struct {
 
 	slices []slice
 	ev     event.Event
+	req    uint64 // the last raw record's request id (Event.Req)
 	stats  Stats
 	err    error
 }
@@ -239,6 +240,12 @@ func (c *Correlator) probeOp(hdr *bpf.IocorrEventHdr) uint32 {
 	return 0
 }
 
+// newReq numbers the next raw record that yields events.
+func (c *Correlator) newReq() uint64 {
+	c.req++
+	return c.req
+}
+
 func (c *Correlator) emit(ev *event.Event) {
 	if c.err != nil {
 		return
@@ -380,7 +387,7 @@ func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
 func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	hdr := &f.Hdr
 	ev := &c.ev
-	*ev = event.Event{Ts: hdr.Ts, Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
+	*ev = event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
 		Trigger: event.NoTensor, Expert: -1, Kind: event.KindFault, Class: f.Class, Bytes: kernel.PageSize}
 	s := c.faultSlice(f, true)
 	ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
@@ -443,18 +450,19 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 
 func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
 	n := int64(1) << min(p.Order, 20)
-	c.added(&p.Hdr, p.Hdr.Ts, p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
+	c.added(&p.Hdr, c.newReq(), p.Hdr.Ts, p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
 }
 
 func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
 	n := int64(1) << min(p.Order, 20)
-	c.deleted(&p.Hdr, p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
+	c.deleted(&p.Hdr, c.newReq(), p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
 }
 
 // pageRun charges a run of folios as the per-folio records would have
 // been charged: every byte range and page once, at the run's stamp.
 func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 	var charge func(first, n uint64)
+	req := c.newReq() // every range of the run is a slice of this one record
 	switch p.Kind {
 	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
 		since := p.FirstTs
@@ -462,11 +470,11 @@ func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 			since = p.Hdr.Ts
 		}
 		charge = func(first, n uint64) {
-			c.added(&p.Hdr, since, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
+			c.added(&p.Hdr, req, since, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
 		}
 	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
 		charge = func(first, n uint64) {
-			c.deleted(&p.Hdr, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
+			c.deleted(&p.Hdr, req, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
 		}
 	default:
 		c.stats.Unattributed++
@@ -480,7 +488,7 @@ func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 // added holds back the adds of file range [off, off+n) until the thread's
 // fault, if any, tells their trigger; first is when the first page of it
 // was added, hdr.Ts when the last was.
-func (c *Correlator) added(hdr *bpf.IocorrEventHdr, first uint64, dev uint32, ino uint64, off, n int64) {
+func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req, first uint64, dev uint32, ino uint64, off, n int64) {
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
@@ -496,7 +504,7 @@ func (c *Correlator) added(hdr *bpf.IocorrEventHdr, first uint64, dev uint32, in
 			c.stats.PendingCapped++
 			c.flushTid(hdr.Tid, nil)
 		}
-		st.pending = append(st.pending, event.Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
+		st.pending = append(st.pending, event.Event{Ts: hdr.Ts, Req: req, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
 			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: event.NoTensor, Expert: s.expert, Kind: event.KindPageAdd, Phase: hdr.Phase})
 		st.since = append(st.since, first)
 		a := c.agg(hdr.Token, s.tensor, s.expert, op)
@@ -507,14 +515,14 @@ func (c *Correlator) added(hdr *bpf.IocorrEventHdr, first uint64, dev uint32, in
 	t.PagesAdded += uint64(n / kernel.PageSize)
 }
 
-func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, dev uint32, ino uint64, off, n int64) {
+func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, req uint64, dev uint32, ino uint64, off, n int64) {
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
 	c.slices = c.fileSlices(c.slices[:0], m, off, n)
 	for i := range c.slices {
 		s := &c.slices[i]
-		c.ev = event.Event{Ts: hdr.Ts, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor, Token: hdr.Token, Op: op,
+		c.ev = event.Event{Ts: hdr.Ts, Req: req, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor, Token: hdr.Token, Op: op,
 			Tid: hdr.Tid, Trigger: event.NoTensor, Expert: s.expert, Kind: event.KindPageDel, Phase: hdr.Phase}
 		a := c.agg(hdr.Token, s.tensor, s.expert, op)
 		a.EvictedBytes += uint64(s.n)
@@ -543,7 +551,7 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 	if kernel.BlockOpOf(b.CmdFlags) != kernel.BlockRead { // writes, flushes, discards...
 		class = blockWrite
 	}
-	base := event.Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
+	base := event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
 		Expert: -1, Kind: event.KindBlock, Phase: hdr.Phase, Class: class}
 	if b.IssueTs != 0 && b.IssueTs <= hdr.Ts {
 		base.Dur = hdr.Ts - b.IssueTs
@@ -595,7 +603,7 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 // slices of the file range it read (the kernel recorded only model files).
 func (c *Correlator) read(rd *bpf.IocorrReadEvent) {
 	hdr := &rd.Hdr
-	base := event.Event{Ts: hdr.Ts, Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
+	base := event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
 		Expert: -1, Kind: event.KindRead, Phase: hdr.Phase, Class: uint8(rd.Kind)}
 	if rd.StartTs != 0 && rd.StartTs <= hdr.Ts {
 		base.Dur = hdr.Ts - rd.StartTs

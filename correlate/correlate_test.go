@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
@@ -303,5 +304,47 @@ func TestOverlappingTensorsAreRejected(t *testing.T) {
 	m.Models[0].Tensors[1].Offset = 8192
 	if _, err := New(m, &collect{}); err == nil {
 		t.Fatal("want an error for overlapping tensors")
+	}
+}
+
+// The slices of one raw record share its request id and no two records
+// share one: readers put block requests, read calls and folio runs back
+// together by it, never by guessing from time and thread.
+func TestSlicesOfOneRecordShareItsRequestIDAndRecordsDoNot(t *testing.T) {
+	tests := []struct {
+		name    string
+		recs    [][]byte
+		records int // distinct ids, in emission order
+		events  int
+	}{
+		{"a block request over two extents and a hole", [][]byte{block(100, physBase+12288, 12288, 0)}, 1, 3},
+		{"two block requests at one time", [][]byte{block(100, physBase+12288, 12288, 0), block(100, physBase+12288, 12288, 0)}, 2, 6},
+		{"a folio straddling two tensors, then its eviction", [][]byte{page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 2, 1),
+			page(bpf.IocorrEventTypeEV_PAGE_DEL, 20, 9, modelIno, 2, 1)}, 2, 4},
+		{"a run of folios over five tensors", [][]byte{pageRun(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 13, 9, 0, 8)}, 1, 0},
+		{"two faults", [][]byte{fault(10, 5, 9, modelIno, 0, 1), fault(20, 15, 9, modelIno, 4096, 1)}, 2, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, evs := run(t, tc.recs...)
+			if tc.events > 0 && len(evs) != tc.events {
+				t.Fatalf("got %d events, want %d: %+v", len(evs), tc.events, evs)
+			}
+			var ids []uint64
+			for i, e := range evs {
+				if e.Req == 0 {
+					t.Fatalf("event %d has no request id: %+v", i, e)
+				}
+				if i == 0 || e.Req != evs[i-1].Req {
+					if slices.Contains(ids, e.Req) {
+						t.Fatalf("request id %d names two records: %+v", e.Req, evs)
+					}
+					ids = append(ids, e.Req)
+				}
+			}
+			if len(ids) != tc.records {
+				t.Errorf("%d request ids %v, want %d records: %+v", len(ids), ids, tc.records, evs)
+			}
+		})
 	}
 }

@@ -18,4 +18,10 @@ var (
 	_ = [1]struct{}{}[event.ClassMinor^uint8(bpf.IocorrFaultClassFAULT_MINOR)]
 	_ = [1]struct{}{}[event.ClassMajor^uint8(bpf.IocorrFaultClassFAULT_MAJOR)]
 	_ = [1]struct{}{}[event.ClassUnaccounted^uint8(bpf.IocorrFaultClassFAULT_UNACCOUNTED)]
+	_ = [1]struct{}{}[event.ReadRead^uint8(bpf.IocorrReadKindREAD_READ)]
+	_ = [1]struct{}{}[event.ReadPread64^uint8(bpf.IocorrReadKindREAD_PREAD64)]
+	_ = [1]struct{}{}[event.ReadReadv^uint8(bpf.IocorrReadKindREAD_READV)]
+	_ = [1]struct{}{}[event.ReadPreadv^uint8(bpf.IocorrReadKindREAD_PREADV)]
+	_ = [1]struct{}{}[event.ReadPreadv2^uint8(bpf.IocorrReadKindREAD_PREADV2)]
+	_ = [1]struct{}{}[event.ReadIOUring^uint8(bpf.IocorrReadKindREAD_IO_URING)]
 )

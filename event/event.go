@@ -50,9 +50,14 @@ func PhaseName(p uint8) string {
 
 // Event is one attributed event: one raw event's share in one tensor
 // slice. A folio or block request spanning several tensors yields one
-// Event per slice.
+// Event per slice; Req tells which slices are one record's.
 type Event struct {
-	Ts      uint64 // completion time, CLOCK_MONOTONIC ns
+	Ts uint64 // completion time, CLOCK_MONOTONIC ns
+	// Req names the raw record this event is a slice of (a fault, a folio
+	// or a run of folios, a block request, a read call): the correlator
+	// numbers records from 1, so the slices of one record share it and no
+	// two records of a run do. 0 is no record (events made by hand).
+	Req     uint64
 	Dur     uint64 // fault stall (ts − start_ts) or block latency (ts − issue_ts)
 	Offset  int64  // within the tensor; within the file for pseudo tensors
 	Bytes   uint64 // bytes of this slice
@@ -75,6 +80,27 @@ const (
 	ClassRead        uint8 = 0
 	ClassWrite       uint8 = 1
 )
+
+// Read call kinds (enum read_kind), as in a read event's Class.
+const (
+	ReadRead    uint8 = 1
+	ReadPread64 uint8 = 2
+	ReadReadv   uint8 = 3
+	ReadPreadv  uint8 = 4
+	ReadPreadv2 uint8 = 5
+	ReadIOUring uint8 = 6 // IORING_OP_READ, _READV or _READ_FIXED
+)
+
+var readKindNames = [...]string{ReadRead: "read", ReadPread64: "pread64", ReadReadv: "readv", ReadPreadv: "preadv",
+	ReadPreadv2: "preadv2", ReadIOUring: "io_uring read"}
+
+// ReadKindName names a read event's call kind.
+func ReadKindName(k uint8) string {
+	if int(k) < len(readKindNames) && readKindNames[k] != "" {
+		return readKindNames[k]
+	}
+	return "read call"
+}
 
 // ClassName names an event's class: minor, major or unaccounted for a
 // fault, read or write for a block request, "" for page-cache events.

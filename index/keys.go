@@ -41,7 +41,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 5
+const FormatVersion = 6
 
 var be = binary.BigEndian
 
@@ -302,7 +302,8 @@ func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
 // events in time order, each as varints relative to the previous event:
 //
 //	ts−prev.ts        uvarint (a chunk is sorted by time)
-//	kind|phase|class  one byte: kind<<4 | phase<<2 | class
+//	kind|phase|class  one byte: kind<<5 | phase<<3 | class (a read's class is
+//	                  its call kind, up to 6: format 5 kept 2 bits of it)
 //	tensor            uvarint
 //	expert+1          uvarint
 //	token−prev.token  zigzag varint
@@ -312,14 +313,15 @@ func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
 //	offset            zigzag varint
 //	bytes             uvarint
 //	duration          uvarint
+//	req−prev.req      zigzag varint (held-back page adds come out of order)
 //
-// An event is ~17 bytes instead of 57 fixed ones. Chunks are only ever read
+// An event is ~18 bytes instead of 57 fixed ones. Chunks are only ever read
 // whole, so sequential decoding costs nothing, and every byte saved is a
 // byte badger's value log does not copy three times on the way to disk.
-const chunkEncoding = 1
+const chunkEncoding = 2
 
-// maxEventLen bounds one encoded event: 9 varints of ≤10 bytes, 1 flag byte.
-const maxEventLen = 10*10 + 1
+// maxEventLen bounds one encoded event: 11 varints of ≤10 bytes, 1 flag byte.
+const maxEventLen = 11*10 + 1
 
 func appendChunk(b []byte, evs []event.Event) []byte {
 	b = append(b, chunkEncoding)
@@ -328,7 +330,7 @@ func appendChunk(b []byte, evs []event.Event) []byte {
 	for i := range evs {
 		e := &evs[i]
 		b = binary.AppendUvarint(b, e.Ts-prev.Ts)
-		b = append(b, byte(e.Kind)<<4|(e.Phase&3)<<2|e.Class&3)
+		b = append(b, byte(e.Kind)<<5|(e.Phase&3)<<3|e.Class&7)
 		b = binary.AppendUvarint(b, uint64(e.Tensor))
 		b = binary.AppendUvarint(b, uint64(uint16(e.Expert+1)))
 		b = binary.AppendVarint(b, int64(e.Token)-int64(prev.Token))
@@ -338,6 +340,7 @@ func appendChunk(b []byte, evs []event.Event) []byte {
 		b = binary.AppendVarint(b, e.Offset)
 		b = binary.AppendUvarint(b, e.Bytes)
 		b = binary.AppendUvarint(b, e.Dur)
+		b = binary.AppendVarint(b, int64(e.Req-prev.Req))
 		prev = *e
 	}
 	return b
@@ -398,7 +401,7 @@ func (r *chunkReader) next(e *event.Event) bool {
 	}
 	f := r.b[0]
 	r.b = r.b[1:]
-	e.Kind, e.Phase, e.Class = event.Kind(f>>4), f>>2&3, f&3
+	e.Kind, e.Phase, e.Class = event.Kind(f>>5), f>>3&3, f&7
 	e.Tensor = uint32(r.uvarint())
 	e.Expert = int16(uint16(r.uvarint())) - 1
 	e.Token = uint32(int64(p.Token) + r.varint())
@@ -408,6 +411,7 @@ func (r *chunkReader) next(e *event.Event) bool {
 	e.Offset = r.varint()
 	e.Bytes = r.uvarint()
 	e.Dur = r.uvarint()
+	e.Req = p.Req + uint64(r.varint())
 	if r.err != nil {
 		return false
 	}

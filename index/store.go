@@ -390,3 +390,27 @@ func (s *Store) Events(f EventFilter, fn func(*event.Event) error) error {
 		return nil
 	})
 }
+
+// Records calls fn once per raw record that f selects, with the slices the
+// correlator split it into: the events of one request id that follow one
+// another in store order (a block request's or a read call's per-tensor
+// slices, a folio's, a fault alone). It is the one place readers put a
+// request back together. An event without a request id (0, made by hand)
+// is a record of its own. rec is valid only during the call.
+func (s *Store) Records(f EventFilter, fn func(rec []event.Event) error) error {
+	var rec []event.Event
+	err := s.Events(f, func(e *event.Event) error {
+		if len(rec) > 0 && (e.Req == 0 || e.Req != rec[0].Req) {
+			if err := fn(rec); err != nil {
+				return err
+			}
+			rec = rec[:0]
+		}
+		rec = append(rec, *e)
+		return nil
+	})
+	if err == nil && len(rec) > 0 {
+		err = fn(rec)
+	}
+	return err
+}

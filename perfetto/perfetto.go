@@ -382,8 +382,7 @@ func (b *builder) llamaSlices() {
 	}
 }
 
-// request is one block request, put together from its per-tensor slices
-// (they share completion time, latency and thread).
+// request is one block request, put together from its per-tensor slices.
 type request struct {
 	issue, done uint64
 	bytes       uint64
@@ -393,119 +392,167 @@ type request struct {
 	flows       []uint64
 }
 
-func (b *builder) modelOf(e *event.Event) (int, int64, bool) {
-	if int(e.Tensor) >= len(b.st.Tensors) {
-		return -1, 0, false
-	}
-	t := &b.st.Tensors[e.Tensor]
-	if t.Pseudo() || t.Model < 0 {
-		return -1, 0, false
-	}
-	return t.Model, t.Offset + e.Offset, true
+// fault is a fault instant to draw, with where in its model its page is.
+type fault struct {
+	ev    event.Event
+	model int // -1 when its page is in no model
+	off   int64
+	flow  uint64
 }
 
+// readCall is one read call of a model file, put together from its
+// per-tensor slices.
+type readCall struct {
+	tid         uint32
+	start, end  uint64
+	bytes       uint64
+	kind        uint8
+	first, last string // tensors
+}
+
+// series are the counter tracks' values: per series, per bucket of
+// Options.Interval, a sum (a rate) or the last value (a gauge), series in
+// order of first sight.
+type series struct {
+	interval uint64
+	sums     map[seriesBucket]int64
+	order    []string
+	seen     map[string]bool
+}
+
+type seriesBucket struct {
+	series string
+	bucket uint64
+}
+
+func newSeries(interval uint64) *series {
+	return &series{interval: interval, sums: map[seriesBucket]int64{}, seen: map[string]bool{}}
+}
+
+func (s *series) add(name string, ts uint64, v int64, gauge bool) {
+	if !s.seen[name] {
+		s.seen[name] = true
+		s.order = append(s.order, name)
+	}
+	k := seriesBucket{name, ts / s.interval}
+	if gauge {
+		s.sums[k] = v
+	} else {
+		s.sums[k] += v
+	}
+}
+
+// storeEvents draws the store's events: fault instants (or per-thread
+// counters when there are too many), block requests with flows from the
+// major faults they served, read calls, and the counter tracks.
 func (b *builder) storeEvents() error {
-	var reqs []*request
-	var cur *request
-	var curKey [3]uint64
-	type fault struct {
-		ev    event.Event
-		model int
-		off   int64
-		flow  uint64
+	ev, err := b.readStore()
+	if err != nil {
+		return err
 	}
-	var faults []fault
-	nFaults := 0
-	type readCall struct {
-		tid         uint32
-		start, end  uint64
-		bytes       uint64
-		kind        uint8
-		first, last string // tensors
+	downsample := ev.nFaults > b.opt.MaxInstants
+	if !downsample {
+		b.linkFlows(ev.faults, ev.reqs)
 	}
-	var reads []readCall
-	// Resident pages per model, device bytes and per-layer bytes, bucketed.
+	if downsample {
+		if err := b.faultCounters(ev.nFaults); err != nil {
+			return err
+		}
+	} else {
+		b.faultInstants(ev.faults)
+	}
+	b.blockSlices(ev.reqs)
+	b.readSlices(ev.reads)
+	b.counterTracks(ev.series)
+	return nil
+}
+
+// storeRead is what one pass over the store's events gathers.
+type storeRead struct {
+	reqs    []*request
+	faults  []fault // the first MaxInstants+1
+	nFaults int
+	reads   []readCall
+	series  *series // resident pages per model, device bytes and per-layer bytes read
+}
+
+// readStore reads every record of the store once.
+func (b *builder) readStore() (*storeRead, error) {
+	ev := &storeRead{series: newSeries(b.opt.Interval)}
 	resident := make([]int64, len(b.meta.Models))
 	for i, m := range b.meta.Models {
 		resident[i] = int64(m.ResidentBefore)
 	}
-	type bucketKey struct {
-		series string
-		bucket uint64
-	}
-	sums := map[bucketKey]int64{}
-	last := map[string]int64{}
-	var seriesOrder []string
-	addSum := func(series string, ts uint64, v int64, gauge bool) {
-		if _, ok := last[series]; !ok {
-			seriesOrder = append(seriesOrder, series)
-			last[series] = 0
-		}
-		k := bucketKey{series, ts / b.opt.Interval}
-		if gauge {
-			sums[k] = v
-		} else {
-			sums[k] += v
-		}
-	}
-	err := b.st.Events(index.EventFilter{}, func(e *event.Event) error {
-		switch e.Kind {
+	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+		switch rec[0].Kind {
 		case event.KindFault:
-			nFaults++
-			m, off, _ := b.modelOf(e)
-			if len(faults) <= b.opt.MaxInstants {
-				faults = append(faults, fault{ev: *e, model: m, off: off})
+			for i := range rec {
+				ev.nFaults++
+				m, off, _ := event.FileOffset(b.st.Tensors, &rec[i])
+				if len(ev.faults) <= b.opt.MaxInstants {
+					ev.faults = append(ev.faults, fault{ev: rec[i], model: m, off: off})
+				}
 			}
 		case event.KindBlock:
-			key := [3]uint64{e.Ts, e.Dur, uint64(e.Tid) + 1}
-			if cur == nil || key != curKey {
-				cur = &request{issue: e.Ts - e.Dur, done: e.Ts, write: e.Class == event.ClassWrite, dev: -1}
-				reqs = append(reqs, cur)
-				curKey = key
-			}
-			cur.bytes += e.Bytes
-			if m, off, ok := b.modelOf(e); ok {
-				if cur.dev < 0 {
-					cur.dev = m
-				}
-				cur.pages = append(cur.pages, [2]int64{int64(m)<<48 | off/pageSize, int64(m)<<48 | (off+int64(e.Bytes)+pageSize-1)/pageSize})
-				if !cur.write {
-					if t := &b.st.Tensors[e.Tensor]; t.Layer >= 0 {
-						addSum(fmt.Sprintf("layer %d bytes read", t.Layer), e.Ts, int64(e.Bytes), false)
-					}
-				}
-			}
-			if !cur.write {
-				addSum("device bytes read", e.Ts, int64(e.Bytes), false)
-			}
+			ev.reqs = append(ev.reqs, b.blockRequest(rec, ev.series))
 		case event.KindRead:
-			// The slices of one call share its return time, latency and thread.
-			if n := len(reads); n > 0 && reads[n-1].end == e.Ts && reads[n-1].tid == e.Tid && reads[n-1].start == e.Ts-e.Dur {
-				reads[n-1].bytes += e.Bytes
-				reads[n-1].last = b.st.TensorName(e.Tensor)
-				return nil
+			first, last := b.st.TensorName(rec[0].Tensor), b.st.TensorName(rec[len(rec)-1].Tensor)
+			r := readCall{tid: rec[0].Tid, start: rec[0].Ts - rec[0].Dur, end: rec[0].Ts, kind: rec[0].Class, first: first, last: last}
+			for _, e := range rec {
+				r.bytes += e.Bytes
 			}
-			name := b.st.TensorName(e.Tensor)
-			reads = append(reads, readCall{tid: e.Tid, start: e.Ts - e.Dur, end: e.Ts, bytes: e.Bytes, kind: e.Class, first: name, last: name})
+			ev.reads = append(ev.reads, r)
 		case event.KindPageAdd, event.KindPageDel:
-			m, _, ok := b.modelOf(e)
-			if !ok {
-				return nil
+			for i := range rec {
+				e := &rec[i]
+				m, _, ok := event.FileOffset(b.st.Tensors, e)
+				if !ok {
+					continue
+				}
+				d := int64(e.Bytes / pageSize)
+				if e.Kind == event.KindPageDel {
+					d = -d
+				}
+				resident[m] += d
+				ev.series.add(fmt.Sprintf("resident pages of %s", filepath.Base(b.meta.Models[m].Path)), e.Ts, resident[m], true)
 			}
-			d := int64(e.Bytes / pageSize)
-			if e.Kind == event.KindPageDel {
-				d = -d
-			}
-			resident[m] += d
-			addSum(fmt.Sprintf("resident pages of %s", filepath.Base(b.meta.Models[m].Path)), e.Ts, resident[m], true)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("reading events: %w", err)
+		return nil, fmt.Errorf("reading events: %w", err)
 	}
-	// Flows: a major fault's page read by a request issued and completed
-	// within the fault.
+	return ev, nil
+}
+
+// blockRequest is the block request whose slices are rec; a read's bytes
+// count in the device's and its layers' bytes read.
+func (b *builder) blockRequest(rec []event.Event, sums *series) *request {
+	r := &request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: rec[0].Class == event.ClassWrite, dev: -1}
+	for i := range rec {
+		e := &rec[i]
+		r.bytes += e.Bytes
+		if m, off, ok := event.FileOffset(b.st.Tensors, e); ok {
+			if r.dev < 0 {
+				r.dev = m
+			}
+			r.pages = append(r.pages, [2]int64{int64(m)<<48 | off/pageSize, int64(m)<<48 | (off+int64(e.Bytes)+pageSize-1)/pageSize})
+			if !r.write {
+				if t := &b.st.Tensors[e.Tensor]; t.Layer >= 0 {
+					sums.add(fmt.Sprintf("layer %d bytes read", t.Layer), e.Ts, int64(e.Bytes), false)
+				}
+			}
+		}
+		if !r.write {
+			sums.add("device bytes read", e.Ts, int64(e.Bytes), false)
+		}
+	}
+	return r
+}
+
+// linkFlows draws a flow from a major fault to the request that read its
+// page: one issued and completed within the fault.
+func (b *builder) linkFlows(faults []fault, reqs []*request) {
 	byPage := map[int64][]int{}
 	for i, r := range reqs {
 		if r.write {
@@ -517,10 +564,9 @@ func (b *builder) storeEvents() error {
 			}
 		}
 	}
-	downsample := nFaults > b.opt.MaxInstants
 	for i := range faults {
 		f := &faults[i]
-		if downsample || f.ev.Class != event.ClassMajor || f.model < 0 {
+		if f.ev.Class != event.ClassMajor || f.model < 0 {
 			continue
 		}
 		start := f.ev.Ts - f.ev.Dur
@@ -534,88 +580,97 @@ func (b *builder) storeEvents() error {
 			}
 		}
 	}
-	if downsample {
-		b.sum.Downsampled = fmt.Sprintf("%d faults are more than the %d instants a trace holds here: each thread's faults are a counter per %d ms instead", nFaults, b.opt.MaxInstants, b.opt.Interval/1_000_000)
-		counts := map[[2]uint64]int64{}
-		err := b.st.Events(index.EventFilter{}, func(e *event.Event) error {
-			if e.Kind == event.KindFault {
-				counts[[2]uint64{uint64(e.Tid), e.Ts / b.opt.Interval}]++
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("reading events: %w", err)
+}
+
+// faultCounters draws each thread's faults as a counter per interval, when
+// they are too many to be instants, and says so on the run's track.
+func (b *builder) faultCounters(nFaults int) error {
+	b.sum.Downsampled = fmt.Sprintf("%d faults are more than the %d instants a trace holds here: each thread's faults are a counter per %d ms instead", nFaults, b.opt.MaxInstants, b.opt.Interval/1_000_000)
+	counts := map[[2]uint64]int64{}
+	err := b.st.Events(index.EventFilter{}, func(e *event.Event) error {
+		if e.Kind == event.KindFault {
+			counts[[2]uint64{uint64(e.Tid), e.Ts / b.opt.Interval}]++
 		}
-		tracks := map[uint32]*track{}
-		keys := slices.SortedFunc(func(yield func([2]uint64) bool) {
-			for k := range counts {
-				if !yield(k) {
-					return
-				}
-			}
-		}, func(a, b [2]uint64) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-		for _, k := range keys {
-			tid := uint32(k[0])
-			tr := tracks[tid]
-			if tr == nil {
-				tr = b.childTrack(b.threadTrack(tid), "page faults per interval")
-				tr.counterUnit = unitCount
-				tracks[tid] = tr
-				b.sum.CounterTracks++
-			}
-			b.events = append(b.events, trackEvent{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
-		}
-		b.events = append(b.events, trackEvent{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
-			anns: []annotation{annS("why", b.sum.Downsampled)}})
-	} else {
-		for i := range faults {
-			f := &faults[i]
-			anns := []annotation{annS("class", f.ev.ClassName()), annS("tensor", b.st.TensorName(f.ev.Tensor)),
-				annU("latency_ns", f.ev.Dur), annU("token", uint64(f.ev.Token))}
-			if f.ev.Expert >= 0 {
-				anns = append(anns, annI("expert", int64(f.ev.Expert)))
-			}
-			if f.model >= 0 {
-				anns = append(anns, annI("file_offset", f.off))
-			}
-			var flows []uint64
-			if f.flow != 0 {
-				flows = []uint64{f.flow}
-			}
-			b.events = append(b.events, trackEvent{ts: f.ev.Ts - f.ev.Dur, track: b.threadTrack(f.ev.Tid).uuid, typ: typeInstant,
-				name: f.ev.ClassName() + " fault", category: "page fault", anns: anns, flows: flows})
-			b.sum.Faults++
-		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading events: %w", err)
 	}
-	b.blockSlices(reqs)
+	tracks := map[uint32]*track{}
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b [2]uint64) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for _, k := range keys {
+		tid := uint32(k[0])
+		tr := tracks[tid]
+		if tr == nil {
+			tr = b.childTrack(b.threadTrack(tid), "page faults per interval")
+			tr.counterUnit = unitCount
+			tracks[tid] = tr
+			b.sum.CounterTracks++
+		}
+		b.events = append(b.events, trackEvent{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
+	}
+	b.events = append(b.events, trackEvent{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
+		anns: []annotation{annS("why", b.sum.Downsampled)}})
+	return nil
+}
+
+// faultInstants draws each fault as an instant on its thread's track.
+func (b *builder) faultInstants(faults []fault) {
+	for i := range faults {
+		f := &faults[i]
+		anns := []annotation{annS("class", f.ev.ClassName()), annS("tensor", b.st.TensorName(f.ev.Tensor)),
+			annU("latency_ns", f.ev.Dur), annU("token", uint64(f.ev.Token))}
+		if f.ev.Expert >= 0 {
+			anns = append(anns, annI("expert", int64(f.ev.Expert)))
+		}
+		if f.model >= 0 {
+			anns = append(anns, annI("file_offset", f.off))
+		}
+		var flows []uint64
+		if f.flow != 0 {
+			flows = []uint64{f.flow}
+		}
+		b.events = append(b.events, trackEvent{ts: f.ev.Ts - f.ev.Dur, track: b.threadTrack(f.ev.Tid).uuid, typ: typeInstant,
+			name: f.ev.ClassName() + " fault", category: "page fault", anns: anns, flows: flows})
+		b.sum.Faults++
+	}
+}
+
+// readSlices draws read calls on lanes of their thread's "read calls"
+// tracks (the io_uring reads of one thread may overlap).
+func (b *builder) readSlices(reads []readCall) {
 	readLanes := map[uint32][]*lane{}
 	for _, r := range reads {
 		ls := readLanes[r.tid]
 		tr := b.lane(&ls, b.threadTrack(r.tid), "read calls", r.start, r.end)
 		readLanes[r.tid] = ls
-		anns := []annotation{annU("bytes", r.bytes), annS("call", readKindName(r.kind)), annS("first_tensor", r.first), annS("last_tensor", r.last)}
-		b.slice(tr, r.start, r.end, fmt.Sprintf("%s %d KiB", readKindName(r.kind), r.bytes>>10), "read", anns, nil)
+		anns := []annotation{annU("bytes", r.bytes), annS("call", event.ReadKindName(r.kind)), annS("first_tensor", r.first), annS("last_tensor", r.last)}
+		b.slice(tr, r.start, r.end, fmt.Sprintf("%s %d KiB", event.ReadKindName(r.kind), r.bytes>>10), "read", anns, nil)
 		b.sum.Reads++
 	}
-	// Counter tracks.
-	for _, series := range seriesOrder {
-		tr := b.childTrack(b.noteTrack(), series)
+}
+
+// counterTracks draws each series as a counter track under the run's
+// track: resident pages as a count, the rest as bytes per interval.
+func (b *builder) counterTracks(s *series) {
+	for _, name := range s.order {
+		tr := b.childTrack(b.noteTrack(), name)
 		tr.counterUnit = unitBytes
-		if len(series) > 8 && series[:8] == "resident" {
+		if strings.HasPrefix(name, "resident") {
 			tr.counterUnit, tr.unitName = unitCount, "pages"
 		} else {
 			tr.name += fmt.Sprintf(" per %d ms", b.opt.Interval/1_000_000)
 		}
 		b.sum.CounterTracks++
 		var ks []uint64
-		for k := range sums {
-			if k.series == series {
+		for k := range s.sums {
+			if k.series == name {
 				ks = append(ks, k.bucket)
 			}
 		}
 		slices.Sort(ks)
 		for i, k := range ks {
-			v := sums[bucketKey{series, k}]
+			v := s.sums[seriesBucket{name, k}]
 			b.events = append(b.events, trackEvent{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
 			// A rate falls back to zero in the bucket after its last.
 			if tr.counterUnit == unitBytes && (i+1 == len(ks) || ks[i+1] != k+1) {
@@ -623,7 +678,6 @@ func (b *builder) storeEvents() error {
 			}
 		}
 	}
-	return nil
 }
 
 // noteTrack is the run's own track, parent of the counters.
@@ -686,25 +740,6 @@ func (b *builder) blockSlices(reqs []*request) {
 			[]annotation{annU("bytes", r.bytes), annU("latency_ns", r.done-r.issue)}, r.flows)
 		b.sum.BlockRequests++
 	}
-}
-
-// readKindName names enum read_kind.
-func readKindName(k uint8) string {
-	switch bpf.IocorrReadKind(k) {
-	case bpf.IocorrReadKindREAD_READ:
-		return "read"
-	case bpf.IocorrReadKindREAD_PREAD64:
-		return "pread64"
-	case bpf.IocorrReadKindREAD_READV:
-		return "readv"
-	case bpf.IocorrReadKindREAD_PREADV:
-		return "preadv"
-	case bpf.IocorrReadKindREAD_PREADV2:
-		return "preadv2"
-	case bpf.IocorrReadKindREAD_IO_URING:
-		return "io_uring read"
-	}
-	return "read call"
 }
 
 // rank orders events of one timestamp: ends first, so that a slice that

@@ -155,15 +155,11 @@ type pageEv struct {
 	add        bool
 }
 
+// fileRange is where in its model file e's bytes start, when they are in
+// a model the metadata names.
 func (r *run) fileRange(e *event.Event) (model int, off int64, ok bool) {
-	if e.Tensor < event.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
-		return 0, 0, false
-	}
-	t := &r.st.Tensors[e.Tensor]
-	if t.Model < 0 || t.Model >= len(r.meta.Models) {
-		return 0, 0, false
-	}
-	return t.Model, t.Offset + e.Offset, true
+	m, off, ok := event.FileOffset(r.st.Tensors, e)
+	return m, off, ok && m < len(r.meta.Models)
 }
 
 // eventPass reads every event once: fault intervals, block requests and
@@ -176,63 +172,64 @@ func (r *run) eventPass() error {
 		readSeen[i] = make([]bool, pagesOf(r.meta.Models[i].Size))
 	}
 	var pev []pageEv
-	var cur request
-	var curKey [3]uint64
-	flush := func() {
-		if curKey != ([3]uint64{}) {
-			r.requests = append(r.requests, cur)
-		}
-	}
-	err := r.st.Events(index.EventFilter{}, func(e *event.Event) error {
-		switch e.Kind {
+	err := r.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+		switch rec[0].Kind {
 		case event.KindFault:
-			if e.Class == event.ClassMajor || e.Class == event.ClassMinor {
-				r.stallIv[e.Token] = append(r.stallIv[e.Token], [2]uint64{e.Ts - e.Dur, e.Ts})
+			for _, e := range rec {
+				if e.Class == event.ClassMajor || e.Class == event.ClassMinor {
+					r.stallIv[e.Token] = append(r.stallIv[e.Token], [2]uint64{e.Ts - e.Dur, e.Ts})
+				}
 			}
 		case event.KindBlock:
-			if e.Class != event.ClassRead {
-				return nil
-			}
-			m, off, ok := r.fileRange(e)
-			// The slices of one request share its completion, latency and thread.
-			key := [3]uint64{e.Ts, e.Dur, uint64(e.Tid) + 1}
-			if key != curKey {
-				flush()
-				curKey = key
-				cur = request{issue: e.Ts - e.Dur, model: -1}
-			}
-			cur.bytes += e.Bytes
-			if ok {
-				if cur.model < 0 {
-					cur.model, cur.start, cur.end = m, off, off+int64(e.Bytes)
-				} else if cur.model == m {
-					cur.start, cur.end = min(cur.start, off), max(cur.end, off+int64(e.Bytes))
-				}
-				for p := off / ps; p < (off+int64(e.Bytes)+ps-1)/ps && p < int64(len(readSeen[m])); p++ {
-					if !readSeen[m][p] {
-						readSeen[m][p] = true
-						r.uniqueRd[m]++
-					}
-				}
+			if rec[0].Class == event.ClassRead {
+				r.requests = append(r.requests, r.readRequest(rec, readSeen))
 			}
 		case event.KindPageAdd, event.KindPageDel:
-			m, off, ok := r.fileRange(e)
-			if !ok {
-				return nil
+			for i := range rec {
+				e := &rec[i]
+				m, off, ok := r.fileRange(e)
+				if !ok {
+					continue
+				}
+				pev = append(pev, pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == event.KindPageAdd})
 			}
-			pev = append(pev, pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == event.KindPageAdd})
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("reading events: %w", err)
 	}
-	flush()
 	// Adds are emitted when their trigger is known, after later events:
 	// time order is the order the page cache saw them.
 	slices.SortStableFunc(pev, func(a, b pageEv) int { return cmp.Compare(a.ts, b.ts) })
 	r.replayPages(pev)
 	return nil
+}
+
+// readRequest is the block read request whose slices are rec; the model
+// pages it read are marked in readSeen, and counted once each in uniqueRd.
+func (r *run) readRequest(rec []event.Event, readSeen [][]bool) request {
+	req := request{issue: rec[0].Ts - rec[0].Dur, model: -1}
+	for i := range rec {
+		e := &rec[i]
+		req.bytes += e.Bytes
+		m, off, ok := r.fileRange(e)
+		if !ok {
+			continue
+		}
+		if req.model < 0 {
+			req.model, req.start, req.end = m, off, off+int64(e.Bytes)
+		} else if req.model == m {
+			req.start, req.end = min(req.start, off), max(req.end, off+int64(e.Bytes))
+		}
+		for p := off / ps; p < (off+int64(e.Bytes)+ps-1)/ps && p < int64(len(readSeen[m])); p++ {
+			if !readSeen[m][p] {
+				readSeen[m][p] = true
+				r.uniqueRd[m]++
+			}
+		}
+	}
+	return req
 }
 
 func pagesOf(size int64) int64 { return (size + ps - 1) / ps }

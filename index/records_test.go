@@ -1,0 +1,75 @@
+package index_test
+
+import (
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+)
+
+// Records hands a reader each raw record whole, by request id alone: two
+// block requests that complete at one time on one thread with one latency
+// stay two, and the slices of one stay one, whichever tensors they are in.
+func TestRecordsPutEachRequestsSlicesTogetherByRequestID(t *testing.T) {
+	tensors := []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1},
+		{ID: 2, Name: "[model header]", Model: -1, Layer: -1}, {ID: 3, Name: "a", Layer: 0, Size: 1 << 20}, {ID: 4, Name: "b", Layer: 1, Size: 1 << 20}}
+	block := func(req uint64, tensor uint32, bytes uint64) event.Event {
+		return event.Event{Ts: 100, Dur: 10, Tid: 7, Req: req, Kind: event.KindBlock, Tensor: tensor, Bytes: bytes, Expert: -1, Trigger: event.NoTensor}
+	}
+	evs := []event.Event{
+		{Ts: 50, Req: 1, Kind: event.KindFault, Tensor: 3, Bytes: 4096, Expert: -1, Trigger: event.NoTensor},
+		block(2, 3, 4096), block(2, 4, 8192), block(2, 0, 4096),
+		block(3, 3, 4096),
+		{Ts: 200, Kind: event.KindFault, Tensor: 4, Bytes: 4096, Expert: -1, Trigger: event.NoTensor},
+		{Ts: 200, Kind: event.KindFault, Tensor: 4, Bytes: 4096, Expert: -1, Trigger: event.NoTensor},
+	}
+	dir := t.TempDir()
+	w, err := index.Begin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Create(tensors, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range evs {
+		if err := w.Event(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}}, &index.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	type rec struct {
+		kind  event.Kind
+		n     int
+		bytes uint64
+	}
+	var got []rec
+	if err := st.Records(index.EventFilter{}, func(r []event.Event) error {
+		x := rec{kind: r[0].Kind, n: len(r)}
+		for _, e := range r {
+			x.bytes += e.Bytes
+		}
+		got = append(got, x)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []rec{{event.KindFault, 1, 4096}, {event.KindBlock, 3, 16384}, {event.KindBlock, 1, 4096},
+		{event.KindFault, 1, 4096}, {event.KindFault, 1, 4096}}
+	if len(got) != len(want) {
+		t.Fatalf("records %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("record %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
