@@ -56,6 +56,7 @@ type selKey struct {
 type Correlator struct {
 	meta    *rundir.Meta
 	sink    event.Sink
+	marks   event.MarkSink // the sink, when it keeps the timeline too
 	models  []*modelIndex
 	tensors []event.Tensor
 	byName  map[string]uint32
@@ -78,8 +79,13 @@ type Correlator struct {
 	slices []slice
 	ev     event.Event
 	req    uint64 // the last raw record's request id (Event.Req)
-	stats  Stats
-	err    error
+
+	threads map[uint32]bool // tids given a MarkThread
+	lastTid uint32          // the tid of the previous record's MarkThread check
+	lastTs  uint64          // the latest record's time
+	mark    event.Mark
+	stats   Stats
+	err     error
 }
 
 // New returns a correlator for the run described by meta, emitting to sink.
@@ -97,7 +103,9 @@ func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 		experts: make(map[event.ExpertSel]uint64),
 		selName: make(map[selKey]string),
 		tids:    make(map[uint32]*tidState),
+		threads: make(map[uint32]bool),
 	}
+	c.SetSink(sink)
 	for i, n := range event.PseudoNames {
 		c.tensors = append(c.tensors, event.Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1, Role: n})
 	}
@@ -140,8 +148,12 @@ func NewRun(dir string, sink event.Sink) (*Correlator, error) {
 }
 
 // SetSink sets where attributed events go; New may be given a nil sink
-// when the sink needs the tensor dictionary to be built.
-func (c *Correlator) SetSink(s event.Sink) { c.sink = s }
+// when the sink needs the tensor dictionary to be built. A sink that is
+// also an event.MarkSink receives the run's timeline marks.
+func (c *Correlator) SetSink(s event.Sink) {
+	c.sink = s
+	c.marks, _ = s.(event.MarkSink)
+}
 
 // Meta is the run metadata the correlator works from.
 func (c *Correlator) Meta() *rundir.Meta { return c.meta }
@@ -265,6 +277,7 @@ func (c *Correlator) Add(r ingest.Record) error {
 		return c.err
 	}
 	hdr := r.Hdr
+	c.timeline(r)
 	if c.meta.Layout != nil && c.meta.Layout.Invalid != "" && readsLayout(r.Type) {
 		// Read with a ggml struct layout that failed validation: not data.
 		c.stats.Unattributed++
@@ -346,6 +359,75 @@ func (c *Correlator) Add(r ingest.Record) error {
 		c.stats.Unattributed++
 	}
 	return c.err
+}
+
+// timeline passes the record on as timeline marks, if it is one. Every
+// record is seen, whatever the layout check decides of it: the trace draws
+// ops and graphs as recorded.
+func (c *Correlator) timeline(r ingest.Record) {
+	hdr := r.Hdr
+	c.lastTs = max(c.lastTs, hdr.Ts)
+	if c.marks == nil {
+		return
+	}
+	m := &c.mark
+	if r.Type == uint16(bpf.IocorrEventTypeEV_SCHED) {
+		// A scheduler record's header is whoever ran the probe: only its
+		// threads are facts.
+		s := r.Sched()
+		*m = event.Mark{Ts: hdr.Ts, Tid: s.PrevTid, Tgid: s.PrevTgid}
+		switch s.Kind {
+		case uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH):
+			m.Kind, m.PrevState, m.NextTid, m.NextTgid = event.MarkSwitch, s.PrevState, s.NextTid, s.NextTgid
+		case uint32(bpf.IocorrSchedKindSCHEDEV_WAKEUP):
+			m.Kind = event.MarkWakeup
+		default:
+			return
+		}
+		c.emitMark(m)
+		return
+	}
+	if hdr.Tgid != 0 && hdr.Tid != 0 && hdr.Tid != c.lastTid {
+		if !c.threads[hdr.Tid] {
+			c.threads[hdr.Tid] = true
+			*m = event.Mark{Ts: hdr.Ts, Kind: event.MarkThread, Tid: hdr.Tid, Tgid: hdr.Tgid}
+			c.emitMark(m)
+		}
+		c.lastTid = hdr.Tid
+	}
+	*m = event.Mark{Ts: hdr.Ts, Tid: hdr.Tid, Tgid: hdr.Tgid, Token: hdr.Token, Phase: hdr.Phase}
+	switch r.Type {
+	case uint16(bpf.IocorrEventTypeEV_TASK):
+		t := r.Task()
+		if t.Kind != uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
+			return
+		}
+		m.Kind, m.Name = event.MarkExec, bpf.CString(t.Comm[:])
+	case uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), uint16(bpf.IocorrEventTypeEV_DECODE_END):
+		d := r.Decode()
+		m.Kind, m.Begin, m.NTokens, m.Ret = event.MarkDecodeEnd, d.BeginTs, d.N_tokens, d.Ret
+		if r.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+			m.Kind = event.MarkDecodeBegin
+		}
+	case uint16(bpf.IocorrEventTypeEV_GRAPH):
+		g := r.Graph()
+		m.Kind, m.Seq, m.Nodes, m.WeightNodes = event.MarkGraph, g.Seq, g.N_nodes, g.N_weightNodes
+	case uint16(bpf.IocorrEventTypeEV_OP):
+		o := r.Op()
+		m.Kind, m.Op, m.Name = event.MarkOp, o.Op, bpf.CString(o.Name[:])
+	default:
+		return
+	}
+	c.emitMark(m)
+}
+
+func (c *Correlator) emitMark(m *event.Mark) {
+	if c.err != nil {
+		return
+	}
+	if err := c.marks.Mark(m); err != nil {
+		c.err = err
+	}
 }
 
 // readsLayout says whether records of type typ were read from ggml
@@ -673,6 +755,9 @@ func (c *Correlator) Finish() (*Result, error) {
 	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
 	for _, tid := range tids {
 		c.flushTid(tid, nil)
+	}
+	if c.marks != nil {
+		c.emitMark(&event.Mark{Ts: c.lastTs, Kind: event.MarkEnd})
 	}
 	if c.err != nil {
 		return nil, c.err

@@ -89,6 +89,7 @@ type Writer struct {
 	unlock func()
 	db     *badger.DB
 	ch     *chunker
+	tl     *timeline
 }
 
 // DefaultChunkEvents is the number of events per stored chunk.
@@ -139,6 +140,7 @@ func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 	}
 	w.db = db
 	w.ch = newChunker(db, chunkEvents)
+	w.tl = &timeline{wb: db.NewWriteBatch()}
 	for _, t := range tensors {
 		w.ch.layers = append(w.ch.layers, t.Layer)
 	}
@@ -147,6 +149,51 @@ func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 
 // Event stores one attributed event: the Writer is the correlator's sink.
 func (w *Writer) Event(e *event.Event) error { return w.ch.Event(e) }
+
+// Mark stores one timeline mark: the Writer is the correlator's mark sink.
+func (w *Writer) Mark(m *event.Mark) error { return w.tl.Mark(m) }
+
+// timeline packs timeline marks into chunks of markChunkLen, in the order
+// they come. Marks are few next to events (calls, graphs, ops, scheduler
+// switches), so one write batch carries them all.
+type timeline struct {
+	wb  *badger.WriteBatch
+	buf []event.Mark
+	seq uint32
+}
+
+const markChunkLen = 4096
+
+func (t *timeline) Mark(m *event.Mark) error {
+	t.buf = append(t.buf, *m)
+	if len(t.buf) >= markChunkLen {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *timeline) flush() error {
+	if len(t.buf) == 0 {
+		return nil
+	}
+	if err := t.wb.Set(markChunkKey(t.seq), appendMarkChunk(nil, t.buf)); err != nil {
+		return fmt.Errorf("writing timeline: %w", err)
+	}
+	t.seq++
+	t.buf = t.buf[:0]
+	return nil
+}
+
+// finish writes what is left and waits for the batch.
+func (t *timeline) finish() error {
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if err := t.wb.Flush(); err != nil {
+		return fmt.Errorf("writing timeline: %w", err)
+	}
+	return nil
+}
 
 // Commit writes the last events, the dictionaries and aggregates of res,
 // and sum (its format version and chunk count filled in) as the last key;
@@ -178,6 +225,9 @@ func (w *Writer) Close() {
 	if w.db != nil {
 		if w.ch != nil {
 			w.ch.wait()
+		}
+		if w.tl != nil {
+			w.tl.wb.Cancel()
 		}
 		w.db.Close()
 		w.db = nil
@@ -389,6 +439,11 @@ func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
 		return err
 	}
 	if err := ch.wait(); err != nil {
+		return err
+	}
+	tl := w.tl
+	w.tl = nil
+	if err := tl.finish(); err != nil {
 		return err
 	}
 	wb := w.db.NewWriteBatch()

@@ -35,6 +35,7 @@ const (
 	pAggToken  byte = 0x22 // token u32 | tensor u32 | expert+1 u16 → Counters, ops folded
 	pExpertSel byte = 0x23 // token u32 | layer u16 | expert u16 → count u64
 	pAggTT     byte = 0x24 // tensor u32 | token u32 → Counters, experts and ops folded
+	pMarks     byte = 0x30 // chunk seq u32 → packed timeline marks, in spool order
 )
 
 var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
@@ -55,6 +56,7 @@ var (
 	aggTokenTable  = []byte{pAggToken}
 	expertSelTable = []byte{pExpertSel}
 	aggTTTable     = []byte{pAggTT}
+	markTable      = []byte{pMarks}
 )
 
 // Layers and experts are stored +1, so that −1 (no layer, a dense tensor)
@@ -417,6 +419,110 @@ func (r *chunkReader) next(e *event.Event) bool {
 	}
 	*p = *e
 	return true
+}
+
+// markChunkKey names the seq'th chunk of timeline marks.
+func markChunkKey(seq uint32) []byte { return u32Key(pMarks, seq) }
+
+func parseMarkChunkKey(k []byte) (uint32, error) { return parseU32Key(pMarks, "timeline chunk", k) }
+
+// A timeline chunk value is markEncoding, the mark count as a uvarint,
+// then the marks in spool order, every field of each whatever its kind
+// (a field a kind does not use is 0: one byte):
+//
+//	ts−prev.ts                        zigzag varint (spool order is per CPU, not time)
+//	kind, phase                       one byte each
+//	tid, tgid, token                  uvarint
+//	begin                             uvarint
+//	n_tokens, ret                     zigzag varint
+//	seq, nodes, weight nodes, op      uvarint
+//	prev state                        zigzag varint
+//	next tid, next tgid               uvarint
+//	name                              uvarint length, bytes
+const markEncoding = 1
+
+func appendMarkChunk(b []byte, ms []event.Mark) []byte {
+	b = append(b, markEncoding)
+	b = binary.AppendUvarint(b, uint64(len(ms)))
+	var prevTs uint64
+	for i := range ms {
+		m := &ms[i]
+		b = binary.AppendVarint(b, int64(m.Ts-prevTs))
+		prevTs = m.Ts
+		b = append(b, byte(m.Kind), m.Phase)
+		for _, v := range [...]uint64{uint64(m.Tid), uint64(m.Tgid), uint64(m.Token), m.Begin} {
+			b = binary.AppendUvarint(b, v)
+		}
+		b = binary.AppendVarint(b, int64(m.NTokens))
+		b = binary.AppendVarint(b, int64(m.Ret))
+		for _, v := range [...]uint32{m.Seq, m.Nodes, m.WeightNodes, m.Op} {
+			b = binary.AppendUvarint(b, uint64(v))
+		}
+		b = binary.AppendVarint(b, m.PrevState)
+		b = binary.AppendUvarint(b, uint64(m.NextTid))
+		b = binary.AppendUvarint(b, uint64(m.NextTgid))
+		b = binary.AppendUvarint(b, uint64(len(m.Name)))
+		b = append(b, m.Name...)
+	}
+	return b
+}
+
+// parseMarkChunk calls fn for each mark of a timeline chunk value.
+func parseMarkChunk(v []byte, fn func(*event.Mark) error) error {
+	if len(v) < 2 || v[0] != markEncoding {
+		return fmt.Errorf("timeline chunk of unknown encoding")
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n > uint64(len(v)) {
+		return fmt.Errorf("timeline chunk with a bad count")
+	}
+	r := chunkReader{b: v[1+k:]}
+	u32 := func() uint32 {
+		x := r.uvarint()
+		if x > 0xffffffff {
+			r.err = fmt.Errorf("timeline chunk field out of range")
+		}
+		return uint32(x)
+	}
+	i32 := func() int32 {
+		x := r.varint()
+		if x != int64(int32(x)) {
+			r.err = fmt.Errorf("timeline chunk field out of range")
+		}
+		return int32(x)
+	}
+	var m event.Mark
+	var prevTs uint64
+	for range n {
+		m = event.Mark{Ts: prevTs + uint64(r.varint())}
+		prevTs = m.Ts
+		if len(r.b) < 2 {
+			return fmt.Errorf("timeline chunk cut short")
+		}
+		m.Kind, m.Phase = event.MarkKind(r.b[0]), r.b[1]
+		r.b = r.b[2:]
+		m.Tid, m.Tgid, m.Token, m.Begin = u32(), u32(), u32(), r.uvarint()
+		m.NTokens, m.Ret = i32(), i32()
+		m.Seq, m.Nodes, m.WeightNodes, m.Op = u32(), u32(), u32(), u32()
+		m.PrevState = r.varint()
+		m.NextTid, m.NextTgid = u32(), u32()
+		l := r.uvarint()
+		if r.err != nil {
+			return r.err
+		}
+		if l > uint64(len(r.b)) {
+			return fmt.Errorf("timeline chunk cut short")
+		}
+		m.Name = string(r.b[:l])
+		r.b = r.b[l:]
+		if err := fn(&m); err != nil {
+			return err
+		}
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("timeline chunk has %d bytes too many", len(r.b))
+	}
+	return nil
 }
 
 func tensorValue(t *event.Tensor) ([]byte, error) { return json.Marshal(t) }

@@ -59,6 +59,42 @@ func TestDamagedChunksAreErrorsNotPanics(t *testing.T) {
 	}
 }
 
+// Timeline marks come back as they went in, every field at its limits,
+// times going back as well as forward (spool order is per CPU).
+func TestTimelineChunksRoundTripEveryFieldAtItsLimits(t *testing.T) {
+	ms := []event.Mark{
+		{Ts: 100, Kind: event.MarkThread, Tid: 7, Tgid: 5},
+		{Ts: 99, Kind: event.MarkExec, Tgid: 5, Name: "llama-cli"},
+		{Ts: math.MaxUint64, Kind: event.MarkDecodeEnd, Tid: math.MaxUint32, Tgid: math.MaxUint32, Token: math.MaxUint32, Phase: 2,
+			Begin: math.MaxUint64, NTokens: math.MinInt32, Ret: math.MaxInt32},
+		{Ts: 0, Kind: event.MarkGraph, Seq: math.MaxUint32, Nodes: math.MaxUint32, WeightNodes: 1},
+		{Ts: 3, Kind: event.MarkOp, Op: math.MaxUint32, Name: "ffn_moe_up-47 (\u00e9)"},
+		{Ts: 4, Kind: event.MarkSwitch, Tid: 1, Tgid: 2, PrevState: math.MinInt64, NextTid: math.MaxUint32, NextTgid: 3},
+		{Ts: 4, Kind: event.MarkSwitch, PrevState: math.MaxInt64},
+		{Ts: 5, Kind: event.MarkEnd},
+	}
+	v := appendMarkChunk(nil, ms)
+	var got []event.Mark
+	if err := parseMarkChunk(v, func(m *event.Mark) error { got = append(got, *m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, ms) {
+		t.Errorf("got\n%+v\nwant\n%+v", got, ms)
+	}
+	for cut := range len(v) {
+		n := 0
+		if err := parseMarkChunk(v[:cut], func(*event.Mark) error { n++; return nil }); err == nil {
+			t.Errorf("timeline chunk cut to %d of %d bytes parsed (%d marks)", cut, len(v), n)
+		}
+	}
+	if err := parseMarkChunk(append(append([]byte(nil), v...), 0), func(*event.Mark) error { return nil }); err == nil {
+		t.Error("a timeline chunk with a byte too many was accepted")
+	}
+	if err := parseMarkChunk([]byte{9, 0}, func(*event.Mark) error { return nil }); err == nil {
+		t.Error("unknown timeline encoding accepted")
+	}
+}
+
 // Every key kind of ADR-001: built, it parses back to what it was built
 // from, starts with its table's prefix, and a key cut short, grown by a
 // byte or of another table is rejected.
@@ -101,6 +137,7 @@ func TestEveryKeyKindRoundTripsAndRejectsMalformedKeys(t *testing.T) {
 			event.AggKey{Token: agg.Token, Tensor: agg.Tensor, Expert: agg.Expert}},
 		{"aggregate by tensor and token", pAggTT, aggTTKey(3, 8), func(k []byte) (any, error) { return parseAggTTKey(k) },
 			event.AggKey{Tensor: 3, Token: 8, Expert: -1}},
+		{"timeline chunk", pMarks, markChunkKey(math.MaxUint32), func(k []byte) (any, error) { return parseMarkChunkKey(k) }, uint32(math.MaxUint32)},
 		{"expert selection", pExpertSel, expertSelKey(&sel), func(k []byte) (any, error) {
 			return parseExpertSel(k, appendExpertSelValue(nil, &sel))
 		}, sel},

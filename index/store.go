@@ -414,3 +414,15 @@ func (s *Store) Records(f EventFilter, fn func(rec []event.Event) error) error {
 	}
 	return err
 }
+
+// Marks calls fn for every timeline mark of the run, in spool order.
+func (s *Store) Marks(fn func(*event.Mark) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		return scan(txn, markTable, func(k, v []byte) error {
+			if _, err := parseMarkChunkKey(k); err != nil {
+				return err
+			}
+			return parseMarkChunk(v, fn)
+		})
+	})
+}

@@ -13,19 +13,16 @@ package perfetto
 import (
 	"bufio"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -58,8 +55,8 @@ type Summary struct {
 // pageSize is the page the page-cache events count in.
 const pageSize = kernel.PageSize
 
-// Export writes the run in dir (its store st and metadata meta) to w.
-func Export(w io.Writer, dir string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+// Export writes the run of store st and metadata meta to w.
+func Export(w io.Writer, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
 	if opt.MaxInstants <= 0 {
 		opt.MaxInstants = 1_000_000
 	}
@@ -68,7 +65,7 @@ func Export(w io.Writer, dir string, st *index.Store, meta *rundir.Meta, opt Opt
 	}
 	b := &builder{st: st, meta: meta, opt: opt, threads: map[uint32]*track{}, procs: map[uint32]*track{},
 		tgidOf: map[uint32]uint32{}, comm: map[uint32]string{}, next: 1}
-	if err := b.readSpool(filepath.Join(dir, rundir.SpoolFile)); err != nil {
+	if err := b.readTimeline(); err != nil {
 		return Summary{}, err
 	}
 	b.llamaSlices()
@@ -99,15 +96,15 @@ type builder struct {
 	next    uint64            // next track uuid
 
 	decodes []spoolSlice
-	sched   []bpf.IocorrSchedEvent
+	sched   []event.Mark // switches and wakeups
 	lastTS  uint64
 	graphs  []spoolSlice
 	ops     []spoolSlice
 	events  []trackEvent
 }
 
-// spoolSlice is a decode call, a graph or an op read from the spool; a
-// graph or op has only its start there (probes on entry): its end is the
+// spoolSlice is a recorded decode call, graph or op; a graph or op has
+// only its start in the recording (probes on entry): its end is the
 // next one's start on its thread, or the end of what holds it.
 type spoolSlice struct {
 	tid        uint32
@@ -116,78 +113,53 @@ type spoolSlice struct {
 	anns       []annotation
 }
 
-func (b *builder) readSpool(path string) error {
-	sp, err := ingest.OpenSpool(path)
-	if err != nil {
-		return fmt.Errorf("reading the spool: %w", err)
-	}
-	defer sp.Close()
-	open := map[uint32]*bpf.IocorrDecodeEvent{}
-	var ds ingest.DecodeStats
-	for {
-		raw, err := sp.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading the spool: %w", err)
-		}
-		r, ok := ingest.Decode(raw, &ds)
-		if !ok {
-			continue
-		}
-		h := r.Hdr
-		b.lastTS = max(b.lastTS, h.Ts)
-		if s := r.Sched(); s != nil {
-			b.sched = append(b.sched, *s)
-			continue
-		}
-		if h.Tgid != 0 && h.Tid != 0 {
-			if _, seen := b.tgidOf[h.Tid]; !seen {
-				b.tgidOf[h.Tid] = h.Tgid
+// readTimeline reads the store's timeline marks: threads' processes,
+// commands, decode calls, graphs, ops and scheduler records.
+func (b *builder) readTimeline() error {
+	open := map[uint32]event.Mark{} // decode calls begun, by thread
+	err := b.st.Marks(func(m *event.Mark) error {
+		switch m.Kind {
+		case event.MarkEnd:
+			b.lastTS = m.Ts
+		case event.MarkSwitch, event.MarkWakeup:
+			b.sched = append(b.sched, *m)
+		case event.MarkThread:
+			b.tgidOf[m.Tid] = m.Tgid
+		case event.MarkExec:
+			b.comm[m.Tgid] = m.Name
+		case event.MarkDecodeBegin:
+			open[m.Tid] = *m
+		case event.MarkDecodeEnd:
+			start := m.Begin
+			if beg, ok := open[m.Tid]; ok {
+				start = beg.Begin
+				delete(open, m.Tid)
 			}
-		}
-		switch {
-		case r.Task() != nil:
-			if t := r.Task(); t.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
-				b.comm[h.Tgid] = bpf.CString(t.Comm[:])
-			}
-		case r.Decode() != nil:
-			d := r.Decode()
-			if h.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
-				c := *d
-				open[h.Tid] = &c
-				continue
-			}
-			beg := open[h.Tid]
-			delete(open, h.Tid)
-			start := d.BeginTs
-			if beg != nil {
-				start = beg.BeginTs
-			}
-			b.decodes = append(b.decodes, spoolSlice{tid: h.Tid, start: start, end: h.Ts,
-				name: fmt.Sprintf("token %d", h.Token),
-				anns: []annotation{annU("token", uint64(h.Token)), annS("phase", event.PhaseName(h.Phase)),
-					annI("n_tokens", int64(d.N_tokens)), annI("ret", int64(d.Ret))}})
-		case r.Graph() != nil:
-			g := r.Graph()
-			b.graphs = append(b.graphs, spoolSlice{tid: h.Tid, start: h.Ts, name: fmt.Sprintf("graph %d", g.Seq),
-				anns: []annotation{annU("nodes", uint64(g.N_nodes)), annU("weight_nodes", uint64(g.N_weightNodes)),
-					annU("token", uint64(h.Token))}})
-		case r.Op() != nil:
-			o := r.Op()
+			b.decodes = append(b.decodes, spoolSlice{tid: m.Tid, start: start, end: m.Ts,
+				name: fmt.Sprintf("token %d", m.Token),
+				anns: []annotation{annU("token", uint64(m.Token)), annS("phase", event.PhaseName(m.Phase)),
+					annI("n_tokens", int64(m.NTokens)), annI("ret", int64(m.Ret))}})
+		case event.MarkGraph:
+			b.graphs = append(b.graphs, spoolSlice{tid: m.Tid, start: m.Ts, name: fmt.Sprintf("graph %d", m.Seq),
+				anns: []annotation{annU("nodes", uint64(m.Nodes)), annU("weight_nodes", uint64(m.WeightNodes)),
+					annU("token", uint64(m.Token))}})
+		case event.MarkOp:
 			name := "op"
-			if int(o.Op) < len(b.meta.OpNames) {
-				name = b.meta.OpNames[o.Op]
+			if int(m.Op) < len(b.meta.OpNames) {
+				name = b.meta.OpNames[m.Op]
 			}
-			b.ops = append(b.ops, spoolSlice{tid: h.Tid, start: h.Ts, name: name,
-				anns: []annotation{annS("node", bpf.CString(o.Name[:])), annU("token", uint64(h.Token))}})
+			b.ops = append(b.ops, spoolSlice{tid: m.Tid, start: m.Ts, name: name,
+				anns: []annotation{annS("node", m.Name), annU("token", uint64(m.Token))}})
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the timeline: %w", err)
 	}
 	// A call still open when recording stopped ends at its last event.
 	for tid, d := range open {
-		b.decodes = append(b.decodes, spoolSlice{tid: tid, start: d.BeginTs, end: d.BeginTs + 1,
-			name: fmt.Sprintf("token %d (unfinished)", d.Hdr.Token)})
+		b.decodes = append(b.decodes, spoolSlice{tid: tid, start: d.Begin, end: d.Begin + 1,
+			name: fmt.Sprintf("token %d (unfinished)", d.Token)})
 	}
 	return nil
 }
@@ -237,7 +209,7 @@ func (b *builder) threadStates() {
 	for i := range b.sched {
 		e := &b.sched[i]
 		switch e.Kind {
-		case uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH):
+		case event.MarkSwitch:
 			out := stateRunnable
 			switch {
 			case e.PrevState&taskUninterruptible != 0:
@@ -247,11 +219,11 @@ func (b *builder) threadStates() {
 			case e.PrevState != 0:
 				out = fmt.Sprintf("state %#x", e.PrevState)
 			}
-			set(e.PrevTid, e.PrevTgid, e.Hdr.Ts, out)
-			set(e.NextTid, e.NextTgid, e.Hdr.Ts, stateRunning)
-		case uint32(bpf.IocorrSchedKindSCHEDEV_WAKEUP):
-			if st := states[e.PrevTid]; st == nil || st.name != stateRunning {
-				set(e.PrevTid, e.PrevTgid, e.Hdr.Ts, stateRunnable)
+			set(e.Tid, e.Tgid, e.Ts, out)
+			set(e.NextTid, e.NextTgid, e.Ts, stateRunning)
+		case event.MarkWakeup:
+			if st := states[e.Tid]; st == nil || st.name != stateRunning {
+				set(e.Tid, e.Tgid, e.Ts, stateRunnable)
 			}
 		}
 	}
@@ -781,20 +753,12 @@ func (b *builder) write(w io.Writer) error {
 
 // WriteFile writes the trace to path through a temporary file renamed
 // into place, so that a failed export leaves no truncated trace.
-func WriteFile(path, dir string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return Summary{}, err
-	}
-	sum, err := Export(f, dir, st, meta, opt)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
+func WriteFile(path string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+	var sum Summary
+	err := atomicfile.Write(path, 0o644, false, func(w io.Writer) error {
+		var err error
+		sum, err = Export(w, st, meta, opt)
+		return err
+	})
 	return sum, err
 }

@@ -20,7 +20,7 @@ func exportPerfetto(dir, out string, formatGiven bool) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer st.Close()
-	sum, err := perfetto.WriteFile(out, dir, st, meta, perfetto.Options{})
+	sum, err := perfetto.WriteFile(out, st, meta, perfetto.Options{})
 	if err != nil {
 		return fmt.Errorf("export: writing %s: %w", out, err)
 	}

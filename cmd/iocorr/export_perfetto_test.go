@@ -364,7 +364,7 @@ func TestPerfettoTraceFoldsFaultsIntoCountersPastItsBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "trace.pftrace")
-	sum, err := perfetto.WriteFile(path, dir, st, meta, perfetto.Options{MaxInstants: 5})
+	sum, err := perfetto.WriteFile(path, st, meta, perfetto.Options{MaxInstants: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
