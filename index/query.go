@@ -233,160 +233,219 @@ func parsePhase(p string) (uint8, error) {
 	return 0, fmt.Errorf("unknown phase %q (want prefill, decode or none)", p)
 }
 
-// Query runs q over the aggregates.
+// Query runs q over the aggregates, in steps: validate the query, plan it
+// against the store (tensors, ops and phase resolved, which table to read),
+// scan the aggregates into groups, add the router's picks when grouping by
+// expert, then order and cut the rows.
 func (s *Store) Query(q Query) ([]Row, error) {
-	by := q.By
-	if by == "" {
-		by = "token"
+	if err := validateQuery(&q); err != nil {
+		return nil, err
 	}
-	if !contains(GroupBys, by) {
-		return nil, fmt.Errorf("cannot group by %q (want one of %s)", by, strings.Join(GroupBys, ", "))
-	}
-	var key func(*Row) uint64
-	if q.Sort != "" {
-		if key = sortKey(q.Sort); key == nil {
-			return nil, fmt.Errorf("cannot sort by %q (want one of %s)", q.Sort, strings.Join(SortColumns, ", "))
-		}
-	}
-	if q.Top < 0 {
-		return nil, fmt.Errorf("top must not be negative, got %d", q.Top)
-	}
-	if q.Token != nil && q.Token[0] > q.Token[1] {
-		return nil, fmt.Errorf("token range %d-%d is empty", q.Token[0], q.Token[1])
-	}
-	if q.Expert != nil && (*q.Expert < 0 || *q.Expert > 0x7ffe) {
-		return nil, fmt.Errorf("expert %d out of range", *q.Expert)
-	}
-	tensors, err := s.MatchTensors(q.Tensor, q.Layer, q.Pseudos)
+	p, err := s.planQuery(q)
 	if err != nil {
 		return nil, err
 	}
-	var ops map[uint32]bool
-	if q.Op != "" {
-		if ops, err = s.OpIDs(q.Op); err != nil {
-			return nil, err
-		}
-	}
-	phase := -1
-	if q.Phase != "" {
-		p, err := parsePhase(q.Phase)
-		if err != nil {
-			return nil, err
-		}
-		phase = int(p)
-	}
-	phaseOf := map[uint32]uint8{}
-	if err := s.EachToken(func(t *event.TokenInfo) error {
-		phaseOf[t.Token] = t.Phase
+	groups := map[string]*Row{}
+	if err := s.scanAggs(p, func(a *event.Agg) error {
+		p.add(s, groups, a)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	groups := map[string]*Row{}
-	add := func(a *event.Agg) error {
-		if !tensors[a.Tensor] {
-			return nil
-		}
-		if q.Token != nil && (a.Token < q.Token[0] || a.Token > q.Token[1]) {
-			return nil
-		}
-		if q.Expert != nil && int(a.Expert) != *q.Expert {
-			return nil
-		}
-		op := s.OpOf(a.Op, a.Tensor)
-		if ops != nil && !ops[op] {
-			return nil
-		}
-		ph := phaseOf[a.Token]
-		if phase >= 0 && int(ph) != phase {
-			return nil
-		}
-		var key string
-		order := 0
-		t := &s.Tensors[a.Tensor]
-		switch by {
-		case "token":
-			key, order = strconv.FormatUint(uint64(a.Token), 10), int(a.Token)
-		case "tensor":
-			key, order = t.Name, int(a.Tensor)
-		case "layer":
-			key, order = strconv.Itoa(t.Layer), t.Layer
-			if t.Pseudo() {
-				key, order = t.Name, -1-int(t.ID)
-			}
-		case "expert":
-			key, order = strconv.Itoa(int(a.Expert)), int(a.Expert)
-		case "op":
-			// By name: op ids number ops in the order they were first
-			// seen, which changes from run to run.
-			key = s.OpName(op)
-			if key == "" {
-				key = "[unknown]"
-			}
-		case "phase":
-			key, order = event.PhaseName(ph), int(ph)
-		}
-		r := groups[key]
-		if r == nil {
-			r = &Row{Key: key, Token: a.Token, Phase: ph, order: order}
-			groups[key] = r
-		}
-		r.Counters.Add(&a.Counters)
-		return nil
-	}
-	// Rows folded over experts and ops answer everything that neither
-	// filters nor groups by them, with far fewer rows to read (an MoE
-	// tensor has a row per expert touched per token). A handful of
-	// tensors is a range scan each; most of the model, one scan of all.
-	fine := q.Expert != nil || ops != nil || by == "expert" || by == "op"
-	few := len(tensors) < len(s.Tensors)/4
-	switch {
-	case !fine && few:
-		for _, id := range sortedIDs(tensors) {
-			if err := s.TensorTokenAggs(id, add); err != nil {
-				return nil, err
-			}
-		}
-	case !fine:
-		err = s.allTensorTokenAggs(add)
-	case few:
-		for _, id := range sortedIDs(tensors) {
-			if err := s.AggsOfTensor(id, add); err != nil {
-				return nil, err
-			}
-		}
-	default:
-		err = s.allFineAggs(add)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if by == "expert" {
-		layers := map[int]bool{}
-		for id := range tensors {
-			if t := &s.Tensors[id]; t.Experts > 0 {
-				layers[t.Layer] = true
-			}
-		}
-		err := s.ExpertSelections(func(sel event.ExpertSel) error {
-			if !layers[int(sel.Layer)] || (q.Token != nil && (sel.Token < q.Token[0] || sel.Token > q.Token[1])) ||
-				(q.Expert != nil && int(sel.Expert) != *q.Expert) || (phase >= 0 && int(phaseOf[sel.Token]) != phase) {
-				return nil
-			}
-			key := strconv.Itoa(int(sel.Expert))
-			r := groups[key]
-			if r == nil {
-				// Picked but never charged anything: a perfect cache hit.
-				r = &Row{Key: key, order: int(sel.Expert)}
-				groups[key] = r
-			}
-			r.Selected += sel.Count
-			return nil
-		})
-		if err != nil {
+	if p.by == "expert" {
+		if err := s.addSelections(p, groups); err != nil {
 			return nil, err
 		}
 	}
+	return p.rows(groups), nil
+}
+
+// validateQuery checks what q says on its own, before the store is read;
+// an empty By becomes "token".
+func validateQuery(q *Query) error {
+	if q.By == "" {
+		q.By = "token"
+	}
+	if !contains(GroupBys, q.By) {
+		return fmt.Errorf("cannot group by %q (want one of %s)", q.By, strings.Join(GroupBys, ", "))
+	}
+	if q.Sort != "" && sortKey(q.Sort) == nil {
+		return fmt.Errorf("cannot sort by %q (want one of %s)", q.Sort, strings.Join(SortColumns, ", "))
+	}
+	if q.Top < 0 {
+		return fmt.Errorf("top must not be negative, got %d", q.Top)
+	}
+	if q.Token != nil && q.Token[0] > q.Token[1] {
+		return fmt.Errorf("token range %d-%d is empty", q.Token[0], q.Token[1])
+	}
+	if q.Expert != nil && (*q.Expert < 0 || *q.Expert > 0x7ffe) {
+		return fmt.Errorf("expert %d out of range", *q.Expert)
+	}
+	return nil
+}
+
+// queryPlan is a valid query resolved against the store.
+type queryPlan struct {
+	q       Query
+	by      string
+	sortKey func(*Row) uint64 // nil keeps the group order
+	tensors map[uint32]bool
+	ops     map[uint32]bool // nil: any op
+	phase   int             // -1: any phase
+	phaseOf map[uint32]uint8
+	// fine is set when the query filters or groups by expert or op, which
+	// only the finest rows have; few when it selects few enough tensors
+	// for a range scan each.
+	fine, few bool
+}
+
+func (s *Store) planQuery(q Query) (*queryPlan, error) {
+	p := &queryPlan{q: q, by: q.By, phase: -1, phaseOf: map[uint32]uint8{}}
+	if q.Sort != "" {
+		p.sortKey = sortKey(q.Sort)
+	}
+	var err error
+	if p.tensors, err = s.MatchTensors(q.Tensor, q.Layer, q.Pseudos); err != nil {
+		return nil, err
+	}
+	if q.Op != "" {
+		if p.ops, err = s.OpIDs(q.Op); err != nil {
+			return nil, err
+		}
+	}
+	if q.Phase != "" {
+		ph, err := parsePhase(q.Phase)
+		if err != nil {
+			return nil, err
+		}
+		p.phase = int(ph)
+	}
+	if err := s.EachToken(func(t *event.TokenInfo) error {
+		p.phaseOf[t.Token] = t.Phase
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	p.fine = q.Expert != nil || p.ops != nil || p.by == "expert" || p.by == "op"
+	p.few = len(p.tensors) < len(s.Tensors)/4
+	return p, nil
+}
+
+// scanAggs reads the aggregate rows the plan needs. Rows folded over
+// experts and ops answer everything that neither filters nor groups by
+// them, with far fewer rows to read (an MoE tensor has a row per expert
+// touched per token). A handful of tensors is a range scan each; most of
+// the model, one scan of all.
+func (s *Store) scanAggs(p *queryPlan, fn func(*event.Agg) error) error {
+	switch {
+	case !p.fine && p.few:
+		for _, id := range sortedIDs(p.tensors) {
+			if err := s.TensorTokenAggs(id, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	case !p.fine:
+		return s.allTensorTokenAggs(fn)
+	case p.few:
+		for _, id := range sortedIDs(p.tensors) {
+			if err := s.AggsOfTensor(id, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.allFineAggs(fn)
+}
+
+// add charges a to its group when the query selects it.
+func (p *queryPlan) add(s *Store, groups map[string]*Row, a *event.Agg) {
+	q := &p.q
+	if !p.tensors[a.Tensor] {
+		return
+	}
+	if q.Token != nil && (a.Token < q.Token[0] || a.Token > q.Token[1]) {
+		return
+	}
+	if q.Expert != nil && int(a.Expert) != *q.Expert {
+		return
+	}
+	op := s.OpOf(a.Op, a.Tensor)
+	if p.ops != nil && !p.ops[op] {
+		return
+	}
+	ph := p.phaseOf[a.Token]
+	if p.phase >= 0 && int(ph) != p.phase {
+		return
+	}
+	key, order := p.group(s, a, op, ph)
+	r := groups[key]
+	if r == nil {
+		r = &Row{Key: key, Token: a.Token, Phase: ph, order: order}
+		groups[key] = r
+	}
+	r.Counters.Add(&a.Counters)
+}
+
+// group is the group of a, whose op and phase are op and ph: its key and
+// its place in the group order.
+func (p *queryPlan) group(s *Store, a *event.Agg, op uint32, ph uint8) (key string, order int) {
+	t := &s.Tensors[a.Tensor]
+	switch p.by {
+	case "token":
+		return strconv.FormatUint(uint64(a.Token), 10), int(a.Token)
+	case "tensor":
+		return t.Name, int(a.Tensor)
+	case "layer":
+		if t.Pseudo() {
+			return t.Name, -1 - int(t.ID)
+		}
+		return strconv.Itoa(t.Layer), t.Layer
+	case "expert":
+		return strconv.Itoa(int(a.Expert)), int(a.Expert)
+	case "op":
+		// By name: op ids number ops in the order they were first
+		// seen, which changes from run to run.
+		if key = s.OpName(op); key == "" {
+			key = "[unknown]"
+		}
+		return key, 0
+	case "phase":
+		return event.PhaseName(ph), int(ph)
+	}
+	return "", 0
+}
+
+// addSelections counts, per expert group, how often the router picked it
+// in the selected tokens and expert layers.
+func (s *Store) addSelections(p *queryPlan, groups map[string]*Row) error {
+	q := &p.q
+	layers := map[int]bool{}
+	for id := range p.tensors {
+		if t := &s.Tensors[id]; t.Experts > 0 {
+			layers[t.Layer] = true
+		}
+	}
+	return s.ExpertSelections(func(sel event.ExpertSel) error {
+		if !layers[int(sel.Layer)] || (q.Token != nil && (sel.Token < q.Token[0] || sel.Token > q.Token[1])) ||
+			(q.Expert != nil && int(sel.Expert) != *q.Expert) || (p.phase >= 0 && int(p.phaseOf[sel.Token]) != p.phase) {
+			return nil
+		}
+		key := strconv.Itoa(int(sel.Expert))
+		r := groups[key]
+		if r == nil {
+			// Picked but never charged anything: a perfect cache hit.
+			r = &Row{Key: key, order: int(sel.Expert)}
+			groups[key] = r
+		}
+		r.Selected += sel.Count
+		return nil
+	})
+}
+
+// rows are the groups in group order, then sorted (descending, stable)
+// by the sort column and cut to Top.
+func (p *queryPlan) rows(groups map[string]*Row) []Row {
 	rows := make([]Row, 0, len(groups))
 	for _, r := range groups {
 		rows = append(rows, *r)
@@ -397,15 +456,15 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		}
 		return rows[i].Key < rows[j].Key
 	})
-	if key != nil {
+	if key := p.sortKey; key != nil {
 		sort.SliceStable(rows, func(i, j int) bool {
 			return key(&rows[i]) > key(&rows[j])
 		})
 	}
-	if q.Top > 0 && len(rows) > q.Top {
-		rows = rows[:q.Top]
+	if p.q.Top > 0 && len(rows) > p.q.Top {
+		rows = rows[:p.q.Top]
 	}
-	return rows, nil
+	return rows
 }
 
 func sortedIDs(set map[uint32]bool) []uint32 {
