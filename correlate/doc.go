@@ -3,7 +3,12 @@
 // (which decodes spool records) and index (which stores the result): it
 // reads records in spool order, emits one attributed Event per (event,
 // tensor slice) to a Sink, and keeps per-run aggregates in memory, which
-// Finish returns.
+// Finish returns. The slices of one record share its request id
+// (Event.Req), so that readers put a block request or read call back
+// together without guessing. A sink that is also an event.MarkSink gets the
+// run's timeline as well (threads, commands, decode calls, graphs, ops,
+// scheduler switches and wakeups): what the Perfetto trace draws besides
+// I/O, read from the store and never again from the spool.
 //
 // NewRun(dir, sink) + AddSpool + Finish attribute a whole run directory
 // (package pipeline drives them into the store);

@@ -1,11 +1,12 @@
-// Package index stores a run's attributed events and aggregates in a
-// badger database (DIR/db) and answers queries over it.
+// Package index stores a run's attributed events, aggregates and timeline
+// in a badger database (DIR/db) and answers queries over it.
 //
-// Writer (Begin, Create, Event, Commit) writes a store for package
+// Writer (Begin, Create, Event, Mark, Commit) writes a store for package
 // pipeline, which drives the ingest (spool → ingest.Decode → correlate →
-// Writer); it is crash-safe (see Writer). Open(dir) opens the store read-only for queries
-// (Store.Query), exports (Store.EachToken, Store.Aggs, Store.Events) and
-// tests; any number may be open at once.
+// Writer); it is crash-safe (see Writer). Open(dir) opens the store
+// read-only for queries (Store.Query), exports and readers (Store.EachToken,
+// Store.Aggs, Store.Events, Store.Records, Store.Marks) and tests; any
+// number may be open at once.
 //
 // The key layout is described in ADR-001-keys.md; this file is its single
 // implementation.

@@ -57,29 +57,42 @@ const pageSize = kernel.PageSize
 
 // Export writes the run of store st and metadata meta to w.
 func Export(w io.Writer, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+	b := newBuilder(st, meta, opt)
+	if err := b.build(); err != nil {
+		return Summary{}, err
+	}
+	return b.sum, b.write(w)
+}
+
+func newBuilder(st *index.Store, meta *rundir.Meta, opt Options) *builder {
 	if opt.MaxInstants <= 0 {
 		opt.MaxInstants = 1_000_000
 	}
 	if opt.Interval == 0 {
 		opt.Interval = 10_000_000
 	}
-	b := &builder{st: st, meta: meta, opt: opt, threads: map[uint32]*track{}, procs: map[uint32]*track{},
+	return &builder{st: st, meta: meta, opt: opt, threads: map[uint32]*track{}, procs: map[uint32]*track{},
 		tgidOf: map[uint32]uint32{}, comm: map[uint32]string{}, next: 1}
+}
+
+// build reads the store into tracks and events: the timeline's calls,
+// graphs and ops, the I/O events, then the threads' states.
+func (b *builder) build() error {
 	if err := b.readTimeline(); err != nil {
-		return Summary{}, err
+		return err
 	}
 	b.llamaSlices()
 	if err := b.storeEvents(); err != nil {
-		return Summary{}, err
+		return err
 	}
-	if !strings.HasPrefix(meta.ProbeSet, "ops") {
+	if !strings.HasPrefix(b.meta.ProbeSet, "ops") {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "ops: recorded only with --probe ops")
 	}
 	b.threadStates()
-	if !strings.Contains(meta.ProbeSet, "sched") {
+	if !strings.Contains(b.meta.ProbeSet, "sched") {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "thread states: recorded only with --probe sched")
 	}
-	return b.sum, b.write(w)
+	return nil
 }
 
 type builder struct {
@@ -95,18 +108,18 @@ type builder struct {
 	comm    map[uint32]string // by tgid, from exec events
 	next    uint64            // next track uuid
 
-	decodes []spoolSlice
+	decodes []threadSlice
 	sched   []event.Mark // switches and wakeups
 	lastTS  uint64
-	graphs  []spoolSlice
-	ops     []spoolSlice
+	graphs  []threadSlice
+	ops     []threadSlice
 	events  []trackEvent
 }
 
-// spoolSlice is a recorded decode call, graph or op; a graph or op has
+// threadSlice is a recorded decode call, graph or op; a graph or op has
 // only its start in the recording (probes on entry): its end is the
 // next one's start on its thread, or the end of what holds it.
-type spoolSlice struct {
+type threadSlice struct {
 	tid        uint32
 	start, end uint64
 	name       string
@@ -135,12 +148,12 @@ func (b *builder) readTimeline() error {
 				start = beg.Begin
 				delete(open, m.Tid)
 			}
-			b.decodes = append(b.decodes, spoolSlice{tid: m.Tid, start: start, end: m.Ts,
+			b.decodes = append(b.decodes, threadSlice{tid: m.Tid, start: start, end: m.Ts,
 				name: fmt.Sprintf("token %d", m.Token),
 				anns: []annotation{annU("token", uint64(m.Token)), annS("phase", event.PhaseName(m.Phase)),
 					annI("n_tokens", int64(m.NTokens)), annI("ret", int64(m.Ret))}})
 		case event.MarkGraph:
-			b.graphs = append(b.graphs, spoolSlice{tid: m.Tid, start: m.Ts, name: fmt.Sprintf("graph %d", m.Seq),
+			b.graphs = append(b.graphs, threadSlice{tid: m.Tid, start: m.Ts, name: fmt.Sprintf("graph %d", m.Seq),
 				anns: []annotation{annU("nodes", uint64(m.Nodes)), annU("weight_nodes", uint64(m.WeightNodes)),
 					annU("token", uint64(m.Token))}})
 		case event.MarkOp:
@@ -148,7 +161,7 @@ func (b *builder) readTimeline() error {
 			if int(m.Op) < len(b.meta.OpNames) {
 				name = b.meta.OpNames[m.Op]
 			}
-			b.ops = append(b.ops, spoolSlice{tid: m.Tid, start: m.Ts, name: name,
+			b.ops = append(b.ops, threadSlice{tid: m.Tid, start: m.Ts, name: name,
 				anns: []annotation{annS("node", m.Name), annU("token", uint64(m.Token))}})
 		}
 		return nil
@@ -158,7 +171,7 @@ func (b *builder) readTimeline() error {
 	}
 	// A call still open when recording stopped ends at its last event.
 	for tid, d := range open {
-		b.decodes = append(b.decodes, spoolSlice{tid: tid, start: d.Begin, end: d.Begin + 1,
+		b.decodes = append(b.decodes, threadSlice{tid: tid, start: d.Begin, end: d.Begin + 1,
 			name: fmt.Sprintf("token %d (unfinished)", d.Token)})
 	}
 	return nil
@@ -298,26 +311,26 @@ func (b *builder) slice(tr *track, start, end uint64, name, cat string, anns []a
 // on child tracks of it ("ggml graphs", "ggml ops"), each ending where
 // the next begins on that thread or where what holds it ends.
 func (b *builder) llamaSlices() {
-	byTid := func(ss []spoolSlice) map[uint32][]spoolSlice {
-		m := map[uint32][]spoolSlice{}
+	byTid := func(ss []threadSlice) map[uint32][]threadSlice {
+		m := map[uint32][]threadSlice{}
 		for _, s := range ss {
 			m[s.tid] = append(m[s.tid], s)
 		}
 		for _, v := range m {
-			slices.SortStableFunc(v, func(a, b spoolSlice) int { return cmp.Compare(a.start, b.start) })
+			slices.SortStableFunc(v, func(a, b threadSlice) int { return cmp.Compare(a.start, b.start) })
 		}
 		return m
 	}
 	decodes, graphs, ops := byTid(b.decodes), byTid(b.graphs), byTid(b.ops)
 	// holderEnd: the end of the slice in holders that contains ts, or 0.
-	holderEnd := func(holders []spoolSlice, ts uint64) uint64 {
-		i, _ := slices.BinarySearchFunc(holders, ts, func(s spoolSlice, t uint64) int { return cmp.Compare(s.start, t+1) })
+	holderEnd := func(holders []threadSlice, ts uint64) uint64 {
+		i, _ := slices.BinarySearchFunc(holders, ts, func(s threadSlice, t uint64) int { return cmp.Compare(s.start, t+1) })
 		if i > 0 && holders[i-1].end >= ts {
 			return holders[i-1].end
 		}
 		return 0
 	}
-	close := func(ss, holders []spoolSlice) {
+	close := func(ss, holders []threadSlice) {
 		for i := range ss {
 			end := holderEnd(holders, ss[i].start)
 			if i+1 < len(ss) && (end == 0 || ss[i+1].start < end) {

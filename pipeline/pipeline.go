@@ -1,9 +1,9 @@
 // Package pipeline is the one ingest of a run directory: the spool's
 // records are decoded (ingest.Decode), attributed to tensors (correlate,
 // with the run's maps snapshots loaded), and written to the run's store
-// (index.Writer). `iocorr record` runs it when recording ends, `iocorr
+// (index.Writer) with the run's timeline marks. `iocorr record` runs it when recording ends, `iocorr
 // ingest` runs it on demand, and the tests run it: there is no other path
-// from a spool to a store.
+// from a spool to a store, and no reader reads the spool.
 package pipeline
 
 import (

@@ -1,0 +1,133 @@
+package perfetto
+
+import (
+	"cmp"
+	"slices"
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+var pseudoTensors = []event.Tensor{
+	{ID: event.TensorOther, Name: event.PseudoNames[0], Model: -1, Layer: -1},
+	{ID: event.TensorAnon, Name: event.PseudoNames[1], Model: -1, Layer: -1},
+	{ID: event.TensorModelMeta, Name: event.PseudoNames[2], Model: -1, Layer: -1},
+}
+
+// storeOf builds a store of the given events and timeline marks.
+func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *index.Store {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := index.Begin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Create(pseudoTensors, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range evs {
+		if err := w.Event(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range marks {
+		if err := w.Mark(&marks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(&event.Result{Tensors: pseudoTensors, Ops: []string{""}}, &index.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// slicesOn are the names of the slices begun on tracks named track, in
+// time order.
+func slicesOn(b *builder, track string) []string {
+	uuids := map[uint64]bool{}
+	for _, tr := range b.tracks {
+		if tr.name == track {
+			uuids[tr.uuid] = true
+		}
+	}
+	evs := slices.Clone(b.events)
+	slices.SortStableFunc(evs, func(x, y trackEvent) int { return cmp.Compare(x.ts, y.ts) })
+	var names []string
+	for _, e := range evs {
+		if uuids[e.track] && e.typ == typeSliceBegin {
+			names = append(names, e.name)
+		}
+	}
+	return names
+}
+
+func export(t *testing.T, st *index.Store, meta *rundir.Meta) (*builder, Summary) {
+	t.Helper()
+	b := newBuilder(st, meta, Options{})
+	if err := b.build(); err != nil {
+		t.Fatal(err)
+	}
+	return b, b.sum
+}
+
+// A block request is one slice however many tensors its slices are in,
+// and two requests are two even when they complete at one time on one
+// thread with one latency: the request id tells, not the timing.
+func TestBlockRequestsAreOneSliceEachByRequestID(t *testing.T) {
+	blk := func(req uint64, off int64, n uint64) event.Event {
+		return event.Event{Ts: 1000, Dur: 100, Tid: 7, Req: req, Kind: event.KindBlock, Tensor: event.TensorOther,
+			Offset: off, Bytes: n, Expert: -1, Trigger: event.NoTensor}
+	}
+	st := storeOf(t, []event.Event{blk(1, 0, 4096), blk(1, 4096, 8192), blk(1, 12288, 4096), blk(2, 1<<20, 4096)}, nil)
+	b, sum := export(t, st, &rundir.Meta{ProbeSet: "graph"})
+	if sum.BlockRequests != 2 {
+		t.Errorf("%d block request slices, want 2", sum.BlockRequests)
+	}
+	// Requests in flight at once go on lanes of their device's track.
+	got := append(slicesOn(b, "queue slot 0"), slicesOn(b, "queue slot 1")...)
+	slices.Sort(got)
+	if want := []string{"read 16 KiB", "read 4 KiB"}; !slices.Equal(got, want) {
+		t.Errorf("block slices %q, want %q", got, want)
+	}
+}
+
+// Decode calls, a process's command and its threads' scheduler states
+// come from the store's timeline: a call is a slice from its begin to its
+// end, a thread switched out in D state is blocked until woken, then
+// runnable until switched in.
+func TestTheTraceDrawsTheStoresTimeline(t *testing.T) {
+	marks := []event.Mark{
+		{Ts: 5, Kind: event.MarkThread, Tid: 9, Tgid: 9},
+		{Ts: 5, Kind: event.MarkExec, Tid: 9, Tgid: 9, Name: "llama-cli"},
+		{Ts: 10, Kind: event.MarkDecodeBegin, Tid: 9, Tgid: 9, Token: 1, Begin: 10, NTokens: 4},
+		{Ts: 20, Kind: event.MarkSwitch, Tid: 3, Tgid: 3, NextTid: 9, NextTgid: 9},
+		{Ts: 30, Kind: event.MarkSwitch, Tid: 9, Tgid: 9, PrevState: 2, NextTid: 3, NextTgid: 3},
+		{Ts: 40, Kind: event.MarkWakeup, Tid: 9, Tgid: 9},
+		{Ts: 50, Kind: event.MarkSwitch, Tid: 3, Tgid: 3, NextTid: 9, NextTgid: 9},
+		{Ts: 60, Kind: event.MarkDecodeEnd, Tid: 9, Tgid: 9, Token: 1, Phase: event.PhasePrefill, Begin: 10, NTokens: 4},
+		{Ts: 70, Kind: event.MarkEnd},
+	}
+	st := storeOf(t, nil, marks)
+	b, sum := export(t, st, &rundir.Meta{ProbeSet: "graph,sched"})
+	if got := slicesOn(b, "llama-cli 9"); !slices.Equal(got, []string{"token 1"}) {
+		t.Errorf("thread track slices %q, want the decode call", got)
+	}
+	want := []string{stateRunning, stateBlocked, stateRunnable, stateRunning}
+	if got := slicesOn(b, "thread state"); !slices.Equal(got, want) {
+		t.Errorf("thread states %q, want %q", got, want)
+	}
+	if sum.Tokens != 1 || sum.ThreadStates != 4 || sum.BlockedNS != 10 {
+		t.Errorf("summary %+v, want 1 token, 4 thread states, 10 ns blocked", sum)
+	}
+	if len(sum.NotInTrace) != 1 {
+		t.Errorf("not in trace %q, want only ops", sum.NotInTrace)
+	}
+}
