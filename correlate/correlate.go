@@ -395,6 +395,12 @@ func (c *Correlator) timeline(r ingest.Record) {
 		}
 		c.lastTid = hdr.Tid
 	}
+	switch r.Type {
+	case uint16(bpf.IocorrEventTypeEV_TASK), uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), uint16(bpf.IocorrEventTypeEV_DECODE_END),
+		uint16(bpf.IocorrEventTypeEV_GRAPH), uint16(bpf.IocorrEventTypeEV_OP):
+	default:
+		return // I/O, attributed as events
+	}
 	*m = event.Mark{Ts: hdr.Ts, Tid: hdr.Tid, Tgid: hdr.Tgid, Token: hdr.Token, Phase: hdr.Phase}
 	switch r.Type {
 	case uint16(bpf.IocorrEventTypeEV_TASK):
@@ -415,8 +421,6 @@ func (c *Correlator) timeline(r ingest.Record) {
 	case uint16(bpf.IocorrEventTypeEV_OP):
 		o := r.Op()
 		m.Kind, m.Op, m.Name = event.MarkOp, o.Op, bpf.CString(o.Name[:])
-	default:
-		return
 	}
 	c.emitMark(m)
 }

@@ -50,14 +50,17 @@ func PhaseName(p uint8) string {
 
 // Event is one attributed event: one raw event's share in one tensor
 // slice. A folio or block request spanning several tensors yields one
-// Event per slice; Req tells which slices are one record's.
+// Event per slice.
+//
+// Req, the request id, names the raw record an event is a slice of: a
+// fault, a folio or run of folios, a block request, a read call. The
+// correlator numbers records from 1 in spool order, so the slices of one
+// record share it and no two records of a run do; readers put a request
+// back together by it (index.Store.Records). 0 is no record (events made
+// by hand): each such event stands alone.
 type Event struct {
-	Ts uint64 // completion time, CLOCK_MONOTONIC ns
-	// Req names the raw record this event is a slice of (a fault, a folio
-	// or a run of folios, a block request, a read call): the correlator
-	// numbers records from 1, so the slices of one record share it and no
-	// two records of a run do. 0 is no record (events made by hand).
-	Req     uint64
+	Ts      uint64 // completion time, CLOCK_MONOTONIC ns
+	Req     uint64 // request id: the raw record this event is a slice of
 	Dur     uint64 // fault stall (ts − start_ts) or block latency (ts − issue_ts)
 	Offset  int64  // within the tensor; within the file for pseudo tensors
 	Bytes   uint64 // bytes of this slice
@@ -69,7 +72,7 @@ type Event struct {
 	Expert  int16  // -1 for tensors without experts
 	Kind    Kind
 	Phase   uint8
-	Class   uint8 // fault class; for blocks 0 read, 1 write
+	Class   uint8 // fault class; for blocks 0 read, 1 write; for reads the call kind
 }
 
 // Fault classes (enum fault_class) and block directions, as in Event.Class.
