@@ -34,7 +34,7 @@ struct {
 	__type(value, struct blk_start);
 } blk_starts SEC(".maps");
 
-static __always_inline __u32 rq_dev(struct request *rq)
+static __always_inline __u32 rq__dev(struct request *rq)
 {
 	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
 
@@ -46,7 +46,7 @@ static __always_inline __u32 rq_dev(struct request *rq)
 /* The operation of a block request is the low byte of cmd_flags
  * (REQ_OP_MASK); REQ_OP_READ is 0 (include/linux/blk_types.h). User space
  * decodes the same byte with internal/kernel.BlockOpOf. */
-static __always_inline bool req_is_read(__u32 cmd_flags)
+static __always_inline bool rq__is_read(__u32 cmd_flags)
 {
 	return (cmd_flags & 0xff) == 0;
 }
@@ -63,9 +63,9 @@ int BPF_PROG(block_issue, struct request *rq)
 	 * are kept: the device's read total must add up to what diskstats
 	 * says. 0 means no filter: requests issued from softirq on an idle
 	 * CPU run as the idle task, whose tgid is 0. */
-	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid && !req_is_read(bs.cmd_flags))
+	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid && !rq__is_read(bs.cmd_flags))
 		return 0;
-	bs.dev = rq_dev(rq);
+	bs.dev = rq__dev(rq);
 	if (filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
 		return 0;
 	bs.ts = bpf_ktime_get_ns();
@@ -84,16 +84,15 @@ int BPF_PROG(block_complete, struct request *rq, blk_status_t error, unsigned in
 
 	if (!bs)
 		return 0;
-	e = reserve(sizeof(*e), EV_BLOCK);
+	e = event__reserve(sizeof(*e), EV_BLOCK);
 	if (e) {
-		fill_hdr(&e->hdr, EV_BLOCK);
 		e->issue_ts = bs->ts;
 		e->sector = bs->sector;
 		e->dev = bs->dev;
 		e->bytes = bs->bytes;
 		e->cmd_flags = bs->cmd_flags;
 		e->error = error;
-		submit(e, EV_BLOCK);
+		ring__submit(e, EV_BLOCK);
 	}
 	bpf_map_delete_elem(&blk_starts, &key);
 	return 0;

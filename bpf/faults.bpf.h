@@ -24,28 +24,52 @@ struct {
 	__type(value, struct fault_start);
 } fault_starts SEC(".maps");
 
-/* flush_pending_fault reports a thread's fault that began but was never
+static __always_inline struct fault_event *fault__reserve(__u8 class)
+{
+	struct fault_event *e = event__reserve(sizeof(*e), EV_FAULT);
+
+	if (!e)
+		return NULL;
+	e->class = class;
+	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	return e;
+}
+
+/* fault__set_start puts in e what the fault's beginning saw and resolved;
+ * a fault without one (fs NULL) has none of it. */
+static __always_inline void fault__set_start(struct fault_event *e, struct fault_start *fs)
+{
+	if (!fs) {
+		e->start_ts = 0;
+		e->ip = 0;
+		e->error_code = 0;
+		e->ino = 0;
+		e->dev = 0;
+		e->file_off = 0;
+		return;
+	}
+	e->start_ts = fs->ts;
+	e->ip = fs->ip;
+	e->error_code = fs->error_code;
+	e->ino = fs->ino;
+	e->dev = fs->dev;
+	e->file_off = fs->file_off;
+}
+
+/* fault__flush_pending reports a thread's fault that began but was never
  * accounted, and forgets it. */
-static __always_inline void flush_pending_fault(__u32 tid)
+static __always_inline void fault__flush_pending(__u32 tid)
 {
 	struct fault_start *prev = bpf_map_lookup_elem(&fault_starts, &tid);
 	struct fault_event *e;
 
 	if (!prev)
 		return;
-	e = reserve(sizeof(*e), EV_FAULT);
+	e = fault__reserve(FAULT_UNACCOUNTED);
 	if (e) {
-		fill_hdr(&e->hdr, EV_FAULT);
-		e->start_ts = prev->ts;
 		e->addr = prev->addr;
-		e->ip = prev->ip;
-		e->error_code = prev->error_code;
-		e->ino = prev->ino;
-		e->dev = prev->dev;
-		e->file_off = prev->file_off;
-		e->class = FAULT_UNACCOUNTED;
-		e->pad[0] = e->pad[1] = e->pad[2] = 0;
-		submit(e, EV_FAULT);
+		fault__set_start(e, prev);
+		ring__submit(e, EV_FAULT);
 	}
 	bpf_map_delete_elem(&fault_starts, &tid);
 }
@@ -61,11 +85,11 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 
 	if (!ps)
 		return 0;
-	flush_thread_adds(tid);
+	runs__flush_thread_adds(tid);
 	/* A start still pending means the thread's previous fault was never
 	 * accounted (a bad access, or one abandoned on a signal): report it
 	 * as such rather than dropping it. */
-	flush_pending_fault(tid);
+	fault__flush_pending(tid);
 	fs.ts = bpf_ktime_get_ns();
 	fs.addr = address;
 	fs.ip = BPF_CORE_READ(regs, ip);
@@ -73,7 +97,7 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 	/* Resolve the file now: after the fault the mapping may be gone, and
 	 * this is the exact offset also for mappings that start mid-file. */
 	vi.addr = address;
-	vma_resolve(tgid, ps, &vi);
+	vma__resolve(tgid, ps, &vi);
 	fs.ino = vi.ino;
 	fs.dev = vi.dev;
 	fs.file_off = vi.file_off;
@@ -84,54 +108,40 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 /* The software page-fault events are counted when a fault is accounted,
  * at its end (mm_account_fault); with sample_period 1 they give each
  * fault's class and, paired with page_fault_user, its latency. */
-static __always_inline int fault_end(struct bpf_perf_event_data *ctx, __u8 class)
+static __always_inline int fault__end(struct bpf_perf_event_data *ctx, __u8 class)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct fault_start *fs;
 	struct fault_event *e;
 
-	if (!is_traced(tgid))
+	if (!proc__is_traced(tgid))
 		return 0;
-	flush_thread_adds(tid);
-	e = reserve(sizeof(*e), EV_FAULT);
+	runs__flush_thread_adds(tid);
+	e = fault__reserve(class);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, EV_FAULT);
 	e->addr = ctx->addr;
-	e->class = class;
-	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	/* A fault taken in kernel mode on a user address (copy_to_user) has
+	 * no page_fault_user: no start, no file resolution here. */
 	fs = bpf_map_lookup_elem(&fault_starts, &tid);
-	if (fs && fs->addr == ctx->addr) {
-		e->start_ts = fs->ts;
-		e->ip = fs->ip;
-		e->error_code = fs->error_code;
-		e->ino = fs->ino;
-		e->dev = fs->dev;
-		e->file_off = fs->file_off;
+	if (fs && fs->addr != ctx->addr)
+		fs = NULL;
+	fault__set_start(e, fs);
+	if (fs)
 		bpf_map_delete_elem(&fault_starts, &tid);
-	} else {
-		/* A fault taken in kernel mode on a user address (copy_to_user)
-		 * has no page_fault_user: no start, no file resolution here. */
-		e->start_ts = 0;
-		e->ip = 0;
-		e->error_code = 0;
-		e->ino = 0;
-		e->dev = 0;
-		e->file_off = 0;
-	}
-	submit(e, EV_FAULT);
+	ring__submit(e, EV_FAULT);
 	return 0;
 }
 
 SEC("perf_event")
 int fault_major(struct bpf_perf_event_data *ctx)
 {
-	return fault_end(ctx, FAULT_MAJOR);
+	return fault__end(ctx, FAULT_MAJOR);
 }
 
 SEC("perf_event")
 int fault_minor(struct bpf_perf_event_data *ctx)
 {
-	return fault_end(ctx, FAULT_MINOR);
+	return fault__end(ctx, FAULT_MINOR);
 }

@@ -31,16 +31,79 @@ volatile struct ggml_layout layout = {
 	.t_type = 0, .t_ne = 16, .t_nb = 48, .t_op = 80, .t_src = 152, .t_view_src = 232,
 	.t_data = 248, .t_name = 256, .g_n_nodes = 4, .g_nodes = 16, .type_i32 = 26,
 };
-#define t_type layout.t_type
-#define t_ne layout.t_ne
-#define t_nb layout.t_nb
-#define t_op layout.t_op
-#define t_src layout.t_src
-#define t_data layout.t_data
-#define t_name layout.t_name
-#define g_n_nodes layout.g_n_nodes
-#define g_nodes layout.g_nodes
-#define ggml_type_i32 layout.type_i32
+
+static __always_inline __u64 user__read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+static __always_inline __u32 user__read_u32(__u64 addr)
+{
+	__u32 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+/* One reader per field of the target's structs, at the offsets of
+ * `layout`: the only code that knows where a field lies. */
+static __always_inline __u32 tensor__op(__u64 t)
+{
+	return user__read_u32(t + layout.t_op);
+}
+
+static __always_inline __u32 tensor__type(__u64 t)
+{
+	return user__read_u32(t + layout.t_type);
+}
+
+static __always_inline __u64 tensor__data(__u64 t)
+{
+	return user__read_ptr(t + layout.t_data);
+}
+
+static __always_inline __u64 tensor__src(__u64 t, __u32 i)
+{
+	return user__read_ptr(t + layout.t_src + i * 8);
+}
+
+static __always_inline void tensor__srcs(__u64 t, __u64 srcs[GGML_MAX_SRC])
+{
+	bpf_probe_read_user(srcs, GGML_MAX_SRC * sizeof(__u64), (void *)(t + layout.t_src));
+}
+
+/* tensor__shape reads ne[4] and nb[4]: elements and byte strides. */
+static __always_inline void tensor__shape(__u64 t, void *ne, void *nb)
+{
+	bpf_probe_read_user(ne, 4 * sizeof(__u64), (void *)(t + layout.t_ne));
+	bpf_probe_read_user(nb, 4 * sizeof(__u64), (void *)(t + layout.t_nb));
+}
+
+static __always_inline void tensor__name(__u64 t, char name[IOCORR_NAME_LEN])
+{
+	bpf_probe_read_user_str(name, IOCORR_NAME_LEN, (void *)(t + layout.t_name));
+}
+
+static __always_inline __u32 cgraph__n_nodes(__u64 g)
+{
+	return user__read_u32(g + layout.g_n_nodes);
+}
+
+static __always_inline __u64 cgraph__nodes(__u64 g)
+{
+	return user__read_ptr(g + layout.g_nodes);
+}
+
+/* The thread of a ggml_compute_forward_*(params, dst) call: params->ith,
+ * the first field of struct ggml_compute_params. */
+static __always_inline __s32 ggml__thread(void *params)
+{
+	__s32 ith = 0;
+
+	bpf_probe_read_user(&ith, sizeof(ith), params);
+	return ith;
+}
 
 /* Files (graph_compute attach cookies) whose op probes wait for their
  * first graph: 1 waiting, 2 the process was stopped for the attach. */
@@ -69,21 +132,7 @@ struct walk_ctx {
 	struct event_hdr hdr;
 };
 
-static __always_inline __u64 read_ptr(__u64 addr)
-{
-	__u64 v = 0;
-	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
-	return v;
-}
-
-static __always_inline __u32 read_u32(__u64 addr)
-{
-	__u32 v = 0;
-	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
-	return v;
-}
-
-static __always_inline __u64 mix(__u64 h, __u64 v)
+static __always_inline __u64 hash__mix(__u64 h, __u64 v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
 	return h;
@@ -92,7 +141,8 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
 /* Emits one EV_NODE for a weight-like source (a leaf: op NONE with data)
  * of a node. Whether it is file-backed is resolved here, at the moment
  * the graph runs, from the VMA that holds its data. */
-static __always_inline void emit_src(struct walk_ctx *w, __u64 node, __u32 idx, __u32 node_op, __u32 slot, __u64 src)
+static __always_inline void graph__emit_weight(struct walk_ctx *w, __u64 node, __u32 idx, __u32 node_op, __u32 slot,
+					       __u64 src)
 {
 	struct node_event *e;
 	struct vma_info vi = {};
@@ -100,12 +150,12 @@ static __always_inline void emit_src(struct walk_ctx *w, __u64 node, __u32 idx, 
 
 	if (!src)
 		return;
-	if (read_u32(src + t_op) != 0) /* GGML_OP_NONE: a leaf, not a result */
+	if (tensor__op(src) != 0) /* GGML_OP_NONE: a leaf, not a result */
 		return;
-	data = read_ptr(src + t_data);
+	data = tensor__data(src);
 	if (!data)
 		return;
-	e = reserve(sizeof(*e), EV_NODE);
+	e = ring__reserve(sizeof(*e), EV_NODE);
 	if (!e)
 		return;
 	e->hdr = w->hdr;
@@ -114,25 +164,24 @@ static __always_inline void emit_src(struct walk_ctx *w, __u64 node, __u32 idx, 
 	e->node = node;
 	e->weight = src;
 	e->weight_data = data;
-	bpf_probe_read_user(e->weight_ne, sizeof(e->weight_ne), (void *)(src + t_ne));
-	bpf_probe_read_user(e->weight_nb, sizeof(e->weight_nb), (void *)(src + t_nb));
+	tensor__shape(src, e->weight_ne, e->weight_nb);
 	vi.addr = data;
-	bpf_find_vma(bpf_get_current_task_btf(), data, vma_cb, &vi, 0);
+	vma__find(&vi);
 	e->ino = vi.ino;
 	e->dev = vi.dev;
 	e->file_off = vi.file_off;
 	e->node_idx = idx;
 	e->op = node_op;
-	e->weight_type = read_u32(src + t_type);
+	e->weight_type = tensor__type(src);
 	e->src_slot = slot;
 	e->pad = 0;
-	bpf_probe_read_user_str(e->node_name, sizeof(e->node_name), (void *)(node + t_name));
-	bpf_probe_read_user_str(e->weight_name, sizeof(e->weight_name), (void *)(src + t_name));
+	tensor__name(node, e->node_name);
+	tensor__name(src, e->weight_name);
 	w->n_weight++;
-	bpf_ringbuf_submit(e, wakeup_flags(EV_NODE));
+	ring__submit(e, EV_NODE);
 }
 
-static long walk_node(__u64 i, void *data)
+static long graph__walk_node(__u64 i, void *data)
 {
 	struct walk_ctx *w = data;
 	__u64 node, srcs[GGML_MAX_SRC] = {};
@@ -140,13 +189,13 @@ static long walk_node(__u64 i, void *data)
 
 	if (i >= w->n_nodes)
 		return 1;
-	node = read_ptr(w->nodes + i * 8);
+	node = user__read_ptr(w->nodes + i * 8);
 	if (!node)
 		return 0;
-	op = read_u32(node + t_op);
-	bpf_probe_read_user(srcs, sizeof(srcs), (void *)(node + t_src));
+	op = tensor__op(node);
+	tensor__srcs(node, srcs);
 	for (int s = 0; s < GGML_MAX_SRC; s++)
-		emit_src(w, node, i, op, s, srcs[s]);
+		graph__emit_weight(w, node, i, op, s, srcs[s]);
 	return 0;
 }
 
@@ -167,35 +216,35 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	if (!ps)
 		return 0;
 	ps->graph_seq += 1;
-	n_nodes = (__s32)read_u32(g + g_n_nodes);
+	n_nodes = (__s32)cgraph__n_nodes(g);
 	if (n_nodes < 0 || n_nodes > MAX_GRAPH_NODES)
 		n_nodes = 0;
-	w.nodes = read_ptr(g + g_nodes);
+	w.nodes = cgraph__nodes(g);
 	w.n_nodes = n_nodes;
 	/* A fingerprint, not a full hash: llama.cpp rebuilds or reuses the
 	 * same graph each token, so its size, node array and a few nodes with
 	 * their first source identify it without walking all of it. */
-	id = mix(0, g);
-	id = mix(id, n_nodes);
-	id = mix(id, w.nodes);
+	id = hash__mix(0, g);
+	id = hash__mix(id, n_nodes);
+	id = hash__mix(id, w.nodes);
 	if (n_nodes > 0) {
-		n0 = read_ptr(w.nodes);
-		n1 = read_ptr(w.nodes + (__u64)(n_nodes / 2) * 8);
-		n2 = read_ptr(w.nodes + (__u64)(n_nodes - 1) * 8);
-		id = mix(id, n0);
-		id = mix(id, read_ptr(n0 + t_src));
-		id = mix(id, n1);
-		id = mix(id, read_ptr(n1 + t_src));
-		id = mix(id, n2);
-		id = mix(id, read_ptr(n2 + t_src));
-		id = mix(id, read_u32(n2 + t_op));
+		n0 = user__read_ptr(w.nodes);
+		n1 = user__read_ptr(w.nodes + (__u64)(n_nodes / 2) * 8);
+		n2 = user__read_ptr(w.nodes + (__u64)(n_nodes - 1) * 8);
+		id = hash__mix(id, n0);
+		id = hash__mix(id, tensor__src(n0, 0));
+		id = hash__mix(id, n1);
+		id = hash__mix(id, tensor__src(n1, 0));
+		id = hash__mix(id, n2);
+		id = hash__mix(id, tensor__src(n2, 0));
+		id = hash__mix(id, tensor__op(n2));
 	}
 	w.graph_id = id;
-	fill_hdr(&w.hdr, EV_GRAPH);
-	e = reserve(sizeof(*e), EV_GRAPH);
+	e = event__reserve(sizeof(*e), EV_GRAPH);
 	if (!e)
 		return 0;
-	e->hdr = w.hdr;
+	/* Its EV_NODE records share the graph's header. */
+	w.hdr = e->hdr;
 	e->cgraph = g;
 	e->graph_id = id;
 	e->n_nodes = n_nodes;
@@ -208,37 +257,37 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 		 * backend runs; stop the process so that its ops are probed
 		 * before any of them runs (user space attaches, then SIGCONT). */
 		__u32 *want = bpf_map_lookup_elem(&ops_pending, &e->file);
-		if (want && __sync_val_compare_and_swap(want, 1, 2) == 1 && bpf_send_signal(SIGSTOP) == 0)
-			e->stopped = 1;
+		if (want && __sync_val_compare_and_swap(want, 1, 2) == 1)
+			e->stopped = proc__stop();
 	}
 	e->n_weight_nodes = 0;
 	if (e->is_new && n_nodes > 0)
-		bpf_loop(n_nodes, walk_node, &w, 0);
+		bpf_loop(n_nodes, graph__walk_node, &w, 0);
 	e->n_weight_nodes = w.n_weight;
 	/* The graph event follows its nodes in the ring buffer only if it is
 	 * submitted last; readers key nodes by graph_id, so order is free. */
-	submit(e, EV_GRAPH);
+	ring__submit(e, EV_GRAPH);
 	return 0;
 }
 
 /* ---- ggml: ops and experts -------------------------------------------- */
 
 /* ggml_compute_forward_*(const struct ggml_compute_params *params,
- * struct ggml_tensor *dst): params->ith (first field) is the thread. */
-static __always_inline int op_enter(struct pt_regs *ctx, void *params, void *dst)
+ * struct ggml_tensor *dst), on each of the op's threads. */
+static __always_inline int op__enter(struct pt_regs *ctx, void *params, void *dst)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
 	struct op_event *e;
 	__u64 node = (__u64)dst, prev;
-	__s32 ith = 0;
+	__s32 ith;
 	__u32 seq;
 
 	if (!ps)
 		return 0;
 	__sync_fetch_and_add(&ps->op_hits, 1);
-	bpf_probe_read_user(&ith, sizeof(ith), params);
+	ith = ggml__thread(params);
 	/* Every thread of an op enters with the same dst; the first to swap
 	 * last_node numbers the op, the others take its number. */
 	prev = ps->last_node;
@@ -248,23 +297,22 @@ static __always_inline int op_enter(struct pt_regs *ctx, void *params, void *dst
 	bpf_map_update_elem(&cur_op, &tid, &seq, BPF_ANY);
 	if (ith != 0)
 		return 0;
-	e = reserve(sizeof(*e), EV_OP);
+	e = event__reserve(sizeof(*e), EV_OP);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, EV_OP);
 	e->hdr.op = seq;
 	e->node = node;
 	e->fn = bpf_get_attach_cookie(ctx);
-	e->op = read_u32(node + t_op);
-	bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)(node + t_name));
-	submit(e, EV_OP);
+	e->op = tensor__op(node);
+	tensor__name(node, e->name);
+	ring__submit(e, EV_OP);
 	return 0;
 }
 
 SEC("uprobe")
 int BPF_KPROBE(op_begin, void *params, void *dst)
 {
-	return op_enter(ctx, params, dst);
+	return op__enter(ctx, params, dst);
 }
 
 /* The same, attached to a hundred functions through one uprobe_multi link:
@@ -273,10 +321,10 @@ int BPF_KPROBE(op_begin, void *params, void *dst)
 SEC("uprobe.multi")
 int BPF_KPROBE(op_begin_multi, void *params, void *dst)
 {
-	return op_enter(ctx, params, dst);
+	return op__enter(ctx, params, dst);
 }
 
-static __always_inline bool name_has_prefix(const char *name, const char *prefix, int n)
+static __always_inline bool str__has_prefix(const char *name, const char *prefix, int n)
 {
 	for (int i = 0; i < n; i++)
 		if (name[i] != prefix[i])
@@ -296,7 +344,7 @@ struct experts_ctx {
 };
 
 /* One experts event: rows [chunk*rows_per_event, ...) of the ids tensor. */
-static long emit_experts_chunk(__u64 chunk, void *data)
+static long experts__emit_chunk(__u64 chunk, void *data)
 {
 	struct experts_ctx *x = data;
 	struct experts_event *e;
@@ -305,10 +353,9 @@ static long emit_experts_chunk(__u64 chunk, void *data)
 
 	if (row >= x->n_tokens)
 		return 1;
-	e = reserve(sizeof(*e), EV_EXPERTS);
+	e = event__reserve(sizeof(*e), EV_EXPERTS);
 	if (!e)
 		return 1;
-	fill_hdr(&e->hdr, EV_EXPERTS);
 	e->tensor = x->ids;
 	e->n_used = x->n_used;
 	e->n_tokens = x->n_tokens;
@@ -326,7 +373,7 @@ static long emit_experts_chunk(__u64 chunk, void *data)
 		row++;
 	}
 	e->count = count;
-	submit(e, EV_EXPERTS);
+	ring__submit(e, EV_EXPERTS);
 	return 0;
 }
 
@@ -341,22 +388,19 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	__u64 node = (__u64)dst;
 	__s64 ne[4] = {}, nb[4] = {};
 	struct experts_ctx x = {};
-	__s32 ith = 0;
 
-	if (!is_traced(tgid))
+	if (!proc__is_traced(tgid))
 		return 0;
-	bpf_probe_read_user(&ith, sizeof(ith), params);
-	if (ith != 0)
+	if (ggml__thread(params) != 0)
 		return 0;
-	bpf_probe_read_user_str(x.name, sizeof(x.name), (void *)(node + t_name));
-	if (!name_has_prefix(x.name, "ffn_moe_weights", 15))
+	tensor__name(node, x.name);
+	if (!str__has_prefix(x.name, "ffn_moe_weights", 15))
 		return 0;
-	x.ids = read_ptr(node + t_src + 8);
-	if (!x.ids || read_u32(x.ids + t_type) != ggml_type_i32)
+	x.ids = tensor__src(node, 1);
+	if (!x.ids || tensor__type(x.ids) != layout.type_i32)
 		return 0;
-	x.data = read_ptr(x.ids + t_data);
-	bpf_probe_read_user(ne, sizeof(ne), (void *)(x.ids + t_ne));
-	bpf_probe_read_user(nb, sizeof(nb), (void *)(x.ids + t_nb));
+	x.data = tensor__data(x.ids);
+	tensor__shape(x.ids, ne, nb);
 	/* More than 32 experts per token is outside every MoE we know of;
 	 * such a tensor is not what we think it is. */
 	if (!x.data || ne[0] <= 0 || ne[0] > 32 || ne[1] <= 0 || nb[1] <= 0)
@@ -367,11 +411,11 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	 * n_used * 4, so each token's row is read on its own. */
 	x.row_stride = nb[1];
 	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
-	bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, emit_experts_chunk, &x, 0);
+	bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk, &x, 0);
 	return 0;
 }
 
-/* ---- uprobe cost --------------------------------------------------------- */
+/* ---- uprobe cost ---------------------------------------------------- */
 
 /* Hits of the calibration probe, so that a calibration whose probed arm
  * did not run probed is refused rather than reported. */

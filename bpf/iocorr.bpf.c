@@ -8,6 +8,13 @@
  * stamped here, in the kernel, with the token and phase of the process
  * (and the thread's op when op probes are on), so that user space joins
  * by key instead of by guessing from timestamps.
+ *
+ * One object, one unit: the probe sets live in a .bpf.h each, by
+ * subsystem, and are compiled here together, so that bpf2go writes one
+ * loader and every program, map and variable keeps one name. iocorr.h is
+ * the one definition of every event; common.bpf.h holds what several sets
+ * use. Helpers are named noun__verb after the one kernel or target fact
+ * each of them reads or writes.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -35,7 +35,7 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	if (!ps)
 		return 0;
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)(PT_REGS_SP(ctx) + 8));
-	flush_all_runs();
+	runs__flush_all();
 	ps->token += 1;
 	ps->phase = n_tokens > 1 ? PHASE_PREFILL : PHASE_DECODE;
 	last_stamp.token = ps->token;
@@ -46,16 +46,15 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	ds.n_tokens = n_tokens;
 	bpf_map_update_elem(&decode_starts, &tid, &ds, BPF_ANY);
 
-	e = reserve(sizeof(*e), EV_DECODE_BEGIN);
+	e = event__reserve(sizeof(*e), EV_DECODE_BEGIN);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, EV_DECODE_BEGIN);
 	e->ctx = ds.ctx;
 	e->begin_ts = ds.ts;
 	e->n_tokens = n_tokens;
 	e->ret = 0;
 	e->op_hits = ps->op_hits;
-	submit(e, EV_DECODE_BEGIN);
+	ring__submit(e, EV_DECODE_BEGIN);
 	return 0;
 }
 
@@ -72,16 +71,15 @@ int BPF_KRETPROBE(decode_end, int ret)
 	if (!ps)
 		return 0;
 	ds = bpf_map_lookup_elem(&decode_starts, &tid);
-	e = reserve(sizeof(*e), EV_DECODE_END);
+	e = event__reserve(sizeof(*e), EV_DECODE_END);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, EV_DECODE_END);
 	e->op_hits = ps->op_hits;
 	e->ctx = ds ? ds->ctx : 0;
 	e->begin_ts = ds ? ds->ts : 0;
 	e->n_tokens = ds ? ds->n_tokens : 0;
 	e->ret = ret;
-	submit(e, EV_DECODE_END);
+	ring__submit(e, EV_DECODE_END);
 	if (ds)
 		bpf_map_delete_elem(&decode_starts, &tid);
 	return 0;

@@ -5,27 +5,21 @@
  * coalesced into runs of contiguous folios.
  */
 
-static __always_inline int page_event(__u16 type, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order,
-				      bool by_pid)
+static __always_inline int page__emit(__u16 type, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order)
 {
 	struct page_event *e;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	/* A model file's pages whoever touches them; other files' pages only
-	 * when a traced process brought them in (a model mapped before user
-	 * space learned it is one is then still covered). */
-	if (!is_model_file(dev, ino) && !(by_pid && is_traced(tgid)))
+	if (!file__is_kept(dev, ino))
 		return 0;
-	e = reserve(sizeof(*e), type);
+	e = event__reserve(sizeof(*e), type);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, type);
 	e->ino = ino;
 	e->index = index;
 	e->pfn = pfn;
 	e->dev = dev;
 	e->order = order;
-	submit(e, type);
+	ring__submit(e, type);
 	return 0;
 }
 
@@ -105,7 +99,7 @@ struct page_run {
 
 struct page_run runs[RUN_SLOTS] = {};
 
-static long run_spin(__u64 i, void *data)
+static long run__spin(__u64 i, void *data)
 {
 	__u32 slot = *(__u32 *)data;
 
@@ -114,28 +108,28 @@ static long run_spin(__u64 i, void *data)
 	return __sync_val_compare_and_swap(&runs[slot].lock, 0, 1) == 0;
 }
 
-/* run_lock takes slot i. The holder is a BPF program on another CPU that
+/* run__lock takes slot i. The holder is a BPF program on another CPU that
  * keeps it for a ring reservation and a few stores, so the wait is short;
  * the bound only guards against the impossible. */
-static __always_inline bool run_lock(__u32 slot)
+static __always_inline bool run__lock(__u32 slot)
 {
 	if (slot >= RUN_SLOTS)
 		return false;
 	if (__sync_val_compare_and_swap(&runs[slot].lock, 0, 1) == 0)
 		return true;
-	return bpf_loop(RUN_SPIN, run_spin, &slot, 0) < RUN_SPIN;
+	return bpf_loop(RUN_SPIN, run__spin, &slot, 0) < RUN_SPIN;
 }
 
-static __always_inline void run_unlock(struct page_run *r)
+static __always_inline void run__unlock(struct page_run *r)
 {
 	__sync_lock_test_and_set(&r->lock, 0);
 }
 
-/* run_output puts slot r's run in the ring, with its slot held, and
+/* run__output puts slot r's run in the ring, with its slot held, and
  * empties the slot. The record ends after the bitmap words its span needs
  * (none for a run without holes): bpf_ringbuf_output takes a size known
  * only here, and writes the record in one go, in slot order. */
-static __always_inline void run_output(struct page_run *r)
+static __always_inline void run__output(struct page_run *r)
 {
 	struct page_run_event e;
 	__u32 words = 0;
@@ -168,8 +162,8 @@ static __always_inline void run_output(struct page_run *r)
 	for (int w = 0; w < RUN_WORDS; w++)
 		e.pages[w] = w < words ? r->pages[w] : 0;
 	if (bpf_ringbuf_output(&events, &e, offsetof(struct page_run_event, pages) + words * 8,
-			       wakeup_flags(EV_PAGE_RUN)))
-		count_lost(EV_PAGE_RUN);
+			       ring__wakeup_flags(EV_PAGE_RUN)))
+		ring__lost(EV_PAGE_RUN);
 	r->kind = 0;
 }
 
@@ -189,8 +183,8 @@ struct run_flush {
 	__u32 pad;
 };
 
-/* word_mask is the bits of word w that pages [lo, hi) of a window take. */
-static __always_inline __u64 word_mask(int w, __u64 lo, __u64 hi)
+/* run__word_mask is the bits of word w that pages [lo, hi) of a window take. */
+static __always_inline __u64 run__word_mask(int w, __u64 lo, __u64 hi)
 {
 	__u64 a = lo > (__u64)w * 64 ? lo : (__u64)w * 64;
 	__u64 b = hi < (__u64)w * 64 + 64 ? hi : (__u64)w * 64 + 64;
@@ -202,8 +196,8 @@ static __always_inline __u64 word_mask(int w, __u64 lo, __u64 hi)
 	return ((1ULL << (b - a)) - 1) << (a - (__u64)w * 64);
 }
 
-/* run_holds says whether one of pages [index, index + n) is in run r. */
-static __always_inline bool run_holds(struct page_run *r, __u64 index, __u64 n)
+/* run__holds says whether one of pages [index, index + n) is in run r. */
+static __always_inline bool run__holds(struct page_run *r, __u64 index, __u64 n)
 {
 	__u64 lo, hi;
 
@@ -214,31 +208,31 @@ static __always_inline bool run_holds(struct page_run *r, __u64 index, __u64 n)
 	lo = index > r->index ? index - r->index : 0;
 	hi = index + n - r->index;
 	for (int w = 0; w < RUN_WORDS; w++)
-		if (r->pages[w] & word_mask(w, lo, hi))
+		if (r->pages[w] & run__word_mask(w, lo, hi))
 			return true;
 	return false;
 }
 
-static __always_inline void run_set(struct page_run *r, __u64 lo, __u64 hi)
+static __always_inline void run__set(struct page_run *r, __u64 lo, __u64 hi)
 {
 	for (int w = 0; w < RUN_WORDS; w++)
-		r->pages[w] |= word_mask(w, lo, hi);
+		r->pages[w] |= run__word_mask(w, lo, hi);
 }
 
-static __always_inline bool run_matches(struct page_run *r, struct run_flush *f)
+static __always_inline bool run__matches(struct page_run *r, struct run_flush *f)
 {
 	if (!r->kind)
 		return false;
 	switch (f->match) {
 	case RUN_OVERLAP:
-		return r->ino == f->ino && r->dev == f->dev && run_holds(r, f->index, f->nr_pages);
+		return r->ino == f->ino && r->dev == f->dev && run__holds(r, f->index, f->nr_pages);
 	case RUN_TID_ADDS:
 		return r->kind == EV_PAGE_ADD && r->tid == f->tid;
 	}
 	return true;
 }
 
-static long run_flush_slot(__u64 i, void *data)
+static long run__flush_slot(__u64 i, void *data)
 {
 	struct run_flush *f = data;
 	struct page_run *r;
@@ -248,42 +242,42 @@ static long run_flush_slot(__u64 i, void *data)
 	r = &runs[i];
 	/* An unlocked look first: a run that matters was written before this
 	 * event began (see above), and most slots do not match. */
-	if (!run_matches(r, f))
+	if (!run__matches(r, f))
 		return 0;
-	if (!run_lock(i)) {
+	if (!run__lock(i)) {
 		/* Never seen: the run's order against this event is not sure. */
-		count_lost(EV_PAGE_RUN);
+		ring__lost(EV_PAGE_RUN);
 		return 0;
 	}
-	if (run_matches(r, f))
-		run_output(r);
-	run_unlock(r);
+	if (run__matches(r, f))
+		run__output(r);
+	run__unlock(r);
 	return 0;
 }
 
-static __always_inline void flush_runs(struct run_flush *f)
+static __always_inline void runs__flush(struct run_flush *f)
 {
-	bpf_loop(RUN_SLOTS, run_flush_slot, f, 0);
+	bpf_loop(RUN_SLOTS, run__flush_slot, f, 0);
 }
 
-/* flush_thread_adds puts the thread's pending add runs in the ring: its
+/* runs__flush_thread_adds puts the thread's pending add runs in the ring: its
  * fault begins or ends (the fault programs call it). */
-static __always_inline void flush_thread_adds(__u32 tid)
+static __always_inline void runs__flush_thread_adds(__u32 tid)
 {
 	struct run_flush f = {.tid = tid, .match = RUN_TID_ADDS};
 
 	if (page_records != PAGES_FOLIOS)
-		flush_runs(&f);
+		runs__flush(&f);
 }
 
-/* flush_all_runs puts every pending run in the ring: at a token boundary,
+/* runs__flush_all puts every pending run in the ring: at a token boundary,
  * and when user space stops recording. */
-static __always_inline void flush_all_runs(void)
+static __always_inline void runs__flush_all(void)
 {
 	struct run_flush f = {.match = RUN_ANY};
 
 	if (page_records != PAGES_FOLIOS)
-		flush_runs(&f);
+		runs__flush(&f);
 }
 
 /* What a folio must share with a run to extend it. */
@@ -300,10 +294,10 @@ struct run_key {
 	__u8 pad[5];
 };
 
-/* run_extends says whether the folio extends run r: same kind, file,
+/* run__extends says whether the folio extends run r: same kind, file,
  * thread and stamp, and it comes after the run, right after it while the
  * run has no hole, or anywhere in the run's window. */
-static __always_inline bool run_extends(struct page_run *r, struct run_key *k)
+static __always_inline bool run__extends(struct page_run *r, struct run_key *k)
 {
 	return r->kind == k->kind && r->ino == k->ino && r->dev == k->dev && r->tid == k->tid &&
 	       r->token == k->token && r->phase == k->phase && r->op == k->op && k->index >= r->index + r->span &&
@@ -311,42 +305,35 @@ static __always_inline bool run_extends(struct page_run *r, struct run_key *k)
 		k->index + k->nr <= r->index + IOCORR_RUN_PAGES);
 }
 
-/* page_fallback records a folio as its own page_event when its run slot
+/* page__fallback records a folio as its own page_event when its run slot
  * stays held (its holder was preempted on this CPU): one record more,
  * never a folio lost. */
-static __always_inline int page_fallback(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
+static __always_inline int page__fallback(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
-	return page_event(kind, dev, ino, index, 0, order, true);
+	return page__emit(kind, dev, ino, index, 0, order);
 }
 
-static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
+static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id, cpu, slot, base, first, ways, victim, token, op = 0;
+	__u32 tgid, tid, cpu, slot, base, first, ways, victim, token, op;
 	__u64 nr = 1ULL << (order & 31), ts, oldest;
 	struct run_flush f = {.ino = ino, .index = index, .nr_pages = nr, .dev = dev, .match = RUN_OVERLAP};
 	struct run_key k = {};
-	struct proc_state *ps;
+	struct event_hdr h;
 	struct page_run *r;
 	__u8 phase;
 
-	flush_runs(&f);
-	cpu = bpf_get_smp_processor_id();
-	ps = bpf_map_lookup_elem(&traced, &tgid);
-	if (ps) {
-		token = ps->token;
-		phase = ps->phase;
-		if (probe_ops) {
-			__u32 *o = bpf_map_lookup_elem(&cur_op, &tid);
-			if (o)
-				op = *o;
-		}
-	} else {
-		token = last_stamp.token;
-		phase = last_stamp.phase;
-	}
-	/* Taken after the flushes: later than every run they wrote. */
-	ts = bpf_ktime_get_ns();
+	runs__flush(&f);
+	/* The run's stamp is that of any event of this thread, its time
+	 * taken after the flushes: later than every run they wrote. */
+	hdr__fill(&h, EV_PAGE_RUN);
+	tgid = h.tgid;
+	tid = h.tid;
+	cpu = h.cpu;
+	token = h.token;
+	phase = h.phase;
+	op = h.op;
+	ts = h.ts;
 	k.kind = kind;
 	k.phase = phase;
 	k.dev = dev;
@@ -366,20 +353,20 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 			break;
 		slot = (base + first + w) & (RUN_SLOTS - 1);
 		r = &runs[slot];
-		if (!run_extends(r, &k))
+		if (!run__extends(r, &k))
 			continue;
-		if (!run_lock(slot))
-			return page_fallback(kind, dev, ino, index, order);
-		if (run_extends(r, &k)) {
-			run_set(r, index - r->index, index - r->index + nr);
+		if (!run__lock(slot))
+			return page__fallback(kind, dev, ino, index, order);
+		if (run__extends(r, &k)) {
+			run__set(r, index - r->index, index - r->index + nr);
 			r->span = index + nr - r->index;
 			r->nr_pages += nr;
 			r->nr_folios += 1;
 			r->last_ts = ts;
-			run_unlock(r);
+			run__unlock(r);
 			return 0;
 		}
-		run_unlock(r);
+		run__unlock(r);
 	}
 	/* No run takes the folio: it starts one in an empty way, or in
 	 * place of the way's oldest run. */
@@ -401,9 +388,9 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 	}
 	slot = victim & (RUN_SLOTS - 1);
 	r = &runs[slot];
-	if (!run_lock(slot))
-		return page_fallback(kind, dev, ino, index, order);
-	run_output(r);
+	if (!run__lock(slot))
+		return page__fallback(kind, dev, ino, index, order);
+	run__output(r);
 	r->kind = kind;
 	r->phase = phase;
 	r->tgid = tgid;
@@ -420,22 +407,22 @@ static __always_inline int page_run_event(__u16 kind, __u32 dev, __u64 ino, __u6
 	r->first_ts = ts;
 	r->last_ts = ts;
 	for (int w = 0; w < RUN_WORDS; w++)
-		r->pages[w] = word_mask(w, 0, nr);
-	run_unlock(r);
+		r->pages[w] = run__word_mask(w, 0, nr);
+	run__unlock(r);
 	return 0;
 }
 
-static __always_inline int page_cache_event(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order)
+static __always_inline int folio__record(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order)
 {
 	if (page_records != PAGES_RUNS) {
-		page_event(kind, dev, ino, index, pfn, order, true);
+		page__emit(kind, dev, ino, index, pfn, order);
 		if (page_records == PAGES_FOLIOS)
 			return 0;
 	}
 	/* The cheap test first: most page-cache events are of other files. */
-	if (!is_model_file(dev, ino) && !is_traced(bpf_get_current_pid_tgid() >> 32))
+	if (!file__is_kept(dev, ino))
 		return 0;
-	return page_run_event(kind, dev, ino, index, order);
+	return run__add_folio(kind, dev, ino, index, order);
 }
 
 /* User space runs this (BPF_PROG_TEST_RUN) when it stops recording, so
@@ -443,7 +430,7 @@ static __always_inline int page_cache_event(__u16 kind, __u32 dev, __u64 ino, __
 SEC("raw_tp")
 int flush_page_runs(void *ctx)
 {
-	flush_all_runs();
+	runs__flush_all();
 	return 0;
 }
 
@@ -453,19 +440,19 @@ int flush_page_runs(void *ctx)
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
 int page_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	return page_cache_event(EV_PAGE_ADD, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
+	return folio__record(EV_PAGE_ADD, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
 }
 
 SEC("tracepoint/filemap/mm_filemap_delete_from_page_cache")
 int page_del(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	return page_cache_event(EV_PAGE_DEL, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
+	return folio__record(EV_PAGE_DEL, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
 }
 
 SEC("tracepoint/filemap/mm_filemap_fault")
 int filemap_fault(struct trace_event_raw_mm_filemap_fault *ctx)
 {
-	if (!is_traced(bpf_get_current_pid_tgid() >> 32))
+	if (!proc__is_traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	return page_event(EV_FILEMAP_FAULT, ctx->s_dev, ctx->i_ino, ctx->index, 0, 0, true);
+	return page__emit(EV_FILEMAP_FAULT, ctx->s_dev, ctx->i_ino, ctx->index, 0, 0);
 }

@@ -16,19 +16,18 @@ struct {
 	__type(value, __u8);
 } forkers SEC(".maps");
 
-static __always_inline void task_event(__u32 kind, __u32 child, __s32 exit_code)
+static __always_inline void task__emit(__u32 kind, __u32 child, __s32 exit_code)
 {
-	struct task_event *e = reserve(sizeof(*e), EV_TASK);
+	struct task_event *e = event__reserve(sizeof(*e), EV_TASK);
 
 	if (!e)
 		return;
-	fill_hdr(&e->hdr, EV_TASK);
 	e->kind = kind;
 	e->child = child;
 	e->exit_code = exit_code;
 	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	submit(e, EV_TASK);
+	ring__submit(e, EV_TASK);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -48,21 +47,23 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 		bpf_map_update_elem(&traced, &ctgid, &ps, BPF_NOEXIST);
 		return 0;
 	}
-	if (!is_traced(ptgid))
+	if (!proc__is_traced(ptgid))
 		return 0;
 	bpf_map_update_elem(&traced, &ctgid, &ps, BPF_NOEXIST);
-	task_event(TASKEV_FORK, ctgid, 0);
+	task__emit(TASKEV_FORK, ctgid, 0);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (!is_traced(BPF_CORE_READ(p, tgid)))
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!proc__is_traced(tgid))
 		return 0;
 	/* A new address space: nothing cached of the old one holds. */
-	vma_changing(BPF_CORE_READ(p, tgid));
-	task_event(TASKEV_EXEC, 0, 0);
+	vma_cache__invalidate(tgid);
+	task__emit(TASKEV_EXEC, 0, 0);
 	return 0;
 }
 
@@ -71,14 +72,14 @@ int BPF_PROG(proc_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
-	if (!is_traced(tgid))
+	if (!proc__is_traced(tgid))
 		return 0;
 	/* Each exiting thread: a fault it began and never finished (a signal
 	 * interrupted it) would otherwise go unreported. */
-	flush_pending_fault(BPF_CORE_READ(p, pid));
+	fault__flush_pending(BPF_CORE_READ(p, pid));
 	if (!group_dead)
 		return 0;
-	task_event(TASKEV_EXIT, 0, BPF_CORE_READ(p, exit_code));
+	task__emit(TASKEV_EXIT, 0, BPF_CORE_READ(p, exit_code));
 	bpf_map_delete_elem(&traced, &tgid);
 	bpf_map_delete_elem(&vma_caches, &tgid);
 	return 0;

@@ -4,18 +4,16 @@
  * reads ahead): the four readahead tracepoints, one record each.
  */
 
-static __always_inline int ra_event(__u32 kind, __u32 dev, __u64 ino, __u64 index, __u64 nr, __u32 async_size,
+static __always_inline int ra__emit(__u32 kind, __u32 dev, __u64 ino, __u64 index, __u64 nr, __u32 async_size,
 				    __u32 ra_pages, __u32 mmap_miss, __u32 order)
 {
 	struct ra_event *e;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (!is_model_file(dev, ino) && !is_traced(tgid))
+	if (!file__is_kept(dev, ino))
 		return 0;
-	e = reserve(sizeof(*e), EV_READAHEAD);
+	e = event__reserve(sizeof(*e), EV_READAHEAD);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, EV_READAHEAD);
 	e->ino = ino;
 	e->index = index;
 	e->nr_pages = nr;
@@ -25,34 +23,34 @@ static __always_inline int ra_event(__u32 kind, __u32 dev, __u64 ino, __u64 inde
 	e->ra_pages = ra_pages;
 	e->mmap_miss = mmap_miss;
 	e->order = order;
-	submit(e, EV_READAHEAD);
+	ring__submit(e, EV_READAHEAD);
 	return 0;
 }
 
 SEC("tracepoint/readahead/page_cache_sync_ra")
 int ra_sync(struct trace_event_raw_page_cache_ra_op *ctx)
 {
-	return ra_event(RA_SYNC, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages,
+	return ra__emit(RA_SYNC, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages,
 			ctx->mmap_miss, ctx->order);
 }
 
 SEC("tracepoint/readahead/page_cache_async_ra")
 int ra_async(struct trace_event_raw_page_cache_ra_op *ctx)
 {
-	return ra_event(RA_ASYNC, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages,
+	return ra__emit(RA_ASYNC, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages,
 			ctx->mmap_miss, ctx->order);
 }
 
 SEC("tracepoint/readahead/page_cache_ra_unbounded")
 int ra_unbounded(struct trace_event_raw_page_cache_ra_unbounded *ctx)
 {
-	return ra_event(RA_UNBOUNDED, ctx->s_dev, ctx->i_ino, ctx->index, ctx->nr_to_read, ctx->lookahead_size, 0, 0,
+	return ra__emit(RA_UNBOUNDED, ctx->s_dev, ctx->i_ino, ctx->index, ctx->nr_to_read, ctx->lookahead_size, 0, 0,
 			0);
 }
 
 SEC("tracepoint/readahead/page_cache_ra_order")
 int ra_order(struct trace_event_raw_page_cache_ra_order *ctx)
 {
-	return ra_event(RA_ORDER, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages, 0,
+	return ra__emit(RA_ORDER, ctx->s_dev, ctx->i_ino, ctx->index, ctx->size, ctx->async_size, ctx->ra_pages, 0,
 			ctx->order);
 }

@@ -33,14 +33,14 @@ struct vma_info {
 	__u32 found;
 };
 
-/* file_offset is the byte of the file that addr maps to in a mapping that
- * starts at vm_start with page offset vm_pgoff (mid-file mappings too). */
-static __always_inline __u64 file_offset(__u64 addr, __u64 vm_start, __u64 vm_pgoff)
+/* vma__file_offset is the byte of the file that addr maps to in a mapping
+ * that starts at vm_start with page offset vm_pgoff (mid-file mappings too). */
+static __always_inline __u64 vma__file_offset(__u64 addr, __u64 vm_start, __u64 vm_pgoff)
 {
 	return addr - vm_start + (vm_pgoff << page_shift);
 }
 
-static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+static long vma__find_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct vma_info *vi = data;
 	struct file *f = BPF_CORE_READ(vma, vm_file);
@@ -54,8 +54,15 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 		return 0;
 	vi->ino = BPF_CORE_READ(f, f_inode, i_ino);
 	vi->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-	vi->file_off = file_offset(vi->addr, vi->start, vi->pgoff);
+	vi->file_off = vma__file_offset(vi->addr, vi->start, vi->pgoff);
 	return 0;
+}
+
+/* vma__find fills vi with the current task's mapping of vi->addr, from the
+ * kernel's own tree (no cache): vi->found says whether there is one. */
+static __always_inline void vma__find(struct vma_info *vi)
+{
+	bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma__find_cb, vi, 0);
 }
 
 /* ---- the VMA cache ----------------------------------------------------- */
@@ -105,8 +112,8 @@ struct {
 	__type(value, struct vma_cache);
 } vma_zero SEC(".maps");
 
-/* vma_lookup fills vi from the cache: false on a miss. */
-static __always_inline bool vma_lookup(struct vma_cache *c, __u64 gen, struct vma_info *vi)
+/* vma_cache__lookup fills vi from the cache: false on a miss. */
+static __always_inline bool vma_cache__lookup(struct vma_cache *c, __u64 gen, struct vma_info *vi)
 {
 #pragma unroll
 	for (int i = 0; i < VMA_SLOTS; i++) {
@@ -119,14 +126,14 @@ static __always_inline bool vma_lookup(struct vma_cache *c, __u64 gen, struct vm
 			vi->ino = s->ino;
 			vi->dev = s->dev;
 			if (s->ino)
-				vi->file_off = file_offset(vi->addr, s->start, s->pgoff);
+				vi->file_off = vma__file_offset(vi->addr, s->start, s->pgoff);
 			return true;
 		}
 	}
 	return false;
 }
 
-static __always_inline void vma_remember(struct vma_cache *c, __u64 gen, struct vma_info *vi)
+static __always_inline void vma_cache__remember(struct vma_cache *c, __u64 gen, struct vma_info *vi)
 {
 	__u32 i = c->next % VMA_SLOTS;
 	struct vma_slot *s;
@@ -143,15 +150,15 @@ static __always_inline void vma_remember(struct vma_cache *c, __u64 gen, struct 
 	c->next = i + 1;
 }
 
-/* vma_resolve finds the mapping of vi->addr of the current process. */
-static __always_inline void vma_resolve(__u32 tgid, struct proc_state *ps, struct vma_info *vi)
+/* vma__resolve finds the mapping of vi->addr of the current process. */
+static __always_inline void vma__resolve(__u32 tgid, struct proc_state *ps, struct vma_info *vi)
 {
 	struct vma_cache *c = bpf_map_lookup_elem(&vma_caches, &tgid);
 	__u64 gen = *(volatile __u64 *)&ps->vma_gen;
 
-	if (c && vma_lookup(c, gen, vi))
+	if (c && vma_cache__lookup(c, gen, vi))
 		return;
-	bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma_cb, vi, 0);
+	vma__find(vi);
 	if (!vi->found)
 		return;
 	if (!c) {
@@ -165,11 +172,11 @@ static __always_inline void vma_resolve(__u32 tgid, struct proc_state *ps, struc
 		if (!c)
 			return;
 	}
-	vma_remember(c, gen, vi);
+	vma_cache__remember(c, gen, vi);
 }
 
-/* vma_changing marks the current process's cached mappings stale. */
-static __always_inline void vma_changing(__u32 tgid)
+/* vma_cache__invalidate marks the current process's cached mappings stale. */
+static __always_inline void vma_cache__invalidate(__u32 tgid)
 {
 	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
 
@@ -177,51 +184,43 @@ static __always_inline void vma_changing(__u32 tgid)
 		__sync_fetch_and_add(&ps->vma_gen, 1);
 }
 
-static __always_inline int vma_syscall(void)
+static __always_inline int vma__syscall(void)
 {
-	vma_changing(bpf_get_current_pid_tgid() >> 32);
+	vma_cache__invalidate(bpf_get_current_pid_tgid() >> 32);
 	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_mmap")
-int vma_enter_mmap(void *ctx) { return vma_syscall(); }
+int vma_enter_mmap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_munmap")
-int vma_enter_munmap(void *ctx) { return vma_syscall(); }
+int vma_enter_munmap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_munmap")
-int vma_exit_munmap(void *ctx) { return vma_syscall(); }
+int vma_exit_munmap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_mremap")
-int vma_enter_mremap(void *ctx) { return vma_syscall(); }
+int vma_enter_mremap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_mremap")
-int vma_exit_mremap(void *ctx) { return vma_syscall(); }
+int vma_exit_mremap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_brk")
-int vma_enter_brk(void *ctx) { return vma_syscall(); }
+int vma_enter_brk(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_brk")
-int vma_exit_brk(void *ctx) { return vma_syscall(); }
+int vma_exit_brk(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_shmat")
-int vma_enter_shmat(void *ctx) { return vma_syscall(); }
+int vma_enter_shmat(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_shmat")
-int vma_exit_shmat(void *ctx) { return vma_syscall(); }
+int vma_exit_shmat(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_shmdt")
-int vma_enter_shmdt(void *ctx) { return vma_syscall(); }
+int vma_enter_shmdt(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_shmdt")
-int vma_exit_shmdt(void *ctx) { return vma_syscall(); }
+int vma_exit_shmdt(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_remap_file_pages")
-int vma_enter_remap(void *ctx) { return vma_syscall(); }
+int vma_enter_remap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_remap_file_pages")
-int vma_exit_remap(void *ctx) { return vma_syscall(); }
+int vma_exit_remap(void *ctx) { return vma__syscall(); }
 
 /* ---- file mappings ---------------------------------------------------- */
 
-/* The record of syscalls/sys_exit_* (its format file): not the same
- * struct as raw_syscalls' sys_exit, so it is spelled out here. */
-struct sys_exit_mmap_args {
-	struct trace_entry ent;
-	int syscall_nr;
-	long ret;
-};
-
 SEC("tracepoint/syscalls/sys_exit_mmap")
-int mmap_exit(struct sys_exit_mmap_args *ctx)
+int mmap_exit(struct sys_exit_args *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	unsigned long addr = ctx->ret;
@@ -230,17 +229,16 @@ int mmap_exit(struct sys_exit_mmap_args *ctx)
 	struct file_key k = {};
 	__u8 one = 1;
 
-	vma_changing(tgid);
-	if (!is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
+	vma_cache__invalidate(tgid);
+	if (!proc__is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
 		return 0;
 	vi.addr = addr;
-	bpf_find_vma(bpf_get_current_task_btf(), addr, vma_cb, &vi, 0);
+	vma__find(&vi);
 	if (!vi.found || !vi.ino)
 		return 0;
-	e = reserve(sizeof(*e), EV_MMAP);
+	e = event__reserve(sizeof(*e), EV_MMAP);
 	if (!e)
 		return 0;
-	fill_hdr(&e->hdr, EV_MMAP);
 	e->start = vi.start;
 	e->end = vi.end;
 	e->pgoff = vi.pgoff;
@@ -251,12 +249,10 @@ int mmap_exit(struct sys_exit_mmap_args *ctx)
 	k.ino = vi.ino;
 	k.dev = vi.dev;
 	if ((vi.flags & VM_EXEC) && bpf_map_update_elem(&seen_exec, &k, &one, BPF_NOEXIST) == 0) {
-		/* Stop the process before it can run code of this file, so that
-		 * user space attaches uprobes first and no call is missed; it
-		 * sends SIGCONT when done. */
-		if (bpf_send_signal(SIGSTOP) == 0)
-			e->stopped = 1;
+		/* Stopped before it can run code of this file, so that no
+		 * call is missed. */
+		e->stopped = proc__stop();
 	}
-	submit(e, EV_MMAP);
+	ring__submit(e, EV_MMAP);
 	return 0;
 }
