@@ -4,6 +4,7 @@
  * one record at completion. Filtered by device and by iocorr's own writes.
  */
 
+/* iocorr's own process, set at load time: its writes are left out. */
 const volatile __u32 self_tgid = 0;
 /* When set, block requests are kept only for devices in `devs`; otherwise
  * for every device (the model's device may not be known before the child
