@@ -39,8 +39,8 @@ struct sys_enter_args {
 	unsigned long args[6];
 };
 
-/* fd_file is the current task's open file fd, NULL when there is none. */
-static __always_inline struct file *fd_file(__u32 fd)
+/* fd__file is the current task's open file fd, NULL when there is none. */
+static __always_inline struct file *fd__file(__u32 fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -54,11 +54,12 @@ static __always_inline struct file *fd_file(__u32 fd)
 	return f;
 }
 
-/* read_file fills rs's file fields from fd: false when fd is not a model
- * file. pos < 0 means the file position (read, readv, preadv2 with -1). */
-static __always_inline bool read_file(struct read_start *rs, __u32 fd, __s64 pos)
+/* read__start fills rs for a read of kind from fd: the file, where the
+ * read begins and when; false when fd is not a model file. pos < 0 means
+ * the file position (read, readv, preadv2 with -1). */
+static __always_inline bool read__start(struct read_start *rs, __u16 kind, __u32 fd, __s64 pos)
 {
-	struct file *f = fd_file(fd);
+	struct file *f = fd__file(fd);
 	struct inode *inode;
 
 	if (!f)
@@ -66,39 +67,38 @@ static __always_inline bool read_file(struct read_start *rs, __u32 fd, __s64 pos
 	inode = BPF_CORE_READ(f, f_inode);
 	rs->ino = BPF_CORE_READ(inode, i_ino);
 	rs->dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	if (!is_model_file(rs->dev, rs->ino))
+	if (!file__is_model(rs->dev, rs->ino))
 		return false;
 	rs->off = pos >= 0 ? (__u64)pos : (__u64)BPF_CORE_READ(f, f_pos);
 	rs->direct = (BPF_CORE_READ(f, f_flags) & O_DIRECT_FLAG) != 0;
+	rs->ts = bpf_ktime_get_ns();
+	rs->kind = kind;
 	return true;
 }
 
-static __always_inline int read_enter(__u16 kind, __u32 fd, __s64 pos)
+static __always_inline int read__enter(__u16 kind, __u32 fd, __s64 pos)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct read_start rs = {};
 	__u64 tid = (__u32)id;
 
-	if (!is_traced(id >> 32))
+	if (!proc__is_traced(id >> 32))
 		return 0;
-	if (!read_file(&rs, fd, pos))
+	if (!read__start(&rs, kind, fd, pos))
 		return 0;
-	rs.ts = bpf_ktime_get_ns();
-	rs.kind = kind;
 	bpf_map_update_elem(&read_starts, &tid, &rs, BPF_ANY);
 	return 0;
 }
 
-static __always_inline void read_emit(struct read_start *rs, __s64 ret, bool restamp)
+static __always_inline void read__emit(struct read_start *rs, __s64 ret, bool restamp)
 {
 	struct read_event *e;
 
 	if (ret <= 0)
 		return;
-	e = reserve(sizeof(*e), EV_READ);
+	e = event__reserve(sizeof(*e), EV_READ);
 	if (!e)
 		return;
-	fill_hdr(&e->hdr, EV_READ);
 	if (restamp) {
 		e->hdr.tgid = rs->tgid;
 		e->hdr.tid = rs->tid;
@@ -113,44 +113,44 @@ static __always_inline void read_emit(struct read_start *rs, __s64 ret, bool res
 	e->dev = rs->dev;
 	e->kind = rs->kind;
 	e->direct = rs->direct;
-	submit(e, EV_READ);
+	ring__submit(e, EV_READ);
 }
 
-static __always_inline int read_exit(long ret)
+static __always_inline int read__exit(long ret)
 {
 	__u64 tid = (__u32)bpf_get_current_pid_tgid();
 	struct read_start *rs = bpf_map_lookup_elem(&read_starts, &tid);
 
 	if (!rs)
 		return 0;
-	read_emit(rs, ret, false);
+	read__emit(rs, ret, false);
 	bpf_map_delete_elem(&read_starts, &tid);
 	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_read")
-int read_enter_read(struct sys_enter_args *ctx) { return read_enter(READ_READ, ctx->args[0], -1); }
+int read_enter_read(struct sys_enter_args *ctx) { return read__enter(READ_READ, ctx->args[0], -1); }
 SEC("tracepoint/syscalls/sys_enter_pread64")
-int read_enter_pread64(struct sys_enter_args *ctx) { return read_enter(READ_PREAD64, ctx->args[0], ctx->args[3]); }
+int read_enter_pread64(struct sys_enter_args *ctx) { return read__enter(READ_PREAD64, ctx->args[0], ctx->args[3]); }
 SEC("tracepoint/syscalls/sys_enter_readv")
-int read_enter_readv(struct sys_enter_args *ctx) { return read_enter(READ_READV, ctx->args[0], -1); }
+int read_enter_readv(struct sys_enter_args *ctx) { return read__enter(READ_READV, ctx->args[0], -1); }
 /* preadv's pos_l holds the whole offset on 64-bit (pos_h shifts out). */
 SEC("tracepoint/syscalls/sys_enter_preadv")
-int read_enter_preadv(struct sys_enter_args *ctx) { return read_enter(READ_PREADV, ctx->args[0], ctx->args[3]); }
+int read_enter_preadv(struct sys_enter_args *ctx) { return read__enter(READ_PREADV, ctx->args[0], ctx->args[3]); }
 /* preadv2 with offset -1 reads at the file position. */
 SEC("tracepoint/syscalls/sys_enter_preadv2")
-int read_enter_preadv2(struct sys_enter_args *ctx) { return read_enter(READ_PREADV2, ctx->args[0], (__s64)ctx->args[3]); }
+int read_enter_preadv2(struct sys_enter_args *ctx) { return read__enter(READ_PREADV2, ctx->args[0], (__s64)ctx->args[3]); }
 
 SEC("tracepoint/syscalls/sys_exit_read")
-int read_exit_read(struct sys_exit_mmap_args *ctx) { return read_exit(ctx->ret); }
+int read_exit_read(struct sys_exit_args *ctx) { return read__exit(ctx->ret); }
 SEC("tracepoint/syscalls/sys_exit_pread64")
-int read_exit_pread64(struct sys_exit_mmap_args *ctx) { return read_exit(ctx->ret); }
+int read_exit_pread64(struct sys_exit_args *ctx) { return read__exit(ctx->ret); }
 SEC("tracepoint/syscalls/sys_exit_readv")
-int read_exit_readv(struct sys_exit_mmap_args *ctx) { return read_exit(ctx->ret); }
+int read_exit_readv(struct sys_exit_args *ctx) { return read__exit(ctx->ret); }
 SEC("tracepoint/syscalls/sys_exit_preadv")
-int read_exit_preadv(struct sys_exit_mmap_args *ctx) { return read_exit(ctx->ret); }
+int read_exit_preadv(struct sys_exit_args *ctx) { return read__exit(ctx->ret); }
 SEC("tracepoint/syscalls/sys_exit_preadv2")
-int read_exit_preadv2(struct sys_exit_mmap_args *ctx) { return read_exit(ctx->ret); }
+int read_exit_preadv2(struct sys_exit_args *ctx) { return read__exit(ctx->ret); }
 
 /* IORING_OP_* of the reads (uapi linux/io_uring.h). */
 #define IORING_OP_READV_ 1
@@ -167,35 +167,29 @@ int BPF_PROG(uring_submit, struct io_kiocb *req)
 	__u64 id = bpf_get_current_pid_tgid(), key = (__u64)req;
 	struct io_rw *rw = (void *)req;
 	struct read_start rs = {};
-	struct proc_state *ps;
+	struct event_hdr h;
 	__u8 op = BPF_CORE_READ(req, opcode);
 	__s64 pos;
 
 	if (op != IORING_OP_READ_ && op != IORING_OP_READV_ && op != IORING_OP_READ_FIXED_)
 		return 0;
-	if (!is_traced(id >> 32))
+	if (!proc__is_traced(id >> 32))
 		return 0;
 	if (BPF_CORE_READ(req, flags) & REQ_F_FIXED_FILE) {
-		count_lost(EV_READ);
+		ring__lost(EV_READ);
 		return 0;
 	}
 	pos = BPF_CORE_READ(rw, kiocb.ki_pos);
-	if (!read_file(&rs, BPF_CORE_READ(req, cqe.fd), pos))
+	if (!read__start(&rs, READ_IO_URING, BPF_CORE_READ(req, cqe.fd), pos))
 		return 0;
-	rs.ts = bpf_ktime_get_ns();
-	rs.kind = READ_IO_URING;
-	rs.tgid = id >> 32;
-	rs.tid = (__u32)id;
-	ps = bpf_map_lookup_elem(&traced, &rs.tgid);
-	if (ps) {
-		rs.token = ps->token;
-		rs.phase = ps->phase;
-	}
-	if (probe_ops) {
-		__u32 *o = bpf_map_lookup_elem(&cur_op, &rs.tid);
-		if (o)
-			rs.op = *o;
-	}
+	/* The completion runs elsewhere: the read carries the stamp that an
+	 * event of the submitter has now. */
+	hdr__fill(&h, EV_READ);
+	rs.tgid = h.tgid;
+	rs.tid = h.tid;
+	rs.token = h.token;
+	rs.op = h.op;
+	rs.phase = h.phase;
 	bpf_map_update_elem(&read_starts, &key, &rs, BPF_ANY);
 	return 0;
 }
@@ -208,7 +202,7 @@ int BPF_PROG(uring_complete, struct io_ring_ctx *ring, void *req, struct io_urin
 
 	if (!rs)
 		return 0;
-	read_emit(rs, BPF_CORE_READ(cqe, res), true);
+	read__emit(rs, BPF_CORE_READ(cqe, res), true);
 	bpf_map_delete_elem(&read_starts, &key);
 	return 0;
 }

@@ -7,13 +7,12 @@
  * early tgid test is all an untraced switch costs.
  */
 
-static __always_inline struct sched_event *sched_reserve(__u32 kind)
+static __always_inline struct sched_event *sched__reserve(__u32 kind)
 {
-	struct sched_event *e = reserve(sizeof(*e), EV_SCHED);
+	struct sched_event *e = event__reserve(sizeof(*e), EV_SCHED);
 
 	if (!e)
 		return NULL;
-	fill_hdr(&e->hdr, EV_SCHED);
 	e->kind = kind;
 	e->pad = 0;
 	return e;
@@ -25,9 +24,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u32 prev_tgid = BPF_CORE_READ(prev, tgid), next_tgid = BPF_CORE_READ(next, tgid);
 	struct sched_event *e;
 
-	if (!is_traced(prev_tgid) && !is_traced(next_tgid))
+	if (!proc__is_traced(prev_tgid) && !proc__is_traced(next_tgid))
 		return 0;
-	e = sched_reserve(SCHEDEV_SWITCH);
+	e = sched__reserve(SCHEDEV_SWITCH);
 	if (!e)
 		return 0;
 	/* A preempted task stays runnable whatever its state word says. */
@@ -36,7 +35,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	e->prev_tgid = prev_tgid;
 	e->next_tid = BPF_CORE_READ(next, pid);
 	e->next_tgid = next_tgid;
-	submit(e, EV_SCHED);
+	ring__submit(e, EV_SCHED);
 	return 0;
 }
 
@@ -46,9 +45,9 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	struct sched_event *e;
 
-	if (!is_traced(tgid))
+	if (!proc__is_traced(tgid))
 		return 0;
-	e = sched_reserve(SCHEDEV_WAKEUP);
+	e = sched__reserve(SCHEDEV_WAKEUP);
 	if (!e)
 		return 0;
 	e->prev_state = 0;
@@ -56,6 +55,6 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 	e->prev_tgid = tgid;
 	e->next_tid = 0;
 	e->next_tgid = 0;
-	submit(e, EV_SCHED);
+	ring__submit(e, EV_SCHED);
 	return 0;
 }

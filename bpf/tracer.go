@@ -48,14 +48,14 @@ type Options struct {
 // PageRecords selects the page-cache records (Options.PageRecords).
 type PageRecords uint32
 
-// The values are PAGES_* of iocorr.bpf.c.
+// The values are PAGES_* of pagecache.bpf.h.
 const (
 	PageRuns          PageRecords = 0
 	PageFolios        PageRecords = 1
 	PageRunsAndFolios PageRecords = 2
 )
 
-// runWays is RUN_WAYS of iocorr.bpf.c: page-cache run slots per CPU.
+// runWays is RUN_WAYS of pagecache.bpf.h: page-cache run slots per CPU.
 const runWays = 4
 
 // DefaultRingBufBytes is the ring buffer size when none is given. Page-cache
@@ -142,7 +142,7 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting CPUs: %w", err)
 	}
-	// RUN_SLOTS of iocorr.bpf.c, runWays per CPU; CPUs beyond share slots.
+	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond share slots.
 	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
 	consts := map[string]any{
 		"self_tgid":    uint32(opts.SelfPID),

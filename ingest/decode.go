@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
@@ -18,6 +19,15 @@ const (
 	hdrSize = int(unsafe.Sizeof(bpf.IocorrEventHdr{}))
 	typeOff = int(unsafe.Offsetof(bpf.IocorrEventHdr{}.Type))
 )
+
+// RecordType returns the event type of a raw record (its hdr.type), 0 if
+// the record is too short to hold it.
+func RecordType(rec []byte) uint16 {
+	if len(rec) < typeOff+2 {
+		return 0
+	}
+	return binary.LittleEndian.Uint16(rec[typeOff:])
+}
 
 // Sizes of each event type's struct, indexed by enum event_type; 0 marks
 // a value that is not an event type.
@@ -85,7 +95,7 @@ func Decode(rec []byte, st *DecodeStats) (Record, bool) {
 		st.Short++
 		return Record{}, false
 	}
-	t := uint16(rec[typeOff]) | uint16(rec[typeOff+1])<<8
+	t := RecordType(rec)
 	size := EventSize(t)
 	if size == 0 {
 		st.Unknown++

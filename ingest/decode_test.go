@@ -99,3 +99,32 @@ func TestDecodeReadsAPageRunEndingAfterTheWordsItNeeds(t *testing.T) {
 		})
 	}
 }
+
+func TestRecordTypeReadsHdrTypeWhereTheGeneratedHeaderHoldsIt(t *testing.T) {
+	hdr := func(typ uint16) []byte {
+		return Bytes(&bpf.IocorrEventHdr{Ts: ^uint64(0), Tgid: 1, Tid: 2, Token: 3, Op: 4, Type: typ, Phase: 5, Cpu: 6})
+	}
+	for typ := uint16(1); typ < uint16(bpf.EventTypeCount); typ++ {
+		if got := RecordType(hdr(typ)); got != typ {
+			t.Errorf("RecordType of a %s header = %d, want %d", bpf.EventTypeName(uint32(typ)), got, typ)
+		}
+	}
+	run := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}}
+	tests := []struct {
+		name string
+		rec  []byte
+		want uint16
+	}{
+		{"empty", nil, 0},
+		{"ends inside hdr.type", hdr(0x0102)[:typeOff+1], 0},
+		{"ends right after hdr.type", hdr(0x0102)[:typeOff+2], 0x0102},
+		{"a page run without bitmap words", Bytes(&run)[:eventSizes[bpf.IocorrEventTypeEV_PAGE_RUN]], uint16(bpf.IocorrEventTypeEV_PAGE_RUN)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RecordType(tc.rec); got != tc.want {
+				t.Errorf("RecordType = %#x, want %#x", got, tc.want)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -23,8 +22,7 @@ const (
 	flushInterval = 100 * time.Millisecond
 	// After the stop, events of other processes on the model files could
 	// keep the ring busy forever; the final drain is bounded.
-	finalDrain    = 3 * time.Second
-	hdrTypeOffset = 24 // struct event_hdr: u16 type after ts, tgid, tid, token, op
+	finalDrain = 3 * time.Second
 )
 
 // Counts holds records written to the spool per event type.
@@ -49,14 +47,6 @@ func (c *Counts) Total() uint64 {
 		n += c.Get(uint32(t))
 	}
 	return n
-}
-
-// RecordType returns the event type of a raw record, 0 if it is too short.
-func RecordType(rec []byte) uint16 {
-	if len(rec) < hdrTypeOffset+2 {
-		return 0
-	}
-	return binary.LittleEndian.Uint16(rec[hdrTypeOffset:])
 }
 
 // Drain copies ring-buffer records into the spool until ctx is done, then

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Block requests: issue and completion paired by request in blk_starts,
+ * one record at completion. Filtered by device and by iocorr's own writes.
+ */
+
+/* iocorr's own process, set at load time: its writes are left out. */
+const volatile __u32 self_tgid = 0;
+/* When set, block requests are kept only for devices in `devs`; otherwise
+ * for every device (the model's device may not be known before the child
+ * maps it), and user space sorts them out by extents. */
+const volatile bool filter_devs = false;
+
+struct blk_start {
+	__u64 ts;
+	__u64 sector;
+	__u32 dev;
+	__u32 bytes;
+	__u32 cmd_flags;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} devs SEC(".maps");
+
+/* Requests issued and not yet completed, by struct request pointer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct blk_start);
+} blk_starts SEC(".maps");
+
+static __always_inline __u32 rq__dev(struct request *rq)
+{
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+
+	if (!disk)
+		return 0;
+	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+}
+
+/* The operation of a block request is the low byte of cmd_flags
+ * (REQ_OP_MASK); REQ_OP_READ is 0 (include/linux/blk_types.h). User space
+ * decodes the same byte with internal/kernel.BlockOpOf. */
+static __always_inline bool rq__is_read(__u32 cmd_flags)
+{
+	return (cmd_flags & 0xff) == 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(block_issue, struct request *rq)
+{
+	struct blk_start bs = {};
+	__u64 key = (__u64)rq;
+
+	bs.cmd_flags = BPF_CORE_READ(rq, cmd_flags);
+	/* iocorr's own writes (the spool) are not the child's I/O. Its reads
+	 * (library symbols read while the command runs, after a cache drop)
+	 * are kept: the device's read total must add up to what diskstats
+	 * says. 0 means no filter: requests issued from softirq on an idle
+	 * CPU run as the idle task, whose tgid is 0. */
+	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid && !rq__is_read(bs.cmd_flags))
+		return 0;
+	bs.dev = rq__dev(rq);
+	if (filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
+		return 0;
+	bs.ts = bpf_ktime_get_ns();
+	bs.sector = BPF_CORE_READ(rq, __sector);
+	bs.bytes = BPF_CORE_READ(rq, __data_len);
+	bpf_map_update_elem(&blk_starts, &key, &bs, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct blk_start *bs = bpf_map_lookup_elem(&blk_starts, &key);
+	struct block_event *e;
+
+	if (!bs)
+		return 0;
+	e = event__reserve(sizeof(*e), EV_BLOCK);
+	if (e) {
+		e->issue_ts = bs->ts;
+		e->sector = bs->sector;
+		e->dev = bs->dev;
+		e->bytes = bs->bytes;
+		e->cmd_flags = bs->cmd_flags;
+		e->error = error;
+		ring__submit(e, EV_BLOCK);
+	}
+	bpf_map_delete_elem(&blk_starts, &key);
+	return 0;
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every probe set shares: the ring buffer and its lost counts, the
+ * traced processes and their stamps (token, phase, op), the model files.
+ * An event is reserved and stamped (event__reserve) and submitted
+ * (ring__submit) through the helpers here, so that every one is counted
+ * when lost, stamped and woken for alike.
+ */
+#ifndef IOCORR_COMMON_BPF_H
+#define IOCORR_COMMON_BPF_H
+
+#define SIGSTOP 19
+#define RB_WAKEUP_BYTES (512 * 1024)
+
+/* Set at load time by user space: --probe ops, whose op stamps events. */
+const volatile bool probe_ops = false;
+
+/* Token and phase of the most recent llama_decode of any traced process,
+ * for events that run in other contexts (block completions, kswapd). */
+struct stamp {
+	__u32 token;
+	__u8 phase;
+};
+struct stamp last_stamp = {};
+
+struct proc_state {
+	__u32 token;
+	__u32 phase;
+	__u32 graph_seq;
+	__u32 op_seq;
+	__u64 last_node; /* dst of the op most recently entered (op probes) */
+	__u64 op_hits;   /* op-probe hits, every thread */
+	/* Bumped when a syscall that changes the process's mappings enters
+	 * and when it returns (see vma.bpf.h). */
+	__u64 vma_gen;
+};
+
+struct file_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20); /* overridden by user space */
+} events SEC(".maps");
+
+/* Per event type: records the ring buffer had no room for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EV_TYPE_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct proc_state);
+} traced SEC(".maps");
+
+/* Model files: their page-cache and readahead events are kept whoever
+ * causes them (evictions run in kswapd or other tasks). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct file_key);
+	__type(value, __u8);
+} files SEC(".maps");
+
+/* Thread → op sequence number of the op it is running (op probes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} cur_op SEC(".maps");
+
+/* The record of syscalls/sys_exit_* (its format file): not the same
+ * struct as raw_syscalls' sys_exit, so it is spelled out here. */
+struct sys_exit_args {
+	struct trace_entry ent;
+	int syscall_nr;
+	long ret;
+};
+
+/* Event types that user space must see at once: the process may be
+ * stopped waiting for it, or they are rare. The rest wake the reader only
+ * when enough has piled up; the reader also polls on a short deadline. */
+static __always_inline __u64 ring__wakeup_flags(__u16 type)
+{
+	if (type == EV_MMAP || type == EV_TASK)
+		return BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void ring__lost(__u32 type)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &type);
+	if (n)
+		*n += 1;
+}
+
+/* ring__reserve takes room for a record whose header the caller writes. */
+static __always_inline void *ring__reserve(__u64 size, __u16 type)
+{
+	void *e = bpf_ringbuf_reserve(&events, size, 0);
+	if (!e)
+		ring__lost(type);
+	return e;
+}
+
+static __always_inline void ring__submit(void *e, __u16 type)
+{
+	bpf_ringbuf_submit(e, ring__wakeup_flags(type));
+}
+
+static __always_inline bool proc__is_traced(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&traced, &tgid) != NULL;
+}
+
+/* proc__stop stops the current process (SIGSTOP) so that user space
+ * attaches probes before it runs on, and sends SIGCONT when done: 1 when
+ * the signal went out. */
+static __always_inline __u32 proc__stop(void)
+{
+	return bpf_send_signal(SIGSTOP) == 0;
+}
+
+/* hdr__fill stamps an event of the current thread with the token and
+ * phase of its process (and its op, --probe ops), or with those of the
+ * last decoding process when the current task is not traced. It is the
+ * one place that says what an event's stamp is. */
+static __always_inline void hdr__fill(struct event_hdr *h, __u16 type)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	h->ts = bpf_ktime_get_ns();
+	h->tgid = tgid;
+	h->tid = tid;
+	h->type = type;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pad0 = 0;
+	h->op = 0;
+	if (ps) {
+		h->token = ps->token;
+		h->phase = ps->phase;
+		if (probe_ops) {
+			__u32 *op = bpf_map_lookup_elem(&cur_op, &tid);
+			if (op)
+				h->op = *op;
+		}
+	} else {
+		h->token = last_stamp.token;
+		h->phase = last_stamp.phase;
+	}
+}
+
+/* event__reserve takes room for an event and stamps its header: what
+ * every event of the current thread starts with. */
+static __always_inline void *event__reserve(__u64 size, __u16 type)
+{
+	struct event_hdr *h = ring__reserve(size, type);
+
+	if (h)
+		hdr__fill(h, type);
+	return h;
+}
+
+static __always_inline bool file__is_model(__u32 dev, __u64 ino)
+{
+	struct file_key k = {.ino = ino, .dev = dev};
+	return bpf_map_lookup_elem(&files, &k) != NULL;
+}
+
+/* file__is_kept says whether events on a file's pages are kept: a model
+ * file's whoever causes them, another file's when a traced process does
+ * (a model mapped before user space learned it is one is then still
+ * covered). */
+static __always_inline bool file__is_kept(__u32 dev, __u64 ino)
+{
+	return file__is_model(dev, ino) || proc__is_traced(bpf_get_current_pid_tgid() >> 32);
+}
+
+#endif /* IOCORR_COMMON_BPF_H */

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * User page faults of traced processes: page_fault_user begins one (and
+ * resolves its file), the software fault events end it with its class.
+ * Begin and end are paired by thread in fault_starts.
+ */
+
+struct fault_start {
+	__u64 ts;
+	__u64 addr;
+	__u64 ip;
+	__u64 error_code;
+	__u64 ino;
+	__u64 file_off;
+	__u32 dev;
+	__u32 pad;
+};
+
+/* Faults begun and not yet accounted, by thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct fault_start);
+} fault_starts SEC(".maps");
+
+static __always_inline struct fault_event *fault__reserve(__u8 class)
+{
+	struct fault_event *e = event__reserve(sizeof(*e), EV_FAULT);
+
+	if (!e)
+		return NULL;
+	e->class = class;
+	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	return e;
+}
+
+/* fault__set_start puts in e what the fault's beginning saw and resolved;
+ * a fault without one (fs NULL) has none of it. */
+static __always_inline void fault__set_start(struct fault_event *e, struct fault_start *fs)
+{
+	if (!fs) {
+		e->start_ts = 0;
+		e->ip = 0;
+		e->error_code = 0;
+		e->ino = 0;
+		e->dev = 0;
+		e->file_off = 0;
+		return;
+	}
+	e->start_ts = fs->ts;
+	e->ip = fs->ip;
+	e->error_code = fs->error_code;
+	e->ino = fs->ino;
+	e->dev = fs->dev;
+	e->file_off = fs->file_off;
+}
+
+/* fault__flush_pending reports a thread's fault that began but was never
+ * accounted, and forgets it. */
+static __always_inline void fault__flush_pending(__u32 tid)
+{
+	struct fault_start *prev = bpf_map_lookup_elem(&fault_starts, &tid);
+	struct fault_event *e;
+
+	if (!prev)
+		return;
+	e = fault__reserve(FAULT_UNACCOUNTED);
+	if (e) {
+		e->addr = prev->addr;
+		fault__set_start(e, prev);
+		ring__submit(e, EV_FAULT);
+	}
+	bpf_map_delete_elem(&fault_starts, &tid);
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct fault_start fs = {};
+	struct vma_info vi = {};
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	if (!ps)
+		return 0;
+	runs__flush_thread_adds(tid);
+	/* A start still pending means the thread's previous fault was never
+	 * accounted (a bad access, or one abandoned on a signal): report it
+	 * as such rather than dropping it. */
+	fault__flush_pending(tid);
+	fs.ts = bpf_ktime_get_ns();
+	fs.addr = address;
+	fs.ip = BPF_CORE_READ(regs, ip);
+	fs.error_code = error_code;
+	/* Resolve the file now: after the fault the mapping may be gone, and
+	 * this is the exact offset also for mappings that start mid-file. */
+	vi.addr = address;
+	vma__resolve(tgid, ps, &vi);
+	fs.ino = vi.ino;
+	fs.dev = vi.dev;
+	fs.file_off = vi.file_off;
+	bpf_map_update_elem(&fault_starts, &tid, &fs, BPF_ANY);
+	return 0;
+}
+
+/* The software page-fault events are counted when a fault is accounted,
+ * at its end (mm_account_fault); with sample_period 1 they give each
+ * fault's class and, paired with page_fault_user, its latency. */
+static __always_inline int fault__end(struct bpf_perf_event_data *ctx, __u8 class)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct fault_start *fs;
+	struct fault_event *e;
+
+	if (!proc__is_traced(tgid))
+		return 0;
+	runs__flush_thread_adds(tid);
+	e = fault__reserve(class);
+	if (!e)
+		return 0;
+	e->addr = ctx->addr;
+	/* A fault taken in kernel mode on a user address (copy_to_user) has
+	 * no page_fault_user: no start, no file resolution here. */
+	fs = bpf_map_lookup_elem(&fault_starts, &tid);
+	if (fs && fs->addr != ctx->addr)
+		fs = NULL;
+	fault__set_start(e, fs);
+	if (fs)
+		bpf_map_delete_elem(&fault_starts, &tid);
+	ring__submit(e, EV_FAULT);
+	return 0;
+}
+
+SEC("perf_event")
+int fault_major(struct bpf_perf_event_data *ctx)
+{
+	return fault__end(ctx, FAULT_MAJOR);
+}
+
+SEC("perf_event")
+int fault_minor(struct bpf_perf_event_data *ctx)
+{
+	return fault__end(ctx, FAULT_MINOR);
+}

@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * ggml's graph computation in the target: the weights each graph reads
+ * (EV_GRAPH, EV_NODE), the op each thread runs (--probe ops) and the
+ * experts a MoE layer selects. Read through the struct layout that user
+ * space sets per library.
+ */
+
+#define GGML_MAX_SRC 10
+#define MAX_GRAPH_NODES 65536
+
+/* struct ggml_tensor and struct ggml_cgraph offsets of the target build.
+ * Not const: user space learns them per library (DWARF, when a library
+ * that is dlopen()ed later has it) after the programs are loaded, and
+ * sets them before it attaches the uprobes that read them. */
+struct ggml_layout {
+	__u32 t_type;
+	__u32 t_ne;
+	__u32 t_nb;
+	__u32 t_op;
+	__u32 t_src;
+	__u32 t_view_src;
+	__u32 t_data;
+	__u32 t_name;
+	__u32 g_n_nodes;
+	__u32 g_nodes;
+	__u32 type_i32; /* enum ggml_type GGML_TYPE_I32 */
+	__u32 pad;
+};
+volatile struct ggml_layout layout = {
+	.t_type = 0, .t_ne = 16, .t_nb = 48, .t_op = 80, .t_src = 152, .t_view_src = 232,
+	.t_data = 248, .t_name = 256, .g_n_nodes = 4, .g_nodes = 16, .type_i32 = 26,
+};
+
+static __always_inline __u64 user__read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+static __always_inline __u32 user__read_u32(__u64 addr)
+{
+	__u32 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+/* One reader per field of the target's structs, at the offsets of
+ * `layout`: the only code that knows where a field lies. */
+static __always_inline __u32 tensor__op(__u64 t)
+{
+	return user__read_u32(t + layout.t_op);
+}
+
+static __always_inline __u32 tensor__type(__u64 t)
+{
+	return user__read_u32(t + layout.t_type);
+}
+
+static __always_inline __u64 tensor__data(__u64 t)
+{
+	return user__read_ptr(t + layout.t_data);
+}
+
+static __always_inline __u64 tensor__src(__u64 t, __u32 i)
+{
+	return user__read_ptr(t + layout.t_src + i * 8);
+}
+
+static __always_inline void tensor__srcs(__u64 t, __u64 srcs[GGML_MAX_SRC])
+{
+	bpf_probe_read_user(srcs, GGML_MAX_SRC * sizeof(__u64), (void *)(t + layout.t_src));
+}
+
+/* tensor__shape reads ne[4] and nb[4]: elements and byte strides. */
+static __always_inline void tensor__shape(__u64 t, void *ne, void *nb)
+{
+	bpf_probe_read_user(ne, 4 * sizeof(__u64), (void *)(t + layout.t_ne));
+	bpf_probe_read_user(nb, 4 * sizeof(__u64), (void *)(t + layout.t_nb));
+}
+
+static __always_inline void tensor__name(__u64 t, char name[IOCORR_NAME_LEN])
+{
+	bpf_probe_read_user_str(name, IOCORR_NAME_LEN, (void *)(t + layout.t_name));
+}
+
+static __always_inline __u32 cgraph__n_nodes(__u64 g)
+{
+	return user__read_u32(g + layout.g_n_nodes);
+}
+
+static __always_inline __u64 cgraph__nodes(__u64 g)
+{
+	return user__read_ptr(g + layout.g_nodes);
+}
+
+/* The thread of a ggml_compute_forward_*(params, dst) call: params->ith,
+ * the first field of struct ggml_compute_params. */
+static __always_inline __s32 ggml__thread(void *params)
+{
+	__s32 ith = 0;
+
+	bpf_probe_read_user(&ith, sizeof(ith), params);
+	return ith;
+}
+
+/* Files (graph_compute attach cookies) whose op probes wait for their
+ * first graph: 1 waiting, 2 the process was stopped for the attach. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} ops_pending SEC(".maps");
+
+/* Graph fingerprints whose nodes were already emitted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} graphs_seen SEC(".maps");
+
+/* ---- ggml: graphs ------------------------------------------------------ */
+
+struct walk_ctx {
+	__u64 nodes;    /* struct ggml_tensor ** */
+	__u64 graph_id;
+	__u32 n_nodes;
+	__u32 n_weight;
+	struct event_hdr hdr;
+};
+
+static __always_inline __u64 hash__mix(__u64 h, __u64 v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h;
+}
+
+/* Emits one EV_NODE for a weight-like source (a leaf: op NONE with data)
+ * of a node. Whether it is file-backed is resolved here, at the moment
+ * the graph runs, from the VMA that holds its data. */
+static __always_inline void graph__emit_weight(struct walk_ctx *w, __u64 node, __u32 idx, __u32 node_op, __u32 slot,
+					       __u64 src)
+{
+	struct node_event *e;
+	struct vma_info vi = {};
+	__u64 data;
+
+	if (!src)
+		return;
+	if (tensor__op(src) != 0) /* GGML_OP_NONE: a leaf, not a result */
+		return;
+	data = tensor__data(src);
+	if (!data)
+		return;
+	e = ring__reserve(sizeof(*e), EV_NODE);
+	if (!e)
+		return;
+	e->hdr = w->hdr;
+	e->hdr.type = EV_NODE;
+	e->graph_id = w->graph_id;
+	e->node = node;
+	e->weight = src;
+	e->weight_data = data;
+	tensor__shape(src, e->weight_ne, e->weight_nb);
+	vi.addr = data;
+	vma__find(&vi);
+	e->ino = vi.ino;
+	e->dev = vi.dev;
+	e->file_off = vi.file_off;
+	e->node_idx = idx;
+	e->op = node_op;
+	e->weight_type = tensor__type(src);
+	e->src_slot = slot;
+	e->pad = 0;
+	tensor__name(node, e->node_name);
+	tensor__name(src, e->weight_name);
+	w->n_weight++;
+	ring__submit(e, EV_NODE);
+}
+
+static long graph__walk_node(__u64 i, void *data)
+{
+	struct walk_ctx *w = data;
+	__u64 node, srcs[GGML_MAX_SRC] = {};
+	__u32 op;
+
+	if (i >= w->n_nodes)
+		return 1;
+	node = user__read_ptr(w->nodes + i * 8);
+	if (!node)
+		return 0;
+	op = tensor__op(node);
+	tensor__srcs(node, srcs);
+	for (int s = 0; s < GGML_MAX_SRC; s++)
+		graph__emit_weight(w, node, i, op, s, srcs[s]);
+	return 0;
+}
+
+/* ggml_graph_compute(struct ggml_cgraph *cgraph, struct ggml_cplan *cplan):
+ * once per graph, so reading the graph here costs one uprobe hit per
+ * token however many ops run. */
+SEC("uprobe")
+int BPF_KPROBE(graph_compute, void *cgraph)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+	struct graph_event *e;
+	struct walk_ctx w = {};
+	__u64 g = (__u64)cgraph, id, n0, n1, n2;
+	__s32 n_nodes;
+	__u8 one = 1;
+
+	if (!ps)
+		return 0;
+	ps->graph_seq += 1;
+	n_nodes = (__s32)cgraph__n_nodes(g);
+	if (n_nodes < 0 || n_nodes > MAX_GRAPH_NODES)
+		n_nodes = 0;
+	w.nodes = cgraph__nodes(g);
+	w.n_nodes = n_nodes;
+	/* A fingerprint, not a full hash: llama.cpp rebuilds or reuses the
+	 * same graph each token, so its size, node array and a few nodes with
+	 * their first source identify it without walking all of it. */
+	id = hash__mix(0, g);
+	id = hash__mix(id, n_nodes);
+	id = hash__mix(id, w.nodes);
+	if (n_nodes > 0) {
+		n0 = user__read_ptr(w.nodes);
+		n1 = user__read_ptr(w.nodes + (__u64)(n_nodes / 2) * 8);
+		n2 = user__read_ptr(w.nodes + (__u64)(n_nodes - 1) * 8);
+		id = hash__mix(id, n0);
+		id = hash__mix(id, tensor__src(n0, 0));
+		id = hash__mix(id, n1);
+		id = hash__mix(id, tensor__src(n1, 0));
+		id = hash__mix(id, n2);
+		id = hash__mix(id, tensor__src(n2, 0));
+		id = hash__mix(id, tensor__op(n2));
+	}
+	w.graph_id = id;
+	e = event__reserve(sizeof(*e), EV_GRAPH);
+	if (!e)
+		return 0;
+	/* Its EV_NODE records share the graph's header. */
+	w.hdr = e->hdr;
+	e->cgraph = g;
+	e->graph_id = id;
+	e->n_nodes = n_nodes;
+	e->seq = ps->graph_seq;
+	e->is_new = bpf_map_update_elem(&graphs_seen, &id, &one, BPF_NOEXIST) == 0;
+	e->file = bpf_get_attach_cookie(ctx);
+	e->stopped = 0;
+	{
+		/* --probe ops: the first graph a file computes tells which CPU
+		 * backend runs; stop the process so that its ops are probed
+		 * before any of them runs (user space attaches, then SIGCONT). */
+		__u32 *want = bpf_map_lookup_elem(&ops_pending, &e->file);
+		if (want && __sync_val_compare_and_swap(want, 1, 2) == 1)
+			e->stopped = proc__stop();
+	}
+	e->n_weight_nodes = 0;
+	if (e->is_new && n_nodes > 0)
+		bpf_loop(n_nodes, graph__walk_node, &w, 0);
+	e->n_weight_nodes = w.n_weight;
+	/* The graph event follows its nodes in the ring buffer only if it is
+	 * submitted last; readers key nodes by graph_id, so order is free. */
+	ring__submit(e, EV_GRAPH);
+	return 0;
+}
+
+/* ---- ggml: ops and experts -------------------------------------------- */
+
+/* ggml_compute_forward_*(const struct ggml_compute_params *params,
+ * struct ggml_tensor *dst), on each of the op's threads. */
+static __always_inline int op__enter(struct pt_regs *ctx, void *params, void *dst)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+	struct op_event *e;
+	__u64 node = (__u64)dst, prev;
+	__s32 ith;
+	__u32 seq;
+
+	if (!ps)
+		return 0;
+	__sync_fetch_and_add(&ps->op_hits, 1);
+	ith = ggml__thread(params);
+	/* Every thread of an op enters with the same dst; the first to swap
+	 * last_node numbers the op, the others take its number. */
+	prev = ps->last_node;
+	if (prev != node && __sync_val_compare_and_swap(&ps->last_node, prev, node) == prev)
+		__sync_fetch_and_add(&ps->op_seq, 1);
+	seq = ps->op_seq;
+	bpf_map_update_elem(&cur_op, &tid, &seq, BPF_ANY);
+	if (ith != 0)
+		return 0;
+	e = event__reserve(sizeof(*e), EV_OP);
+	if (!e)
+		return 0;
+	e->hdr.op = seq;
+	e->node = node;
+	e->fn = bpf_get_attach_cookie(ctx);
+	e->op = tensor__op(node);
+	tensor__name(node, e->name);
+	ring__submit(e, EV_OP);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(op_begin, void *params, void *dst)
+{
+	return op__enter(ctx, params, dst);
+}
+
+/* The same, attached to a hundred functions through one uprobe_multi link:
+ * one link is set up and torn down in one go, where a hundred single
+ * uprobes take minutes to detach (each waits for an RCU grace period). */
+SEC("uprobe.multi")
+int BPF_KPROBE(op_begin_multi, void *params, void *dst)
+{
+	return op__enter(ctx, params, dst);
+}
+
+static __always_inline bool str__has_prefix(const char *name, const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (name[i] != prefix[i])
+			return false;
+	return true;
+}
+
+struct experts_ctx {
+	__u64 ids;
+	__u64 data;
+	__u64 row_stride;
+	__u32 n_used;
+	__u32 n_tokens;
+	__u32 rows_per_event;
+	__u32 pad;
+	char name[IOCORR_NAME_LEN];
+};
+
+/* One experts event: rows [chunk*rows_per_event, ...) of the ids tensor. */
+static long experts__emit_chunk(__u64 chunk, void *data)
+{
+	struct experts_ctx *x = data;
+	struct experts_event *e;
+	__u32 row = chunk * x->rows_per_event, count = 0;
+	__u32 sz = x->n_used * 4;
+
+	if (row >= x->n_tokens)
+		return 1;
+	e = event__reserve(sizeof(*e), EV_EXPERTS);
+	if (!e)
+		return 1;
+	e->tensor = x->ids;
+	e->n_used = x->n_used;
+	e->n_tokens = x->n_tokens;
+	e->first = row * x->n_used;
+	__builtin_memcpy(e->name, x->name, sizeof(e->name));
+	for (int r = 0; r < IOCORR_MAX_EXPERT_IDS; r++) {
+		__u32 off = count;
+
+		if (r >= x->rows_per_event || row >= x->n_tokens)
+			break;
+		if (off > IOCORR_MAX_EXPERT_IDS - 32 || sz == 0 || sz > 128)
+			break;
+		bpf_probe_read_user(&e->ids[off], sz, (void *)(x->data + (__u64)row * x->row_stride));
+		count += x->n_used;
+		row++;
+	}
+	e->count = count;
+	ring__submit(e, EV_EXPERTS);
+	return 0;
+}
+
+/* ggml_compute_forward_get_rows(params, dst) for the node that gathers the
+ * router weights of the selected experts (llama.cpp names it
+ * "ffn_moe_weights-L"): its src[1] holds the expert ids, and they are
+ * valid here because a node runs only after its inputs are computed. */
+SEC("uprobe")
+int BPF_KPROBE(get_rows_begin, void *params, void *dst)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 node = (__u64)dst;
+	__s64 ne[4] = {}, nb[4] = {};
+	struct experts_ctx x = {};
+
+	if (!proc__is_traced(tgid))
+		return 0;
+	if (ggml__thread(params) != 0)
+		return 0;
+	tensor__name(node, x.name);
+	if (!str__has_prefix(x.name, "ffn_moe_weights", 15))
+		return 0;
+	x.ids = tensor__src(node, 1);
+	if (!x.ids || tensor__type(x.ids) != layout.type_i32)
+		return 0;
+	x.data = tensor__data(x.ids);
+	tensor__shape(x.ids, ne, nb);
+	/* More than 32 experts per token is outside every MoE we know of;
+	 * such a tensor is not what we think it is. */
+	if (!x.data || ne[0] <= 0 || ne[0] > 32 || ne[1] <= 0 || nb[1] <= 0)
+		return 0;
+	x.n_used = ne[0];
+	x.n_tokens = ne[1] > 65536 ? 65536 : ne[1];
+	/* The ids are a view (top-k of an argsort): rows are nb[1] apart, not
+	 * n_used * 4, so each token's row is read on its own. */
+	x.row_stride = nb[1];
+	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
+	bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk, &x, 0);
+	return 0;
+}
+
+/* ---- uprobe cost ---------------------------------------------------- */
+
+/* Hits of the calibration probe, so that a calibration whose probed arm
+ * did not run probed is refused rather than reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} calib_hits SEC(".maps");
+
+/* The cheapest uprobe program: it measures what a uprobe hit costs by
+ * itself (bpf.MeasureUprobeCost), apart from the programs' own work. */
+SEC("uprobe")
+int calibrate(void *ctx)
+{
+	__u32 k = 0;
+	__u64 *n = bpf_map_lookup_elem(&calib_hits, &k);
+
+	if (n)
+		*n += 1;
+	return 0;
+}
