@@ -19,6 +19,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/sweep"
 )
@@ -333,7 +334,7 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 		binNote = fmt.Sprintf(" Each column sums about %.3g tokens.", g.dx)
 	}
 	caption := fmt.Sprintf("%s of %s by file offset (rows of %s) and token (%d columns), log colour scale; grey: none. %s in all.%s Hover a layer for its totals.",
-		strings.ToUpper(what[:1])+what[1:], r.modelName(ev.model), humanBytes(float64(ev.rowBytes)), ev.cols, fmtTotal(total, faults), binNote)
+		strings.ToUpper(what[:1])+what[1:], r.modelName(ev.model), units.Bytes(float64(ev.rowBytes)), ev.cols, fmtTotal(total, faults), binNote)
 	c := &Chart{Name: name, Title: p.Title.Text, Caption: caption, W: 22 * vg.Centimeter, H: 16 * vg.Centimeter}
 	c.draw = func(dc draw.Canvas, forPNG bool) []Hover {
 		main, bar := splitBar(dc)
@@ -357,7 +358,7 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 			y0, y1 := ty(-float64(b.lo)), ty(-float64(b.hi))
 			hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: da.Min.X, Y: min(y0, y1)}, Max: vg.Point{X: da.Max.X, Y: max(y0, y1)}},
 				Text: fmt.Sprintf("%s, offsets %d–%d (%s): %s read from the device, %.0f major faults over the run\n%s",
-					b.label, b.lo, b.hi, humanBytes(float64(b.hi-b.lo)), humanBytes(by), fa, strings.Join(names, ", "))})
+					b.label, b.lo, b.hi, units.Bytes(float64(b.hi-b.lo)), units.Bytes(by), fa, strings.Join(names, ", "))})
 		}
 		return hs
 	}
@@ -372,7 +373,7 @@ func fmtTotal(v float64, count bool) string {
 	if count {
 		return fmt.Sprintf("%.0f", v)
 	}
-	return humanBytes(v)
+	return units.Bytes(v)
 }
 
 func (r *run) modelName(m int) string {
@@ -607,9 +608,9 @@ func fmtVal(v stats.Value, unit string) string {
 	x := fv(v)
 	switch unit {
 	case "bytes":
-		return humanBytes(x)
+		return units.Bytes(x)
 	case "ns":
-		return humanNS(x)
+		return units.Duration(x)
 	case "ratio":
 		return fmt.Sprintf("%.3g", x)
 	}
@@ -698,7 +699,7 @@ func (r *run) roleBars() (*Chart, string) {
 		a := by[g]
 		vals = append(vals, a.read/(1<<20))
 		hover = append(hover, fmt.Sprintf("%s: %d tensors of %s; %s read from the device, %.0f major faults, %s fault stall",
-			g, a.n, humanBytes(a.size), humanBytes(a.read), a.faults, humanNS(a.stall)))
+			g, a.n, units.Bytes(a.size), units.Bytes(a.read), a.faults, units.Duration(a.stall)))
 	}
 	others := slices.Sorted(maps.Keys(other))
 	caption := "Device bytes read over the whole run by tensor role: attention q/k/v/o, dense FFN gate/up/down, MoE experts (*_exps), embeddings, output."
@@ -798,7 +799,7 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 				y0, y1 := ty(row-0.5), ty(row+0.5)
 				v := fmt.Sprintf("%.0f activations", val[e][i])
 				if bytes {
-					v = humanBytes(val[e][i]*(1<<20)) + " read"
+					v = units.Bytes(val[e][i]*(1<<20)) + " read"
 				}
 				hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: min(x0, x1), Y: min(y0, y1)}, Max: vg.Point{X: max(x0, x1), Y: max(y0, y1)}},
 					Text: fmt.Sprintf("layer %d, expert %d: %s (decode)", l, e, v)})
@@ -938,7 +939,7 @@ func sweepChart(s *sweep.Summary, perToken bool) (*Chart, string) {
 			if perToken {
 				y /= 1 << 20
 			}
-			pts = append(pts, point{float64(row.MemLimit) / (1 << 20), y, fmt.Sprintf("%s: %.4g %s (%d decode tokens, %s read)", row.Budget, y, ylab, row.Decode, humanBytes(float64(row.ReadBytes)))})
+			pts = append(pts, point{float64(row.MemLimit) / (1 << 20), y, fmt.Sprintf("%s: %.4g %s (%d decode tokens, %s read)", row.Budget, y, ylab, row.Decode, units.Bytes(float64(row.ReadBytes)))})
 		}
 	}
 	p := plot.New()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/sweep"
@@ -152,9 +153,9 @@ func header(m *rundir.Meta, opt Options) []Field {
 	default:
 		f("recorded", "%s – %s (%s)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"), m.End.UTC().Format("15:04:05"), m.End.Sub(m.Start).Round(1e6))
 	}
-	f("host", "%s, kernel %s, %s, %d CPUs, %s memory", m.Host.Hostname, m.Host.Kernel, m.Host.CPUModel, m.Host.NumCPU, humanBytes(float64(m.Host.MemTotal)))
+	f("host", "%s, kernel %s, %s, %d CPUs, %s memory", m.Host.Hostname, m.Host.Kernel, m.Host.CPUModel, m.Host.NumCPU, units.Bytes(float64(m.Host.MemTotal)))
 	for _, mf := range m.Models {
-		f("model", "%s (%s, %d tensors; %d of %d pages resident before the run)", mf.Path, humanBytes(float64(mf.Size)), len(mf.Tensors), mf.ResidentBefore, mf.Pages)
+		f("model", "%s (%s, %d tensors; %d of %d pages resident before the run)", mf.Path, units.Bytes(float64(mf.Size)), len(mf.Tensors), mf.ResidentBefore, mf.Pages)
 	}
 	// Libraries are listed by name in their directories, build ids cut to
 	// 12 digits (meta.json has them whole): a llama.cpp with its 15 CPU
@@ -195,7 +196,7 @@ func header(m *rundir.Meta, opt Options) []Field {
 	c := &m.Controls
 	lim := "none"
 	if c.MemLimit > 0 {
-		lim = fmt.Sprintf("%s (cgroup v%d %s)", humanBytes(float64(c.MemLimit)), c.CgroupVer, c.Cgroup)
+		lim = fmt.Sprintf("%s (cgroup v%d %s)", units.Bytes(float64(c.MemLimit)), c.CgroupVer, c.Cgroup)
 	}
 	f("limits", "memory limit %s; cold cache %v; drop caches %v", lim, c.Cold, c.DropCaches)
 	if len(c.CgroupCounters) > 0 {
@@ -211,7 +212,7 @@ func header(m *rundir.Meta, opt Options) []Field {
 	if ch.Signal != "" {
 		exit = "killed by " + ch.Signal
 	}
-	f("child", "pid %d, %s; %d major and %d minor faults, max RSS %s (rusage)", ch.PID, exit, ch.MajFlt, ch.MinFlt, humanBytes(float64(ch.MaxRSSKiB)*1024))
+	f("child", "pid %d, %s; %d major and %d minor faults, max RSS %s (rusage)", ch.PID, exit, ch.MajFlt, ch.MinFlt, units.Bytes(float64(ch.MaxRSSKiB)*1024))
 	for _, w := range m.Warnings {
 		f("warning", "%s", w)
 	}
@@ -242,33 +243,6 @@ func shellJoin(argv []string) string {
 		}
 	}
 	return s
-}
-
-// humanBytes writes a byte count in binary units.
-func humanBytes(v float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f B", v)
-	}
-	return fmt.Sprintf("%.3g %s", v, units[i])
-}
-
-// humanNS writes a duration in nanoseconds.
-func humanNS(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.3g s", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.3g ms", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.3g µs", v/1e3)
-	}
-	return fmt.Sprintf("%.0f ns", v)
 }
 
 // MaxSize is the bound on a report's HTML size for a model of tensors
