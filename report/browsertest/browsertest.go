@@ -113,6 +113,8 @@ func Open(ctx context.Context, path string, o Options) (*Page, error) {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.NoFirstRun,
+		// A screenshot shows the page only, as docs/report.png does.
+		chromedp.Flag("hide-scrollbars", true),
 		chromedp.WindowSize(o.Width, o.Height))
 	defer cancelAlloc()
 	bctx, cancel := chromedp.NewContext(actx)
