@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/stats"
 )
 
@@ -195,9 +196,9 @@ func cellOf(c stats.Column, v stats.Value) pageCell {
 	}
 	switch {
 	case strings.HasSuffix(c.Name, "_bytes") && x >= 0:
-		return pageCell{Text: humanBytes(x), Num: true}
+		return pageCell{Text: units.Bytes(x), Num: true}
 	case strings.HasSuffix(c.Name, "_ns") && x >= 0:
-		return pageCell{Text: humanNS(x), Num: true}
+		return pageCell{Text: units.Duration(x), Num: true}
 	case c.Kind == stats.Int:
 		return pageCell{Text: fmt.Sprint(v.I), Num: true}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/sweep"
@@ -136,32 +137,59 @@ func ChartNames(moe, sweep bool) []string {
 }
 
 func header(m *rundir.Meta, opt Options) []Field {
-	var h []Field
-	f := func(name, format string, a ...any) { h = append(h, Field{name, fmt.Sprintf(format, a...)}) }
+	var h headerFields
 	if opt.RunDir != "" {
-		f("run", "%s", opt.RunDir)
+		h.add("run", "%s", opt.RunDir)
 	}
 	if opt.SweepDir != "" {
-		f("sweep", "%s (the run below is one of its budgets)", opt.SweepDir)
+		h.add("sweep", "%s (the run below is one of its budgets)", opt.SweepDir)
 	}
-	f("command", "%s", shellJoin(m.Command))
+	h.add("command", "%s", shellJoin(m.Command))
 	switch {
 	case m.Start.IsZero():
 	case m.End.Before(m.Start):
-		f("recorded", "from %s; the recording has no end time (it did not finish)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"))
+		h.add("recorded", "from %s; the recording has no end time (it did not finish)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"))
 	default:
-		f("recorded", "%s – %s (%s)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"), m.End.UTC().Format("15:04:05"), m.End.Sub(m.Start).Round(1e6))
+		h.add("recorded", "%s – %s (%s)", m.Start.UTC().Format("2006-01-02 15:04:05 MST"), m.End.UTC().Format("15:04:05"), m.End.Sub(m.Start).Round(1e6))
 	}
-	f("host", "%s, kernel %s, %s, %d CPUs, %s memory", m.Host.Hostname, m.Host.Kernel, m.Host.CPUModel, m.Host.NumCPU, humanBytes(float64(m.Host.MemTotal)))
+	h.add("host", "%s, kernel %s, %s, %d CPUs, %s memory", m.Host.Hostname, m.Host.Kernel, m.Host.CPUModel, m.Host.NumCPU, units.Bytes(float64(m.Host.MemTotal)))
 	for _, mf := range m.Models {
-		f("model", "%s (%s, %d tensors; %d of %d pages resident before the run)", mf.Path, humanBytes(float64(mf.Size)), len(mf.Tensors), mf.ResidentBefore, mf.Pages)
+		h.add("model", "%s (%s, %d tensors; %d of %d pages resident before the run)", mf.Path, units.Bytes(float64(mf.Size)), len(mf.Tensors), mf.ResidentBefore, mf.Pages)
 	}
-	// Libraries are listed by name in their directories, build ids cut to
-	// 12 digits (meta.json has them whole): a llama.cpp with its 15 CPU
-	// variants would fill a screen.
+	h.libraries(m.Libraries)
+	h.probes(m)
+	h.controls(&m.Controls)
+	var lost uint64
+	for _, n := range m.Lost {
+		lost += n
+	}
+	h.add("lost events", "%d lost by the ring buffer (%s); %d block requests seen issued but never completed", lost, sortedKV(m.Lost), m.BlockIncomplete)
+	ch := &m.Child
+	exit := fmt.Sprintf("exit status %d", ch.ExitCode)
+	if ch.Signal != "" {
+		exit = "killed by " + ch.Signal
+	}
+	h.add("child", "pid %d, %s; %d major and %d minor faults, max RSS %s (rusage)", ch.PID, exit, ch.MajFlt, ch.MinFlt, units.Bytes(float64(ch.MaxRSSKiB)*1024))
+	for _, w := range m.Warnings {
+		h.add("warning", "%s", w)
+	}
+	return h
+}
+
+// headerFields is the run header as it is built.
+type headerFields []Field
+
+func (h *headerFields) add(name, format string, a ...any) {
+	*h = append(*h, Field{name, fmt.Sprintf(format, a...)})
+}
+
+// libraries lists the libraries by name in their directories, build ids
+// cut to 12 digits (meta.json has them whole): a llama.cpp with its 15 CPU
+// variants would fill a screen.
+func (h *headerFields) libraries(ls []rundir.Library) {
 	var dirs []string
 	libs := map[string][]string{}
-	for _, l := range m.Libraries {
+	for _, l := range ls {
 		d, name := filepath.Split(l.Path)
 		id := l.BuildID
 		if len(id) > 12 {
@@ -176,8 +204,12 @@ func header(m *rundir.Meta, opt Options) []Field {
 		libs[d] = append(libs[d], fmt.Sprintf("%s (%s)", name, id))
 	}
 	for _, d := range dirs {
-		f("libraries", "%s: %s", d, strings.Join(libs[d], ", "))
+		h.add("libraries", "%s: %s", d, strings.Join(libs[d], ", "))
 	}
+}
+
+// probes counts the attached probes by kind and names each that failed.
+func (h *headerFields) probes(m *rundir.Meta) {
 	ok, failed := 0, []string{}
 	kinds := map[string]uint64{}
 	for _, p := range m.Probes {
@@ -188,34 +220,22 @@ func header(m *rundir.Meta, opt Options) []Field {
 			kinds[p.Kind]++
 		}
 	}
-	f("probes", "probe set %s: %d attached (%s)", cmp.Or(m.ProbeSet, "graph"), ok, sortedKV(kinds))
+	h.add("probes", "probe set %s: %d attached (%s)", cmp.Or(m.ProbeSet, "graph"), ok, sortedKV(kinds))
 	for _, s := range failed {
-		f("not probed", "%s", s)
+		h.add("not probed", "%s", s)
 	}
-	c := &m.Controls
+}
+
+// controls says what the run was held to: its memory limit and cache.
+func (h *headerFields) controls(c *rundir.Controls) {
 	lim := "none"
 	if c.MemLimit > 0 {
-		lim = fmt.Sprintf("%s (cgroup v%d %s)", humanBytes(float64(c.MemLimit)), c.CgroupVer, c.Cgroup)
+		lim = fmt.Sprintf("%s (cgroup v%d %s)", units.Bytes(float64(c.MemLimit)), c.CgroupVer, c.Cgroup)
 	}
-	f("limits", "memory limit %s; cold cache %v; drop caches %v", lim, c.Cold, c.DropCaches)
+	h.add("limits", "memory limit %s; cold cache %v; drop caches %v", lim, c.Cold, c.DropCaches)
 	if len(c.CgroupCounters) > 0 {
-		f("cgroup counters", "%s", sortedKV(c.CgroupCounters))
+		h.add("cgroup counters", "%s", sortedKV(c.CgroupCounters))
 	}
-	var lost uint64
-	for _, n := range m.Lost {
-		lost += n
-	}
-	f("lost events", "%d lost by the ring buffer (%s); %d block requests seen issued but never completed", lost, sortedKV(m.Lost), m.BlockIncomplete)
-	ch := &m.Child
-	exit := fmt.Sprintf("exit status %d", ch.ExitCode)
-	if ch.Signal != "" {
-		exit = "killed by " + ch.Signal
-	}
-	f("child", "pid %d, %s; %d major and %d minor faults, max RSS %s (rusage)", ch.PID, exit, ch.MajFlt, ch.MinFlt, humanBytes(float64(ch.MaxRSSKiB)*1024))
-	for _, w := range m.Warnings {
-		f("warning", "%s", w)
-	}
-	return h
 }
 
 func sortedKV(m map[string]uint64) string {
@@ -242,33 +262,6 @@ func shellJoin(argv []string) string {
 		}
 	}
 	return s
-}
-
-// humanBytes writes a byte count in binary units.
-func humanBytes(v float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f B", v)
-	}
-	return fmt.Sprintf("%.3g %s", v, units[i])
-}
-
-// humanNS writes a duration in nanoseconds.
-func humanNS(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.3g s", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.3g ms", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.3g µs", v/1e3)
-	}
-	return fmt.Sprintf("%.0f ns", v)
 }
 
 // MaxSize is the bound on a report's HTML size for a model of tensors

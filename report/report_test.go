@@ -246,7 +246,7 @@ func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
 			for _, want := range []string{
 				`llama-cli -m /models/synth.gguf -p 'it'\''s a test'`, // the command, quoted as for a shell
 				"ggml_compute_forward_get_rows: symbol not found",     // what could not be probed
-				"memory limit 96 MiB",
+				"memory limit 96.0 MiB",
 				"lost events",
 			} {
 				if !strings.Contains(page, template(want)) {
@@ -285,11 +285,11 @@ func TestHoverTextCarriesEachBarsFigures(t *testing.T) {
 	// Token i reads one page of layer i%4's attn_q and two pages of one
 	// of its experts; the load read token_embd (layer "none").
 	for _, want := range []string{
-		"<title>layer none: 32 KiB read from the device",
-		"<title>layer 0: 36 KiB read from the device",
-		"<title>layer 1: 36 KiB read from the device",
-		"<title>layer 2: 36 KiB read from the device",
-		"<title>layer 3: 36 KiB read from the device",
+		"<title>layer none: 32.0 KiB read from the device",
+		"<title>layer 0: 36.0 KiB read from the device",
+		"<title>layer 1: 36.0 KiB read from the device",
+		"<title>layer 2: 36.0 KiB read from the device",
+		"<title>layer 3: 36.0 KiB read from the device",
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("layer chart lacks %q", want)
@@ -471,12 +471,12 @@ func TestHeatmapHoverTotalsAreTheEventsOfEachBandAndCell(t *testing.T) {
 		if want := fmt.Sprintf("blk.%d, offsets", l); !strings.Contains(svg, want) {
 			t.Errorf("no hover for %s", want)
 		}
-		re := regexp.MustCompile(fmt.Sprintf(`blk\.%d, offsets \d+–\d+ \([^)]*\): 36 KiB read from the device, 3 major faults over the run`, l))
+		re := regexp.MustCompile(fmt.Sprintf(`blk\.%d, offsets \d+–\d+ \([^)]*\): 36\.0 KiB read from the device, 3 major faults over the run`, l))
 		if !re.MatchString(svg) {
 			t.Errorf("layer %d's band does not total 36 KiB and 3 faults", l)
 		}
 	}
-	if !strings.Contains(svg, "token_embd, offsets 4096–36864 (32 KiB): 32 KiB read from the device, 0 major faults") {
+	if !strings.Contains(svg, "token_embd, offsets 4096–36864 (32.0 KiB): 32.0 KiB read from the device, 0 major faults") {
 		t.Errorf("token_embd's band does not total the load's 32 KiB")
 	}
 	// Decode tokens 2…12: token i reads expert (i + i%4) % 8 of layer i%4.
@@ -499,7 +499,7 @@ func kib(n int) string {
 	if n == 0 {
 		return "0 B"
 	}
-	return fmt.Sprintf("%d KiB", n>>10)
+	return fmt.Sprintf("%d.0 KiB", n>>10)
 }
 
 // TestPageReferencesNothingOutsideItself: every src and href of the page

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/sweep"
+	"github.com/iocorr/iocorr/sweep/record"
 )
 
 func init() {
@@ -37,13 +38,13 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if len(limits) == 0 {
 			return usagef("sweep: --mem-limit wants the budgets (e.g. --mem-limit 64MiB,96MiB,128MiB)")
 		}
-		var budgets []sweep.Budget
+		var budgets []record.Budget
 		for _, l := range limits {
 			n, err := parseSize(l)
 			if err != nil {
 				return usagef("sweep: --mem-limit %q: %v", l, err)
 			}
-			budgets = append(budgets, sweep.Budget{Name: l, Bytes: n})
+			budgets = append(budgets, record.Budget{Name: l, Bytes: n})
 		}
 		o.out = *dir
 		stdout, stderr = shareable(stdout), shareable(stderr)
@@ -64,7 +65,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			}
 			return fmt.Errorf("sweep: %w", err)
 		}
-		sum, err := sweep.Run(ctx, sweep.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr})
+		sum, err := record.Run(ctx, record.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr})
 		if len(sum.Rows) > 0 {
 			if werr := writeSweepOutput(*dir, *format, sum.Rows); werr != nil && err == nil {
 				err = werr

@@ -1,27 +1,21 @@
 // Package browsertest opens an HTML file in a real headless Chromium, as
 // a person would open it from disk, and reports what the browser saw:
 // console errors, uncaught exceptions, blocked or failed loads, the
-// rendered size of every chart, and a screenshot. It speaks the Chrome
-// DevTools protocol over --remote-debugging-pipe (JSON messages ended by
-// a NUL byte, commands on fd 3, replies and events on fd 4), so it needs
-// nothing but the chromium binary. For tests.
+// rendered size of every chart, and a screenshot. chromedp drives the
+// browser over the DevTools protocol. For tests.
 package browsertest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+	"slices"
 	"testing"
-	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // Binary is the browser run: Debian's chromium.
@@ -75,175 +69,6 @@ func Require(t testing.TB) {
 	}
 }
 
-// Open loads the file at path in a fresh headless Chromium and reports
-// what it saw once the page's load event has fired.
-func Open(ctx context.Context, path string, o Options) (*Page, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	if o.Width == 0 {
-		o.Width, o.Height = 1280, 1024
-	}
-	profile, err := os.MkdirTemp("", "browsertest-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(profile)
-	toBrowser, cmdIn, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmdOut, fromBrowser, err := os.Pipe()
-	if err != nil {
-		toBrowser.Close()
-		cmdIn.Close()
-		return nil, err
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(Binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-extensions", "--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--mute-audio",
-		"--user-data-dir="+profile, fmt.Sprintf("--window-size=%d,%d", o.Width, o.Height),
-		"--remote-debugging-pipe", "about:blank")
-	cmd.ExtraFiles = []*os.File{toBrowser, fromBrowser} // fd 3, fd 4
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", Binary, err)
-	}
-	toBrowser.Close()
-	fromBrowser.Close()
-	c := &conn{w: cmdIn, pending: map[int]chan reply{}, events: make(chan event, 1024), done: make(chan struct{})}
-	go c.readLoop(cmdOut)
-	defer func() {
-		close(c.done)
-		cmdIn.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		cmdOut.Close()
-	}()
-	p, err := c.run(ctx, "file://"+abs, o)
-	if err != nil {
-		return nil, fmt.Errorf("%w (chromium said: %s)", err, lastLines(stderr.String(), 5))
-	}
-	c.call(ctx, "", "Browser.close", nil, nil)
-	return p, nil
-}
-
-type reply struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-type event struct {
-	Method    string          `json:"method"`
-	Params    json.RawMessage `json:"params"`
-	SessionID string          `json:"sessionId"`
-}
-
-type conn struct {
-	mu      sync.Mutex
-	w       io.Writer
-	id      int
-	pending map[int]chan reply
-	events  chan event
-	readErr error
-	done    chan struct{} // closed when Open returns: events are no longer read
-}
-
-func (c *conn) readLoop(r io.Reader) {
-	br := bufio.NewReader(r)
-	for {
-		msg, err := br.ReadBytes(0)
-		if err != nil {
-			c.mu.Lock()
-			c.readErr = fmt.Errorf("reading from the browser: %w", err)
-			for _, ch := range c.pending {
-				close(ch)
-			}
-			c.pending = map[int]chan reply{}
-			c.mu.Unlock()
-			close(c.events)
-			return
-		}
-		msg = msg[:len(msg)-1]
-		var m struct {
-			ID *int `json:"id"`
-			reply
-			event
-		}
-		if err := json.Unmarshal(msg, &m); err != nil {
-			continue
-		}
-		if m.ID != nil {
-			c.mu.Lock()
-			ch := c.pending[*m.ID]
-			delete(c.pending, *m.ID)
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- m.reply
-			}
-			continue
-		}
-		select {
-		case c.events <- m.event:
-		case <-c.done:
-		}
-	}
-}
-
-// call sends a command and waits for its reply, decoding its result into
-// out (when not nil).
-func (c *conn) call(ctx context.Context, session, method string, params, out any) error {
-	c.mu.Lock()
-	if c.readErr != nil {
-		c.mu.Unlock()
-		return c.readErr
-	}
-	c.id++
-	id := c.id
-	ch := make(chan reply, 1)
-	c.pending[id] = ch
-	msg := map[string]any{"id": id, "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	if session != "" {
-		msg["sessionId"] = session
-	}
-	b, err := json.Marshal(msg)
-	if err == nil {
-		_, err = c.w.Write(append(b, 0))
-	}
-	c.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", method, ctx.Err())
-	case r, ok := <-ch:
-		if !ok {
-			return fmt.Errorf("%s: the browser went away", method)
-		}
-		if r.Error != nil {
-			return fmt.Errorf("%s: %s (%d)", method, r.Error.Message, r.Error.Code)
-		}
-		if out != nil {
-			return json.Unmarshal(r.Result, out)
-		}
-		return nil
-	}
-}
-
 // chartsScript measures every figure.chart's SVG and decodes each raster
 // image inside it.
 const chartsScript = `(async () => {
@@ -260,162 +85,91 @@ const chartsScript = `(async () => {
     }
     out.push({name: f.dataset.chart || '', w: r.width, h: r.height, images, broken});
   }
-  return JSON.stringify(out);
+  return out;
 })()`
 
-func (c *conn) run(ctx context.Context, url string, o Options) (*Page, error) {
-	var target struct {
-		TargetID string `json:"targetId"`
-	}
-	if err := c.call(ctx, "", "Target.createTarget", map[string]any{"url": "about:blank"}, &target); err != nil {
+// endMark is logged once everything is measured: the console's messages
+// arrive in order, so every one the page logged before it has been read
+// when it comes.
+const endMark = "browsertest: end of page"
+
+// Open loads the file at path in a fresh headless Chromium (its own
+// temporary profile) and reports what it saw once the page's load event
+// has fired.
+func Open(ctx context.Context, path string, o Options) (*Page, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
 		return nil, err
 	}
-	var att struct {
-		SessionID string `json:"sessionId"`
+	if o.Width == 0 {
+		o.Width, o.Height = 1280, 1024
 	}
-	if err := c.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att); err != nil {
-		return nil, err
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(Binary),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		// A screenshot shows the page only, as docs/report.png does.
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.WindowSize(o.Width, o.Height))
+	defer cancelAlloc()
+	bctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	// Starts the browser, so that the console is read from the first
+	// message of the page on.
+	if err := chromedp.Do(bctx); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", Binary, err)
 	}
-	s := att.SessionID
-	for _, m := range []string{"Runtime.enable", "Log.enable", "Page.enable"} {
-		if err := c.call(ctx, s, m, nil, nil); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.call(ctx, s, "Emulation.setDeviceMetricsOverride", map[string]any{
-		"width": o.Width, "height": o.Height, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
-		return nil, err
-	}
+	console := chromedp.Console(bctx)
 	p := &Page{}
-	var nav struct {
-		ErrorText string `json:"errorText"`
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(int64(o.Width), int64(o.Height)),
+		chromedp.Navigate("file://"+abs)); err != nil {
+		return nil, fmt.Errorf("loading %s: %w", abs, err)
 	}
-	if err := c.call(ctx, s, "Page.navigate", map[string]any{"url": url}, &nav); err != nil {
-		return nil, err
-	}
-	if nav.ErrorText != "" {
-		return nil, fmt.Errorf("navigating to %s: %s", url, nav.ErrorText)
-	}
-	// Events arrive on their own channel; collect errors until the load
-	// event, then let the remaining ones in while measuring.
-	loaded := false
-	collect := func(e event) {
-		if e.SessionID != s {
-			return
-		}
-		switch e.Method {
-		case "Page.loadEventFired":
-			loaded = true
-		case "Runtime.exceptionThrown":
-			var x struct {
-				ExceptionDetails struct {
-					Text      string `json:"text"`
-					Exception struct {
-						Description string `json:"description"`
-					} `json:"exception"`
-				} `json:"exceptionDetails"`
-			}
-			json.Unmarshal(e.Params, &x)
-			p.Errors = append(p.Errors, "uncaught exception: "+x.ExceptionDetails.Text+" "+x.ExceptionDetails.Exception.Description)
-		case "Runtime.consoleAPICalled":
-			var x struct {
-				Type string `json:"type"`
-				Args []struct {
-					Value       any    `json:"value"`
-					Description string `json:"description"`
-				} `json:"args"`
-			}
-			json.Unmarshal(e.Params, &x)
-			if x.Type == "error" || x.Type == "assert" {
-				msg := "console." + x.Type + ":"
-				for _, a := range x.Args {
-					msg += fmt.Sprintf(" %v%s", a.Value, a.Description)
-				}
-				p.Errors = append(p.Errors, msg)
-			}
-		case "Log.entryAdded":
-			var x struct {
-				Entry struct {
-					Source, Level, Text, URL string
-				} `json:"entry"`
-			}
-			json.Unmarshal(e.Params, &x)
-			if x.Entry.Level == "error" {
-				p.Errors = append(p.Errors, fmt.Sprintf("%s error: %s %s", x.Entry.Source, x.Entry.Text, x.Entry.URL))
-			}
-		}
-	}
-	for !loaded {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the page to load: %w", ctx.Err())
-		case e, ok := <-c.events:
-			if !ok {
-				return nil, errors.New("the browser went away before the page loaded")
-			}
-			collect(e)
-		}
-	}
-	var ev struct {
-		Result struct {
-			Value string `json:"value"`
-		} `json:"result"`
-		ExceptionDetails *struct {
-			Text string `json:"text"`
-		} `json:"exceptionDetails"`
-	}
-	if err := c.call(ctx, s, "Runtime.evaluate", map[string]any{"expression": chartsScript, "awaitPromise": true, "returnByValue": true}, &ev); err != nil {
-		return nil, err
-	}
-	if ev.ExceptionDetails != nil {
-		return nil, fmt.Errorf("measuring the charts: %s", ev.ExceptionDetails.Text)
-	}
-	if err := json.Unmarshal([]byte(ev.Result.Value), &p.Charts); err != nil {
+	if p.Charts, err = chromedp.Run(bctx, chromedp.Evaluate[[]Chart](chartsScript, chromedp.EvalAwaitPromise)); err != nil {
 		return nil, fmt.Errorf("measuring the charts: %w", err)
 	}
-	shot := map[string]any{"format": "png"}
+	shot := chromedp.CaptureScreenshot()
 	if o.Full {
-		var lm struct {
-			CSSContentSize struct {
-				Width, Height float64
-			} `json:"cssContentSize"`
-		}
-		if err := c.call(ctx, s, "Page.getLayoutMetrics", nil, &lm); err != nil {
-			return nil, err
-		}
-		shot["captureBeyondViewport"] = true
-		shot["clip"] = map[string]any{"x": 0, "y": 0, "width": lm.CSSContentSize.Width, "height": lm.CSSContentSize.Height, "scale": 1}
+		shot = chromedp.FullScreenshot(100) // 100: PNG
 	}
-	var img struct {
-		Data string `json:"data"`
-	}
-	if err := c.call(ctx, s, "Page.captureScreenshot", shot, &img); err != nil {
-		return nil, err
-	}
-	var err error
-	if p.Screenshot, err = base64.StdEncoding.DecodeString(img.Data); err != nil {
+	if p.Screenshot, err = chromedp.Run(bctx, shot); err != nil {
 		return nil, fmt.Errorf("screenshot: %w", err)
 	}
-	// Errors logged while measuring and drawing.
-	for {
-		select {
-		case e, ok := <-c.events:
-			if !ok {
-				return p, nil
-			}
-			collect(e)
-		default:
-			return p, nil
-		}
+	if err := chromedp.Do(bctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf("console.debug(%q)", endMark))); err != nil {
+		return nil, err
 	}
+	if p.Errors, err = errorsUntilEnd(console); err != nil {
+		return nil, fmt.Errorf("reading the console: %w", err)
+	}
+	return p, nil
 }
 
-func lastLines(s string, n int) string {
-	lines := bytes.Split(bytes.TrimSpace([]byte(s)), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// errorsUntilEnd lists the console's errors, exceptions and error log
+// entries (failed or blocked loads) up to endMark.
+func errorsUntilEnd(console iter.Seq2[chromedp.ConsoleMessage, error]) ([]string, error) {
+	var errs []string
+	for m, err := range console {
+		if err != nil {
+			return errs, err
+		}
+		switch {
+		case m.Type == chromedp.ConsoleDebug && m.Text == endMark:
+			return errs, nil
+		case m.IsException():
+			errs = append(errs, "uncaught exception: "+m.Text)
+		case m.Type == chromedp.ConsoleError && m.Source != "":
+			errs = append(errs, fmt.Sprintf("%s error: %s %s", m.Source, m.Text, m.URL))
+		case m.Type == chromedp.ConsoleError, m.Type == "assert":
+			errs = append(errs, "console."+string(m.Type)+": "+m.Text)
+		}
 	}
-	return string(bytes.Join(lines, []byte(" | ")))
+	return errs, nil
 }
 
 // Check compares the charts the browser drew with the names wanted, in
@@ -427,7 +181,7 @@ func (p *Page) Check(want []string) []string {
 	for i := range p.Charts {
 		c := &p.Charts[i]
 		got[c.Name] = c
-		if !slicesContains(want, c.Name) {
+		if !slices.Contains(want, c.Name) {
 			probs = append(probs, c.Name+": drawn but not expected")
 		}
 	}
@@ -445,13 +199,4 @@ func (p *Page) Check(want []string) []string {
 		}
 	}
 	return probs
-}
-
-func slicesContains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

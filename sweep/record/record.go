@@ -1,0 +1,144 @@
+// Package record records a memory-budget sweep: one command once per
+// budget, each run an ordinary run directory (DIR/<budget>/) recorded by
+// recorder.Run and ingested by pipeline.Ingest, summed up by
+// sweep.Summarize into DIR/sweep.json. It is the sweep's write side, the
+// one that links the BPF loader; package sweep reads what it writes.
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+// Budget is one memory limit, with the name its run directory takes.
+type Budget struct {
+	Name  string // as given, e.g. 64MiB
+	Bytes int64
+}
+
+// Options are a sweep: the budgets and what to record under each.
+type Options struct {
+	Dir     string
+	Budgets []Budget
+	// Record is the recording of every run; its Dir and MemLimit are set
+	// per budget.
+	Record recorder.Options
+	// Stderr gets a line per run as it starts and ends.
+	Stderr io.Writer
+}
+
+// Run records opts.Record.Argv once per budget into DIR/<budget>/ and
+// writes DIR/sweep.json. A run that fails (the command OOM-killed, a
+// non-zero exit, a recording error) is a row saying so; the sweep goes
+// on. The error is for what ends the sweep: a cancelled ctx, a summary
+// that cannot be written.
+func Run(ctx context.Context, opts Options) (sweep.Summary, error) {
+	sum := sweep.Summary{Command: opts.Record.Argv, Cold: opts.Record.Cold}
+	if err := checkBudgets(opts.Budgets); err != nil {
+		return sum, err
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return sum, err
+	}
+	for _, b := range opts.Budgets {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		fmt.Fprintf(opts.Stderr, "iocorr: sweep: recording under %s\n", b.Name)
+		row := runOne(ctx, opts, b)
+		fmt.Fprintf(opts.Stderr, "iocorr: sweep: %s: %s\n", b.Name, row.Status)
+		sum.Rows = append(sum.Rows, row)
+		// Written after every run: an interrupted sweep keeps its rows.
+		if err := sweep.WriteSummary(opts.Dir, &sum); err != nil {
+			return sum, err
+		}
+	}
+	return sum, ctx.Err()
+}
+
+// checkBudgets refuses a sweep with no budget, one whose name cannot be a
+// directory, or one given twice.
+func checkBudgets(budgets []Budget) error {
+	if len(budgets) == 0 {
+		return errors.New("no memory budget given")
+	}
+	seen := map[string]bool{}
+	for _, b := range budgets {
+		if b.Name == "" || strings.ContainsAny(b.Name, `/\`) || b.Name == "." || b.Name == ".." {
+			return fmt.Errorf("budget %q cannot name a directory", b.Name)
+		}
+		if seen[b.Name] {
+			return fmt.Errorf("budget %s given twice", b.Name)
+		}
+		seen[b.Name] = true
+	}
+	return nil
+}
+
+func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
+	ro := opts.Record
+	ro.Dir = filepath.Join(opts.Dir, b.Name)
+	ro.MemLimit = b.Bytes
+	row := sweep.Row{Budget: b.Name, MemLimit: b.Bytes, RunDir: b.Name, NA: map[string]string{}}
+	res, err := recorder.Run(ctx, ro)
+	row.ExitCode = res.Meta.Child.ExitCode
+	switch {
+	case err != nil && !res.Ran:
+		row.Status = "not run: " + err.Error()
+	case err != nil:
+		row.Status = "recording failed: " + err.Error()
+	default:
+		row.Status = runStatus(&res.Meta)
+	}
+	if res.Ran {
+		// Every run that ran is ingested, failed ones too: they stay
+		// queryable for why they failed.
+		if _, ierr := pipeline.Ingest(ctx, ro.Dir, pipeline.Options{}); ierr != nil && row.Status == sweep.StatusOK {
+			row.Status = "ingest failed: " + ierr.Error()
+		}
+	}
+	if row.Status != sweep.StatusOK {
+		row.AllNA("the run failed (see status)")
+		return row
+	}
+	if err := sweep.Summarize(ro.Dir, &row); err != nil {
+		row.Status = "store unreadable: " + err.Error()
+		row.AllNA("the run's store could not be read")
+	}
+	return row
+}
+
+// runStatus says what became of a recording that ended in order.
+func runStatus(m *rundir.Meta) string {
+	c := &m.Child
+	switch {
+	case c.Signal != "":
+		s := "killed by " + c.Signal
+		cc := m.Controls.CgroupCounters
+		if n := cc["memory.events.oom_kill"]; n > 0 {
+			s += fmt.Sprintf(" (OOM: %d OOM kills in its memory cgroup)", n)
+		} else if n := cc["memory.failcnt"]; n > 0 && c.Signal == "SIGKILL" {
+			s += fmt.Sprintf(" (OOM: its memory cgroup hit the limit %d times)", n)
+		}
+		return s
+	case c.ExitCode != 0:
+		return fmt.Sprintf("exit status %d", c.ExitCode)
+	}
+	if s := m.Status(); s != "" {
+		return s
+	}
+	return sweep.StatusOK
+}
