@@ -28,8 +28,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -52,7 +56,7 @@ type Options struct {
 	MemLimit         int64 // bytes of a memory cgroup for the command; 0: none
 	// User runs the command as someone else and hands them the run
 	// directory; nil keeps the recorder's identity.
-	User         *experiment.User
+	User         *proc.User
 	RingBufBytes int
 	Version      string // iocorr's version, for meta.json
 
@@ -74,7 +78,7 @@ type Result struct {
 	Stats Stats
 	// Signals are the terminating signals the recorder received while the
 	// command ran (they were for the command).
-	Signals experiment.Signals
+	Signals launch.Signals
 	// Ran says the command was started; without it the other fields are
 	// zero.
 	Ran bool
@@ -124,7 +128,7 @@ type recording struct {
 	stderr io.Writer
 	tr     *bpf.Tracer
 	models *models
-	child  *experiment.Child
+	child  *launch.Child
 	stats  liveStats
 	// reserve is disk space held back for the final metadata, so that a
 	// run that fills the disk still says what it captured.
@@ -220,7 +224,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		probeSet += ",sched"
 	}
 	r.m = rundir.Meta{
-		Version: o.Version, Command: o.Argv, Host: experiment.HostInfo(), ProbeSet: probeSet,
+		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet,
 		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
 		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
 		Start: time.Now(),
@@ -284,7 +288,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	if o.DropCaches {
-		if err := experiment.DropCaches(); err != nil {
+		if err := pagecache.DropCaches(); err != nil {
 			r.finish(nil, err)
 			return Result{}, err
 		}
@@ -296,7 +300,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 
-	child, err := experiment.StartHeld(o.Argv, o.User, o.Stdout, o.Stderr, r.tr)
+	child, err := launch.StartHeld(o.Argv, o.User, o.Stdout, o.Stderr, r.tr)
 	if err != nil {
 		sp.Close()
 		r.finish(nil, err)
@@ -314,9 +318,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		r.finish(nil, err)
 		return Result{}, err
 	}
-	var cg *experiment.Cgroup
+	var cg *cgroup.Cgroup
 	if o.MemLimit > 0 {
-		cg, err = experiment.NewMemoryCgroup(experiment.CgroupName(child.PID()), o.MemLimit)
+		cg, err = cgroup.NewMemory(cgroup.Name(child.PID()), o.MemLimit)
 		if err != nil {
 			return abort(err)
 		}
@@ -344,7 +348,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			r.warn("--cold: no model file is known before the command starts, nothing was evicted (name it with --model)")
 		}
 		for i, mf := range r.models.files() {
-			res, pages, err := experiment.Evict(mf.Path)
+			res, pages, err := pagecache.Evict(mf.Path)
 			if err != nil {
 				return abort(err)
 			}
@@ -355,7 +359,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	} else {
 		for i, mf := range r.models.files() {
-			res, _, err := experiment.Residency(mf.Path)
+			res, _, err := pagecache.Residency(mf.Path)
 			if err != nil {
 				r.warn(fmt.Sprintf("model %s: page-cache residency before the run is unknown: %v", mf.Path, err))
 				continue
@@ -368,12 +372,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if ctx.Err() != nil {
 		return abort(errors.New("interrupted before the command started"))
 	}
-	disk, err := experiment.DiskStats()
+	disk, err := blockdev.DiskStats()
 	if err != nil {
 		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
 	}
 	r.m.DiskBefore = disk
-	r.m.MonoStartNS = experiment.MonotonicNS()
+	r.m.MonoStartNS = proc.MonotonicNS()
 	r.m.Start = time.Now()
 	// From here the drain goroutine adds to the metadata; every later
 	// change goes through r.mu, and the writer keeps meta.json current.
@@ -428,11 +432,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	sigs := stopForward()
 	exit := child.Wait()
-	monoEnd, end := experiment.MonotonicNS(), time.Now()
+	monoEnd, end := proc.MonotonicNS(), time.Now()
 	// Right at the end stamp, as DiskBefore is right before the start
 	// stamp: block completions stamped inside [start, end] are then what
 	// the device's own counters saw in between.
-	diskAfter, diskErr := experiment.DiskStats()
+	diskAfter, diskErr := blockdev.DiskStats()
 	r.residentEnd()
 	// Page-cache runs still pending in the kernel, up to the residency
 	// snapshot just taken, go to the ring before it is read to its end.
@@ -673,7 +677,7 @@ func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpP
 // checks the residency replayed from page-cache events against.
 func (r *recording) residentEnd() {
 	for i, mf := range r.models.files() {
-		ranges, n, err := experiment.ResidentRanges(mf.Path)
+		ranges, n, err := pagecache.ResidentRanges(mf.Path)
 		if err != nil {
 			r.warn(fmt.Sprintf("model %s: page-cache residency at the end is unknown: %v", mf.Path, err))
 			continue
@@ -684,7 +688,7 @@ func (r *recording) residentEnd() {
 
 // finish completes and writes the metadata; derr is the recording error.
 // It also runs when the tracer never opened (r.tr is nil).
-func (r *recording) finish(exit *experiment.Exit, derr error) {
+func (r *recording) finish(exit *launch.Exit, derr error) {
 	if derr != nil && !r.warned(derr.Error()) {
 		r.warn(fmt.Sprintf("recording failed: %v", derr))
 	}
@@ -832,7 +836,7 @@ func (r *recording) act(typ uint16, rec []byte) {
 		r.mapsN++
 		n := r.mapsN
 		r.mu.Unlock()
-		snap, err := experiment.SnapshotMaps(r.o.Dir, n, pid, e.Hdr.Ts)
+		snap, err := proc.SnapshotMaps(r.o.Dir, n, pid, e.Hdr.Ts)
 		if err != nil {
 			r.warn(err.Error())
 			return

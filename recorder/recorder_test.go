@@ -10,14 +10,14 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 // Run re-executes its own binary as the held child; in tests that binary
 // is the test binary, which must then become the command.
 func TestMain(m *testing.M) {
-	experiment.RunShimIfChild()
+	launch.RunShimIfChild()
 	os.Exit(m.Run())
 }
 
