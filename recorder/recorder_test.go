@@ -92,11 +92,3 @@ func TestRunThatCannotAttachLeavesAFinishedRunSayingWhy(t *testing.T) {
 		t.Fatalf("complete %v, finished %v, warnings %q, lost %v", m.Complete, m.Finished, m.Warnings, m.Lost)
 	}
 }
-
-func TestSizeTextUsesTheLargestUnitThatDividesIt(t *testing.T) {
-	for n, want := range map[int64]string{16 << 20: "16MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1000: "1000B", 3 << 30: "3GiB"} {
-		if got := sizeText(n); got != want {
-			t.Errorf("sizeText(%d) = %s, want %s", n, got, want)
-		}
-	}
-}
