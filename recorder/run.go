@@ -26,10 +26,12 @@ import (
 // saying why); an error of the recording itself (a full disk) comes with
 // a Result that says what was captured.
 //
-// The steps, in order: prepare the run directory and its first metadata,
-// open the tracer, find the models, launch the command held (spool, child,
-// memory cgroup, static probes, page cache), trace it from its release to
-// its end, and finish the metadata.
+// The steps, in order: prepare the run directory and its first metadata;
+// open the tracer and add the models; launch the command held and set it
+// up (memory cgroup, probes on its executable, page cache); trace it from
+// its release to its end; finish the metadata. Each resource is released
+// by a defer next to its creation, except the spool and the held child,
+// which abort ends before the command runs and trace after.
 func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
@@ -56,8 +58,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	if err := r.openTracer(); err != nil {
-		r.finish(nil, err)
-		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", err)
+		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}
 	defer r.closeTracer()
 	if err := r.addModels(); err != nil {
