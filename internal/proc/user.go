@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// User is the identity the child runs as.
+// User is an identity a command runs as (internal/launch starts it so).
 type User struct {
 	UID, GID uint32
 	Groups   []uint32 // supplementary groups
