@@ -18,10 +18,12 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -148,7 +150,7 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 		data[i] = byte(i / kernel.PageSize)
 	}
 	path := testenv.DiskFile(t, data)
-	id, err := experiment.StatFile(path)
+	id, err := blockdev.StatFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	pid := cmd.Process.Pid
-	cg, err := experiment.NewMemoryCgroup(experiment.CgroupName(pid), limit)
+	cg, err := cgroup.NewMemory(cgroup.Name(pid), limit)
 	if err != nil {
 		t.Skipf("no memory cgroup: %v", err)
 	}
@@ -228,7 +230,7 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("toucher: %v", err)
 	}
-	_, resident, err := experiment.ResidentRanges(path)
+	_, resident, err := pagecache.ResidentRanges(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
@@ -65,7 +65,7 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := experiment.StatFile(abs)
+	id, err := blockdev.StatFile(abs)
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +87,10 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 			Layer: t.Layer, Role: t.Role, Experts: t.Experts, ExpertStride: t.ExpertSize,
 		})
 	}
-	if mf.Extents, err = experiment.Extents(abs); err != nil {
+	if mf.Extents, err = blockdev.Extents(abs); err != nil {
 		m.warn(fmt.Sprintf("model %s: no extents, block requests cannot be attributed to it: %v", abs, err))
 	}
-	if mf.Block, err = experiment.BlockDeviceOf(id); err != nil {
+	if mf.Block, err = blockdev.Of(id); err != nil {
 		m.warn(fmt.Sprintf("model %s: %v", abs, err))
 	}
 	if m.onNew != nil {

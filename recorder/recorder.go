@@ -11,25 +11,23 @@
 package recorder
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -52,7 +50,7 @@ type Options struct {
 	MemLimit         int64 // bytes of a memory cgroup for the command; 0: none
 	// User runs the command as someone else and hands them the run
 	// directory; nil keeps the recorder's identity.
-	User         *experiment.User
+	User         *proc.User
 	RingBufBytes int
 	Version      string // iocorr's version, for meta.json
 
@@ -74,7 +72,7 @@ type Result struct {
 	Stats Stats
 	// Signals are the terminating signals the recorder received while the
 	// command ran (they were for the command).
-	Signals experiment.Signals
+	Signals launch.Signals
 	// Ran says the command was started; without it the other fields are
 	// zero.
 	Ran bool
@@ -124,8 +122,13 @@ type recording struct {
 	stderr io.Writer
 	tr     *bpf.Tracer
 	models *models
-	child  *experiment.Child
-	stats  liveStats
+	spool  *ingest.SpoolWriter
+	child  *launch.Child
+	// closeOnce closes tr once, early or by Run's defer.
+	closeOnce sync.Once
+	stats     liveStats
+	// counts are the records drained, by type.
+	counts ingest.Counts
 	// reserve is disk space held back for the final metadata, so that a
 	// run that fills the disk still says what it captured.
 	reserve string
@@ -184,323 +187,6 @@ func (r *recording) update(f func(m *rundir.Meta)) {
 	r.mu.Lock()
 	f(&r.m)
 	r.mu.Unlock()
-}
-
-// Run records o.Argv into o.Dir. An error before the command started
-// leaves Result.Ran false (and, once the directory exists, a meta.json
-// saying why); an error of the recording itself (a full disk) comes with
-// a Result that says what was captured.
-func Run(ctx context.Context, o Options) (Result, error) {
-	if err := o.Validate(); err != nil {
-		return Result{}, err
-	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
-	if err := prepareRunDir(o.Dir, o.Force); err != nil {
-		return Result{}, err
-	}
-	// Whatever happens from here, the run directory belongs to the person
-	// who ran sudo (or --user), not to root.
-	defer func() {
-		if err := ChownRun(o.Dir, o.User); err != nil {
-			fmt.Fprintf(o.Stderr, "iocorr: %v\n", err)
-		}
-	}()
-
-	r := &recording{o: &o, stderr: o.Stderr, procs: map[int]bool{}, libs: map[string]rundir.Library{}}
-	probeSet := "graph"
-	if o.ProbeOps {
-		probeSet = "ops"
-	}
-	if o.ProbeSched {
-		probeSet += ",sched"
-	}
-	r.m = rundir.Meta{
-		Version: o.Version, Command: o.Argv, Host: experiment.HostInfo(), ProbeSet: probeSet,
-		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
-		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
-		Start: time.Now(),
-	}
-	r.meta = newMetaWriter(o.Dir, r.snapshot, func(err error) { fmt.Fprintf(r.stderr, "iocorr: %v\n", err) })
-	// The metadata is written first, so that whatever happens later the
-	// directory says what was attempted (Finished stays false until the
-	// end).
-	if err := r.meta.writeNow(); err != nil {
-		return Result{}, err
-	}
-	r.reserve = reserveSpace(o.Dir)
-
-	var err error
-	if o.ProbeOps {
-		// Before the command starts: the calibration's own hits must not
-		// land in the traced command's time.
-		r.opCost, r.opCostErr = bpf.MeasureUprobeCost(2000, 3)
-		r.hitsAt, r.nodeOps, r.opNodes = map[uint32]uint64{}, map[uint64]uint32{}, map[uint64]bool{}
-	}
-	r.tr, err = openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
-	if err != nil {
-		if errors.Is(err, bpf.ErrPrivileges) {
-			err = fmt.Errorf("%w (run as root)", err)
-		} else if hint := tracefsHint(); hint != "" {
-			err = fmt.Errorf("%w (%s)", err, hint)
-		}
-		r.finish(nil, err)
-		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", err)
-	}
-	var closeOnce sync.Once
-	closeTracer := func() {
-		closeOnce.Do(func() {
-			if err := r.tr.Close(); err != nil {
-				fmt.Fprintf(r.stderr, "iocorr: closing the tracer: %v\n", err)
-			}
-		})
-	}
-	defer closeTracer()
-
-	r.models = newModels(r.warn, func(mf *rundir.ModelFile) error {
-		if err := r.tr.AddFile(mf.Dev, mf.Ino); err != nil {
-			return err
-		}
-		if mf.Block.DiskDev != 0 {
-			return r.tr.AddDevice(mf.Block.DiskDev)
-		}
-		return nil
-	})
-	for _, p := range o.Models {
-		if _, err := r.models.add(p); err != nil {
-			r.finish(nil, err)
-			return Result{}, fmt.Errorf("--model: %w", err)
-		}
-	}
-	// Files on the command line are a guess: one that is not a usable
-	// model is not a reason to stop.
-	for _, p := range candidatesInArgs(o.Argv) {
-		if _, err := r.models.add(p); err != nil {
-			r.warn(err.Error())
-		}
-	}
-	if o.DropCaches {
-		if err := experiment.DropCaches(); err != nil {
-			r.finish(nil, err)
-			return Result{}, err
-		}
-	}
-
-	sp, err := ingest.CreateSpool(filepath.Join(o.Dir, rundir.SpoolFile))
-	if err != nil {
-		r.finish(nil, err)
-		return Result{}, err
-	}
-
-	child, err := experiment.StartHeld(o.Argv, o.User, o.Stdout, o.Stderr, r.tr)
-	if err != nil {
-		sp.Close()
-		r.finish(nil, err)
-		return Result{}, err
-	}
-	r.child = child
-	r.procs[child.PID()] = true
-	r.m.Child.PID = child.PID()
-	if o.User != nil {
-		r.m.Child.UID, r.m.Child.GID = int(o.User.UID), int(o.User.GID)
-	}
-	abort := func(err error) (Result, error) {
-		child.Abort()
-		sp.Close()
-		r.finish(nil, err)
-		return Result{}, err
-	}
-	var cg *experiment.Cgroup
-	if o.MemLimit > 0 {
-		cg, err = experiment.NewMemoryCgroup(experiment.CgroupName(child.PID()), o.MemLimit)
-		if err != nil {
-			return abort(err)
-		}
-		// Deferred, so that every way out (an error, Ctrl-C) removes it.
-		defer func() {
-			if err := cg.Remove(); err != nil {
-				fmt.Fprintf(r.stderr, "iocorr: %v\n", err)
-			}
-		}()
-		r.m.Controls.Cgroup, r.m.Controls.CgroupVer = cg.Path, cg.Version
-		if err := cg.Add(child.PID()); err != nil {
-			return abort(err)
-		}
-	}
-	// The executable itself is mapped by execve, not by mmap, so the
-	// kernel cannot stop the child for it: probe it (and --lib files) now.
-	if exe, err := lookPath(o.Argv[0]); err == nil {
-		r.attach(exe)
-	}
-	for _, l := range o.Libs {
-		r.attach(l)
-	}
-	if o.Cold {
-		if len(r.models.files()) == 0 {
-			r.warn("--cold: no model file is known before the command starts, nothing was evicted (name it with --model)")
-		}
-		for i, mf := range r.models.files() {
-			res, pages, err := experiment.Evict(mf.Path)
-			if err != nil {
-				return abort(err)
-			}
-			r.models.setResident(i, res)
-			if res > 0 {
-				r.warn(fmt.Sprintf("--cold: %d of %d pages of %s stayed in the page cache", res, pages, mf.Path))
-			}
-		}
-	} else {
-		for i, mf := range r.models.files() {
-			res, _, err := experiment.Residency(mf.Path)
-			if err != nil {
-				r.warn(fmt.Sprintf("model %s: page-cache residency before the run is unknown: %v", mf.Path, err))
-				continue
-			}
-			r.models.setResident(i, res)
-		}
-	}
-	// Ctrl-C during the set-up (eviction of a large model takes a while)
-	// means the command should not start at all.
-	if ctx.Err() != nil {
-		return abort(errors.New("interrupted before the command started"))
-	}
-	disk, err := experiment.DiskStats()
-	if err != nil {
-		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
-	}
-	r.m.DiskBefore = disk
-	r.m.MonoStartNS = experiment.MonotonicNS()
-	r.m.Start = time.Now()
-	// From here the drain goroutine adds to the metadata; every later
-	// change goes through r.mu, and the writer keeps meta.json current.
-	r.meta.start()
-	r.meta.changed()
-
-	drainCtx, stopDrain := context.WithCancel(context.Background())
-	var counts ingest.Counts
-	drainErr := make(chan error, 1)
-	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), sp, &counts, r.act) }()
-
-	stopProgress := r.stats.report(o.Progress, &counts, r.m.Start)
-	stopForward := child.ForwardSignals()
-	if err := child.Release(); err != nil {
-		stopForward()
-		stopProgress()
-		stopDrain()
-		<-drainErr
-		r.meta.stop()
-		return abort(err)
-	}
-
-	// The drain ends early only on a spool error (a full disk). The ring
-	// must still be read then: the kernel stops a process that maps a new
-	// executable and waits for user space to let it go.
-	var derr error
-	drained := false
-	select {
-	case <-child.Done():
-	case derr = <-drainErr:
-		drained = true
-		r.warn(fmt.Sprintf("recording stopped early, the command ran on unrecorded: %v", derr))
-		dctx, stopDiscard := context.WithCancel(context.Background())
-		type discard struct {
-			n   uint64
-			err error
-		}
-		discarded := make(chan discard, 1)
-		go func() {
-			n, err := ingest.Discard(dctx, r.tr.RingBuf(), r.act)
-			discarded <- discard{n, err}
-		}()
-		<-child.Done()
-		stopDiscard()
-		d := <-discarded
-		if d.n > 0 {
-			r.warn(fmt.Sprintf("%d events that arrived after the spool failed are not in the record", d.n))
-		}
-		if d.err != nil {
-			r.warn(fmt.Sprintf("the ring buffer could not be read to its end after the spool failed: %v", d.err))
-		}
-	}
-	sigs := stopForward()
-	exit := child.Wait()
-	monoEnd, end := experiment.MonotonicNS(), time.Now()
-	// Right at the end stamp, as DiskBefore is right before the start
-	// stamp: block completions stamped inside [start, end] are then what
-	// the device's own counters saw in between.
-	diskAfter, diskErr := experiment.DiskStats()
-	r.residentEnd()
-	// Page-cache runs still pending in the kernel, up to the residency
-	// snapshot just taken, go to the ring before it is read to its end.
-	if err := r.tr.FlushPageRuns(); err != nil {
-		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
-	}
-	stopDrain()
-	if !drained {
-		derr = <-drainErr
-	}
-	stopProgress()
-	r.meta.stop()
-	if cerr := sp.Close(); derr == nil {
-		derr = cerr
-	}
-
-	r.m.MonoEndNS, r.m.End = monoEnd, end
-	r.m.Child.ExitCode, r.m.Child.Signal = exit.Code, exit.Signal
-	ru := exit.Rusage
-	r.m.Child.MajFlt, r.m.Child.MinFlt = ru.Majflt, ru.Minflt
-	r.m.Child.InBlock, r.m.Child.OutBlock, r.m.Child.MaxRSSKiB = ru.Inblock, ru.Oublock, ru.Maxrss
-	r.m.Child.UserNS, r.m.Child.SystemNS = syscall.TimevalToNsec(ru.Utime), syscall.TimevalToNsec(ru.Stime)
-	if r.m.DiskAfter, err = diskAfter, diskErr; err != nil {
-		r.warn(fmt.Sprintf("disk counters after the run are unknown: %v", err))
-	}
-	if cg != nil {
-		r.m.Controls.CgroupCounters = cg.Counters()
-	}
-	r.m.Counts = counts.Map()
-	if r.dec.Short+r.dec.Unknown > 0 {
-		r.warn(fmt.Sprintf("%d records too short for their type and %d of unknown type were not looked at while recording", r.dec.Short, r.dec.Unknown))
-	}
-	if sigs.Received > 0 {
-		r.warn(fmt.Sprintf("the command was interrupted (%d signal(s) received, %d forwarded; the terminal delivered the rest itself)", sigs.Received, sigs.Forwarded))
-	}
-	if exit.Signal != "" {
-		hint := ""
-		if exit.Signal == "SIGKILL" && cg != nil {
-			hint = fmt.Sprintf(" (the %s memory limit may be too small for the command itself: see cgroup_counters)", sizeText(o.MemLimit))
-		}
-		r.warn(fmt.Sprintf("the command was killed by %s%s", exit.Signal, hint))
-	}
-	r.finish(&exit, derr)
-	// Nothing reads the ring from here on: detach before anything slow,
-	// so that a process the command left behind is neither stopped for
-	// uprobes nor slowed by probes.
-	closeTracer()
-	if r.continueStopped() > 0 {
-		r.finishMeta()
-	}
-	res := Result{Meta: r.m, Stats: r.stats.snapshot(counts.Total()), Signals: sigs, Ran: true}
-	if derr != nil {
-		return res, fmt.Errorf("%w (the run directory holds what was captured)", derr)
-	}
-	return res, nil
-}
-
-// sizeText shows a byte count in the largest binary unit that divides it.
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		s     string
-		shift uint
-	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
-		if n>>u.shift > 0 && n&(1<<u.shift-1) == 0 {
-			return fmt.Sprintf("%d%s", n>>u.shift, u.s)
-		}
-	}
-	return fmt.Sprintf("%dB", n)
 }
 
 // tracefsHint explains a tracepoint that could not attach when tracefs is
@@ -673,7 +359,7 @@ func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpP
 // checks the residency replayed from page-cache events against.
 func (r *recording) residentEnd() {
 	for i, mf := range r.models.files() {
-		ranges, n, err := experiment.ResidentRanges(mf.Path)
+		ranges, n, err := pagecache.ResidentRanges(mf.Path)
 		if err != nil {
 			r.warn(fmt.Sprintf("model %s: page-cache residency at the end is unknown: %v", mf.Path, err))
 			continue
@@ -684,7 +370,7 @@ func (r *recording) residentEnd() {
 
 // finish completes and writes the metadata; derr is the recording error.
 // It also runs when the tracer never opened (r.tr is nil).
-func (r *recording) finish(exit *experiment.Exit, derr error) {
+func (r *recording) finish(exit *launch.Exit, derr error) {
 	if derr != nil && !r.warned(derr.Error()) {
 		r.warn(fmt.Sprintf("recording failed: %v", derr))
 	}
@@ -805,115 +491,139 @@ func (r *recording) act(typ uint16, rec []byte) {
 	r.stats.observe(d, r.models)
 	switch {
 	case d.Mmap() != nil:
-		e := d.Mmap()
-		pid := int(e.Hdr.Tgid)
-		path := mappedPath(pid, e.Start, e.End)
-		if e.Stopped == 1 {
-			// The kernel stopped the process before it could run code
-			// of this file: probe it, then let it go — always.
-			if path != "" {
-				r.attach(path)
-			}
-			r.cont(pid, "for a uprobe attach")
-			return
-		}
-		isModel, isNew := r.models.mapped(e.Dev, e.Ino, path)
-		if !isModel {
-			return
-		}
-		if isNew {
-			// Reading the file in (MAP_POPULATE, the header read) came
-			// before this mmap returned, and the kernel kept page-cache
-			// events only of files it knew.
-			r.warn(fmt.Sprintf("model %s became known only when it was mapped: its page-cache events before that are not in the record (name it with --model)", path))
-			r.meta.changed()
-		}
-		r.mu.Lock()
-		r.mapsN++
-		n := r.mapsN
-		r.mu.Unlock()
-		snap, err := experiment.SnapshotMaps(r.o.Dir, n, pid, e.Hdr.Ts)
-		if err != nil {
-			r.warn(err.Error())
-			return
-		}
-		r.update(func(m *rundir.Meta) { m.Maps = append(m.Maps, snap) })
-		r.meta.changed()
+		r.onMmap(d.Mmap())
 	case d.Task() != nil:
-		e := d.Task()
-		r.mu.Lock()
-		switch e.Kind {
-		case uint32(bpf.IocorrTaskKindTASKEV_FORK):
-			r.procs[int(e.Child)] = true
-		case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
-			delete(r.procs, int(e.Hdr.Tgid))
-		}
-		r.mu.Unlock()
+		r.onTask(d.Task())
 	case d.Graph() != nil:
-		e := d.Graph()
-		if !r.o.ProbeOps {
-			return
-		}
-		// The first graph of a file: its op probes go on now, while the
-		// kernel holds the process stopped (if it could) before the graph runs.
-		attached, err := r.tr.AttachPendingOps(e.File)
-		if err != nil {
-			r.warn(err.Error())
-		}
-		if e.Stopped == 1 {
-			r.cont(int(e.Hdr.Tgid), "for the op-probe attach")
-		} else if attached {
-			r.warn("the process could not be stopped for the op-probe attach: ops of its first graph may be missing")
-		}
-		if attached {
-			r.meta.changed()
-		}
+		r.onGraph(d.Graph())
 	case d.Decode() != nil:
-		e := d.Decode()
-		if !r.o.ProbeOps {
-			return
-		}
-		r.mu.Lock()
-		if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
-			r.hitsAt[e.Hdr.Tid] = e.OpHits
-		} else if at, ok := r.hitsAt[e.Hdr.Tid]; ok && e.BeginTs != 0 && e.Hdr.Ts >= e.BeginTs {
-			delete(r.hitsAt, e.Hdr.Tid)
-			r.tokenHits = append(r.tokenHits, e.OpHits-at)
-			r.tokenNS = append(r.tokenNS, e.Hdr.Ts-e.BeginTs)
-		}
-		r.mu.Unlock()
+		r.onDecode(d.Decode())
 	case d.Op() != nil:
 		r.mu.Lock()
 		r.opNodes[d.Op().Node] = true
 		r.mu.Unlock()
 	case d.Node() != nil:
-		if r.o.ProbeOps {
-			r.mu.Lock()
-			r.nodeOps[d.Node().Node] = d.Node().Op
-			r.mu.Unlock()
+		r.onNode(d.Node())
+	}
+}
+
+// onMmap probes a file the kernel stopped the process for, and snapshots
+// the maps of a process that mapped a model.
+func (r *recording) onMmap(e *bpf.IocorrMmapEvent) {
+	pid := int(e.Hdr.Tgid)
+	path := mappedPath(pid, e.Start, e.End)
+	if e.Stopped == 1 {
+		// The kernel stopped the process before it could run code
+		// of this file: probe it, then let it go — always.
+		if path != "" {
+			r.attach(path)
 		}
-		if r.layoutErr != nil {
-			return
-		}
-		names, _ := r.tr.OpNames()
-		err := bpf.ValidateNode(d.Node(), len(names), r.layoutCheck.weight(r.models))
-		r.layoutCheck.nodes++
-		if err == nil {
-			if !r.layoutOK {
-				r.mu.Lock()
-				r.layoutOK = true
-				r.mu.Unlock()
-				r.meta.changed()
-			}
-			return
-		}
-		r.mu.Lock()
-		r.layoutErr, r.layoutOK = err, false
-		r.mu.Unlock()
-		if derr := r.tr.DisableLayoutProbes(); derr != nil {
-			r.warn(fmt.Sprintf("detaching the probes that read ggml structs: %v", derr))
-		}
-		r.warn(layoutFailed(r.tr.Layout(), err))
+		r.cont(pid, "for a uprobe attach")
+		return
+	}
+	isModel, isNew := r.models.mapped(e.Dev, e.Ino, path)
+	if !isModel {
+		return
+	}
+	if isNew {
+		// Reading the file in (MAP_POPULATE, the header read) came
+		// before this mmap returned, and the kernel kept page-cache
+		// events only of files it knew.
+		r.warn(fmt.Sprintf("model %s became known only when it was mapped: its page-cache events before that are not in the record (name it with --model)", path))
 		r.meta.changed()
 	}
+	r.mu.Lock()
+	r.mapsN++
+	n := r.mapsN
+	r.mu.Unlock()
+	snap, err := proc.SnapshotMaps(r.o.Dir, n, pid, e.Hdr.Ts)
+	if err != nil {
+		r.warn(err.Error())
+		return
+	}
+	r.update(func(m *rundir.Meta) { m.Maps = append(m.Maps, snap) })
+	r.meta.changed()
+}
+
+// onTask keeps the set of traced processes alive.
+func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
+	r.mu.Lock()
+	switch e.Kind {
+	case uint32(bpf.IocorrTaskKindTASKEV_FORK):
+		r.procs[int(e.Child)] = true
+	case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
+		delete(r.procs, int(e.Hdr.Tgid))
+	}
+	r.mu.Unlock()
+}
+
+// onGraph puts the op probes on (--probe ops) at a file's first graph.
+func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
+	if !r.o.ProbeOps {
+		return
+	}
+	// The first graph of a file: its op probes go on now, while the
+	// kernel holds the process stopped (if it could) before the graph runs.
+	attached, err := r.tr.AttachPendingOps(e.File)
+	if err != nil {
+		r.warn(err.Error())
+	}
+	if e.Stopped == 1 {
+		r.cont(int(e.Hdr.Tgid), "for the op-probe attach")
+	} else if attached {
+		r.warn("the process could not be stopped for the op-probe attach: ops of its first graph may be missing")
+	}
+	if attached {
+		r.meta.changed()
+	}
+}
+
+// onDecode counts, with --probe ops, each decode call's op-probe hits and
+// wall time.
+func (r *recording) onDecode(e *bpf.IocorrDecodeEvent) {
+	if !r.o.ProbeOps {
+		return
+	}
+	r.mu.Lock()
+	if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+		r.hitsAt[e.Hdr.Tid] = e.OpHits
+	} else if at, ok := r.hitsAt[e.Hdr.Tid]; ok && e.BeginTs != 0 && e.Hdr.Ts >= e.BeginTs {
+		delete(r.hitsAt, e.Hdr.Tid)
+		r.tokenHits = append(r.tokenHits, e.OpHits-at)
+		r.tokenNS = append(r.tokenNS, e.Hdr.Ts-e.BeginTs)
+	}
+	r.mu.Unlock()
+}
+
+// onNode validates the layout the probes read ggml's structs with against
+// each graph node; at the first node that fails, those probes come off.
+func (r *recording) onNode(e *bpf.IocorrNodeEvent) {
+	if r.o.ProbeOps {
+		r.mu.Lock()
+		r.nodeOps[e.Node] = e.Op
+		r.mu.Unlock()
+	}
+	if r.layoutErr != nil {
+		return
+	}
+	names, _ := r.tr.OpNames()
+	err := bpf.ValidateNode(e, len(names), r.layoutCheck.weight(r.models))
+	r.layoutCheck.nodes++
+	if err == nil {
+		if !r.layoutOK {
+			r.mu.Lock()
+			r.layoutOK = true
+			r.mu.Unlock()
+			r.meta.changed()
+		}
+		return
+	}
+	r.mu.Lock()
+	r.layoutErr, r.layoutOK = err, false
+	r.mu.Unlock()
+	if derr := r.tr.DisableLayoutProbes(); derr != nil {
+		r.warn(fmt.Sprintf("detaching the probes that read ggml structs: %v", derr))
+	}
+	r.warn(layoutFailed(r.tr.Layout(), err))
+	r.meta.changed()
 }

@@ -10,14 +10,14 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 // Run re-executes its own binary as the held child; in tests that binary
 // is the test binary, which must then become the command.
 func TestMain(m *testing.M) {
-	experiment.RunShimIfChild()
+	launch.RunShimIfChild()
 	os.Exit(m.Run())
 }
 
@@ -90,13 +90,5 @@ func TestRunThatCannotAttachLeavesAFinishedRunSayingWhy(t *testing.T) {
 	}
 	if m.Complete || !m.Finished || !strings.Contains(strings.Join(m.Warnings, "\n"), "mm_filemap_fault") || m.Lost == nil {
 		t.Fatalf("complete %v, finished %v, warnings %q, lost %v", m.Complete, m.Finished, m.Warnings, m.Lost)
-	}
-}
-
-func TestSizeTextUsesTheLargestUnitThatDividesIt(t *testing.T) {
-	for n, want := range map[int64]string{16 << 20: "16MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1000: "1000B", 3 << 30: "3GiB"} {
-		if got := sizeText(n); got != want {
-			t.Errorf("sizeText(%d) = %s, want %s", n, got, want)
-		}
 	}
 }

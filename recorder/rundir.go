@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/internal/elfinfo"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -39,7 +39,7 @@ func prepareRunDir(dir string, force bool) error {
 // ChownRun hands everything in a run directory to u (nil: nobody to hand
 // it to). Run does it at its end; a caller that adds files later (the
 // query store) calls it again.
-func ChownRun(dir string, u *experiment.User) error {
+func ChownRun(dir string, u *proc.User) error {
 	if u == nil {
 		return nil
 	}

@@ -10,15 +10,15 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/experiment"
-	"github.com/iocorr/iocorr/internal/bench"
+	"github.com/iocorr/iocorr/bench"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/llmtest"
 )
 
 func main() {
 	// The untraced runs are launched held, as iocorr record launches its
 	// command: this binary re-executes itself as the launcher.
-	experiment.RunShimIfChild()
+	launch.RunShimIfChild()
 	var cfg bench.Config
 	var memMiB int64
 	var out string

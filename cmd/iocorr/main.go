@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/launch"
 )
 
 // version is overridden at link time by the Makefile (-X main.version=...).
@@ -55,7 +55,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 func main() {
 	// In the held child of `record` this becomes the traced command.
-	experiment.RunShimIfChild()
+	launch.RunShimIfChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

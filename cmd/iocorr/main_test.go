@@ -4,14 +4,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // record re-executes its own binary as the held child; in tests that
 // binary is the test binary, which must then become the command.
 func TestMain(m *testing.M) {
-	experiment.RunShimIfChild()
+	launch.RunShimIfChild()
 	os.Exit(m.Run())
 }
 

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -101,9 +101,9 @@ func (o *recordOpts) recorderOptions(argv []string) (recorder.Options, error) {
 		if os.Geteuid() != 0 {
 			return ro, usagef("record: --user needs root")
 		}
-		ro.User, err = experiment.LookupUser(o.user)
+		ro.User, err = proc.LookupUser(o.user)
 	} else {
-		ro.User, err = experiment.SudoUser()
+		ro.User, err = proc.SudoUser()
 	}
 	if err != nil {
 		return ro, fmt.Errorf("record: %w", err)

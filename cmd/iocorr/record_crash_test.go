@@ -17,10 +17,10 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -70,7 +70,7 @@ func processGone(pid int, within time.Duration) bool {
 
 // oomKills reads how many processes of a memory cgroup the OOM killer
 // killed (v1 memory.oom_control, v2 memory.events).
-func oomKills(t *testing.T, cg *experiment.Cgroup) uint64 {
+func oomKills(t *testing.T, cg *cgroup.Cgroup) uint64 {
 	t.Helper()
 	file := "memory.oom_control"
 	if cg.Version == 2 {
@@ -126,13 +126,13 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			rec.Env = append(os.Environ(), helperEnv+"=record")
 			out := &lockedWriter{w: &bytes.Buffer{}}
 			rec.Stdout, rec.Stderr = out, out
-			var own *experiment.Cgroup
+			var own *cgroup.Cgroup
 			if how == "OOM" {
 				// The recorder grows steadily: a limit set just above its
 				// usage is soon too small.
 				rec.Env = append(rec.Env, growEnv+"=1")
 				var err error
-				if own, err = experiment.NewMemoryCgroup(fmt.Sprintf("iocorr-test-recorder-%d", os.Getpid()), 1<<30); err != nil {
+				if own, err = cgroup.NewMemory(fmt.Sprintf("iocorr-test-recorder-%d", os.Getpid()), 1<<30); err != nil {
 					t.Fatal(err)
 				}
 				defer own.Remove()
@@ -171,7 +171,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			if cg := m.Controls.Cgroup; cg != "" {
 				// The recorder died before it could remove the command's
 				// cgroup.
-				defer (&experiment.Cgroup{Path: cg}).Remove()
+				defer (&cgroup.Cgroup{Path: cg}).Remove()
 			}
 			switch how {
 			case "SIGKILL":

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
@@ -218,7 +218,7 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 	// fork on (its libraries' pages are evicted too under the limit, and
 	// rusage survives execve, so the launcher's exec of iocorr and its Go
 	// runtime count too). The tracer follows the child from the fork
-	// itself (experiment.StartHeld arms it with the forking thread), so
+	// itself (launch.StartHeld arms it with the forking thread), so
 	// the recorded faults are the same set, each seen by the same
 	// accounting (mm_account_fault raises majflt and the perf event
 	// together): the totals agree exactly. The model's share is what the
@@ -229,7 +229,7 @@ func TestRecordUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) 
 	if majorModel == 0 || majorModel > major {
 		t.Errorf("%d major faults in the model of %d", majorModel, major)
 	}
-	disk := experiment.DiskName(mf.Block)
+	disk := blockdev.DiskName(mf.Block)
 	var before, after uint64
 	for _, d := range m.DiskBefore {
 		if d.Name == disk {

@@ -19,11 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -276,7 +276,7 @@ func TestRecordCtrlCAtTheTerminal(t *testing.T) {
 	// Ctrl-C reached the command from the terminal, and iocorr did not
 	// send it a second one (llama-cli quits on a second SIGINT). This is
 	// not a race: a command the terminal's signal already killed is known
-	// to have been in iocorr's foreground group (experiment.ForwardSignals).
+	// to have been in iocorr's foreground group (launch.ForwardSignals).
 	w := strings.Join(m.Warnings, "\n")
 	if m.Complete || m.Child.Signal != "SIGINT" || !strings.Contains(w, "killed by SIGINT") || !strings.Contains(w, "1 signal(s) received, 0 forwarded") {
 		t.Fatalf("child %+v, complete %v, warnings %q", m.Child, m.Complete, m.Warnings)
@@ -339,7 +339,7 @@ func spoolEventsLoose(t *testing.T, dir string, fn func(typ uint16, rec []byte))
 
 func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 	requireBPF(t)
-	u, err := experiment.LookupUser("nobody")
+	u, err := proc.LookupUser("nobody")
 	if err != nil {
 		t.Fatal(err)
 	}

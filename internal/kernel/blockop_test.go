@@ -10,9 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/proc"
 )
 
 func TestBlockOpOfReadsTheLowBitsOfCmdFlags(t *testing.T) {
@@ -60,11 +61,11 @@ func TestBlockOpOfRealRequests(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id, err := experiment.StatFile(path)
+	id, err := blockdev.StatFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blk, err := experiment.BlockDeviceOf(id)
+	blk, err := blockdev.Of(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestBlockOpOfRealRequests(t *testing.T) {
 	for i := range buf {
 		buf[i] = byte(i)
 	}
-	t0 := experiment.MonotonicNS()
+	t0 := proc.MonotonicNS()
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -113,17 +114,17 @@ func TestBlockOpOfRealRequests(t *testing.T) {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	t1 := experiment.MonotonicNS()
+	t1 := proc.MonotonicNS()
 	if _, err := f.ReadAt(buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	t2 := experiment.MonotonicNS()
+	t2 := proc.MonotonicNS()
 	time.Sleep(200 * time.Millisecond) // completions still in the ring
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	extents, err := experiment.Extents(path)
+	extents, err := blockdev.Extents(path)
 	if err != nil {
 		t.Fatal(err)
 	}

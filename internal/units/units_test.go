@@ -47,6 +47,14 @@ func TestExactSizeReadsBackThroughParseSize(t *testing.T) {
 	}
 }
 
+func TestExactSizeUsesTheLargestUnitThatDividesIt(t *testing.T) {
+	for n, want := range map[int64]string{16 << 20: "16MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1000: "1000B", 3 << 30: "3GiB"} {
+		if got := units.ExactSize(n); got != want {
+			t.Errorf("ExactSize(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
 func TestBytesAndDurationPickTheUnitBelow1024Or1000(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{units.Bytes(0), "0 B"},

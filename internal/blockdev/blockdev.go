@@ -1,4 +1,7 @@
-package experiment
+// Package blockdev says where a file's bytes are on the disk: its device
+// and inode in the kernel's encoding, its FIEMAP extents, the block device
+// (partition and whole disk) that holds it, and /proc/diskstats.
+package blockdev
 
 import (
 	"bufio"
@@ -99,10 +102,10 @@ func Extents(path string) ([]rundir.Extent, error) {
 	return out, nil
 }
 
-// BlockDeviceOf describes the block device holding a file: the partition
+// Of describes the block device holding a file: the partition
 // (or whole disk), the whole disk's dev that block events carry, and the
 // partition's start so that a request's sector maps into the partition.
-func BlockDeviceOf(id FileID) (rundir.BlockDevice, error) {
+func Of(id FileID) (rundir.BlockDevice, error) {
 	sys := fmt.Sprintf("/sys/dev/block/%d:%d", id.Major, id.Minor)
 	real, err := filepath.EvalSymlinks(sys)
 	if err != nil {

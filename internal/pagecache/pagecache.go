@@ -1,4 +1,7 @@
-package experiment
+// Package pagecache reads and empties the page cache of one file:
+// residency through mincore, eviction after an fsync (dirty pages do not
+// drop).
+package pagecache
 
 import (
 	"fmt"

@@ -4,15 +4,15 @@ import (
 	"os"
 	"testing"
 
-	"github.com/iocorr/iocorr/experiment"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // The untraced runs are launched held: the test binary is their shim.
 func TestMain(m *testing.M) {
-	experiment.RunShimIfChild()
+	launch.RunShimIfChild()
 	os.Exit(m.Run())
 }
 

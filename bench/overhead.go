@@ -15,7 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -40,13 +43,13 @@ func Model(cfg Config) (string, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return "", err
 	}
-	tmp := path + ".tmp"
-	out, err := exec.Command(cfg.Iocorr, "synth", "-o", tmp, "--layers", "8", "--embd", "768", "--ff", "1024",
+	// synth writes aside and renames: a killed run leaves no partial model.
+	out, err := exec.Command(cfg.Iocorr, "synth", "-o", path, "--layers", "8", "--embd", "768", "--ff", "1024",
 		"--heads", "12", "--experts", "8", "--experts-used", "2", "--type", "bf16").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("iocorr synth: %w: %s", err, bytes.TrimSpace(out))
 	}
-	return path, os.Rename(tmp, path)
+	return path, nil
 }
 
 // sample is one run of llama-bench, however it was run.
@@ -80,24 +83,24 @@ func cpuSeconds(ru *syscall.Rusage) float64 {
 }
 
 // untraced runs llama-bench the way iocorr record launches it: held by
-// experiment.StartHeld, in a memory cgroup of the same limit when cold,
+// launch.StartHeld, in a memory cgroup of the same limit when cold,
 // after the same eviction. The caller's main must call
-// experiment.RunShimIfChild first.
+// launch.RunShimIfChild first.
 func untraced(cfg Config, model string, cold bool) (sample, error) {
 	var s sample
-	var cg *experiment.Cgroup
+	var cg *cgroup.Cgroup
 	if cold {
 		var err error
-		if cg, err = experiment.NewMemoryCgroup(experiment.CgroupName(os.Getpid()), cfg.MemLimit); err != nil {
+		if cg, err = cgroup.NewMemory(cgroup.Name(os.Getpid()), cfg.MemLimit); err != nil {
 			return s, err
 		}
 		defer cg.Remove()
-		if _, _, err := experiment.Evict(model); err != nil {
+		if _, _, err := pagecache.Evict(model); err != nil {
 			return s, err
 		}
 	}
 	var out, errb bytes.Buffer
-	child, err := experiment.StartHeld(cfg.benchArgv(model), nil, &out, &errb, nil)
+	child, err := launch.StartHeld(cfg.benchArgv(model), nil, &out, &errb, nil)
 	if err != nil {
 		return s, err
 	}
@@ -318,7 +321,7 @@ func diskRead(m *rundir.Meta) (uint64, bool) {
 	if len(m.Models) == 0 {
 		return 0, false
 	}
-	disk := experiment.DiskName(m.Models[0].Block)
+	disk := blockdev.DiskName(m.Models[0].Block)
 	var before, after uint64
 	var okB, okA bool
 	for _, d := range m.DiskBefore {

@@ -1,4 +1,4 @@
-package experiment
+package pagecache
 
 import (
 	"os"
@@ -27,8 +27,8 @@ func TestEvictEmptiesTheCacheOfOneFile(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := diskFile(t, 8<<20)
-			other := diskFile(t, 1<<20)
+			p := testenv.DiskFile(t, make([]byte, 8<<20))
+			other := testenv.DiskFile(t, make([]byte, 1<<20))
 			tc.prepare(t, p)
 			res, pages, err := Residency(p)
 			if err != nil {
@@ -60,7 +60,7 @@ var sink byte
 
 func TestEvictReportsPagesAMappingKeepsResident(t *testing.T) {
 	testenv.RequireRoot(t)
-	p := diskFile(t, 1<<20)
+	p := testenv.DiskFile(t, make([]byte, 1<<20))
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)

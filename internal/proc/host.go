@@ -1,4 +1,7 @@
-package experiment
+// Package proc reads facts about this machine and its processes for the
+// run's metadata: the host, the monotonic clock of BPF timestamps, users
+// and their groups, and snapshots of a process's memory mappings.
+package proc
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package experiment
+package launch
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
@@ -92,8 +94,8 @@ func TestExitStatusIsTheChildsAsAShellReportsIt(t *testing.T) {
 
 func TestChildRusageCountsItsFaultsAndIO(t *testing.T) {
 	testenv.RequireRoot(t)
-	p := diskFile(t, 16<<20)
-	if _, _, err := Evict(p); err != nil {
+	p := testenv.DiskFile(t, make([]byte, 16<<20))
+	if _, _, err := pagecache.Evict(p); err != nil {
 		t.Fatal(err)
 	}
 	c, err := StartHeld([]string{"dd", "if=" + p, "of=/dev/null", "bs=1M", "iflag=direct"}, nil, io.Discard, io.Discard, nil)
@@ -117,7 +119,7 @@ func TestStartHeldRejectsAMissingCommand(t *testing.T) {
 
 func TestChildRunsAsTheGivenUserWithTheirGroupsAndHome(t *testing.T) {
 	testenv.RequireRoot(t)
-	u, err := LookupUser("nobody")
+	u, err := proc.LookupUser("nobody")
 	if err != nil {
 		t.Fatalf("no user nobody on this machine: %v", err)
 	}
@@ -153,32 +155,6 @@ func TestChildRunsAsTheGivenUserWithTheirGroupsAndHome(t *testing.T) {
 	}
 }
 
-func TestSudoUserIsTheInvokingUser(t *testing.T) {
-	testenv.RequireRoot(t)
-	tests := []struct {
-		name, uid, gid string
-		want           *User
-	}{
-		{"not under sudo", "", "", nil},
-		{"root ran sudo", "0", "0", nil},
-		{"a user ran sudo", "65534", "65534", &User{UID: 65534, GID: 65534, Name: "nobody", Home: "/nonexistent"}},
-		{"a uid without a passwd entry", "54321", "54321", &User{UID: 54321, GID: 54321}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("SUDO_UID", tc.uid)
-			t.Setenv("SUDO_GID", tc.gid)
-			u, err := SudoUser()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (u == nil) != (tc.want == nil) || u != nil && (u.UID != tc.want.UID || u.GID != tc.want.GID || u.Name != tc.want.Name || u.Home != tc.want.Home) {
-				t.Fatalf("SudoUser() = %+v, want %+v", u, tc.want)
-			}
-		})
-	}
-}
-
 const ttyHelperEnv = "IOCORR_TEST_TTY_HELPER"
 
 // ttyHelper runs `sleep 30` held and released as record does, forwarding
@@ -202,10 +178,10 @@ func ttyHelper() int {
 // orphanHelper starts `sleep 30` (as nobody when IOCORR_TEST_USER is
 // set), prints its pid and waits to be killed.
 func orphanHelper() int {
-	var u *User
+	var u *proc.User
 	if os.Getenv("IOCORR_TEST_USER") != "" {
 		var err error
-		if u, err = LookupUser(os.Getenv("IOCORR_TEST_USER")); err != nil {
+		if u, err = proc.LookupUser(os.Getenv("IOCORR_TEST_USER")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -356,7 +332,7 @@ func TestChildTracedFromTheForkRecordsEveryMajorFaultItsRusageCounts(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Evict(self); err != nil {
+	if _, _, err := pagecache.Evict(self); err != nil {
 		t.Fatal(err)
 	}
 	c, err := StartHeld([]string{"true"}, nil, io.Discard, os.Stderr, tr)

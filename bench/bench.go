@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -180,7 +180,7 @@ func (r *Report) WriteJSON(path string) error {
 // its figures NA with the error, so that one broken part does not hide
 // the others.
 func Run(cfg Config) *Report {
-	r := &Report{Start: time.Now(), Host: experiment.HostInfo(), Config: cfg}
+	r := &Report{Start: time.Now(), Host: proc.HostInfo(), Config: cfg}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}

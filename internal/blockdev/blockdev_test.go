@@ -1,4 +1,4 @@
-package experiment
+package blockdev
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
@@ -20,7 +21,7 @@ func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {
 	testenv.RequireRoot(t)
 	const size = 3<<20 + 123
 	p := diskFile(t, size)
-	if _, _, err := Evict(p); err != nil { // forces allocation (delalloc)
+	if _, _, err := pagecache.Evict(p); err != nil { // forces allocation (delalloc)
 		t.Fatal(err)
 	}
 	exts, err := Extents(p)
@@ -44,7 +45,7 @@ func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bd, err := BlockDeviceOf(id)
+	bd, err := Of(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestDiskStatsListsTheDeviceOfAFile(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := diskFile(t, 4096)
 	id, _ := StatFile(p)
-	bd, err := BlockDeviceOf(id)
+	bd, err := Of(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,4 +160,14 @@ func TestDiskStatsListsTheDeviceOfAFile(t *testing.T) {
 	if err != nil || len(st) != 1 || st[0].Reads == 0 {
 		t.Fatalf("diskstats of %s: %v %v", DiskName(bd), st, err)
 	}
+}
+
+// diskFile writes a file of size bytes on the real disk, left dirty.
+func diskFile(t *testing.T, size int) string {
+	t.Helper()
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(i*7 + i>>12)
+	}
+	return testenv.DiskFile(t, b)
 }

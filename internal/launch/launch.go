@@ -1,9 +1,8 @@
-// Package experiment holds the controls of an I/O experiment and the facts
-// about the machine it runs on: launching the traced command so that
-// tracing is in place before its first instruction, evicting model files
-// from the page cache, memory cgroups, FIEMAP extents, block device
-// geometry and /proc/diskstats.
-package experiment
+// Package launch starts the traced command held: the child exists, with
+// its pid, but runs none of the command's code until the tracer releases
+// it, so that tracing is in place before its first instruction. It also
+// relays the terminating signals iocorr receives while the command runs.
+package launch
 
 import (
 	"errors"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/proc"
 )
 
 // shimEnv marks the re-executed iocorr that becomes the traced command;
@@ -107,16 +108,6 @@ type Child struct {
 	err  error
 }
 
-// User is the identity the child runs as.
-type User struct {
-	UID, GID uint32
-	Groups   []uint32 // supplementary groups
-	// Name and Home, when known, replace USER, LOGNAME and HOME in the
-	// child's environment: under sudo they still name root, and a command
-	// that writes to ~/.cache would then fail or write into /root.
-	Name, Home string
-}
-
 // ForkTracer follows the processes a thread forks, from the fork itself
 // (bpf.Tracer is one). stop ends it for that thread.
 type ForkTracer interface {
@@ -133,7 +124,7 @@ type ForkTracer interface {
 // iocorr as the launcher and the Go runtime's start, whose faults (major
 // ones when iocorr's pages were evicted) the kernel counts in the rusage
 // of the command all the same.
-func StartHeld(argv []string, user *User, out, errw io.Writer, tr ForkTracer) (*Child, error) {
+func StartHeld(argv []string, user *proc.User, out, errw io.Writer, tr ForkTracer) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -369,34 +360,4 @@ func (c *Child) WaitTimeout(d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
-}
-
-// SudoUser returns the invoking user under sudo (SUDO_UID/SUDO_GID) with
-// their supplementary groups and home, nil when not under sudo.
-func SudoUser() (*User, error) {
-	su, sg := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
-	if su == "" || os.Geteuid() != 0 {
-		return nil, nil
-	}
-	uid, err := strconv.ParseUint(su, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("bad SUDO_UID %q: %w", su, err)
-	}
-	gid, err := strconv.ParseUint(sg, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("bad SUDO_GID %q: %w", sg, err)
-	}
-	if uid == 0 {
-		return nil, nil // root ran sudo: nothing to drop
-	}
-	u, err := LookupUser(su)
-	if err != nil {
-		// A uid without a passwd entry (a container) still runs, with
-		// no supplementary groups.
-		return &User{UID: uint32(uid), GID: uint32(gid)}, nil
-	}
-	// sudo's SUDO_GID is the primary group the user logged in with;
-	// it wins over the passwd entry.
-	u.GID = uint32(gid)
-	return u, nil
 }

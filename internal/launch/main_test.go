@@ -1,10 +1,8 @@
-package experiment
+package launch
 
 import (
 	"os"
 	"testing"
-
-	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // The held child re-executes the test binary; this makes it the shim.
@@ -20,14 +18,4 @@ func TestMain(m *testing.M) {
 		os.Exit(ttyHelper())
 	}
 	os.Exit(m.Run())
-}
-
-// diskFile writes a file of size bytes on the real disk, left dirty.
-func diskFile(t *testing.T, size int) string {
-	t.Helper()
-	b := make([]byte, size)
-	for i := range b {
-		b[i] = byte(i*7 + i>>12)
-	}
-	return testenv.DiskFile(t, b)
 }

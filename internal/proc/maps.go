@@ -1,4 +1,4 @@
-package experiment
+package proc
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -34,12 +35,7 @@ func SnapshotMaps(runDir string, seq, pid int, monoNS uint64) (rundir.MapsSnapsh
 		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
 	}
 	rel := filepath.Join(rundir.MapsDir, fmt.Sprintf("%04d-%d.txt", seq, pid))
-	tmp := filepath.Join(runDir, rel+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		os.Remove(tmp)
-		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(runDir, rel)); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(runDir, rel), 0o644, false, b); err != nil {
 		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
 	}
 	return rundir.MapsSnapshot{MonoNS: monoNS, PID: pid, File: rel}, nil

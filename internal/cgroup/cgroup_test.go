@@ -1,4 +1,4 @@
-package experiment
+package cgroup
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
@@ -54,7 +56,7 @@ func TestMemoryCgroupHoldsTheChildFromItsFirstInstructionAndIsRemoved(t *testing
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cg, err := NewMemoryCgroup(fmt.Sprintf("iocorr-test-%d-%d", os.Getpid(), i), 64<<20)
+			cg, err := NewMemory(fmt.Sprintf("iocorr-test-%d-%d", os.Getpid(), i), 64<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +65,7 @@ func TestMemoryCgroupHoldsTheChildFromItsFirstInstructionAndIsRemoved(t *testing
 				t.Fatalf("%s = %q, %v", limitFile, b, err)
 			}
 			var out bytes.Buffer
-			c, err := StartHeld(tc.argv, nil, &out, os.Stderr, nil)
+			c, err := launch.StartHeld(tc.argv, nil, &out, os.Stderr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,16 +101,16 @@ func TestMemoryCgroupHoldsTheChildFromItsFirstInstructionAndIsRemoved(t *testing
 func TestMemoryCgroupLimitsThePageCacheOfWhatTheCommandReads(t *testing.T) {
 	testenv.RequireRoot(t)
 	const limit = 32 << 20
-	p := diskFile(t, 96<<20)
-	if _, _, err := Evict(p); err != nil {
+	p := testenv.DiskFile(t, make([]byte, 96<<20))
+	if _, _, err := pagecache.Evict(p); err != nil {
 		t.Fatal(err)
 	}
-	cg, err := NewMemoryCgroup(fmt.Sprintf("iocorr-test-%d-cache", os.Getpid()), limit)
+	cg, err := NewMemory(fmt.Sprintf("iocorr-test-%d-cache", os.Getpid()), limit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cg.Remove()
-	c, err := StartHeld([]string{"cat", p}, nil, io.Discard, os.Stderr, nil)
+	c, err := launch.StartHeld([]string{"cat", p}, nil, io.Discard, os.Stderr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestMemoryCgroupLimitsThePageCacheOfWhatTheCommandReads(t *testing.T) {
 	if ex := c.Wait(); ex.Code != 0 {
 		t.Fatalf("cat: %+v", ex)
 	}
-	res, pages, _ := Residency(p)
+	res, pages, _ := pagecache.Residency(p)
 	ctr := cg.Counters()
 	peak := ctr["memory.max_usage_in_bytes"] + ctr["memory.peak"]
 	if peak == 0 || peak > limit || res*4096 > limit {
@@ -148,7 +150,7 @@ func TestMemoryCgroupPrefersV2WhenItHasTheMemoryController(t *testing.T) {
 			defer func(v2 []string, v1, pc string) { cgroupV2Roots, cgroupV1Root, procCgroup = v2, v1, pc }(cgroupV2Roots, cgroupV1Root, procCgroup)
 			cgroupV2Roots, cgroupV1Root, procCgroup = []string{filepath.Join(root, "absent"), root}, filepath.Join(root, "no-v1"), self
 
-			cg, err := NewMemoryCgroup("iocorr-1", 256<<20)
+			cg, err := NewMemory("iocorr-1", 256<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +181,7 @@ func TestMemoryCgroupPrefersV2WhenItHasTheMemoryController(t *testing.T) {
 func TestMemoryCgroupV1IsMadeInsideIocorrsOwnCgroup(t *testing.T) {
 	testenv.RequireRoot(t)
 	own := ownCgroup("memory")
-	cg, err := NewMemoryCgroup(fmt.Sprintf("iocorr-test-%d-nest", os.Getpid()), 16<<20)
+	cg, err := NewMemory(fmt.Sprintf("iocorr-test-%d-nest", os.Getpid()), 16<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +191,7 @@ func TestMemoryCgroupV1IsMadeInsideIocorrsOwnCgroup(t *testing.T) {
 	}
 }
 
-func TestNewMemoryCgroupRemovesOnesLeftByADeadRun(t *testing.T) {
+func TestNewMemoryRemovesOnesLeftByADeadRun(t *testing.T) {
 	testenv.RequireRoot(t)
 	// A pid that is certainly gone: a child that exited.
 	cmd := exec.Command("true")
@@ -197,14 +199,14 @@ func TestNewMemoryCgroupRemovesOnesLeftByADeadRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadPID := cmd.Process.Pid
-	probe, err := NewMemoryCgroup(fmt.Sprintf("iocorr-test-%d-probe", os.Getpid()), 16<<20)
+	probe, err := NewMemory(fmt.Sprintf("iocorr-test-%d-probe", os.Getpid()), 16<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Dir(probe.Path)
 	probe.Remove()
-	stale := filepath.Join(root, CgroupName(deadPID))
-	live := filepath.Join(root, CgroupName(os.Getpid())) // its process is alive: in use
+	stale := filepath.Join(root, Name(deadPID))
+	live := filepath.Join(root, Name(os.Getpid())) // its process is alive: in use
 	for _, d := range []string{stale, live} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -212,7 +214,7 @@ func TestNewMemoryCgroupRemovesOnesLeftByADeadRun(t *testing.T) {
 	}
 	defer os.Remove(live)
 	defer os.Remove(stale)
-	cg, err := NewMemoryCgroup(fmt.Sprintf("iocorr-test-%d-new", os.Getpid()), 16<<20)
+	cg, err := NewMemory(fmt.Sprintf("iocorr-test-%d-new", os.Getpid()), 16<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,4 +225,10 @@ func TestNewMemoryCgroupRemovesOnesLeftByADeadRun(t *testing.T) {
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("cgroup %s of a live process was removed", live)
 	}
+}
+
+// The held child re-executes the test binary; this makes it the shim.
+func TestMain(m *testing.M) {
+	launch.RunShimIfChild()
+	os.Exit(m.Run())
 }

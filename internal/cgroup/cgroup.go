@@ -1,4 +1,6 @@
-package experiment
+// Package cgroup makes the memory cgroup of one run (v2 where the unified
+// hierarchy offers the memory controller, else v1) and reads its counters.
+package cgroup
 
 import (
 	"errors"
@@ -28,7 +30,7 @@ var (
 	procCgroup    = "/proc/self/cgroup"
 )
 
-// NewMemoryCgroup creates a cgroup limited to limit bytes: v2 where the
+// NewMemory creates a cgroup limited to limit bytes: v2 where the
 // unified hierarchy offers the memory controller, else v1.
 //
 // It is made next to (v2) or inside (v1) iocorr's own cgroup rather than
@@ -36,7 +38,7 @@ var (
 // runs under (a container, a systemd slice, a CI job). v2 cannot nest it
 // inside: a cgroup with processes of its own cannot give its children
 // the memory controller.
-func NewMemoryCgroup(name string, limit int64) (*Cgroup, error) {
+func NewMemory(name string, limit int64) (*Cgroup, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("memory limit %d is not positive", limit)
 	}
@@ -115,10 +117,10 @@ func ownCgroup(controller string) string {
 	return ""
 }
 
-// CgroupName is the cgroup name for a run whose child has pid pid: the
+// Name is the cgroup name for a run whose child has pid pid: the
 // pid lets a later run tell a cgroup left behind (iocorr was killed
 // before it could clean up) from one in use.
-func CgroupName(pid int) string { return fmt.Sprintf("iocorr-%d", pid) }
+func Name(pid int) string { return fmt.Sprintf("iocorr-%d", pid) }
 
 // removeStale removes empty iocorr-PID cgroups whose process is gone.
 func removeStale(root string) {

@@ -1,0 +1,429 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/proc"
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Run records o.Argv into o.Dir. An error before the command started
+// leaves Result.Ran false (and, once the directory exists, a meta.json
+// saying why); an error of the recording itself (a full disk) comes with
+// a Result that says what was captured.
+//
+// The steps, in order: prepare the run directory and its first metadata;
+// open the tracer and add the models; launch the command held and set it
+// up (memory cgroup, probes on its executable, page cache); trace it from
+// its release to its end; finish the metadata. Each resource is released
+// by a defer next to its creation, except the spool and the held child,
+// which abort ends before the command runs and trace after.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if err := prepareRunDir(o.Dir, o.Force); err != nil {
+		return Result{}, err
+	}
+	// Whatever happens from here, the run directory belongs to the person
+	// who ran sudo (or --user), not to root.
+	defer func() {
+		if err := ChownRun(o.Dir, o.User); err != nil {
+			fmt.Fprintf(o.Stderr, "iocorr: %v\n", err)
+		}
+	}()
+
+	r, err := prepare(&o)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := r.openTracer(); err != nil {
+		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
+	}
+	defer r.closeTracer()
+	if err := r.addModels(); err != nil {
+		return Result{}, fmt.Errorf("--model: %w", r.abort(err))
+	}
+	if o.DropCaches {
+		if err := pagecache.DropCaches(); err != nil {
+			return Result{}, r.abort(err)
+		}
+	}
+
+	if err := r.launch(); err != nil {
+		return Result{}, r.abort(err)
+	}
+	cg, err := r.limitMemory()
+	if cg != nil {
+		// Deferred, so that every way out (an error, Ctrl-C) removes it.
+		defer func() {
+			if err := cg.Remove(); err != nil {
+				fmt.Fprintf(r.stderr, "iocorr: %v\n", err)
+			}
+		}()
+	}
+	if err != nil {
+		return Result{}, r.abort(err)
+	}
+	r.attachStatic()
+	if err := r.setPageCache(); err != nil {
+		return Result{}, r.abort(err)
+	}
+	// Ctrl-C during the set-up (eviction of a large model takes a while)
+	// means the command should not start at all.
+	if ctx.Err() != nil {
+		return Result{}, r.abort(errors.New("interrupted before the command started"))
+	}
+
+	end, err := r.trace()
+	if err != nil {
+		return Result{}, r.abort(err)
+	}
+
+	r.recordEnd(end, cg)
+	r.finish(&end.exit, end.err)
+	// Nothing reads the ring from here on: detach before anything slow,
+	// so that a process the command left behind is neither stopped for
+	// uprobes nor slowed by probes.
+	r.closeTracer()
+	if r.continueStopped() > 0 {
+		r.finishMeta()
+	}
+	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Signals: end.sigs, Ran: true}
+	if end.err != nil {
+		return res, fmt.Errorf("%w (the run directory holds what was captured)", end.err)
+	}
+	return res, nil
+}
+
+// prepare writes the run's first metadata, so that whatever happens later
+// the directory says what was attempted (Finished stays false until the
+// end), and holds back the disk space its last one needs.
+func prepare(o *Options) (*recording, error) {
+	r := &recording{o: o, stderr: o.Stderr, procs: map[int]bool{}, libs: map[string]rundir.Library{}}
+	probeSet := "graph"
+	if o.ProbeOps {
+		probeSet = "ops"
+	}
+	if o.ProbeSched {
+		probeSet += ",sched"
+	}
+	r.m = rundir.Meta{
+		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet,
+		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
+		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
+		Start: time.Now(),
+	}
+	r.meta = newMetaWriter(o.Dir, r.snapshot, func(err error) { fmt.Fprintf(r.stderr, "iocorr: %v\n", err) })
+	if err := r.meta.writeNow(); err != nil {
+		return nil, err
+	}
+	r.reserve = reserveSpace(o.Dir)
+	if o.ProbeOps {
+		// Before the command starts: the calibration's own hits must not
+		// land in the traced command's time.
+		r.opCost, r.opCostErr = bpf.MeasureUprobeCost(2000, 3)
+		r.hitsAt, r.nodeOps, r.opNodes = map[uint32]uint64{}, map[uint64]uint32{}, map[uint64]bool{}
+	}
+	return r, nil
+}
+
+// openTracer loads and attaches the BPF programs; the error says what
+// the machine lacks where it can tell.
+func (r *recording) openTracer() error {
+	o := r.o
+	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	if err != nil {
+		if errors.Is(err, bpf.ErrPrivileges) {
+			err = fmt.Errorf("%w (run as root)", err)
+		} else if hint := tracefsHint(); hint != "" {
+			err = fmt.Errorf("%w (%s)", err, hint)
+		}
+		return err
+	}
+	r.tr = tr
+	return nil
+}
+
+// closeTracer detaches everything; only the first call does it.
+func (r *recording) closeTracer() {
+	r.closeOnce.Do(func() {
+		if err := r.tr.Close(); err != nil {
+			fmt.Fprintf(r.stderr, "iocorr: closing the tracer: %v\n", err)
+		}
+	})
+}
+
+// addModels tells the tracer the model files known before the command
+// starts: --model files, and files the command line names.
+func (r *recording) addModels() error {
+	r.models = newModels(r.warn, func(mf *rundir.ModelFile) error {
+		if err := r.tr.AddFile(mf.Dev, mf.Ino); err != nil {
+			return err
+		}
+		if mf.Block.DiskDev != 0 {
+			return r.tr.AddDevice(mf.Block.DiskDev)
+		}
+		return nil
+	})
+	for _, p := range r.o.Models {
+		if _, err := r.models.add(p); err != nil {
+			return err
+		}
+	}
+	// Files on the command line are a guess: one that is not a usable
+	// model is not a reason to stop.
+	for _, p := range candidatesInArgs(r.o.Argv) {
+		if _, err := r.models.add(p); err != nil {
+			r.warn(err.Error())
+		}
+	}
+	return nil
+}
+
+// launch creates the spool and starts the command held: it exists, with
+// its pid, but runs none of its code until trace releases it.
+func (r *recording) launch() error {
+	sp, err := ingest.CreateSpool(filepath.Join(r.o.Dir, rundir.SpoolFile))
+	if err != nil {
+		return err
+	}
+	r.spool = sp
+	child, err := launch.StartHeld(r.o.Argv, r.o.User, r.o.Stdout, r.o.Stderr, r.tr)
+	if err != nil {
+		return err
+	}
+	r.child = child
+	r.procs[child.PID()] = true
+	r.m.Child.PID = child.PID()
+	if r.o.User != nil {
+		r.m.Child.UID, r.m.Child.GID = int(r.o.User.UID), int(r.o.User.GID)
+	}
+	return nil
+}
+
+// limitMemory puts the held child in a memory cgroup of --mem-limit. The
+// cgroup comes back whenever it was made, also with an error, so that
+// the caller removes it.
+func (r *recording) limitMemory() (*cgroup.Cgroup, error) {
+	if r.o.MemLimit <= 0 {
+		return nil, nil
+	}
+	cg, err := cgroup.NewMemory(cgroup.Name(r.child.PID()), r.o.MemLimit)
+	if err != nil {
+		return nil, err
+	}
+	r.m.Controls.Cgroup, r.m.Controls.CgroupVer = cg.Path, cg.Version
+	return cg, cg.Add(r.child.PID())
+}
+
+// attachStatic probes the executable and the --lib files. The executable
+// is mapped by execve, not by mmap, so the kernel cannot stop the child
+// for it: it is probed now.
+func (r *recording) attachStatic() {
+	if exe, err := lookPath(r.o.Argv[0]); err == nil {
+		r.attach(exe)
+	}
+	for _, l := range r.o.Libs {
+		r.attach(l)
+	}
+}
+
+// setPageCache evicts the known models (--cold) or notes how much of
+// them the page cache holds before the run.
+func (r *recording) setPageCache() error {
+	if r.o.Cold {
+		if len(r.models.files()) == 0 {
+			r.warn("--cold: no model file is known before the command starts, nothing was evicted (name it with --model)")
+		}
+		for i, mf := range r.models.files() {
+			res, pages, err := pagecache.Evict(mf.Path)
+			if err != nil {
+				return err
+			}
+			r.models.setResident(i, res)
+			if res > 0 {
+				r.warn(fmt.Sprintf("--cold: %d of %d pages of %s stayed in the page cache", res, pages, mf.Path))
+			}
+		}
+		return nil
+	}
+	for i, mf := range r.models.files() {
+		res, _, err := pagecache.Residency(mf.Path)
+		if err != nil {
+			r.warn(fmt.Sprintf("model %s: page-cache residency before the run is unknown: %v", mf.Path, err))
+			continue
+		}
+		r.models.setResident(i, res)
+	}
+	return nil
+}
+
+// abort ends a recording whose command never ran: the held child is
+// killed, the spool closed and the metadata finished with err, which it
+// returns.
+func (r *recording) abort(err error) error {
+	if r.child != nil {
+		r.child.Abort()
+	}
+	if r.spool != nil {
+		r.spool.Close()
+	}
+	r.finish(nil, err)
+	return err
+}
+
+// ended is how the traced command ended and what the recording saw of it.
+type ended struct {
+	exit    launch.Exit
+	sigs    launch.Signals
+	monoNS  uint64
+	at      time.Time
+	disk    []rundir.DiskStat
+	diskErr error
+	err     error // the recording's own: a full disk, a spool that failed
+}
+
+// trace releases the command and reads the ring into the spool until it
+// ends, then takes the end stamps. An error means the command could not
+// be released (and never ran).
+func (r *recording) trace() (ended, error) {
+	disk, err := blockdev.DiskStats()
+	if err != nil {
+		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
+	}
+	r.m.DiskBefore = disk
+	r.m.MonoStartNS = proc.MonotonicNS()
+	r.m.Start = time.Now()
+	// From here the drain goroutine adds to the metadata; every later
+	// change goes through r.mu, and the writer keeps meta.json current.
+	r.meta.start()
+	r.meta.changed()
+
+	drainCtx, stopDrain := context.WithCancel(context.Background())
+	drainErr := make(chan error, 1)
+	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
+
+	stopProgress := r.stats.report(r.o.Progress, &r.counts, r.m.Start)
+	stopForward := r.child.ForwardSignals()
+	if err := r.child.Release(); err != nil {
+		stopForward()
+		stopProgress()
+		stopDrain()
+		<-drainErr
+		r.meta.stop()
+		return ended{}, err
+	}
+
+	var e ended
+	drained, derr := r.wait(drainErr)
+	e.err = derr
+	e.sigs = stopForward()
+	e.exit = r.child.Wait()
+	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
+	// Right at the end stamp, as DiskBefore is right before the start
+	// stamp: block completions stamped inside [start, end] are then what
+	// the device's own counters saw in between.
+	e.disk, e.diskErr = blockdev.DiskStats()
+	r.residentEnd()
+	// Page-cache runs still pending in the kernel, up to the residency
+	// snapshot just taken, go to the ring before it is read to its end.
+	if err := r.tr.FlushPageRuns(); err != nil {
+		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
+	}
+	stopDrain()
+	if !drained {
+		e.err = <-drainErr
+	}
+	stopProgress()
+	r.meta.stop()
+	if cerr := r.spool.Close(); e.err == nil {
+		e.err = cerr
+	}
+	return e, nil
+}
+
+// wait waits for the command to end. The drain ends early only on a spool
+// error (a full disk), which it returns with drained set. The ring must
+// still be read then: the kernel stops a process that maps a new
+// executable and waits for user space to let it go.
+func (r *recording) wait(drainErr <-chan error) (drained bool, err error) {
+	select {
+	case <-r.child.Done():
+		return false, nil
+	case err = <-drainErr:
+	}
+	r.warn(fmt.Sprintf("recording stopped early, the command ran on unrecorded: %v", err))
+	dctx, stopDiscard := context.WithCancel(context.Background())
+	type discard struct {
+		n   uint64
+		err error
+	}
+	discarded := make(chan discard, 1)
+	go func() {
+		n, err := ingest.Discard(dctx, r.tr.RingBuf(), r.act)
+		discarded <- discard{n, err}
+	}()
+	<-r.child.Done()
+	stopDiscard()
+	d := <-discarded
+	if d.n > 0 {
+		r.warn(fmt.Sprintf("%d events that arrived after the spool failed are not in the record", d.n))
+	}
+	if d.err != nil {
+		r.warn(fmt.Sprintf("the ring buffer could not be read to its end after the spool failed: %v", d.err))
+	}
+	return true, err
+}
+
+// recordEnd puts how the command ended into the metadata: its exit and
+// rusage, the end stamps, the disk and cgroup counters, the record counts,
+// and warnings for what went wrong.
+func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
+	r.m.MonoEndNS, r.m.End = e.monoNS, e.at
+	r.m.Child.ExitCode, r.m.Child.Signal = e.exit.Code, e.exit.Signal
+	ru := e.exit.Rusage
+	r.m.Child.MajFlt, r.m.Child.MinFlt = ru.Majflt, ru.Minflt
+	r.m.Child.InBlock, r.m.Child.OutBlock, r.m.Child.MaxRSSKiB = ru.Inblock, ru.Oublock, ru.Maxrss
+	r.m.Child.UserNS, r.m.Child.SystemNS = syscall.TimevalToNsec(ru.Utime), syscall.TimevalToNsec(ru.Stime)
+	if r.m.DiskAfter = e.disk; e.diskErr != nil {
+		r.warn(fmt.Sprintf("disk counters after the run are unknown: %v", e.diskErr))
+	}
+	if cg != nil {
+		r.m.Controls.CgroupCounters = cg.Counters()
+	}
+	r.m.Counts = r.counts.Map()
+	if r.dec.Short+r.dec.Unknown > 0 {
+		r.warn(fmt.Sprintf("%d records too short for their type and %d of unknown type were not looked at while recording", r.dec.Short, r.dec.Unknown))
+	}
+	if e.sigs.Received > 0 {
+		r.warn(fmt.Sprintf("the command was interrupted (%d signal(s) received, %d forwarded; the terminal delivered the rest itself)", e.sigs.Received, e.sigs.Forwarded))
+	}
+	if e.exit.Signal != "" {
+		hint := ""
+		if e.exit.Signal == "SIGKILL" && cg != nil {
+			hint = fmt.Sprintf(" (the %s memory limit may be too small for the command itself: see cgroup_counters)", units.ExactSize(r.o.MemLimit))
+		}
+		r.warn(fmt.Sprintf("the command was killed by %s%s", e.exit.Signal, hint))
+	}
+}
