@@ -5,14 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/atomicfile"
+	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
 )
@@ -31,7 +30,7 @@ var exportKinds = []string{"faults-per-token", "faults-per-token-tensor", "event
 func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory")
 	out := fs.StringP("output", "o", "-", "output file (- is stdout); written aside and renamed when complete")
-	format := fileFormatFlag(fs, formatCSV)
+	format := fileFormatFlag(fs, output.CSV)
 	tensor := fs.String("tensor", "", "events: only of tensor NAME or glob")
 	token := fs.String("token", "", "events: only of token N or range A-B")
 	layer := fs.Int("layer", -1, "events: only of tensors of layer L")
@@ -56,7 +55,7 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if fs.Changed("table") && kind != "stats" {
 			return usagef("export: --table names a table of stats")
 		}
-		if *format == formatParquet && (*out == "-" || *out == "") {
+		if *format == output.Parquet && (*out == "-" || *out == "") {
 			return usagef("export: parquet is binary: give -o FILE")
 		}
 		filtered := false
@@ -78,7 +77,7 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 			if err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
-			return writeExport(*out, func(w io.Writer) error { return writeSweepRows(w, *format, sum.Rows) })
+			return writeExport(*out, func(w io.Writer) error { return output.SweepRows(w, *format, sum.Rows) })
 		}
 		st, status, err := openRun(*dir)
 		if err != nil {
@@ -94,11 +93,11 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		return writeExport(*out, func(w io.Writer) error {
 			switch kind {
 			case "faults-per-token":
-				return exportTokens(ctx, st, w, *format, status)
+				return output.Tokens(ctx, st, w, *format, status)
 			case "faults-per-token-tensor":
-				return exportTokenTensors(ctx, st, w, *format, status)
+				return output.TokenTensors(ctx, st, w, *format, status)
 			}
-			return exportEvents(ctx, st, w, *format, status, filter)
+			return output.Events(ctx, st, w, *format, status, filter)
 		})
 	}
 }
@@ -156,26 +155,8 @@ func writeExport(out string, write func(io.Writer) error) error {
 		}
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
-	if err != nil {
+	if err := atomicfile.Write(out, 0o644, false, write); err != nil {
 		return fmt.Errorf("export: %w", err)
-	}
-	tmp := f.Name()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		os.Chmod(tmp, 0o644)
-		err = os.Rename(tmp, out)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("export: writing %s: %w", out, err)
 	}
 	return nil
 }
@@ -187,111 +168,4 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
-}
-
-// Exports carry every counter (event.CounterFields) under its name,
-// whatever the format.
-func exportTokens(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string) error {
-	cols := []typedColumn{{"token", typUint32, false}, {"phase", typString, false}, {"n_tokens", typInt32, false},
-		{"start_ns", typUint64, true}, {"duration_ns", typUint64, true}}
-	cols = append(counterTypedColumns(cols), typedColumn{"tensors_touched", typUint32, false}, typedColumn{"experts_touched", typUint32, false})
-	rw := newRowWriter(w, format, cols)
-	rw.SetStatus(status)
-	cells := make([]cell, 0, len(cols))
-	err := st.EachToken(func(t *event.TokenInfo) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// A token whose llama_decode entry or return was not seen (token
-		// 0, a lost record) has no start or duration: NA, not 0.
-		start, dur := naCell(), naCell()
-		if t.StartNS != 0 {
-			start = num(t.StartNS)
-			if t.EndNS >= t.StartNS {
-				dur = durCell(t.EndNS - t.StartNS)
-			}
-		}
-		cells = append(cells[:0], num(t.Token), txt(event.PhaseName(t.Phase)), num(t.NTokens), start, dur)
-		cells = counterCells(cells, &t.Counters, false)
-		cells = append(cells, num(t.TensorsTouched), num(t.ExpertsTouched))
-		return rw.Row(cells...)
-	})
-	if err != nil {
-		return err
-	}
-	return rw.Close()
-}
-
-func exportTokenTensors(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string) error {
-	cols := counterTypedColumns([]typedColumn{{"token", typUint32, false}, {"phase", typString, false}, {"tensor", typString, false},
-		{"layer", typInt32, false}, {"expert", typInt32, false}, {"op", typString, false}})
-	rw := newRowWriter(w, format, cols)
-	rw.SetStatus(status)
-	// Phases per token: a run has thousands of tokens, not millions.
-	phase := map[uint32]uint8{}
-	if err := st.EachToken(func(t *event.TokenInfo) error {
-		phase[t.Token] = t.Phase
-		return nil
-	}); err != nil {
-		return err
-	}
-	cells := make([]cell, 0, len(cols))
-	n := 0
-	err := st.Aggs(func(a *event.Agg) error {
-		if n++; n&0xfff == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		t := st.Tensor(a.Tensor)
-		// The op is the one of the graph node reading the weight.
-		cells = append(cells[:0], num(a.Token), txt(event.PhaseName(phase[a.Token])), txt(t.Name), num(t.Layer),
-			num(a.Expert), txt(st.OpName(t.Op)))
-		cells = counterCells(cells, &a.Counters, false)
-		return rw.Row(cells...)
-	})
-	if err != nil {
-		return err
-	}
-	return rw.Close()
-}
-
-// eventColumns are an events export's columns. Strings that do not apply
-// (the class of a page-cache event, the trigger of a fault) are empty, as
-// in CSV and JSON; only unmeasured numbers are NA.
-var eventColumns = []typedColumn{{"ts_ns", typUint64, false}, {"kind", typString, false}, {"class", typString, false},
-	{"token", typUint32, false}, {"phase", typString, false}, {"op", typString, false}, {"tid", typUint32, false},
-	{"tensor", typString, false}, {"layer", typInt32, false}, {"expert", typInt32, false}, {"offset", typInt64, false},
-	{"bytes", typUint64, false}, {"duration_ns", typUint64, false}, {"trigger_tensor", typString, false}}
-
-// counterTypedColumns appends every counter (event.CounterFields) as
-// an unsigned 64-bit column: counters are always measured, never NA.
-func counterTypedColumns(dst []typedColumn) []typedColumn {
-	for _, c := range counterColumns(nil, false) {
-		dst = append(dst, typedColumn{c.Name, typUint64, false})
-	}
-	return dst
-}
-
-func exportEvents(ctx context.Context, st *index.Store, w io.Writer, format outputFormat, status string, f index.EventFilter) error {
-	rw := newRowWriter(w, format, eventColumns)
-	rw.SetStatus(status)
-	cells := make([]cell, 0, 14)
-	n := 0
-	err := st.Events(f, func(e *event.Event) error {
-		if n++; n&0xffff == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		t := st.Tensor(e.Tensor)
-		trig := ""
-		if e.Trigger != event.NoTensor {
-			trig = st.TensorName(e.Trigger)
-		}
-		cells = append(cells[:0], num(e.Ts), txt(e.Kind.String()), txt(e.ClassName()), num(e.Token), txt(event.PhaseName(e.Phase)),
-			txt(st.OpName(st.OpOf(e.Op, e.Tensor))), num(e.Tid), txt(t.Name), num(t.Layer), num(e.Expert),
-			num(e.Offset), bytesCell(e.Bytes), durCell(e.Dur), txt(trig))
-		return rw.Row(cells...)
-	})
-	if err != nil {
-		return err
-	}
-	return rw.Close()
 }

@@ -8,8 +8,11 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/output"
 )
 
 func init() {
@@ -74,9 +77,9 @@ func inspectFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		sum := summarize(m)
 		split := len(m.Files) > 1
 		switch *format {
-		case formatJSON:
+		case output.JSON:
 			return inspectJSON(m, sum, split, *showMeta)
-		case formatCSV:
+		case output.CSV:
 			return tensorTable(m, *format, split)
 		}
 		printSummary(sum)
@@ -144,7 +147,7 @@ func printSummary(s inspectSummary) {
 	} else {
 		row("files", fmt.Sprintf("%d shards: %s … %s", len(s.Files), filepath.Base(s.Files[0]), filepath.Base(s.Files[len(s.Files)-1])))
 	}
-	row("file size", fmt.Sprintf("%s (%d bytes)", humanBytes(uint64(s.FileSize)), s.FileSize))
+	row("file size", fmt.Sprintf("%s (%d bytes)", units.Bytes(float64(s.FileSize)), s.FileSize))
 	row("gguf version", fmt.Sprint(s.Version))
 	row("architecture", orDash(s.Architecture))
 	row("name", orDash(s.Name))
@@ -155,13 +158,13 @@ func printSummary(s inspectSummary) {
 	}
 	row("alignment", fmt.Sprint(s.Alignment))
 	row("data offset", fmt.Sprint(s.DataOffset))
-	row("tensors", fmt.Sprintf("%d, %s", s.Tensors, humanBytes(uint64(s.TensorBytes))))
+	row("tensors", fmt.Sprintf("%d, %s", s.Tensors, units.Bytes(float64(s.TensorBytes))))
 	tw.Flush()
 	fmt.Fprintln(stdout)
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "TYPE\tTENSORS\tBYTES\t")
 	for _, c := range s.Types {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", c.Type, c.Tensors, humanBytes(uint64(c.Bytes)))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", c.Type, c.Tensors, units.Bytes(float64(c.Bytes)))
 	}
 	tw.Flush()
 }
@@ -173,24 +176,25 @@ func orDash(s string) string {
 	return s
 }
 
-func tensorTable(m *gguf.Model, format outputFormat, split bool) error {
-	cols := []column{{"name"}, {"type"}, {"shape"}, {"offset"}, {"bytes"}, {"layer"}, {"role"}, {"experts"}}
+func tensorTable(m *gguf.Model, format output.Format, split bool) error {
+	cols := []output.Column{{Name: "name"}, {Name: "type"}, {Name: "shape"}, {Name: "offset"}, {Name: "bytes"}, {Name: "layer"}, {Name: "role"}, {Name: "experts"}}
 	if split {
-		cols = append(cols, column{"file"})
+		cols = append(cols, output.Column{Name: "file"})
 	}
-	rw := newResultWriter(stdout, format, cols)
+	rw := output.New(stdout, format, cols)
 	for _, t := range m.Tensors {
-		layer := num(t.Layer)
+		layer := output.Num(t.Layer)
 		if t.Layer < 0 {
 			layer.Human = "-"
 		}
-		experts := num(t.Experts)
+		experts := output.Num(t.Experts)
 		if t.Experts == 0 {
 			experts.Human = "-"
 		}
-		cells := []cell{txt(t.Name), txt(t.Type.String()), txt(t.Shape()), num(t.FileOffset), bytesCell(uint64(t.Size)), layer, txt(t.Role), experts}
+		cells := []output.Cell{output.Text(t.Name), output.Text(t.Type.String()), output.Text(t.Shape()), output.Num(t.FileOffset),
+			output.Bytes(uint64(t.Size)), layer, output.Text(t.Role), experts}
 		if split {
-			cells = append(cells, txt(filepath.Base(t.Path)))
+			cells = append(cells, output.Text(filepath.Base(t.Path)))
 		}
 		if err := rw.Row(cells...); err != nil {
 			return err

@@ -8,9 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -91,28 +90,12 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 			if err != nil {
 				return fmt.Errorf("query: %w", err)
 			}
-			if selNA = picksNA(meta); selNA != "" {
+			if selNA = meta.PicksNA(); selNA != "" {
 				fmt.Fprintf(stderr, "iocorr: note: %s is NA: %s\n", index.Selected, selNA)
 			}
 		}
-		return writeQueryRows(rows, q.By, *format, status, selNA)
+		return output.QueryRows(stdout, rows, q.By, *format, status, selNA)
 	}
-}
-
-// picksNA says why a run has no record of the router's expert picks:
-// no probe on ggml_compute_forward_get_rows attached (a build that
-// inlined or stripped it, or no llama.cpp at all), or a ggml struct
-// layout that failed validation; "" when picks were recorded.
-func picksNA(m *rundir.Meta) string {
-	if m.Layout != nil && m.Layout.Invalid != "" {
-		return "the router's expert picks were not recorded: the ggml struct layout failed validation against the target (" + m.Layout.Invalid + ")"
-	}
-	for _, p := range m.Probes {
-		if p.Symbol == bpf.SymGetRows && p.Error == "" {
-			return ""
-		}
-	}
-	return "the router's expert picks were not recorded: no probe on " + bpf.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
 // openRunMeta opens DIR's store and reads its metadata, for the commands
@@ -147,46 +130,4 @@ func openRun(dir string) (*index.Store, string, error) {
 		fmt.Fprintf(stderr, "iocorr: warning: %s\n", status)
 	}
 	return st, status, nil
-}
-
-// writeQueryRows prints query rows. A table shows what a person reads
-// first (event.Counter.Table); the other formats carry every counter
-// as a raw number. Columns are the counters' names everywhere.
-// selNA, when set, says why the router's picks were not recorded: the
-// selected column is then NA, not a count of zero.
-func writeQueryRows(rows []index.Row, by string, format outputFormat, status, selNA string) error {
-	if by == "" {
-		by = "token"
-	}
-	tableOnly := format == formatTable
-	cols := []column{{Name: by}}
-	if by == "token" {
-		cols = append(cols, column{Name: "phase"})
-	}
-	if by == "expert" {
-		cols = append(cols, column{Name: index.Selected})
-	}
-	cols = counterColumns(cols, tableOnly)
-	rw := newResultWriter(stdout, format, cols)
-	rw.SetStatus(status)
-	cells := make([]cell, 0, len(cols))
-	for _, r := range rows {
-		cells = append(cells[:0], txt(r.Key))
-		if by == "token" {
-			cells[0] = num(r.Token)
-			cells = append(cells, txt(event.PhaseName(r.Phase)))
-		}
-		if by == "expert" {
-			if selNA != "" {
-				cells = append(cells, naCell())
-			} else {
-				cells = append(cells, num(r.Selected))
-			}
-		}
-		cells = counterCells(cells, &r.Counters, tableOnly)
-		if err := rw.Row(cells...); err != nil {
-			return err
-		}
-	}
-	return rw.Close()
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/units"
 )
 
 func init() {
@@ -72,7 +72,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			Experts: *experts, ExpertsUsed: *used, Type: t, Vocab: *vocab, Ctx: *ctxLen, Seed: *seed,
 		}
 		if *size != "" {
-			target, err := parseSize(*size)
+			target, err := units.ParseSize(*size)
 			if err != nil {
 				return usagef("synth: --size: %v", err)
 			}
@@ -104,7 +104,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			moe = fmt.Sprintf(", %d experts (%d used)", spec.Experts, spec.ExpertsUsed)
 		}
 		fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
-			*out, humanBytes(uint64(n)), len(layout.Tensors), spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
+			*out, units.Bytes(float64(n)), len(layout.Tensors), spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
 			spec.Type, el.Seconds(), float64(n)/1e6/math.Max(el.Seconds(), 1e-9))
 		return nil
 	}
@@ -117,33 +117,4 @@ func synthType(t gguf.Type) bool {
 		}
 	}
 	return false
-}
-
-// parseSize reads "123", "500MB", "2GiB", "1.5G" (K/M/G/T alone are
-// binary, as in dd and truncate).
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := len(t)
-	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
-		i--
-	}
-	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a size (want e.g. 500MiB or 2GiB)", s)
-	}
-	mult := map[string]float64{
-		"": 1, "b": 1,
-		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
-		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
-		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
-		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
-	}[unit]
-	if mult == 0 {
-		return 0, fmt.Errorf("%q: unknown unit %q (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, t[i:])
-	}
-	if v*mult > 1<<50 {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return int64(v * mult), nil
 }
