@@ -59,16 +59,21 @@ func Run(o Options) []Check {
 	}
 	out := make([]Check, len(checks))
 	for i, c := range checks {
-		out[i] = Check{Name: c.name, Status: OK, Detail: c.detail}
-		if !c.ok {
-			out[i].Status = Missing
-			if c.required {
-				out[i].Status = Fail
-				out[i].Detail = strings.TrimSuffix("required: "+c.detail, ": ")
-			}
-		}
+		out[i] = c.result()
 	}
 	return out
+}
+
+// result is the check as Run returns it: a failed check that record
+// needs fails, and its detail says it is required.
+func (c check) result() Check {
+	switch {
+	case c.ok:
+		return Check{Name: c.name, Status: OK, Detail: c.detail}
+	case c.required:
+		return Check{Name: c.name, Status: Fail, Detail: strings.TrimSuffix("required: "+c.detail, ": ")}
+	}
+	return Check{Name: c.name, Status: Missing, Detail: c.detail}
 }
 
 // Failed reports whether a check that record needs failed.
