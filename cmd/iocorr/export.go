@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -27,16 +28,27 @@ func init() {
 
 var exportKinds = []string{"faults-per-token", "faults-per-token-tensor", "events"}
 
+// exportOptions are export's flags.
+type exportOptions struct {
+	dir, out, table string
+	format          *output.Format
+	// The event filters, with fs.Changed telling a flag given from its
+	// default.
+	tensor, token, op string
+	layer, expert     int
+}
+
 func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
-	dir := fs.StringP("input", "i", rundir.Default, "run directory")
-	out := fs.StringP("output", "o", "-", "output file (- is stdout); written aside and renamed when complete")
-	format := fileFormatFlag(fs, output.CSV)
-	tensor := fs.String("tensor", "", "events: only of tensor NAME or glob")
-	token := fs.String("token", "", "events: only of token N or range A-B")
-	layer := fs.Int("layer", -1, "events: only of tensors of layer L")
-	expert := fs.Int("expert", -1, "events: only of expert E")
-	op := fs.String("op", "", "events: only of op NAME")
-	table := fs.String("table", "", "stats: only table NAME (required unless --format parquet, which writes every table into the directory -o)")
+	var o exportOptions
+	fs.StringVarP(&o.dir, "input", "i", rundir.Default, "run directory")
+	fs.StringVarP(&o.out, "output", "o", "-", "output file (- is stdout); written aside and renamed when complete")
+	o.format = fileFormatFlag(fs, output.CSV)
+	fs.StringVar(&o.tensor, "tensor", "", "events: only of tensor NAME or glob")
+	fs.StringVar(&o.token, "token", "", "events: only of token N or range A-B")
+	fs.IntVar(&o.layer, "layer", -1, "events: only of tensors of layer L")
+	fs.IntVar(&o.expert, "expert", -1, "events: only of expert E")
+	fs.StringVar(&o.op, "op", "", "events: only of op NAME")
+	fs.StringVar(&o.table, "table", "", "stats: only table NAME (required unless --format parquet, which writes every table into the directory -o)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
 			return usagef("export: want one KIND: %s", strings.Join(exportKinds, ", "))
@@ -49,13 +61,13 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if fs.NArg() > 0 {
 			return usagef("export: want one KIND, got also %q", fs.Args())
 		}
-		if !contains(exportKinds, kind) && kind != "sweep" && kind != "stats" && kind != "perfetto" {
+		if !slices.Contains(exportKinds, kind) && kind != "sweep" && kind != "stats" && kind != "perfetto" {
 			return usagef("export: unknown kind %q (want %s, stats, sweep or perfetto)", kind, strings.Join(exportKinds, ", "))
 		}
 		if fs.Changed("table") && kind != "stats" {
 			return usagef("export: --table names a table of stats")
 		}
-		if *format == output.Parquet && (*out == "-" || *out == "") {
+		if *o.format == output.Parquet && (o.out == "-" || o.out == "") {
 			return usagef("export: parquet is binary: give -o FILE")
 		}
 		filtered := false
@@ -65,76 +77,81 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if filtered && kind != "events" {
 			return usagef("export: --tensor, --token, --layer, --expert and --op select events; %s is whole-run", kind)
 		}
-		if kind == "stats" {
-			return exportStats(*dir, *out, *table, *format)
-		}
-		if kind == "perfetto" {
-			return exportPerfetto(*dir, *out, fs.Changed("format"))
-		}
-		if kind == "sweep" {
+		switch kind {
+		case "stats":
+			return exportStats(o.dir, o.out, o.table, *o.format)
+		case "perfetto":
+			return exportPerfetto(o.dir, o.out, fs.Changed("format"))
+		case "sweep":
 			// -i is a sweep directory: its summary (sweep.json).
-			sum, err := sweep.ReadSummary(*dir)
+			sum, err := sweep.ReadSummary(o.dir)
 			if err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
-			return writeExport(*out, func(w io.Writer) error { return output.SweepRows(w, *format, sum.Rows) })
+			return writeExport(o.out, func(w io.Writer) error { return output.SweepRows(w, *o.format, sum.Rows) })
 		}
-		st, status, err := openRun(*dir)
-		if err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		defer st.Close()
-		var filter index.EventFilter
-		if kind == "events" {
-			if filter, err = eventFilter(fs, st, *tensor, *token, *layer, *expert, *op); err != nil {
-				return err
-			}
-		}
-		return writeExport(*out, func(w io.Writer) error {
-			switch kind {
-			case "faults-per-token":
-				return output.Tokens(ctx, st, w, *format, status)
-			case "faults-per-token-tensor":
-				return output.TokenTensors(ctx, st, w, *format, status)
-			}
-			return output.Events(ctx, st, w, *format, status, filter)
-		})
+		return exportRun(ctx, fs, &o, kind)
 	}
 }
 
+// exportRun writes one of exportKinds of the run in o.dir.
+func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind string) error {
+	st, status, err := openRun(o.dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer st.Close()
+	var filter index.EventFilter
+	if kind == "events" {
+		if filter, err = eventFilter(fs, st, o); err != nil {
+			return err
+		}
+	}
+	format := *o.format
+	return writeExport(o.out, func(w io.Writer) error {
+		switch kind {
+		case "faults-per-token":
+			return output.Tokens(ctx, st, w, format, status)
+		case "faults-per-token-tensor":
+			return output.TokenTensors(ctx, st, w, format, status)
+		}
+		return output.Events(ctx, st, w, format, status, filter)
+	})
+}
+
 // eventFilter turns the export's filter flags into an index.EventFilter.
-func eventFilter(fs *pflag.FlagSet, st *index.Store, tensor, token string, layer, expert int, op string) (index.EventFilter, error) {
+func eventFilter(fs *pflag.FlagSet, st *index.Store, o *exportOptions) (index.EventFilter, error) {
 	var f index.EventFilter
 	var err error
 	var lp *int
 	if fs.Changed("layer") {
-		lp = &layer
-		f.Layers = map[int]bool{layer: true}
+		lp = &o.layer
+		f.Layers = map[int]bool{o.layer: true}
 	}
-	if tensor != "" || lp != nil {
+	if o.tensor != "" || lp != nil {
 		// Also checks that the layer exists; --layer alone then reads the
 		// layer index rather than every tensor's of the layer.
-		ids, err := st.MatchTensors(tensor, lp, true)
+		ids, err := st.MatchTensors(o.tensor, lp, true)
 		if err != nil {
 			return f, fmt.Errorf("export: %w", err)
 		}
-		if tensor != "" {
+		if o.tensor != "" {
 			f.Tensors = ids
 		}
 	}
 	if fs.Changed("token") {
-		if f.Tokens, err = parseTokenRange(token); err != nil {
+		if f.Tokens, err = parseTokenRange(o.token); err != nil {
 			return f, usagef("export: %v", err)
 		}
 	}
 	if fs.Changed("expert") {
-		if expert < -1 || expert > 0x7ffe {
-			return f, usagef("export: --expert %d out of range (-1 selects dense tensors)", expert)
+		if o.expert < -1 || o.expert > 0x7ffe {
+			return f, usagef("export: --expert %d out of range (-1 selects dense tensors)", o.expert)
 		}
-		f.Experts = map[int16]bool{int16(expert): true}
+		f.Experts = map[int16]bool{int16(o.expert): true}
 	}
-	if op != "" {
-		if f.Ops, err = st.OpIDs(op); err != nil {
+	if o.op != "" {
+		if f.Ops, err = st.OpIDs(o.op); err != nil {
 			return f, fmt.Errorf("export: %w", err)
 		}
 	}
@@ -159,13 +176,4 @@ func writeExport(out string, write func(io.Writer) error) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

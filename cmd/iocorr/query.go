@@ -39,23 +39,23 @@ func parseTokenRange(s string) (*[2]uint32, error) {
 }
 
 func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
+	var q index.Query
 	dir := fs.StringP("input", "i", rundir.Default, "run directory")
-	tensor := fs.String("tensor", "", "tensor name or glob, e.g. 'blk.*.ffn_down_exps.weight'")
+	fs.StringVar(&q.Tensor, "tensor", "", "tensor name or glob, e.g. 'blk.*.ffn_down_exps.weight'")
 	token := fs.String("token", "", "token N or range A-B (llama_decode calls, from 1)")
 	layer := fs.Int("layer", -1, "only tensors of layer L")
 	expert := fs.Int("expert", -1, "only expert E of *_exps tensors")
-	op := fs.String("op", "", "only events of op NAME (e.g. MUL_MAT)")
-	phase := fs.String("phase", "", "prefill, decode or none")
-	by := fs.String("by", "token", "group by "+strings.Join(index.GroupBys, "|"))
-	sortCol := fs.String("sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
-	top := fs.Int("top", 0, "keep the first K rows")
-	all := fs.Bool("all", false, "include [other file], [anonymous] and [model header] without --tensor")
+	fs.StringVar(&q.Op, "op", "", "only events of op NAME (e.g. MUL_MAT)")
+	fs.StringVar(&q.Phase, "phase", "", "prefill, decode or none")
+	fs.StringVar(&q.By, "by", "token", "group by "+strings.Join(index.GroupBys, "|"))
+	fs.StringVar(&q.Sort, "sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
+	fs.IntVar(&q.Top, "top", 0, "keep the first K rows")
+	fs.BoolVar(&q.Pseudos, "all", false, "include [other file], [anonymous] and [model header] without --tensor")
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("query: takes no arguments, got %q", args)
 		}
-		q := index.Query{Tensor: *tensor, Op: *op, Phase: *phase, By: *by, Sort: *sortCol, Top: *top, Pseudos: *all}
 		if fs.Changed("token") {
 			r, err := parseTokenRange(*token)
 			if err != nil {
@@ -69,7 +69,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if fs.Changed("expert") {
 			q.Expert = expert
 		}
-		if *top < 0 {
+		if q.Top < 0 {
 			return usagef("query: --top must not be negative")
 		}
 		if fs.Changed("expert") && *expert < 0 {
