@@ -22,7 +22,7 @@ var parquetRowGroupRows int64 = 1 << 17
 // dictionary-encoded strings, NA as null in nullable columns, and the run
 // status as the file's key-value metadata "run_status".
 type parquetWriter struct {
-	w    *parquet.Writer
+	w    *parquet.GenericWriter[any]
 	cols []Column
 	row  parquet.Row
 	// status is what SetStatus said; "complete" when it said nothing.
@@ -32,7 +32,7 @@ type parquetWriter struct {
 func newParquetWriter(w io.Writer, cols []Column) *parquetWriter {
 	schema := parquet.NewSchema("iocorr", orderedGroup(cols))
 	return &parquetWriter{
-		w: parquet.NewWriter(w, schema, parquet.Compression(&parquet.Zstd),
+		w: parquet.NewGenericWriter[any](w, schema, parquet.Compression(&parquet.Zstd),
 			parquet.MaxRowsPerRowGroup(parquetRowGroupRows), parquet.CreatedBy("iocorr", Version, "")),
 		cols:   cols,
 		row:    make(parquet.Row, len(cols)),
