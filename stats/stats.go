@@ -47,18 +47,6 @@ func (r *Report) Table(name string) *Table {
 
 const ps = kernel.PageSize
 
-// readsNA says why "bytes requested" is NA for a run: "" when its
-// recorder traced the read syscalls (a zero is then a measured zero: the
-// command read nothing of its models by read(2), as a mmap load does).
-func readsNA(meta *rundir.Meta) string {
-	for _, p := range meta.Probes {
-		if p.Target == "syscalls/sys_enter_read" && p.Error == "" {
-			return ""
-		}
-	}
-	return "not measured: this run's recorder did not trace read syscalls"
-}
-
 var phases = []struct {
 	name string
 	sel  func(uint8) bool
@@ -98,7 +86,7 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	if opt.Top <= 0 {
 		opt.Top = 10
 	}
-	r := &run{st: st, meta: meta, opt: opt, phaseOf: map[uint32]uint8{}, expsReadDecode: map[int]uint64{}, readsNA: readsNA(meta)}
+	r := &run{st: st, meta: meta, opt: opt, phaseOf: map[uint32]uint8{}, expsReadDecode: map[int]uint64{}, readsNA: meta.ReadsNA()}
 	var err error
 	if r.tokens, err = st.Tokens(); err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
@@ -275,15 +263,11 @@ func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
 		n := pagesOf(mf.Size)
 		rs.state = append(rs.state, make([]bool, n))
 		rs.evicted = append(rs.evicted, make([]bool, n))
-		why := ""
-		switch {
-		case mf.ResidentBefore == 0:
-		case mf.ResidentBefore == mf.Pages:
+		why := mf.ResidencyNA()
+		if why == "" && mf.ResidentBefore != 0 {
 			for p := range n {
 				rs.set(m, p, true)
 			}
-		default:
-			why = fmt.Sprintf("not measured: %d of %d pages of %s were resident before the run and the record has no per-page map of them (record with --cold)", mf.ResidentBefore, mf.Pages, mf.Path)
 		}
 		rs.known = append(rs.known, why)
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -192,63 +190,6 @@ func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// NA is null, never 0: a number that was not measured stays unknown to
-// the reader too.
-func TestParquetNAIsNull(t *testing.T) {
-	cols := []typedColumn{{"token", typUint32, false}, {"start_ns", typUint64, true}, {"layer", typInt32, false}}
-	var buf bytes.Buffer
-	pw := newParquetWriter(&buf, cols)
-	for _, row := range [][]cell{{num(0), naCell(), num(-1)}, {num(1), num(uint64(5)), num(2)}} {
-		if err := pw.Row(row...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "na.parquet")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var nulls, zeros, sumLayer int64
-	err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (start_ns IS NULL), count(*) FILTER (start_ns = 0), sum(layer)
-		FROM '%s'`, path)).Scan(&nulls, &zeros, &sumLayer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if nulls != 1 || zeros != 0 || sumLayer != 1 {
-		t.Errorf("%d nulls, %d zeros, layers sum to %d; want 1 null, no zero, 1", nulls, zeros, sumLayer)
-	}
-	// A value a column cannot hold is an error, not a wrapped number.
-	for _, c := range []struct {
-		col typedColumn
-		v   cell
-	}{{typedColumn{"t", typUint32, false}, num(uint64(1) << 32)}, {typedColumn{"t", typUint64, false}, num(-1)},
-		{typedColumn{"l", typInt32, false}, num(int64(1) << 31)}, {typedColumn{"x", typUint64, false}, naCell()}} {
-		if _, err := parquetValue(&c.v, &c.col); err == nil {
-			t.Errorf("%s %v into %v: no error", c.col.Name, c.v.human(), c.col.Type)
-		}
-	}
-}
-
-// An events export streams: rows go out in row groups of
-// parquetRowGroupRows, so memory holds one group, not the run.
-func TestParquetEventsStreamInRowGroups(t *testing.T) {
-	dir := writeTinyRun(t)
-	defer func(n int64) { parquetRowGroupRows = n }(parquetRowGroupRows)
-	parquetRowGroupRows = 4
-	path := exportParquet(t, dir, "events")
-	var groups, maxRows, rows int64
-	err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(DISTINCT row_group_id), max(row_group_num_rows), 
-		(SELECT count(*) FROM '%[1]s') FROM parquet_metadata('%[1]s')`, path)).Scan(&groups, &maxRows, &rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rows != 25 || groups != 7 || maxRows != 4 {
-		t.Errorf("%d rows in %d row groups of at most %d, want 25 in 7 of at most 4", rows, groups, maxRows)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/proc"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -87,13 +88,13 @@ func (o *recordOpts) recorderOptions(argv []string) (recorder.Options, error) {
 			return ro, usagef("record: --probe must be graph or ops, and sched, comma-separated; not %q", o.probe)
 		}
 	}
-	ring, err := parseSize(o.ringbuf)
+	ring, err := units.ParseSize(o.ringbuf)
 	if err != nil {
 		return ro, usagef("record: --ringbuf-size: %v", err)
 	}
 	ro.RingBufBytes = int(min(ring, 1<<31))
 	if o.memLimit != "" {
-		if ro.MemLimit, err = parseSize(o.memLimit); err != nil {
+		if ro.MemLimit, err = units.ParseSize(o.memLimit); err != nil {
 			return ro, usagef("record: --mem-limit: %v", err)
 		}
 	}

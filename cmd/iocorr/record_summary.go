@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -21,7 +22,7 @@ func statusLine(w io.Writer) func(recorder.Progress) {
 		}
 		s := p.Stats
 		fmt.Fprintf(w, "\r\033[Kiocorr: %s  tokens %d  faults %d major  pages +%d -%d  read %s  events %d",
-			p.Elapsed.Truncate(100*time.Millisecond), s.Tokens(), s.Major, s.PagesAdded, s.Evicted, humanBytes(s.BlockRead), s.Events)
+			p.Elapsed.Truncate(100*time.Millisecond), s.Tokens(), s.Major, s.PagesAdded, s.Evicted, units.Bytes(float64(s.BlockRead)), s.Events)
 	}
 }
 
@@ -37,15 +38,15 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 		s.Tokens(), s.Prefill, s.PrefillTokens, s.Decode)
 	fmt.Fprintf(w, "  graphs      %d computed, %d ops probed\n", s.Graphs, s.Ops)
 	fmt.Fprintf(w, "  faults      %d major, %d minor; in model files %d major, %d minor; stall %s (child majflt %d)\n",
-		s.Major, s.Minor, s.MajorModel, s.MinorModel, humanDuration(s.StallNS), m.Child.MajFlt)
-	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, humanBytes(s.PagesAdded*kernel.PageSize), s.Evicted)
-	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, humanBytes(s.BlockRead))
+		s.Major, s.Minor, s.MajorModel, s.MinorModel, units.Duration(float64(s.StallNS)), m.Child.MajFlt)
+	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, units.Bytes(float64(s.PagesAdded*kernel.PageSize)), s.Evicted)
+	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, units.Bytes(float64(s.BlockRead)))
 	if op := m.OpProbes; op != nil {
 		fmt.Fprintf(w, "  op probes   on %s (%d CPU backends ran no graph, not probed)\n", strings.Join(op.Files, ", "), len(op.Idle))
 		cost := "cost per hit NA: " + op.CalibrationNA
 		if op.CalibrationNA == "" {
 			cost = fmt.Sprintf("%s per hit here → %.1f%% of token time; %.2f–%.2f%% on bare metal (0.3–0.7 µs per hit)",
-				humanDuration(uint64(op.PerHitNS)), 100*op.OverheadRatio, 100*op.BareMetalOverheadRatio[0], 100*op.BareMetalOverheadRatio[1])
+				units.Duration(float64(uint64(op.PerHitNS))), 100*op.OverheadRatio, 100*op.BareMetalOverheadRatio[0], 100*op.BareMetalOverheadRatio[1])
 		}
 		fmt.Fprintf(w, "              %.0f hits per token (max %d), %s\n", op.HitsPerTokenMean, op.HitsPerTokenMax, cost)
 		if len(op.Unprobed) > 0 {

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
 
+	"github.com/iocorr/iocorr/internal/atomicfile"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
@@ -51,7 +50,7 @@ func writeReport(o reportOptions) error {
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		row, err := sweepRun(sum)
+		row, err := sum.ReportRun()
 		if err != nil {
 			return fmt.Errorf("report: %s: %w", o.dir, err)
 		}
@@ -72,23 +71,11 @@ func writeReport(o reportOptions) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	tmp := o.out + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := atomicfile.Write(o.out, 0o644, false, rep.WriteHTML); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	bw := bufio.NewWriter(f)
-	err = rep.WriteHTML(bw)
-	err = cmp.Or(err, bw.Flush(), f.Close())
-	if err == nil {
-		err = os.Rename(tmp, o.out)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("report: writing %s: %w", o.out, err)
-	}
 	fi, _ := os.Stat(o.out)
-	fmt.Fprintf(stdout, "%s: %d charts, %d tables, %s\n", o.out, len(rep.Charts), len(rep.Tables), humanBytes(uint64(fi.Size())))
+	fmt.Fprintf(stdout, "%s: %d charts, %d tables, %s\n", o.out, len(rep.Charts), len(rep.Tables), units.Bytes(float64(fi.Size())))
 	if o.png != "" {
 		paths, err := rep.WritePNGs(o.png)
 		if err != nil {
@@ -99,20 +86,4 @@ func writeReport(o reportOptions) error {
 		}
 	}
 	return nil
-}
-
-// sweepRun picks the sweep's run the report shows: the smallest budget
-// whose run ended in order.
-func sweepRun(s *sweep.Summary) (sweep.Row, error) {
-	var best *sweep.Row
-	for i := range s.Rows {
-		r := &s.Rows[i]
-		if r.Status == sweep.StatusOK && (best == nil || r.MemLimit < best.MemLimit) {
-			best = r
-		}
-	}
-	if best == nil {
-		return sweep.Row{}, errors.New("no run of the sweep ended in order: nothing to report")
-	}
-	return *best, nil
 }

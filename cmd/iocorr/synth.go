@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/units"
 )
 
 func init() {
@@ -22,19 +23,20 @@ func init() {
 }
 
 func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
+	var spec gguf.SynthSpec
 	out := fs.StringP("output", "o", "", "file to write (required); written to a temporary file, synced, then renamed")
-	layers := fs.Int("layers", 16, "transformer blocks")
-	embd := fs.Int("embd", 1024, "embedding width (n_embd)")
-	ff := fs.Int("ff", 0, "feed-forward width, per expert for MoE (default 2.75 × embd)")
-	heads := fs.Int("heads", 0, "attention heads (default: head size 64, 128 from embd 4096 on)")
-	kvHeads := fs.Int("kv-heads", 0, "key/value heads for GQA (default: heads)")
-	experts := fs.Int("experts", 0, "experts per layer (0: dense feed-forward)")
-	used := fs.Int("experts-used", 0, "experts used per token (default min(2, experts))")
+	fs.IntVar(&spec.Layers, "layers", 16, "transformer blocks")
+	fs.IntVar(&spec.Embd, "embd", 1024, "embedding width (n_embd)")
+	fs.IntVar(&spec.FF, "ff", 0, "feed-forward width, per expert for MoE (default 2.75 × embd)")
+	fs.IntVar(&spec.Heads, "heads", 0, "attention heads (default: head size 64, 128 from embd 4096 on)")
+	fs.IntVar(&spec.KVHeads, "kv-heads", 0, "key/value heads for GQA (default: heads)")
+	fs.IntVar(&spec.Experts, "experts", 0, "experts per layer (0: dense feed-forward)")
+	fs.IntVar(&spec.ExpertsUsed, "experts-used", 0, "experts used per token (default min(2, experts))")
 	typ := fs.String("type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32)")
-	vocab := fs.Int("vocab", 512, "vocabulary size (at least 259: 3 special + 256 byte tokens)")
-	ctxLen := fs.Int("ctx", 2048, "context length")
-	seed := fs.Uint64("seed", 1, "random seed; the same flags and seed give the same file")
-	name := fs.String("name", "iocorr-synth", "general.name")
+	fs.IntVar(&spec.Vocab, "vocab", 512, "vocabulary size (at least 259: 3 special + 256 byte tokens)")
+	fs.IntVar(&spec.Ctx, "ctx", 2048, "context length")
+	fs.Uint64Var(&spec.Seed, "seed", 1, "random seed; the same flags and seed give the same file")
+	fs.StringVar(&spec.Name, "name", "iocorr-synth", "general.name")
 	size := fs.String("size", "", "target file size (e.g. 500MiB, 2GiB): picks the shape flags not given explicitly")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -48,31 +50,28 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		for _, f := range []struct {
 			name string
 			v    int
-		}{{"layers", *layers}, {"embd", *embd}, {"ff", *ff}, {"heads", *heads}, {"kv-heads", *kvHeads}, {"vocab", *vocab}, {"ctx", *ctxLen}} {
+		}{{"layers", spec.Layers}, {"embd", spec.Embd}, {"ff", spec.FF}, {"heads", spec.Heads}, {"kv-heads", spec.KVHeads}, {"vocab", spec.Vocab}, {"ctx", spec.Ctx}} {
 			if fs.Changed(f.name) && f.v < 1 {
 				return usagef("synth: --%s %d: want at least 1 (leave the flag out for its default)", f.name, f.v)
 			}
 		}
 		switch {
-		case *experts < 0:
-			return usagef("synth: --experts %d: want 0 (dense) or more", *experts)
-		case fs.Changed("experts-used") && *experts > 0 && (*used < 1 || *used > *experts):
-			return usagef("synth: --experts-used %d: want 1 to --experts (%d)", *used, *experts)
-		case fs.Changed("experts-used") && *experts == 0 && *used != 0:
-			return usagef("synth: --experts-used %d without --experts", *used)
-		case fs.Changed("name") && *name == "":
+		case spec.Experts < 0:
+			return usagef("synth: --experts %d: want 0 (dense) or more", spec.Experts)
+		case fs.Changed("experts-used") && spec.Experts > 0 && (spec.ExpertsUsed < 1 || spec.ExpertsUsed > spec.Experts):
+			return usagef("synth: --experts-used %d: want 1 to --experts (%d)", spec.ExpertsUsed, spec.Experts)
+		case fs.Changed("experts-used") && spec.Experts == 0 && spec.ExpertsUsed != 0:
+			return usagef("synth: --experts-used %d without --experts", spec.ExpertsUsed)
+		case fs.Changed("name") && spec.Name == "":
 			return usagef("synth: --name is empty (leave the flag out for %q)", fs.Lookup("name").DefValue)
 		}
 		t, ok := gguf.ParseType(*typ)
-		if !ok || !synthType(t) {
+		if !ok || !slices.Contains(gguf.SynthTypes, t) {
 			return usagef("synth: --type %q: want f16, f32, bf16 or q8_0", *typ)
 		}
-		spec := gguf.SynthSpec{
-			Name: *name, Layers: *layers, Embd: *embd, FF: *ff, Heads: *heads, KVHeads: *kvHeads,
-			Experts: *experts, ExpertsUsed: *used, Type: t, Vocab: *vocab, Ctx: *ctxLen, Seed: *seed,
-		}
+		spec.Type = t
 		if *size != "" {
-			target, err := parseSize(*size)
+			target, err := units.ParseSize(*size)
 			if err != nil {
 				return usagef("synth: --size: %v", err)
 			}
@@ -104,46 +103,8 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			moe = fmt.Sprintf(", %d experts (%d used)", spec.Experts, spec.ExpertsUsed)
 		}
 		fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
-			*out, humanBytes(uint64(n)), len(layout.Tensors), spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
+			*out, units.Bytes(float64(n)), len(layout.Tensors), spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
 			spec.Type, el.Seconds(), float64(n)/1e6/math.Max(el.Seconds(), 1e-9))
 		return nil
 	}
-}
-
-func synthType(t gguf.Type) bool {
-	for _, s := range gguf.SynthTypes {
-		if s == t {
-			return true
-		}
-	}
-	return false
-}
-
-// parseSize reads "123", "500MB", "2GiB", "1.5G" (K/M/G/T alone are
-// binary, as in dd and truncate).
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := len(t)
-	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
-		i--
-	}
-	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a size (want e.g. 500MiB or 2GiB)", s)
-	}
-	mult := map[string]float64{
-		"": 1, "b": 1,
-		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
-		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
-		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
-		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
-	}[unit]
-	if mult == 0 {
-		return 0, fmt.Errorf("%q: unknown unit %q (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, t[i:])
-	}
-	if v*mult > 1<<50 {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return int64(v * mult), nil
 }

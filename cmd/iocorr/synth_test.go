@@ -195,18 +195,3 @@ func TestSynthStopsOnCancel(t *testing.T) {
 		t.Errorf("files left behind: %v", entries)
 	}
 }
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"123": 123, "2GiB": 2 << 30, "2G": 2 << 30, "500MB": 500e6, "1.5GiB": 3 << 29, "64 KiB": 64 << 10, "10b": 10,
-	} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "-1G", "G", "1.2.3M", "5 parsecs", "0"} {
-		if _, err := parseSize(bad); err == nil {
-			t.Errorf("parseSize(%q): no error", bad)
-		}
-	}
-}

@@ -42,11 +42,8 @@ func NewMemory(name string, limit int64) (*Cgroup, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("memory limit %d is not positive", limit)
 	}
-	for _, root := range cgroupV2Roots {
-		ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
-		if err != nil || !hasWord(string(ctrl), "memory") {
-			continue
-		}
+	v2, v1 := MemoryControllers()
+	if root := v2; root != "" {
 		parent := root
 		if own := ownCgroup(""); own != "" && own != "/" {
 			parent = filepath.Join(root, filepath.Dir(own))
@@ -72,7 +69,7 @@ func NewMemory(name string, limit int64) (*Cgroup, error) {
 		_ = cg.write("memory.swap.max", "0")
 		return cg, nil
 	}
-	if _, err := os.Stat(filepath.Join(cgroupV1Root, "memory.limit_in_bytes")); err != nil {
+	if !v1 {
 		return nil, errors.New("no memory cgroup controller: neither cgroup v2 with memory nor v1 memory is mounted")
 	}
 	parent := cgroupV1Root
@@ -93,6 +90,21 @@ func NewMemory(name string, limit int64) (*Cgroup, error) {
 	}
 	_ = cg.write("memory.swappiness", "0")
 	return cg, nil
+}
+
+// MemoryControllers says where a memory cgroup can be made: the first
+// cgroup v2 root whose unified hierarchy offers the memory controller (""
+// if none), and whether the v1 memory hierarchy is mounted.
+// NewMemoryCgroup takes v2 when it has both.
+func MemoryControllers() (v2Root string, v1 bool) {
+	for _, root := range cgroupV2Roots {
+		if ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil && hasWord(string(ctrl), "memory") {
+			v2Root = root
+			break
+		}
+	}
+	_, err := os.Stat(filepath.Join(cgroupV1Root, "memory.limit_in_bytes"))
+	return v2Root, err == nil
 }
 
 // ownCgroup is this process's cgroup path in the v2 hierarchy (controller

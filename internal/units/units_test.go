@@ -23,6 +23,16 @@ func TestParseSizeReadsBinaryAndDecimalUnits(t *testing.T) {
 		{"12XB", 0, true},
 		{"MiB", 0, true},
 		{"2000TiB", 0, true},
+		{"2GiB", 2 << 30, false},
+		{"2G", 2 << 30, false},
+		{"1.5GiB", 3 << 29, false},
+		{"64 KiB", 64 << 10, false},
+		{"10b", 10, false},
+		{"", 0, true},
+		{"-1G", 0, true},
+		{"G", 0, true},
+		{"1.2.3M", 0, true},
+		{"5 parsecs", 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {

@@ -1,0 +1,372 @@
+// Package output writes iocorr's result tables: aligned text for people;
+// CSV (RFC 4180), a JSON array of objects, JSON lines (an object per line)
+// and Parquet for programs. One engine serves every subcommand that prints
+// rows (query, export, stats, sweep, doctor, inspect), so a column has the
+// same name and an unmeasured figure the same spelling in every format.
+//
+// A partial run says so in every format that a program reads (Writer's
+// SetStatus): a leading "# " comment line in CSV, a "run_status" field of
+// every JSON row, the key-value metadata "run_status" of a Parquet file.
+// An unmeasured number is NA in tables, an empty CSV field, a JSON null and
+// a Parquet null, never a zero.
+package output
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/internal/units"
+)
+
+// Format is an output format; it is a pflag.Value for the text formats.
+type Format string
+
+const (
+	Table Format = "table"
+	CSV   Format = "csv"
+	JSON  Format = "json"
+	JSONL Format = "jsonl"
+	// Parquet is accepted only where a file is written (export, sweep):
+	// it is binary. FileFormat is the flag value that takes it.
+	Parquet Format = "parquet"
+)
+
+func (f *Format) String() string { return string(*f) }
+func (f *Format) Type() string   { return "table|csv|json|jsonl" }
+func (f *Format) Set(s string) error {
+	switch Format(s) {
+	case Table, CSV, JSON, JSONL:
+		*f = Format(s)
+		return nil
+	}
+	return fmt.Errorf("unknown format %q (want table, csv, json or jsonl)", s)
+}
+
+// FileFormat is the flag value of the commands that also write Parquet.
+type FileFormat struct{ Format }
+
+func (f *FileFormat) Type() string { return "table|csv|json|jsonl|parquet" }
+func (f *FileFormat) Set(s string) error {
+	if Format(s) == Parquet {
+		f.Format = Parquet
+		return nil
+	}
+	if err := f.Format.Set(s); err != nil {
+		return fmt.Errorf("unknown format %q (want table, csv, json, jsonl or parquet)", s)
+	}
+	return nil
+}
+
+// Type is a column's value type, for the outputs that keep types
+// (Parquet); CSV and JSON write the same values as text and numbers.
+type Type uint8
+
+const (
+	String Type = iota
+	Uint32
+	Uint64
+	Int32
+	Int64
+	// Float64 columns hold Float cells.
+	Float64
+)
+
+// Column is one column of a result: its name (the same in every format),
+// its type, and whether it can be NA (a null in Parquet, an empty CSV
+// field, a JSON null) rather than always measured. The text formats use
+// the name only.
+type Column struct {
+	Name     string
+	Type     Type
+	Nullable bool
+}
+
+// Cell is one field of a row: text or a number, without boxing in an
+// interface, so that a ten-million-event export does not allocate per
+// field. CSV and JSON carry the raw value; a table renders sizes in
+// KiB/MiB and times in µs/ms.
+type Cell struct {
+	s     string
+	n     int64
+	u     uint64
+	kind  byte // 's', 'i' or 'u'
+	unit  event.Unit
+	empty bool // a number that was not measured: NA in tables, empty in CSV, null in JSON
+	// Human, when set, is what a table shows instead of the value.
+	Human string
+}
+
+// Text is a text cell.
+func Text(s string) Cell { return Cell{s: s, kind: 's'} }
+
+// TextAs is text that a table shows as human.
+func TextAs(s, human string) Cell { return Cell{s: s, kind: 's', Human: human} }
+
+// Num is an integer cell.
+func Num[T int | int16 | int64 | uint64 | uint32 | int32 | uint](v T) Cell {
+	if v < 0 {
+		return Cell{n: int64(v), kind: 'i'}
+	}
+	return Cell{u: uint64(v), kind: 'u'}
+}
+
+// Bytes is a byte count, which a table shows in KiB, MiB, ….
+func Bytes(v uint64) Cell { return Cell{u: v, kind: 'u', unit: event.UnitBytes} }
+
+// Duration is nanoseconds, which a table shows in µs, ms, ….
+func Duration(ns uint64) Cell { return Cell{u: ns, kind: 'u', unit: event.UnitNS} }
+
+// NA is a number that was not measured.
+func NA() Cell { return Cell{kind: 'u', empty: true} }
+
+// Float is a float for the text formats (its shortest exact decimal; a
+// table shows 4 significant digits) and for Float64 columns.
+func Float(v float64) Cell {
+	return TextAs(strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'g', 4, 64))
+}
+
+// Counter is a counter's value, rendered in tables by its unit.
+func Counter(d *event.Counter, c *event.Counters) Cell {
+	return Cell{u: *d.Field(c), kind: 'u', unit: d.Unit}
+}
+
+// CounterColumns appends every counter (event.CounterFields; with
+// tableOnly those a table shows) as an unsigned 64-bit column named as
+// the counter: counters are always measured, never NA.
+func CounterColumns(dst []Column, tableOnly bool) []Column {
+	for _, d := range event.CounterFields {
+		if d.Table || !tableOnly {
+			dst = append(dst, Column{Name: d.Name, Type: Uint64})
+		}
+	}
+	return dst
+}
+
+// CounterCells appends c's counters in CounterColumns order.
+func CounterCells(dst []Cell, c *event.Counters, tableOnly bool) []Cell {
+	for i := range event.CounterFields {
+		if d := &event.CounterFields[i]; d.Table || !tableOnly {
+			dst = append(dst, Counter(d, c))
+		}
+	}
+	return dst
+}
+
+func (c *Cell) human() string {
+	switch {
+	case c.Human != "":
+		return c.Human
+	case c.empty:
+		return "NA"
+	case c.kind == 's':
+		return c.s
+	case c.kind == 'i':
+		return strconv.FormatInt(c.n, 10)
+	case c.unit == event.UnitBytes:
+		return units.Bytes(float64(c.u))
+	case c.unit == event.UnitNS:
+		return units.Duration(float64(c.u))
+	}
+	return strconv.FormatUint(c.u, 10)
+}
+
+// appendRaw appends the raw value: na for an unmeasured number, text
+// through quote, numbers in decimal.
+func (c *Cell) appendRaw(b []byte, na string, quote func([]byte, string) []byte) []byte {
+	switch {
+	case c.empty:
+		return append(b, na...)
+	case c.kind == 's':
+		return quote(b, c.s)
+	case c.kind == 'i':
+		return strconv.AppendInt(b, c.n, 10)
+	}
+	return strconv.AppendUint(b, c.u, 10)
+}
+
+// Writer streams the rows of one result.
+type Writer interface {
+	// SetStatus marks the output as partial (rundir.Meta.Status; "" for
+	// a whole run). Call it before the first row.
+	SetStatus(string)
+	// Row writes one row; the cells must match the columns.
+	Row(cells ...Cell) error
+	// Close ends the output.
+	Close() error
+}
+
+// New returns the writer of format for rows of cols.
+func New(w io.Writer, format Format, cols []Column) Writer {
+	if format == Parquet {
+		return newParquetWriter(w, cols)
+	}
+	return &textWriter{w: w, format: format, cols: cols}
+}
+
+// textWriter writes the text formats. The header is written with the
+// first row (or at Close), after SetStatus.
+type textWriter struct {
+	w       io.Writer
+	format  Format
+	cols    []Column
+	status  string
+	started bool
+	tw      *tabwriter.Writer
+	n       int
+	buf     []byte
+}
+
+// SetStatus: CSV gets the status as a leading "# " comment line (pandas
+// comment='#', duckdb comment='#', Go's csv.Reader Comment), JSON and
+// JSON lines as a "run_status" field of every row, so that no row read
+// alone passes for a whole run's. Tables leave it to the caller's warning
+// on stderr.
+func (rw *textWriter) SetStatus(s string) { rw.status = s }
+
+func (rw *textWriter) start() error {
+	if rw.started {
+		return nil
+	}
+	rw.started = true
+	b := rw.buf[:0]
+	switch rw.format {
+	case Table:
+		rw.tw = tabwriter.NewWriter(rw.w, 0, 0, 2, ' ', 0)
+		for _, c := range rw.cols {
+			fmt.Fprint(rw.tw, strings.ToUpper(c.Name), "\t")
+		}
+		fmt.Fprintln(rw.tw)
+		return nil
+	case CSV:
+		if rw.status != "" {
+			b = append(b, "# "...)
+			b = append(b, strings.ReplaceAll(rw.status, "\n", " ")...)
+			b = append(b, '\r', '\n')
+		}
+		for i, c := range rw.cols {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendCSVField(b, c.Name)
+		}
+		b = append(b, '\r', '\n')
+	case JSON:
+		b = append(b, '[')
+	}
+	rw.buf = b
+	_, err := rw.w.Write(b)
+	return err
+}
+
+func (rw *textWriter) Row(cells ...Cell) error {
+	if len(cells) != len(rw.cols) {
+		return fmt.Errorf("internal: row has %d cells, want %d", len(cells), len(rw.cols))
+	}
+	if err := rw.start(); err != nil {
+		return err
+	}
+	rw.n++
+	if rw.format == Table {
+		for i := range cells {
+			fmt.Fprint(rw.tw, cells[i].human(), "\t")
+		}
+		_, err := fmt.Fprintln(rw.tw)
+		return err
+	}
+	b := rw.buf[:0]
+	switch rw.format {
+	case CSV:
+		for i := range cells {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = cells[i].appendRaw(b, "", appendCSVField)
+		}
+		b = append(b, '\r', '\n')
+	default:
+		if rw.format == JSON {
+			if rw.n > 1 {
+				b = append(b, ',')
+			}
+			b = append(b, '\n')
+		}
+		b = append(b, '{')
+		for i := range cells {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, rw.cols[i].Name)
+			b = append(b, ':')
+			b = cells[i].appendRaw(b, "null", appendJSONString)
+		}
+		if rw.status != "" {
+			b = append(b, `,"run_status":`...)
+			b = appendJSONString(b, rw.status)
+		}
+		b = append(b, '}')
+		if rw.format == JSONL {
+			b = append(b, '\n')
+		}
+	}
+	rw.buf = b
+	_, err := rw.w.Write(b)
+	return err
+}
+
+// Close ends the output (a table is aligned and written only here).
+func (rw *textWriter) Close() error {
+	if err := rw.start(); err != nil {
+		return err
+	}
+	switch rw.format {
+	case Table:
+		return rw.tw.Flush()
+	case JSON:
+		end := "\n]\n"
+		if rw.n == 0 {
+			end = "]\n"
+		}
+		_, err := io.WriteString(rw.w, end)
+		return err
+	}
+	return nil
+}
+
+func appendCSVField(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, ",\"\r\n") && (s == "" || (s[0] != ' ' && s[0] != '\t' && s[0] != '#')) {
+		return append(b, s...)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' {
+			b = append(b, '"')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

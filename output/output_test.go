@@ -1,0 +1,114 @@
+package output
+
+import (
+	"bytes"
+	"testing"
+)
+
+func render(t *testing.T, format Format, status string, cols []Column, rows ...[]Cell) string {
+	t.Helper()
+	var b bytes.Buffer
+	rw := New(&b, format, cols)
+	rw.SetStatus(status)
+	for _, r := range rows {
+		if err := rw.Row(r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// Each format says the run is partial and spells an unmeasured number in
+// its own way; none of them writes it as 0.
+func TestEveryFormatSpellsNAAndTheRunStatusItsWay(t *testing.T) {
+	cols := []Column{{Name: "token"}, {Name: "start_ns"}, {Name: "tensor"}}
+	row := []Cell{Num(3), NA(), Text("blk.0,ffn")}
+	const status = "incomplete run: the disk filled"
+	tests := []struct {
+		format Format
+		status string
+		want   string
+	}{
+		{CSV, status, "# incomplete run: the disk filled\r\ntoken,start_ns,tensor\r\n3,,\"blk.0,ffn\"\r\n"},
+		{CSV, "", "token,start_ns,tensor\r\n3,,\"blk.0,ffn\"\r\n"},
+		{JSON, status, "[\n{\"token\":3,\"start_ns\":null,\"tensor\":\"blk.0,ffn\",\"run_status\":\"incomplete run: the disk filled\"}\n]\n"},
+		{JSONL, "", "{\"token\":3,\"start_ns\":null,\"tensor\":\"blk.0,ffn\"}\n"},
+		{Table, status, "TOKEN  START_NS  TENSOR     \n3      NA        blk.0,ffn  \n"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.format)+"/"+tc.status, func(t *testing.T) {
+			if got := render(t, tc.format, tc.status, cols, row); got != tc.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestATableShowsSizesAndTimesForPeopleAndTheOthersRawNumbers(t *testing.T) {
+	cols := []Column{{Name: "bytes"}, {Name: "duration_ns"}, {Name: "layer"}, {Name: "ratio"}}
+	row := []Cell{Bytes(1536), Duration(2_500_000), Num(-1), Float(1.0 / 3)}
+	if got, want := render(t, Table, "", cols, row), "BYTES    DURATION_NS  LAYER  RATIO   \n1.5 KiB  2.5 ms       -1     0.3333  \n"; got != want {
+		t.Errorf("table\n%q\nwant\n%q", got, want)
+	}
+	if got, want := render(t, CSV, "", cols, row), "bytes,duration_ns,layer,ratio\r\n1536,2500000,-1,0.3333333333333333\r\n"; got != want {
+		t.Errorf("CSV\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Text that a CSV reader or a JSON parser would take for something else
+// is quoted or escaped.
+func TestTextIsQuotedWhereAReaderWouldMisreadIt(t *testing.T) {
+	cols := []Column{{Name: "s"}}
+	for _, tc := range []struct {
+		in, csv, json string
+	}{
+		{"plain", "plain", `"plain"`},
+		{`say "hi"`, `"say ""hi"""`, `"say \"hi\""`},
+		{"#not a comment", `"#not a comment"`, `"#not a comment"`},
+		{" lead", `" lead"`, `" lead"`},
+		{"two\nlines", "\"two\nlines\"", `"two\u000alines"`},
+		{"bad \xff byte", "bad \xff byte", "\"bad \uFFFD byte\""},
+	} {
+		if got := render(t, CSV, "", cols, []Cell{Text(tc.in)}); got != "s\r\n"+tc.csv+"\r\n" {
+			t.Errorf("CSV of %q: %q, want %q", tc.in, got, tc.csv)
+		}
+		if got := render(t, JSONL, "", cols, []Cell{Text(tc.in)}); got != `{"s":`+tc.json+"}\n" {
+			t.Errorf("JSON of %q: %q, want %q", tc.in, got, tc.json)
+		}
+	}
+}
+
+func TestAnEmptyResultIsAHeaderOrAnEmptyArray(t *testing.T) {
+	cols := []Column{{Name: "token"}}
+	for format, want := range map[Format]string{CSV: "token\r\n", JSON: "[]\n", JSONL: "", Table: "TOKEN  \n"} {
+		if got := render(t, format, "", cols); got != want {
+			t.Errorf("%s: %q, want %q", format, got, want)
+		}
+	}
+}
+
+func TestARowMustMatchTheColumns(t *testing.T) {
+	for _, format := range []Format{Table, CSV, JSON, JSONL, Parquet} {
+		var b bytes.Buffer
+		if err := New(&b, format, []Column{{Name: "a"}, {Name: "b"}}).Row(Num(1)); err == nil {
+			t.Errorf("%s: a row of 1 cell for 2 columns: no error", format)
+		}
+	}
+}
+
+func TestFileFormatAlsoTakesParquet(t *testing.T) {
+	var f Format
+	if err := f.Set("parquet"); err == nil {
+		t.Errorf("--format parquet where no file is written: no error")
+	}
+	ff := FileFormat{Format: CSV}
+	if err := ff.Set("parquet"); err != nil || ff.Format != Parquet {
+		t.Errorf("FileFormat.Set(parquet): %v, %q", err, ff.Format)
+	}
+	if err := ff.Set("xml"); err == nil || err.Error() != `unknown format "xml" (want table, csv, json, jsonl or parquet)` {
+		t.Errorf("FileFormat.Set(xml): %v", err)
+	}
+}

@@ -1,0 +1,155 @@
+package output
+
+import (
+	"context"
+	"io"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+)
+
+// QueryRows writes the rows of index.Store.Query grouped by by. A table
+// shows what a person reads first (event.Counter.Table); the other
+// formats carry every counter as a raw number. Columns are the counters'
+// names everywhere. selNA, when set, says why the router's picks were not
+// recorded (rundir.Meta.PicksNA): the selected column is then NA, not a
+// count of zero.
+func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, selNA string) error {
+	if by == "" {
+		by = "token"
+	}
+	tableOnly := format == Table
+	cols := []Column{{Name: by}}
+	if by == "token" {
+		cols = append(cols, Column{Name: "phase"})
+	}
+	if by == "expert" {
+		cols = append(cols, Column{Name: index.Selected})
+	}
+	cols = CounterColumns(cols, tableOnly)
+	rw := New(w, format, cols)
+	rw.SetStatus(status)
+	cells := make([]Cell, 0, len(cols))
+	for _, r := range rows {
+		cells = append(cells[:0], Text(r.Key))
+		if by == "token" {
+			cells[0] = Num(r.Token)
+			cells = append(cells, Text(event.PhaseName(r.Phase)))
+		}
+		if by == "expert" {
+			if selNA != "" {
+				cells = append(cells, NA())
+			} else {
+				cells = append(cells, Num(r.Selected))
+			}
+		}
+		cells = CounterCells(cells, &r.Counters, tableOnly)
+		if err := rw.Row(cells...); err != nil {
+			return err
+		}
+	}
+	return rw.Close()
+}
+
+// The exports below carry every counter (event.CounterFields) under its
+// name, whatever the format.
+
+// Tokens writes a row per token of the run in st.
+func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string) error {
+	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
+		{"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
+	cols = append(CounterColumns(cols, false), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
+	rw := New(w, format, cols)
+	rw.SetStatus(status)
+	cells := make([]Cell, 0, len(cols))
+	err := st.EachToken(func(t *event.TokenInfo) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A token whose llama_decode entry or return was not seen (token
+		// 0, a lost record) has no start or duration: NA, not 0.
+		start, dur := NA(), NA()
+		if t.StartNS != 0 {
+			start = Num(t.StartNS)
+			if t.EndNS >= t.StartNS {
+				dur = Duration(t.EndNS - t.StartNS)
+			}
+		}
+		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), start, dur)
+		cells = CounterCells(cells, &t.Counters, false)
+		cells = append(cells, Num(t.TensorsTouched), Num(t.ExpertsTouched))
+		return rw.Row(cells...)
+	})
+	if err != nil {
+		return err
+	}
+	return rw.Close()
+}
+
+// TokenTensors writes a row per token and tensor (and expert) the token
+// touched.
+func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string) error {
+	cols := CounterColumns([]Column{{"token", Uint32, false}, {"phase", String, false}, {"tensor", String, false},
+		{"layer", Int32, false}, {"expert", Int32, false}, {"op", String, false}}, false)
+	rw := New(w, format, cols)
+	rw.SetStatus(status)
+	// Phases per token: a run has thousands of tokens, not millions.
+	phase := map[uint32]uint8{}
+	if err := st.EachToken(func(t *event.TokenInfo) error {
+		phase[t.Token] = t.Phase
+		return nil
+	}); err != nil {
+		return err
+	}
+	cells := make([]Cell, 0, len(cols))
+	n := 0
+	err := st.Aggs(func(a *event.Agg) error {
+		if n++; n&0xfff == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t := st.Tensor(a.Tensor)
+		// The op is the one of the graph node reading the weight.
+		cells = append(cells[:0], Num(a.Token), Text(event.PhaseName(phase[a.Token])), Text(t.Name), Num(t.Layer),
+			Num(a.Expert), Text(st.OpName(t.Op)))
+		cells = CounterCells(cells, &a.Counters, false)
+		return rw.Row(cells...)
+	})
+	if err != nil {
+		return err
+	}
+	return rw.Close()
+}
+
+// eventColumns are an events export's columns. Strings that do not apply
+// (the class of a page-cache event, the trigger of a fault) are empty, as
+// in CSV and JSON; only unmeasured numbers are NA.
+var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {"class", String, false},
+	{"token", Uint32, false}, {"phase", String, false}, {"op", String, false}, {"tid", Uint32, false},
+	{"tensor", String, false}, {"layer", Int32, false}, {"expert", Int32, false}, {"offset", Int64, false},
+	{"bytes", Uint64, false}, {"duration_ns", Uint64, false}, {"trigger_tensor", String, false}}
+
+// Events writes a row per attributed event that f selects.
+func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, f index.EventFilter) error {
+	rw := New(w, format, eventColumns)
+	rw.SetStatus(status)
+	cells := make([]Cell, 0, 14)
+	n := 0
+	err := st.Events(f, func(e *event.Event) error {
+		if n++; n&0xffff == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t := st.Tensor(e.Tensor)
+		trig := ""
+		if e.Trigger != event.NoTensor {
+			trig = st.TensorName(e.Trigger)
+		}
+		cells = append(cells[:0], Num(e.Ts), Text(e.Kind.String()), Text(e.ClassName()), Num(e.Token), Text(event.PhaseName(e.Phase)),
+			Text(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), Num(t.Layer), Num(e.Expert),
+			Num(e.Offset), Bytes(e.Bytes), Duration(e.Dur), Text(trig))
+		return rw.Row(cells...)
+	})
+	if err != nil {
+		return err
+	}
+	return rw.Close()
+}

@@ -1,0 +1,60 @@
+package rundir_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func TestNAProbeNamesAreTheLoaders(t *testing.T) {
+	if rundir.SymGetRows != bpf.SymGetRows {
+		t.Errorf("rundir.SymGetRows %q, the loader probes %q", rundir.SymGetRows, bpf.SymGetRows)
+	}
+}
+
+func TestNAReasonsSayWhyAFigureWasNotMeasured(t *testing.T) {
+	picks := rundir.Probe{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: rundir.SymGetRows}
+	reads := rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointSysEnterRead}
+	failed := func(p rundir.Probe) rundir.Probe { p.Error = "no such symbol"; return p }
+	tests := []struct {
+		name             string
+		meta             rundir.Meta
+		wantPicks, reads string // substrings of the reasons; "" when measured
+	}{
+		{"both attached", rundir.Meta{Probes: []rundir.Probe{picks, reads}}, "", ""},
+		{"nothing attached", rundir.Meta{}, "no probe on " + rundir.SymGetRows + " attached", "did not trace read syscalls"},
+		{"probes that failed to attach", rundir.Meta{Probes: []rundir.Probe{failed(picks), failed(reads)}},
+			"no probe on " + rundir.SymGetRows + " attached", "did not trace read syscalls"},
+		{"a layout that failed validation", rundir.Meta{Probes: []rundir.Probe{picks, reads}, Layout: &rundir.Layout{Invalid: "node 3 has no op"}},
+			"failed validation against the target (node 3 has no op)", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(what, got, want string) {
+				if (want == "") != (got == "") || !strings.Contains(got, want) {
+					t.Errorf("%s NA: %q, want %q", what, got, want)
+				}
+			}
+			check("picks", tc.meta.PicksNA(), tc.wantPicks)
+			check("reads", tc.meta.ReadsNA(), tc.reads)
+		})
+	}
+}
+
+func TestResidencyIsKnownWhenNoneOrAllPagesWereResident(t *testing.T) {
+	for _, tc := range []struct {
+		before, pages int64
+		known         bool
+	}{{0, 10, true}, {10, 10, true}, {3, 10, false}, {0, 0, true}} {
+		f := rundir.ModelFile{Path: "m.gguf", ResidentBefore: tc.before, Pages: tc.pages}
+		why := f.ResidencyNA()
+		if (why == "") != tc.known {
+			t.Errorf("%d of %d pages resident before: NA %q, want known %v", tc.before, tc.pages, why, tc.known)
+		}
+		if !tc.known && !strings.Contains(why, "3 of 10 pages of m.gguf") {
+			t.Errorf("the reason does not say which file and how much: %q", why)
+		}
+	}
+}
