@@ -86,3 +86,66 @@ func checkWeightOffset(t *testing.T, f *gguf.File, e *bpf.IocorrNodeEvent, seen 
 		t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
 	}
 }
+
+// countDecodeCalls counts the llama_decode calls of a run's spool by
+// phase (a call of more than one token is the prefill) and checks every
+// graph node's weight offset against f (checkWeightOffset), marking the
+// weights read in weights. Every other record goes to more, when set.
+func countDecodeCalls(t *testing.T, dir string, f *gguf.File, weights map[string]bool, more func(typ uint16, rec []byte)) (prefill, decode int) {
+	t.Helper()
+	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+			if decoded(t, rec).Decode().N_tokens > 1 {
+				prefill++
+			} else {
+				decode++
+			}
+		case uint32(bpf.IocorrEventTypeEV_NODE):
+			checkWeightOffset(t, f, decoded(t, rec).Node(), weights)
+		}
+		if more != nil {
+			more(typ, rec)
+		}
+	})
+	return prefill, decode
+}
+
+// checkLayerWeightsRead checks that a graph node read every layer tensor
+// (blk.*) of f.
+func checkLayerWeightsRead(t *testing.T, f *gguf.File, weights map[string]bool) {
+	t.Helper()
+	for _, tensor := range f.Tensors {
+		if strings.HasPrefix(tensor.Name, "blk.") && !weights[tensor.Name] {
+			t.Errorf("no graph node reads %s", tensor.Name)
+		}
+	}
+}
+
+// decodePicks returns the decode tokens of a run's store and how many
+// distinct router picks (token, layer, expert) were made in them.
+func decodePicks(t *testing.T, st *index.Store) (decodeTok map[uint32]bool, picks int) {
+	t.Helper()
+	toks, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodeTok = map[uint32]bool{}
+	for _, tk := range toks {
+		if event.PhaseName(tk.Phase) == "decode" {
+			decodeTok[tk.Token] = true
+		}
+	}
+	seen := map[[3]uint32]bool{} // token, layer, expert
+	if err := st.ExpertSelections(func(s event.ExpertSel) error {
+		k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
+		if decodeTok[s.Token] && !seen[k] {
+			picks++
+		}
+		seen[k] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return decodeTok, picks
+}
