@@ -8,6 +8,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/spooltest"
 )
 
 // expertFaults counts where the faults in expert tensors of the tokens
@@ -70,22 +71,13 @@ func countExpertFaults(t *testing.T, st *index.Store, keep func(token uint32) bo
 	return n
 }
 
-// checkWeightOffset checks that a graph node's weight, resolved in the
-// kernel from its data pointer, is at the file offset the GGUF gives, and
-// marks it seen. Leaves that are no tensor of f (inputs, the KV cache)
-// are passed over.
-func checkWeightOffset(t *testing.T, f *gguf.File, e *bpf.IocorrNodeEvent, seen map[string]bool) {
-	t.Helper()
-	name := bpf.CString(e.WeightName[:])
-	tensor := f.Tensor(name)
-	if tensor == nil {
-		return
-	}
-	seen[name] = true
-	if e.Ino == 0 || int64(e.FileOff) != tensor.FileOffset {
-		t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
-	}
-}
+// spoolEvents and decoded read a run's spool as every reader of records
+// does; checkWeightOffset checks a graph node's weight against the GGUF.
+var (
+	spoolEvents       = spooltest.Events
+	decoded           = spooltest.Decoded
+	checkWeightOffset = spooltest.CheckWeightOffset
+)
 
 // countDecodeCalls counts the llama_decode calls of a run's spool by
 // phase (a call of more than one token is the prefill) and checks every

@@ -13,6 +13,7 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/spooltest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -71,11 +72,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for typ, n := range m.Lost {
-				if n != 0 {
-					t.Errorf("lost %d %s events", n, typ)
-				}
-			}
+			spooltest.CheckNothingLost(t, m.Lost)
 			for _, lib := range m.Libraries {
 				if v != "" && !strings.HasPrefix(lib.Path, llmtest.VersionDir(v)) {
 					t.Errorf("probed %s, not a library of node-llama-cpp %s", lib.Path, v)

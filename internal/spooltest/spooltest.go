@@ -84,3 +84,14 @@ func CheckWeightOffset(t testing.TB, f *gguf.File, e *bpf.IocorrNodeEvent, seen 
 		t.Errorf("weight %s at file offset %d (ino %d), GGUF says %d", name, e.FileOff, e.Ino, tensor.FileOffset)
 	}
 }
+
+// CheckNothingLost reports every event type a run lost records of (a
+// run's meta.json Lost): the tests' counts hold only for a whole record.
+func CheckNothingLost(t testing.TB, lost map[string]uint64) {
+	t.Helper()
+	for typ, n := range lost {
+		if n != 0 {
+			t.Errorf("lost %d %s events", n, typ)
+		}
+	}
+}
