@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/csv"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -107,4 +109,18 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 		t.Fatal("no fault in an expert tensor during decoding: the run had no memory pressure")
 	}
 	t.Logf("expert faults: %d in selected experts, %d on read-ahead pages, %d neither", ef.picked, ef.readAhead, ef.neither)
+}
+
+// readCSV parses CSV output and indexes its header.
+func readCSV(t *testing.T, out string) ([][]string, map[string]int) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("bad CSV (%v):\n%s", err, out)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	return rows, col
 }

@@ -27,14 +27,8 @@ import (
 // call is the prefill and the other N-1 decode one token each; in every
 // decode token each layer's router picks ExpertsUsed experts.
 func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *testing.T) {
-	requireBPF(t)
-	llmtest.Require(t)
 	spec := llmtest.MoE
-	model := llmtest.Model(t, spec)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, f := recordableMoE(t)
 	const n = 6
 	for _, b := range llmtest.Builds {
 		t.Run(b.String(), func(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/spooltest"
@@ -32,14 +31,8 @@ import (
 //   - every weight-reading node's op is recorded, or the run names the op
 //     as one this build has no probe point for or computes fused.
 func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
-	requireBPF(t)
-	llmtest.Require(t)
 	spec := llmtest.MoE
-	model := llmtest.Model(t, spec)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, f := recordableMoE(t)
 	const tokens = 6
 	versions := []string{""} // the default, 3.22.1
 	for _, v := range llmtest.Versions {

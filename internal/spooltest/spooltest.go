@@ -19,22 +19,11 @@ import (
 // fails t if the spool is damaged (a bad frame, a torn tail).
 func Events(t testing.TB, dir string, fn func(typ uint16, rec []byte)) {
 	t.Helper()
-	r, err := ingest.OpenSpool(filepath.Join(dir, rundir.SpoolFile))
-	if err != nil {
+	st, err := read(t, dir, fn)
+	if !errors.Is(err, io.EOF) {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(ingest.RecordType(rec), rec)
-	}
-	if st := r.Stats(); st.BadFrames != 0 || st.TornTail != 0 {
+	if st.BadFrames != 0 || st.TornTail != 0 {
 		t.Fatalf("spool damaged: %+v", st)
 	}
 }
@@ -42,6 +31,14 @@ func Events(t testing.TB, dir string, fn func(typ uint16, rec []byte)) {
 // EventsLoose is Events for a spool that may end in a torn frame (a run
 // cut short): it stops at the first record it cannot read.
 func EventsLoose(t testing.TB, dir string, fn func(typ uint16, rec []byte)) {
+	t.Helper()
+	read(t, dir, fn)
+}
+
+// read calls fn for each record up to the end of the spool (io.EOF) or
+// the first one it cannot read (that error), and returns the spool's
+// counts of what it passed over.
+func read(t testing.TB, dir string, fn func(typ uint16, rec []byte)) (ingest.SpoolStats, error) {
 	t.Helper()
 	r, err := ingest.OpenSpool(filepath.Join(dir, rundir.SpoolFile))
 	if err != nil {
@@ -51,7 +48,7 @@ func EventsLoose(t testing.TB, dir string, fn func(typ uint16, rec []byte)) {
 	for {
 		rec, err := r.Next()
 		if err != nil {
-			return
+			return r.Stats(), err
 		}
 		fn(ingest.RecordType(rec), rec)
 	}

@@ -1,9 +1,8 @@
-package main
+package gguf_test
 
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,60 +67,70 @@ func llamaOffsets(t *testing.T, tool, model string) map[string]llamaTensor {
 	return m
 }
 
-// TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre is the proof
-// that `iocorr synth` makes models real llama.cpp loads and runs, and that
-// `iocorr inspect` puts every tensor exactly where llama.cpp does.
-func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
+// TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays is the proof
+// that synth makes models real llama.cpp loads and runs, and that Parse
+// (what `iocorr inspect` lists) puts every tensor exactly where llama.cpp
+// does. The specs are what `iocorr synth` makes of its flags.
+func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 	llmtest.Require(t)
 	tool := buildOffsetsTool(t)
 	lib, err := llmtest.LlamaLib()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What `iocorr synth` gives for the flags it always passes on.
+	flagged := func(s gguf.SynthSpec) gguf.SynthSpec {
+		s.Name, s.Vocab, s.Ctx, s.Seed = "iocorr-synth", 512, 2048, 1
+		return s
+	}
+	sized, err := gguf.SizeSynth(64<<20, flagged(gguf.SynthSpec{Type: gguf.TypeF16}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name  string
-		flags []string
+		name string
+		spec gguf.SynthSpec
 	}{
-		{"dense f16", []string{"--layers", "4", "--embd", "512", "--ff", "1024", "--heads", "8", "--type", "f16"}},
-		{"dense q8_0 with gqa", []string{"--layers", "4", "--embd", "512", "--ff", "1024", "--heads", "8", "--kv-heads", "2", "--type", "q8_0"}},
-		{"dense f32", []string{"--layers", "2", "--embd", "256", "--ff", "512", "--heads", "4", "--type", "f32"}},
-		{"moe f16", []string{"--layers", "4", "--embd", "512", "--ff", "512", "--heads", "8", "--experts", "8", "--experts-used", "2", "--type", "f16"}},
-		{"moe q8_0", []string{"--layers", "4", "--embd", "512", "--ff", "512", "--heads", "8", "--experts", "4", "--experts-used", "2", "--type", "q8_0"}},
-		{"by size: 64MiB", []string{"--size", "64MiB", "--type", "f16"}},
+		{"dense f16", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 1024, Heads: 8, Type: gguf.TypeF16})},
+		{"dense q8_0 with gqa", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 1024, Heads: 8, KVHeads: 2, Type: gguf.TypeQ8_0})},
+		{"dense f32", flagged(gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF32})},
+		{"moe f16", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeF16})},
+		{"moe q8_0", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0})},
+		{"by size: 64MiB", sized},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			model := filepath.Join(t.TempDir(), "m.gguf")
 			start := time.Now()
-			if _, errOut, err := runCmd(t, append([]string{"synth", "-o", model}, tc.flags...)...); err != nil {
-				t.Fatalf("synth: %v\n%s", err, errOut)
+			if _, err := gguf.CreateSynth(model, tc.spec); err != nil {
+				t.Fatalf("synth: %v", err)
 			}
 			synthTime := time.Since(start)
 			st, _ := os.Stat(model)
 
-			// Offsets: inspect against llama.cpp's own reader, every tensor.
-			out, _, err := runCmd(t, "inspect", "--format", "csv", model)
+			// Offsets: Parse against llama.cpp's own reader, every tensor.
+			f, err := gguf.Open(model)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, col := readCSV(t, out)
 			theirs := llamaOffsets(t, tool, model)
-			if len(theirs) != len(rows)-1 {
-				t.Fatalf("llama.cpp sees %d tensors, inspect lists %d", len(theirs), len(rows)-1)
+			if len(theirs) != len(f.Tensors) {
+				t.Fatalf("llama.cpp sees %d tensors, Parse lists %d", len(theirs), len(f.Tensors))
 			}
-			for _, r := range rows[1:] {
-				name, typeName := r[col["name"]], r[col["type"]]
+			for _, tn := range f.Tensors {
+				name, typeName := tn.Name, tn.Type.String()
+				offset, size := strconv.FormatInt(tn.FileOffset, 10), strconv.FormatInt(tn.Size, 10)
 				lt, ok := theirs[name]
 				if !ok {
-					t.Errorf("inspect lists %s, llama.cpp does not", name)
+					t.Errorf("Parse lists %s, llama.cpp does not", name)
 					continue
 				}
-				if r[col["offset"]] != lt.offset || r[col["bytes"]] != lt.size {
-					t.Errorf("%s: inspect says offset %s, %s bytes; llama.cpp %s, %s bytes", name, r[col["offset"]], r[col["bytes"]], lt.offset, lt.size)
+				if offset != lt.offset || size != lt.size {
+					t.Errorf("%s: Parse says offset %s, %s bytes; llama.cpp %s, %s bytes", name, offset, size, lt.offset, lt.size)
 				}
 				typ, ok := gguf.ParseType(typeName)
 				if !ok || typ != lt.typ || !strings.EqualFold(typeName, lt.typeName) {
-					t.Errorf("%s: inspect says type %s, llama.cpp %d (%s)", name, typeName, lt.typ, lt.typeName)
+					t.Errorf("%s: Parse says type %s, llama.cpp %d (%s)", name, typeName, lt.typ, lt.typeName)
 				}
 			}
 
@@ -155,18 +164,4 @@ func TestSynthModelsRunInLlamaCppWhereInspectSaysTheTensorsAre(t *testing.T) {
 				tc.name, float64(st.Size())/(1<<20), synthTime.Round(time.Millisecond), res.LoadMS, res.PromptTokens, res.PromptMS, res.TokensPerS)
 		})
 	}
-}
-
-// readCSV parses CSV output and indexes its header.
-func readCSV(t *testing.T, out string) ([][]string, map[string]int) {
-	t.Helper()
-	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-	if err != nil || len(rows) == 0 {
-		t.Fatalf("bad CSV (%v):\n%s", err, out)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	return rows, col
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/spooltest"
 )
 
@@ -140,4 +141,19 @@ func decodePicks(t *testing.T, st *index.Store) (decodeTok map[uint32]bool, pick
 		t.Fatal(err)
 	}
 	return decodeTok, picks
+}
+
+// recordableMoE is what the end-to-end tests of an MoE run start from:
+// tracing and real llama.cpp available, llmtest.MoE written, and its
+// tensor table.
+func recordableMoE(t *testing.T) (model string, f *gguf.File) {
+	t.Helper()
+	requireBPF(t)
+	llmtest.Require(t)
+	model = llmtest.Model(t, llmtest.MoE)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, f
 }
