@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what iocorr's tests and benchmarks need on a Debian 12 machine
 # (run as root), on top of what the demo needs (scripts/setup-demo.sh, run
-# first): the BPF toolchain, bpftrace, a C/C++ toolchain and cmake for the
+# first): every Go module (DuckDB's among them, for the Parquet tests),
+# the BPF toolchain, bpftrace, a C/C++ toolchain and cmake for the
 # llama.cpp builds, chromium and protoc for the report's and the Perfetto
 # trace's tests, node-llama-cpp's older releases, and llama.cpp built from
 # source twice. Safe to run again.
@@ -34,5 +35,6 @@ if [ ${#need_lean[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_lean[@]}" >/dev/null
 fi
 
+go mod download
 ./testdata/llm/setup.sh
 ./scripts/build-llama.sh
