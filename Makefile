@@ -1,5 +1,7 @@
 # iocorr — see README.md. Every target works on a fresh Debian 12 machine
-# as root: `make test` and `make demo` run `setup` first.
+# as root: `make demo` runs `setup-demo` first (what the demo needs, a few
+# minutes), `make test` and `make bench` run `setup` (everything the tests
+# need: toolchains, older llama.cpp releases, llama.cpp built from source).
 
 GO        ?= go
 BIN       := bin/iocorr
@@ -8,8 +10,9 @@ LDFLAGS   := -X main.version=$(VERSION)
 DEMO_DIR  ?= demo
 DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
+SETUP_DEMO_OK := .setup-demo-done
 
-.PHONY: help build test generate setup demo bench bench-go fuzz clean
+.PHONY: help build test generate setup setup-demo demo bench bench-go fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -17,9 +20,15 @@ help: ## list the targets
 build: ## build bin/iocorr (no clang needed: the BPF objects are committed)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/iocorr
 
-setup: $(SETUP_OK) ## install what the build, the tests and the demo need
+setup-demo: $(SETUP_DEMO_OK) ## install what the build and the demo need
 
-$(SETUP_OK): testdata/llm/package-lock.json testdata/llm/setup.sh scripts/setup.sh scripts/build-llama.sh go.sum
+$(SETUP_DEMO_OK): testdata/llm/package-lock.json testdata/llm/setup.sh scripts/setup-demo.sh go.sum
+	./scripts/setup-demo.sh
+	@touch $@
+
+setup: $(SETUP_OK) ## install what the tests and the benchmarks need too
+
+$(SETUP_OK): $(SETUP_DEMO_OK) $(wildcard testdata/llm/versions/*/package-lock.json) scripts/setup.sh scripts/build-llama.sh
 	./scripts/setup.sh
 	@touch $@
 
@@ -42,8 +51,8 @@ bench-go: setup ## the Go micro-benchmarks of every package
 fuzz: ## fuzz the GGUF parser for FUZZTIME (default 10m)
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-10m} ./gguf
 
-demo: setup build ## synthesize a model, record llama.cpp under memory pressure, query it
+demo: setup-demo build ## synthesize a model, record llama.cpp under memory pressure, query it
 	./scripts/demo.sh $(DEMO_DIR) $(DEMO_TOKENS)
 
 clean:
-	rm -rf bin $(DEMO_DIR) $(SETUP_OK) .testmodels
+	rm -rf bin $(DEMO_DIR) $(SETUP_OK) $(SETUP_DEMO_OK) .testmodels

@@ -109,17 +109,7 @@ func attribute(t *testing.T, meta *rundir.Meta, recs [][]byte) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ds ingest.DecodeStats
-	for _, rec := range recs {
-		r, ok := ingest.Decode(rec, &ds)
-		if !ok {
-			t.Fatalf("a record does not decode: %+v", ds)
-		}
-		if err := c.Add(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := c.Finish()
+	res, err := c.Attribute(recs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/testenv"
@@ -33,12 +32,12 @@ func TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge(t *testing.T) {
 		o.PageRecords = bpf.PageRunsAndFolios
 		return bpf.Open(o)
 	}
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "run")
 	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
 	o := options(dir, cmd.Args...)
 	o.Stdout, o.Stderr = io.Discard, io.Discard
-	o.Cold, o.MemLimit, o.Models, o.RingBufBytes = true, 112<<20, []string{model}, bpf.DefaultRingBufBytes
+	o.Cold, o.MemLimit, o.Models, o.RingBufBytes = true, llmtest.MemLimitBytes, []string{model}, bpf.DefaultRingBufBytes
 	res, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -82,17 +81,7 @@ func TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ds ingest.DecodeStats
-		for _, rec := range recs {
-			r, ok := ingest.Decode(rec, &ds)
-			if !ok {
-				t.Fatalf("a record does not decode: %+v", ds)
-			}
-			if err := c.Add(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		res, err := c.Finish()
+		res, err := c.Attribute(recs)
 		if err != nil {
 			t.Fatal(err)
 		}

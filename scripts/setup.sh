@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Installs what iocorr's build, tests and demo need on a Debian 12 machine
-# (run as root). Safe to run again.
+# Installs what iocorr's tests and benchmarks need on a Debian 12 machine
+# (run as root), on top of what the demo needs (scripts/setup-demo.sh, run
+# first): every Go module (DuckDB's among them, for the Parquet tests),
+# the BPF toolchain, bpftrace, a C/C++ toolchain and cmake for the
+# llama.cpp builds, chromium and protoc for the report's and the Perfetto
+# trace's tests, node-llama-cpp's older releases, and llama.cpp built from
+# source twice. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+./scripts/setup-demo.sh
 
 need_apt=()
 for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g++:g++ cmake:cmake git:git; do
@@ -10,7 +17,6 @@ for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g+
 	command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 [ -e /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The report test opens the HTML in a real browser and the Perfetto test
 # decodes the trace with protoc; without recommends chromium stays small.
 need_lean=()
@@ -27,11 +33,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 if [ ${#need_lean[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_lean[@]}" >/dev/null
-fi
-
-# BPF tools and iocorr doctor read tracefs; it is not mounted by default here.
-if [ ! -e /sys/kernel/tracing/events ]; then
-	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup: could not mount tracefs (not root?)" >&2
 fi
 
 go mod download

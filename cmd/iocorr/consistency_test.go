@@ -1,21 +1,21 @@
 package main
 
 import (
-	"path/filepath"
+	"encoding/csv"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
 )
 
-// TestRealMoERunIsConsistent records a MoE model that does not fit its
-// memory limit, so experts are read from the disk while tokens decode,
+// TestRealMoERunIsConsistent reads the shared recorded run (a MoE model
+// that does not fit its memory limit, so experts are read from the disk while tokens decode,
 // and checks the joins against the raw record: the per-token export adds
 // up to what was recorded, and every fault inside an expert tensor of
 // layer L during token T lands in an expert the router picked for (T, L)
@@ -23,13 +23,7 @@ import (
 func TestRealMoERunIsConsistent(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
-	dir := filepath.Join(t.TempDir(), "run")
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
-	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--"}, cmd.Args...)
-	if _, errOut, err := runCmd(t, args...); err != nil {
-		t.Fatalf("record: %v\n%s", err, errOut)
-	}
+	dir := llmtest.RecordedMoE(t).Dir
 
 	// What the raw record holds, counted straight from the spool.
 	var faults, major, blockReads uint64
@@ -108,11 +102,25 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 			decodes++
 		}
 	}
-	if want := decodes * 8 * 2; picks != want || decodes == 0 {
-		t.Errorf("router picks in decode tokens: %d, want %d tokens × 8 layers × 2 experts = %d", picks, decodes, want)
+	if want := decodes * uint64(llmtest.MoE.Layers*llmtest.MoE.ExpertsUsed); picks != want || decodes == 0 {
+		t.Errorf("router picks in decode tokens: %d, want %d tokens × %d layers × %d experts = %d", picks, decodes, llmtest.MoE.Layers, llmtest.MoE.ExpertsUsed, want)
 	}
 	if ef.picked == 0 {
 		t.Fatal("no fault in an expert tensor during decoding: the run had no memory pressure")
 	}
 	t.Logf("expert faults: %d in selected experts, %d on read-ahead pages, %d neither", ef.picked, ef.readAhead, ef.neither)
+}
+
+// readCSV parses CSV output and indexes its header.
+func readCSV(t *testing.T, out string) ([][]string, map[string]int) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("bad CSV (%v):\n%s", err, out)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	return rows, col
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/perfetto"
@@ -331,11 +330,11 @@ func TestPerfettoTraceOfTheTinyRunHoldsWhatTheStoreHolds(t *testing.T) {
 func TestPerfettoTraceOfARealRunUnderAMemoryLimit(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "run")
 	const n = 6
-	args := []string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--probe", "ops", "--", llmtest.CLI(t, llmtest.Shared, "llama-completion"),
-		"-m", model, "-p", "the quick brown fox", "-n", strconv.Itoa(n), "-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--probe", "ops", "--"},
+		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), model, n)...)
 	if _, errOut, err := runCmd(t, args...); err != nil {
 		t.Fatalf("record: %v\n%s", err, errOut)
 	}
@@ -395,10 +394,10 @@ func TestPerfettoTraceFoldsFaultsIntoCountersPastItsBound(t *testing.T) {
 func TestPerfettoTraceShowsThreadStatesWithProbeSched(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "run")
-	args := []string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--probe", "sched", "--", llmtest.CLI(t, llmtest.Shared, "llama-completion"),
-		"-m", model, "-p", "the quick brown fox", "-n", "4", "-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--probe", "sched", "--"},
+		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), model, 4)...)
 	if _, errOut, err := runCmd(t, args...); err != nil {
 		t.Fatalf("record: %v\n%s", err, errOut)
 	}

@@ -65,11 +65,7 @@ func queryRequested(t *testing.T, dir string) map[string]int64 {
 func TestReadSyscallsOfAModelFileAreRecordedExactly(t *testing.T) {
 	requireBPF(t)
 	reader := llmtest.BuildReader(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, f := pageableMoE(t)
 	up := f.Tensor("blk.0.ffn_up_exps.weight")
 	lo1, _ := up.ExpertRange(1)
 	specs := []readSpec{
@@ -136,11 +132,7 @@ func sortedMap(m map[string]int64) []string {
 func TestLoadModesAreRecordedAsWhatTheyRead(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, f := pageableMoE(t)
 	var dataSize int64
 	for _, tn := range f.Tensors {
 		dataSize += tn.Size

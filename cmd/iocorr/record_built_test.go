@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -29,22 +27,15 @@ import (
 // call is the prefill and the other N-1 decode one token each; in every
 // decode token each layer's router picks ExpertsUsed experts.
 func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *testing.T) {
-	requireBPF(t)
-	llmtest.Require(t)
-	spec := gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType}
-	model := llmtest.Model(t, spec)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := llmtest.MoE
+	model, f := recordableMoE(t)
 	const n = 6
 	for _, b := range llmtest.Builds {
 		t.Run(b.String(), func(t *testing.T) {
 			bin := llmtest.CLI(t, b, "llama-completion")
 			dir := filepath.Join(t.TempDir(), "run")
-			args := []string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--",
-				bin, "-m", model, "-p", "the quick brown fox", "-n", strconv.Itoa(n),
-				"-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--"},
+				llmtest.CompletionArgs(bin, model, n)...)
 			_, summary, err := runCmd(t, args...)
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, summary)
@@ -60,56 +51,19 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 				}
 			}
 
-			var prefill, decode int
 			weights := map[string]bool{}
-			spoolEvents(t, dir, func(typ uint16, rec []byte) {
-				switch uint32(typ) {
-				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
-					if decoded(t, rec).Decode().N_tokens > 1 {
-						prefill++
-					} else {
-						decode++
-					}
-				case uint32(bpf.IocorrEventTypeEV_NODE):
-					checkWeightOffset(t, f, decoded(t, rec).Node(), weights)
-				}
-			})
+			prefill, decode := countDecodeCalls(t, dir, f, weights, nil)
 			if prefill != 1 || decode != n-1 {
 				t.Errorf("recorded %d prefill and %d decode calls of llama_decode, llama-completion -n %d made 1 and %d\n%s", prefill, decode, n, n-1, summary)
 			}
-			for _, tensor := range f.Tensors {
-				if strings.HasPrefix(tensor.Name, "blk.") && !weights[tensor.Name] {
-					t.Errorf("no graph node reads %s", tensor.Name)
-				}
-			}
+			checkLayerWeightsRead(t, f, weights)
 
 			st, err := index.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			toks, err := st.Tokens()
-			if err != nil {
-				t.Fatal(err)
-			}
-			decodeTok := map[uint32]bool{}
-			for _, tk := range toks {
-				if event.PhaseName(tk.Phase) == "decode" {
-					decodeTok[tk.Token] = true
-				}
-			}
-			picks := 0
-			seen := map[[3]uint32]bool{} // token, layer, expert
-			if err := st.ExpertSelections(func(s event.ExpertSel) error {
-				k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
-				if decodeTok[s.Token] && !seen[k] {
-					picks++
-				}
-				seen[k] = true
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			decodeTok, picks := decodePicks(t, st)
 			if want := (n - 1) * spec.Layers * spec.ExpertsUsed; picks != want || len(decodeTok) != n-1 {
 				t.Errorf("router picks in %d decode tokens: %d, want %d tokens × %d layers × %d experts = %d",
 					len(decodeTok), picks, n-1, spec.Layers, spec.ExpertsUsed, want)
@@ -178,8 +132,7 @@ func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
 				t.Errorf("doctor on %s: %+v, want %q (and what is lost: %q)", tc.sym, point, tc.doctor, tc.warning)
 			}
 			dir := filepath.Join(t.TempDir(), "run")
-			args := []string{"record", "-o", dir, "--cold", "--", bin, "-m", model, "-p", "the quick brown fox", "-n", strconv.Itoa(n),
-				"-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "256", "--temp", "0"}
+			args := append([]string{"record", "-o", dir, "--cold", "--"}, llmtest.CompletionArgs(bin, model, n)...)
 			_, summary, err := runCmd(t, args...)
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, summary)

@@ -17,7 +17,6 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/cgroup"
@@ -116,7 +115,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 	llmtest.Require(t)
 	// About 100 MB of MoE weights under a 96 MiB limit: every token reads
 	// experts back from the disk, so the run lasts seconds.
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := llmtest.Model(t, llmtest.MoE)
 	for _, how := range []string{"SIGKILL", "OOM"} {
 		t.Run(how, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")

@@ -18,11 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/ingest"
-	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
@@ -160,29 +155,11 @@ func TestRecordForwardsATerminationAndFinalizesTheRun(t *testing.T) {
 const helperEnv = "IOCORR_TEST_HELPER"
 
 // TestHelperProcess is not a test. With helperEnv=record the test binary
-// is iocorr, run as main runs it, on the arguments after "--"; with
-// helperEnv=map it maps the file IOCORR_TEST_FILE and reads its first page.
+// is iocorr, run as main runs it, on the arguments after "--".
 func TestHelperProcess(t *testing.T) {
 	switch os.Getenv(helperEnv) {
 	case "":
 		return
-	case "map":
-		f, err := os.Open(os.Getenv("IOCORR_TEST_FILE"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		st, _ := f.Stat()
-		mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Printf("%q\n", mem[:4])
-		// Alive a little longer: record reads /proc/PID/maps once it has
-		// seen the mmap, and an exited process has none.
-		time.Sleep(300 * time.Millisecond)
-		os.Exit(0)
 	case "record":
 		args := os.Args
 		for i, a := range args {
@@ -287,56 +264,6 @@ func TestRecordCtrlCAtTheTerminal(t *testing.T) {
 	}
 }
 
-func TestRecordOnAFullDiskLeavesAReadableIncompleteRun(t *testing.T) {
-	requireBPF(t)
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
-		t.Fatalf("mounting a small tmpfs: %v", err)
-	}
-	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
-	dir := filepath.Join(mnt, "run")
-	// dd touches its 32 MiB buffer page by page: thousands of fault
-	// records, far more than 64 KiB.
-	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=32M", "count=2")
-	if err == nil || !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("err = %v, want no space left on device\n%s", err, errOut)
-	}
-	m, rerr := rundir.ReadMeta(dir)
-	if rerr != nil {
-		t.Fatalf("no readable metadata after the disk filled: %v", rerr)
-	}
-	warnings := strings.Join(m.Warnings, "\n")
-	if m.Complete || !strings.Contains(warnings, "no space left") || m.Child.ExitCode != 0 || m.Child.MinFlt == 0 || m.End.IsZero() {
-		t.Fatalf("complete %v, child %+v, warnings %q", m.Complete, m.Child, m.Warnings)
-	}
-	n := 0
-	spoolEventsLoose(t, dir, func(uint16, []byte) { n++ })
-	if n == 0 {
-		t.Fatal("nothing readable in the spool")
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".meta-reserve")); err == nil {
-		t.Error("the metadata reserve was left behind")
-	}
-	t.Logf("%d records kept; %v", n, err)
-}
-
-// spoolEventsLoose reads a spool that may end in a torn frame.
-func spoolEventsLoose(t *testing.T, dir string, fn func(typ uint16, rec []byte)) {
-	t.Helper()
-	r, err := ingest.OpenSpool(filepath.Join(dir, rundir.SpoolFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			return
-		}
-		fn(ingest.RecordType(rec), rec)
-	}
-}
-
 func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 	requireBPF(t)
 	u, err := proc.LookupUser("nobody")
@@ -363,94 +290,5 @@ func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 		if err := unix.Stat(filepath.Join(dir, f), &st); err != nil || st.Uid != u.UID {
 			t.Errorf("%s/%s belongs to uid %d (%v), want %d", dir, f, st.Uid, err, u.UID)
 		}
-	}
-}
-
-func TestRecordColdUnderAMemoryLimit(t *testing.T) {
-	requireBPF(t)
-	// About 50 MB of weights read through a 16 MiB cgroup.
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, Type: llmtest.WeightType})
-	dir := filepath.Join(t.TempDir(), "run")
-	_, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--model", model, "--cold", "--mem-limit", "16MiB",
-		"--", "dd", "if="+model, "of=/dev/null", "bs=1M")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	m, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.Models) != 1 {
-		t.Fatalf("%d models", len(m.Models))
-	}
-	mf := m.Models[0]
-	if mf.ResidentBefore != 0 || len(mf.Tensors) == 0 || len(mf.Extents) == 0 || mf.Block.DiskDev == 0 {
-		t.Fatalf("model %s: resident before %d, %d tensors, %d extents, block %+v", mf.Path, mf.ResidentBefore, len(mf.Tensors), len(mf.Extents), mf.Block)
-	}
-	c := m.Controls
-	if c.Cgroup == "" || c.MemLimit != 16<<20 || c.CgroupCounters == nil {
-		t.Fatalf("controls %+v", c)
-	}
-	if _, err := os.Stat(c.Cgroup); !os.IsNotExist(err) {
-		t.Errorf("cgroup %s left behind", c.Cgroup)
-	}
-	if peak := c.CgroupCounters["memory.max_usage_in_bytes"] + c.CgroupCounters["memory.peak"]; peak == 0 || peak > 16<<20 {
-		t.Errorf("cgroup peak %d for a 16 MiB limit", peak)
-	}
-	// Every page of the model came into the page cache under the eyes of
-	// the tracer, and off the disk.
-	var added, readModel uint64
-	spoolEvents(t, dir, func(typ uint16, rec []byte) {
-		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_PAGE_RUN):
-			e := decoded(t, rec).PageRun()
-			if e.Ino == mf.Ino && e.Dev == mf.Dev && e.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD) {
-				added += uint64(e.NrPages)
-			}
-		case uint32(bpf.IocorrEventTypeEV_BLOCK):
-			e := decoded(t, rec).Block()
-			if e.Dev != mf.Block.DiskDev || kernel.BlockOpOf(e.CmdFlags) != kernel.BlockRead {
-				return
-			}
-			start := (e.Sector - mf.Block.PartStartSector) * 512
-			for _, x := range mf.Extents {
-				if lo, hi := max(start, x.Physical), min(start+uint64(e.Bytes), x.Physical+x.Length); lo < hi {
-					readModel += hi - lo
-				}
-			}
-		}
-	})
-	if added < uint64(mf.Pages) || readModel < uint64(mf.Size)&^4095 {
-		t.Fatalf("%d pages added of %d, %d bytes read of %d", added, mf.Pages, readModel, mf.Size)
-	}
-	t.Logf("%d pages added for a %d-page model, %d bytes of it read; cgroup %v", added, mf.Pages, readModel, c.CgroupCounters)
-}
-
-func TestRecordFindsAModelTheCommandMapsAndSaysItWasLate(t *testing.T) {
-	requireBPF(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: llmtest.WeightType})
-	t.Setenv(helperEnv, "map")
-	t.Setenv("IOCORR_TEST_FILE", model) // not on the command line
-	dir := filepath.Join(t.TempDir(), "run")
-	out, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--", os.Args[0], "-test.run=^TestHelperProcess$")
-	if err != nil || !strings.Contains(out, "GGUF") {
-		t.Fatalf("%v: %s\n%s", err, out, errOut)
-	}
-	m, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.Models) != 1 || m.Models[0].Path != model || len(m.Models[0].Tensors) == 0 {
-		t.Fatalf("models %+v", m.Models)
-	}
-	if !strings.Contains(strings.Join(m.Warnings, "\n"), "became known only when it was mapped") {
-		t.Errorf("warnings %q", m.Warnings)
-	}
-	if len(m.Maps) != 1 {
-		t.Fatalf("maps snapshots %+v", m.Maps)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, m.Maps[0].File))
-	if err != nil || !strings.Contains(string(b), model) {
-		t.Fatalf("maps snapshot %s does not show the model: %v\n%s", m.Maps[0].File, err, b)
 	}
 }

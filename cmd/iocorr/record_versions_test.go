@@ -10,10 +10,9 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/spooltest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -32,14 +31,8 @@ import (
 //   - every weight-reading node's op is recorded, or the run names the op
 //     as one this build has no probe point for or computes fused.
 func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
-	requireBPF(t)
-	llmtest.Require(t)
-	spec := gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType}
-	model := llmtest.Model(t, spec)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := llmtest.MoE
+	model, f := recordableMoE(t)
 	const tokens = 6
 	versions := []string{""} // the default, 3.22.1
 	for _, v := range llmtest.Versions {
@@ -56,7 +49,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			}
 			dir := filepath.Join(t.TempDir(), "run")
 			cmd := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true, Version: v})
-			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--probe", "ops", "--"}, cmd.Args...)
+			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--probe", "ops", "--"}, cmd.Args...)
 			out, summary, err := runCmd(t, args...)
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, summary)
@@ -72,11 +65,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for typ, n := range m.Lost {
-				if n != 0 {
-					t.Errorf("lost %d %s events", n, typ)
-				}
-			}
+			spooltest.CheckNothingLost(t, m.Lost)
 			for _, lib := range m.Libraries {
 				if v != "" && !strings.HasPrefix(lib.Path, llmtest.VersionDir(v)) {
 					t.Errorf("probed %s, not a library of node-llama-cpp %s", lib.Path, v)
@@ -86,22 +75,13 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 				t.Errorf("ggml layout %+v was not validated against this build", m.Layout)
 			}
 
-			var prefill, decode int
 			weights := map[string]bool{}
 			weightNodes := map[uint64]uint32{} // node → op
 			opNodes := map[uint64]bool{}
-			spoolEvents(t, dir, func(typ uint16, rec []byte) {
+			prefill, decode := countDecodeCalls(t, dir, f, weights, func(typ uint16, rec []byte) {
 				switch uint32(typ) {
-				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
-					if decoded(t, rec).Decode().N_tokens > 1 {
-						prefill++
-					} else {
-						decode++
-					}
 				case uint32(bpf.IocorrEventTypeEV_NODE):
-					e := decoded(t, rec).Node()
-					checkWeightOffset(t, f, e, weights)
-					if f.Tensor(bpf.CString(e.WeightName[:])) != nil {
+					if e := decoded(t, rec).Node(); f.Tensor(bpf.CString(e.WeightName[:])) != nil {
 						weightNodes[e.Node] = e.Op
 					}
 				case uint32(bpf.IocorrEventTypeEV_OP):
@@ -112,11 +92,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 				t.Errorf("recorded %d prefill + %d decode calls of llama_decode, the driver made %d + %d\n%s",
 					prefill, decode, report.PromptBatches, report.DecodeCallsExpected-report.PromptBatches, summary)
 			}
-			for _, tensor := range f.Tensors {
-				if strings.HasPrefix(tensor.Name, "blk.") && !weights[tensor.Name] {
-					t.Errorf("no graph node reads %s", tensor.Name)
-				}
-			}
+			checkLayerWeightsRead(t, f, weights)
 
 			// Ops: a weight-reading node without an op event is allowed
 			// only for an op meta.json's op_probes says has no function
@@ -164,28 +140,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			toks, err := st.Tokens()
-			if err != nil {
-				t.Fatal(err)
-			}
-			decodeTok := map[uint32]bool{}
-			for _, tk := range toks {
-				if event.PhaseName(tk.Phase) == "decode" {
-					decodeTok[tk.Token] = true
-				}
-			}
-			picks := 0
-			seen := map[[3]uint32]bool{}
-			if err := st.ExpertSelections(func(s event.ExpertSel) error {
-				k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
-				if decodeTok[s.Token] && !seen[k] {
-					picks++
-				}
-				seen[k] = true
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			decodeTok, picks := decodePicks(t, st)
 			if want := len(decodeTok) * spec.Layers * spec.ExpertsUsed; picks != want || len(decodeTok) != decode {
 				t.Errorf("router picks in %d decode tokens (of %d decode calls): %d, want %d layers × %d experts each = %d",
 					len(decodeTok), decode, picks, spec.Layers, spec.ExpertsUsed, want)

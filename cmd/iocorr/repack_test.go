@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,4 +57,26 @@ func TestIngestSaysWhichWeightsLlamaCppCopiedOutOfTheModelFile(t *testing.T) {
 	if strings.Contains(errOut, "token_embd.weight") {
 		t.Errorf("token_embd.weight is read from the file by GET_ROWS, yet named:\n%s", errOut)
 	}
+}
+
+// recordLlama records the Node driver generating tokens on a model and
+// returns the run directory and the driver's own report.
+func recordLlama(t *testing.T, model string, tokens int, extra ...string) (string, map[string]any, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true})
+	args := append([]string{"record", "-o", dir, "--no-ingest"}, extra...)
+	args = append(append(args, "--"), cmd.Args...)
+	out, errOut, err := runCmd(t, args...)
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, errOut)
+	}
+	var report map[string]any
+	if i := strings.LastIndex(strings.TrimSpace(out), "\n{"); i >= 0 {
+		out = out[i+1:]
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &report); err != nil {
+		t.Fatalf("driver output %q: %v", out, err)
+	}
+	return dir, report, errOut
 }

@@ -10,15 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
 	"github.com/iocorr/iocorr/sweep"
 )
 
-// TestReportOfARealMoERunOpensInChromium: llama.cpp generating on an MoE
-// model under a memory limit, recorded, summed up as a sweep of that run
+// TestReportOfARealMoERunOpensInChromium: the shared recorded run
+// (llama.cpp generating on an MoE model under a memory limit) summed up as a sweep of that run
 // and one OOM-killed budget, and reported; the page, opened from disk in
 // headless Chromium as a person would, logs no error and draws every
 // chart of an MoE run with a sweep at a non-zero size. The screenshot
@@ -27,19 +26,19 @@ func TestReportOfARealMoERunOpensInChromium(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
 	browsertest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	rec := llmtest.RecordedMoE(t)
+	model := rec.Model
+	// The shared run stands in the sweep's directory under its budget's name.
 	sweepDir := t.TempDir()
-	run := filepath.Join(sweepDir, "112MiB")
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 8, Threads: 2, JSON: true})
-	args := append([]string{"record", "-o", run, "--cold", "--mem-limit", "112MiB", "--"}, cmd.Args...)
-	if _, errOut, err := runCmd(t, args...); err != nil {
-		t.Fatalf("record: %v\n%s", err, errOut)
+	run := filepath.Join(sweepDir, llmtest.MemLimit)
+	if err := os.Symlink(rec.Dir, run); err != nil {
+		t.Fatal(err)
 	}
-	row := sweep.Row{Budget: "112MiB", MemLimit: 112 << 20, Status: sweep.StatusOK, RunDir: "112MiB"}
+	row := sweep.Row{Budget: llmtest.MemLimit, MemLimit: llmtest.MemLimitBytes, Status: sweep.StatusOK, RunDir: llmtest.MemLimit}
 	if err := sweep.Summarize(run, &row); err != nil {
 		t.Fatal(err)
 	}
-	sum := &sweep.Summary{Command: cmd.Args, Cold: true, Rows: []sweep.Row{
+	sum := &sweep.Summary{Command: rec.Command, Cold: true, Rows: []sweep.Row{
 		{Budget: "2MiB", MemLimit: 2 << 20, Status: "killed by SIGKILL (OOM: 1 OOM kills in its memory cgroup)", RunDir: "2MiB"}, row}}
 	if err := sweep.WriteSummary(sweepDir, sum); err != nil {
 		t.Fatal(err)
@@ -65,7 +64,7 @@ func TestReportOfARealMoERunOpensInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{filepath.Base(model), "112MiB", "2MiB: killed by SIGKILL"} {
+	for _, s := range []string{filepath.Base(model), llmtest.MemLimit, "2MiB: killed by SIGKILL"} {
 		if !bytes.Contains(page, []byte(s)) {
 			t.Errorf("the page does not name %q", s)
 		}

@@ -137,8 +137,8 @@ func TestStatsOfAReReadUnderAMemoryLimitAgreeWithTheToucher(t *testing.T) {
 	}
 }
 
-// TestStatsOfARealMoERunUnderAMemoryLimit: llama.cpp generating on an MoE
-// model whose experts do not all fit. The activation matrix holds every
+// TestStatsOfARealMoERunUnderAMemoryLimit: the shared recorded run,
+// llama.cpp generating on an MoE model whose experts do not all fit. The activation matrix holds every
 // decode pick (tokens × layers × experts used); with a cache of every
 // expert, each policy misses only first uses; Belady's optimum is never
 // beaten; and the residency replayed from page-cache events ends where
@@ -146,14 +146,8 @@ func TestStatsOfAReReadUnderAMemoryLimitAgreeWithTheToucher(t *testing.T) {
 func TestStatsOfARealMoERunUnderAMemoryLimit(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	const layers, experts, used = 8, 8, 2
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: layers, Embd: 512, FF: 1024, Heads: 8, Experts: experts, ExpertsUsed: used, Type: llmtest.WeightType})
-	dir := filepath.Join(t.TempDir(), "run")
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 8, Threads: 2, JSON: true})
-	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "112MiB", "--"}, cmd.Args...)
-	if _, errOut, err := runCmd(t, args...); err != nil {
-		t.Fatalf("record: %v\n%s", err, errOut)
-	}
+	layers, experts, used := int64(llmtest.MoE.Layers), int64(llmtest.MoE.Experts), int64(llmtest.MoE.ExpertsUsed)
+	dir := llmtest.RecordedMoE(t).Dir
 	s := runStats(t, dir, "--cache", "1,2,4,8,16MiB")
 
 	var decodeTokens int64

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/sweep"
 )
@@ -74,14 +73,14 @@ func TestSweepRejectsBadUsage(t *testing.T) {
 func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "sweep")
 	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
 	// 2MiB is below the command's own anonymous memory, so the OOM
 	// killer ends it. (Under 8MiB node was seen to thrash on its own
 	// executable's pages for minutes instead: a budget that slows the
 	// command down is a slow run, not a failed one.)
-	budgets := []string{"2MiB", "112MiB", "160MiB", "1GiB"}
+	budgets := []string{"2MiB", llmtest.MemLimit, "160MiB", "1GiB"}
 	args := append([]string{"sweep", "-o", dir, "--cold", "--mem-limit", strings.Join(budgets, ","), "--format", "csv", "--"}, cmd.Args...)
 	out, errOut, err := runCmd(t, args...)
 	if err != nil {
@@ -117,7 +116,7 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 		prev = *r.BytesPerToken
 	}
 	if *sum.Rows[1].BytesPerToken == 0 {
-		t.Error("112MiB read nothing per token: the model fits, the test shows nothing")
+		t.Errorf("%s read nothing per token: the model fits, the test shows nothing", llmtest.MemLimit)
 	}
 	// The expert hit rate of each budget that ran is the real-run row of
 	// iocorr stats on its run directory.
@@ -136,16 +135,16 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 
 	// The tightest budget that ran is a real run under memory pressure:
 	// its exports agree with its store in DuckDB.
-	want := checkParquetAgreesWithStore(t, filepath.Join(dir, "112MiB"))
+	want := checkParquetAgreesWithStore(t, filepath.Join(dir, llmtest.MemLimit))
 	var read uint64
 	for _, v := range want.perToken {
 		read += v[2]
 	}
 	if read == 0 || want.byKind["fault"] == 0 || want.byKind["block"] == 0 {
-		t.Errorf("the 112MiB run's store: %d bytes read, events %v", read, want.byKind)
+		t.Errorf("the %s run's store: %d bytes read, events %v", llmtest.MemLimit, read, want.byKind)
 	}
 	// So do its stats tables, cell by cell.
-	checkStatsParquetEqualsJSON(t, filepath.Join(dir, "112MiB"))
+	checkStatsParquetEqualsJSON(t, filepath.Join(dir, llmtest.MemLimit))
 
 	// The summary exports to Parquet like any table.
 	pq := filepath.Join(t.TempDir(), "sweep.parquet")

@@ -11,7 +11,6 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
@@ -30,13 +29,7 @@ type slot struct {
 func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 	requireBPF(t)
 	toucher := llmtest.BuildToucher(t)
-	// F16 MoE: each expert slice of an *_exps tensor is 256×512×2 B =
-	// 64 pages, so pages can be picked inside chosen experts.
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, f := pageableMoE(t)
 	// One page inside each chosen slice, never one a tensor shares.
 	want := map[slot]int{}
 	var pages []string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -177,6 +178,51 @@ func TestDriverRejectsBadArgumentsWithOneLine(t *testing.T) {
 			msg := strings.TrimSpace(string(out))
 			if strings.Contains(msg, "\n") || !strings.Contains(msg, tc.says) {
 				t.Errorf("driver said %q, want one line saying %q", msg, tc.says)
+			}
+		})
+	}
+}
+
+func TestGenerateRejectsABadModelWithOneLine(t *testing.T) {
+	Require(t)
+	dir := t.TempDir()
+	good := Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4})
+	head, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		content []byte // nil: no file at all
+		says    string
+	}{
+		// (A file with a valid magic and a garbage header made llama.cpp's
+		// own reader spin at 5.7 GB of memory: that is llama.cpp's to fix,
+		// and iocorr's parser rejects it at once; so no such case here.)
+		{"not a gguf", []byte("this is not a model\n"), "magic"},
+		{"header cut short", head[:100], "failed to read"},
+		{"missing file", nil, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".gguf")
+			if tc.content != nil {
+				if err := os.WriteFile(bad, tc.content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := Generate(ctx, bad, Options{Tokens: 2})
+			if err == nil {
+				t.Fatal("a bad model generated tokens")
+			}
+			msg := strings.TrimSpace(err.Error())
+			if strings.Contains(msg, "\n") {
+				t.Fatalf("error is not one line: %q", msg)
+			}
+			if !strings.Contains(msg, tc.says) {
+				t.Errorf("error %q does not say %q", msg, tc.says)
 			}
 		})
 	}

@@ -2,7 +2,9 @@
 // package node-llama-cpp, driven by testdata/llm/generate.mjs, and the
 // llama-cli, llama-completion and llama-bench scripts/build-llama.sh
 // builds from the source node-llama-cpp ships — for tests and
-// benchmarks, on synthetic models.
+// benchmarks, on synthetic models. MoE, MemLimit and RecordedMoE
+// (fixture.go) are the one model, memory limit and recorded run the
+// end-to-end tests share.
 package llmtest
 
 import (

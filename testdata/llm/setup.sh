@@ -5,7 +5,8 @@
 # (one directory per version: each node-llama-cpp loads only the addon and
 # libraries it was built with; generate.mjs --llama-version <v> runs one).
 # After this, generate.mjs needs no network: it never builds or downloads
-# llama.cpp.
+# llama.cpp. With --default-only (what `make demo` needs) it installs
+# 3.22.1 alone.
 #
 # Safe to run again: it returns at once while each installed tree was made
 # from the same package.json and package-lock.json (a stamp per tree holds
@@ -58,7 +59,15 @@ install() (
 	echo "$want" >"$stamp"
 )
 
+only_default=false
+case "${1:-}" in
+"") ;;
+--default-only) only_default=true ;;
+*) echo "usage: testdata/llm/setup.sh [--default-only]" >&2; exit 2 ;;
+esac
+
 install . 3.22.1
+$only_default && exit 0
 # The version matrix: node-llama-cpp releases whose prebuilt llama.cpp spans
 # late 2024 to mid 2025 (llama.cpp b4234, b4753, b5640; see README.md).
 for dir in versions/*/; do

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+)
+
+// expertFaults counts where the faults in expert tensors of the tokens
+// keep accepts landed: in an expert the router picked for that token and
+// layer, on a page readahead brought in, or neither — each of those an
+// error (the first five named).
+type expertFaults struct{ picked, readAhead, neither int }
+
+func countExpertFaults(t *testing.T, st *index.Store, keep func(token uint32) bool) expertFaults {
+	t.Helper()
+	selected := map[[3]uint32]bool{} // token, layer, expert
+	if err := st.ExpertSelections(func(s event.ExpertSel) error {
+		selected[[3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(selected) == 0 {
+		t.Fatal("no expert selections recorded")
+	}
+	exps := map[uint32]bool{}
+	for _, tn := range st.Tensors {
+		if strings.HasSuffix(tn.Role, "_exps") {
+			exps[tn.ID] = true
+		}
+	}
+	readAhead := map[[2]int64]bool{} // tensor, page within it, brought in by readahead
+	var faults []event.Event
+	if err := st.Events(index.EventFilter{Tensors: exps}, func(e *event.Event) error {
+		switch e.Kind {
+		case event.KindPageAdd:
+			if e.Trigger != event.NoTensor {
+				readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}] = true
+			}
+		case event.KindFault:
+			if keep(e.Token) {
+				faults = append(faults, *e)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var n expertFaults
+	for _, e := range faults {
+		layer := uint32(st.Tensors[e.Tensor].Layer)
+		switch {
+		case selected[[3]uint32{e.Token, layer, uint32(e.Expert)}]:
+			n.picked++
+		case readAhead[[2]int64{int64(e.Tensor), e.Offset / 4096}]:
+			n.readAhead++
+		default:
+			n.neither++
+			if n.neither <= 5 {
+				t.Errorf("fault in %s expert %d at token %d, not picked for layer %d and not read ahead",
+					st.TensorName(e.Tensor), e.Expert, e.Token, layer)
+			}
+		}
+	}
+	return n
+}
+
+// spoolEvents and decoded read a run's spool as every reader of records
+// does; checkWeightOffset checks a graph node's weight against the GGUF.
+var (
+	spoolEvents       = spooltest.Events
+	decoded           = spooltest.Decoded
+	checkWeightOffset = spooltest.CheckWeightOffset
+)
+
+// countDecodeCalls counts the llama_decode calls of a run's spool by
+// phase (a call of more than one token is the prefill) and checks every
+// graph node's weight offset against f (checkWeightOffset), marking the
+// weights read in weights. Every other record goes to more, when set.
+func countDecodeCalls(t *testing.T, dir string, f *gguf.File, weights map[string]bool, more func(typ uint16, rec []byte)) (prefill, decode int) {
+	t.Helper()
+	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+			if decoded(t, rec).Decode().N_tokens > 1 {
+				prefill++
+			} else {
+				decode++
+			}
+		case uint32(bpf.IocorrEventTypeEV_NODE):
+			checkWeightOffset(t, f, decoded(t, rec).Node(), weights)
+		}
+		if more != nil {
+			more(typ, rec)
+		}
+	})
+	return prefill, decode
+}
+
+// checkLayerWeightsRead checks that a graph node read every layer tensor
+// (blk.*) of f.
+func checkLayerWeightsRead(t *testing.T, f *gguf.File, weights map[string]bool) {
+	t.Helper()
+	for _, tensor := range f.Tensors {
+		if strings.HasPrefix(tensor.Name, "blk.") && !weights[tensor.Name] {
+			t.Errorf("no graph node reads %s", tensor.Name)
+		}
+	}
+}
+
+// decodePicks returns the decode tokens of a run's store and how many
+// distinct router picks (token, layer, expert) were made in them.
+func decodePicks(t *testing.T, st *index.Store) (decodeTok map[uint32]bool, picks int) {
+	t.Helper()
+	toks, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodeTok = map[uint32]bool{}
+	for _, tk := range toks {
+		if event.PhaseName(tk.Phase) == "decode" {
+			decodeTok[tk.Token] = true
+		}
+	}
+	seen := map[[3]uint32]bool{} // token, layer, expert
+	if err := st.ExpertSelections(func(s event.ExpertSel) error {
+		k := [3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}
+		if decodeTok[s.Token] && !seen[k] {
+			picks++
+		}
+		seen[k] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return decodeTok, picks
+}
+
+// recordableMoE is what the end-to-end tests of an MoE run start from:
+// tracing and real llama.cpp available, llmtest.MoE written, and its
+// tensor table.
+func recordableMoE(t *testing.T) (model string, f *gguf.File) {
+	t.Helper()
+	requireBPF(t)
+	llmtest.Require(t)
+	model = llmtest.Model(t, llmtest.MoE)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, f
+}
+
+// pageableMoE writes a 2-layer model of 4 experts (2 used) and returns it
+// with its tensor table: each expert slice of an *_exps tensor is
+// 256×512×2 B = 64 pages, so pages and byte ranges can be picked inside
+// chosen experts.
+func pageableMoE(t *testing.T) (string, *gguf.File) {
+	t.Helper()
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, f
+}

@@ -1,0 +1,167 @@
+package gguf_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/llmtest"
+)
+
+// buildOffsetsTool compiles testdata/llm/gguf_offsets.c, which asks
+// llama.cpp's own GGUF reader (libggml-base.so) where each tensor is.
+func buildOffsetsTool(t *testing.T) string {
+	t.Helper()
+	root, err := llmtest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gguf_offsets")
+	out, err := exec.Command("gcc", "-O1", "-Wall", "-o", bin, filepath.Join(root, "testdata", "llm", "gguf_offsets.c"), "-ldl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("compiling gguf_offsets.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// llamaTensor is one tensor as llama.cpp's GGUF reader sees it.
+type llamaTensor struct {
+	offset, size string // decimal, as inspect's CSV prints them
+	typ          gguf.Type
+	typeName     string // ggml_type_name's
+}
+
+// llamaOffsets returns every tensor llama.cpp's reader finds, by name.
+func llamaOffsets(t *testing.T, tool, model string) map[string]llamaTensor {
+	t.Helper()
+	var errb strings.Builder
+	cmd := exec.Command(tool, filepath.Join(llmtest.LibDir(), "libggml-base.so"), model)
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gguf_offsets: %v: %s", err, errb.String())
+	}
+	m := map[string]llamaTensor{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 5 {
+			t.Fatalf("gguf_offsets printed %q, want name, offset, size, type and type name", sc.Text())
+		}
+		typ, err := strconv.ParseUint(f[3], 10, 32)
+		if err != nil {
+			t.Fatalf("gguf_offsets: type %q of %s: %v", f[3], f[0], err)
+		}
+		if _, dup := m[f[0]]; dup {
+			t.Fatalf("llama.cpp lists tensor %s twice", f[0])
+		}
+		m[f[0]] = llamaTensor{offset: f[1], size: f[2], typ: gguf.Type(typ), typeName: f[4]}
+	}
+	return m
+}
+
+// TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays is the proof
+// that synth makes models real llama.cpp loads and runs, and that Parse
+// (what `iocorr inspect` lists) puts every tensor exactly where llama.cpp
+// does. The specs are what `iocorr synth` makes of its flags.
+func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
+	llmtest.Require(t)
+	tool := buildOffsetsTool(t)
+	lib, err := llmtest.LlamaLib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What `iocorr synth` gives for the flags it always passes on.
+	flagged := func(s gguf.SynthSpec) gguf.SynthSpec {
+		s.Name, s.Vocab, s.Ctx, s.Seed = "iocorr-synth", 512, 2048, 1
+		return s
+	}
+	sized, err := gguf.SizeSynth(64<<20, flagged(gguf.SynthSpec{Type: gguf.TypeF16}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		spec gguf.SynthSpec
+	}{
+		{"dense f16", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 1024, Heads: 8, Type: gguf.TypeF16})},
+		{"dense q8_0 with gqa", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 1024, Heads: 8, KVHeads: 2, Type: gguf.TypeQ8_0})},
+		{"dense f32", flagged(gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF32})},
+		{"moe f16", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeF16})},
+		{"moe q8_0", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0})},
+		{"by size: 64MiB", sized},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			model := filepath.Join(t.TempDir(), "m.gguf")
+			start := time.Now()
+			if _, err := gguf.CreateSynth(model, tc.spec); err != nil {
+				t.Fatalf("synth: %v", err)
+			}
+			synthTime := time.Since(start)
+			st, _ := os.Stat(model)
+
+			// Offsets: Parse against llama.cpp's own reader, every tensor.
+			f, err := gguf.Open(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs := llamaOffsets(t, tool, model)
+			if len(theirs) != len(f.Tensors) {
+				t.Fatalf("llama.cpp sees %d tensors, Parse lists %d", len(theirs), len(f.Tensors))
+			}
+			for _, tn := range f.Tensors {
+				name, typeName := tn.Name, tn.Type.String()
+				offset, size := strconv.FormatInt(tn.FileOffset, 10), strconv.FormatInt(tn.Size, 10)
+				lt, ok := theirs[name]
+				if !ok {
+					t.Errorf("Parse lists %s, llama.cpp does not", name)
+					continue
+				}
+				if offset != lt.offset || size != lt.size {
+					t.Errorf("%s: Parse says offset %s, %s bytes; llama.cpp %s, %s bytes", name, offset, size, lt.offset, lt.size)
+				}
+				typ, ok := gguf.ParseType(typeName)
+				if !ok || typ != lt.typ || !strings.EqualFold(typeName, lt.typeName) {
+					t.Errorf("%s: Parse says type %s, llama.cpp %d (%s)", name, typeName, lt.typ, lt.typeName)
+				}
+			}
+
+			// It loads and generates exactly the tokens asked for.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			res, err := llmtest.Generate(ctx, model, llmtest.Options{Tokens: 8, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Generated != 8 {
+				t.Fatalf("generated %d tokens, want 8", res.Generated)
+			}
+			// One llama_decode per prompt batch, then one per token but the last.
+			if want := res.PromptBatches + 7; res.DecodeCallsExpected != want {
+				t.Errorf("driver expects %d llama_decode calls, want %d", res.DecodeCallsExpected, want)
+			}
+			// It ran the installed prebuilt llama.cpp, nothing found elsewhere.
+			var llama, cpu bool
+			for _, l := range res.Libs {
+				if filepath.Dir(l) != llmtest.LibDir() {
+					t.Errorf("loaded %s, outside %s", l, llmtest.LibDir())
+				}
+				llama = llama || l == lib
+				cpu = cpu || strings.HasPrefix(filepath.Base(l), "libggml-cpu")
+			}
+			if !llama || !cpu {
+				t.Errorf("libllama and a libggml-cpu variant not both loaded: %v", res.Libs)
+			}
+			t.Logf("%s: %.1f MiB written in %v; llama.cpp loaded it in %.0f ms, prompt %d tokens in %.0f ms, %.1f tok/s decode",
+				tc.name, float64(st.Size())/(1<<20), synthTime.Round(time.Millisecond), res.LoadMS, res.PromptTokens, res.PromptMS, res.TokensPerS)
+		})
+	}
+}
