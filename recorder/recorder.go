@@ -29,6 +29,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/experiment"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -564,7 +565,7 @@ func (r *recording) continueStopped() int {
 // finish and the crash-safe writer both use it.
 func (r *recording) snapshot() rundir.Meta {
 	var probes []bpf.Probe
-	var lay bpf.Layout
+	var lay ggml.Layout
 	var opNames, opFuncs, opFiles, opIdle []string
 	if r.tr != nil {
 		probes = r.tr.Probes()
@@ -616,22 +617,18 @@ func (r *recording) snapshot() rundir.Meta {
 	return m
 }
 
-// emptyOps are the ops ggml computes nothing for (ggml_op_is_empty): no
-// function runs for their nodes, probed or not.
-var emptyOps = map[string]bool{"NONE": true, "RESHAPE": true, "VIEW": true, "PERMUTE": true, "TRANSPOSE": true}
-
 // opProbes sums up what --probe ops cost per token; r.mu is held.
 func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpProbes {
 	op := &rundir.OpProbes{Files: files, Idle: idle, Tokens: len(r.tokenHits)}
 	// The dispatcher runs for every node: no op lacks a probe point.
-	dispatch := slices.Contains(opFuncs, bpf.SymDispatch)
+	dispatch := slices.Contains(opFuncs, ggml.SymDispatch)
 	for node, v := range r.nodeOps {
-		if int(v) >= len(opNames) || emptyOps[opNames[v]] {
+		if int(v) >= len(opNames) || ggml.IsEmptyOp(opNames[v]) {
 			continue
 		}
 		name := opNames[v]
 		switch {
-		case !dispatch && !slices.Contains(opFuncs, "ggml_compute_forward_"+strings.ToLower(name)):
+		case !dispatch && !slices.Contains(opFuncs, ggml.OpFunction(name)):
 			if op.Unprobed == nil {
 				op.Unprobed = map[string]int{}
 			}
@@ -713,7 +710,7 @@ func (r *recording) finish(exit *experiment.Exit, derr error) {
 		}
 		if exit != nil && !r.hasUserProbes() {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",
-				strings.Join(bpf.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
+				strings.Join(ggml.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
 		}
 		// Graphs whose nodes could not be read at all (a wrong node
 		// count or array offset) validate nothing: the layout is as
@@ -776,7 +773,7 @@ func (r *recording) hasExperts() bool {
 
 func (r *recording) hasUserProbes() bool {
 	for _, p := range r.tr.Probes() {
-		if p.Symbol == bpf.SymDecode && p.Error == "" {
+		if p.Symbol == ggml.SymDecode && p.Error == "" {
 			return true
 		}
 	}
@@ -896,7 +893,7 @@ func (r *recording) act(typ uint16, rec []byte) {
 			return
 		}
 		names, _ := r.tr.OpNames()
-		err := bpf.ValidateNode(d.Node(), len(names), r.layoutCheck.weight(r.models))
+		err := ggml.ValidateNode(nodeOf(d.Node()), len(names), r.layoutCheck.weight(r.models))
 		r.layoutCheck.nodes++
 		if err == nil {
 			if !r.layoutOK {

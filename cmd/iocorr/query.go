@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -108,11 +108,11 @@ func picksNA(m *rundir.Meta) string {
 		return "the router's expert picks were not recorded: the ggml struct layout failed validation against the target (" + m.Layout.Invalid + ")"
 	}
 	for _, p := range m.Probes {
-		if p.Symbol == bpf.SymGetRows && p.Error == "" {
+		if p.Symbol == ggml.SymGetRows && p.Error == "" {
 			return ""
 		}
 	}
-	return "the router's expert picks were not recorded: no probe on " + bpf.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
+	return "the router's expert picks were not recorded: no probe on " + ggml.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
 // openRunMeta opens DIR's store and reads its metadata, for the commands
