@@ -16,6 +16,7 @@ func (t *Tracer) Layout() ggml.Layout {
 	return t.layout
 }
 
+// layoutBPF is l as the programs' layout variable holds it.
 func layoutBPF(l ggml.Layout) IocorrGgmlLayout {
 	return IocorrGgmlLayout{
 		T_type: uint32(l.TensorType), T_ne: uint32(l.TensorNE), T_nb: uint32(l.TensorNB), T_op: uint32(l.TensorOp),
@@ -79,22 +80,4 @@ func (t *Tracer) DisableLayoutProbes() error {
 		errs = append(errs, l.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// CString converts a fixed-size C char array from an event to a string.
-func CString(b []int8) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(int8sToBytes(b[:i]))
-		}
-	}
-	return string(int8sToBytes(b))
-}
-
-func int8sToBytes(b []int8) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		out[i] = byte(c)
-	}
-	return out
 }

@@ -84,3 +84,26 @@ func TestValidateNodeComparesAFileBackedWeightWithTheModel(t *testing.T) {
 		})
 	}
 }
+
+func TestWeightOfGivesGGMLsStridesForTheGGUFsTypeAndShape(t *testing.T) {
+	tests := []struct {
+		name   string
+		typ    string
+		ne     []uint64
+		want   Weight
+		wantOK bool
+	}{
+		{"a matrix of F32", "F32", []uint64{512, 256}, Weight{Type: 0, Ne: [4]uint64{512, 256, 1, 1}, Nb: [4]uint64{4, 2048, 524288, 524288}, FileOff: 4096}, true},
+		{"a vector of F16", "F16", []uint64{64}, Weight{Type: 1, Ne: [4]uint64{64, 1, 1, 1}, Nb: [4]uint64{2, 128, 128, 128}, FileOff: 4096}, true},
+		{"an expert stack of Q8_0 (blocks of 32 in 34 bytes)", "Q8_0", []uint64{64, 32, 4}, Weight{Type: 8, Ne: [4]uint64{64, 32, 4, 1}, Nb: [4]uint64{34, 68, 2176, 8704}, FileOff: 4096}, true},
+		{"a type ggml does not know", "Q9_9", []uint64{64}, Weight{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := WeightOf(tc.typ, tc.ne, 4096)
+			if ok != tc.wantOK || got != tc.want {
+				t.Fatalf("WeightOf = %+v, %v; want %+v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
