@@ -128,10 +128,9 @@ func Missing(probes []Attempt, searched []string, probeOps, moe bool) []string {
 	where := strings.Join(searched, ", ")
 	var out []string
 	for _, p := range Points {
-		switch {
-		case p.Symbol == SymDecode, found[p.Symbol]:
-		case p.Need == MoERun && !moe, p.Need == OpsRun && !probeOps:
-		default:
+		lost := !found[p.Symbol] && p.Symbol != SymDecode &&
+			(p.Need == EveryRun || p.Need == MoERun && moe || p.Need == OpsRun && probeOps)
+		if lost {
 			out = append(out, fmt.Sprintf("%s is in none of the files searched (%s): %s", p.Symbol, where, p.Lost))
 		}
 	}
