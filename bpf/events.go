@@ -73,3 +73,21 @@ func (e *IocorrPageRunEvent) Ranges(yield func(first, n uint64)) bool {
 }
 
 func (e *IocorrPageRunEvent) has(i uint32) bool { return e.Pages[i/64]&(1<<(i%64)) != 0 }
+
+// CString converts a fixed-size C char array from an event to a string.
+func CString(b []int8) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(int8sToBytes(b[:i]))
+		}
+	}
+	return string(int8sToBytes(b))
+}
+
+func int8sToBytes(b []int8) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		out[i] = byte(c)
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/internal/kernel"
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 	// devices (kernel dev_t encoding). Empty keeps every device.
 	Devices []uint32
 	// Layout overrides the built-in ggml struct layout (from DWARF).
-	Layout *Layout
+	Layout *ggml.Layout
 }
 
 // PageRecords selects the page-cache records (Options.PageRecords).
@@ -84,7 +85,7 @@ type Tracer struct {
 	attached map[fileID]bool
 	opFuncs  []string
 	opIndex  map[string]uint64
-	layout   Layout
+	layout   ggml.Layout
 	// layoutFixed is set once the layout came from the caller or from a
 	// library's DWARF; later libraries do not change it.
 	layoutFixed bool
@@ -134,7 +135,7 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("loading BPF spec: %w", err)
 	}
 	spec.Maps["events"].MaxEntries = uint32(opts.RingBufBytes)
-	lay := builtinLayout
+	lay := ggml.BuiltinLayout
 	if opts.Layout != nil {
 		lay = *opts.Layout
 	}
@@ -148,7 +149,7 @@ func Open(opts Options) (*Tracer, error) {
 		"self_tgid":    uint32(opts.SelfPID),
 		"probe_ops":    opts.ProbeOps,
 		"filter_devs":  len(opts.Devices) > 0,
-		"layout":       lay.bpf(),
+		"layout":       layoutBPF(lay),
 		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
 		"page_records": uint32(opts.PageRecords),
 		// Slots beyond the CPUs would never be used: flushes scan only these.

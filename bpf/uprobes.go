@@ -6,69 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/iocorr/iocorr/ggml"
 )
-
-// Symbols the user-space probes attach to. llama_decode is in libllama;
-// the rest in the libggml-cpu variant the backend loader dlopen()s.
-const (
-	SymDecode       = "llama_decode"
-	SymGraphCompute = "ggml_graph_compute"
-	SymGetRows      = "ggml_compute_forward_get_rows"
-	opPrefix        = "ggml_compute_forward_"
-	// SymDispatch is ggml's op dispatcher, ggml_compute_forward(params,
-	// tensor): static, so only in .symtab, and only in builds that did not
-	// inline it (node-llama-cpp 3.3.0 and 3.6.0: llama.cpp b4234, b4753). It takes
-	// the same arguments as the op functions and runs for every node,
-	// where the op functions of a build are partly inlined (mul_mat and
-	// mul_mat_id in node-llama-cpp's prebuilt libraries): one probe on it
-	// sees every op.
-	SymDispatch = "ggml_compute_forward"
-	symOpNames  = "GGML_OP_NAME"
-)
-
-// ProbeSymbols are the symbols a file must define for AttachUser to probe
-// it (doctor reports them).
-var ProbeSymbols = []string{SymDecode, SymGraphCompute, SymGetRows}
-
-// FileSymbols lists which probe symbols an ELF file defines (local ones
-// in .symtab too), plus the op probe points: the dispatcher alone
-// (SymDispatch) where the file has it, every exported
-// ggml_compute_forward_* function otherwise.
-func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, err error) {
-	dispatch := false
-	err = eachDefinedSymbol(path, func(s elf.Symbol) {
-		switch {
-		case s.Name == symOpNames:
-			hasOpNames = true
-		case elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0:
-		case s.Name == SymDecode || s.Name == SymGraphCompute:
-			probe = append(probe, s.Name)
-		case s.Name == SymDispatch:
-			dispatch = true
-		default:
-			// get_rows is a probe point in any binding: a build that
-			// keeps .symtab has it local.
-			if s.Name == SymGetRows {
-				probe = append(probe, s.Name)
-			}
-			if strings.HasPrefix(s.Name, opPrefix) && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
-				ops = append(ops, s.Name)
-			}
-		}
-	})
-	if dispatch {
-		ops = []string{SymDispatch}
-	}
-	sort.Strings(probe)
-	sort.Strings(ops)
-	return probe, ops, hasOpNames, err
-}
 
 // AttachUser attaches the user-space probes to the llama/ggml symbols an
 // ELF file defines; a file without any is left alone. Uprobes are bound
@@ -93,7 +37,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		return nil, nil
 	}
 
-	probeSyms, opSyms, hasOpNames, err := FileSymbols(real)
+	probeSyms, opSyms, hasOpNames, err := ggml.FileSymbols(real)
 	if err != nil {
 		var fe *elf.FormatError
 		if errors.As(err, &fe) {
@@ -102,12 +46,12 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		return nil, fmt.Errorf("reading symbols of %s: %w", real, err)
 	}
 	if hasOpNames {
-		if names, err := OpNamesFromELF(real); err == nil {
+		if names, err := ggml.OpNamesFromELF(real); err == nil {
 			t.mu.Lock()
 			t.opNames, t.opSource = names, real
 			t.mu.Unlock()
 		} else {
-			t.addProbe(Probe{Kind: "elf", Target: real, Symbol: symOpNames, Error: err.Error()})
+			t.addProbe(Probe{Kind: "elf", Target: real, Symbol: ggml.SymOpNames, Error: err.Error()})
 		}
 	}
 	if len(probeSyms) == 0 && (!t.opts.ProbeOps || len(opSyms) == 0) {
@@ -115,13 +59,13 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 	}
 	// A library built with debug info tells the exact layout; the
 	// prebuilt ones have none, and the built-in table stands (it is
-	// checked against what the probes read, see ValidateNode).
+	// checked against what the probes read, see ggml.ValidateNode).
 	if len(probeSyms) > 0 {
-		if lay, err := LayoutFromDWARF(real); err == nil {
+		if lay, err := ggml.LayoutFromDWARF(real); err == nil {
 			if err := t.useLayout(lay); err != nil {
 				return nil, err
 			}
-		} else if !errors.Is(err, ErrNoDWARF) {
+		} else if !errors.Is(err, ggml.ErrNoDWARF) {
 			t.addProbe(Probe{Kind: "dwarf", Target: real, Error: err.Error()})
 		}
 	}
@@ -142,10 +86,10 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 	deferOps := false
 	for _, sym := range probeSyms {
 		switch sym {
-		case SymDecode:
+		case ggml.SymDecode:
 			attach("uprobe", sym, t.objs.DecodeBegin, 0)
 			attach("uretprobe", sym, t.objs.DecodeEnd, 0)
-		case SymGraphCompute:
+		case ggml.SymGraphCompute:
 			t.mu.Lock()
 			file := uint32(len(t.files))
 			t.files = append(t.files, real)
@@ -162,7 +106,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 					deferOps = true
 				}
 			}
-		case SymGetRows:
+		case ggml.SymGetRows:
 			attach("uprobe", sym, t.objs.GetRowsBegin, 0)
 		}
 	}
@@ -210,7 +154,7 @@ func (t *Tracer) OpProbeFiles() (attached, waiting []string) {
 		}
 	}
 	for _, p := range t.probes {
-		if p.Error == "" && (strings.HasPrefix(p.Symbol, opPrefix) && p.Symbol != SymGetRows || p.Symbol == SymDispatch) {
+		if p.Error == "" && ggml.IsOpProbe(p.Symbol) {
 			if !slices.Contains(attached, p.Target) {
 				attached = append(attached, p.Target)
 			}
@@ -239,12 +183,12 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 		// The dispatcher alone is one plain uprobe, named as itself.
 		var l link.Link
 		err := errors.New("one function")
-		if len(opSyms) > 1 || opSyms[0] != SymDispatch {
+		if len(opSyms) > 1 || opSyms[0] != ggml.SymDispatch {
 			l, err = ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
 		}
 		if err == nil {
 			t.keepLink(l, true)
-			p := Probe{Kind: "uprobe_multi", Target: real, Symbol: fmt.Sprintf("%s* (%d functions)", opPrefix, len(opSyms))}
+			p := Probe{Kind: "uprobe_multi", Target: real, Symbol: fmt.Sprintf("%s* (%d functions)", ggml.OpPrefix, len(opSyms))}
 			t.addProbe(p)
 			out = append(out, p)
 		} else {

@@ -18,9 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/elfinfo"
-	"github.com/iocorr/iocorr/recorder"
 )
 
 // Status is a check's outcome.
@@ -248,7 +248,7 @@ func commandChecks(argv, libs []string) []check {
 			continue
 		}
 		seen[f] = true
-		probe, ops, _, err := bpf.FileSymbols(f)
+		probe, ops, _, err := ggml.FileSymbols(f)
 		if err != nil || (len(probe) == 0 && len(ops) == 0) {
 			continue
 		}
@@ -283,13 +283,13 @@ func commandChecks(argv, libs []string) []check {
 
 // probePointChecks says, per probe point, in which of files it is and how
 // bound (global, or local: in .symtab only), or that it is missing and
-// what a run loses without it (recorder.LostWithout).
+// what a run loses without it (ggml.LostWithout).
 func probePointChecks(files []string) []check {
 	where := map[string][]place{}
 	var globalOps, localOps int
 	var opFiles []place
 	for _, f := range files {
-		points, g, l, err := bpf.ProbePoints(f)
+		points, g, l, err := ggml.ProbePoints(f)
 		if err != nil {
 			continue
 		}
@@ -303,22 +303,22 @@ func probePointChecks(files []string) []check {
 		localOps += l
 	}
 	var out []check
-	for _, s := range bpf.ProbeSymbols {
+	for _, s := range ggml.ProbeSymbols {
 		c := check{name: "probe point " + s, ok: len(where[s]) > 0}
 		if c.ok {
 			c.detail = summarizeWhere(where[s])
 		} else {
 			c.detail = fmt.Sprintf("missing from the %d files searched: %s (a library loaded at run time is probed when it is mapped; name it with --lib)",
-				len(files), recorder.LostWithout(s))
+				len(files), ggml.LostWithout(s))
 		}
 		out = append(out, c)
 	}
-	c := check{name: "probe point " + recorder.OpFunctions + " (--probe ops)", ok: globalOps > 0}
+	c := check{name: "probe point " + ggml.OpFunctions + " (--probe ops)", ok: globalOps > 0}
 	switch {
 	case globalOps > 0:
 		c.detail = fmt.Sprintf("%d global functions in %s", globalOps, summarizeWhere(opFiles))
 	default:
-		c.detail = "missing: " + recorder.LostWithout(recorder.OpFunctions)
+		c.detail = "missing: " + ggml.LostWithout(ggml.OpFunctions)
 	}
 	if localOps > 0 {
 		c.detail += fmt.Sprintf("; %d more are local (not probed)", localOps)

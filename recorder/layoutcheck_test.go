@@ -9,6 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/testenv"
@@ -26,22 +27,22 @@ import (
 func TestWrongLayoutDisablesWhatItReadsAndSaysWhy(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	// ggml's layout since 2024 (see bpf.builtinLayout and LAB-NOTES).
-	right := bpf.Layout{Source: "test: right", TensorType: 0, TensorNE: 16, TensorNB: 48, TensorOp: 80, TensorSrc: 152,
+	// ggml's layout since 2024 (see ggml.BuiltinLayout and LAB-NOTES).
+	right := ggml.Layout{Source: "test: right", TensorType: 0, TensorNE: 16, TensorNB: 48, TensorOp: 80, TensorSrc: 152,
 		TensorViewSrc: 232, TensorData: 248, TensorName: 256, GraphNNodes: 4, GraphNodes: 16, TypeI32: 26}
 	tests := []struct {
 		name    string
-		change  func(l *bpf.Layout)
+		change  func(l *ggml.Layout)
 		wantErr string // in the warning and meta.json's layout.invalid; "" for the right layout
 	}{
-		{"the right layout validates", func(*bpf.Layout) {}, ""},
+		{"the right layout validates", func(*ggml.Layout) {}, ""},
 		// Names read 8 bytes in are printable and terminated, yet no
 		// tensor of the model.
-		{"name 8 bytes off", func(l *bpf.Layout) { l.TensorName += 8 }, "is no tensor of the traced models"},
+		{"name 8 bytes off", func(l *ggml.Layout) { l.TensorName += 8 }, "is no tensor of the traced models"},
 		// ne read from ne[1..3], nb[0]: sane numbers, not the GGUF's.
-		{"ne one field off", func(l *bpf.Layout) { l.TensorNE += 8 }, "the GGUF says"},
+		{"ne one field off", func(l *ggml.Layout) { l.TensorNE += 8 }, "the GGUF says"},
 		// The graph's nodes read from its grads array (NULL here).
-		{"graph nodes at grads", func(l *bpf.Layout) { l.GraphNodes += 8 }, "none of their nodes could be read"},
+		{"graph nodes at grads", func(l *ggml.Layout) { l.GraphNodes += 8 }, "none of their nodes could be read"},
 	}
 	spec := gguf.SynthSpec{Layers: 2, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType}
 	model := llmtest.Model(t, spec)

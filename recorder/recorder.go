@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
@@ -250,7 +251,7 @@ func (r *recording) continueStopped() int {
 // finish and the crash-safe writer both use it.
 func (r *recording) snapshot() rundir.Meta {
 	var probes []bpf.Probe
-	var lay bpf.Layout
+	var lay ggml.Layout
 	var opNames, opFuncs, opFiles, opIdle []string
 	if r.tr != nil {
 		probes = r.tr.Probes()
@@ -302,22 +303,18 @@ func (r *recording) snapshot() rundir.Meta {
 	return m
 }
 
-// emptyOps are the ops ggml computes nothing for (ggml_op_is_empty): no
-// function runs for their nodes, probed or not.
-var emptyOps = map[string]bool{"NONE": true, "RESHAPE": true, "VIEW": true, "PERMUTE": true, "TRANSPOSE": true}
-
 // opProbes sums up what --probe ops cost per token; r.mu is held.
 func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpProbes {
 	op := &rundir.OpProbes{Files: files, Idle: idle, Tokens: len(r.tokenHits)}
 	// The dispatcher runs for every node: no op lacks a probe point.
-	dispatch := slices.Contains(opFuncs, bpf.SymDispatch)
+	dispatch := slices.Contains(opFuncs, ggml.SymDispatch)
 	for node, v := range r.nodeOps {
-		if int(v) >= len(opNames) || emptyOps[opNames[v]] {
+		if int(v) >= len(opNames) || ggml.IsEmptyOp(opNames[v]) {
 			continue
 		}
 		name := opNames[v]
 		switch {
-		case !dispatch && !slices.Contains(opFuncs, "ggml_compute_forward_"+strings.ToLower(name)):
+		case !dispatch && !slices.Contains(opFuncs, ggml.OpFunction(name)):
 			if op.Unprobed == nil {
 				op.Unprobed = map[string]int{}
 			}
@@ -399,7 +396,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		}
 		if exit != nil && !r.hasUserProbes() {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",
-				strings.Join(bpf.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
+				strings.Join(ggml.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
 		}
 		// Graphs whose nodes could not be read at all (a wrong node
 		// count or array offset) validate nothing: the layout is as
@@ -462,7 +459,7 @@ func (r *recording) hasExperts() bool {
 
 func (r *recording) hasUserProbes() bool {
 	for _, p := range r.tr.Probes() {
-		if p.Symbol == bpf.SymDecode && p.Error == "" {
+		if p.Symbol == ggml.SymDecode && p.Error == "" {
 			return true
 		}
 	}
@@ -607,7 +604,7 @@ func (r *recording) onNode(e *bpf.IocorrNodeEvent) {
 		return
 	}
 	names, _ := r.tr.OpNames()
-	err := bpf.ValidateNode(e, len(names), r.layoutCheck.weight(r.models))
+	err := ggml.ValidateNode(nodeOf(e), len(names), r.layoutCheck.weight(r.models))
 	r.layoutCheck.nodes++
 	if err == nil {
 		if !r.layoutOK {

@@ -1,35 +1,32 @@
 package rundir
 
-import "fmt"
+import (
+	"fmt"
 
-// The probe points whose records a reader of the run needs, named as the
-// recorder writes them in Probe.Symbol and Probe.Target. The loader
-// (package bpf) names them the same; TestNAProbeNamesAreTheLoaders holds
-// the two together without linking the loader into every reader.
-const (
-	// SymGetRows is the ggml function whose probe records the router's
-	// expert picks.
-	SymGetRows = "ggml_compute_forward_get_rows"
-	// TracepointSysEnterRead is the tracepoint behind the bytes that
-	// read(2) and its kin requested.
-	TracepointSysEnterRead = "syscalls/sys_enter_read"
+	"github.com/iocorr/iocorr/ggml"
 )
+
+// TracepointSysEnterRead is the tracepoint behind the bytes that read(2)
+// and its kin requested, named as the recorder writes it in Probe.Target.
+// The probe points of llama.cpp and ggml are named by package ggml, which
+// links no loader either.
+const TracepointSysEnterRead = "syscalls/sys_enter_read"
 
 // The methods below say why a figure of the run is NA ("" when it was
 // measured), in the words every output uses: a figure that was not
 // measured is never shown as a zero.
 
 // PicksNA says why the run has no record of the router's expert picks:
-// no probe on SymGetRows attached (a build that inlined or stripped it,
+// no probe on ggml.SymGetRows attached (a build that inlined or stripped it,
 // or no llama.cpp at all), or a ggml struct layout that failed validation.
 func (m *Meta) PicksNA() string {
 	if m.Layout != nil && m.Layout.Invalid != "" {
 		return "the router's expert picks were not recorded: the ggml struct layout failed validation against the target (" + m.Layout.Invalid + ")"
 	}
-	if m.attached(func(p *Probe) bool { return p.Symbol == SymGetRows }) {
+	if m.attached(func(p *Probe) bool { return p.Symbol == ggml.SymGetRows }) {
 		return ""
 	}
-	return "the router's expert picks were not recorded: no probe on " + SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
+	return "the router's expert picks were not recorded: no probe on " + ggml.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
 // ReadsNA says why "bytes requested" is NA: "" when the recorder traced

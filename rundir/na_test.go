@@ -4,18 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/rundir"
 )
 
-func TestNAProbeNamesAreTheLoaders(t *testing.T) {
-	if rundir.SymGetRows != bpf.SymGetRows {
-		t.Errorf("rundir.SymGetRows %q, the loader probes %q", rundir.SymGetRows, bpf.SymGetRows)
-	}
-}
-
 func TestNAReasonsSayWhyAFigureWasNotMeasured(t *testing.T) {
-	picks := rundir.Probe{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: rundir.SymGetRows}
+	picks := rundir.Probe{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: ggml.SymGetRows}
 	reads := rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointSysEnterRead}
 	failed := func(p rundir.Probe) rundir.Probe { p.Error = "no such symbol"; return p }
 	tests := []struct {
@@ -24,9 +18,9 @@ func TestNAReasonsSayWhyAFigureWasNotMeasured(t *testing.T) {
 		wantPicks, reads string // substrings of the reasons; "" when measured
 	}{
 		{"both attached", rundir.Meta{Probes: []rundir.Probe{picks, reads}}, "", ""},
-		{"nothing attached", rundir.Meta{}, "no probe on " + rundir.SymGetRows + " attached", "did not trace read syscalls"},
+		{"nothing attached", rundir.Meta{}, "no probe on " + ggml.SymGetRows + " attached", "did not trace read syscalls"},
 		{"probes that failed to attach", rundir.Meta{Probes: []rundir.Probe{failed(picks), failed(reads)}},
-			"no probe on " + rundir.SymGetRows + " attached", "did not trace read syscalls"},
+			"no probe on " + ggml.SymGetRows + " attached", "did not trace read syscalls"},
 		{"a layout that failed validation", rundir.Meta{Probes: []rundir.Probe{picks, reads}, Layout: &rundir.Layout{Invalid: "node 3 has no op"}},
 			"failed validation against the target (node 3 has no op)", ""},
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
@@ -27,7 +28,7 @@ func writeTinyRun(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	meta := &rundir.Meta{Complete: true, Finished: true, Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
-		Probes: []rundir.Probe{{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: bpf.SymGetRows}},
+		Probes: []rundir.Probe{{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: ggml.SymGetRows}},
 		Models: []rundir.ModelFile{{
 			Path: "m.gguf", Dev: 5, Ino: 9, Size: 7 * 4096,
 			Tensors: []rundir.Tensor{
@@ -579,9 +580,9 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 		probes []rundir.Probe
 		na     bool
 	}{
-		{"get_rows probed", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: bpf.SymGetRows}}, false},
-		{"get_rows missing", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: bpf.SymDecode}}, true},
-		{"get_rows failed to attach", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: bpf.SymGetRows, Error: "EPERM"}}, true},
+		{"get_rows probed", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymGetRows}}, false},
+		{"get_rows missing", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymDecode}}, true},
+		{"get_rows failed to attach", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymGetRows, Error: "EPERM"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeTinyRun(t)

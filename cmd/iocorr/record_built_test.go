@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -107,11 +108,11 @@ func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
 		warning string
 		doctor  string // in doctor's detail of the point
 	}{
-		{"no get_rows: no expert picks", "--strip-symbol=", bpf.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), true,
+		{"no get_rows: no expert picks", "--strip-symbol=", ggml.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), true,
 			"expert picks are not recorded", "missing from the"},
-		{"no graph_compute: no graphs", "--strip-symbol=", bpf.SymGraphCompute, uint32(bpf.IocorrEventTypeEV_NODE), true,
+		{"no graph_compute: no graphs", "--strip-symbol=", ggml.SymGraphCompute, uint32(bpf.IocorrEventTypeEV_NODE), true,
 			"graphs and their nodes", "missing from the"},
-		{"get_rows local: still probed", "--localize-symbol=", bpf.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), false,
+		{"get_rows local: still probed", "--localize-symbol=", ggml.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), false,
 			"", "local in llama-completion"},
 	}
 	const n = 4
@@ -170,7 +171,7 @@ func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
 			if said(strings.Split(summary, "\n")) != tc.missing {
 				t.Errorf("the record summary says %s is missing: %v, want %v:\n%s", tc.sym, !tc.missing, tc.missing, summary)
 			}
-			if tc.sym != bpf.SymGetRows {
+			if tc.sym != ggml.SymGetRows {
 				return
 			}
 			// query --by expert: a count where picks were probed, NA where not.

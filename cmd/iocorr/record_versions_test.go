@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/spooltest"
@@ -110,7 +111,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			wantFuncs := map[string]bool{}
 			if m.OpProbes != nil {
 				for _, lib := range m.OpProbes.Files {
-					_, ops, _, err := bpf.FileSymbols(lib)
+					_, ops, _, err := ggml.FileSymbols(lib)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -150,7 +151,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 				t.Errorf("no fault in a picked expert while decoding: the run had no memory pressure\n%s", summary)
 			}
 			t.Logf("node-llama-cpp %s: %d prefill + %d decode calls, %d picks, %d weight-reading nodes (op probes: %d functions%s; ops without an op event: %v); expert faults while decoding: %d picked, %d read ahead, %d neither",
-				name, prefill, decode, picks, len(weightNodes), len(m.OpFuncs), map[bool]string{true: ", the dispatcher"}[gotFuncs[bpf.SymDispatch]], said, ef.picked, ef.readAhead, ef.neither)
+				name, prefill, decode, picks, len(weightNodes), len(m.OpFuncs), map[bool]string{true: ", the dispatcher"}[gotFuncs[ggml.SymDispatch]], said, ef.picked, ef.readAhead, ef.neither)
 		})
 	}
 }

@@ -1,7 +1,8 @@
-package bpf
+package ggml
 
 import (
 	"debug/elf"
+	"sort"
 	"strings"
 )
 
@@ -59,7 +60,7 @@ func ProbePoints(path string) (points []ProbePoint, globalOps, localOps int, err
 				points = append(points, ProbePoint{s.Name, bind})
 			}
 		}
-		if strings.HasPrefix(s.Name, opPrefix) && s.Name != SymGetRows {
+		if strings.HasPrefix(s.Name, OpPrefix) && s.Name != SymGetRows {
 			if bind == "local" {
 				localOps++
 			} else {
@@ -68,4 +69,38 @@ func ProbePoints(path string) (points []ProbePoint, globalOps, localOps int, err
 		}
 	})
 	return points, globalOps, localOps, err
+}
+
+// FileSymbols lists which probe symbols an ELF file defines (local ones
+// in .symtab too), plus the op probe points: the dispatcher alone
+// (SymDispatch) where the file has it, every exported
+// ggml_compute_forward_* function otherwise.
+func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, err error) {
+	dispatch := false
+	err = eachDefinedSymbol(path, func(s elf.Symbol) {
+		switch {
+		case s.Name == SymOpNames:
+			hasOpNames = true
+		case elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0:
+		case s.Name == SymDecode || s.Name == SymGraphCompute:
+			probe = append(probe, s.Name)
+		case s.Name == SymDispatch:
+			dispatch = true
+		default:
+			// get_rows is a probe point in any binding: a build that
+			// keeps .symtab has it local.
+			if s.Name == SymGetRows {
+				probe = append(probe, s.Name)
+			}
+			if strings.HasPrefix(s.Name, OpPrefix) && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
+				ops = append(ops, s.Name)
+			}
+		}
+	})
+	if dispatch {
+		ops = []string{SymDispatch}
+	}
+	sort.Strings(probe)
+	sort.Strings(ops)
+	return probe, ops, hasOpNames, err
 }
