@@ -11,34 +11,29 @@ const module = "github.com/iocorr/iocorr/"
 // floor is each package's floor in ARCHITECTURE.md. A package imports
 // only packages of lower floors; a new package must be given one here.
 var floor = map[string]int{
-	// 0: the data model and ground facts; no iocorr imports but each other.
-	"event": 0, "gguf": 0, "rundir": 0,
+	// 0: the data model and the ground facts, each decoded once.
+	"event": 0, "gguf": 0,
 	"internal/kernel": 0, "internal/units": 0, "internal/atomicfile": 0,
 	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0,
-	"internal/pagecache": 0, "internal/testenv": 0,
-	// 1: facts that speak in the run metadata's types; target knowledge.
-	"internal/blockdev": 1, "internal/proc": 1, "ggml": 1, "internal/llmtest": 1,
-	"internal/launch": 2,
-	// 3–4: the loader and the decoding of what it writes.
-	"bpf":                3,
-	"ingest":             4,
-	"internal/spooltest": 5,
-	"correlate":          5,
-	"index":              6,
-	"pipeline":           7,
-	"stats":              7,
-	"perfetto":           7,
-	"sweep":              8,
-	"recorder":           8,
-	"output":             9,
-	"report":             9,
+	"internal/pagecache": 0, "internal/testenv": 0, "internal/layers": 0,
 	"report/browsertest": 0,
-	"doctor":             9,
-	"sweep/record":       9,
-	"bench":              10,
-	"cmd/iocorr":         11,
-	"cmd/iocorr-bench":   11,
-	"internal/layers":    0,
+	// 1: target knowledge (llama.cpp and ggml), no BPF.
+	"ggml": 1, "internal/llmtest": 1,
+	// 2: the run directory's metadata and its NA reasons.
+	"rundir": 2,
+	// 3–5: facts in the run's types, the loader, the decoder, the joins.
+	"internal/blockdev": 3, "internal/proc": 3, "bpf": 3,
+	"internal/launch": 4, "ingest": 4,
+	"correlate": 5, "internal/spooltest": 5,
+	// 6–7: the store, and what reads it.
+	"index":    6,
+	"pipeline": 7, "stats": 7, "perfetto": 7,
+	// 8–10: the record lifecycle, the sweep, the renderers, the bench.
+	"sweep": 8, "recorder": 8,
+	"output": 9, "report": 9, "doctor": 9, "sweep/record": 9,
+	"bench": 10,
+	// 11: the commands.
+	"cmd/iocorr": 11, "cmd/iocorr-bench": 11,
 }
 
 // readSide are the packages that read a store or a run directory and
