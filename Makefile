@@ -12,7 +12,7 @@ DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 SETUP_DEMO_OK := .setup-demo-done
 
-.PHONY: help build test generate setup setup-demo demo bench bench-go fuzz clean
+.PHONY: help build test lint generate setup setup-demo demo bench bench-go fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -31,6 +31,10 @@ setup: $(SETUP_OK) ## install what the tests and the benchmarks need too
 $(SETUP_OK): $(SETUP_DEMO_OK) $(wildcard testdata/llm/versions/*/package-lock.json) scripts/setup.sh scripts/build-llama.sh
 	./scripts/setup.sh
 	@touch $@
+
+lint: ## go vet and staticcheck (pinned in go.mod's tool block) over every package
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 test: setup ## run every test, BPF and real llama.cpp included (as root)
 	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -p 1 -count=1 -timeout 40m ./...

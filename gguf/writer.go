@@ -125,7 +125,7 @@ func tensorSize(ti TensorInfo) (int64, error) {
 func checkValue(v any, depth int) error {
 	t, ok := valueTypeOf(v)
 	if !ok {
-		return fmt.Errorf("Go type %T has no GGUF type", v)
+		return fmt.Errorf("a Go value of type %T has no GGUF type", v)
 	}
 	if t != ValueArray {
 		return nil

@@ -73,7 +73,6 @@ func writeSynthRunShape(tb testing.TB, dir string, n, tokens int, sh synthShape)
 	var tot synthTotals
 	size := uint64(meta.Models[0].Size)
 	ts := uint64(1000)
-	perToken := max(n/tokens, 1)
 	write := func(b []byte) {
 		if err := sp.Write(b); err != nil {
 			tb.Fatal(err)
@@ -98,7 +97,7 @@ func writeSynthRunShape(tb testing.TB, dir string, n, tokens int, sh synthShape)
 			i++
 		}
 	}
-	perToken = max((n-i)/tokens, 1)
+	perToken := max((n-i)/tokens, 1)
 	tok := uint32(0)
 	for first := i; i < n; {
 		if (i-first)%perToken == 0 && int(tok) < tokens {

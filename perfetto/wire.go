@@ -1,8 +1,6 @@
 package perfetto
 
 import (
-	"math"
-
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -49,7 +47,6 @@ const (
 	fAnnName   = 10 // DebugAnnotation.name
 	fAnnUint   = 3  // DebugAnnotation.uint_value
 	fAnnInt    = 4  // DebugAnnotation.int_value
-	fAnnDouble = 5  // DebugAnnotation.double_value
 	fAnnString = 6  // DebugAnnotation.string_value
 )
 
@@ -78,17 +75,15 @@ const sequenceID = 1
 // values is meaningful, chosen by kind.
 type annotation struct {
 	name string
-	kind byte // 'u', 'i', 'f', 's'
+	kind byte // 'u', 'i', 's'
 	u    uint64
 	i    int64
-	f    float64
 	s    string
 }
 
-func annU(name string, v uint64) annotation  { return annotation{name: name, kind: 'u', u: v} }
-func annI(name string, v int64) annotation   { return annotation{name: name, kind: 'i', i: v} }
-func annS(name, v string) annotation         { return annotation{name: name, kind: 's', s: v} }
-func annF(name string, v float64) annotation { return annotation{name: name, kind: 'f', f: v} }
+func annU(name string, v uint64) annotation { return annotation{name: name, kind: 'u', u: v} }
+func annI(name string, v int64) annotation  { return annotation{name: name, kind: 'i', i: v} }
+func annS(name, v string) annotation        { return annotation{name: name, kind: 's', s: v} }
 
 func appendAnnotation(b []byte, a annotation) []byte {
 	var m []byte
@@ -101,9 +96,6 @@ func appendAnnotation(b []byte, a annotation) []byte {
 	case 'i':
 		m = protowire.AppendTag(m, fAnnInt, protowire.VarintType)
 		m = protowire.AppendVarint(m, uint64(a.i))
-	case 'f':
-		m = protowire.AppendTag(m, fAnnDouble, protowire.Fixed64Type)
-		m = protowire.AppendFixed64(m, math.Float64bits(a.f))
 	default:
 		m = protowire.AppendTag(m, fAnnString, protowire.BytesType)
 		m = protowire.AppendString(m, a.s)
