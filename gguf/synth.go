@@ -7,9 +7,9 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/iocorr/iocorr/internal/atomicfile"
 )
 
 // SynthSpec describes a random-weight model of llama architecture that
@@ -321,30 +321,13 @@ func CreateSynthContext(ctx context.Context, path string, s SynthSpec) (int64, e
 	if _, err := s.Writer(); err != nil {
 		return 0, err // before creating anything
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	n, err := WriteSynth(ctxWriter{ctx, tmp}, s)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
+	var n int64
+	err := atomicfile.Write(path, 0o644, true, func(w io.Writer) (err error) {
+		n, err = WriteSynth(ctxWriter{ctx, w}, s)
+		return err
+	})
 	if err != nil {
 		return n, err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync() // make the rename durable; failure here loses nothing written
-		d.Close()
 	}
 	return n, nil
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/iocorr/iocorr/internal/atomicfile"
 )
 
 // Default is the run directory used when none is given, as perf uses
@@ -339,12 +341,10 @@ func WriteMeta(dir string, m *Meta) error {
 	if err != nil {
 		return fmt.Errorf("encoding run metadata: %w", err)
 	}
-	tmp := filepath.Join(dir, MetaFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing run metadata: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, MetaFile)); err != nil {
-		return fmt.Errorf("writing run metadata: %w", err)
+	// Not synced: meta.json is rewritten as facts become known, and what a
+	// crash loses is at most the facts since the last write.
+	if err := atomicfile.WriteBytes(filepath.Join(dir, MetaFile), 0o644, false, append(b, '\n')); err != nil {
+		return fmt.Errorf("run metadata: %w", err)
 	}
 	return nil
 }

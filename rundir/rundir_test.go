@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/kernel"
 )
 
@@ -78,7 +79,7 @@ func TestWriteMetaLeavesTheOldVersionWhenTheNewOneIsNotComplete(t *testing.T) {
 	}
 	// A writer killed while writing leaves its temporary file half
 	// written; meta.json itself is untouched until the rename.
-	if err := os.WriteFile(filepath.Join(dir, MetaFile+".tmp"), []byte(`{"format_version": 2, "comm`), 0o644); err != nil {
+	if err := os.WriteFile(atomicfile.TempName(filepath.Join(dir, MetaFile)), []byte(`{"format_version": 2, "comm`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadMeta(dir)
@@ -97,7 +98,7 @@ func TestWriteMetaLeavesTheOldVersionWhenTheNewOneIsNotComplete(t *testing.T) {
 	if got, err := ReadMeta(dir); err != nil || got.Warnings != nil {
 		t.Errorf("after a new write: %v, warnings %q", err, got.Warnings)
 	}
-	if _, err := os.Stat(filepath.Join(dir, MetaFile+".tmp")); !os.IsNotExist(err) {
+	if _, err := os.Stat(atomicfile.TempName(filepath.Join(dir, MetaFile))); !os.IsNotExist(err) {
 		t.Errorf("temporary file left: %v", err)
 	}
 }

@@ -13,15 +13,23 @@ import (
 	"path/filepath"
 )
 
-// Write fills a temporary file beside path through a buffered writer and
-// renames it over path with mode perm. A temporary file in the same
-// directory keeps the rename atomic (one file system). With sync set the
+// TempName is the temporary file Write fills for path: in the same
+// directory, so the rename stays within one file system, and always the
+// same name, so that what a killed writer left is replaced by the next
+// write instead of piling up in a run directory. A path has one writer at
+// a time.
+func TempName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+}
+
+// Write fills TempName(path) through a buffered writer and renames it over
+// path with mode perm. With sync set the
 // data and the directory entry reach the disk before Write returns: a file
 // the next step evicts from the page cache must not be dirty (dirty pages
 // stay resident), and a run directory must survive a power cut. On error
 // the temporary file is removed and path is left as it was.
 func Write(path string, perm os.FileMode, sync bool, fill func(io.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	f, err := os.OpenFile(TempName(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}

@@ -29,6 +29,10 @@ func TestWriteReplacesWholeOrNotAtAll(t *testing.T) {
 				if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
 					t.Fatal(err)
 				}
+				// What a writer killed midway left behind is replaced.
+				if err := os.WriteFile(atomicfile.TempName(path), []byte("torn"), 0o600); err != nil {
+					t.Fatal(err)
+				}
 				err := atomicfile.Write(path, 0o644, sync, tc.fill)
 				if (err != nil) != tc.wantErr {
 					t.Fatalf("err = %v, want error %v", err, tc.wantErr)

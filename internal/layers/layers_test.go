@@ -11,29 +11,30 @@ const module = "github.com/iocorr/iocorr/"
 // floor is each package's floor in ARCHITECTURE.md. A package imports
 // only packages of lower floors; a new package must be given one here.
 var floor = map[string]int{
-	// 0: the data model and the ground facts, each decoded once.
-	"event": 0, "gguf": 0,
+	// 0: the ground facts, each decoded once.
 	"internal/kernel": 0, "internal/units": 0, "internal/atomicfile": 0,
 	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0,
 	"internal/pagecache": 0, "internal/testenv": 0, "internal/layers": 0,
 	"report/browsertest": 0,
-	// 1: target knowledge (llama.cpp and ggml), no BPF.
-	"ggml": 1, "internal/llmtest": 1,
-	// 2: the run directory's metadata and its NA reasons.
-	"rundir": 2,
-	// 3–5: facts in the run's types, the loader, the decoder, the joins.
-	"internal/blockdev": 3, "internal/proc": 3, "bpf": 3,
-	"internal/launch": 4, "ingest": 4,
-	"correlate": 5, "internal/spooltest": 5,
-	// 6–7: the store, and what reads it.
-	"index":    6,
-	"pipeline": 7, "stats": 7, "perfetto": 7,
-	// 8–10: the record lifecycle, the sweep, the renderers, the bench.
-	"sweep": 8, "recorder": 8,
-	"output": 9, "report": 9, "doctor": 9, "sweep/record": 9,
-	"bench": 10,
-	// 11: the commands.
-	"cmd/iocorr": 11, "cmd/iocorr-bench": 11,
+	// 1: the data model and the model file format.
+	"event": 1, "gguf": 1,
+	// 2: target knowledge (llama.cpp and ggml), no BPF.
+	"ggml": 2, "internal/llmtest": 2,
+	// 3: the run directory's metadata and its NA reasons.
+	"rundir": 3,
+	// 4–6: facts in the run's types, the loader, the decoder, the joins.
+	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4,
+	"internal/launch": 5, "ingest": 5,
+	"correlate": 6, "internal/spooltest": 6,
+	// 7–8: the store, and what reads it.
+	"index":    7,
+	"pipeline": 8, "stats": 8, "perfetto": 8,
+	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
+	"sweep": 9, "recorder": 9,
+	"output": 10, "report": 10, "doctor": 10, "sweep/record": 10,
+	"bench": 11,
+	// 12: the commands.
+	"cmd/iocorr": 12, "cmd/iocorr-bench": 12,
 }
 
 // readSide are the packages that read a store or a run directory and
