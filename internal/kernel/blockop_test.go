@@ -156,6 +156,13 @@ func TestBlockOpOfRealRequests(t *testing.T) {
 		}
 	}
 	if written != size || read != size {
-		t.Errorf("%d bytes written and %d read on the file's blocks, want %d each (%d requests seen)", written, read, size, len(reqs))
+		lost, _ := tr.Lost()
+		t.Errorf("%d bytes written and %d read on the file's blocks, want %d each (%d requests seen, lost %v)", written, read, size, len(reqs), lost)
+		// What a failure needs to be explained: every request, where it
+		// fell in time and how much of it hit the file's extents.
+		for _, r := range reqs {
+			t.Logf("request at t0%+dns (write ends t0%+dns, read ends t0%+dns): %s sector %d, %d bytes, %d on the file", int64(r.ts-t0), int64(t1-t0), int64(t2-t0), r.op, r.sector, r.bytes, onFile(r))
+		}
+		t.Logf("extents: %+v", extents)
 	}
 }
