@@ -78,7 +78,7 @@ type Correlator struct {
 
 	slices []slice
 	ev     event.Event
-	req    uint64 // the last raw record's request id (Event.Req)
+	req    uint32 // the last raw record's request id (Event.Req)
 
 	threads map[uint32]bool // tids given a MarkThread
 	lastTid uint32          // the tid of the previous record's MarkThread check
@@ -253,7 +253,7 @@ func (c *Correlator) probeOp(hdr *bpf.IocorrEventHdr) uint32 {
 }
 
 // newReq numbers the next raw record that yields events.
-func (c *Correlator) newReq() uint64 {
+func (c *Correlator) newReq() uint32 {
 	c.req++
 	return c.req
 }
@@ -574,7 +574,7 @@ func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 // added holds back the adds of file range [off, off+n) until the thread's
 // fault, if any, tells their trigger; first is when the first page of it
 // was added, hdr.Ts when the last was.
-func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req, first uint64, dev uint32, ino uint64, off, n int64) {
+func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req uint32, first uint64, dev uint32, ino uint64, off, n int64) {
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
@@ -601,7 +601,7 @@ func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req, first uint64, dev uint3
 	t.PagesAdded += uint64(n / kernel.PageSize)
 }
 
-func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, req uint64, dev uint32, ino uint64, off, n int64) {
+func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, req uint32, dev uint32, ino uint64, off, n int64) {
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)

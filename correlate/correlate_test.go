@@ -330,7 +330,7 @@ func TestSlicesOfOneRecordShareItsRequestIDAndRecordsDoNot(t *testing.T) {
 			if tc.events > 0 && len(evs) != tc.events {
 				t.Fatalf("got %d events, want %d: %+v", len(evs), tc.events, evs)
 			}
-			var ids []uint64
+			var ids []uint32
 			for i, e := range evs {
 				if e.Req == 0 {
 					t.Fatalf("event %d has no request id: %+v", i, e)

@@ -57,10 +57,11 @@ func PhaseName(p uint8) string {
 // correlator numbers records from 1 in spool order, so the slices of one
 // record share it and no two records of a run do; readers put a request
 // back together by it (index.Store.Records). 0 is no record (events made
-// by hand): each such event stands alone.
+// by hand): each such event stands alone. 32 bits keep Event at 64 bytes;
+// after 2³² records the ids wrap, which readers never see: they join only
+// consecutive slices, and two records 2³² apart are never consecutive.
 type Event struct {
 	Ts      uint64 // completion time, CLOCK_MONOTONIC ns
-	Req     uint64 // request id: the raw record this event is a slice of
 	Dur     uint64 // fault stall (ts − start_ts) or block latency (ts − issue_ts)
 	Offset  int64  // within the tensor; within the file for pseudo tensors
 	Bytes   uint64 // bytes of this slice
@@ -68,6 +69,7 @@ type Event struct {
 	Token   uint32
 	Op      uint32 // op id from op probes, 0 when unknown (see Result.OpOf)
 	Tid     uint32
+	Req     uint32 // request id: the raw record this event is a slice of
 	Trigger uint32 // page add: tensor whose fault read it ahead, NoTensor otherwise
 	Expert  int16  // -1 for tensors without experts
 	Kind    Kind

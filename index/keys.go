@@ -343,7 +343,7 @@ func appendChunk(b []byte, evs []event.Event) []byte {
 		b = binary.AppendVarint(b, e.Offset)
 		b = binary.AppendUvarint(b, e.Bytes)
 		b = binary.AppendUvarint(b, e.Dur)
-		b = binary.AppendVarint(b, int64(e.Req-prev.Req))
+		b = binary.AppendVarint(b, int64(int32(e.Req-prev.Req))) // wraps back on decoding
 		prev = *e
 	}
 	return b
@@ -414,7 +414,7 @@ func (r *chunkReader) next(e *event.Event) bool {
 	e.Offset = r.varint()
 	e.Bytes = r.uvarint()
 	e.Dur = r.uvarint()
-	e.Req = p.Req + uint64(r.varint())
+	e.Req = p.Req + uint32(r.varint())
 	if r.err != nil {
 		return false
 	}

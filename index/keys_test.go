@@ -13,7 +13,7 @@ func TestChunksRoundTripEveryFieldAtItsLimits(t *testing.T) {
 	evs := []event.Event{
 		{Ts: 1, Req: 2, Kind: event.KindFault, Phase: 2, Class: 2, Tensor: 3, Expert: -1, Token: 5, Tid: 9, Trigger: event.NoTensor, Offset: 4096, Bytes: 4096, Dur: 77},
 		// a kernel address as an offset, the largest values, tokens, tids and request ids going down
-		{Ts: 1, Req: math.MaxUint64, Kind: event.KindPageAdd, Phase: 1, Tensor: math.MaxUint32 - 1, Expert: math.MaxInt16 - 1, Token: 0, Op: math.MaxUint32,
+		{Ts: 1, Req: math.MaxUint32, Kind: event.KindPageAdd, Phase: 1, Tensor: math.MaxUint32 - 1, Expert: math.MaxInt16 - 1, Token: 0, Op: math.MaxUint32,
 			Tid: 0, Trigger: 0, Offset: math.MinInt64, Bytes: math.MaxUint64, Dur: math.MaxUint64},
 		{Ts: math.MaxUint64, Req: 1, Kind: event.KindBlock, Class: 1, Token: math.MaxUint32, Tid: math.MaxUint32, Trigger: 7, Offset: math.MaxInt64},
 		{Ts: math.MaxUint64, Req: 0, Kind: event.KindRead, Class: 5, Tensor: 4, Bytes: 1},

@@ -13,7 +13,7 @@ import (
 func TestRecordsPutEachRequestsSlicesTogetherByRequestID(t *testing.T) {
 	tensors := []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1},
 		{ID: 2, Name: "[model header]", Model: -1, Layer: -1}, {ID: 3, Name: "a", Layer: 0, Size: 1 << 20}, {ID: 4, Name: "b", Layer: 1, Size: 1 << 20}}
-	block := func(req uint64, tensor uint32, bytes uint64) event.Event {
+	block := func(req uint32, tensor uint32, bytes uint64) event.Event {
 		return event.Event{Ts: 100, Dur: 10, Tid: 7, Req: req, Kind: event.KindBlock, Tensor: tensor, Bytes: bytes, Expert: -1, Trigger: event.NoTensor}
 	}
 	evs := []event.Event{

@@ -82,7 +82,7 @@ func export(t *testing.T, st *index.Store, meta *rundir.Meta) (*builder, Summary
 // and two requests are two even when they complete at one time on one
 // thread with one latency: the request id tells, not the timing.
 func TestBlockRequestsAreOneSliceEachByRequestID(t *testing.T) {
-	blk := func(req uint64, off int64, n uint64) event.Event {
+	blk := func(req uint32, off int64, n uint64) event.Event {
 		return event.Event{Ts: 1000, Dur: 100, Tid: 7, Req: req, Kind: event.KindBlock, Tensor: event.TensorOther,
 			Offset: off, Bytes: n, Expert: -1, Trigger: event.NoTensor}
 	}
