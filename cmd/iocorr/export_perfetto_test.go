@@ -264,23 +264,23 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 	}
 	got["flow"] = len(flows)
 
-	// The store's counts: faults, block requests (slices sharing their
-	// completion, latency and thread), timed tokens.
+	// The store's counts: faults, block requests and read calls (distinct
+	// request ids among their slices), timed tokens.
 	st, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	want := map[string]int{}
-	reqs, calls := map[[3]uint64]bool{}, map[[3]uint64]bool{}
+	reqs, calls := map[uint32]bool{}, map[uint32]bool{}
 	err = st.Events(index.EventFilter{}, func(e *event.Event) error {
 		switch e.Kind {
 		case event.KindFault:
 			want["fault"]++
 		case event.KindBlock:
-			reqs[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
+			reqs[e.Req] = true
 		case event.KindRead:
-			calls[[3]uint64{e.Ts, e.Dur, uint64(e.Tid)}] = true
+			calls[e.Req] = true
 		}
 		return nil
 	})
