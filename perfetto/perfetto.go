@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/kernel"
@@ -345,7 +346,7 @@ func (b *builder) llamaSlices() {
 	for tid, ds := range decodes {
 		tr := b.threadTrack(tid)
 		for _, d := range ds {
-			b.slice(tr, d.start, d.end, d.name, "llama_decode", d.anns, nil)
+			b.slice(tr, d.start, d.end, d.name, ggml.SymDecode, d.anns, nil)
 			b.sum.Tokens++
 		}
 	}
@@ -353,7 +354,7 @@ func (b *builder) llamaSlices() {
 		close(gs, decodes[tid])
 		tr := b.childTrack(b.threadTrack(tid), "ggml graphs")
 		for _, g := range gs {
-			b.slice(tr, g.start, g.end, g.name, "ggml_graph_compute", g.anns, nil)
+			b.slice(tr, g.start, g.end, g.name, ggml.SymGraphCompute, g.anns, nil)
 			b.sum.Graphs++
 		}
 	}
