@@ -19,11 +19,11 @@ var floor = map[string]int{
 	// 1: the data model and the model file format.
 	"event": 1, "gguf": 1,
 	// 2: target knowledge (llama.cpp and ggml), no BPF.
-	"ggml": 2, "internal/llmtest": 2,
+	"ggml": 2,
 	// 3: the run directory's metadata and its NA reasons.
 	"rundir": 3,
 	// 4–6: facts in the run's types, the loader, the decoder, the joins.
-	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4,
+	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "internal/llmtest": 4,
 	"internal/launch": 5, "ingest": 5,
 	"correlate": 6, "internal/spooltest": 6,
 	// 7–8: the store, and what reads it.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // MoE is the model of the end-to-end tests that need expert picks under
@@ -102,6 +103,17 @@ func record(model string) (Recorded, error) {
 	rec.Stderr = &errb
 	if err := rec.Run(); err != nil {
 		return Recorded{}, fmt.Errorf("iocorr %s: %w\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	// Every test of the shared run compares it with an oracle: a run that
+	// lost events says so here, once, instead of as a figure that is off.
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		return Recorded{}, err
+	}
+	for _, n := range meta.Lost {
+		if n > 0 {
+			return Recorded{}, fmt.Errorf("the shared run lost events (%v): the recorder did not drain its ring buffer in time (a busy machine?), so its figures are incomplete", meta.Lost)
+		}
 	}
 	return Recorded{Dir: dir, Model: model, Command: cmd.Args, Tokens: RecordedTokens}, nil
 }
