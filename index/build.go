@@ -334,10 +334,16 @@ func newChunker(db *badger.DB, size int) *chunker {
 }
 
 func (c *chunker) Event(e *event.Event) error {
-	c.buf = append(c.buf, *e)
-	if len(c.buf) >= c.size {
-		return c.flush()
+	// A full chunk ends before the next record, never inside one: each
+	// chunk is sorted by time on its own, and a record cut over two could
+	// come back in two pieces (Store.Records) once an earlier-stamped,
+	// held-back page add sorts ahead of its rest.
+	if n := len(c.buf); n >= c.size && (e.Req == 0 || e.Req != c.buf[n-1].Req) {
+		if err := c.flush(); err != nil {
+			return err
+		}
 	}
+	c.buf = append(c.buf, *e)
 	return nil
 }
 

@@ -73,3 +73,54 @@ func TestRecordsPutEachRequestsSlicesTogetherByRequestID(t *testing.T) {
 		}
 	}
 }
+
+// A chunk is sorted by time on its own, so a request whose slices were
+// cut over two chunks would come back in two pieces once a held-back page
+// add (emitted late, with an earlier time) sorts ahead of the rest: the
+// writer ends chunks between records only.
+func TestRecordsKeepARequestWholeAcrossAChunkBoundary(t *testing.T) {
+	tensors := []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1},
+		{ID: 2, Name: "[model header]", Model: -1, Layer: -1}, {ID: 3, Name: "a", Layer: 0, Size: 1 << 20}}
+	ev := func(ts uint64, req uint32, kind event.Kind) event.Event {
+		return event.Event{Ts: ts, Req: req, Kind: kind, Tensor: 3, Bytes: 4096, Expert: -1, Trigger: event.NoTensor}
+	}
+	evs := []event.Event{
+		ev(50, 1, event.KindFault),
+		ev(100, 2, event.KindBlock), ev(100, 2, event.KindBlock), ev(100, 2, event.KindBlock),
+		ev(60, 3, event.KindPageAdd),
+	}
+	dir := t.TempDir()
+	w, err := index.Begin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Create(tensors, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := range evs {
+		if err := w.Event(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}}, &index.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var blocks []int
+	if err := st.Records(index.EventFilter{}, func(r []event.Event) error {
+		if r[0].Kind == event.KindBlock {
+			blocks = append(blocks, len(r))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 1 || blocks[0] != 3 {
+		t.Errorf("the block request came back as records of %v slices, want one of 3", blocks)
+	}
+}
