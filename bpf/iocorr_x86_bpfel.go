@@ -420,6 +420,7 @@ const (
 	IocorrMapLost               = "lost"
 	IocorrMapOpsPending         = "ops_pending"
 	IocorrMapReadStarts         = "read_starts"
+	IocorrMapRunsUnordered      = "runs_unordered"
 	IocorrMapSeenExec           = "seen_exec"
 	IocorrMapTraced             = "traced"
 	IocorrMapVmaCaches          = "vma_caches"
@@ -606,23 +607,24 @@ type IocorrProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrMapSpecs struct {
-	BlkStarts    *ebpf.MapSpec `ebpf:"blk_starts"`
-	CalibHits    *ebpf.MapSpec `ebpf:"calib_hits"`
-	CurOp        *ebpf.MapSpec `ebpf:"cur_op"`
-	DecodeStarts *ebpf.MapSpec `ebpf:"decode_starts"`
-	Devs         *ebpf.MapSpec `ebpf:"devs"`
-	Events       *ebpf.MapSpec `ebpf:"events"`
-	FaultStarts  *ebpf.MapSpec `ebpf:"fault_starts"`
-	Files        *ebpf.MapSpec `ebpf:"files"`
-	Forkers      *ebpf.MapSpec `ebpf:"forkers"`
-	GraphsSeen   *ebpf.MapSpec `ebpf:"graphs_seen"`
-	Lost         *ebpf.MapSpec `ebpf:"lost"`
-	OpsPending   *ebpf.MapSpec `ebpf:"ops_pending"`
-	ReadStarts   *ebpf.MapSpec `ebpf:"read_starts"`
-	SeenExec     *ebpf.MapSpec `ebpf:"seen_exec"`
-	Traced       *ebpf.MapSpec `ebpf:"traced"`
-	VmaCaches    *ebpf.MapSpec `ebpf:"vma_caches"`
-	VmaZero      *ebpf.MapSpec `ebpf:"vma_zero"`
+	BlkStarts     *ebpf.MapSpec `ebpf:"blk_starts"`
+	CalibHits     *ebpf.MapSpec `ebpf:"calib_hits"`
+	CurOp         *ebpf.MapSpec `ebpf:"cur_op"`
+	DecodeStarts  *ebpf.MapSpec `ebpf:"decode_starts"`
+	Devs          *ebpf.MapSpec `ebpf:"devs"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	FaultStarts   *ebpf.MapSpec `ebpf:"fault_starts"`
+	Files         *ebpf.MapSpec `ebpf:"files"`
+	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
+	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
+	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	OpsPending    *ebpf.MapSpec `ebpf:"ops_pending"`
+	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
+	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
+	SeenExec      *ebpf.MapSpec `ebpf:"seen_exec"`
+	Traced        *ebpf.MapSpec `ebpf:"traced"`
+	VmaCaches     *ebpf.MapSpec `ebpf:"vma_caches"`
+	VmaZero       *ebpf.MapSpec `ebpf:"vma_zero"`
 }
 
 // IocorrVariableSpecs contains global variables before they are loaded into the kernel.
@@ -681,23 +683,24 @@ func (o *IocorrObjects) Close() error {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrMaps struct {
-	BlkStarts    *ebpf.Map `ebpf:"blk_starts"`
-	CalibHits    *ebpf.Map `ebpf:"calib_hits"`
-	CurOp        *ebpf.Map `ebpf:"cur_op"`
-	DecodeStarts *ebpf.Map `ebpf:"decode_starts"`
-	Devs         *ebpf.Map `ebpf:"devs"`
-	Events       *ebpf.Map `ebpf:"events"`
-	FaultStarts  *ebpf.Map `ebpf:"fault_starts"`
-	Files        *ebpf.Map `ebpf:"files"`
-	Forkers      *ebpf.Map `ebpf:"forkers"`
-	GraphsSeen   *ebpf.Map `ebpf:"graphs_seen"`
-	Lost         *ebpf.Map `ebpf:"lost"`
-	OpsPending   *ebpf.Map `ebpf:"ops_pending"`
-	ReadStarts   *ebpf.Map `ebpf:"read_starts"`
-	SeenExec     *ebpf.Map `ebpf:"seen_exec"`
-	Traced       *ebpf.Map `ebpf:"traced"`
-	VmaCaches    *ebpf.Map `ebpf:"vma_caches"`
-	VmaZero      *ebpf.Map `ebpf:"vma_zero"`
+	BlkStarts     *ebpf.Map `ebpf:"blk_starts"`
+	CalibHits     *ebpf.Map `ebpf:"calib_hits"`
+	CurOp         *ebpf.Map `ebpf:"cur_op"`
+	DecodeStarts  *ebpf.Map `ebpf:"decode_starts"`
+	Devs          *ebpf.Map `ebpf:"devs"`
+	Events        *ebpf.Map `ebpf:"events"`
+	FaultStarts   *ebpf.Map `ebpf:"fault_starts"`
+	Files         *ebpf.Map `ebpf:"files"`
+	Forkers       *ebpf.Map `ebpf:"forkers"`
+	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
+	Lost          *ebpf.Map `ebpf:"lost"`
+	OpsPending    *ebpf.Map `ebpf:"ops_pending"`
+	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
+	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
+	SeenExec      *ebpf.Map `ebpf:"seen_exec"`
+	Traced        *ebpf.Map `ebpf:"traced"`
+	VmaCaches     *ebpf.Map `ebpf:"vma_caches"`
+	VmaZero       *ebpf.Map `ebpf:"vma_zero"`
 }
 
 func (m *IocorrMaps) Close() error {
@@ -715,6 +718,7 @@ func (m *IocorrMaps) Close() error {
 		m.Lost,
 		m.OpsPending,
 		m.ReadStarts,
+		m.RunsUnordered,
 		m.SeenExec,
 		m.Traced,
 		m.VmaCaches,

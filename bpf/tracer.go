@@ -400,6 +400,22 @@ func (t *Tracer) Lost() (map[string]uint64, error) {
 	return out, nil
 }
 
+// UnorderedPageRuns reports the page-cache runs that a page event of the
+// same pages could not flush ahead of itself, because another CPU held the
+// run's slot past the spin: they are recorded, not lost, but may follow
+// that event in the ring (the store orders each chunk by time).
+func (t *Tracer) UnorderedPageRuns() (uint64, error) {
+	var per []uint64
+	if err := t.objs.RunsUnordered.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading the unordered page-run counter: %w", err)
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	return sum, nil
+}
+
 // FlushPageRuns puts the page-cache runs still pending in the kernel into
 // the ring buffer. The recorder calls it when the command has ended, before
 // it reads the ring to its end; runs are also flushed at every token.

@@ -11,9 +11,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/iocorr/iocorr/internal/testenv"
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 func openTracer(t *testing.T, opts Options) *Tracer {
@@ -469,5 +471,36 @@ func TestAFaultAfterItsMappingChangedIsAtWhatIsMappedNow(t *testing.T) {
 				t.Errorf("faults charged to %v, want %v (file a %d, b %d)", got, wants, ia, ib)
 			}
 		})
+	}
+}
+
+// A page run a flush could not take from its held slot is counted on the
+// CPU that tried: the tracer sums every CPU's count, as it does for lost
+// events, and a fresh tracer starts from zero.
+func TestUnorderedPageRunsAreSummedOverEveryCPU(t *testing.T) {
+	testenv.RequireBPF(t)
+	tr, err := Open(Options{RingBufBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if n, err := tr.UnorderedPageRuns(); err != nil || n != 0 {
+		t.Fatalf("a fresh tracer: %d unordered runs, %v; want 0", n, err)
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := make([]uint64, cpus)
+	var want uint64
+	for i := range per {
+		per[i] = uint64(i + 1)
+		want += per[i]
+	}
+	if err := tr.objs.RunsUnordered.Put(uint32(0), per); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tr.UnorderedPageRuns(); err != nil || n != want {
+		t.Errorf("%d unordered runs, %v; want %d", n, err, want)
 	}
 }

@@ -386,6 +386,12 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		if nlost > 0 {
 			r.warn(fmt.Sprintf("%d events were lost (the ring buffer was full); raise --ringbuf-size", nlost))
 		}
+		if n, err := r.tr.UnorderedPageRuns(); err != nil {
+			r.warn(err.Error())
+		} else if n > 0 {
+			r.m.PageRunsUnordered = n
+			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (another CPU held them past the kernel's wait): nothing was lost, and the store orders each chunk of events by time", n))
+		}
 		// Requests issued while the child ran whose completion never
 		// reached BPF (seen on this VM for a few completions run in
 		// softirq) are not in the record: say how many instead of losing

@@ -91,6 +91,10 @@ type Meta struct {
 	// never reached the tracer: they are missing from the record.
 	BlockIncomplete uint64            `json:"block_incomplete"`
 	Lost            map[string]uint64 `json:"lost"`
+	// PageRunsUnordered counts page-cache runs recorded, not lost, but
+	// perhaps after a page event of the same pages (their slot was held by
+	// another CPU past the kernel's spin); the store orders them by time.
+	PageRunsUnordered uint64 `json:"page_runs_unordered,omitempty"`
 
 	// Complete is false when recording stopped early (the child crashed,
 	// the disk filled, a signal); Warnings say why and what is missing.
