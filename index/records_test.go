@@ -5,6 +5,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/storetest"
 )
 
 // Records hands a reader each raw record whole, by request id alone: two
@@ -23,7 +24,7 @@ func TestRecordsPutEachRequestsSlicesTogetherByRequestID(t *testing.T) {
 		{Ts: 200, Kind: event.KindFault, Tensor: 4, Bytes: 4096, Expert: -1, Trigger: event.NoTensor},
 		{Ts: 200, Kind: event.KindFault, Tensor: 4, Bytes: 4096, Expert: -1, Trigger: event.NoTensor},
 	}
-	st := storeOf(t, tensors, 0, evs)
+	st := storetest.Build(t, tensors, 0, evs, nil)
 
 	type rec struct {
 		kind  event.Kind
@@ -68,7 +69,7 @@ func TestRecordsKeepARequestWholeAcrossAChunkBoundary(t *testing.T) {
 		ev(100, 2, event.KindBlock), ev(100, 2, event.KindBlock), ev(100, 2, event.KindBlock),
 		ev(60, 3, event.KindPageAdd),
 	}
-	st := storeOf(t, tensors, 3, evs)
+	st := storetest.Build(t, tensors, 3, evs, nil)
 	var blocks []int
 	if err := st.Records(index.EventFilter{}, func(r []event.Event) error {
 		if r[0].Kind == event.KindBlock {
@@ -81,33 +82,4 @@ func TestRecordsKeepARequestWholeAcrossAChunkBoundary(t *testing.T) {
 	if len(blocks) != 1 || blocks[0] != 3 {
 		t.Errorf("the block request came back as records of %v slices, want one of 3", blocks)
 	}
-}
-
-// storeOf writes evs, in this order, into a new store of chunks of
-// chunkEvents events (0: the default) and opens it.
-func storeOf(t *testing.T, tensors []event.Tensor, chunkEvents int, evs []event.Event) *index.Store {
-	t.Helper()
-	dir := t.TempDir()
-	w, err := index.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Create(tensors, chunkEvents); err != nil {
-		t.Fatal(err)
-	}
-	for i := range evs {
-		if err := w.Event(&evs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}}, &index.Summary{}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -18,35 +19,7 @@ var pseudoTensors = []event.Tensor{
 
 // storeOf builds a store of the given events and timeline marks.
 func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *index.Store {
-	t.Helper()
-	dir := t.TempDir()
-	w, err := index.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Create(pseudoTensors, 0); err != nil {
-		t.Fatal(err)
-	}
-	for i := range evs {
-		if err := w.Event(&evs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range marks {
-		if err := w.Mark(&marks[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(&event.Result{Tensors: pseudoTensors, Ops: []string{""}}, &index.Summary{}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return storetest.Build(t, pseudoTensors, 0, evs, marks)
 }
 
 // slicesOn are the names of the slices begun on tracks named track, in

@@ -28,7 +28,7 @@ var floor = map[string]int{
 	"correlate": 6, "internal/spooltest": 6,
 	// 7–8: the store, and what reads it.
 	"index":    7,
-	"pipeline": 8, "stats": 8, "perfetto": 8,
+	"pipeline": 8, "stats": 8, "perfetto": 8, "internal/storetest": 8,
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
 	"sweep": 9, "recorder": 9,
 	"output": 10, "report": 10, "doctor": 10, "sweep/record": 10,
