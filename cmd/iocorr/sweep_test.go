@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -67,9 +68,10 @@ func TestSweepRejectsBadUsage(t *testing.T) {
 }
 
 // A sweep of a small MoE model over three budgets and one too small for
-// the command: bytes read per token does not grow as the budget grows,
-// the too-small budget is a failed row and the sweep goes on past it;
-// every run's Parquet exports sum in DuckDB to its store.
+// the command: budgets below the model re-read it every token, the budget
+// it fits in reads nothing in decode, the too-small budget is a failed row
+// and the sweep goes on past it; every run's Parquet exports sum in DuckDB
+// to its store.
 func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
@@ -105,18 +107,31 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 		printed[0]["bytes_read_per_token"] != "" {
 		t.Errorf("2MiB: status %q, bytes per token %v, NA %v: want a failed row with NA figures", r.Status, r.BytesPerToken, r.NA)
 	}
-	prev := -1.0
 	for _, r := range sum.Rows[1:] {
 		if r.Status != sweep.StatusOK || r.BytesPerToken == nil || r.TokensPerS == nil || r.Decode != 5 {
 			t.Fatalf("%s: %q, %d decode tokens, NA %v: want ok with figures", r.Budget, r.Status, r.Decode, r.NA)
 		}
-		if prev >= 0 && *r.BytesPerToken > prev {
-			t.Errorf("%s reads %.0f bytes per token, more than the smaller budget's %.0f", r.Budget, *r.BytesPerToken, prev)
-		}
-		prev = *r.BytesPerToken
 	}
-	if *sum.Rows[1].BytesPerToken == 0 {
-		t.Errorf("%s read nothing per token: the model fits, the test shows nothing", llmtest.MemLimit)
+	// A token walks the layers in the same order every time, so under any
+	// budget below the model LRU evicts each page before its next use and
+	// the token re-reads its whole working set: 112MiB and 160MiB both
+	// read about the model per token, and which of them reads a little
+	// more is readahead's variance (0.7% seen), not the budget. So the
+	// test asks of each budget what holds for it alone, not an order.
+	st, err := os.Stat(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := float64(st.Size())
+	for _, r := range sum.Rows[1:3] {
+		if b := *r.BytesPerToken; b < size/4 {
+			t.Errorf("%s reads %.0f bytes per token of a %.0f-byte model that does not fit: want it re-read", r.Budget, b, size)
+		}
+	}
+	// Where the model fits, a decode token reads only experts the prompt
+	// did not pick and readahead did not bring (0 in every run seen).
+	if r := sum.Rows[3]; *r.BytesPerToken >= size/8 {
+		t.Errorf("%s reads %.0f bytes per token of a %.0f-byte model that fits: want at most the experts the prompt missed", r.Budget, *r.BytesPerToken, size)
 	}
 	// The expert hit rate of each budget that ran is the real-run row of
 	// iocorr stats on its run directory.
