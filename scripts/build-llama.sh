@@ -3,7 +3,12 @@
 # source node-llama-cpp ships (a git bundle), the way a user builds
 # llama.cpp: CMake Release defaults, once with shared libraries and once
 # statically linked (BUILD_SHARED_LIBS=OFF), so that tests trace a CLI
-# built from source beside node-llama-cpp's prebuilt libraries.
+# built from source beside node-llama-cpp's prebuilt libraries. The
+# shared build also has llama-server (a deployed server to attach to),
+# llama-quantize (the models' K-quant, IQ and MXFP4 types, made by
+# llama.cpp itself) and, in include/, the public headers llama.h and
+# ggml's, so that test programs compile against the very library the
+# tools load.
 #
 # Offline and once per bundle: the result is cached outside the checkout,
 # in $IOCORR_LLAMA_CACHE (default /var/cache/iocorr/llama.cpp), under
@@ -34,13 +39,21 @@ done
 cache=${IOCORR_LLAMA_CACHE:-/var/cache/iocorr/llama.cpp}
 key=$(sha256sum "$bundle" | cut -c1-16)
 dest=$cache/$key
-tools=(llama-cli llama-completion llama-bench)
+tools_static=(llama-cli llama-completion llama-bench)
+tools_shared=("${tools_static[@]}" llama-server llama-quantize)
+
+# tools_of VARIANT names the tools a variant builds.
+tools_of() {
+	local -n list=tools_$1
+	echo "${list[@]}"
+}
 
 done_variant() {
 	local t
-	for t in "${tools[@]}"; do
+	for t in $(tools_of "$1"); do
 		[ -x "$dest/$1/bin/$t" ] || return 1
 	done
+	[ "$1" = static ] || [ -f "$dest/$1/include/llama.h" ]
 }
 if done_variant shared && done_variant static; then
 	exit 0
@@ -72,6 +85,8 @@ build() {
 			die "checking out $commit failed: $(tail -1 "$work/clone.log")"
 	fi
 	local b=$work/build-$variant log=$work/$variant.log start=$SECONDS
+	local tools
+	read -ra tools <<<"$(tools_of "$variant")"
 	say "building $variant (${tools[*]}) into $dest/$variant; log in $log while it runs"
 	# Off: what needs the network or packages setup.sh does not install.
 	# LLAMA_OPENSSL is HTTPS for -hf downloads (libssl-dev), the prebuilt
@@ -96,6 +111,10 @@ build() {
 	# they load (CMake puts both there).
 	mkdir -p "$work/out-$variant"
 	cp -a "$b/bin" "$work/out-$variant/bin"
+	if [ "$variant" = shared ]; then
+		mkdir -p "$work/out-$variant/include"
+		cp "$work/src/include/"*.h "$work/src/ggml/include/"*.h "$work/out-$variant/include/"
+	fi
 	cp "$log" "$work/out-$variant/build.log"
 	printf 'commit %s\nrelease %s\nbundle-sha256 %s\n' "$commit" "${tag:-?}" "$(sha256sum "$bundle" | cut -d' ' -f1)" \
 		>"$work/out-$variant/SOURCE"

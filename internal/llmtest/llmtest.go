@@ -194,6 +194,10 @@ func BuildDir(b Build) (string, error) {
 func builtTool(b Build, tool string) (string, error) {
 	switch tool {
 	case "llama-cli", "llama-completion", "llama-bench":
+	case "llama-server", "llama-quantize":
+		if b != Shared {
+			return "", fmt.Errorf("scripts/build-llama.sh builds %s only in the shared build", tool)
+		}
 	default:
 		return "", fmt.Errorf("%s is not one of the tools scripts/build-llama.sh builds", tool)
 	}
@@ -213,7 +217,7 @@ func builtTool(b Build, tool string) (string, error) {
 }
 
 // CLI returns the path of tool (llama-cli, llama-completion or
-// llama-bench) of build b. Like Require, it skips the test when the
+// llama-bench; llama-server or llama-quantize of Shared) of build b. Like Require, it skips the test when the
 // build is missing, and fails it under IOCORR_REQUIRE_LLAMA or CI.
 func CLI(t testing.TB, b Build, tool string) string {
 	t.Helper()
