@@ -86,6 +86,28 @@ struct sys_exit_args {
 	long ret;
 };
 
+/* The record of syscalls/sys_enter_* (its format file). */
+struct sys_enter_args {
+	struct trace_entry ent;
+	int syscall_nr;
+	unsigned long args[6];
+};
+
+/* fd__file is the current task's open file fd, NULL when there is none. */
+static __always_inline struct file *fd__file(__u32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *f = NULL;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
 /* Event types that user space must see at once: the process may be
  * stopped waiting for it, or they are rare. The rest wake the reader only
  * when enough has piled up; the reader also polls on a short deadline. */

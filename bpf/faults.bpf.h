@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * User page faults of traced processes: page_fault_user begins one (and
- * resolves its file), the software fault events end it with its class.
+ * User page faults of traced processes: page_fault_user (or, without it,
+ * the software page-faults event) begins one and resolves its file, the
+ * software major/minor fault events end it with its class.
  * Begin and end are paired by thread in fault_starts.
  */
 
@@ -74,8 +75,9 @@ static __always_inline void fault__flush_pending(__u32 tid)
 	bpf_map_delete_elem(&fault_starts, &tid);
 }
 
-SEC("tp_btf/page_fault_user")
-int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+/* fault__begin records the start of a traced thread's user fault at
+ * address, and resolves its file while the mapping is certain to be there. */
+static __always_inline int fault__begin(__u64 address, __u64 ip, __u64 error_code)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
@@ -92,7 +94,7 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 	fault__flush_pending(tid);
 	fs.ts = bpf_ktime_get_ns();
 	fs.addr = address;
-	fs.ip = BPF_CORE_READ(regs, ip);
+	fs.ip = ip;
 	fs.error_code = error_code;
 	/* Resolve the file now: after the fault the mapping may be gone, and
 	 * this is the exact offset also for mappings that start mid-file. */
@@ -103,6 +105,41 @@ int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned 
 	fs.file_off = vi.file_off;
 	bpf_map_update_elem(&fault_starts, &tid, &fs, BPF_ANY);
 	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	return fault__begin(address, BPF_CORE_READ(regs, ip), error_code);
+}
+
+/* regs__user_mode says whether the fault was taken in user mode: the
+ * page-faults event counts kernel-mode faults on user addresses too
+ * (copy_to_user), which page_fault_user does not see. */
+static __always_inline bool regs__user_mode(bpf_user_pt_regs_t *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	/* The context allows only whole-register loads: cs is a u64 slot
+	 * (a u16 in a union in newer pt_regs). */
+	return (*(volatile __u64 *)&regs->cs & 3) == 3;
+#elif defined(__TARGET_ARCH_arm64)
+	return (regs->pstate & 0xf) == 0; /* PSR_MODE_EL0t */
+#else
+#error "regs__user_mode: unsupported architecture"
+#endif
+}
+
+/* Where page_fault_user is absent (arm64 has no exceptions tracepoints),
+ * the software page-faults event begins the fault: the kernel counts it
+ * at the start of its fault handler (do_user_addr_fault, do_page_fault)
+ * with the fault's address and registers, before the fault is handled,
+ * so the stall is measured the same way. The error code is not there. */
+SEC("perf_event")
+int fault_begin_perf(struct bpf_perf_event_data *ctx)
+{
+	if (!regs__user_mode(&ctx->regs))
+		return 0;
+	return fault__begin(ctx->addr, PT_REGS_IP(&ctx->regs), 0);
 }
 
 /* The software page-fault events are counted when a fault is accounted,

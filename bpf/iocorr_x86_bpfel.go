@@ -170,6 +170,17 @@ type IocorrGraphEvent struct {
 	Stopped       uint32
 }
 
+type IocorrMmapCall struct {
+	_     structs.HostLayout
+	Len   uint64
+	Off   uint64
+	Ino   uint64
+	Prot  uint64
+	Flags uint64
+	Dev   uint32
+	Pad   uint32
+}
+
 type IocorrMmapEvent struct {
 	_       structs.HostLayout
 	Hdr     IocorrEventHdr
@@ -418,6 +429,7 @@ const (
 	IocorrMapForkers            = "forkers"
 	IocorrMapGraphsSeen         = "graphs_seen"
 	IocorrMapLost               = "lost"
+	IocorrMapMmapCalls          = "mmap_calls"
 	IocorrMapOpsPending         = "ops_pending"
 	IocorrMapReadStarts         = "read_starts"
 	IocorrMapRunsUnordered      = "runs_unordered"
@@ -431,6 +443,7 @@ const (
 	IocorrProgDecodeBegin       = "decode_begin"
 	IocorrProgDecodeEnd         = "decode_end"
 	IocorrProgFaultBegin        = "fault_begin"
+	IocorrProgFaultBeginPerf    = "fault_begin_perf"
 	IocorrProgFaultMajor        = "fault_major"
 	IocorrProgFaultMinor        = "fault_minor"
 	IocorrProgFilemapFault      = "filemap_fault"
@@ -506,6 +519,7 @@ const (
 	IocorrVarUnusedSchedKind    = "unused_sched_kind"
 	IocorrVarUnusedTaskEvent    = "unused_task_event"
 	IocorrVarUnusedTaskKind     = "unused_task_kind"
+	IocorrVarUseFindVma         = "use_find_vma"
 )
 
 // LoadIocorr returns the embedded CollectionSpec for Iocorr.
@@ -556,6 +570,7 @@ type IocorrProgramSpecs struct {
 	DecodeBegin      *ebpf.ProgramSpec `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.ProgramSpec `ebpf:"decode_end"`
 	FaultBegin       *ebpf.ProgramSpec `ebpf:"fault_begin"`
+	FaultBeginPerf   *ebpf.ProgramSpec `ebpf:"fault_begin_perf"`
 	FaultMajor       *ebpf.ProgramSpec `ebpf:"fault_major"`
 	FaultMinor       *ebpf.ProgramSpec `ebpf:"fault_minor"`
 	FilemapFault     *ebpf.ProgramSpec `ebpf:"filemap_fault"`
@@ -618,6 +633,7 @@ type IocorrMapSpecs struct {
 	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
 	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	MmapCalls     *ebpf.MapSpec `ebpf:"mmap_calls"`
 	OpsPending    *ebpf.MapSpec `ebpf:"ops_pending"`
 	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
 	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
@@ -661,6 +677,7 @@ type IocorrVariableSpecs struct {
 	UnusedSchedKind    *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.VariableSpec `ebpf:"unused_task_event"`
 	UnusedTaskKind     *ebpf.VariableSpec `ebpf:"unused_task_kind"`
+	UseFindVma         *ebpf.VariableSpec `ebpf:"use_find_vma"`
 }
 
 // IocorrObjects contains all objects after they have been loaded into the kernel.
@@ -694,6 +711,7 @@ type IocorrMaps struct {
 	Forkers       *ebpf.Map `ebpf:"forkers"`
 	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
 	Lost          *ebpf.Map `ebpf:"lost"`
+	MmapCalls     *ebpf.Map `ebpf:"mmap_calls"`
 	OpsPending    *ebpf.Map `ebpf:"ops_pending"`
 	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
 	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
@@ -716,6 +734,7 @@ func (m *IocorrMaps) Close() error {
 		m.Forkers,
 		m.GraphsSeen,
 		m.Lost,
+		m.MmapCalls,
 		m.OpsPending,
 		m.ReadStarts,
 		m.RunsUnordered,
@@ -760,6 +779,7 @@ type IocorrVariables struct {
 	UnusedSchedKind    *ebpf.Variable `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.Variable `ebpf:"unused_task_event"`
 	UnusedTaskKind     *ebpf.Variable `ebpf:"unused_task_kind"`
+	UseFindVma         *ebpf.Variable `ebpf:"use_find_vma"`
 }
 
 // IocorrPrograms contains all programs after they have been loaded into the kernel.
@@ -772,6 +792,7 @@ type IocorrPrograms struct {
 	DecodeBegin      *ebpf.Program `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.Program `ebpf:"decode_end"`
 	FaultBegin       *ebpf.Program `ebpf:"fault_begin"`
+	FaultBeginPerf   *ebpf.Program `ebpf:"fault_begin_perf"`
 	FaultMajor       *ebpf.Program `ebpf:"fault_major"`
 	FaultMinor       *ebpf.Program `ebpf:"fault_minor"`
 	FilemapFault     *ebpf.Program `ebpf:"filemap_fault"`
@@ -827,6 +848,7 @@ func (p *IocorrPrograms) Close() error {
 		p.DecodeBegin,
 		p.DecodeEnd,
 		p.FaultBegin,
+		p.FaultBeginPerf,
 		p.FaultMajor,
 		p.FaultMinor,
 		p.FilemapFault,

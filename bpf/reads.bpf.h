@@ -32,28 +32,6 @@ struct {
 	__type(value, struct read_start);
 } read_starts SEC(".maps");
 
-/* The record of syscalls/sys_enter_* (its format file). */
-struct sys_enter_args {
-	struct trace_entry ent;
-	int syscall_nr;
-	unsigned long args[6];
-};
-
-/* fd__file is the current task's open file fd, NULL when there is none. */
-static __always_inline struct file *fd__file(__u32 fd)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds;
-	struct file *f = NULL;
-
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return NULL;
-	fds = BPF_CORE_READ(fdt, fd);
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
-	return f;
-}
-
 /* read__start fills rs for a read of kind from fd: the file, where the
  * read begins and when; false when fd is not a model file. pos < 0 means
  * the file position (read, readv, preadv2 with -1). */

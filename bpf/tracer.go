@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -44,6 +43,10 @@ type Options struct {
 	Devices []uint32
 	// Layout overrides the built-in ggml struct layout (from DWARF).
 	Layout *ggml.Layout
+	// Without names kernel features (Features) the tracer behaves as if
+	// this kernel lacked, so that their fallbacks run; IOCORR_WITHOUT
+	// (WithoutEnv) adds to it.
+	Without []string
 }
 
 // PageRecords selects the page-cache records (Options.PageRecords).
@@ -101,6 +104,8 @@ type Tracer struct {
 	// sets layoutOff, after which such probes are not kept.
 	layoutLinks []link.Link
 	layoutOff   bool
+	// caps are the path taken for each capability (Capabilities' order).
+	caps []capChoice
 }
 
 type fileID struct {
@@ -130,6 +135,19 @@ func Open(opts Options) (*Tracer, error) {
 	// may be refused (no CAP_SYS_RESOURCE), which is then harmless.
 	_ = rlimit.RemoveMemlock()
 
+	without, err := parseWithout(opts.Without)
+	if err != nil {
+		return nil, err
+	}
+	detectMu.Lock()
+	caps := choose(newDetector(without), wantFunc(opts.ProbeOps, opts.ProbeSched))
+	detectMu.Unlock()
+	for _, c := range caps {
+		if c.Required && c.path == nil {
+			return nil, fmt.Errorf("this kernel cannot record (%s: %s): %s", c.Name, c.What, c.Why)
+		}
+	}
+
 	spec, err := LoadIocorr()
 	if err != nil {
 		return nil, fmt.Errorf("loading BPF spec: %w", err)
@@ -154,6 +172,9 @@ func Open(opts Options) (*Tracer, error) {
 		"page_records": uint32(opts.PageRecords),
 		// Slots beyond the CPUs would never be used: flushes scan only these.
 		"run_slots": uint32(min(runWays*cpus, runSlots)),
+		// The fault and mmap programs resolve mappings in the kernel
+		// only where it has the helper (the fault offsets' primary path).
+		"use_find_vma": chosenPrimary(caps, CapOffsets),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -164,18 +185,29 @@ func Open(opts Options) (*Tracer, error) {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	// Programs of paths not taken are not loaded: the kernel may not
+	// know their helpers, hooks or attach types.
+	for _, name := range programsNotTaken(caps) {
+		delete(spec.Programs, name)
+	}
 
 	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{},
-		pendingOps: map[uint32][]string{}}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)
-		}
+		pendingOps: map[uint32][]string{}, caps: caps}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		// The verifier's refusals are EACCES too: they come first.
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("loading BPF programs: verifier: %+v", ve)
 		}
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: %v", ErrPrivileges, err)
+		}
 		return nil, fmt.Errorf("loading BPF programs: %w", err)
+	}
+	if err := assignObjects(&t.objs, coll); err != nil {
+		coll.Close()
+		return nil, err
 	}
 	for _, d := range opts.Devices {
 		if err := t.AddDevice(d); err != nil {
@@ -187,134 +219,12 @@ func Open(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
-	if opts.ProbeSched {
-		for _, p := range []struct {
-			name string
-			prog *ebpf.Program
-		}{{"sched_switch", t.objs.SchedSwitch}, {"sched_wakeup", t.objs.SchedWakeup}} {
-			l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
-			if err != nil {
-				t.addProbe(Probe{Kind: "tp_btf", Target: p.name, Error: err.Error()})
-				t.Close()
-				return nil, fmt.Errorf("attaching tp_btf %s: %w", p.name, err)
-			}
-			t.links = append(t.links, l)
-			t.addProbe(Probe{Kind: "tp_btf", Target: p.name})
-		}
-	}
 	t.rd, err = ringbuf.NewReader(t.objs.Events)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("opening ring buffer: %w", err)
 	}
 	return t, nil
-}
-
-// kernelProbes are attached for every run; a missing one is an error,
-// since a run without it would report silent zeros.
-var kernelProbes = []struct {
-	kind, group, name string
-	prog              func(*IocorrPrograms) *ebpf.Program
-}{
-	{"tp_btf", "", "page_fault_user", func(p *IocorrPrograms) *ebpf.Program { return p.FaultBegin }},
-	{"tracepoint", "filemap", "mm_filemap_add_to_page_cache", func(p *IocorrPrograms) *ebpf.Program { return p.PageAdd }},
-	{"tracepoint", "filemap", "mm_filemap_delete_from_page_cache", func(p *IocorrPrograms) *ebpf.Program { return p.PageDel }},
-	{"tracepoint", "filemap", "mm_filemap_fault", func(p *IocorrPrograms) *ebpf.Program { return p.FilemapFault }},
-	{"tracepoint", "readahead", "page_cache_sync_ra", func(p *IocorrPrograms) *ebpf.Program { return p.RaSync }},
-	{"tracepoint", "readahead", "page_cache_async_ra", func(p *IocorrPrograms) *ebpf.Program { return p.RaAsync }},
-	{"tracepoint", "readahead", "page_cache_ra_unbounded", func(p *IocorrPrograms) *ebpf.Program { return p.RaUnbounded }},
-	{"tracepoint", "readahead", "page_cache_ra_order", func(p *IocorrPrograms) *ebpf.Program { return p.RaOrder }},
-	{"tp_btf", "", "block_rq_issue", func(p *IocorrPrograms) *ebpf.Program { return p.BlockIssue }},
-	{"tp_btf", "", "block_rq_complete", func(p *IocorrPrograms) *ebpf.Program { return p.BlockComplete }},
-	{"tp_btf", "", "sched_process_fork", func(p *IocorrPrograms) *ebpf.Program { return p.ProcFork }},
-	{"tp_btf", "", "sched_process_exec", func(p *IocorrPrograms) *ebpf.Program { return p.ProcExec }},
-	{"tp_btf", "", "sched_process_exit", func(p *IocorrPrograms) *ebpf.Program { return p.ProcExit }},
-	{"tracepoint", "syscalls", "sys_exit_mmap", func(p *IocorrPrograms) *ebpf.Program { return p.MmapExit }},
-	// Calls that change mappings invalidate the fault path's VMA cache.
-	{"tracepoint", "syscalls", "sys_enter_mmap", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterMmap }},
-	{"tracepoint", "syscalls", "sys_enter_munmap", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterMunmap }},
-	{"tracepoint", "syscalls", "sys_exit_munmap", func(p *IocorrPrograms) *ebpf.Program { return p.VmaExitMunmap }},
-	{"tracepoint", "syscalls", "sys_enter_mremap", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterMremap }},
-	{"tracepoint", "syscalls", "sys_exit_mremap", func(p *IocorrPrograms) *ebpf.Program { return p.VmaExitMremap }},
-	{"tracepoint", "syscalls", "sys_enter_brk", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterBrk }},
-	{"tracepoint", "syscalls", "sys_exit_brk", func(p *IocorrPrograms) *ebpf.Program { return p.VmaExitBrk }},
-	{"tracepoint", "syscalls", "sys_enter_shmat", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterShmat }},
-	{"tracepoint", "syscalls", "sys_exit_shmat", func(p *IocorrPrograms) *ebpf.Program { return p.VmaExitShmat }},
-	{"tracepoint", "syscalls", "sys_enter_shmdt", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterShmdt }},
-	{"tracepoint", "syscalls", "sys_exit_shmdt", func(p *IocorrPrograms) *ebpf.Program { return p.VmaExitShmdt }},
-	{"tracepoint", "syscalls", "sys_enter_remap_file_pages", func(p *IocorrPrograms) *ebpf.Program { return p.VmaEnterRemap }},
-	{"tracepoint", "syscalls", "sys_exit_remap_file_pages", func(p *IocorrPrograms) *ebpf.Program { return p.VmaExitRemap }},
-	{"tracepoint", "syscalls", "sys_enter_read", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterRead }},
-	{"tracepoint", "syscalls", "sys_exit_read", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitRead }},
-	{"tracepoint", "syscalls", "sys_enter_pread64", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterPread64 }},
-	{"tracepoint", "syscalls", "sys_exit_pread64", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitPread64 }},
-	{"tracepoint", "syscalls", "sys_enter_readv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterReadv }},
-	{"tracepoint", "syscalls", "sys_exit_readv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitReadv }},
-	{"tracepoint", "syscalls", "sys_enter_preadv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterPreadv }},
-	{"tracepoint", "syscalls", "sys_exit_preadv", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitPreadv }},
-	{"tracepoint", "syscalls", "sys_enter_preadv2", func(p *IocorrPrograms) *ebpf.Program { return p.ReadEnterPreadv2 }},
-	{"tracepoint", "syscalls", "sys_exit_preadv2", func(p *IocorrPrograms) *ebpf.Program { return p.ReadExitPreadv2 }},
-}
-
-// optionalKernelProbes are attached when the kernel has them; a run
-// without one says so (its Probe carries the error) instead of failing.
-var optionalKernelProbes = []struct {
-	name, without string
-	prog          func(*IocorrPrograms) *ebpf.Program
-}{
-	{"io_uring_submit_req", "io_uring reads are not traced", func(p *IocorrPrograms) *ebpf.Program { return p.UringSubmit }},
-	{"io_uring_complete", "io_uring reads are not traced", func(p *IocorrPrograms) *ebpf.Program { return p.UringComplete }},
-}
-
-func (t *Tracer) attachKernel() error {
-	for _, kp := range kernelProbes {
-		var (
-			l   link.Link
-			err error
-		)
-		prog := kp.prog(&t.objs.IocorrPrograms)
-		target := kp.name
-		if kp.kind == "tp_btf" {
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-		} else {
-			target = kp.group + "/" + kp.name
-			l, err = link.Tracepoint(kp.group, kp.name, prog, nil)
-		}
-		if err != nil {
-			t.addProbe(Probe{Kind: kp.kind, Target: target, Error: err.Error()})
-			return fmt.Errorf("attaching %s %s: %w", kp.kind, target, err)
-		}
-		t.links = append(t.links, l)
-		t.addProbe(Probe{Kind: kp.kind, Target: target})
-	}
-	for _, op := range optionalKernelProbes {
-		l, err := link.AttachTracing(link.TracingOptions{Program: op.prog(&t.objs.IocorrPrograms)})
-		if err != nil {
-			t.addProbe(Probe{Kind: "tp_btf", Target: op.name, Error: op.without + ": " + err.Error()})
-			continue
-		}
-		t.links = append(t.links, l)
-		t.addProbe(Probe{Kind: "tp_btf", Target: op.name})
-	}
-	for _, pf := range []struct {
-		config uint64
-		name   string
-		prog   *ebpf.Program
-	}{
-		{unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ, "page-faults-major", t.objs.FaultMajor},
-		{unix.PERF_COUNT_SW_PAGE_FAULTS_MIN, "page-faults-minor", t.objs.FaultMinor},
-	} {
-		for cpu := 0; cpu < runtime.NumCPU(); cpu++ {
-			pe, err := openSoftwareEvent(pf.config, cpu, pf.prog)
-			if err != nil {
-				t.addProbe(Probe{Kind: "perf_event", Target: pf.name, Error: err.Error()})
-				return fmt.Errorf("attaching perf event %s on cpu %d: %w", pf.name, cpu, err)
-			}
-			t.perf = append(t.perf, pe)
-		}
-		t.addProbe(Probe{Kind: "perf_event", Target: pf.name})
-	}
-	return nil
 }
 
 func (t *Tracer) addProbe(p Probe) {

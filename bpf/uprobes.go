@@ -183,7 +183,7 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 		// The dispatcher alone is one plain uprobe, named as itself.
 		var l link.Link
 		err := errors.New("one function")
-		if len(opSyms) > 1 || opSyms[0] != ggml.SymDispatch {
+		if (len(opSyms) > 1 || opSyms[0] != ggml.SymDispatch) && t.usesPath(CapOps, 0) {
 			l, err = ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
 		}
 		if err == nil {
@@ -192,8 +192,8 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			t.addProbe(p)
 			out = append(out, p)
 		} else {
-			// Kernels before 6.6 have no uprobe_multi: one uprobe each.
-			// The dispatcher comes here too.
+			// Kernels before 6.6 have no uprobe_multi (the op probes'
+			// second path): one uprobe each. The dispatcher comes here too.
 			for i, sym := range opSyms {
 				p, _ := t.attachUprobe(ex, real, "uprobe", sym, t.objs.OpBegin, cookies[i])
 				out = append(out, p)

@@ -12,6 +12,14 @@
  * page-cache indexes count pages of this size. */
 const volatile __u32 page_shift = 0;
 
+/* Set by user space when the kernel has bpf_find_vma (5.17, see
+ * bpf/caps.go): without it the verifier must never meet the call, so
+ * every use is behind this constant (a frozen .rodata value, whose dead
+ * branch the verifier drops), faults go unresolved to user space, which
+ * resolves them from the mappings it saw, and mmap calls are read from
+ * their arguments. */
+const volatile bool use_find_vma = false;
+
 /* Executable files already reported, so a process is stopped once per
  * file for uprobe attachment. */
 struct {
@@ -62,6 +70,8 @@ static long vma__find_cb(struct task_struct *task, struct vm_area_struct *vma, v
  * kernel's own tree (no cache): vi->found says whether there is one. */
 static __always_inline void vma__find(struct vma_info *vi)
 {
+	if (!use_find_vma)
+		return;
 	bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma__find_cb, vi, 0);
 }
 
@@ -153,9 +163,12 @@ static __always_inline void vma_cache__remember(struct vma_cache *c, __u64 gen, 
 /* vma__resolve finds the mapping of vi->addr of the current process. */
 static __always_inline void vma__resolve(__u32 tgid, struct proc_state *ps, struct vma_info *vi)
 {
-	struct vma_cache *c = bpf_map_lookup_elem(&vma_caches, &tgid);
+	struct vma_cache *c;
 	__u64 gen = *(volatile __u64 *)&ps->vma_gen;
 
+	if (!use_find_vma)
+		return;
+	c = bpf_map_lookup_elem(&vma_caches, &tgid);
 	if (c && vma_cache__lookup(c, gen, vi))
 		return;
 	vma__find(vi);
@@ -190,8 +203,6 @@ static __always_inline int vma__syscall(void)
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_mmap")
-int vma_enter_mmap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_munmap")
 int vma_enter_munmap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_munmap")
@@ -219,6 +230,81 @@ int vma_exit_remap(void *ctx) { return vma__syscall(); }
 
 /* ---- file mappings ---------------------------------------------------- */
 
+#define PROT_EXEC_FLAG 0x4
+#define MAP_SHARED_FLAG 0x1
+#define VM_READ 0x1
+#define VM_SHARED 0x8
+
+/* An mmap call of a traced process as it entered, for kernels without
+ * bpf_find_vma: the file comes from the fd, the range from the result. */
+struct mmap_call {
+	__u64 len;
+	__u64 off;
+	__u64 ino;
+	__u64 prot;
+	__u64 flags;
+	__u32 dev;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tid */
+	__type(value, struct mmap_call);
+} mmap_calls SEC(".maps");
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int vma_enter_mmap(struct sys_enter_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct mmap_call mc = {};
+	struct file *f;
+
+	vma_cache__invalidate(id >> 32);
+	if (use_find_vma || !proc__is_traced(id >> 32))
+		return 0;
+	/* mmap(addr, len, prot, flags, fd, off) */
+	f = fd__file(ctx->args[4]);
+	if (!f) {
+		/* Anonymous: no earlier call's file may stand for it. */
+		bpf_map_delete_elem(&mmap_calls, &tid);
+		return 0;
+	}
+	mc.len = ctx->args[1];
+	mc.prot = ctx->args[2];
+	mc.flags = ctx->args[3];
+	mc.off = ctx->args[5];
+	mc.ino = BPF_CORE_READ(f, f_inode, i_ino);
+	mc.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	bpf_map_update_elem(&mmap_calls, &tid, &mc, BPF_ANY);
+	return 0;
+}
+
+/* mmap__from_call fills vi with the mapping the current thread's mmap
+ * call made at addr, from what it asked for: the kernel maps exactly the
+ * page-rounded length at the returned address, at the page offset given. */
+static __always_inline void mmap__from_call(struct vma_info *vi)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct mmap_call *mc = bpf_map_lookup_elem(&mmap_calls, &tid);
+	__u64 page = 1ULL << page_shift;
+
+	if (!mc)
+		return;
+	vi->found = 1;
+	vi->start = vi->addr;
+	vi->end = vi->addr + ((mc->len + page - 1) & ~(page - 1));
+	vi->pgoff = mc->off >> page_shift;
+	vi->ino = mc->ino;
+	vi->dev = mc->dev;
+	/* PROT_READ/WRITE/EXEC are VM_READ/WRITE/EXEC's bits. */
+	vi->flags = (mc->prot & (VM_READ | 0x2 | PROT_EXEC_FLAG)) | ((mc->flags & MAP_SHARED_FLAG) ? VM_SHARED : 0);
+	vi->file_off = vi->pgoff << page_shift;
+	bpf_map_delete_elem(&mmap_calls, &tid);
+}
+
 SEC("tracepoint/syscalls/sys_exit_mmap")
 int mmap_exit(struct sys_exit_args *ctx)
 {
@@ -233,7 +319,10 @@ int mmap_exit(struct sys_exit_args *ctx)
 	if (!proc__is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
 		return 0;
 	vi.addr = addr;
-	vma__find(&vi);
+	if (use_find_vma)
+		vma__find(&vi);
+	else
+		mmap__from_call(&vi);
 	if (!vi.found || !vi.ino)
 		return 0;
 	e = event__reserve(sizeof(*e), EV_MMAP);

@@ -64,6 +64,9 @@ type Correlator struct {
 	opIDs   map[string]uint32
 	opBySeq []uint32 // op probe sequence number → op id
 	vm      *vmTracker
+	// offsetsInUserSpace: the kernel had no bpf_find_vma, so no fault was
+	// resolved there and each is looked up in the mappings seen.
+	offsetsInUserSpace bool
 
 	// Aggregates live in a slab indexed by a map, not one allocation per
 	// cell: a long MoE run has millions of cells. A *Counters from agg is
@@ -92,18 +95,19 @@ type Correlator struct {
 // Call LoadMaps to let it resolve faults the kernel could not.
 func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 	c := &Correlator{
-		meta:    meta,
-		sink:    sink,
-		byName:  make(map[string]uint32),
-		ops:     []string{""},
-		opIDs:   map[string]uint32{"": 0},
-		vm:      newVMTracker(),
-		aggIdx:  make(map[event.AggKey]int32),
-		tokens:  make(map[uint32]*event.TokenInfo),
-		experts: make(map[event.ExpertSel]uint64),
-		selName: make(map[selKey]string),
-		tids:    make(map[uint32]*tidState),
-		threads: make(map[uint32]bool),
+		meta:               meta,
+		sink:               sink,
+		byName:             make(map[string]uint32),
+		ops:                []string{""},
+		opIDs:              map[string]uint32{"": 0},
+		vm:                 newVMTracker(),
+		offsetsInUserSpace: meta.FaultOffsetsInUserSpace(),
+		aggIdx:             make(map[event.AggKey]int32),
+		tokens:             make(map[uint32]*event.TokenInfo),
+		experts:            make(map[event.ExpertSel]uint64),
+		selName:            make(map[selKey]string),
+		tids:               make(map[uint32]*tidState),
+		threads:            make(map[uint32]bool),
 	}
 	c.SetSink(sink)
 	for i, n := range event.PseudoNames {
@@ -446,13 +450,14 @@ func readsLayout(typ uint16) bool {
 
 // faultSlice is the tensor slice of a fault's address. The kernel's
 // resolution is used when it made one; a fault it did not try to resolve
-// (start_ts 0: taken in kernel mode on a user address, no page_fault_user)
-// is looked up in the process's mappings. A fault the kernel resolved to
+// (start_ts 0: taken in kernel mode on a user address, no page_fault_user;
+// or any fault of a kernel without bpf_find_vma) is looked up in the
+// process's mappings. A fault the kernel resolved to
 // no file is anonymous: the mappings are not consulted, as a file mapped
 // there earlier may have been unmapped since.
 func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
 	dev, ino, off := f.Dev, f.Ino, f.FileOff
-	if ino == 0 && f.StartTs == 0 {
+	if ino == 0 && (f.StartTs == 0 || c.offsetsInUserSpace) {
 		if m := c.vm.resolve(f.Hdr.Tgid, f.Addr, f.Hdr.Ts); m != nil && m.ino != 0 {
 			dev, ino, off = m.dev, m.ino, m.off+(f.Addr-m.start)
 			if count {

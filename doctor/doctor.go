@@ -13,9 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
@@ -27,9 +24,10 @@ import (
 type Status string
 
 const (
-	OK      Status = "ok"
-	Missing Status = "missing" // not here, and record does without it
-	Fail    Status = "fail"    // not here, and record needs it
+	OK       Status = "ok"
+	Fallback Status = "fallback" // the primary way is not here; record takes another, its detail says what is lost
+	Missing  Status = "missing"  // not here, and record does without it
+	Fail     Status = "fail"     // not here, and record needs it
 )
 
 // Check is one thing doctor looked at.
@@ -68,6 +66,8 @@ func Run(o Options) []Check {
 // needs fails, and its detail says it is required.
 func (c check) result() Check {
 	switch {
+	case c.ok && c.fallback:
+		return Check{Name: c.name, Status: Fallback, Detail: c.detail}
 	case c.ok:
 		return Check{Name: c.name, Status: OK, Detail: c.detail}
 	case c.required:
@@ -81,17 +81,6 @@ func Failed(checks []Check) bool {
 	return slices.ContainsFunc(checks, func(c Check) bool { return c.Status == Fail })
 }
 
-// doctorTracepoints are the tracepoints the tracer attaches (the tp_btf
-// ones exist as tracepoints too, under these names).
-var doctorTracepoints = []string{
-	"exceptions/page_fault_user",
-	"filemap/mm_filemap_fault", "filemap/mm_filemap_add_to_page_cache", "filemap/mm_filemap_delete_from_page_cache",
-	"readahead/page_cache_sync_ra", "readahead/page_cache_async_ra", "readahead/page_cache_ra_unbounded", "readahead/page_cache_ra_order",
-	"block/block_rq_issue", "block/block_rq_complete",
-	"sched/sched_process_fork", "sched/sched_process_exec", "sched/sched_process_exit",
-	"syscalls/sys_exit_mmap",
-}
-
 // tracefsMounts are where tracefs may be, newest first.
 var tracefsMounts = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
@@ -101,7 +90,39 @@ type check struct {
 	name     string
 	ok       bool
 	required bool
+	// fallback is set on a passed check that took a lesser way.
+	fallback bool
 	detail   string
+}
+
+// capabilityChecks is the capability table of bpf (the one the tracer
+// chooses its programs from) as this kernel answers it: per capability,
+// the path record takes, the kernel that path needs and what is lost.
+func capabilityChecks(caps []bpf.CapStatus, err error) []check {
+	if err != nil {
+		return []check{{name: "capabilities", required: true, detail: err.Error()}}
+	}
+	var out []check
+	for _, c := range caps {
+		ch := check{name: "capability " + c.Name, required: c.Required}
+		var parts []string
+		switch {
+		case c.NA():
+			parts = append(parts, "NA: "+c.Lost, "kernel "+c.Kernel+"+ needed")
+		default:
+			ch.ok, ch.fallback = true, !c.Primary
+			parts = append(parts, c.Path, "kernel "+c.Kernel+"+")
+			if c.Lost != "" {
+				parts = append(parts, "loses "+c.Lost)
+			}
+		}
+		if c.Why != "" {
+			parts = append(parts, "because "+c.Why)
+		}
+		ch.detail = strings.Join(parts, "; ")
+		out = append(out, ch)
+	}
+	return out
 }
 
 func machineChecks() []check {
@@ -127,22 +148,8 @@ func machineChecks() []check {
 		add("tracefs", false, true, "not mounted: mount -t tracefs nodev "+tracefsMounts[0])
 	} else {
 		add("tracefs", true, true, tracefs)
-		for _, tp := range doctorTracepoints {
-			_, err := os.Stat(filepath.Join(tracefs, "events", tp))
-			add("tracepoint "+tp, err == nil, true, map[bool]string{true: "", false: "not in this kernel"}[err == nil])
-		}
 	}
-	for _, ev := range []struct {
-		name   string
-		config uint64
-	}{{"perf page-faults-major", unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ}, {"perf page-faults-minor", unix.PERF_COUNT_SW_PAGE_FAULTS_MIN}} {
-		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: ev.config, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})), Sample: 1, Bits: unix.PerfBitDisabled}
-		fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
-		if err == nil {
-			unix.Close(fd)
-		}
-		add(ev.name, err == nil, true, errText(err))
-	}
+	out = append(out, capabilityChecks(bpf.Detect(bpf.DetectOptions{ProbeOps: true, ProbeSched: true}))...)
 	// The decisive check: load every program and attach the kernel side.
 	if capOK {
 		tr, err := bpf.Open(bpf.Options{RingBufBytes: 1 << 20})

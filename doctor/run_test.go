@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
@@ -24,8 +25,12 @@ func TestRunPassesOnAMachineThatRecords(t *testing.T) {
 	if Failed(checks) {
 		t.Fatalf("a required check failed on the machine the record tests pass on: %v", checks)
 	}
-	for _, name := range []string{"privileges", "kernel BTF", "uprobes", "tracefs", "BPF programs load and attach",
-		"tracepoint filemap/mm_filemap_add_to_page_cache", "tracepoint syscalls/sys_exit_mmap", "perf page-faults-major"} {
+	names := []string{"privileges", "kernel BTF", "uprobes", "tracefs", "BPF programs load and attach"}
+	// This kernel (6.18, x86-64) has every capability's primary path.
+	for _, c := range bpf.Capabilities {
+		names = append(names, "capability "+c.Name)
+	}
+	for _, name := range names {
 		if rows[name].Status != OK {
 			t.Errorf("%s: %+v", name, rows[name])
 		}
@@ -33,6 +38,36 @@ func TestRunPassesOnAMachineThatRecords(t *testing.T) {
 	// --mem-limit works here (v1); one of the two must say so.
 	if rows["memory cgroup v1"].Status != OK && rows["memory cgroup v2"].Status != OK {
 		t.Errorf("no memory cgroup: %+v %+v", rows["memory cgroup v1"], rows["memory cgroup v2"])
+	}
+}
+
+// Switching features off (as a kernel without them would be) shows the
+// fallback taken, what it loses and why, or NA with its reason; a
+// capability the run cannot do without fails.
+func TestRunShowsEachCapabilitysPathOnThisKernel(t *testing.T) {
+	testenv.RequireBPF(t)
+	tests := []struct {
+		without    string
+		capability string
+		want       Status
+		detail     string
+	}{
+		{"page_fault_user", bpf.CapFaults, Fallback, "perf page-faults"},
+		{"bpf_find_vma", bpf.CapOffsets, Fallback, "/proc/PID/maps"},
+		{"bpf_find_vma", bpf.CapMappings, Fallback, "file from the fd"},
+		{"uprobe_multi", bpf.CapOps, Fallback, "one uprobe per op function"},
+		{"readahead", bpf.CapReadahead, Missing, "NA: readahead windows"},
+		{"io_uring_submit_req", bpf.CapIOUring, Missing, "NA: io_uring reads are not traced"},
+		{"syscalls", bpf.CapMappings, Fail, "required"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.without+" "+tc.capability, func(t *testing.T) {
+			t.Setenv(bpf.WithoutEnv, tc.without)
+			got := byName(Run(Options{}))["capability "+tc.capability]
+			if got.Status != tc.want || !strings.Contains(got.Detail, tc.detail) || !strings.Contains(got.Detail, tc.without) {
+				t.Errorf("without %s: %+v, want status %s with %q and the feature named", tc.without, got, tc.want, tc.detail)
+			}
+		})
 	}
 }
 

@@ -274,6 +274,7 @@ func (r *recording) snapshot() rundir.Meta {
 	}
 	if r.tr != nil {
 		m.Probes, m.Libraries = nil, nil
+		m.Capabilities = capabilities(r.tr.Capabilities())
 		seenLib := map[string]bool{}
 		for _, p := range probes {
 			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error})

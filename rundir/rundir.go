@@ -58,6 +58,9 @@ type Meta struct {
 	// scheduler events were recorded.
 	ProbeSet string  `json:"probe_set"`
 	Probes   []Probe `json:"probes"`
+	// Capabilities are the path the tracer took for each capability on
+	// this kernel (bpf.Capabilities' table), or NA with the reason.
+	Capabilities []Capability `json:"capabilities,omitempty"`
 	// OpProbes is set for --probe ops.
 	OpProbes *OpProbes `json:"op_probes,omitempty"`
 	// Layout is the ggml struct layout the user-space probes used.
@@ -144,6 +147,52 @@ type Probe struct {
 	Symbol string `json:"symbol,omitempty"`
 	Error  string `json:"error,omitempty"`
 }
+
+// Capability is one capability of the tracer as a run had it: the path
+// taken ("" when NA), whether it is the primary one, the kernel that path
+// needs, what the run loses with it (the NA reason when no path was
+// taken) and why a better path was not taken.
+type Capability struct {
+	Name    string `json:"name"`
+	Path    string `json:"path,omitempty"`
+	Primary bool   `json:"primary"`
+	Kernel  string `json:"kernel"`
+	Lost    string `json:"lost,omitempty"`
+	Why     string `json:"why,omitempty"`
+	Off     bool   `json:"off,omitempty"`
+}
+
+// CapabilityNotes are one line per capability a run had on no primary
+// path (fallback or NA), for the summaries of every output; optional
+// capabilities the run did not ask for are left out.
+func (m *Meta) CapabilityNotes() []string {
+	var out []string
+	for _, c := range m.Capabilities {
+		switch {
+		case c.Off || c.Primary:
+		case c.Path == "":
+			out = append(out, fmt.Sprintf("%s: NA: %s (%s)", c.Name, c.Lost, c.Why))
+		default:
+			out = append(out, fmt.Sprintf("%s: fallback %s: loses %s", c.Name, c.Path, c.Lost))
+		}
+	}
+	return out
+}
+
+// FaultOffsetsInUserSpace says whether the run's kernel left fault file
+// offsets to user space (no bpf_find_vma): every fault is then resolved
+// from the mappings seen.
+func (m *Meta) FaultOffsetsInUserSpace() bool {
+	for _, c := range m.Capabilities {
+		if c.Name == CapFaultOffsets {
+			return c.Path != "" && !c.Primary
+		}
+	}
+	return false
+}
+
+// CapFaultOffsets is bpf.CapOffsets, named here for the read side.
+const CapFaultOffsets = "fault offsets"
 
 // OpProbes is what --probe ops cost and where it probed: the op probes go
 // only on the CPU backend that computed a graph (node-llama-cpp loads a

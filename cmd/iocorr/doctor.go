@@ -43,8 +43,11 @@ func writeChecks(w io.Writer, format output.Format, checks []doctor.Check) error
 	rw := output.New(w, format, []output.Column{{Name: "check"}, {Name: "status"}, {Name: "detail"}})
 	for _, c := range checks {
 		mark := "✗"
-		if c.Status == doctor.OK {
+		switch c.Status {
+		case doctor.OK:
 			mark = "✓"
+		case doctor.Fallback:
+			mark = "~"
 		}
 		if err := rw.Row(output.Text(c.Name), output.TextAs(string(c.Status), mark), output.Text(c.Detail)); err != nil {
 			return err

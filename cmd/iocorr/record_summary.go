@@ -56,6 +56,9 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 			fmt.Fprintf(w, "              never ran their own function: %v (nodes): fused into a neighbour by the CPU backend\n", op.Fused)
 		}
 	}
+	for i, n := range m.CapabilityNotes() {
+		fmt.Fprintf(w, "  %-11s %s\n", map[bool]string{true: "kernel"}[i == 0], n)
+	}
 	fmt.Fprintf(w, "  events      %d recorded, %d lost\n", s.Events, lost)
 	if lost > 0 {
 		fmt.Fprintf(w, "iocorr: WARNING: %d events were lost; per type: %v\n", lost, m.Lost)

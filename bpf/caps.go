@@ -1,0 +1,564 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+)
+
+// WithoutEnv names the environment variable that makes the tracer behave
+// as if kernel features were absent (a comma-separated list of feature
+// names, see Features), so that every fallback can be exercised on a
+// kernel that has the primary path. Options.Without adds to it.
+const WithoutEnv = "IOCORR_WITHOUT"
+
+// NeedKind says how a kernel feature is looked for.
+type NeedKind string
+
+const (
+	// NeedTracepoint is a classic tracepoint, "group/name" under tracefs.
+	NeedTracepoint NeedKind = "tracepoint"
+	// NeedBTF is a tp_btf target: the kernel's BTF has btf_trace_<name>.
+	NeedBTF NeedKind = "tp_btf"
+	// NeedHelper is a BPF helper a tracing program may call.
+	NeedHelper NeedKind = "helper"
+	// NeedLink is a BPF link type.
+	NeedLink NeedKind = "link"
+	// NeedPerf is a software perf event with a BPF program on it.
+	NeedPerf NeedKind = "perf_event"
+)
+
+// Need is one kernel feature a path needs. Name is what Options.Without
+// and IOCORR_WITHOUT match: the name itself, or a prefix up to a "/"
+// ("readahead" is every readahead tracepoint, "syscalls" every syscall).
+type Need struct {
+	Kind NeedKind
+	Name string
+	// perf is the software event's config (NeedPerf).
+	perf uint64
+	// helper is the helper's id (NeedHelper).
+	helper asm.BuiltinFunc
+}
+
+func (n Need) String() string { return string(n.Kind) + " " + n.Name }
+
+// matches says whether a feature name given to Without names this need.
+func (n Need) matches(feature string) bool {
+	return n.Name == feature || strings.HasPrefix(n.Name, feature+"/")
+}
+
+// attachment is one program attached by a path.
+type attachment struct {
+	prog string
+	need Need // what it attaches to
+}
+
+// Path is one way the tracer provides a capability.
+type Path struct {
+	Name string
+	// Kernel is the oldest mainline kernel with every need of the path
+	// (README's capability table gives the commits).
+	Kernel string
+	// Lost says what a run on this path does not have that the primary
+	// path gives; "" for the primary path.
+	Lost   string
+	needs  []Need
+	attach []attachment
+	// progs are programs the path loads and attaches itself (per-CPU perf
+	// events) or that other code attaches (op probes).
+	progs []string
+}
+
+// Needs lists the kernel features the path needs.
+func (p *Path) Needs() []Need {
+	out := slices.Clone(p.needs)
+	for _, a := range p.attach {
+		if !slices.Contains(out, a.need) {
+			out = append(out, a.need)
+		}
+	}
+	return out
+}
+
+// programs are the BPF programs the path loads.
+func (p *Path) programs() []string {
+	out := slices.Clone(p.progs)
+	for _, a := range p.attach {
+		out = append(out, a.prog)
+	}
+	return out
+}
+
+// Capability is one thing iocorr measures, with its paths in order of
+// preference: the first whose needs this kernel meets is taken.
+type Capability struct {
+	Name string
+	// What the capability gives a run.
+	What  string
+	Paths []Path
+	// NA says what a run without any path cannot tell (its figures are NA
+	// with this reason, never zeros).
+	NA string
+	// Required capabilities stop a run from starting when no path is
+	// left: without them nothing else can be attributed.
+	Required bool
+	// Option is set for capabilities a run asks for (--probe sched); the
+	// others are always wanted.
+	Option string
+}
+
+// Capability names.
+const (
+	CapProcesses = "processes"
+	CapMappings  = "mappings"
+	CapFaults    = "faults"
+	CapOffsets   = "fault offsets"
+	CapPageCache = "page cache"
+	CapReadahead = "readahead trigger"
+	CapBlock     = "block I/O"
+	CapReads     = "read calls"
+	CapIOUring   = "io_uring"
+	CapOps       = "op probes"
+	CapSched     = "sched"
+)
+
+func tp(group, name string) Need        { return Need{Kind: NeedTracepoint, Name: group + "/" + name} }
+func tpBTF(name string) Need            { return Need{Kind: NeedBTF, Name: name} }
+func on(prog string, n Need) attachment { return attachment{prog: prog, need: n} }
+
+var (
+	needFindVma     = Need{Kind: NeedHelper, Name: "bpf_find_vma", helper: asm.FnFindVma}
+	needLoop        = Need{Kind: NeedHelper, Name: "bpf_loop", helper: asm.FnLoop}
+	needCookie      = Need{Kind: NeedHelper, Name: "bpf_get_attach_cookie", helper: asm.FnGetAttachCookie}
+	needUprobeMulti = Need{Kind: NeedLink, Name: "uprobe_multi"}
+	needPerfFaults  = Need{Kind: NeedPerf, Name: "page-faults", perf: unix.PERF_COUNT_SW_PAGE_FAULTS}
+	needPerfMajor   = Need{Kind: NeedPerf, Name: "page-faults-major", perf: unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ}
+	needPerfMinor   = Need{Kind: NeedPerf, Name: "page-faults-minor", perf: unix.PERF_COUNT_SW_PAGE_FAULTS_MIN}
+)
+
+// syscallPair attaches an enter and an exit program of one syscall.
+func syscallPair(enter, exit, call string) []attachment {
+	return []attachment{on(enter, tp("syscalls", "sys_enter_"+call)), on(exit, tp("syscalls", "sys_exit_"+call))}
+}
+
+// Capabilities is the one table of what the tracer can record, how, and
+// on which kernels: the tracer loads what it chooses from it, and doctor,
+// meta.json and the summary print it.
+var Capabilities = []Capability{
+	{
+		Name: CapProcesses, What: "the traced processes, from their fork on; every event's token stamp", Required: true,
+		NA: "nothing can be traced",
+		Paths: []Path{{
+			Name: "tp_btf sched_process_fork/exec/exit", Kernel: "5.17",
+			// Every probe set uses bpf_loop (page-cache runs, graph
+			// walks, expert picks, flushes).
+			needs: []Need{needLoop},
+			attach: []attachment{
+				on("proc_fork", tpBTF("sched_process_fork")),
+				on("proc_exec", tpBTF("sched_process_exec")),
+				on("proc_exit", tpBTF("sched_process_exit")),
+			},
+		}},
+	},
+	{
+		Name: CapMappings, What: "the files traced processes map (libraries dlopen'ed later are probed before they run)", Required: true,
+		NA: "libraries and models mapped during the run are not seen",
+		Paths: []Path{
+			{
+				Name: "sys_exit_mmap, mapping from bpf_find_vma", Kernel: "5.17",
+				needs:  []Need{needFindVma},
+				attach: []attachment{on("mmap_exit", tp("syscalls", "sys_exit_mmap"))},
+			},
+			{
+				Name: "sys_enter/exit_mmap, file from the fd", Kernel: "5.8",
+				Lost:   "nothing: the mapping is the call's own range",
+				attach: syscallPair("vma_enter_mmap", "mmap_exit", "mmap"),
+			},
+		},
+	},
+	{
+		Name: CapFaults, What: "user page faults: count, major/minor class, stall",
+		NA: "no user page fault is seen: faults, major faults and fault stall are NA",
+		Paths: []Path{
+			{
+				Name: "tp_btf page_fault_user + perf page-faults-major/-minor", Kernel: "5.8",
+				attach: []attachment{on("fault_begin", tpBTF("page_fault_user"))},
+				needs:  []Need{needPerfMajor, needPerfMinor},
+				progs:  []string{"fault_major", "fault_minor"},
+			},
+			{
+				Name: "perf page-faults (start, sample address) + page-faults-major/-minor", Kernel: "5.8",
+				Lost:  "the fault's error code (the fault and its stall are the same)",
+				needs: []Need{needPerfFaults, needPerfMajor, needPerfMinor},
+				progs: []string{"fault_begin_perf", "fault_major", "fault_minor"},
+			},
+		},
+	},
+	{
+		Name: CapOffsets, What: "each fault's file and offset",
+		NA: "faults are not charged to tensors",
+		Paths: []Path{
+			{
+				Name: "bpf_find_vma at the fault, behind a VMA cache", Kernel: "5.17",
+				needs: []Need{needFindVma},
+				attach: slices.Concat(
+					syscallPair("vma_enter_munmap", "vma_exit_munmap", "munmap"),
+					syscallPair("vma_enter_mremap", "vma_exit_mremap", "mremap"),
+					syscallPair("vma_enter_brk", "vma_exit_brk", "brk"),
+					syscallPair("vma_enter_shmat", "vma_exit_shmat", "shmat"),
+					syscallPair("vma_enter_shmdt", "vma_exit_shmdt", "shmdt"),
+					syscallPair("vma_enter_remap", "vma_exit_remap", "remap_file_pages"),
+					[]attachment{on("vma_enter_mmap", tp("syscalls", "sys_enter_mmap"))},
+				),
+			},
+			{
+				Name: "/proc/PID/maps snapshots and mmap calls, at ingest", Kernel: "5.8",
+				Lost: "a mapping changed without mmap (mremap, munmap, shmat) is seen as the last mmap call or snapshot had it",
+			},
+		},
+	},
+	{
+		Name: CapPageCache, What: "page-cache fills and evictions of model files",
+		NA: "pages added and evicted are NA",
+		Paths: []Path{{
+			Name: "tracepoints filemap/mm_filemap_*", Kernel: "5.8",
+			attach: []attachment{
+				on("page_add", tp("filemap", "mm_filemap_add_to_page_cache")),
+				on("page_del", tp("filemap", "mm_filemap_delete_from_page_cache")),
+				on("filemap_fault", tp("filemap", "mm_filemap_fault")),
+			},
+		}},
+	},
+	{
+		Name: CapReadahead, What: "readahead windows: which fault or read triggered how many bytes",
+		NA: "readahead windows and readahead_trigger_bytes are NA (page-cache fills are still charged to the tensors they hold)",
+		Paths: []Path{{
+			Name: "tracepoints readahead/page_cache_*", Kernel: "6.10",
+			attach: []attachment{
+				on("ra_sync", tp("readahead", "page_cache_sync_ra")),
+				on("ra_async", tp("readahead", "page_cache_async_ra")),
+				on("ra_unbounded", tp("readahead", "page_cache_ra_unbounded")),
+				on("ra_order", tp("readahead", "page_cache_ra_order")),
+			},
+		}},
+	},
+	{
+		Name: CapBlock, What: "block requests with their latency, charged to tensors through FIEMAP",
+		NA: "device bytes read and block requests are NA",
+		Paths: []Path{{
+			Name: "tp_btf block_rq_issue/complete", Kernel: "5.8",
+			attach: []attachment{
+				on("block_issue", tpBTF("block_rq_issue")),
+				on("block_complete", tpBTF("block_rq_complete")),
+			},
+		}},
+	},
+	{
+		Name: CapReads, What: "read calls of model files (read, pread64, readv, preadv, preadv2)",
+		NA: "bytes requested by read calls are NA",
+		Paths: []Path{{
+			Name: "syscall tracepoints", Kernel: "5.8",
+			attach: slices.Concat(
+				syscallPair("read_enter_read", "read_exit_read", "read"),
+				syscallPair("read_enter_pread64", "read_exit_pread64", "pread64"),
+				syscallPair("read_enter_readv", "read_exit_readv", "readv"),
+				syscallPair("read_enter_preadv", "read_exit_preadv", "preadv"),
+				syscallPair("read_enter_preadv2", "read_exit_preadv2", "preadv2"),
+			),
+		}},
+	},
+	{
+		Name: CapIOUring, What: "io_uring reads of model files",
+		NA: "io_uring reads are not traced",
+		Paths: []Path{{
+			Name: "tp_btf io_uring_submit_req/complete", Kernel: "5.19",
+			attach: []attachment{
+				on("uring_submit", tpBTF("io_uring_submit_req")),
+				on("uring_complete", tpBTF("io_uring_complete")),
+			},
+		}},
+	},
+	{
+		Name: CapOps, What: "per-op probes (--probe ops)", Option: "--probe ops",
+		NA: "ops are not probed: per-op figures are NA",
+		Paths: []Path{
+			{Name: "one uprobe_multi link per file", Kernel: "6.6", needs: []Need{needUprobeMulti, needCookie},
+				// A build whose one op function is the dispatcher gets a plain uprobe.
+				progs: []string{"op_begin_multi", "op_begin"}},
+			{Name: "one uprobe per op function", Kernel: "5.15", Lost: "nothing measured: attaching takes one perf link per function", needs: []Need{needCookie}, progs: []string{"op_begin"}},
+		},
+	},
+	{
+		Name: CapSched, What: "thread states of traced threads (--probe sched)", Option: "--probe sched",
+		NA: "thread states are not recorded",
+		Paths: []Path{{
+			Name: "tp_btf sched_switch/sched_wakeup", Kernel: "5.8",
+			attach: []attachment{
+				on("sched_switch", tpBTF("sched_switch")),
+				on("sched_wakeup", tpBTF("sched_wakeup")),
+			},
+		}},
+	},
+}
+
+// Features lists every feature name Without accepts.
+func Features() []string {
+	var out []string
+	for _, c := range Capabilities {
+		for i := range c.Paths {
+			for _, n := range c.Paths[i].Needs() {
+				if !slices.Contains(out, n.Name) {
+					out = append(out, n.Name)
+				}
+				if g, _, ok := strings.Cut(n.Name, "/"); ok && !slices.Contains(out, g) {
+					out = append(out, g)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CapStatus is the path chosen for one capability on this machine.
+type CapStatus struct {
+	Name string
+	What string
+	// Path is the path taken; "" when the capability is NA (or off).
+	Path string
+	// Kernel is the oldest kernel of the path taken (of the primary path
+	// when none is).
+	Kernel string
+	// Primary is set when the path taken is the first one.
+	Primary bool
+	// Lost says what the run loses: against the primary path, or
+	// everything (the NA reason) when no path was taken.
+	Lost string
+	// Why says why better paths were not taken: the features absent or
+	// switched off, or the attach error.
+	Why string
+	// Off is set for an optional capability the run did not ask for.
+	Off      bool
+	Required bool
+}
+
+// NA reports whether the run has no path for the capability.
+func (s CapStatus) NA() bool { return s.Path == "" }
+
+// capChoice is a capability's status and the path taken (nil: NA).
+type capChoice struct {
+	CapStatus
+	cap  *Capability
+	path *Path
+}
+
+// Detector answers whether this kernel has a feature. The zero value
+// probes the running kernel; a feature in without is absent.
+type detector struct {
+	without []string
+	// tracefs is the mounted tracefs ("" when none).
+	tracefs string
+	kbtf    *btf.Spec
+	btfErr  error
+	memo    map[string]error
+}
+
+func newDetector(without []string) *detector {
+	d := &detector{without: without, memo: map[string]error{}}
+	for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
+		if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
+			d.tracefs = dir
+			break
+		}
+	}
+	return d
+}
+
+var errSwitchedOff = errors.New("switched off (" + WithoutEnv + " / --without)")
+
+// has returns nil when the kernel has the feature, else why not.
+func (d *detector) has(n Need) error {
+	for _, w := range d.without {
+		if n.matches(w) {
+			return errSwitchedOff
+		}
+	}
+	key := n.String()
+	if err, ok := d.memo[key]; ok {
+		return err
+	}
+	err := d.probe(n)
+	d.memo[key] = err
+	return err
+}
+
+func (d *detector) probe(n Need) error {
+	switch n.Kind {
+	case NeedTracepoint:
+		if d.tracefs == "" {
+			return errors.New("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+		}
+		if _, err := os.Stat(filepath.Join(d.tracefs, "events", n.Name)); err != nil {
+			return errors.New("not in this kernel")
+		}
+		return nil
+	case NeedBTF:
+		if d.kbtf == nil && d.btfErr == nil {
+			d.kbtf, d.btfErr = btf.LoadKernelSpec()
+		}
+		if d.btfErr != nil {
+			return fmt.Errorf("no kernel BTF: %w", d.btfErr)
+		}
+		var td *btf.Typedef
+		if err := d.kbtf.TypeByName("btf_trace_"+n.Name, &td); err != nil {
+			return errors.New("not in this kernel")
+		}
+		return nil
+	case NeedHelper:
+		if err := features.HaveProgramHelper(ebpf.TracePoint, n.helper); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return errors.New("not in this kernel")
+			}
+			return err
+		}
+		return nil
+	case NeedLink:
+		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return errors.New("not in this kernel")
+			}
+			return err
+		}
+		return nil
+	case NeedPerf:
+		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: n.perf, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+			Sample: 1, Bits: unix.PerfBitDisabled}
+		fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("perf_event_open: %w", err)
+		}
+		unix.Close(fd)
+		return nil
+	}
+	return fmt.Errorf("unknown kind of feature %q", n.Kind)
+}
+
+// parseWithout checks the feature names of Options.Without and of the
+// environment and returns them together.
+func parseWithout(opt []string) ([]string, error) {
+	all := slices.Clone(opt)
+	if env := os.Getenv(WithoutEnv); env != "" {
+		all = append(all, strings.Split(env, ",")...)
+	}
+	known := Features()
+	var out []string
+	for _, w := range all {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		if !slices.Contains(known, w) {
+			return nil, fmt.Errorf("unknown kernel feature %q to run without (known: %s)", w, strings.Join(known, ", "))
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// choose takes, for every capability, the first path whose needs the
+// kernel meets (per d). want says whether an optional capability was
+// asked for.
+func choose(d *detector, want func(*Capability) bool) []capChoice {
+	out := make([]capChoice, len(Capabilities))
+	for i := range Capabilities {
+		c := &Capabilities[i]
+		ch := capChoice{cap: c, CapStatus: CapStatus{Name: c.Name, What: c.What, Kernel: c.Paths[0].Kernel, Required: c.Required}}
+		if !want(c) {
+			ch.Off = true
+			ch.Lost = "not asked for (" + c.Option + ")"
+			out[i] = ch
+			continue
+		}
+		var why []string
+		for j := range c.Paths {
+			p := &c.Paths[j]
+			// Absent features, grouped by why: "a, b: not in this kernel".
+			var reasons []string
+			byReason := map[string][]string{}
+			for _, n := range p.Needs() {
+				if err := d.has(n); err != nil {
+					r := err.Error()
+					if _, ok := byReason[r]; !ok {
+						reasons = append(reasons, r)
+					}
+					byReason[r] = append(byReason[r], n.String())
+				}
+			}
+			var missing []string
+			for _, r := range reasons {
+				missing = append(missing, strings.Join(byReason[r], ", ")+": "+r)
+			}
+			if len(missing) == 0 {
+				ch.path = p
+				ch.Path, ch.Kernel, ch.Primary, ch.Lost = p.Name, p.Kernel, j == 0, p.Lost
+				break
+			}
+			why = append(why, p.Name+" needs "+strings.Join(missing, "; "))
+		}
+		ch.Why = strings.Join(why, "; ")
+		if ch.path == nil {
+			ch.Lost = c.NA
+		}
+		out[i] = ch
+	}
+	return out
+}
+
+// DetectOptions are what Detect needs of a run's options.
+type DetectOptions struct {
+	ProbeOps, ProbeSched bool
+	Without              []string
+}
+
+var detectMu sync.Mutex
+
+// Detect reports the path each capability would take on this kernel
+// without loading anything (doctor's table); Open takes the same paths,
+// and demotes one to NA when its attachment fails.
+func Detect(o DetectOptions) ([]CapStatus, error) {
+	without, err := parseWithout(o.Without)
+	if err != nil {
+		return nil, err
+	}
+	detectMu.Lock()
+	defer detectMu.Unlock()
+	chs := choose(newDetector(without), wantFunc(o.ProbeOps, o.ProbeSched))
+	out := make([]CapStatus, len(chs))
+	for i := range chs {
+		out[i] = chs[i].CapStatus
+	}
+	return out, nil
+}
+
+func wantFunc(ops, sched bool) func(*Capability) bool {
+	return func(c *Capability) bool {
+		switch c.Name {
+		case CapOps:
+			return ops
+		case CapSched:
+			return sched
+		}
+		return true
+	}
+}
