@@ -241,17 +241,28 @@ var Capabilities = []Capability{
 		}},
 	},
 	{
-		Name: CapReadahead, What: "readahead windows: which fault or read triggered how many bytes",
-		NA: "readahead windows and readahead_trigger_bytes are NA (page-cache fills are still charged to the tensors they hold)",
-		Paths: []Path{{
-			Name: "tracepoints readahead/page_cache_*", Kernel: "6.10",
-			attach: []attachment{
-				on("ra_sync", tp("readahead", "page_cache_sync_ra")),
-				on("ra_async", tp("readahead", "page_cache_async_ra")),
-				on("ra_unbounded", tp("readahead", "page_cache_ra_unbounded")),
-				on("ra_order", tp("readahead", "page_cache_ra_order")),
+		Name: CapReadahead, What: "what each fault made the kernel read ahead (readahead_trigger_bytes), and the readahead windows",
+		NA: "readahead_trigger_bytes is NA",
+		Paths: []Path{
+			{
+				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "6.10",
+				needs: []Need{tp("filemap", "mm_filemap_add_to_page_cache")},
+				attach: []attachment{
+					on("ra_sync", tp("readahead", "page_cache_sync_ra")),
+					on("ra_async", tp("readahead", "page_cache_async_ra")),
+					on("ra_unbounded", tp("readahead", "page_cache_ra_unbounded")),
+					on("ra_order", tp("readahead", "page_cache_ra_order")),
+				},
 			},
-		}},
+			{
+				// The trigger figure never came from the readahead
+				// tracepoints: correlate charges the adds a thread makes
+				// inside its fault to the faulting tensor.
+				Name: "page-cache adds inside each fault", Kernel: "5.8",
+				Lost:  "the readahead window records (sync/async kind, size, async size) in the spool; readahead_trigger_bytes is the same",
+				needs: []Need{tp("filemap", "mm_filemap_add_to_page_cache")},
+			},
+		},
 	},
 	{
 		Name: CapBlock, What: "block requests with their latency, charged to tensors through FIEMAP",

@@ -69,7 +69,8 @@ func TestEachCapabilityTakesTheFirstPathThisKernelHas(t *testing.T) {
 		{"5.15: no bpf_find_vma, offsets in user space", []string{"bpf_find_vma"}, nil, CapOffsets, 1, "helper bpf_find_vma: not in this kernel"},
 		{"5.15: no bpf_find_vma, mmap from its fd", []string{"bpf_find_vma"}, nil, CapMappings, 1, "bpf_find_vma"},
 		{"before 6.6: plain uprobes", []string{"uprobe_multi"}, nil, CapOps, 1, "link uprobe_multi: not in this kernel"},
-		{"no readahead tracepoints: NA", []string{"readahead"}, nil, CapReadahead, -1, "tracepoint readahead/page_cache_sync_ra"},
+		{"no readahead tracepoints: the adds inside faults", []string{"readahead"}, nil, CapReadahead, 1, "tracepoint readahead/page_cache_sync_ra"},
+		{"no page cache tracepoints: readahead NA too", []string{"filemap"}, nil, CapReadahead, -1, "tracepoint filemap/mm_filemap_add_to_page_cache"},
 		{"no perf page-faults either: faults NA", []string{"page_fault_user", "page-faults"}, nil, CapFaults, -1, "perf_event page-faults"},
 		{"switched off, not absent", nil, []string{"page_fault_user"}, CapFaults, 1, "switched off"},
 		{"a group switched off", nil, []string{"syscalls"}, CapReads, -1, "tracepoint syscalls/sys_enter_read"},
@@ -146,7 +147,7 @@ func TestOpenTakesTheFallbackOfEachFeatureSwitchedOff(t *testing.T) {
 		{nil, CapFaults, 0, []string{"fault_begin", "fault_major"}, []string{"fault_begin_perf", "op_begin_multi", "op_begin", "sched_switch"}},
 		{[]string{"page_fault_user"}, CapFaults, 1, []string{"fault_begin_perf", "fault_major"}, []string{"fault_begin"}},
 		{[]string{"bpf_find_vma"}, CapOffsets, 1, []string{"vma_enter_mmap", "mmap_exit"}, []string{"vma_enter_munmap"}},
-		{[]string{"readahead"}, CapReadahead, -1, nil, []string{"ra_sync", "ra_order"}},
+		{[]string{"readahead"}, CapReadahead, 1, nil, []string{"ra_sync", "ra_order"}},
 		{[]string{"block_rq_issue"}, CapBlock, -1, nil, []string{"block_issue", "block_complete"}},
 	}
 	for _, tc := range tests {
