@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDiffBadUsageIsOneLineError(t *testing.T) {
+	a, b := writeTinyRun(t), writeTinyRun(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no runs", nil, "want two run directories, A (the baseline) and B, got 0 arguments"},
+		{"one run", []string{a}, "got 1 arguments"},
+		{"three runs", []string{a, b, a}, "got 3 arguments"},
+		{"unknown group", []string{"--by", "colour", a, b}, `cannot compare by "colour"`},
+		{"unknown counter", []string{"--counter", "faults,speed", a, b}, `unknown counter "speed"`},
+		{"picks outside --by expert", []string{"--counter", "selected", a, b}, "only compared by expert"},
+		{"sort by a counter not compared", []string{"--counter", "faults", "--sort", "bytes_read", a, b}, `cannot sort by "bytes_read"`},
+		{"negative top", []string{"--top", "-2", a, b}, "--top must not be negative"},
+		{"unknown phase", []string{"--phase", "warmup", a, b}, "unknown phase"},
+		{"a tensor neither run has", []string{"--tensor", "blk.7.*", a, b}, `no tensor of either run matches "blk.7.*"`},
+		{"bad format", []string{"--format", "xml", a, b}, `unknown format "xml"`},
+		{"A is no run", []string{t.TempDir(), b}, "is not a run directory"},
+		{"B does not exist", []string{a, "/nonexistent"}, "/nonexistent is not a run directory (no meta.json)"},
+		{"B not yet ingested", []string{a, notIngested(t)}, "no store: run `iocorr ingest` first"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runCmd(t, append([]string{"diff"}, tc.args...)...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "diff: ") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("got %q, want one line starting \"diff: \" containing %q", msg, tc.want)
+			}
+		})
+	}
+}
