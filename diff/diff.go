@@ -378,7 +378,10 @@ func side(r Run, name string, o Options) (*runSide, error) {
 		}
 		s.hasWhy = "run " + name + " recorded no graph node of this op"
 	case "phase", "token":
+		// Outside every llama_decode call (token 0, phase none) is the
+		// load and the exit, which every run has.
 		s.has[event.PhaseName(event.PhaseNone)] = true
+		s.has["0"] = true
 		n := 0
 		if err := st.EachToken(func(t *event.TokenInfo) error {
 			s.has[event.PhaseName(t.Phase)] = true

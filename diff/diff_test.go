@@ -66,7 +66,10 @@ func twoRuns(t *testing.T) (a, b diff.Run) {
 	}
 	// Aggregates sorted by token, tensor, expert, op, as the correlator
 	// leaves them.
+	// Token 0 (the load, outside every llama_decode call) evicted pages
+	// in A only: B has a token 0 too, and its 0 there is measured.
 	ra := event.Result{Tensors: ta, Ops: []string{""}, Tokens: tokens(2), Aggs: []event.Agg{
+		{AggKey: event.AggKey{Token: 0, Tensor: 3}, Counters: event.Counters{PagesEvicted: 7}},
 		agg(1, 3, 0, 1, 4096, 100), agg(1, 3, 3, 2, 8192, 0), agg(1, 5, -1, 2, 4096, 0),
 	}, Experts: []event.ExpertSel{{Token: 2, Layer: 0, Expert: 3, Count: 1}}}
 	rb := event.Result{Tensors: tb, Ops: []string{""}, Tokens: tokens(3), Aggs: []event.Agg{
@@ -121,11 +124,16 @@ func TestCompareGivesEachCounterInBothRunsWithItsChangeAndRatioOrNAWithAReason(t
 				{"3", "major_faults", diff.OnlyA, 2, -1, 0, na, "run B's model has 2 experts per layer"},
 				{"3", index.Selected, diff.OnlyA, 1, -1, 0, na, "run B's model has 2 experts per layer"},
 			}},
-		{"by token: a token only B ran",
-			diff.Options{By: "token", Counters: []string{"major_faults"}}, []want{
+		{"by token: a token only B ran; the load (token 0) in both",
+			diff.Options{By: "token", Counters: []string{"major_faults", "pages_evicted"}}, []want{
+				{"0", "major_faults", diff.Both, 0, 0, 0, na, "0 in both runs"},
+				{"0", "pages_evicted", diff.Both, 7, 0, -7, 0, ""},
 				{"1", "major_faults", diff.Both, 5, 6, 1, 1.2, ""},
+				{"1", "pages_evicted", diff.Both, 0, 0, 0, na, "0 in both runs"},
 				{"2", "major_faults", diff.Both, 0, 5, 5, na, "the baseline (run A) is 0"},
+				{"2", "pages_evicted", diff.Both, 0, 0, 0, na, "0 in both runs"},
 				{"3", "major_faults", diff.OnlyB, -1, 1, 0, na, "run A has 2 llama_decode calls"},
+				{"3", "pages_evicted", diff.OnlyB, -1, 0, 0, na, "run A has 2 llama_decode calls"},
 			}},
 		{"by phase, one phase",
 			diff.Options{By: "phase", Phase: "decode", Counters: []string{"major_faults"}}, []want{

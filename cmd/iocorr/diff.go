@@ -10,6 +10,7 @@ import (
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 func init() {
@@ -47,7 +48,7 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 		}
 		var runs [2]diff.Run
 		for i, dir := range args {
-			st, meta, err := openRunMeta(dir)
+			st, meta, err := openRunOf("AB"[i:i+1], dir)
 			if err != nil {
 				return fmt.Errorf("diff: %w", err)
 			}
@@ -70,4 +71,22 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 		}
 		return output.Diff(stdout, res, *format)
 	}
+}
+
+// openRunOf opens one run of two (name A or B) and says on stderr which
+// one is partial, when one is.
+func openRunOf(name, dir string) (*index.Store, *rundir.Meta, error) {
+	st, err := index.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if status := meta.Status(); status != "" {
+		fmt.Fprintf(stderr, "iocorr: warning: run %s (%s): %s\n", name, dir, status)
+	}
+	return st, meta, nil
 }

@@ -14,7 +14,7 @@ import (
 func writePairReport(o reportOptions, dirA, dirB string) error {
 	var runs [2]report.PairRun
 	for i, dir := range []string{dirA, dirB} {
-		st, meta, err := openRunMeta(dir)
+		st, meta, err := openRunOf("AB"[i:i+1], dir)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 func TestDiffBadUsageIsOneLineError(t *testing.T) {
@@ -319,4 +320,47 @@ func TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas(t *testing.T) {
 		t.Error("no row of a tensor only A has: layers 6-7 read nothing?")
 	}
 	t.Logf("%d tensors only in A, %d of them with rows", len(only), len(nonly))
+}
+
+// TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput: B's recorder did
+// not finish; stderr names run B and its directory, CSV starts with a
+// comment and every JSON row carries it, prefixed "run B: ".
+func TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput(t *testing.T) {
+	a, b := writeTinyRun(t), writeTinyRun(t)
+	meta, err := rundir.ReadMeta(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Finished = false
+	if err := rundir.WriteMeta(b, meta); err != nil {
+		t.Fatal(err)
+	}
+	status := "run B: " + meta.Status()
+	for _, format := range []string{"table", "csv", "json"} {
+		t.Run(format, func(t *testing.T) {
+			out, errOut, err := runCmd(t, "diff", "--format", format, a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "iocorr: warning: run B (" + b + "): " + meta.Status(); !strings.Contains(errOut, want) || strings.Contains(errOut, "run A (") {
+				t.Errorf("stderr %q, want %q", errOut, want)
+			}
+			switch format {
+			case "csv":
+				if !strings.HasPrefix(out, "# "+status+"\r\n") {
+					t.Errorf("CSV does not start with the status:\n%s", out)
+				}
+			case "json":
+				var rows []map[string]any
+				if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) == 0 {
+					t.Fatalf("%d rows, %v", len(rows), err)
+				}
+				for _, r := range rows {
+					if r["run_status"] != status {
+						t.Fatalf("row %v: run_status is not %q", r, status)
+					}
+				}
+			}
+		})
+	}
 }
