@@ -302,6 +302,12 @@ func (rw *textWriter) Row(cells ...Cell) error {
 			}
 			b = appendJSONString(b, rw.cols[i].Name)
 			b = append(b, ':')
+			if c := &cells[i]; rw.cols[i].Type == Float64 && c.kind == 's' && !c.empty && !strings.ContainsAny(c.s, "NI") {
+				// A Float cell of a Float64 column is a JSON number (NaN
+				// and ±Inf, which JSON has not, stay strings).
+				b = append(b, c.s...)
+				continue
+			}
 			b = cells[i].appendRaw(b, "null", appendJSONString)
 		}
 		if rw.status != "" {

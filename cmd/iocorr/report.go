@@ -19,8 +19,8 @@ import (
 func init() {
 	register(&command{
 		name:    "report",
-		summary: "one self-contained HTML file of a run (or a sweep): header, stats tables, heatmaps and charts",
-		usage:   "[-i DIR] [-o report.html] [--png DIR]",
+		summary: "one self-contained HTML file of a run (or a sweep, or two runs side by side): header, stats tables, heatmaps and charts",
+		usage:   "[-i DIR] [-o report.html] [--png DIR]  |  [-o report.html] [--png DIR] A B",
 		flags:   reportFlags,
 	})
 }
@@ -35,8 +35,11 @@ func reportFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.StringVarP(&o.out, "output", "o", "report.html", "HTML file to write")
 	fs.StringVar(&o.png, "png", "", "also write each chart as DIR/NAME.png")
 	return func(ctx context.Context, args []string) error {
+		if len(args) == 2 && !fs.Changed("input") {
+			return writePairReport(o, args[0], args[1]) // diff_report.go
+		}
 		if len(args) > 0 {
-			return usagef("report: takes no arguments, got %q", args)
+			return usagef("report: one run (-i DIR) or two side by side (A B), got -i %s and %q", o.dir, args)
 		}
 		return writeReport(o)
 	}

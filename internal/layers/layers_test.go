@@ -30,7 +30,7 @@ var floor = map[string]int{
 	"index":    7,
 	"pipeline": 8, "stats": 8, "perfetto": 8, "internal/storetest": 8,
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
-	"sweep": 9, "recorder": 9,
+	"sweep": 9, "recorder": 9, "diff": 9,
 	"output": 10, "report": 10, "doctor": 10, "sweep/record": 10,
 	"bench": 11,
 	// 12: the commands.
@@ -41,7 +41,7 @@ var floor = map[string]int{
 // render it: none of them may link the BPF loader, its decoder, the
 // correlator or cilium/ebpf, so a report or an export builds and runs
 // where BPF does not.
-var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf"}
+var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff"}
 
 var writeSide = []string{module + "bpf", module + "ingest", module + "correlate", module + "pipeline", module + "recorder", "github.com/cilium/ebpf"}
 
