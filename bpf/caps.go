@@ -224,7 +224,7 @@ var Capabilities = []Capability{
 			},
 			{
 				Name: "/proc/PID/maps snapshots and mmap calls, at ingest", Kernel: "5.8",
-				Lost: "a mapping changed without mmap (mremap, munmap, shmat) is seen as the last mmap call or snapshot had it",
+				Lost: "a mapping changed without mmap (mremap, munmap, shmat) is seen as the last mmap call or snapshot had it; a fault in a mapping made before the first snapshot and not by mmap (the program's own executable) is [anonymous]",
 			},
 		},
 	},
