@@ -12,7 +12,7 @@ DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 SETUP_DEMO_OK := .setup-demo-done
 
-.PHONY: help build test lint generate setup setup-demo demo bench bench-go fuzz clean
+.PHONY: help build test lint arm64 generate setup setup-demo demo bench bench-go fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -35,6 +35,18 @@ $(SETUP_OK): $(SETUP_DEMO_OK) $(wildcard testdata/llm/versions/*/package-lock.js
 lint: ## go vet and staticcheck (pinned in go.mod's tool block) over every package
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+
+# Packages whose tests need no BPF, no llama.cpp and no host binary: they run
+# on arm64 under qemu-user (bpf, ingest and the recorder need the kernel's
+# bpf(2), which qemu-user does not emulate; output's tests need DuckDB's cgo).
+# gguf's test that runs the synthesized models in llama.cpp is skipped: the
+# llama.cpp here is x86-64's.
+ARM64_SKIP  := TestSynthModelsRunInLlamaCpp
+ARM64_TESTS := ./event ./gguf ./ggml ./rundir ./internal/units ./internal/atomicfile ./internal/procmaps ./internal/elfinfo ./stats ./sweep ./perfetto
+
+arm64: ## cross-build for linux/arm64 (no clang: the arm64 BPF object is committed) and run the pure packages' tests under qemu-user
+	GOARCH=arm64 $(GO) build ./...
+	GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static -skip '$(ARM64_SKIP)' $(ARM64_TESTS)
 
 test: setup ## run every test, BPF and real llama.cpp included (as root)
 	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -p 1 -count=1 -timeout 40m ./...

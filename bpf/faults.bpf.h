@@ -110,20 +110,20 @@ static __always_inline int fault__begin(__u64 address, __u64 ip, __u64 error_cod
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(fault_begin, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	return fault__begin(address, BPF_CORE_READ(regs, ip), error_code);
+	return fault__begin(address, PT_REGS_IP_CORE(regs), error_code);
 }
 
 /* regs__user_mode says whether the fault was taken in user mode: the
  * page-faults event counts kernel-mode faults on user addresses too
  * (copy_to_user), which page_fault_user does not see. */
-static __always_inline bool regs__user_mode(bpf_user_pt_regs_t *regs)
+static __always_inline bool regs__user_mode(struct perf_ctx *ctx)
 {
 #if defined(__TARGET_ARCH_x86)
 	/* The context allows only whole-register loads: cs is a u64 slot
 	 * (a u16 in a union in newer pt_regs). */
-	return (*(volatile __u64 *)&regs->cs & 3) == 3;
+	return (*(volatile __u64 *)&ctx->regs.cs & 3) == 3;
 #elif defined(__TARGET_ARCH_arm64)
-	return (regs->pstate & 0xf) == 0; /* PSR_MODE_EL0t */
+	return (ctx->regs.pstate & 0xf) == 0; /* PSR_MODE_EL0t */
 #else
 #error "regs__user_mode: unsupported architecture"
 #endif
@@ -135,9 +135,9 @@ static __always_inline bool regs__user_mode(bpf_user_pt_regs_t *regs)
  * with the fault's address and registers, before the fault is handled,
  * so the stall is measured the same way. The error code is not there. */
 SEC("perf_event")
-int fault_begin_perf(struct bpf_perf_event_data *ctx)
+int fault_begin_perf(struct perf_ctx *ctx)
 {
-	if (!regs__user_mode(&ctx->regs))
+	if (!regs__user_mode(ctx))
 		return 0;
 	return fault__begin(ctx->addr, PT_REGS_IP(&ctx->regs), 0);
 }
@@ -145,7 +145,7 @@ int fault_begin_perf(struct bpf_perf_event_data *ctx)
 /* The software page-fault events are counted when a fault is accounted,
  * at its end (mm_account_fault); with sample_period 1 they give each
  * fault's class and, paired with page_fault_user, its latency. */
-static __always_inline int fault__end(struct bpf_perf_event_data *ctx, __u8 class)
+static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
@@ -172,13 +172,13 @@ static __always_inline int fault__end(struct bpf_perf_event_data *ctx, __u8 clas
 }
 
 SEC("perf_event")
-int fault_major(struct bpf_perf_event_data *ctx)
+int fault_major(struct perf_ctx *ctx)
 {
 	return fault__end(ctx, FAULT_MAJOR);
 }
 
 SEC("perf_event")
-int fault_minor(struct bpf_perf_event_data *ctx)
+int fault_minor(struct perf_ctx *ctx)
 {
 	return fault__end(ctx, FAULT_MINOR);
 }

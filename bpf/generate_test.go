@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 )
 
 // The committed objects must be what `make generate` makes of the committed
@@ -56,7 +59,7 @@ func TestGenerateReproducesCommittedObjects(t *testing.T) {
 		t.Fatalf("bpf2go %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 
-	for _, name := range []string{"iocorr_x86_bpfel.o", "iocorr_x86_bpfel.go"} {
+	for _, name := range []string{"iocorr_x86_bpfel.o", "iocorr_x86_bpfel.go", "iocorr_arm64_bpfel.o", "iocorr_arm64_bpfel.go"} {
 		committed, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -155,5 +158,54 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The arm64 object, which no machine here can load, holds the programs,
+// maps and variables of the x86-64 one, each of the same kind, and the
+// perf event programs read the context at arm64's offsets (addr past
+// user_pt_regs' 34 registers, not x86-64's 21).
+func TestTheArm64ObjectMatchesTheX86Object(t *testing.T) {
+	load := func(name string) *ebpf.CollectionSpec {
+		spec, err := ebpf.LoadCollectionSpec(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return spec
+	}
+	x86, arm := load("iocorr_x86_bpfel.o"), load("iocorr_arm64_bpfel.o")
+	for name, p := range x86.Programs {
+		q := arm.Programs[name]
+		if q == nil {
+			t.Errorf("program %s is not in the arm64 object", name)
+			continue
+		}
+		if p.Type != q.Type || p.AttachType != q.AttachType || p.SectionName != q.SectionName {
+			t.Errorf("program %s: x86 %s %s %s, arm64 %s %s %s", name, p.Type, p.AttachType, p.SectionName, q.Type, q.AttachType, q.SectionName)
+		}
+	}
+	if len(arm.Programs) != len(x86.Programs) || len(arm.Maps) != len(x86.Maps) || len(arm.Variables) != len(x86.Variables) {
+		t.Errorf("arm64 has %d programs, %d maps, %d variables; x86 %d, %d, %d",
+			len(arm.Programs), len(arm.Maps), len(arm.Variables), len(x86.Programs), len(x86.Maps), len(x86.Variables))
+	}
+	// The offset of bpf_perf_event_data.addr each object loads.
+	addrOffsets := func(spec *ebpf.CollectionSpec) map[int16]bool {
+		out := map[int16]bool{}
+		for _, ins := range spec.Programs["fault_major"].Instructions {
+			if ins.OpCode.Class() == asm.LdXClass && ins.OpCode.Size() == asm.DWord {
+				out[ins.Offset] = true
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		spec *ebpf.CollectionSpec
+		arch string
+		addr int16
+	}{{x86, "x86-64", 21*8 + 8}, {arm, "arm64", 34*8 + 8}} {
+		other := int16(21*8+8) + int16(34*8+8) - tc.addr
+		if got := addrOffsets(tc.spec); !got[tc.addr] || got[other] {
+			t.Errorf("%s fault_major loads at offsets %v, want addr at %d and nothing at %d", tc.arch, got, tc.addr, other)
+		}
 	}
 }

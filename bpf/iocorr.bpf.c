@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "iocorr.h"
+#include "arch.bpf.h"
 #include "common.bpf.h"
 
 /* In dependency order: each set uses helpers of the ones above it. */

@@ -34,7 +34,12 @@ int BPF_KPROBE(decode_begin, void *lctx)
 
 	if (!ps)
 		return 0;
+#if defined(__TARGET_ARCH_arm64)
+	/* AAPCS64 passes a struct over 16 bytes by reference: x1 holds its address. */
+	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)PT_REGS_PARM2(ctx));
+#else
 	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)(PT_REGS_SP(ctx) + 8));
+#endif
 	runs__flush_all();
 	ps->token += 1;
 	ps->phase = n_tokens > 1 ? PHASE_PREFILL : PHASE_DECODE;

@@ -7,8 +7,6 @@
  * io_uring); only calls that returned bytes are recorded.
  */
 
-#define O_DIRECT_FLAG 040000 /* O_DIRECT on x86 (uapi asm-generic/fcntl.h) */
-
 struct read_start {
 	__u64 ts;
 	__u64 ino;

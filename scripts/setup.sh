@@ -2,7 +2,7 @@
 # Installs what iocorr's tests and benchmarks need on a Debian 12 machine
 # (run as root), on top of what the demo needs (scripts/setup-demo.sh, run
 # first): every Go module (DuckDB's among them, for the Parquet tests),
-# the BPF toolchain, bpftrace, a C/C++ toolchain and cmake for the
+# the BPF toolchain, bpftrace, qemu-user-static (arm64 tests), a C/C++ toolchain and cmake for the
 # llama.cpp builds, chromium and protoc for the report's and the Perfetto
 # trace's tests, node-llama-cpp's older releases, and llama.cpp built from
 # source twice. Safe to run again.
@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup-demo.sh
 
 need_apt=()
-for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g++:g++ cmake:cmake git:git; do
+# qemu-user-static runs the arm64 test binaries of `make arm64`.
+for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g++:g++ cmake:cmake git:git qemu-aarch64-static:qemu-user-static; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done

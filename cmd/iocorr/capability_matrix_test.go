@@ -191,7 +191,11 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 	for _, fp := range forcedPaths {
 		t.Run("without "+fp.without, func(t *testing.T) {
 			dir := recordForced(t, fp.without, fp.cap, "--cold", "--probe", "ops", "--model", model, "--", mt, model, planFile)
-			got := majorBy(t, dir, false)
+			// Model tensors only: a page of a library or of the program
+			// itself may be cold in one run and cached in the next, and
+			// outside a mapping seen the user-space fallback cannot name
+			// the file; rusage still checks every fault was recorded.
+			got := majorBy(t, dir, true)
 			if len(got) == 0 {
 				t.Fatal("no major fault recorded")
 			}
