@@ -233,7 +233,7 @@ var Capabilities = []Capability{
 		NA: "pages added and evicted are NA",
 		Paths: []Path{
 			{
-				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache and mm_filemap_fault", Kernel: "6.11",
+				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache and mm_filemap_fault", Kernel: "recent (version not looked up)",
 				attach: []attachment{
 					on("page_add", tp("filemap", "mm_filemap_add_to_page_cache")),
 					on("page_del", tp("filemap", "mm_filemap_delete_from_page_cache")),
@@ -257,7 +257,7 @@ var Capabilities = []Capability{
 		NA: "readahead_trigger_bytes is NA",
 		Paths: []Path{
 			{
-				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "6.10",
+				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "recent (version not looked up)",
 				needs: []Need{tp("filemap", "mm_filemap_add_to_page_cache")},
 				attach: []attachment{
 					on("ra_sync", tp("readahead", "page_cache_sync_ra")),
@@ -305,7 +305,7 @@ var Capabilities = []Capability{
 		Name: CapIOUring, What: "io_uring reads of model files",
 		NA: "io_uring reads are not traced",
 		Paths: []Path{{
-			Name: "tp_btf io_uring_submit_req/complete", Kernel: "5.19",
+			Name: "tp_btf io_uring_submit_req/complete", Kernel: "5.19 (not looked up)",
 			attach: []attachment{
 				on("uring_submit", tpBTF("io_uring_submit_req")),
 				on("uring_complete", tpBTF("io_uring_complete")),
