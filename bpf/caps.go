@@ -20,7 +20,8 @@ import (
 // WithoutEnv names the environment variable that makes the tracer behave
 // as if kernel features were absent (a comma-separated list of feature
 // names, see Features), so that every fallback can be exercised on a
-// kernel that has the primary path. Options.Without adds to it.
+// kernel that has the primary path. Options.Without adds to it; record,
+// sweep and doctor all read it through Open and Detect.
 const WithoutEnv = "IOCORR_WITHOUT"
 
 // NeedKind says how a kernel feature is looked for.
@@ -182,7 +183,7 @@ var Capabilities = []Capability{
 			},
 			{
 				Name: "sys_enter/exit_mmap, file from the fd", Kernel: "5.8",
-				Lost:   "nothing: the mapping is the call's own range",
+				Lost:   "nothing (the mapping is the call's own range)",
 				attach: syscallPair("vma_enter_mmap", "mmap_exit", "mmap"),
 			},
 		},
@@ -408,7 +409,7 @@ func newDetector(without []string) *detector {
 	return d
 }
 
-var errSwitchedOff = errors.New("switched off (" + WithoutEnv + " / --without)")
+var errSwitchedOff = errors.New("switched off (" + WithoutEnv + ")")
 
 // has returns nil when the kernel has the feature, else why not.
 func (d *detector) has(n Need) error {
