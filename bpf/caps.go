@@ -423,6 +423,10 @@ func (d *detector) has(n Need) error {
 		return err
 	}
 	err := d.probe(n)
+	// A probe the process may not make says nothing of the kernel.
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		err = fmt.Errorf("%w: %v", ErrPrivileges, err)
+	}
 	d.memo[key] = err
 	return err
 }
@@ -476,6 +480,17 @@ func (d *detector) probe(n Need) error {
 		return nil
 	}
 	return fmt.Errorf("unknown kind of feature %q", n.Kind)
+}
+
+// unprivileged says whether a feature probe was refused for want of
+// privileges rather than answered by the kernel.
+func (d *detector) unprivileged() bool {
+	for _, err := range d.memo {
+		if errors.Is(err, ErrPrivileges) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseWithout checks the feature names of Options.Without and of the
