@@ -121,6 +121,7 @@ type Capability struct {
 
 // Capability names.
 const (
+	CapLoops     = "loops"
 	CapProcesses = "processes"
 	CapMappings  = "mappings"
 	CapFaults    = "faults"
@@ -158,13 +159,15 @@ func syscallPair(enter, exit, call string) []attachment {
 // meta.json and the summary print it.
 var Capabilities = []Capability{
 	{
+		Name: CapLoops, What: "loops in the kernel programs: page-cache runs and their flushes, graph walks, expert picks", Required: true,
+		NA:    "no probe set loads: each one calls bpf_loop (bounded loops are not written yet)",
+		Paths: []Path{{Name: "bpf_loop", Kernel: "5.17", needs: []Need{needLoop}}},
+	},
+	{
 		Name: CapProcesses, What: "the traced processes, from their fork on; every event's token stamp", Required: true,
 		NA: "nothing can be traced",
 		Paths: []Path{{
-			Name: "tp_btf sched_process_fork/exec/exit", Kernel: "5.17",
-			// Every probe set uses bpf_loop (page-cache runs, graph
-			// walks, expert picks, flushes).
-			needs: []Need{needLoop},
+			Name: "tp_btf sched_process_fork/exec/exit", Kernel: "5.8",
 			attach: []attachment{
 				on("proc_fork", tpBTF("sched_process_fork")),
 				on("proc_exec", tpBTF("sched_process_exec")),
