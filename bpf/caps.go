@@ -20,7 +20,8 @@ import (
 // WithoutEnv names the environment variable that makes the tracer behave
 // as if kernel features were absent (a comma-separated list of feature
 // names, see Features), so that every fallback can be exercised on a
-// kernel that has the primary path. Options.Without adds to it.
+// kernel that has the primary path. Options.Without adds to it; record,
+// sweep and doctor all read it through Open and Detect.
 const WithoutEnv = "IOCORR_WITHOUT"
 
 // NeedKind says how a kernel feature is looked for.
@@ -120,6 +121,7 @@ type Capability struct {
 
 // Capability names.
 const (
+	CapLoops     = "loops"
 	CapProcesses = "processes"
 	CapMappings  = "mappings"
 	CapFaults    = "faults"
@@ -157,13 +159,15 @@ func syscallPair(enter, exit, call string) []attachment {
 // meta.json and the summary print it.
 var Capabilities = []Capability{
 	{
+		Name: CapLoops, What: "loops in the kernel programs: page-cache runs and their flushes, graph walks, expert picks", Required: true,
+		NA:    "no probe set loads: each one calls bpf_loop (bounded loops are not written yet)",
+		Paths: []Path{{Name: "bpf_loop", Kernel: "5.17", needs: []Need{needLoop}}},
+	},
+	{
 		Name: CapProcesses, What: "the traced processes, from their fork on; every event's token stamp", Required: true,
 		NA: "nothing can be traced",
 		Paths: []Path{{
-			Name: "tp_btf sched_process_fork/exec/exit", Kernel: "5.17",
-			// Every probe set uses bpf_loop (page-cache runs, graph
-			// walks, expert picks, flushes).
-			needs: []Need{needLoop},
+			Name: "tp_btf sched_process_fork/exec/exit", Kernel: "5.8",
 			attach: []attachment{
 				on("proc_fork", tpBTF("sched_process_fork")),
 				on("proc_exec", tpBTF("sched_process_exec")),
@@ -182,7 +186,7 @@ var Capabilities = []Capability{
 			},
 			{
 				Name: "sys_enter/exit_mmap, file from the fd", Kernel: "5.8",
-				Lost:   "nothing: the mapping is the call's own range",
+				Lost:   "nothing (the mapping is the call's own range)",
 				attach: syscallPair("vma_enter_mmap", "mmap_exit", "mmap"),
 			},
 		},
@@ -233,7 +237,7 @@ var Capabilities = []Capability{
 		NA: "pages added and evicted are NA",
 		Paths: []Path{
 			{
-				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache and mm_filemap_fault", Kernel: "6.11",
+				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache and mm_filemap_fault", Kernel: "recent (version not looked up)",
 				attach: []attachment{
 					on("page_add", tp("filemap", "mm_filemap_add_to_page_cache")),
 					on("page_del", tp("filemap", "mm_filemap_delete_from_page_cache")),
@@ -257,7 +261,7 @@ var Capabilities = []Capability{
 		NA: "readahead_trigger_bytes is NA",
 		Paths: []Path{
 			{
-				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "6.10",
+				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "recent (version not looked up)",
 				needs: []Need{tp("filemap", "mm_filemap_add_to_page_cache")},
 				attach: []attachment{
 					on("ra_sync", tp("readahead", "page_cache_sync_ra")),
@@ -305,7 +309,7 @@ var Capabilities = []Capability{
 		Name: CapIOUring, What: "io_uring reads of model files",
 		NA: "io_uring reads are not traced",
 		Paths: []Path{{
-			Name: "tp_btf io_uring_submit_req/complete", Kernel: "5.19",
+			Name: "tp_btf io_uring_submit_req/complete", Kernel: "5.19 (not looked up)",
 			attach: []attachment{
 				on("uring_submit", tpBTF("io_uring_submit_req")),
 				on("uring_complete", tpBTF("io_uring_complete")),
@@ -408,7 +412,7 @@ func newDetector(without []string) *detector {
 	return d
 }
 
-var errSwitchedOff = errors.New("switched off (" + WithoutEnv + " / --without)")
+var errSwitchedOff = errors.New("switched off (" + WithoutEnv + ")")
 
 // has returns nil when the kernel has the feature, else why not.
 func (d *detector) has(n Need) error {
@@ -422,6 +426,10 @@ func (d *detector) has(n Need) error {
 		return err
 	}
 	err := d.probe(n)
+	// A probe the process may not make says nothing of the kernel.
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		err = fmt.Errorf("%w: %v", ErrPrivileges, err)
+	}
 	d.memo[key] = err
 	return err
 }
@@ -475,6 +483,17 @@ func (d *detector) probe(n Need) error {
 		return nil
 	}
 	return fmt.Errorf("unknown kind of feature %q", n.Kind)
+}
+
+// unprivileged says whether a feature probe was refused for want of
+// privileges rather than answered by the kernel.
+func (d *detector) unprivileged() bool {
+	for _, err := range d.memo {
+		if errors.Is(err, ErrPrivileges) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseWithout checks the feature names of Options.Without and of the

@@ -162,6 +162,10 @@ func TestOpenTakesTheFallbackOfEachFeatureSwitchedOff(t *testing.T) {
 			if caps[i].Path != want {
 				t.Errorf("%s took %q (why: %s), want %q", tc.cap, caps[i].Path, caps[i].Why, want)
 			}
+			named := slices.ContainsFunc(tr.Probes(), func(p Probe) bool { return p.Kind == "capability" && p.Target == tc.cap && p.Error != "" })
+			if named != (tc.path < 0) {
+				t.Errorf("%s on path %d: listed among the failed probes %v", tc.cap, tc.path, named)
+			}
 			for _, name := range tc.loaded {
 				if tr.program(name) == nil {
 					t.Errorf("program %s not loaded", name)

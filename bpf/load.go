@@ -120,6 +120,13 @@ func (t *Tracer) attachKernel() error {
 		c.Path, c.Primary, c.Lost = "", false, c.cap.NA
 		c.Why = fmt.Sprintf("%s did not attach: %v", c.cap.Paths[0].Name, err)
 	}
+	// A capability with no path is listed with the probes that failed,
+	// so that what reads the probes (the report's header) names it.
+	for _, c := range t.caps {
+		if c.path == nil && !c.Off {
+			t.addProbe(Probe{Kind: "capability", Target: c.Name, Error: "NA: " + c.Lost + " (" + c.Why + ")"})
+		}
+	}
 	return nil
 }
 

@@ -140,10 +140,14 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	detectMu.Lock()
-	caps := choose(newDetector(without), wantFunc(opts.ProbeOps, opts.ProbeSched))
+	d := newDetector(without)
+	caps := choose(d, wantFunc(opts.ProbeOps, opts.ProbeSched))
 	detectMu.Unlock()
 	for _, c := range caps {
 		if c.Required && c.path == nil {
+			if d.unprivileged() {
+				return nil, fmt.Errorf("%w: the kernel refused to be probed for its BPF features", ErrPrivileges)
+			}
 			return nil, fmt.Errorf("this kernel cannot record (%s: %s): %s", c.Name, c.What, c.Why)
 		}
 	}

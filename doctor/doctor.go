@@ -108,10 +108,10 @@ func capabilityChecks(caps []bpf.CapStatus, err error) []check {
 		var parts []string
 		switch {
 		case c.NA():
-			parts = append(parts, "NA: "+c.Lost, "kernel "+c.Kernel+"+ needed")
+			parts = append(parts, "NA: "+c.Lost, "needs kernel "+c.Kernel)
 		default:
 			ch.ok, ch.fallback = true, !c.Primary
-			parts = append(parts, c.Path, "kernel "+c.Kernel+"+")
+			parts = append(parts, c.Path, "kernel "+c.Kernel)
 			if c.Lost != "" {
 				parts = append(parts, "loses "+c.Lost)
 			}
