@@ -78,6 +78,10 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if lib, err = filepath.EvalSymlinks(lib); err != nil {
+		t.Fatal(err)
+	}
+	libDir := filepath.Dir(lib)
 	// What `iocorr synth` gives for the flags it always passes on.
 	flagged := func(s gguf.SynthSpec) gguf.SynthSpec {
 		s.Name, s.Vocab, s.Ctx, s.Seed = "iocorr-synth", 512, 2048, 1
@@ -97,6 +101,10 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 		{"moe f16", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeF16})},
 		{"moe q8_0", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0})},
 		{"by size: 64MiB", sized},
+		{"qwen3moe bf16", flagged(gguf.SynthSpec{Arch: gguf.ArchQwen3MoE, Layers: 2, Embd: 256, FF: 256, Heads: 4, KVHeads: 2, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16})},
+		{"qwen2moe bf16", flagged(gguf.SynthSpec{Arch: gguf.ArchQwen2MoE, Layers: 2, Embd: 256, FF: 256, Heads: 4, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16})},
+		{"gpt-oss bf16", flagged(gguf.SynthSpec{Arch: gguf.ArchGPTOSS, Layers: 2, Embd: 256, FF: 256, Heads: 4, KVHeads: 2, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16})},
+		{"gpt-oss q8_0", flagged(gguf.SynthSpec{Arch: gguf.ArchGPTOSS, Layers: 2, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,11 +156,12 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 			if want := res.PromptBatches + 7; res.DecodeCallsExpected != want {
 				t.Errorf("driver expects %d llama_decode calls, want %d", res.DecodeCallsExpected, want)
 			}
-			// It ran the installed prebuilt llama.cpp, nothing found elsewhere.
+			// It ran the installed prebuilt llama.cpp, nothing found elsewhere
+			// (a checkout may reach node_modules through a symlink).
 			var llama, cpu bool
 			for _, l := range res.Libs {
-				if filepath.Dir(l) != llmtest.LibDir() {
-					t.Errorf("loaded %s, outside %s", l, llmtest.LibDir())
+				if filepath.Dir(l) != libDir {
+					t.Errorf("loaded %s, outside %s", l, libDir)
 				}
 				llama = llama || l == lib
 				cpu = cpu || strings.HasPrefix(filepath.Base(l), "libggml-cpu")
