@@ -18,9 +18,11 @@ import (
 
 // archSpec is the model each architecture is recorded on: 16 experts of
 // which 2 are picked, so that a decode token reads an eighth of the
-// experts; quantized, it is ~3x the memory limit archMemLimit.
+// experts. Quantized it is 29-42 MiB, more than archMemLimit leaves for
+// the page cache besides the oracle's own ~11 MiB, so picked experts are
+// read again while tokens decode, and a run takes ~5 s.
 func archSpec(arch string) gguf.SynthSpec {
-	return gguf.SynthSpec{Arch: arch, Layers: 6, Embd: 512, FF: 512, Heads: 8, KVHeads: 4, Experts: 16, ExpertsUsed: 2, Type: gguf.TypeBF16}
+	return gguf.SynthSpec{Arch: arch, Layers: 4, Embd: 512, FF: 512, Heads: 8, KVHeads: 4, Experts: 16, ExpertsUsed: 2, Type: gguf.TypeBF16}
 }
 
 const (
@@ -281,8 +283,8 @@ func TestToucherFaultsAreExactOnAKQuantModel(t *testing.T) {
 		{"blk.0.ffn_up_exps.weight", 1, 3},
 		{"blk.0.ffn_up_exps.weight", 1, 7},
 		{"blk.0.ffn_up_exps.weight", 15, 0},
-		{"blk.5.ffn_down_exps.weight", 0, 10},
-		{"blk.3.ffn_gate_exps.weight", 2, 20},
+		{"blk.3.ffn_down_exps.weight", 0, 10},
+		{"blk.2.ffn_gate_exps.weight", 2, 20},
 		{"output.weight", -1, 2},
 	})
 }
