@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -287,4 +289,77 @@ func TestToucherFaultsAreExactOnAKQuantModel(t *testing.T) {
 		{"blk.2.ffn_gate_exps.weight", 2, 20},
 		{"output.weight", -1, 2},
 	})
+}
+
+// TestRecordRepackedExpertsAreReadFromMemoryNotTheFile records the same
+// gpt-oss Q4_K_M model with llama.cpp's defaults, repacking on. On x86
+// with AVX2 its CPU backend copies Q4_K weights, 3-D expert tensors
+// included, into its CPU_REPACK buffer while loading (src/ggml-cpu/
+// repack.cpp), and leaves Q6_K ones in the mapping: the Q4_K experts are
+// named as read from memory, never fault while tokens decode, and the
+// Q6_K ones are read from the file. The router's picks are the oracle's
+// all the same.
+func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	if cpu, err := os.ReadFile("/proc/cpuinfo"); err != nil || runtime.GOARCH != "amd64" || !strings.Contains(string(cpu), " avx2") {
+		t.Skip("llama.cpp repacks Q4_K weights on x86 only with AVX2; this CPU has none")
+	}
+	oracle := llmtest.BuildRouteOracle(t)
+	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M")
+	dir := filepath.Join(t.TempDir(), "run")
+	// The repacked weights are ~24 MiB of anonymous memory the limit must
+	// hold too: under archMemLimit the oracle is killed while loading;
+	// 48MiB still leaves the mapped Q6_K experts under pressure.
+	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "48MiB", "--"},
+		llmtest.RouteOracleArgs(oracle, model, archTokens, false)...)
+	out, summary, err := runCmd(t, args...)
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, summary)
+	}
+	if !strings.Contains(summary, "read from anonymous memory, not the model file") {
+		t.Errorf("no warning of weights read from memory:\n%s", summary)
+	}
+	routing, err := llmtest.ParseRouting([]byte(out))
+	if err != nil {
+		t.Fatalf("the oracle's output: %v\n%s", err, out)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkStoredPicks(t, st, routing)
+	byType := map[gguf.Type]map[uint32]bool{gguf.TypeQ4_K: {}, gguf.TypeQ6_K: {}}
+	for _, tn := range st.Tensors {
+		typ, _ := gguf.ParseType(tn.Type)
+		ids, ok := byType[typ]
+		if !ok || !strings.HasSuffix(tn.Role, "_exps") {
+			continue
+		}
+		ids[tn.ID] = true
+		if tn.NotFileBacked != (typ == gguf.TypeQ4_K) {
+			t.Errorf("%s (%s): read from memory %v", tn.Name, typ, tn.NotFileBacked)
+		}
+	}
+	if len(byType[gguf.TypeQ4_K]) == 0 || len(byType[gguf.TypeQ6_K]) == 0 {
+		t.Fatalf("expert tensors of Q4_K and Q6_K: %d, %d; Q4_K_M makes both", len(byType[gguf.TypeQ4_K]), len(byType[gguf.TypeQ6_K]))
+	}
+	decodeTok, _ := decodePicks(t, st)
+	faults := map[gguf.Type]int{}
+	for typ, ids := range byType {
+		if err := st.Events(index.EventFilter{Tensors: ids}, func(e *event.Event) error {
+			if e.Kind == event.KindFault && decodeTok[e.Token] {
+				faults[typ]++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if faults[gguf.TypeQ4_K] != 0 || faults[gguf.TypeQ6_K] == 0 {
+		t.Errorf("decode faults in repacked Q4_K experts %d, want none; in mapped Q6_K experts %d, want some",
+			faults[gguf.TypeQ4_K], faults[gguf.TypeQ6_K])
+	}
+	t.Logf("decode faults in expert tensors: Q4_K (repacked) %d, Q6_K (mapped) %d", faults[gguf.TypeQ4_K], faults[gguf.TypeQ6_K])
 }
