@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,11 +39,12 @@ type llamaTensor struct {
 	typeName     string // ggml_type_name's
 }
 
-// llamaOffsets returns every tensor llama.cpp's reader finds, by name.
-func llamaOffsets(t *testing.T, tool, model string) map[string]llamaTensor {
+// llamaOffsets returns every tensor llama.cpp's reader (libggml-base.so
+// of libDir) finds, by name.
+func llamaOffsets(t *testing.T, tool, libDir, model string) map[string]llamaTensor {
 	t.Helper()
 	var errb strings.Builder
-	cmd := exec.Command(tool, filepath.Join(llmtest.LibDir(), "libggml-base.so"), model)
+	cmd := exec.Command(tool, filepath.Join(libDir, "libggml-base.so"), model)
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	if err != nil {
@@ -67,6 +69,104 @@ func llamaOffsets(t *testing.T, tool, model string) map[string]llamaTensor {
 	return m
 }
 
+// checkOffsets compares every tensor Parse lists with llama.cpp's reader.
+func checkOffsets(t *testing.T, f *gguf.File, theirs map[string]llamaTensor) {
+	t.Helper()
+	if len(theirs) != len(f.Tensors) {
+		t.Fatalf("llama.cpp sees %d tensors, Parse lists %d", len(theirs), len(f.Tensors))
+	}
+	for _, tn := range f.Tensors {
+		name, typeName := tn.Name, tn.Type.String()
+		offset, size := strconv.FormatInt(tn.FileOffset, 10), strconv.FormatInt(tn.Size, 10)
+		lt, ok := theirs[name]
+		if !ok {
+			t.Errorf("Parse lists %s, llama.cpp does not", name)
+			continue
+		}
+		if offset != lt.offset || size != lt.size {
+			t.Errorf("%s: Parse says offset %s, %s bytes; llama.cpp %s, %s bytes", name, offset, size, lt.offset, lt.size)
+		}
+		typ, ok := gguf.ParseType(typeName)
+		if !ok || typ != lt.typ || !strings.EqualFold(typeName, lt.typeName) {
+			t.Errorf("%s: Parse says type %s, llama.cpp %d (%s)", name, typeName, lt.typ, lt.typeName)
+		}
+	}
+}
+
+// TestQuantizedModelsHaveTheirTensorsWhereLlamaCppSays quantizes a synth
+// model of each architecture with llama.cpp's own llama-quantize to the
+// types studies use, and checks each file against llama.cpp's reader of
+// that build: every tensor's offset, size and type, and the expert
+// tensors' types and slices (expert e of an *_exps tensor, weight or
+// bias, is its e-th slice along the last dimension, of ggml's row size
+// times the dimensions between).
+func TestQuantizedModelsHaveTheirTensorsWhereLlamaCppSays(t *testing.T) {
+	tool := buildOffsetsTool(t)
+	libDir := llmtest.SharedLibDir(t)
+	// The expert weights' types each ftype gives (Q4_K_M keeps some
+	// ffn_down in Q6_K); the first is the one it must use.
+	ftypes := []struct {
+		name  string
+		types []gguf.Type
+	}{
+		{"Q4_K_M", []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K}},
+		{"Q6_K", []gguf.Type{gguf.TypeQ6_K}},
+		{"IQ4_XS", []gguf.Type{gguf.TypeIQ4_XS}},
+		{"Q8_0", []gguf.Type{gguf.TypeQ8_0}},
+		{"MXFP4_MOE", []gguf.Type{gguf.TypeMXFP4}},
+	}
+	for _, arch := range gguf.SynthArchs {
+		spec := gguf.SynthSpec{Arch: arch, Layers: 2, Embd: 256, FF: 256, Heads: 4, KVHeads: 2, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeBF16}
+		src := llmtest.Model(t, spec)
+		for _, ft := range ftypes {
+			if ft.name == "MXFP4_MOE" && arch != gguf.ArchGPTOSS {
+				continue // llama-quantize makes it of any MoE; studies meet it in gpt-oss
+			}
+			t.Run(arch+"/"+ft.name, func(t *testing.T) {
+				model := llmtest.Quantized(t, src, ft.name)
+				f, err := gguf.Open(model)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkOffsets(t, f, llamaOffsets(t, tool, libDir, model))
+				used := map[gguf.Type]bool{}
+				for _, tn := range f.Tensors {
+					if !strings.HasSuffix(tn.Role, "_exps") {
+						if tn.Experts != 0 {
+							t.Errorf("%s split into %d experts", tn.Name, tn.Experts)
+						}
+						continue
+					}
+					last := len(tn.Dims) - 1
+					row, err := tn.Type.RowSize(tn.Dims[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, d := range tn.Dims[1:last] {
+						row *= d
+					}
+					if tn.Experts != int(tn.Dims[last]) || tn.ExpertSize != row || tn.ExpertSize*int64(tn.Experts) != tn.Size {
+						t.Errorf("%s %s %s: %d experts of %d bytes, want %d of %d", tn.Name, tn.Type, tn.Shape(), tn.Experts, tn.ExpertSize, tn.Dims[last], row)
+					}
+					if strings.HasSuffix(tn.Name, ".weight") {
+						used[tn.Type] = true
+					} else if tn.Type != gguf.TypeF32 {
+						t.Errorf("%s quantized to %s", tn.Name, tn.Type)
+					}
+				}
+				if !used[ft.types[0]] {
+					t.Errorf("no expert weight of %s in a %s model: %v", ft.types[0], ft.name, used)
+				}
+				for typ := range used {
+					if !slices.Contains(ft.types, typ) {
+						t.Errorf("an expert weight of %s in a %s model", typ, ft.name)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays is the proof
 // that synth makes models real llama.cpp loads and runs, and that Parse
 // (what `iocorr inspect` lists) puts every tensor exactly where llama.cpp
@@ -78,6 +178,10 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if lib, err = filepath.EvalSymlinks(lib); err != nil {
+		t.Fatal(err)
+	}
+	libDir := filepath.Dir(lib)
 	// What `iocorr synth` gives for the flags it always passes on.
 	flagged := func(s gguf.SynthSpec) gguf.SynthSpec {
 		s.Name, s.Vocab, s.Ctx, s.Seed = "iocorr-synth", 512, 2048, 1
@@ -97,6 +201,10 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 		{"moe f16", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeF16})},
 		{"moe q8_0", flagged(gguf.SynthSpec{Layers: 4, Embd: 512, FF: 512, Heads: 8, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0})},
 		{"by size: 64MiB", sized},
+		{"qwen3moe bf16", flagged(gguf.SynthSpec{Arch: gguf.ArchQwen3MoE, Layers: 2, Embd: 256, FF: 256, Heads: 4, KVHeads: 2, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16})},
+		{"qwen2moe bf16", flagged(gguf.SynthSpec{Arch: gguf.ArchQwen2MoE, Layers: 2, Embd: 256, FF: 256, Heads: 4, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16})},
+		{"gpt-oss bf16", flagged(gguf.SynthSpec{Arch: gguf.ArchGPTOSS, Layers: 2, Embd: 256, FF: 256, Heads: 4, KVHeads: 2, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16})},
+		{"gpt-oss q8_0", flagged(gguf.SynthSpec{Arch: gguf.ArchGPTOSS, Layers: 2, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeQ8_0})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,26 +221,7 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			theirs := llamaOffsets(t, tool, model)
-			if len(theirs) != len(f.Tensors) {
-				t.Fatalf("llama.cpp sees %d tensors, Parse lists %d", len(theirs), len(f.Tensors))
-			}
-			for _, tn := range f.Tensors {
-				name, typeName := tn.Name, tn.Type.String()
-				offset, size := strconv.FormatInt(tn.FileOffset, 10), strconv.FormatInt(tn.Size, 10)
-				lt, ok := theirs[name]
-				if !ok {
-					t.Errorf("Parse lists %s, llama.cpp does not", name)
-					continue
-				}
-				if offset != lt.offset || size != lt.size {
-					t.Errorf("%s: Parse says offset %s, %s bytes; llama.cpp %s, %s bytes", name, offset, size, lt.offset, lt.size)
-				}
-				typ, ok := gguf.ParseType(typeName)
-				if !ok || typ != lt.typ || !strings.EqualFold(typeName, lt.typeName) {
-					t.Errorf("%s: Parse says type %s, llama.cpp %d (%s)", name, typeName, lt.typ, lt.typeName)
-				}
-			}
+			checkOffsets(t, f, llamaOffsets(t, tool, llmtest.LibDir(), model))
 
 			// It loads and generates exactly the tokens asked for.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -148,11 +237,12 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 			if want := res.PromptBatches + 7; res.DecodeCallsExpected != want {
 				t.Errorf("driver expects %d llama_decode calls, want %d", res.DecodeCallsExpected, want)
 			}
-			// It ran the installed prebuilt llama.cpp, nothing found elsewhere.
+			// It ran the installed prebuilt llama.cpp, nothing found elsewhere
+			// (a checkout may reach node_modules through a symlink).
 			var llama, cpu bool
 			for _, l := range res.Libs {
-				if filepath.Dir(l) != llmtest.LibDir() {
-					t.Errorf("loaded %s, outside %s", l, llmtest.LibDir())
+				if filepath.Dir(l) != libDir {
+					t.Errorf("loaded %s, outside %s", l, libDir)
 				}
 				llama = llama || l == lib
 				cpu = cpu || strings.HasPrefix(filepath.Base(l), "libggml-cpu")

@@ -223,7 +223,7 @@ func TestTypeTableSizes(t *testing.T) {
 		{TypeIQ1_S, "IQ1_S", 256, 50}, {TypeIQ4_NL, "IQ4_NL", 32, 18}, {TypeIQ3_S, "IQ3_S", 256, 110},
 		{TypeIQ2_S, "IQ2_S", 256, 82}, {TypeIQ4_XS, "IQ4_XS", 256, 136}, {TypeIQ1_M, "IQ1_M", 256, 56},
 		{TypeTQ1_0, "TQ1_0", 256, 54}, {TypeTQ2_0, "TQ2_0", 256, 66}, {TypeMXFP4, "MXFP4", 32, 17},
-		{TypeNVFP4, "NVFP4", 64, 36}, {TypeQ1_0, "Q1_0", 128, 18},
+		{TypeNVFP4, "NVFP4", 64, 36}, {TypeQ1_0, "Q1_0", 128, 18}, {TypeQ2_0, "Q2_0", 64, 18},
 	} {
 		if c.t.String() != c.name || c.t.BlockSize() != c.blck || c.t.TypeSize() != c.size {
 			t.Errorf("%d: %s %d/%d, want %s %d/%d", uint32(c.t), c.t, c.t.BlockSize(), c.t.TypeSize(), c.name, c.blck, c.size)
@@ -240,10 +240,10 @@ func TestTypeTableSizes(t *testing.T) {
 			}
 		}
 	}
-	if n := len(Types()); n != 34 {
-		t.Errorf("%d valid types, want 34", n)
+	if n := len(Types()); n != 35 {
+		t.Errorf("%d valid types, want 35", n)
 	}
-	for _, id := range []Type{4, 5, 31, 32, 33, 36, 37, 38, 42, 1000} {
+	for _, id := range []Type{4, 5, 31, 32, 33, 36, 37, 38, 43, 1000} {
 		if id.Valid() {
 			t.Errorf("type %d valid", id)
 		}

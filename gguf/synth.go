@@ -7,32 +7,62 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/iocorr/iocorr/internal/atomicfile"
 )
 
-// SynthSpec describes a random-weight model of llama architecture that
-// llama.cpp loads and runs: experiments need models of chosen shapes and
-// sizes, and no model can be downloaded here. Zero fields take the
-// defaults of WithDefaults.
+// SynthSpec describes a random-weight model that llama.cpp loads and
+// runs: experiments need models of chosen shapes and sizes, and no model
+// can be downloaded here. Zero fields take the defaults of WithDefaults.
 type SynthSpec struct {
-	Name        string // general.name; default "iocorr-synth"
-	Layers      int    // default 16
-	Embd        int    // n_embd; default 1024
-	FF          int    // n_ff (per expert for MoE); default 2816
-	Heads       int    // default Embd/64
-	KVHeads     int    // default Heads (no GQA)
-	Experts     int    // 0 for a dense model
-	ExpertsUsed int    // default min(2, Experts)
-	Type        Type   // weights: F32 (the zero value), F16, BF16 or Q8_0
-	Vocab       int    // at least 259 (3 specials + 256 byte tokens); default 512
-	Ctx         int    // context length; default 2048
+	Name string // general.name; default "iocorr-synth"
+	// Arch is general.architecture, one of SynthArchs; default "llama".
+	// Each writes the tensors and hyperparameters llama.cpp's loader of
+	// that architecture requires (src/models/<arch>.cpp of the shipped
+	// source), with the optional ones the released models have.
+	Arch        string
+	Layers      int  // default 16
+	Embd        int  // n_embd; default 1024
+	FF          int  // n_ff (per expert for MoE); default 2816
+	Heads       int  // default Embd/64
+	KVHeads     int  // default Heads (no GQA)
+	Experts     int  // 0 for a dense model
+	ExpertsUsed int  // default min(2, Experts)
+	Type        Type // weights: F32 (the zero value), F16, BF16 or Q8_0
+	Vocab       int  // at least 259 (3 specials + 256 byte tokens); default 512
+	Ctx         int  // context length; default 2048
 	Seed        uint64
 }
 
 // SynthTypes are the tensor types synth can fill with random values.
 var SynthTypes = []Type{TypeF32, TypeF16, TypeBF16, TypeQ8_0}
+
+// Architectures synth writes, as general.architecture names them.
+const (
+	// ArchLlama is llama, dense or MoE (Mixtral's layout).
+	ArchLlama = "llama"
+	// ArchQwen3MoE is Qwen3-MoE (Qwen3-30B-A3B): per-head q/k norms, no
+	// shared expert, routing weights normalized.
+	ArchQwen3MoE = "qwen3moe"
+	// ArchQwen2MoE is Qwen1.5/2-MoE: q/k/v biases and a shared expert
+	// (ffn_*_shexp) gated by ffn_gate_inp_shexp beside the routed ones.
+	ArchQwen2MoE = "qwen2moe"
+	// ArchGPTOSS is gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE): attention
+	// sinks, biases on attention and on every expert (*_exps.bias,
+	// {n, n_expert}), a router bias, SwiGLU-OAI, sliding-window attention
+	// on every other layer.
+	ArchGPTOSS = "gpt-oss"
+)
+
+// SynthArchs are the architectures synth writes; every one but llama is
+// MoE only.
+var SynthArchs = []string{ArchLlama, ArchQwen3MoE, ArchQwen2MoE, ArchGPTOSS}
+
+// synthSlidingWindow is gpt-oss's attention.sliding_window (128 in the
+// released models).
+const synthSlidingWindow = 128
 
 const synthMinVocab = 3 + 256
 
@@ -40,6 +70,9 @@ const synthMinVocab = 3 + 256
 func (s SynthSpec) WithDefaults() SynthSpec {
 	if s.Name == "" {
 		s.Name = "iocorr-synth"
+	}
+	if s.Arch == "" {
+		s.Arch = ArchLlama
 	}
 	if s.Layers == 0 {
 		s.Layers = 16
@@ -89,6 +122,12 @@ func defaultHeads(embd int) int {
 // Validate reports shape errors that would make llama.cpp refuse the
 // model or make a tensor unrepresentable. It expects WithDefaults applied.
 func (s SynthSpec) Validate() error {
+	if !slices.Contains(SynthArchs, s.Arch) {
+		return fmt.Errorf("arch %q: want one of %s", s.Arch, strings.Join(SynthArchs, ", "))
+	}
+	if s.Arch != ArchLlama && s.Experts == 0 {
+		return fmt.Errorf("arch %s is mixture-of-experts only: give experts", s.Arch)
+	}
 	switch {
 	case s.Layers < 1 || s.Layers > 1000:
 		return fmt.Errorf("layers %d: want 1 to 1000", s.Layers)
@@ -214,27 +253,48 @@ func (s SynthSpec) Writer() (*Writer, error) {
 	}
 	tokens, scores, types := synthVocab(s.Vocab)
 	u := func(v int) uint32 { return uint32(v) }
+	a := s.Arch + "."
+	hd := s.Embd / s.Heads // head size: q is heads × hd = n_embd wide
 	md := Metadata{
-		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.architecture", Value: s.Arch},
 		{Key: "general.name", Value: s.Name},
 		{Key: "general.alignment", Value: uint32(DefaultAlignment)},
 		{Key: "general.file_type", Value: fileType(s.Type)},
 		{Key: "general.quantization_version", Value: uint32(2)},
-		{Key: "llama.context_length", Value: u(s.Ctx)},
-		{Key: "llama.embedding_length", Value: u(s.Embd)},
-		{Key: "llama.block_count", Value: u(s.Layers)},
-		{Key: "llama.feed_forward_length", Value: u(s.FF)},
-		{Key: "llama.attention.head_count", Value: u(s.Heads)},
-		{Key: "llama.attention.head_count_kv", Value: u(s.KVHeads)},
-		{Key: "llama.rope.dimension_count", Value: u(s.Embd / s.Heads)},
-		{Key: "llama.rope.freq_base", Value: float32(10000)},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
-		{Key: "llama.vocab_size", Value: u(s.Vocab)},
+		{Key: a + "context_length", Value: u(s.Ctx)},
+		{Key: a + "embedding_length", Value: u(s.Embd)},
+		{Key: a + "block_count", Value: u(s.Layers)},
+		{Key: a + "feed_forward_length", Value: u(s.FF)},
+		{Key: a + "attention.head_count", Value: u(s.Heads)},
+		{Key: a + "attention.head_count_kv", Value: u(s.KVHeads)},
+		{Key: a + "rope.dimension_count", Value: u(hd)},
+		{Key: a + "rope.freq_base", Value: float32(10000)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(1e-5)},
+		{Key: a + "vocab_size", Value: u(s.Vocab)},
 	}
 	if s.Experts > 0 {
 		md = append(md,
-			KV{Key: "llama.expert_count", Value: u(s.Experts)},
-			KV{Key: "llama.expert_used_count", Value: u(s.ExpertsUsed)})
+			KV{Key: a + "expert_count", Value: u(s.Experts)},
+			KV{Key: a + "expert_used_count", Value: u(s.ExpertsUsed)})
+	}
+	switch s.Arch {
+	case ArchQwen3MoE:
+		md = append(md,
+			KV{Key: a + "expert_feed_forward_length", Value: u(s.FF)},
+			KV{Key: a + "attention.key_length", Value: u(hd)},
+			KV{Key: a + "attention.value_length", Value: u(hd)})
+	case ArchQwen2MoE:
+		// The shared expert is as wide as a routed one here; Qwen1.5-MoE's
+		// is four times wider, a shape any --ff cannot give both.
+		md = append(md,
+			KV{Key: a + "expert_feed_forward_length", Value: u(s.FF)},
+			KV{Key: a + "expert_shared_feed_forward_length", Value: u(s.FF)})
+	case ArchGPTOSS:
+		md = append(md,
+			KV{Key: a + "expert_feed_forward_length", Value: u(s.FF)},
+			KV{Key: a + "attention.key_length", Value: u(hd)},
+			KV{Key: a + "attention.value_length", Value: u(hd)},
+			KV{Key: a + "attention.sliding_window", Value: uint32(synthSlidingWindow)})
 	}
 	md = append(md,
 		KV{Key: "tokenizer.ggml.model", Value: "llama"},
@@ -249,39 +309,61 @@ func (s SynthSpec) Writer() (*Writer, error) {
 	)
 
 	e, ff, v := int64(s.Embd), int64(s.FF), int64(s.Vocab)
-	kv := e / int64(s.Heads) * int64(s.KVHeads) // n_embd_k_gqa
+	kv := int64(hd) * int64(s.KVHeads) // n_embd_k_gqa
+	x := int64(s.Experts)
 	wt := s.Type
-	ts := []TensorInfo{{Name: "token_embd.weight", Type: wt, Dims: []int64{e, v}}}
+	// Weights are wt; norms, biases, sinks and routers are F32, as
+	// converters write them and llama-quantize leaves them.
+	w := func(name string, dims ...int64) TensorInfo { return TensorInfo{Name: name, Type: wt, Dims: dims} }
+	f32 := func(name string, dims ...int64) TensorInfo { return TensorInfo{Name: name, Type: TypeF32, Dims: dims} }
+	ts := []TensorInfo{w("token_embd.weight", e, v)}
 	for l := 0; l < s.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
+		ts = append(ts, f32(p+"attn_norm.weight", e))
+		if s.Arch == ArchGPTOSS {
+			ts = append(ts, f32(p+"post_attention_norm.weight", e))
+		}
+		ts = append(ts, w(p+"attn_q.weight", e, e), w(p+"attn_k.weight", e, kv), w(p+"attn_v.weight", e, kv))
+		if s.Arch == ArchQwen2MoE || s.Arch == ArchGPTOSS {
+			ts = append(ts, f32(p+"attn_q.bias", e), f32(p+"attn_k.bias", kv), f32(p+"attn_v.bias", kv))
+		}
+		ts = append(ts, w(p+"attn_output.weight", e, e))
+		switch s.Arch {
+		case ArchQwen3MoE:
+			ts = append(ts, f32(p+"attn_q_norm.weight", int64(hd)), f32(p+"attn_k_norm.weight", int64(hd)))
+		case ArchGPTOSS:
+			ts = append(ts, f32(p+"attn_output.bias", e), f32(p+"attn_sinks.weight", int64(s.Heads)))
+		}
+		if s.Arch != ArchGPTOSS {
+			ts = append(ts, f32(p+"ffn_norm.weight", e))
+		}
+		if s.Experts == 0 {
+			ts = append(ts, w(p+"ffn_gate.weight", e, ff), w(p+"ffn_down.weight", ff, e), w(p+"ffn_up.weight", e, ff))
+			continue
+		}
+		ts = append(ts, f32(p+"ffn_gate_inp.weight", e, x))
+		if s.Arch == ArchGPTOSS {
+			ts = append(ts, f32(p+"ffn_gate_inp.bias", x))
+		}
 		ts = append(ts,
-			TensorInfo{Name: p + "attn_norm.weight", Type: TypeF32, Dims: []int64{e}},
-			TensorInfo{Name: p + "attn_q.weight", Type: wt, Dims: []int64{e, e}},
-			TensorInfo{Name: p + "attn_k.weight", Type: wt, Dims: []int64{e, kv}},
-			TensorInfo{Name: p + "attn_v.weight", Type: wt, Dims: []int64{e, kv}},
-			TensorInfo{Name: p + "attn_output.weight", Type: wt, Dims: []int64{e, e}},
-			TensorInfo{Name: p + "ffn_norm.weight", Type: TypeF32, Dims: []int64{e}},
-		)
-		if s.Experts > 0 {
-			x := int64(s.Experts)
+			w(p+"ffn_gate_exps.weight", e, ff, x),
+			w(p+"ffn_down_exps.weight", ff, e, x),
+			w(p+"ffn_up_exps.weight", e, ff, x))
+		switch s.Arch {
+		case ArchGPTOSS:
 			ts = append(ts,
-				TensorInfo{Name: p + "ffn_gate_inp.weight", Type: TypeF32, Dims: []int64{e, x}},
-				TensorInfo{Name: p + "ffn_gate_exps.weight", Type: wt, Dims: []int64{e, ff, x}},
-				TensorInfo{Name: p + "ffn_down_exps.weight", Type: wt, Dims: []int64{ff, e, x}},
-				TensorInfo{Name: p + "ffn_up_exps.weight", Type: wt, Dims: []int64{e, ff, x}},
-			)
-		} else {
+				f32(p+"ffn_gate_exps.bias", ff, x),
+				f32(p+"ffn_down_exps.bias", e, x),
+				f32(p+"ffn_up_exps.bias", ff, x))
+		case ArchQwen2MoE:
 			ts = append(ts,
-				TensorInfo{Name: p + "ffn_gate.weight", Type: wt, Dims: []int64{e, ff}},
-				TensorInfo{Name: p + "ffn_down.weight", Type: wt, Dims: []int64{ff, e}},
-				TensorInfo{Name: p + "ffn_up.weight", Type: wt, Dims: []int64{e, ff}},
-			)
+				f32(p+"ffn_gate_inp_shexp.weight", e),
+				w(p+"ffn_gate_shexp.weight", e, ff),
+				w(p+"ffn_down_shexp.weight", ff, e),
+				w(p+"ffn_up_shexp.weight", e, ff))
 		}
 	}
-	ts = append(ts,
-		TensorInfo{Name: "output_norm.weight", Type: TypeF32, Dims: []int64{e}},
-		TensorInfo{Name: "output.weight", Type: wt, Dims: []int64{e, v}},
-	)
+	ts = append(ts, f32("output_norm.weight", e), w("output.weight", e, v))
 	return &Writer{Metadata: md, Tensors: ts}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -275,6 +276,83 @@ func TestFloat16RoundTrip(t *testing.T) {
 	}{{1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {1e6, 0x7c00}, {5.960464477539063e-08, 0x0001}, {1e-9, 0}, {0.1, 0x2e66}} {
 		if got := float32ToFloat16(c.f); got != c.h {
 			t.Errorf("%v → %#04x, want %#04x", c.f, got, c.h)
+		}
+	}
+}
+
+// TestSynthArchsWriteWhatTheirLoaderRequires lists, per architecture, the
+// tensors of a layer and the hyperparameters llama.cpp's loader of that
+// architecture reads (src/models/<arch>.cpp of the shipped source):
+// a tensor too many or too few and llama.cpp refuses the model.
+func TestSynthArchsWriteWhatTheirLoaderRequires(t *testing.T) {
+	common := []string{"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+		"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_down_exps.weight", "ffn_up_exps.weight"}
+	tests := []struct {
+		arch    string
+		layer   []string // besides common
+		keys    []string // besides the llama ones
+		experts map[string]string
+	}{
+		{ArchLlama, []string{"ffn_norm.weight"}, nil, nil},
+		{ArchQwen3MoE, []string{"ffn_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight"},
+			[]string{"expert_feed_forward_length", "attention.key_length", "attention.value_length"}, nil},
+		{ArchQwen2MoE, []string{"ffn_norm.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
+			"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_down_shexp.weight", "ffn_up_shexp.weight"},
+			[]string{"expert_feed_forward_length", "expert_shared_feed_forward_length"}, nil},
+		{ArchGPTOSS, []string{"post_attention_norm.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias",
+			"attn_sinks.weight", "ffn_gate_inp.bias", "ffn_gate_exps.bias", "ffn_down_exps.bias", "ffn_up_exps.bias"},
+			[]string{"expert_feed_forward_length", "attention.sliding_window", "attention.key_length"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.arch, func(t *testing.T) {
+			spec := SynthSpec{Arch: tc.arch, Layers: 2, Embd: 64, FF: 32, Heads: 4, KVHeads: 2, Experts: 4, ExpertsUsed: 2, Vocab: synthMinVocab, Type: TypeBF16}
+			f, err := spec.Layout()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want []string
+			for _, tn := range f.Tensors {
+				if tn.Layer == 1 {
+					got = append(got, strings.TrimPrefix(tn.Name, "blk.1."))
+				}
+			}
+			want = append(append(want, common...), tc.layer...)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("layer tensors %v, want %v", got, want)
+			}
+			if a, _ := f.Metadata.String("general.architecture"); a != tc.arch {
+				t.Errorf("general.architecture %q", a)
+			}
+			for _, k := range append([]string{"block_count", "embedding_length", "expert_count", "expert_used_count", "attention.head_count_kv"}, tc.keys...) {
+				if _, ok := f.Metadata.Int(tc.arch + "." + k); !ok {
+					t.Errorf("no %s.%s", tc.arch, k)
+				}
+			}
+			// Every expert-indexed tensor, weight or bias, is split along its
+			// last dimension; shared-expert tensors are not split at all.
+			for _, tn := range f.Tensors {
+				exps := strings.HasSuffix(tn.Role, "_exps")
+				if exps != (tn.Experts == 4) || (exps && tn.ExpertSize*4 != tn.Size) {
+					t.Errorf("%s %s: %d experts of %d bytes", tn.Name, tn.Shape(), tn.Experts, tn.ExpertSize)
+				}
+			}
+		})
+	}
+}
+
+func TestSynthRejectsADenseModelOfAnMoEArch(t *testing.T) {
+	for _, c := range []struct {
+		spec SynthSpec
+		msg  string
+	}{
+		{SynthSpec{Arch: ArchQwen3MoE}, "arch qwen3moe is mixture-of-experts only"},
+		{SynthSpec{Arch: ArchGPTOSS}, "arch gpt-oss is mixture-of-experts only"},
+		{SynthSpec{Arch: "mixtral", Experts: 4}, `arch "mixtral": want one of llama, qwen3moe, qwen2moe, gpt-oss`},
+	} {
+		if _, err := c.spec.Writer(); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: error %v, want %q", c.spec, err, c.msg)
 		}
 	}
 }

@@ -45,6 +45,7 @@ const (
 	TypeMXFP4   Type = 39
 	TypeNVFP4   Type = 40
 	TypeQ1_0    Type = 41
+	TypeQ2_0    Type = 42
 )
 
 // typeTrait is ggml's type_traits entry reduced to what determines the
@@ -101,6 +102,7 @@ var typeTraits = [...]typeTrait{
 	TypeMXFP4:   {"MXFP4", 32, 1 + 16, false},
 	TypeNVFP4:   {"NVFP4", 64, 4 + 32, false},
 	TypeQ1_0:    {"Q1_0", 128, 2 + 16, false},
+	TypeQ2_0:    {"Q2_0", 64, 2 + 16, false},
 }
 
 func (t Type) trait() (typeTrait, bool) {

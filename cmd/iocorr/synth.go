@@ -16,8 +16,8 @@ import (
 func init() {
 	register(&command{
 		name:    "synth",
-		summary: "write a random-weight llama model that llama.cpp loads and runs",
-		usage:   "-o MODEL.gguf [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N] [--type f16|f32|bf16|q8_0]",
+		summary: "write a random-weight model (llama, qwen3moe, qwen2moe, gpt-oss) that llama.cpp loads and runs",
+		usage:   "-o MODEL.gguf [--arch llama|qwen3moe|qwen2moe|gpt-oss] [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N] [--type f16|f32|bf16|q8_0]",
 		flags:   synthFlags,
 	})
 }
@@ -37,6 +37,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.IntVar(&spec.Ctx, "ctx", 2048, "context length")
 	fs.Uint64Var(&spec.Seed, "seed", 1, "random seed; the same flags and seed give the same file")
 	fs.StringVar(&spec.Name, "name", "iocorr-synth", "general.name")
+	fs.StringVar(&spec.Arch, "arch", gguf.ArchLlama, "architecture: llama, or MoE only: qwen3moe, qwen2moe (shared expert), gpt-oss (expert biases, attention sinks)")
 	size := fs.String("size", "", "target file size (e.g. 500MiB, 2GiB): picks the shape flags not given explicitly")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -62,6 +63,10 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return usagef("synth: --experts-used %d: want 1 to --experts (%d)", spec.ExpertsUsed, spec.Experts)
 		case fs.Changed("experts-used") && spec.Experts == 0 && spec.ExpertsUsed != 0:
 			return usagef("synth: --experts-used %d without --experts", spec.ExpertsUsed)
+		case !slices.Contains(gguf.SynthArchs, spec.Arch):
+			return usagef("synth: --arch %q: want llama, qwen3moe, qwen2moe or gpt-oss", spec.Arch)
+		case spec.Arch != gguf.ArchLlama && spec.Experts == 0:
+			return usagef("synth: --arch %s is mixture-of-experts only: give --experts", spec.Arch)
 		case fs.Changed("name") && spec.Name == "":
 			return usagef("synth: --name is empty (leave the flag out for %q)", fs.Lookup("name").DefValue)
 		}
@@ -102,8 +107,8 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if spec.Experts > 0 {
 			moe = fmt.Sprintf(", %d experts (%d used)", spec.Experts, spec.ExpertsUsed)
 		}
-		fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
-			*out, units.Bytes(float64(n)), len(layout.Tensors), spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
+		fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%s, %d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
+			*out, units.Bytes(float64(n)), len(layout.Tensors), spec.Arch, spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
 			spec.Type, el.Seconds(), float64(n)/1e6/math.Max(el.Seconds(), 1e-9))
 		return nil
 	}

@@ -104,6 +104,8 @@ func TestSynthRefusesWhatItCannotHonour(t *testing.T) {
 		{append(small, "--vocab", "0"), "--vocab 0: want at least 1"},
 		{append(small, "--vocab", "258"), "vocab 258: want 259 (3 special + 256 byte tokens)"},
 		{append(small, "--ctx", "0"), "--ctx 0: want at least 1"},
+		{append(small, "--arch", "mixtral", "--experts", "4"), `--arch "mixtral": want llama, qwen3moe, qwen2moe or gpt-oss`},
+		{append(small, "--arch", "gpt-oss"), "--arch gpt-oss is mixture-of-experts only: give --experts"},
 		{append(small, "--name", ""), `--name is empty (leave the flag out for "iocorr-synth")`},
 		{[]string{"synth", "-o", out, "--type", "q8_0", "--embd", "48", "--heads", "2"}, "embd 48 must be a multiple of 32 for Q8_0"},
 		{[]string{"synth", "-o", out, "--type", "q8_0", "--embd", "64", "--ff", "48"}, "ff 48 must be a multiple of 32 for Q8_0"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
@@ -28,35 +29,54 @@ type slot struct {
 // the tensor — and expert slice — that holds it.
 func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 	requireBPF(t)
-	toucher := llmtest.BuildToucher(t)
 	model, f := pageableMoE(t)
+	checkToucherExact(t, model, f, []toucherPick{
+		{"blk.0.attn_q.weight", -1, 1},
+		{"blk.0.ffn_up_exps.weight", 1, 3},
+		{"blk.0.ffn_up_exps.weight", 1, 7},
+		{"blk.0.ffn_up_exps.weight", 3, 0},
+		{"blk.1.ffn_down_exps.weight", 0, 10},
+		{"blk.1.ffn_gate_exps.weight", 2, 20},
+		{"output.weight", -1, 2},
+	})
+}
+
+// toucherPick is the nth whole page inside a tensor, or inside one expert
+// slice of it (expert >= 0).
+type toucherPick struct {
+	tensor string
+	expert int
+	nth    int64
+}
+
+// checkToucherExact records the toucher touching the picked pages of
+// model from a cold cache and checks the record and the store against
+// them: exactly those major faults at those offsets, each charged to the
+// tensor and expert slice that holds it, with its page's bytes added to
+// the page cache there.
+func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucherPick) {
+	t.Helper()
+	toucher := llmtest.BuildToucher(t)
 	// One page inside each chosen slice, never one a tensor shares.
 	want := map[slot]int{}
 	var pages []string
-	pick := func(name string, expert int, nth int64) {
-		tn := f.Tensor(name)
+	for _, pk := range picks {
+		tn := f.Tensor(pk.tensor)
 		if tn == nil {
-			t.Fatalf("no tensor %s", name)
+			t.Fatalf("no tensor %s", pk.tensor)
 		}
 		start, end := tn.FileOffset, tn.FileOffset+tn.Size
-		if expert >= 0 {
-			start, end = tn.ExpertRange(expert)
+		if pk.expert >= 0 {
+			start, end = tn.ExpertRange(pk.expert)
 		}
 		first := (start + 4095) / 4096
-		p := first + nth
+		p := first + pk.nth
 		if (p+1)*4096 > end {
-			t.Fatalf("%s expert %d too small for page %d", name, expert, nth)
+			t.Fatalf("%s expert %d too small for page %d", pk.tensor, pk.expert, pk.nth)
 		}
 		pages = append(pages, fmt.Sprint(p))
-		want[slot{name, expert}]++
+		want[slot{pk.tensor, pk.expert}]++
 	}
-	pick("blk.0.attn_q.weight", -1, 1)
-	pick("blk.0.ffn_up_exps.weight", 1, 3)
-	pick("blk.0.ffn_up_exps.weight", 1, 7)
-	pick("blk.0.ffn_up_exps.weight", 3, 0)
-	pick("blk.1.ffn_down_exps.weight", 0, 10)
-	pick("blk.1.ffn_gate_exps.weight", 2, 20)
-	pick("output.weight", -1, 2)
 
 	dir := filepath.Join(t.TempDir(), "run")
 	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--model", model, "--",
@@ -107,10 +127,14 @@ func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	charged := map[slot]int{}
+	charged, added := map[slot]int{}, map[slot]int{}
 	err = st.Aggs(func(a *event.Agg) error {
+		k := slot{st.TensorName(a.Tensor), int(a.Expert)}
 		if a.Major > 0 {
-			charged[slot{st.TensorName(a.Tensor), int(a.Expert)}] += int(a.Major)
+			charged[k] += int(a.Major)
+		}
+		if a.AddedBytes > 0 {
+			added[k] += int(a.AddedBytes) / 4096
 		}
 		return nil
 	})
@@ -119,13 +143,18 @@ func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 	}
 	// The toucher's own binary pages may fault too; they land in no model
 	// tensor and are left out here.
-	for k := range charged {
-		if strings.HasPrefix(k.tensor, "[") {
-			delete(charged, k)
+	for _, m := range []map[slot]int{charged, added} {
+		for k := range m {
+			if strings.HasPrefix(k.tensor, "[") {
+				delete(m, k)
+			}
 		}
 	}
 	if fmt.Sprint(sortedSlots(charged)) != fmt.Sprint(sortedSlots(want)) {
 		t.Fatalf("major faults charged %v, want %v", sortedSlots(charged), sortedSlots(want))
+	}
+	if fmt.Sprint(sortedSlots(added)) != fmt.Sprint(sortedSlots(want)) {
+		t.Errorf("pages added to the page cache %v, want the touched ones %v", sortedSlots(added), sortedSlots(want))
 	}
 }
 

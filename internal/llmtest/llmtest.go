@@ -4,7 +4,9 @@
 // builds from the source node-llama-cpp ships — for tests and
 // benchmarks, on synthetic models. MoE, MemLimit and RecordedMoE
 // (fixture.go) are the one model, memory limit and recorded run the
-// end-to-end tests share.
+// end-to-end tests share. arch.go quantizes models with that build's
+// llama-quantize and builds testdata/routeoracle, the routing oracle
+// compiled against its headers and libllama.
 package llmtest
 
 import (

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// archSpec is the model each architecture is recorded on: 16 experts of
+// which 2 are picked, so that a decode token reads an eighth of the
+// experts. Quantized it is 29-42 MiB, more than archMemLimit leaves for
+// the page cache besides the oracle's own ~11 MiB, so picked experts are
+// read again while tokens decode, and a run takes ~5 s.
+func archSpec(arch string) gguf.SynthSpec {
+	return gguf.SynthSpec{Arch: arch, Layers: 4, Embd: 512, FF: 512, Heads: 8, KVHeads: 4, Experts: 16, ExpertsUsed: 2, Type: gguf.TypeBF16}
+}
+
+const (
+	archMemLimit = "32MiB"
+	archTokens   = 6
+)
+
+// archRuns are the architectures and quantizations CI records, as
+// llama-quantize names them: each architecture with a K-quant and with
+// MXFP4 experts (llama-quantize's MXFP4_MOE makes every 3-D expert tensor
+// MXFP4, whatever the architecture). IQ4_XS is left to gguf's offset
+// test on small models: llama-quantize took 68 s to make it of one of
+// these models on 2 vCPUs, against 7 s for Q4_K_M and 1 s for MXFP4_MOE.
+var archRuns = []struct {
+	arch   string
+	ftypes []string
+}{
+	{gguf.ArchLlama, []string{"Q4_K_M", "MXFP4_MOE"}},
+	{gguf.ArchQwen3MoE, []string{"Q6_K", "MXFP4_MOE"}},
+	{gguf.ArchQwen2MoE, []string{"Q4_K_M", "MXFP4_MOE"}},
+	{gguf.ArchGPTOSS, []string{"Q4_K_M", "MXFP4_MOE"}},
+}
+
+// routeKey is one row of a MoE layer's routing in one llama_decode call.
+type routeKey struct {
+	token uint32
+	layer int
+	row   int
+}
+
+// TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted records
+// testdata/routeoracle — llama.cpp's own evaluation callback printing
+// every layer's ffn_moe_topk, token by token — on each architecture and
+// quantization, from a cold cache under a memory limit, with the weights
+// kept in the model's mapping (--no-repack). In that one run:
+//   - iocorr's router probe saw exactly the oracle's ids, per llama_decode
+//     call, layer and row, and the store's picks per token, layer and
+//     expert are their counts;
+//   - every fault in an expert tensor (weights and gpt-oss's biases;
+//     shared experts are no expert) while a token decodes lands in an
+//     expert picked for that token and layer;
+//   - every weight a graph node reads is at its GGUF offset, and an expert
+//     tensor's slice is the stride llama.cpp itself gives its last
+//     dimension (nb, read from its memory).
+func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	oracle := llmtest.BuildRouteOracle(t)
+	for _, ar := range archRuns {
+		spec := archSpec(ar.arch)
+		src := llmtest.Model(t, spec)
+		for _, ft := range ar.ftypes {
+			t.Run(ar.arch+"/"+ft, func(t *testing.T) {
+				model := llmtest.Quantized(t, src, ft)
+				f, err := gguf.Open(model)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dir := filepath.Join(t.TempDir(), "run")
+				args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", archMemLimit, "--"},
+					llmtest.RouteOracleArgs(oracle, model, archTokens, true)...)
+				out, summary, err := runCmd(t, args...)
+				if err != nil {
+					t.Fatalf("record: %v\n%s", err, summary)
+				}
+				routing, err := llmtest.ParseRouting([]byte(out))
+				if err != nil {
+					t.Fatalf("the oracle's output: %v\n%s", err, out)
+				}
+				m, err := rundir.ReadMeta(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for typ, n := range m.Lost {
+					if n > 0 {
+						t.Fatalf("lost %d %s events: the comparison needs every one (a loaded machine? re-run)", n, typ)
+					}
+				}
+				checkOracleRouting(t, spec, routing)
+				probed := checkProbedRows(t, dir, f, routing)
+				st, err := index.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				checkStoredPicks(t, st, routing)
+				decodeTok, picks := decodePicks(t, st)
+				if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
+					t.Errorf("%d distinct decode picks, want %d", picks, want)
+				}
+				ef := countExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
+				if ef.picked == 0 {
+					t.Errorf("no fault in a picked expert while decoding: no memory pressure under %s\n%s", archMemLimit, summary)
+				}
+				t.Logf("%s %s (%.1f MiB): %d rows of ids equal the oracle's; decode expert faults: %d in picked experts, %d on read-ahead pages",
+					ar.arch, ft, float64(f.Size)/(1<<20), probed, ef.picked, ef.readAhead)
+			})
+		}
+	}
+}
+
+// checkOracleRouting checks the oracle against llama.cpp's routing rules:
+// one prefill call of the prompt, then one token per call; every row
+// names ExpertsUsed distinct experts. In the prefill the last layer
+// routes only the output rows (the one token whose logits are asked
+// for), except in gpt-oss, whose graph (src/models/openai-moe.cpp) drops
+// the other rows only after the last layer, so every layer routes every
+// prompt token.
+func checkOracleRouting(t *testing.T, spec gguf.SynthSpec, r llmtest.Routing) {
+	t.Helper()
+	if len(r.Calls) != archTokens {
+		t.Fatalf("the oracle made %d llama_decode calls, want %d", len(r.Calls), archTokens)
+	}
+	for call, c := range r.Calls {
+		want := 1
+		if call == 1 {
+			want = r.PromptTokens
+		}
+		if c.Tokens != want || len(c.Rows) != spec.Layers {
+			t.Fatalf("call %d: %d tokens, %d MoE layers; want %d, %d", call, c.Tokens, len(c.Rows), want, spec.Layers)
+		}
+		for layer, rows := range c.Rows {
+			n := c.Tokens
+			if call == 1 && layer == spec.Layers-1 && spec.Arch != gguf.ArchGPTOSS {
+				n = 1
+			}
+			if len(rows) != n {
+				t.Errorf("call %d layer %d routed %d rows, want %d", call, layer, len(rows), n)
+			}
+			for _, ids := range rows {
+				seen := map[int32]bool{}
+				for _, id := range ids {
+					if id < 0 || int(id) >= spec.Experts || seen[id] {
+						t.Errorf("call %d layer %d: ids %v", call, layer, ids)
+					}
+					seen[id] = true
+				}
+				if len(ids) != spec.ExpertsUsed {
+					t.Errorf("call %d layer %d: %d ids, want %d", call, layer, len(ids), spec.ExpertsUsed)
+				}
+			}
+		}
+	}
+}
+
+// checkProbedRows compares the router probe's raw records with the
+// oracle, row by row, and checks every graph node's weight: at its GGUF
+// offset, and for an expert tensor with llama.cpp's own stride of its
+// last dimension equal to the GGUF's expert slice. It returns the rows
+// compared.
+func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) int {
+	t.Helper()
+	probed := map[routeKey][]int32{}
+	weights := map[string]bool{}
+	badStride := 0
+	countDecodeCalls(t, dir, f, weights, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_EXPERTS):
+			e := decoded(t, rec).Experts()
+			name := bpf.CString(e.Name[:])
+			layer, err := strconv.Atoi(strings.TrimPrefix(name, "ffn_moe_weights-"))
+			if err != nil || e.N_used == 0 {
+				t.Errorf("experts event of node %q, %d used", name, e.N_used)
+				return
+			}
+			for i := uint32(0); i+e.N_used <= e.Count; i += e.N_used {
+				k := routeKey{e.Hdr.Token, layer, int((e.First + i) / e.N_used)}
+				if _, dup := probed[k]; dup {
+					t.Errorf("token %d layer %d row %d probed twice", k.token, k.layer, k.row)
+				}
+				probed[k] = append([]int32(nil), e.Ids[i:i+e.N_used]...)
+			}
+		case uint32(bpf.IocorrEventTypeEV_NODE):
+			e := decoded(t, rec).Node()
+			tn := f.Tensor(bpf.CString(e.WeightName[:]))
+			if tn == nil || tn.Experts == 0 {
+				return
+			}
+			if last := len(tn.Dims) - 1; int64(e.WeightNb[last]) != tn.ExpertSize || int64(e.WeightNe[last]) != int64(tn.Experts) {
+				if badStride++; badStride <= 5 {
+					t.Errorf("%s: llama.cpp's ne[%d] %d, nb[%d] %d; the GGUF's %d experts of %d bytes",
+						tn.Name, last, e.WeightNe[last], last, e.WeightNb[last], tn.Experts, tn.ExpertSize)
+				}
+			}
+		}
+	})
+	checkLayerWeightsRead(t, f, weights)
+	want := map[routeKey][]int32{}
+	for call, c := range r.Calls {
+		for layer, rows := range c.Rows {
+			for row, ids := range rows {
+				want[routeKey{call, layer, row}] = ids
+			}
+		}
+	}
+	bad := 0
+	for k, ids := range want {
+		if got, ok := probed[k]; !ok || !slices.Equal(got, ids) {
+			if bad++; bad <= 5 {
+				t.Errorf("token %d layer %d row %d: probed %v (%v), llama.cpp picked %v", k.token, k.layer, k.row, got, ok, ids)
+			}
+		}
+	}
+	for k, ids := range probed {
+		if _, ok := want[k]; !ok {
+			if bad++; bad <= 5 {
+				t.Errorf("token %d layer %d row %d: probed %v, llama.cpp routed no such row", k.token, k.layer, k.row, ids)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d rows differ from the oracle", bad, len(want))
+	}
+	return len(want)
+}
+
+// checkStoredPicks checks the store's picks per token, layer and expert
+// against the counts of the oracle's rows.
+func checkStoredPicks(t *testing.T, st *index.Store, r llmtest.Routing) {
+	t.Helper()
+	want := map[[3]uint32]uint64{}
+	for call, c := range r.Calls {
+		for layer, rows := range c.Rows {
+			for _, ids := range rows {
+				for _, id := range ids {
+					want[[3]uint32{call, uint32(layer), uint32(id)}]++
+				}
+			}
+		}
+	}
+	got := map[[3]uint32]uint64{}
+	if err := st.ExpertSelections(func(s event.ExpertSel) error {
+		got[[3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}] += s.Count
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stored picks (token, layer, expert: count)\n%v\nllama.cpp's\n%v", got, want)
+	}
+}
+
+// TestToucherFaultsAreExactOnAKQuantModel is the toucher's ground truth
+// on gpt-oss quantized to Q4_K_M by llama-quantize: K-quant blocks of 144
+// and 210 bytes and expert biases leave expert slices off page
+// boundaries, and every touched page is still charged to the tensor and
+// expert whose bytes it holds.
+func TestToucherFaultsAreExactOnAKQuantModel(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M")
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkToucherExact(t, model, f, []toucherPick{
+		{"blk.0.attn_q.weight", -1, 1},
+		{"blk.0.ffn_up_exps.weight", 1, 3},
+		{"blk.0.ffn_up_exps.weight", 1, 7},
+		{"blk.0.ffn_up_exps.weight", 15, 0},
+		{"blk.3.ffn_down_exps.weight", 0, 10},
+		{"blk.2.ffn_gate_exps.weight", 2, 20},
+		{"output.weight", -1, 2},
+	})
+}
+
+// TestRecordRepackedExpertsAreReadFromMemoryNotTheFile records the same
+// gpt-oss Q4_K_M model with llama.cpp's defaults, repacking on. On x86
+// with AVX2 its CPU backend copies Q4_K weights, 3-D expert tensors
+// included, into its CPU_REPACK buffer while loading (src/ggml-cpu/
+// repack.cpp), and leaves Q6_K ones in the mapping: the Q4_K experts are
+// named as read from memory, never fault while tokens decode, and the
+// Q6_K ones are read from the file. The router's picks are the oracle's
+// all the same.
+func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
+	requireBPF(t)
+	llmtest.Require(t)
+	if cpu, err := os.ReadFile("/proc/cpuinfo"); err != nil || runtime.GOARCH != "amd64" || !strings.Contains(string(cpu), " avx2") {
+		t.Skip("llama.cpp repacks Q4_K weights on x86 only with AVX2; this CPU has none")
+	}
+	oracle := llmtest.BuildRouteOracle(t)
+	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M")
+	dir := filepath.Join(t.TempDir(), "run")
+	// The repacked weights are ~24 MiB of anonymous memory the limit must
+	// hold too: under archMemLimit the oracle is killed while loading;
+	// 48MiB still leaves the mapped Q6_K experts under pressure.
+	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "48MiB", "--"},
+		llmtest.RouteOracleArgs(oracle, model, archTokens, false)...)
+	out, summary, err := runCmd(t, args...)
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, summary)
+	}
+	if !strings.Contains(summary, "read from anonymous memory, not the model file") {
+		t.Errorf("no warning of weights read from memory:\n%s", summary)
+	}
+	routing, err := llmtest.ParseRouting([]byte(out))
+	if err != nil {
+		t.Fatalf("the oracle's output: %v\n%s", err, out)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkStoredPicks(t, st, routing)
+	byType := map[gguf.Type]map[uint32]bool{gguf.TypeQ4_K: {}, gguf.TypeQ6_K: {}}
+	for _, tn := range st.Tensors {
+		typ, _ := gguf.ParseType(tn.Type)
+		ids, ok := byType[typ]
+		if !ok || !strings.HasSuffix(tn.Role, "_exps") {
+			continue
+		}
+		ids[tn.ID] = true
+		if tn.NotFileBacked != (typ == gguf.TypeQ4_K) {
+			t.Errorf("%s (%s): read from memory %v", tn.Name, typ, tn.NotFileBacked)
+		}
+	}
+	if len(byType[gguf.TypeQ4_K]) == 0 || len(byType[gguf.TypeQ6_K]) == 0 {
+		t.Fatalf("expert tensors of Q4_K and Q6_K: %d, %d; Q4_K_M makes both", len(byType[gguf.TypeQ4_K]), len(byType[gguf.TypeQ6_K]))
+	}
+	decodeTok, _ := decodePicks(t, st)
+	faults := map[gguf.Type]int{}
+	for typ, ids := range byType {
+		if err := st.Events(index.EventFilter{Tensors: ids}, func(e *event.Event) error {
+			if e.Kind == event.KindFault && decodeTok[e.Token] {
+				faults[typ]++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if faults[gguf.TypeQ4_K] != 0 || faults[gguf.TypeQ6_K] == 0 {
+		t.Errorf("decode faults in repacked Q4_K experts %d, want none; in mapped Q6_K experts %d, want some",
+			faults[gguf.TypeQ4_K], faults[gguf.TypeQ6_K])
+	}
+	t.Logf("decode faults in expert tensors: Q4_K (repacked) %d, Q6_K (mapped) %d", faults[gguf.TypeQ4_K], faults[gguf.TypeQ6_K])
+}

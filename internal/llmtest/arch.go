@@ -1,0 +1,168 @@
+package llmtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Quantized returns model quantized to ftype by llama.cpp's own
+// llama-quantize of the Shared build (ftype as llama-quantize names it:
+// Q4_K_M, Q6_K, IQ4_XS, Q8_0, MXFP4_MOE), skipping or failing like CLI
+// when that build is missing. The file is written once beside model, in
+// .testmodels, whose name already says which code wrote model, and is
+// synced before it is renamed into place: a model dirty in the page cache
+// cannot be evicted for a cold run.
+func Quantized(t testing.TB, model, ftype string) string {
+	t.Helper()
+	bin := CLI(t, Shared, "llama-quantize")
+	out := strings.TrimSuffix(model, ".gguf") + "-" + strings.ToLower(ftype) + ".gguf"
+	modelsMu.Lock()
+	defer modelsMu.Unlock()
+	if _, err := os.Stat(out); err == nil {
+		now := time.Now()
+		os.Chtimes(out, now, now)
+		return out
+	}
+	tmp := out + fmt.Sprintf(".tmp%d", os.Getpid())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The model's tensors are already of one type: llama-quantize refuses
+	// to quantize quantized tensors again without --allow-requantize.
+	cmd := exec.CommandContext(ctx, bin, "--allow-requantize", model, tmp, ftype, "2")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		t.Fatalf("llama-quantize %s %s: %v\n%s", filepath.Base(model), ftype, err, b)
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		t.Fatal(err)
+	}
+	return out
+}
+
+// BuildRouteOracle compiles testdata/routeoracle against the public
+// headers and libllama of the Shared build (skipping or failing like CLI
+// when it is missing), with a RUNPATH to that build's libraries, and
+// syncs the binary before anything probes it.
+func BuildRouteOracle(t testing.TB) string {
+	t.Helper()
+	lib := SharedLibDir(t)
+	inc := filepath.Join(filepath.Dir(lib), "include")
+	if _, err := os.Stat(filepath.Join(inc, "llama.h")); err != nil {
+		missing(t, "llama.cpp built from source", fmt.Errorf("no public headers in the shared build: %w", err))
+	}
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "routeoracle")
+	cmd := exec.Command("cc", "-O1", "-Wall", "-o", bin, filepath.Join("testdata", "routeoracle", "routeoracle.c"),
+		"-I"+inc, "-L"+lib, "-lllama", "-lggml-base", "-Wl,-rpath,"+lib)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building routeoracle: %v\n%s", err, out)
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// RouteOracleArgs is the oracle's command line generating n tokens on
+// model (n llama_decode calls: the prompt, then one per further token)
+// on 2 threads; noRepack keeps every weight in the model's mapping.
+func RouteOracleArgs(bin, model string, n int, noRepack bool) []string {
+	args := []string{bin, "-m", model, "-n", strconv.Itoa(n), "-t", "2", "-c", "256"}
+	if noRepack {
+		args = append(args, "--no-repack")
+	}
+	return args
+}
+
+// Routing is what the oracle printed: per llama_decode call (from 1, as
+// iocorr numbers tokens), its tokens and each MoE layer's rows of expert
+// ids, in row order.
+type Routing struct {
+	PromptTokens int
+	Calls        map[uint32]*RoutedCall
+}
+
+// RoutedCall is one llama_decode call's routing.
+type RoutedCall struct {
+	Tokens int
+	Rows   map[int][][]int32 // layer → rows
+}
+
+// ParseRouting reads the oracle's output (see routeoracle.c); anything
+// but its three kinds of line, in order, is an error.
+func ParseRouting(out []byte) (Routing, error) {
+	r := Routing{Calls: map[uint32]*RoutedCall{}}
+	done := false
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for n := 1; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || (f[0] != "decode" && f[0] != "topk" && f[0] != "done") {
+			return r, fmt.Errorf("line %d: %q is no line of the oracle's", n, sc.Text())
+		}
+		nums := make([]int64, 0, len(f))
+		for _, s := range f[min(1, len(f)):] {
+			v, err := strconv.ParseInt(s, 10, 32)
+			if err != nil {
+				return r, fmt.Errorf("line %d: %q: %w", n, sc.Text(), err)
+			}
+			nums = append(nums, v)
+		}
+		switch {
+		case len(f) == 3 && f[0] == "decode":
+			r.Calls[uint32(nums[0])] = &RoutedCall{Tokens: int(nums[1]), Rows: map[int][][]int32{}}
+		case len(f) >= 5 && f[0] == "topk":
+			c := r.Calls[uint32(nums[0])]
+			if c == nil {
+				return r, fmt.Errorf("line %d: ids of call %d before its decode line", n, nums[0])
+			}
+			layer, row := int(nums[1]), int(nums[2])
+			if row != len(c.Rows[layer]) {
+				return r, fmt.Errorf("line %d: row %d of layer %d after %d rows", n, row, layer, len(c.Rows[layer]))
+			}
+			ids := make([]int32, 0, len(nums)-3)
+			for _, v := range nums[3:] {
+				ids = append(ids, int32(v))
+			}
+			c.Rows[layer] = append(c.Rows[layer], ids)
+		case len(f) == 3 && f[0] == "done":
+			r.PromptTokens = int(nums[0])
+			if int(nums[1]) != len(r.Calls) {
+				return r, fmt.Errorf("the oracle says %d calls and printed %d", nums[1], len(r.Calls))
+			}
+			done = true
+		default:
+			return r, fmt.Errorf("line %d: %q is no line of the oracle's", n, sc.Text())
+		}
+	}
+	if !done {
+		return r, fmt.Errorf("the oracle's output ends before its done line")
+	}
+	return r, nil
+}
