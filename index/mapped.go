@@ -18,9 +18,14 @@ import (
 // stay in the page cache, and a later read maps them again at a minor
 // fault's cost. Nothing is lost: the mappings are read-only and shared,
 // so MADV_DONTNEED only unmaps clean file pages.
+//
+// The writer's mappings (value log, memtable logs) are written: for a
+// shared mapping the kernel moves a page's dirty bit to the page cache
+// when it unmaps the page, so the write is kept and written back as any.
 type releaser struct {
-	dir string // the store's directory, with a trailing slash
-	n   int
+	dir      string // the store's directory, with a trailing slash
+	writable bool   // release written mappings too (the writer's)
+	n        int
 }
 
 // releaseEvery bounds the store's pages a reader holds.
@@ -56,7 +61,7 @@ func (r *releaser) release() {
 		return
 	}
 	for _, m := range ms {
-		if !m.Shared() || strings.Contains(m.Perms, "w") || !strings.HasPrefix(m.Path, r.dir) {
+		if !m.Shared() || (strings.Contains(m.Perms, "w") && !r.writable) || !strings.HasPrefix(m.Path, r.dir) {
 			continue
 		}
 		syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), syscall.MADV_DONTNEED)
