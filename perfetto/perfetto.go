@@ -984,8 +984,9 @@ func (b *builder) write(w io.Writer) error {
 		return b.err
 	}
 	n := 0
+	in := newInterner()
 	err := b.events.Each(func(e *trackEvent) error {
-		buf = appendPacket(buf[:0], e.marshal())
+		buf = appendPacket(buf[:0], e.marshal(in))
 		n++
 		_, err := bw.Write(buf)
 		return err
