@@ -27,7 +27,9 @@ var scaleCommands = []scaleCommand{
 	{"ingest", func(dir, _ string) []string { return []string{"ingest", "--force", dir} }},
 	{"query", func(dir, _ string) []string { return []string{"query", "-i", dir, "--by", "layer"} }},
 	{"stats", func(dir, _ string) []string { return []string{"stats", "-i", dir} }},
-	{"report", func(dir, out string) []string { return []string{"report", "-i", dir, "-o", filepath.Join(out, "r.html")} }},
+	{"report", func(dir, out string) []string {
+		return []string{"report", "-i", dir, "-o", filepath.Join(out, "r.html")}
+	}},
 	{"export csv", func(dir, out string) []string {
 		return []string{"export", "-i", dir, "events", "-o", filepath.Join(out, "e.csv")}
 	}},
