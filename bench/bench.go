@@ -26,17 +26,20 @@ import (
 
 // Config is every knob of one benchmark run.
 type Config struct {
-	Iocorr     string    `json:"iocorr"`      // the iocorr binary under test
-	LlamaBench string    `json:"llama_bench"` // llama.cpp's llama-bench
-	Repo       string    `json:"repo"`        // repository root: the Go benchmarks and tests run there
-	WorkDir    string    `json:"workdir"`     // model, run directories; kept for inspection
-	Pairs      int       `json:"pairs"`       // interleaved untraced/traced rounds per arm
-	Tokens     int       `json:"tokens"`      // llama-bench -n
-	Threads    int       `json:"threads"`     // llama-bench -t
-	MemLimit   int64     `json:"mem_limit"`   // bytes: the memory limit of arm (c)
-	Short      bool      `json:"short"`       // prove it works: fewer rounds, the 1 M-event store
-	Sched      bool      `json:"sched"`       // also arm (d), --probe sched
-	Log        io.Writer `json:"-"`
+	Iocorr     string `json:"iocorr"`      // the iocorr binary under test
+	LlamaBench string `json:"llama_bench"` // llama.cpp's llama-bench
+	Repo       string `json:"repo"`        // repository root: the Go benchmarks and tests run there
+	WorkDir    string `json:"workdir"`     // model, run directories; kept for inspection
+	Pairs      int    `json:"pairs"`       // interleaved untraced/traced rounds per arm
+	Tokens     int    `json:"tokens"`      // llama-bench -n
+	Threads    int    `json:"threads"`     // llama-bench -t
+	MemLimit   int64  `json:"mem_limit"`   // bytes: the memory limit of arm (c)
+	Short      bool   `json:"short"`       // prove it works: fewer rounds, the 1 M-event store
+	Sched      bool   `json:"sched"`       // also arm (d), --probe sched
+	// ScaleTokens are the run lengths of the scale section (llama-bench
+	// -n), shortest first.
+	ScaleTokens []int     `json:"scale_tokens"`
+	Log         io.Writer `json:"-"`
 }
 
 // Figure is one line of the table.
@@ -199,6 +202,7 @@ func Run(cfg Config) *Report {
 		for _, a := range arms {
 			Overhead(r, cfg, model, a)
 		}
+		Scale(r, cfg, model)
 	}
 	ProbeCost(r, cfg)
 	Store(r, cfg)

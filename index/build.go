@@ -67,10 +67,17 @@ func bulkOptions(path string) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
-		WithMemTableSize(64 << 20).
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(2).
 		WithNumCompactors(2).
 		WithValueThreshold(4096)
 }
+
+// memTableSize is badger's in-memory table: its arena is taken from the
+// heap whole and filled as keys come, so with at most two of them (one
+// filling, one flushing) it bounds the build's memory whatever the run's
+// length.
+const memTableSize = 16 << 20
 
 // Writer builds DIR/db for whoever drives the ingest (package pipeline):
 // it takes the run's build lock, says whether the store is already
@@ -140,6 +147,8 @@ func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 	}
 	w.db = db
 	w.ch = newChunker(db, chunkEvents)
+	w.ch.rel = newReleaser(w.final + ".tmp")
+	w.ch.rel.writable = true
 	w.tl = &timeline{wb: db.NewWriteBatch()}
 	for _, t := range tensors {
 		w.ch.layers = append(w.ch.layers, t.Layer)
@@ -315,6 +324,7 @@ type chunker struct {
 	seq    uint32
 	chunks uint64
 	idx    [len(chunkIndexes)]stampSet
+	rel    *releaser   // drops the store's written pages from the resident set
 	free   chan []byte // value buffers not held by a pending commit
 	nbufs  int
 	errMu  sync.Mutex
@@ -424,6 +434,7 @@ func (c *chunker) flush() error {
 	})
 	c.chunks++
 	c.buf = c.buf[:0]
+	c.rel.read(len(val))
 	return nil
 }
 

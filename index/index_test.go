@@ -575,7 +575,7 @@ func BenchmarkQueryBigMoE(b *testing.B) {
 		dir = b.TempDir()
 	}
 	if _, err := os.Stat(filepath.Join(dir, rundir.SpoolFile)); err != nil {
-		writeSynthRunShape(b, dir, n, 200, synthShape{48, 128})
+		writeSynthRunShape(b, dir, n, 200, synthShape{Layers: 48, Experts: 128})
 	}
 	sum, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil {

@@ -21,6 +21,7 @@ var ErrNoStore = errors.New("no store: run `iocorr ingest` first")
 // also from different processes.
 type Store struct {
 	db      *badger.DB
+	rel     *releaser // drops the store's mapped pages as scans read them
 	Summary Summary
 	Tensors []event.Tensor // by id
 	Ops     []string       // by id
@@ -87,7 +88,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, rel: newReleaser(path)}
 	err = db.View(func(txn *badger.Txn) error {
 		if err := getSummary(txn, &s.Summary); err != nil {
 			return err
@@ -95,7 +96,7 @@ func Open(dir string) (*Store, error) {
 		if s.Summary.FormatVersion != FormatVersion {
 			return formatError(dir, s.Summary.FormatVersion)
 		}
-		if err := scan(txn, tensorTable, func(k, v []byte) error {
+		if err := scan(txn, tensorTable, nil, func(k, v []byte) error {
 			t, err := parseTensor(k, v)
 			if err != nil {
 				return err
@@ -108,7 +109,7 @@ func Open(dir string) (*Store, error) {
 		}); err != nil {
 			return err
 		}
-		return scan(txn, opTable, func(k, v []byte) error {
+		return scan(txn, opTable, nil, func(k, v []byte) error {
 			id, name, err := parseOp(k, v)
 			if err != nil {
 				return err
@@ -130,9 +131,9 @@ func Open(dir string) (*Store, error) {
 // Close closes the store.
 func (s *Store) Close() error { return s.db.Close() }
 
-// scan calls fn for every key with prefix, in key order. k and v are valid
-// only during the call.
-func scan(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) error {
+// scan calls fn for every key with prefix, in key order, counting what it
+// reads in rel (nil: no release). k and v are valid only during the call.
+func scan(txn *badger.Txn, prefix []byte, rel *releaser, fn func(k, v []byte) error) error {
 	o := badger.DefaultIteratorOptions
 	o.Prefix = prefix
 	o.PrefetchValues = false
@@ -140,7 +141,10 @@ func scan(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) error {
 	defer it.Close()
 	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
-		if err := item.Value(func(v []byte) error { return fn(item.Key(), v) }); err != nil {
+		if err := item.Value(func(v []byte) error {
+			rel.read(len(item.Key()) + len(v))
+			return fn(item.Key(), v)
+		}); err != nil {
 			return err
 		}
 	}
@@ -194,7 +198,7 @@ func (s *Store) Tokens() ([]event.TokenInfo, error) {
 // EachToken calls fn for every per-token summary in token order, streaming.
 func (s *Store) EachToken(fn func(*event.TokenInfo) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, tokenTable, func(k, v []byte) error {
+		return scan(txn, tokenTable, s.rel, func(k, v []byte) error {
 			t, err := parseTokenInfo(k, v)
 			if err != nil {
 				return err
@@ -209,7 +213,7 @@ func (s *Store) EachToken(fn func(*event.TokenInfo) error) error {
 func (s *Store) aggScan(prefix []byte, parse func([]byte) (event.AggKey, error), fn func(*event.Agg) error) error {
 	var a event.Agg
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, prefix, func(k, v []byte) error {
+		return scan(txn, prefix, s.rel, func(k, v []byte) error {
 			key, err := parse(k)
 			if err != nil {
 				return err
@@ -256,7 +260,7 @@ func (s *Store) Aggs(fn func(*event.Agg) error) error {
 // picked, with how often.
 func (s *Store) ExpertSelections(fn func(event.ExpertSel) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, expertSelTable, func(k, v []byte) error {
+		return scan(txn, expertSelTable, s.rel, func(k, v []byte) error {
 			e, err := parseExpertSel(k, v)
 			if err != nil {
 				return err
@@ -360,12 +364,12 @@ func (s *Store) Events(f EventFilter, fn func(*event.Event) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		scans := f.chunkIndexScans(s)
 		if scans == nil {
-			return scan(txn, chunkTable, func(k, v []byte) error { return emitChunk(v) })
+			return scan(txn, chunkTable, s.rel, func(k, v []byte) error { return emitChunk(v) })
 		}
 		// Union of the chunks the index names, in key (time) order.
 		chunks := map[string]bool{}
 		for _, p := range scans {
-			if err := scan(txn, p, func(k, v []byte) error {
+			if err := scan(txn, p, s.rel, func(k, v []byte) error {
 				_, _, chunk, err := parseChunkIndexKey(k)
 				chunks[string(chunk)] = true
 				return err
@@ -383,7 +387,10 @@ func (s *Store) Events(f EventFilter, fn func(*event.Event) error) error {
 			if err != nil {
 				return fmt.Errorf("event index names a missing chunk: %w", err)
 			}
-			if err := item.Value(emitChunk); err != nil {
+			if err := item.Value(func(v []byte) error {
+				s.rel.read(len(v))
+				return emitChunk(v)
+			}); err != nil {
 				return err
 			}
 		}
@@ -418,7 +425,7 @@ func (s *Store) Records(f EventFilter, fn func(rec []event.Event) error) error {
 // Marks calls fn for every timeline mark of the run, in spool order.
 func (s *Store) Marks(fn func(*event.Mark) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, markTable, func(k, v []byte) error {
+		return scan(txn, markTable, s.rel, func(k, v []byte) error {
 			if _, err := parseMarkChunkKey(k); err != nil {
 				return err
 			}

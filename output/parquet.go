@@ -5,8 +5,11 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Version is the iocorr version a Parquet file names as its writer
@@ -32,12 +35,53 @@ type parquetWriter struct {
 func newParquetWriter(w io.Writer, cols []Column) *parquetWriter {
 	schema := parquet.NewSchema("iocorr", orderedGroup(cols))
 	return &parquetWriter{
-		w: parquet.NewGenericWriter[any](w, schema, parquet.Compression(&parquet.Zstd),
+		w: parquet.NewGenericWriter[any](w, schema, parquet.Compression(&pageZstd{}),
 			parquet.MaxRowsPerRowGroup(parquetRowGroupRows), parquet.CreatedBy("iocorr", Version, "")),
 		cols:   cols,
 		row:    make(parquet.Row, len(cols)),
 		status: "complete",
 	}
+}
+
+// pageZstd is Parquet's ZSTD codec with one encoder of a 1 MiB window.
+// parquet-go's own keeps encoders of zstd's default 8 MiB window in a
+// pool the collector empties, so an export re-made them, tens of MB
+// each time, and its peak grew with the rows; a page is far smaller than
+// the window, so the frames are the same standard zstd, compressed alike.
+type pageZstd struct {
+	mu  sync.Mutex
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+func (*pageZstd) String() string                            { return "ZSTD" }
+func (*pageZstd) CompressionCodec() format.CompressionCodec { return format.Zstd }
+
+func (z *pageZstd) Encode(dst, src []byte) ([]byte, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.enc == nil {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20),
+			zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false))
+		if err != nil {
+			return nil, fmt.Errorf("parquet: zstd: %w", err)
+		}
+		z.enc = enc
+	}
+	return z.enc.EncodeAll(src, dst[:0]), nil
+}
+
+func (z *pageZstd) Decode(dst, src []byte) ([]byte, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.dec == nil {
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("parquet: zstd: %w", err)
+		}
+		z.dec = dec
+	}
+	return z.dec.DecodeAll(src, dst[:0])
 }
 
 // parquetGroup is a group whose columns keep the export's order (a

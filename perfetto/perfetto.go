@@ -13,8 +13,11 @@ package perfetto
 import (
 	"bufio"
 	"cmp"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -24,6 +27,7 @@ import (
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
+	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -59,6 +63,7 @@ const pageSize = kernel.PageSize
 // Export writes the run of store st and metadata meta to w.
 func Export(w io.Writer, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
 	b := newBuilder(st, meta, opt)
+	defer b.events.Close()
 	if err := b.build(); err != nil {
 		return Summary{}, err
 	}
@@ -73,7 +78,7 @@ func newBuilder(st *index.Store, meta *rundir.Meta, opt Options) *builder {
 		opt.Interval = 10_000_000
 	}
 	return &builder{st: st, meta: meta, opt: opt, threads: map[uint32]*track{}, procs: map[uint32]*track{},
-		tgidOf: map[uint32]uint32{}, comm: map[uint32]string{}, next: 1}
+		tgidOf: map[uint32]uint32{}, comm: map[uint32]string{}, next: 1, events: newEventSort()}
 }
 
 // build reads the store into tracks and events: the timeline's calls,
@@ -114,7 +119,8 @@ type builder struct {
 	lastTS  uint64
 	graphs  []threadSlice
 	ops     []threadSlice
-	events  []trackEvent
+	events  *extsort.Sorter[trackEvent] // every event made, in time order once sorted
+	err     error                       // the first error of the sort
 }
 
 // threadSlice is a recorded decode call, graph or op; a graph or op has
@@ -303,9 +309,8 @@ func (b *builder) newUUID() uint64 {
 // end sorts after its begin.
 func (b *builder) slice(tr *track, start, end uint64, name, cat string, anns []annotation, endFlows []uint64) {
 	end = max(end, start+1)
-	b.events = append(b.events,
-		trackEvent{ts: start, track: tr.uuid, typ: typeSliceBegin, name: name, category: cat, anns: anns, endFlows: endFlows},
-		trackEvent{ts: end, track: tr.uuid, typ: typeSliceEnd})
+	b.emit(trackEvent{ts: start, track: tr.uuid, typ: typeSliceBegin, name: name, category: cat, anns: anns, endFlows: endFlows})
+	b.emit(trackEvent{ts: end, track: tr.uuid, typ: typeSliceEnd})
 }
 
 // llamaSlices puts decode calls on their thread's track, graphs and ops
@@ -373,17 +378,8 @@ type request struct {
 	issue, done uint64
 	bytes       uint64
 	write       bool
-	dev         int // model index whose device, -1 other
-	pages       [][2]int64
-	flows       []uint64
-}
-
-// fault is a fault instant to draw, with where in its model its page is.
-type fault struct {
-	ev    event.Event
-	model int // -1 when its page is in no model
-	off   int64
-	flow  uint64
+	dev         int      // model index whose device, -1 other
+	flows       []uint64 // of the major faults it served
 }
 
 // readCall is one read call of a model file, put together from its
@@ -430,64 +426,142 @@ func (s *series) add(name string, ts uint64, v int64, gauge bool) {
 
 // storeEvents draws the store's events: fault instants (or per-thread
 // counters when there are too many), block requests with flows from the
-// major faults they served, read calls, and the counter tracks.
+// major faults they served, read calls, and the counter tracks. Each is
+// a pass over the store in its order; what needs another order (the
+// fault → request join, requests by issue) goes through an external sort.
 func (b *builder) storeEvents() error {
-	ev, err := b.readStore()
+	sc, err := b.scanStore()
 	if err != nil {
 		return err
 	}
-	downsample := ev.nFaults > b.opt.MaxInstants
-	if !downsample {
-		b.linkFlows(ev.faults, ev.reqs)
-	}
+	defer sc.keys.Close()
+	var byFault, byReq *extsort.Sorter[flow]
+	downsample := sc.nFaults > b.opt.MaxInstants
 	if downsample {
-		if err := b.faultCounters(ev.nFaults); err != nil {
+		if err := b.faultCounters(sc.nFaults); err != nil {
 			return err
 		}
 	} else {
-		b.faultInstants(ev.faults)
+		if byFault, byReq, err = b.linkFlows(sc.keys); err != nil {
+			return err
+		}
+		defer byFault.Close()
+		defer byReq.Close()
+		if err := b.faultInstants(byFault); err != nil {
+			return err
+		}
 	}
-	b.blockSlices(ev.reqs)
-	b.readSlices(ev.reads)
-	b.counterTracks(ev.series)
+	reqs, err := b.requests(byReq)
+	if err != nil {
+		return err
+	}
+	defer reqs.Close()
+	if err := b.blockSlices(reqs); err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	b.readSlices(sc.reads)
+	b.counterTracks(sc.series)
 	return nil
 }
 
-// storeRead is what one pass over the store's events gathers.
-type storeRead struct {
-	reqs    []*request
-	faults  []fault // the first MaxInstants+1
+// storeScan is what the first pass over the store's events gathers.
+type storeScan struct {
 	nFaults int
 	reads   []readCall
 	series  *series // resident pages per model, device bytes and per-layer bytes read
+	keys    *extsort.Sorter[joinKey]
 }
 
-// readStore reads every record of the store once.
-func (b *builder) readStore() (*storeRead, error) {
-	ev := &storeRead{series: newSeries(b.opt.Interval)}
+// joinKey is a major fault's page, or a run of pages a read request
+// read, for the fault → request join.
+type joinKey struct {
+	page, end   int64  // model<<48 | page; a request's run ends at end
+	req         bool   // a request's pages, else a fault's page
+	idx         uint32 // the fault's or the request's number in store order
+	start, stop uint64 // a fault's start and end, a request's issue and completion
+}
+
+var joinKeyCodec = extsort.Codec[joinKey]{
+	Append: func(b []byte, k *joinKey) []byte {
+		b = binary.AppendVarint(b, k.page)
+		b = binary.AppendVarint(b, k.end)
+		if k.req {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendUvarint(b, uint64(k.idx))
+		b = binary.AppendUvarint(b, k.start)
+		return binary.AppendUvarint(b, k.stop)
+	},
+	Decode: func(b []byte, k *joinKey) error {
+		r := reader{b: b}
+		k.page, k.end = r.varint(), r.varint()
+		k.req = r.byte() == 1
+		k.idx = uint32(r.uvarint())
+		k.start, k.stop = r.uvarint(), r.uvarint()
+		if r.err == nil && len(r.b) != 0 {
+			return errBadEvent
+		}
+		return r.err
+	},
+}
+
+// flow joins fault number fault to request number req.
+type flow struct{ fault, req uint32 }
+
+var flowCodec = extsort.Codec[flow]{
+	Append: func(b []byte, f *flow) []byte {
+		return binary.AppendUvarint(binary.AppendUvarint(b, uint64(f.fault)), uint64(f.req))
+	},
+	Decode: func(b []byte, f *flow) error {
+		r := reader{b: b}
+		f.fault, f.req = uint32(r.uvarint()), uint32(r.uvarint())
+		if r.err == nil && len(r.b) != 0 {
+			return errBadEvent
+		}
+		return r.err
+	},
+}
+
+// scanStore reads every record once: it counts faults, collects read
+// calls and the counters' values, and writes the join's keys.
+func (b *builder) scanStore() (*storeScan, error) {
+	sc := &storeScan{series: newSeries(b.opt.Interval),
+		keys: extsort.New(eventBatch, func(x, y *joinKey) int {
+			// At one page a request's run opens before a fault looks for it.
+			return cmp.Or(cmp.Compare(x.page, y.page), cmp.Compare(boolRank(!x.req), boolRank(!y.req)))
+		}, joinKeyCodec)}
 	resident := make([]int64, len(b.meta.Models))
 	for i, m := range b.meta.Models {
 		resident[i] = int64(m.ResidentBefore)
 	}
+	var reqs uint32
 	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
 		switch rec[0].Kind {
 		case event.KindFault:
 			for i := range rec {
-				ev.nFaults++
-				m, off, _ := event.FileOffset(b.st.Tensors, &rec[i])
-				if len(ev.faults) <= b.opt.MaxInstants {
-					ev.faults = append(ev.faults, fault{ev: rec[i], model: m, off: off})
+				e := &rec[i]
+				idx := uint32(sc.nFaults)
+				sc.nFaults++
+				if m, off, ok := event.FileOffset(b.st.Tensors, e); ok && e.Class == event.ClassMajor && m >= 0 {
+					pg := int64(m)<<48 | off/pageSize
+					if err := sc.keys.Add(joinKey{page: pg, end: pg + 1, idx: idx, start: e.Ts - e.Dur, stop: e.Ts}); err != nil {
+						return err
+					}
 				}
 			}
 		case event.KindBlock:
-			ev.reqs = append(ev.reqs, b.blockRequest(rec, ev.series))
+			idx := reqs
+			reqs++
+			return b.blockSums(rec, sc, idx)
 		case event.KindRead:
 			first, last := b.st.TensorName(rec[0].Tensor), b.st.TensorName(rec[len(rec)-1].Tensor)
 			r := readCall{tid: rec[0].Tid, start: rec[0].Ts - rec[0].Dur, end: rec[0].Ts, kind: rec[0].Class, first: first, last: last}
 			for _, e := range rec {
 				r.bytes += e.Bytes
 			}
-			ev.reads = append(ev.reads, r)
+			sc.reads = append(sc.reads, r)
 		case event.KindPageAdd, event.KindPageDel:
 			for i := range rec {
 				e := &rec[i]
@@ -500,72 +574,205 @@ func (b *builder) readStore() (*storeRead, error) {
 					d = -d
 				}
 				resident[m] += d
-				ev.series.add(fmt.Sprintf("resident pages of %s", filepath.Base(b.meta.Models[m].Path)), e.Ts, resident[m], true)
+				sc.series.add(fmt.Sprintf("resident pages of %s", filepath.Base(b.meta.Models[m].Path)), e.Ts, resident[m], true)
 			}
 		}
 		return nil
 	})
 	if err != nil {
+		sc.keys.Close()
 		return nil, fmt.Errorf("reading events: %w", err)
 	}
-	return ev, nil
+	return sc, nil
 }
 
-// blockRequest is the block request whose slices are rec; a read's bytes
-// count in the device's and its layers' bytes read.
-func (b *builder) blockRequest(rec []event.Event, sums *series) *request {
-	r := &request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: rec[0].Class == event.ClassWrite, dev: -1}
+func boolRank(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// blockSums counts a block request's read bytes in the device's and its
+// layers' series, and writes the pages a read read as join keys.
+func (b *builder) blockSums(rec []event.Event, sc *storeScan, idx uint32) error {
+	write := rec[0].Class == event.ClassWrite
+	issue, done := rec[0].Ts-rec[0].Dur, rec[0].Ts
 	for i := range rec {
 		e := &rec[i]
-		r.bytes += e.Bytes
 		if m, off, ok := event.FileOffset(b.st.Tensors, e); ok {
-			if r.dev < 0 {
-				r.dev = m
-			}
-			r.pages = append(r.pages, [2]int64{int64(m)<<48 | off/pageSize, int64(m)<<48 | (off+int64(e.Bytes)+pageSize-1)/pageSize})
-			if !r.write {
+			if !write {
+				pg := int64(m) << 48
+				k := joinKey{page: pg | off/pageSize, end: pg | (off+int64(e.Bytes)+pageSize-1)/pageSize, req: true, idx: idx, start: issue, stop: done}
+				if k.end > k.page {
+					if err := sc.keys.Add(k); err != nil {
+						return err
+					}
+				}
 				if t := &b.st.Tensors[e.Tensor]; t.Layer >= 0 {
-					sums.add(fmt.Sprintf("layer %d bytes read", t.Layer), e.Ts, int64(e.Bytes), false)
+					sc.series.add(fmt.Sprintf("layer %d bytes read", t.Layer), e.Ts, int64(e.Bytes), false)
 				}
 			}
 		}
-		if !r.write {
-			sums.add("device bytes read", e.Ts, int64(e.Bytes), false)
+		if !write {
+			sc.series.add("device bytes read", e.Ts, int64(e.Bytes), false)
 		}
 	}
-	return r
+	return nil
 }
 
-// linkFlows draws a flow from a major fault to the request that read its
-// page: one issued and completed within the fault.
-func (b *builder) linkFlows(faults []fault, reqs []*request) {
-	byPage := map[int64][]int{}
-	for i, r := range reqs {
+// linkFlows joins each major fault to the request that read its page: of
+// the read requests issued and completed within the fault, the first in
+// store order. It sweeps the keys by page, holding the requests whose
+// pages cover the current one (the re-reads of one page), and returns the
+// flows by fault and by request then fault.
+func (b *builder) linkFlows(keys *extsort.Sorter[joinKey]) (byFault, byReq *extsort.Sorter[flow], err error) {
+	byFault = extsort.New(eventBatch, func(x, y *flow) int { return cmp.Compare(x.fault, y.fault) }, flowCodec)
+	byReq = extsort.New(eventBatch, func(x, y *flow) int { return cmp.Or(cmp.Compare(x.req, y.req), cmp.Compare(x.fault, y.fault)) }, flowCodec)
+	var active []joinKey // request runs that may cover the current page
+	live := 0            // how many were left at the last pruning
+	prune := func(page int64) {
+		// Keys come by page: a run ending at or before page covers no
+		// fault to come.
+		kept := active[:0]
+		for _, r := range active {
+			if r.end > page {
+				kept = append(kept, r)
+			}
+		}
+		active, live = kept, len(kept)
+	}
+	err = keys.Each(func(k *joinKey) error {
+		if k.req {
+			active = append(active, *k)
+			// Runs pile up between faults far apart: pruning when they
+			// double keeps the set to the runs covering this page.
+			if len(active) > 2*live+64 {
+				prune(k.page)
+			}
+			return nil
+		}
+		prune(k.page)
+		best, found := uint32(0), false
+		for _, r := range active {
+			if r.page <= k.page && r.start >= k.start && r.stop <= k.stop && (!found || r.idx < best) {
+				best, found = r.idx, true
+			}
+		}
+		if !found {
+			return nil
+		}
+		b.sum.Flows++
+		f := flow{fault: k.idx, req: best}
+		if err := byFault.Add(f); err != nil {
+			return err
+		}
+		return byReq.Add(f)
+	})
+	if err != nil {
+		byFault.Close()
+		byReq.Close()
+		return nil, nil, fmt.Errorf("linking faults to block requests: %w", err)
+	}
+	return byFault, byReq, nil
+}
+
+// requests puts each block request together, with the flows of the faults
+// it served, into a sort by issue: requests in flight at once go on lanes
+// in that order.
+func (b *builder) requests(byReq *extsort.Sorter[flow]) (*extsort.Sorter[request], error) {
+	reqs := extsort.New(eventBatch, func(x, y *request) int { return cmp.Compare(x.issue, y.issue) }, requestCodec)
+	cur := pull(byReq)
+	next := cur.next
+	f, more := next()
+	var idx uint32
+	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+		if rec[0].Kind != event.KindBlock {
+			return nil
+		}
+		r := request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: rec[0].Class == event.ClassWrite, dev: -1}
+		for i := range rec {
+			e := &rec[i]
+			r.bytes += e.Bytes
+			if m, _, ok := event.FileOffset(b.st.Tensors, e); ok && r.dev < 0 {
+				r.dev = m
+			}
+		}
+		for ; more && f.req == idx; f, more = next() {
+			r.flows = append(r.flows, uint64(f.fault)+1)
+		}
+		idx++
+		return reqs.Add(r)
+	})
+	if cerr := cur.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		reqs.Close()
+		return nil, fmt.Errorf("reading events: %w", err)
+	}
+	return reqs, nil
+}
+
+var requestCodec = extsort.Codec[request]{
+	Append: func(b []byte, r *request) []byte {
+		b = binary.AppendUvarint(b, r.issue)
+		b = binary.AppendUvarint(b, r.done)
+		b = binary.AppendUvarint(b, r.bytes)
 		if r.write {
-			continue
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
 		}
-		for _, p := range r.pages {
-			for pg := p[0]; pg < p[1]; pg++ {
-				byPage[pg] = append(byPage[pg], i)
-			}
+		b = binary.AppendVarint(b, int64(r.dev))
+		return appendIDs(b, r.flows)
+	},
+	Decode: func(b []byte, q *request) error {
+		r := reader{b: b}
+		q.issue, q.done, q.bytes = r.uvarint(), r.uvarint(), r.uvarint()
+		q.write = r.byte() == 1
+		q.dev = int(r.varint())
+		q.flows = r.ids()
+		if r.err == nil && len(r.b) != 0 {
+			return errBadEvent
 		}
+		return r.err
+	},
+}
+
+// flowCursor reads sorted flows one at a time, beside a pass over the
+// store (nil-safe: a nil sorter has none).
+type flowCursor struct {
+	next func() (flow, bool)
+	stop func()
+	err  error
+}
+
+var errStopped = errors.New("stopped")
+
+func pull(s *extsort.Sorter[flow]) *flowCursor {
+	c := &flowCursor{next: func() (flow, bool) { return flow{}, false }, stop: func() {}}
+	if s == nil {
+		return c
 	}
-	for i := range faults {
-		f := &faults[i]
-		if f.ev.Class != event.ClassMajor || f.model < 0 {
-			continue
-		}
-		start := f.ev.Ts - f.ev.Dur
-		for _, ri := range byPage[int64(f.model)<<48|f.off/pageSize] {
-			r := reqs[ri]
-			if r.issue >= start && r.done <= f.ev.Ts {
-				f.flow = uint64(i + 1)
-				r.flows = append(r.flows, f.flow)
-				b.sum.Flows++
-				break
+	c.next, c.stop = iter.Pull(func(yield func(flow) bool) {
+		err := s.Each(func(f *flow) error {
+			if !yield(*f) {
+				return errStopped
 			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			c.err = err
 		}
-	}
+	})
+	return c
+}
+
+// close stops the cursor and returns the sort's error, if any.
+func (c *flowCursor) close() error {
+	c.stop()
+	return c.err
 }
 
 // faultCounters draws each thread's faults as a counter per interval, when
@@ -593,33 +800,54 @@ func (b *builder) faultCounters(nFaults int) error {
 			tracks[tid] = tr
 			b.sum.CounterTracks++
 		}
-		b.events = append(b.events, trackEvent{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
+		b.emit(trackEvent{ts: k[1] * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: counts[k]})
 	}
-	b.events = append(b.events, trackEvent{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
+	b.emit(trackEvent{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults downsampled",
 		anns: []annotation{annS("why", b.sum.Downsampled)}})
 	return nil
 }
 
-// faultInstants draws each fault as an instant on its thread's track.
-func (b *builder) faultInstants(faults []fault) {
-	for i := range faults {
-		f := &faults[i]
-		anns := []annotation{annS("class", f.ev.ClassName()), annS("tensor", b.st.TensorName(f.ev.Tensor)),
-			annU("latency_ns", f.ev.Dur), annU("token", uint64(f.ev.Token))}
-		if f.ev.Expert >= 0 {
-			anns = append(anns, annI("expert", int64(f.ev.Expert)))
+// faultInstants draws each fault as an instant on its thread's track,
+// with the flow to the request that served it.
+func (b *builder) faultInstants(byFault *extsort.Sorter[flow]) error {
+	cur := pull(byFault)
+	next := cur.next
+	f, more := next()
+	var idx uint32
+	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+		if rec[0].Kind != event.KindFault {
+			return nil
 		}
-		if f.model >= 0 {
-			anns = append(anns, annI("file_offset", f.off))
+		for i := range rec {
+			e := &rec[i]
+			m, off, _ := event.FileOffset(b.st.Tensors, e)
+			anns := []annotation{annS("class", e.ClassName()), annS("tensor", b.st.TensorName(e.Tensor)),
+				annU("latency_ns", e.Dur), annU("token", uint64(e.Token))}
+			if e.Expert >= 0 {
+				anns = append(anns, annI("expert", int64(e.Expert)))
+			}
+			if m >= 0 {
+				anns = append(anns, annI("file_offset", off))
+			}
+			var flows []uint64
+			if more && f.fault == idx {
+				flows = []uint64{uint64(idx) + 1}
+				f, more = next()
+			}
+			b.emit(trackEvent{ts: e.Ts - e.Dur, track: b.threadTrack(e.Tid).uuid, typ: typeInstant,
+				name: e.ClassName() + " fault", category: "page fault", anns: anns, flows: flows})
+			b.sum.Faults++
+			idx++
 		}
-		var flows []uint64
-		if f.flow != 0 {
-			flows = []uint64{f.flow}
-		}
-		b.events = append(b.events, trackEvent{ts: f.ev.Ts - f.ev.Dur, track: b.threadTrack(f.ev.Tid).uuid, typ: typeInstant,
-			name: f.ev.ClassName() + " fault", category: "page fault", anns: anns, flows: flows})
-		b.sum.Faults++
+		return nil
+	})
+	if cerr := cur.close(); err == nil {
+		err = cerr
 	}
+	if err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	return nil
 }
 
 // readSlices draws read calls on lanes of their thread's "read calls"
@@ -657,10 +885,10 @@ func (b *builder) counterTracks(s *series) {
 		slices.Sort(ks)
 		for i, k := range ks {
 			v := s.sums[seriesBucket{name, k}]
-			b.events = append(b.events, trackEvent{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
+			b.emit(trackEvent{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
 			// A rate falls back to zero in the bucket after its last.
 			if tr.counterUnit == unitBytes && (i+1 == len(ks) || ks[i+1] != k+1) {
-				b.events = append(b.events, trackEvent{ts: (k + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
+				b.emit(trackEvent{ts: (k + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
 			}
 		}
 	}
@@ -699,11 +927,10 @@ func (b *builder) lane(lanes *[]*lane, parent *track, name string, start, end ui
 	return l.tr
 }
 
-func (b *builder) blockSlices(reqs []*request) {
+func (b *builder) blockSlices(reqs *extsort.Sorter[request]) error {
 	lanes := map[int][]*lane{}
 	parents := map[int]*track{}
-	slices.SortStableFunc(reqs, func(a, c *request) int { return cmp.Compare(a.issue, c.issue) })
-	for _, r := range reqs {
+	return reqs.Each(func(r *request) error {
 		p := parents[r.dev]
 		if p == nil {
 			name := "block I/O (other files)"
@@ -725,7 +952,8 @@ func (b *builder) blockSlices(reqs []*request) {
 		b.slice(tr, r.issue, r.done, fmt.Sprintf("%s %d KiB", op, r.bytes>>10), "block",
 			[]annotation{annU("bytes", r.bytes), annU("latency_ns", r.done-r.issue)}, r.flows)
 		b.sum.BlockRequests++
-	}
+		return nil
+	})
 }
 
 // rank orders events of one timestamp: ends first, so that a slice that
@@ -752,16 +980,21 @@ func (b *builder) write(w io.Writer) error {
 		}
 		b.sum.TrackPackets++
 	}
-	slices.SortStableFunc(b.events, func(x, y trackEvent) int {
-		return cmp.Or(cmp.Compare(x.ts, y.ts), cmp.Compare(rank(x.typ), rank(y.typ)))
-	})
-	for i := range b.events {
-		buf = appendPacket(buf[:0], b.events[i].marshal())
-		if _, err := bw.Write(buf); err != nil {
-			return err
-		}
+	if b.err != nil {
+		return b.err
 	}
-	b.sum.Packets = b.sum.TrackPackets + len(b.events)
+	n := 0
+	in := newInterner()
+	err := b.events.Each(func(e *trackEvent) error {
+		buf = appendPacket(buf[:0], e.marshal(in))
+		n++
+		_, err := bw.Write(buf)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	b.sum.Packets = b.sum.TrackPackets + n
 	return bw.Flush()
 }
 

@@ -1,9 +1,11 @@
 package perfetto
 
 import (
-	"cmp"
+	"bytes"
 	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
@@ -22,33 +24,130 @@ func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *index.Store {
 	return storetest.Build(t, pseudoTensors, 0, evs, marks)
 }
 
+// written is an exported trace read back: its tracks and, in file order,
+// its events.
+type written struct {
+	tracks map[uint64]string // name by uuid
+	events []trackEvent      // ts, track, typ and name
+}
+
 // slicesOn are the names of the slices begun on tracks named track, in
-// time order.
-func slicesOn(b *builder, track string) []string {
-	uuids := map[uint64]bool{}
-	for _, tr := range b.tracks {
-		if tr.name == track {
-			uuids[tr.uuid] = true
-		}
-	}
-	evs := slices.Clone(b.events)
-	slices.SortStableFunc(evs, func(x, y trackEvent) int { return cmp.Compare(x.ts, y.ts) })
+// the order the trace has them (time order).
+func slicesOn(w *written, track string) []string {
 	var names []string
-	for _, e := range evs {
-		if uuids[e.track] && e.typ == typeSliceBegin {
+	for _, e := range w.events {
+		if w.tracks[e.track] == track && e.typ == typeSliceBegin {
 			names = append(names, e.name)
 		}
 	}
 	return names
 }
 
-func export(t *testing.T, st *index.Store, meta *rundir.Meta) (*builder, Summary) {
+// export writes the trace of st and reads it back with readTrace.
+func export(t *testing.T, st *index.Store, meta *rundir.Meta) (*written, Summary) {
 	t.Helper()
-	b := newBuilder(st, meta, Options{})
-	if err := b.build(); err != nil {
+	var buf bytes.Buffer
+	sum, err := Export(&buf, st, meta, Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return b, b.sum
+	return readTrace(t, buf.Bytes()), sum
+}
+
+// readTrace decodes the fields these tests look at by their published
+// numbers: track descriptors' uuid and name (a thread's in its
+// ThreadDescriptor), track events' type, track and name, a name given
+// inline or as an interned id of the sequence's InternedData.
+func readTrace(t *testing.T, raw []byte) *written {
+	t.Helper()
+	w := &written{tracks: map[uint64]string{}}
+	names := map[uint64]string{}
+	each := func(b []byte, fn func(num protowire.Number, v []byte, u uint64)) {
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				t.Fatalf("bad tag: %v", protowire.ParseError(n))
+			}
+			b = b[n:]
+			var v []byte
+			var u uint64
+			switch typ {
+			case protowire.VarintType:
+				u, n = protowire.ConsumeVarint(b)
+			case protowire.Fixed64Type:
+				u, n = protowire.ConsumeFixed64(b)
+			case protowire.BytesType:
+				v, n = protowire.ConsumeBytes(b)
+			default:
+				t.Fatalf("field %d: wire type %d", num, typ)
+			}
+			if n < 0 {
+				t.Fatalf("field %d: %v", num, protowire.ParseError(n))
+			}
+			b = b[n:]
+			fn(num, v, u)
+		}
+	}
+	each(raw, func(_ protowire.Number, packet []byte, _ uint64) {
+		var ts uint64
+		each(packet, func(num protowire.Number, v []byte, u uint64) {
+			switch num {
+			case 8:
+				ts = u
+			case 12: // InternedData.event_names (2): EventName{iid 1, name 2}
+				each(v, func(num protowire.Number, v []byte, _ uint64) {
+					if num != 2 {
+						return
+					}
+					var iid uint64
+					var name string
+					each(v, func(num protowire.Number, v []byte, u uint64) {
+						switch num {
+						case 1:
+							iid = u
+						case 2:
+							name = string(v)
+						}
+					})
+					names[iid] = name
+				})
+			case 60:
+				var uuid uint64
+				var name string
+				each(v, func(num protowire.Number, v []byte, u uint64) {
+					switch num {
+					case 1:
+						uuid = u
+					case 2:
+						name = string(v)
+					case 4:
+						each(v, func(num protowire.Number, v []byte, _ uint64) {
+							if num == 5 {
+								name = string(v)
+							}
+						})
+					}
+				})
+				w.tracks[uuid] = name
+			case 11:
+				e := trackEvent{ts: ts}
+				each(v, func(num protowire.Number, v []byte, u uint64) {
+					switch num {
+					case 9:
+						e.typ = u
+					case 10:
+						e.name = names[u]
+					case 11:
+						e.track = u
+					case 23:
+						e.name = string(v)
+					}
+				})
+				w.events = append(w.events, e)
+			}
+		})
+	})
+	return w
 }
 
 // A block request is one slice however many tensors its slices are in,

@@ -15,6 +15,7 @@ const (
 	fPacketTimestamp       = 8  // TracePacket.timestamp
 	fPacketSequenceID      = 10 // TracePacket.trusted_packet_sequence_id
 	fPacketTrackEvent      = 11 // TracePacket.track_event
+	fPacketInternedData    = 12 // TracePacket.interned_data
 	fPacketSequenceFlags   = 13 // TracePacket.sequence_flags
 	fPacketTrackDescriptor = 60 // TracePacket.track_descriptor
 
@@ -35,19 +36,30 @@ const (
 	fCounterUnit     = 3 // CounterDescriptor.unit
 	fCounterUnitName = 6 // CounterDescriptor.unit_name
 
+	fEventCategoryIIDs = 3  // TrackEvent.category_iids
 	fEventAnnotations  = 4  // TrackEvent.debug_annotations
 	fEventType         = 9  // TrackEvent.type
+	fEventNameIID      = 10 // TrackEvent.name_iid
 	fEventTrackUUID    = 11 // TrackEvent.track_uuid
-	fEventCategories   = 22 // TrackEvent.categories
-	fEventName         = 23 // TrackEvent.name
 	fEventCounterValue = 30 // TrackEvent.counter_value
 	fEventFlowIDs      = 47 // TrackEvent.flow_ids (fixed64)
 	fEventTermFlowIDs  = 48 // TrackEvent.terminating_flow_ids (fixed64)
 
-	fAnnName   = 10 // DebugAnnotation.name
-	fAnnUint   = 3  // DebugAnnotation.uint_value
-	fAnnInt    = 4  // DebugAnnotation.int_value
-	fAnnString = 6  // DebugAnnotation.string_value
+	fAnnNameIID      = 1  // DebugAnnotation.name_iid
+	fAnnUint         = 3  // DebugAnnotation.uint_value
+	fAnnInt          = 4  // DebugAnnotation.int_value
+	fAnnString       = 6  // DebugAnnotation.string_value
+	fAnnStringValIID = 17 // DebugAnnotation.string_value_iid
+
+	// InternedData (interned_data/interned_data.proto): each entry is an
+	// iid (1) and its string (2) — EventCategory, EventName,
+	// DebugAnnotationName, InternedString.
+	fInternCategories = 1  // InternedData.event_categories
+	fInternNames      = 2  // InternedData.event_names
+	fInternAnnNames   = 3  // InternedData.debug_annotation_names
+	fInternAnnStrings = 29 // InternedData.debug_annotation_string_values
+	fInternedIID      = 1
+	fInternedString   = 2
 )
 
 // TrackEvent.Type values.
@@ -64,9 +76,13 @@ const (
 	unitBytes = 3
 )
 
-// sequenceIncrementalStateCleared is TracePacket.SequenceFlags'
-// SEQ_INCREMENTAL_STATE_CLEARED, set on the sequence's first packet.
-const sequenceIncrementalStateCleared = 1
+// TracePacket.SequenceFlags: SEQ_INCREMENTAL_STATE_CLEARED, set on the
+// sequence's first packet, and SEQ_NEEDS_INCREMENTAL_STATE, on every
+// packet whose event names interned strings.
+const (
+	sequenceIncrementalStateCleared = 1
+	sequenceNeedsIncrementalState   = 2
+)
 
 // The one packet sequence of an exported trace.
 const sequenceID = 1
@@ -85,10 +101,10 @@ func annU(name string, v uint64) annotation { return annotation{name: name, kind
 func annI(name string, v int64) annotation  { return annotation{name: name, kind: 'i', i: v} }
 func annS(name, v string) annotation        { return annotation{name: name, kind: 's', s: v} }
 
-func appendAnnotation(b []byte, a annotation) []byte {
+func appendAnnotation(b []byte, a annotation, in *interner) []byte {
 	var m []byte
-	m = protowire.AppendTag(m, fAnnName, protowire.BytesType)
-	m = protowire.AppendString(m, a.name)
+	m = protowire.AppendTag(m, fAnnNameIID, protowire.VarintType)
+	m = protowire.AppendVarint(m, in.iid(annNames, a.name))
 	switch a.kind {
 	case 'u':
 		m = protowire.AppendTag(m, fAnnUint, protowire.VarintType)
@@ -97,11 +113,75 @@ func appendAnnotation(b []byte, a annotation) []byte {
 		m = protowire.AppendTag(m, fAnnInt, protowire.VarintType)
 		m = protowire.AppendVarint(m, uint64(a.i))
 	default:
-		m = protowire.AppendTag(m, fAnnString, protowire.BytesType)
-		m = protowire.AppendString(m, a.s)
+		m = protowire.AppendTag(m, fAnnStringValIID, protowire.VarintType)
+		m = protowire.AppendVarint(m, in.iid(annStrings, a.s))
 	}
 	b = protowire.AppendTag(b, fEventAnnotations, protowire.BytesType)
 	return protowire.AppendBytes(b, m)
+}
+
+// The interned string tables of a trace's one sequence.
+const (
+	categories = iota
+	eventNames
+	annNames
+	annStrings
+	internTables
+)
+
+// internField is each table's InternedData field.
+var internField = [internTables]protowire.Number{fInternCategories, fInternNames, fInternAnnNames, fInternAnnStrings}
+
+// interner gives each string of a table (event names, categories,
+// annotation names and string values) an id the first time a packet
+// uses it, and collects the new ones for that packet's InternedData: a
+// string is written once per trace, then referred to by a varint. The
+// tables hold the distinct strings (names of tensors, ops, tokens), not
+// the events.
+type interner struct {
+	ids   [internTables]map[string]uint64
+	fresh [internTables][]string
+}
+
+func newInterner() *interner {
+	in := &interner{}
+	for i := range in.ids {
+		in.ids[i] = map[string]uint64{}
+	}
+	return in
+}
+
+func (in *interner) iid(table int, s string) uint64 {
+	if id, ok := in.ids[table][s]; ok {
+		return id
+	}
+	id := uint64(len(in.ids[table]) + 1) // iids start at 1: 0 means unset
+	in.ids[table][s] = id
+	in.fresh[table] = append(in.fresh[table], s)
+	return id
+}
+
+// appendFresh appends the InternedData of the strings given ids since the
+// last call, if any, and forgets them.
+func (in *interner) appendFresh(p []byte) []byte {
+	var d []byte
+	for t := range in.fresh {
+		for _, s := range in.fresh[t] {
+			var e []byte
+			e = protowire.AppendTag(e, fInternedIID, protowire.VarintType)
+			e = protowire.AppendVarint(e, in.ids[t][s])
+			e = protowire.AppendTag(e, fInternedString, protowire.BytesType)
+			e = protowire.AppendString(e, s)
+			d = protowire.AppendTag(d, internField[t], protowire.BytesType)
+			d = protowire.AppendBytes(d, e)
+		}
+		in.fresh[t] = in.fresh[t][:0]
+	}
+	if d == nil {
+		return p
+	}
+	p = protowire.AppendTag(p, fPacketInternedData, protowire.BytesType)
+	return protowire.AppendBytes(p, d)
 }
 
 // trackEvent is one TrackEvent to write at ts.
@@ -117,26 +197,28 @@ type trackEvent struct {
 	endFlows []uint64 // flow ids this event terminates
 }
 
-func (e *trackEvent) marshal() []byte {
+// marshal is e's TracePacket, its names interned in in (with the
+// InternedData of the strings it is first to use).
+func (e *trackEvent) marshal(in *interner) []byte {
 	var te []byte
 	te = protowire.AppendTag(te, fEventType, protowire.VarintType)
 	te = protowire.AppendVarint(te, e.typ)
 	te = protowire.AppendTag(te, fEventTrackUUID, protowire.VarintType)
 	te = protowire.AppendVarint(te, e.track)
 	if e.category != "" {
-		te = protowire.AppendTag(te, fEventCategories, protowire.BytesType)
-		te = protowire.AppendString(te, e.category)
+		te = protowire.AppendTag(te, fEventCategoryIIDs, protowire.VarintType)
+		te = protowire.AppendVarint(te, in.iid(categories, e.category))
 	}
 	if e.name != "" {
-		te = protowire.AppendTag(te, fEventName, protowire.BytesType)
-		te = protowire.AppendString(te, e.name)
+		te = protowire.AppendTag(te, fEventNameIID, protowire.VarintType)
+		te = protowire.AppendVarint(te, in.iid(eventNames, e.name))
 	}
 	if e.typ == typeCounter {
 		te = protowire.AppendTag(te, fEventCounterValue, protowire.VarintType)
 		te = protowire.AppendVarint(te, uint64(e.counter))
 	}
 	for _, a := range e.anns {
-		te = appendAnnotation(te, a)
+		te = appendAnnotation(te, a, in)
 	}
 	for _, id := range e.flows {
 		te = protowire.AppendTag(te, fEventFlowIDs, protowire.Fixed64Type)
@@ -151,6 +233,9 @@ func (e *trackEvent) marshal() []byte {
 	p = protowire.AppendVarint(p, e.ts)
 	p = protowire.AppendTag(p, fPacketSequenceID, protowire.VarintType)
 	p = protowire.AppendVarint(p, sequenceID)
+	p = protowire.AppendTag(p, fPacketSequenceFlags, protowire.VarintType)
+	p = protowire.AppendVarint(p, sequenceNeedsIncrementalState)
+	p = in.appendFresh(p)
 	p = protowire.AppendTag(p, fPacketTrackEvent, protowire.BytesType)
 	return protowire.AppendBytes(p, te)
 }

@@ -86,15 +86,31 @@ func UnionNS(iv [][2]uint64, lo, hi uint64) uint64 {
 		}
 		return 0
 	})
-	var total, end uint64
+	u := union{lo: lo, hi: hi}
 	for _, x := range c {
-		if x[0] > end {
-			total += x[1] - x[0]
-			end = x[1]
-		} else if x[1] > end {
-			total += x[1] - end
-			end = x[1]
-		}
+		u.add(x[0], x[1])
 	}
-	return total
+	return u.total
+}
+
+// union sums the union of intervals given in order of their starts,
+// clipped to [lo, hi), holding only the end so far: the stall of a token
+// is summed as its faults stream by, however many it has.
+type union struct {
+	lo, hi     uint64
+	total, end uint64
+}
+
+func (u *union) add(s, e uint64) {
+	s, e = max(s, u.lo), min(e, u.hi)
+	if s >= e {
+		return
+	}
+	if s > u.end {
+		u.total += e - s
+		u.end = e
+	} else if e > u.end {
+		u.total += e - u.end
+		u.end = e
+	}
 }

@@ -2,6 +2,8 @@ package stats
 
 import (
 	"cmp"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -65,10 +68,13 @@ type run struct {
 	phaseOf map[uint32]uint8
 	tensor  []event.Counters // whole-run totals by tensor id
 	sels    []event.ExpertSel
-	// From the event pass.
-	stallIv   map[uint32][][2]uint64 // fault intervals by token
-	requests  []request
-	uniqueRd  []int64 // distinct pages read from the device, by model
+	// From the event pass, which holds none of the run's events: what
+	// needs them in another order goes through an external sort.
+	stall     map[uint32]uint64 // fault stall within each token's call, by token
+	reqHist   map[int]int       // device read requests by bits.Len64 of their size
+	reqs      int               // device read requests
+	backSeeks [2]int            // backward seeks, consecutive pairs in one model file
+	uniqueRd  []int64           // distinct pages read from the device, by model
 	res       *residency
 	tokenRes  [][]int64          // resident pages by token index, by tensor id (nil when unknown)
 	realHits  map[[2]int]*[2]int // (layer, phase) → hits, activations
@@ -143,6 +149,129 @@ type pageEv struct {
 	add        bool
 }
 
+// sortBatch is how many records each external sort holds in memory
+// (about 2.5 MiB of each kind) before it spills a sorted run.
+const sortBatch = 1 << 16
+
+var pageEvCodec = extsort.Codec[pageEv]{
+	Append: func(b []byte, v *pageEv) []byte {
+		b = binary.AppendUvarint(b, v.ts)
+		b = binary.AppendUvarint(b, uint64(v.model))
+		b = binary.AppendVarint(b, v.first)
+		b = binary.AppendVarint(b, v.end)
+		if v.add {
+			return append(b, 1)
+		}
+		return append(b, 0)
+	},
+	Decode: func(b []byte, v *pageEv) error {
+		var m uint64
+		var err error
+		if v.ts, b, err = uvarint(b); err != nil {
+			return err
+		}
+		if m, b, err = uvarint(b); err != nil {
+			return err
+		}
+		v.model = int32(m)
+		if v.first, b, err = varint(b); err != nil {
+			return err
+		}
+		if v.end, b, err = varint(b); err != nil {
+			return err
+		}
+		if len(b) != 1 {
+			return errBadRecord
+		}
+		v.add = b[0] == 1
+		return nil
+	},
+}
+
+// interval is one fault's stall, [start, end), in its token.
+type interval struct {
+	token      uint32
+	start, end uint64
+}
+
+var intervalCodec = extsort.Codec[interval]{
+	Append: func(b []byte, v *interval) []byte {
+		b = binary.AppendUvarint(b, uint64(v.token))
+		b = binary.AppendUvarint(b, v.start)
+		return binary.AppendUvarint(b, v.end)
+	},
+	Decode: func(b []byte, v *interval) error {
+		var t uint64
+		var err error
+		if t, b, err = uvarint(b); err != nil {
+			return err
+		}
+		v.token = uint32(t)
+		if v.start, b, err = uvarint(b); err != nil {
+			return err
+		}
+		if v.end, b, err = uvarint(b); err != nil {
+			return err
+		}
+		if len(b) != 0 {
+			return errBadRecord
+		}
+		return nil
+	},
+}
+
+var requestCodec = extsort.Codec[request]{
+	Append: func(b []byte, v *request) []byte {
+		b = binary.AppendUvarint(b, v.issue)
+		b = binary.AppendUvarint(b, v.bytes)
+		b = binary.AppendVarint(b, int64(v.model))
+		b = binary.AppendVarint(b, v.start)
+		return binary.AppendVarint(b, v.end)
+	},
+	Decode: func(b []byte, v *request) error {
+		var m int64
+		var err error
+		if v.issue, b, err = uvarint(b); err != nil {
+			return err
+		}
+		if v.bytes, b, err = uvarint(b); err != nil {
+			return err
+		}
+		if m, b, err = varint(b); err != nil {
+			return err
+		}
+		v.model = int(m)
+		if v.start, b, err = varint(b); err != nil {
+			return err
+		}
+		if v.end, b, err = varint(b); err != nil {
+			return err
+		}
+		if len(b) != 0 {
+			return errBadRecord
+		}
+		return nil
+	},
+}
+
+var errBadRecord = errors.New("a sorted record of the wrong length")
+
+func uvarint(b []byte) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, errBadRecord
+	}
+	return v, b[n:], nil
+}
+
+func varint(b []byte) (int64, []byte, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, errBadRecord
+	}
+	return v, b[n:], nil
+}
+
 // fileRange is where in its model file e's bytes start, when they are in
 // a model the metadata names.
 func (r *run) fileRange(e *event.Event) (model int, off int64, ok bool) {
@@ -150,27 +279,46 @@ func (r *run) fileRange(e *event.Event) (model int, off int64, ok bool) {
 	return m, off, ok && m < len(r.meta.Models)
 }
 
-// eventPass reads every event once: fault intervals, block requests and
-// the page-cache history.
+// eventPass reads every event once: the stall of each token, the device
+// read requests' sizes and seeks, and the page-cache history. The events
+// stream by; the intervals, requests and page events each go through an
+// external sort into the order their figure needs.
 func (r *run) eventPass() error {
-	r.stallIv = map[uint32][][2]uint64{}
 	r.uniqueRd = make([]int64, len(r.meta.Models))
+	r.reqHist = map[int]int{}
 	readSeen := make([][]bool, len(r.meta.Models))
 	for i := range r.meta.Models {
 		readSeen[i] = make([]bool, pagesOf(r.meta.Models[i].Size))
 	}
-	var pev []pageEv
+	byTokenStart := func(a, b *interval) int {
+		return cmp.Or(cmp.Compare(a.token, b.token), cmp.Compare(a.start, b.start))
+	}
+	ivs := extsort.New(sortBatch, byTokenStart, intervalCodec)
+	defer ivs.Close()
+	reqs := extsort.New(sortBatch, func(a, b *request) int { return cmp.Compare(a.issue, b.issue) }, requestCodec)
+	defer reqs.Close()
+	// Adds are emitted when their trigger is known, after later events:
+	// time order is the order the page cache saw them.
+	pev := extsort.New(sortBatch, func(a, b *pageEv) int { return cmp.Compare(a.ts, b.ts) }, pageEvCodec)
+	defer pev.Close()
 	err := r.st.Records(index.EventFilter{}, func(rec []event.Event) error {
 		switch rec[0].Kind {
 		case event.KindFault:
 			for _, e := range rec {
 				if e.Class == event.ClassMajor || e.Class == event.ClassMinor {
-					r.stallIv[e.Token] = append(r.stallIv[e.Token], [2]uint64{e.Ts - e.Dur, e.Ts})
+					if err := ivs.Add(interval{e.Token, e.Ts - e.Dur, e.Ts}); err != nil {
+						return err
+					}
 				}
 			}
 		case event.KindBlock:
 			if rec[0].Class == event.ClassRead {
-				r.requests = append(r.requests, r.readRequest(rec, readSeen))
+				q := r.readRequest(rec, readSeen)
+				r.reqHist[bits.Len64(q.bytes)]++
+				r.reqs++
+				if err := reqs.Add(q); err != nil {
+					return err
+				}
 			}
 		case event.KindPageAdd, event.KindPageDel:
 			for i := range rec {
@@ -179,7 +327,9 @@ func (r *run) eventPass() error {
 				if !ok {
 					continue
 				}
-				pev = append(pev, pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == event.KindPageAdd})
+				if err := pev.Add(pageEv{ts: e.Ts, model: int32(m), first: off / ps, end: (off + int64(e.Bytes) + ps - 1) / ps, add: e.Kind == event.KindPageAdd}); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -187,11 +337,67 @@ func (r *run) eventPass() error {
 	if err != nil {
 		return fmt.Errorf("reading events: %w", err)
 	}
-	// Adds are emitted when their trigger is known, after later events:
-	// time order is the order the page cache saw them.
-	slices.SortStableFunc(pev, func(a, b pageEv) int { return cmp.Compare(a.ts, b.ts) })
-	r.replayPages(pev)
+	if err := r.sumStalls(ivs); err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	if err := r.seeks(reqs); err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	if err := r.replayPages(pev.Each); err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
 	return nil
+}
+
+// sumStalls sums each token's fault stall within its llama_decode call
+// from the intervals in order of token and start.
+func (r *run) sumStalls(ivs *extsort.Sorter[interval]) error {
+	r.stall = map[uint32]uint64{}
+	window := map[uint32][2]uint64{}
+	for _, t := range r.tokens {
+		if t.StartNS != 0 && t.EndNS >= t.StartNS {
+			window[t.Token] = [2]uint64{t.StartNS, t.EndNS}
+		}
+	}
+	var u union
+	cur, have := uint32(0), false
+	err := ivs.Each(func(iv *interval) error {
+		if !have || iv.token != cur {
+			if have {
+				r.stall[cur] = u.total
+			}
+			w, ok := window[iv.token]
+			cur, have = iv.token, ok
+			u = union{lo: w[0], hi: w[1]}
+			if !ok {
+				return nil
+			}
+		}
+		u.add(iv.start, iv.end)
+		return nil
+	})
+	if have {
+		r.stall[cur] = u.total
+	}
+	return err
+}
+
+// seeks counts backward seeks, in issue order, between consecutive
+// requests in the same model file: a request starting before the previous
+// one ended.
+func (r *run) seeks(reqs *extsort.Sorter[request]) error {
+	var prev request
+	first := true
+	return reqs.Each(func(b *request) error {
+		if !first && prev.model >= 0 && prev.model == b.model {
+			r.backSeeks[1]++
+			if b.start < prev.end {
+				r.backSeeks[0]++
+			}
+		}
+		prev, first = *b, false
+		return nil
+	})
 }
 
 // readRequest is the block read request whose slices are rec; the model
@@ -358,7 +564,7 @@ func (rs *residency) expertResident(layerExps []uint32, e int) bool {
 // replayPages replays the page cache's history in time order, taking
 // the residency of every tensor at each token's start and the real hit
 // rate of the router's picks against it.
-func (r *run) replayPages(pev []pageEv) {
+func (r *run) replayPages(pages func(func(*pageEv) error) error) error {
 	rs := newResidency(r.meta, r.st.Tensors)
 	r.res = rs
 	for _, why := range rs.known {
@@ -409,16 +615,18 @@ func (r *run) replayPages(pev []pageEv) {
 		}
 	}
 	next := 0
-	for i := range pev {
-		for next < len(order) && r.tokens[order[next]].StartNS <= pev[i].ts {
+	err := pages(func(ev *pageEv) error {
+		for next < len(order) && r.tokens[order[next]].StartNS <= ev.ts {
 			snap(order[next])
 			next++
 		}
-		rs.apply(&pev[i])
-	}
+		rs.apply(ev)
+		return nil
+	})
 	for ; next < len(order); next++ {
 		snap(order[next])
 	}
+	return err
 }
 
 // expsByLayer lists the *_exps tensor ids of each MoE layer.
@@ -437,7 +645,7 @@ func (r *run) tokenWall(t *event.TokenInfo) (wall, stall uint64, ok bool) {
 	if t.StartNS == 0 || t.EndNS < t.StartNS {
 		return 0, 0, false
 	}
-	return t.EndNS - t.StartNS, UnionNS(r.stallIv[t.Token], t.StartNS, t.EndNS), true
+	return t.EndNS - t.StartNS, r.stall[t.Token], true
 }
 
 const naNoTokens = "no tokens of this phase were recorded"
@@ -579,16 +787,13 @@ func (r *run) amplification() Table {
 func (r *run) requestSizes() Table {
 	t := Table{Name: "device_reads", Title: "device read requests: size histogram (power-of-two buckets), unique bytes, backward seeks",
 		Columns: cols("siif", "figure", "bucket_min_bytes", "value", "share_ratio")}
-	hist := map[int]int{}
-	for _, q := range r.requests {
-		hist[bits.Len64(q.bytes)]++
-	}
+	hist := r.reqHist
 	var ks []int
 	for k := range hist {
 		ks = append(ks, k)
 	}
 	slices.Sort(ks)
-	n := float64(len(r.requests))
+	n := float64(r.reqs)
 	for _, k := range ks {
 		lo := int64(0)
 		if k > 0 {
@@ -605,21 +810,7 @@ func (r *run) requestSizes() Table {
 	}
 	t.add(Str("unique_bytes_read_pages_x4096"), NA("not a bucket"), I64(unique), ratio(float64(unique), float64(total), "no device reads of model tensors"))
 	t.add(Str("total_bytes_read_model_tensors"), NA("not a bucket"), I64(total), ratio(float64(total), float64(total), "no device reads of model tensors"))
-	// Backward seeks, in issue order, between consecutive requests in the
-	// same model file: a request starting before the previous one ended.
-	reqs := slices.Clone(r.requests)
-	slices.SortStableFunc(reqs, func(a, b request) int { return cmp.Compare(a.issue, b.issue) })
-	var pairs, back int
-	for i := 1; i < len(reqs); i++ {
-		a, b := &reqs[i-1], &reqs[i]
-		if a.model < 0 || a.model != b.model {
-			continue
-		}
-		pairs++
-		if b.start < a.end {
-			back++
-		}
-	}
+	back, pairs := r.backSeeks[0], r.backSeeks[1]
 	t.add(Str("backward_seeks"), NA("not a bucket"), I64(back), ratio(float64(back), float64(pairs), "fewer than two consecutive read requests in one model file"))
 	return t
 }

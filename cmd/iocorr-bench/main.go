@@ -29,11 +29,13 @@ func main() {
 	pflag.IntVar(&cfg.Tokens, "tokens", 16, "tokens llama-bench generates per run (-n)")
 	pflag.IntVar(&cfg.Threads, "threads", 2, "llama-bench threads (-t)")
 	pflag.Int64Var(&memMiB, "mem-limit-mib", 128, "memory limit of the cold arm, MiB")
-	pflag.BoolVar(&cfg.Short, "short", false, "prove it works: 1 round, 4 tokens, the 1 M-event store")
+	pflag.BoolVar(&cfg.Short, "short", false, "prove it works: 1 round, 4 tokens, the 1 M-event store, scale runs of 2 and 4 tokens")
+	pflag.IntSliceVar(&cfg.ScaleTokens, "scale-tokens", []int{64, 256}, "run lengths of the scale section (llama-bench -n), shortest first")
 	pflag.StringVarP(&out, "output", "o", "bench.json", "JSON file to write the table to")
 	pflag.Parse()
 	if cfg.Short {
 		cfg.Pairs, cfg.Tokens = 1, 4
+		cfg.ScaleTokens = []int{2, 4}
 	}
 	cfg.MemLimit = memMiB << 20
 	cfg.Log = os.Stderr

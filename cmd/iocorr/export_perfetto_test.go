@@ -74,7 +74,10 @@ func fields(t *testing.T, b []byte, fn func(num protowire.Number, typ protowire.
 
 // decodeTrace reads a trace with a schema of its own: every packet on
 // sequence 1 is a track descriptor or a timestamped track event, every
-// field one the exporter means to write.
+// field one the exporter means to write. Event names, categories,
+// annotation names and string values are interned: an id must be defined
+// by the InternedData of its packet or an earlier one, once, on a packet
+// that says it needs the sequence's incremental state.
 func decodeTrace(t *testing.T, path string) decodedTrace {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -82,13 +85,27 @@ func decodeTrace(t *testing.T, path string) decodedTrace {
 		t.Fatal(err)
 	}
 	d := decodedTrace{tracks: map[uint64]traceTrack{}}
+	// Interned strings by InternedData field (1 categories, 2 event names,
+	// 3 annotation names, 29 annotation string values), then iid.
+	interned := map[protowire.Number]map[uint64]string{1: {}, 2: {}, 3: {}, 29: {}}
+	lookup := func(table protowire.Number, iid uint64) string {
+		s, ok := interned[table][iid]
+		if !ok {
+			t.Fatalf("interned id %d of table %d used before its InternedData", iid, table)
+		}
+		return s
+	}
 	fields(t, raw, func(num protowire.Number, _ protowire.Type, packet []byte, _ uint64) {
 		if num != 1 {
 			t.Fatalf("Trace field %d, want only packets (1)", num)
 		}
-		var ts, seq uint64
+		var ts, seq, flags uint64
 		var hasTS bool
 		var ev *traceEvent
+		// InternedData comes before the event that uses it (the exporter
+		// writes it so); a decoder must not depend on that, so the event
+		// is decoded after the packet's fields are read.
+		var evBytes []byte
 		fields(t, packet, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
 			switch num {
 			case 8:
@@ -96,6 +113,29 @@ func decodeTrace(t *testing.T, path string) decodedTrace {
 			case 10:
 				seq = u
 			case 13: // sequence_flags
+				flags = u
+			case 12: // interned_data
+				fields(t, v, func(table protowire.Number, _ protowire.Type, v []byte, _ uint64) {
+					if interned[table] == nil {
+						t.Fatalf("InternedData field %d", table)
+					}
+					var iid uint64
+					var str string
+					fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+						switch num {
+						case 1:
+							iid = u
+						case 2:
+							str = string(v)
+						default:
+							t.Fatalf("interned entry field %d", num)
+						}
+					})
+					if _, dup := interned[table][iid]; dup || iid == 0 {
+						t.Fatalf("interned id %d of table %d defined twice or zero", iid, table)
+					}
+					interned[table][iid] = str
+				})
 			case 60:
 				var tr traceTrack
 				fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
@@ -125,47 +165,54 @@ func decodeTrace(t *testing.T, path string) decodedTrace {
 				}
 				d.tracks[tr.uuid] = tr
 			case 11:
-				ev = &traceEvent{anns: map[string]string{}}
-				fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-					switch num {
-					case 9:
-						ev.typ = u
-					case 11:
-						ev.track = u
-					case 22:
-					case 23:
-						ev.name = string(v)
-					case 30:
-						ev.counter = int64(u)
-					case 47:
-						ev.flows = append(ev.flows, u)
-					case 48:
-						ev.termFlows = append(ev.termFlows, u)
-					case 4:
-						var name, val string
-						fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-							switch num {
-							case 10:
-								name = string(v)
-							case 6:
-								val = string(v)
-							case 3, 4:
-								val = strconv.FormatInt(int64(u), 10)
-							case 5:
-								val = "float"
-							default:
-								t.Fatalf("DebugAnnotation field %d", num)
-							}
-						})
-						ev.anns[name] = val
-					default:
-						t.Fatalf("TrackEvent field %d", num)
-					}
-				})
+				evBytes = v
 			default:
 				t.Fatalf("TracePacket field %d", num)
 			}
 		})
+		if evBytes != nil {
+			if flags&2 == 0 {
+				t.Fatalf("a track event packet without SEQ_NEEDS_INCREMENTAL_STATE (flags %d)", flags)
+			}
+			ev = &traceEvent{anns: map[string]string{}}
+			fields(t, evBytes, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+				switch num {
+				case 9:
+					ev.typ = u
+				case 11:
+					ev.track = u
+				case 3:
+					lookup(1, u)
+				case 10:
+					ev.name = lookup(2, u)
+				case 30:
+					ev.counter = int64(u)
+				case 47:
+					ev.flows = append(ev.flows, u)
+				case 48:
+					ev.termFlows = append(ev.termFlows, u)
+				case 4:
+					var name, val string
+					fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+						switch num {
+						case 1:
+							name = lookup(3, u)
+						case 17:
+							val = lookup(29, u)
+						case 3, 4:
+							val = strconv.FormatInt(int64(u), 10)
+						case 5:
+							val = "float"
+						default:
+							t.Fatalf("DebugAnnotation field %d", num)
+						}
+					})
+					ev.anns[name] = val
+				default:
+					t.Fatalf("TrackEvent field %d", num)
+				}
+			})
+		}
 		if seq != 1 {
 			t.Fatalf("packet on sequence %d", seq)
 		}

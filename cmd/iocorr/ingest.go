@@ -31,6 +31,7 @@ func ingestFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		default:
 			return usagef("ingest: takes one run directory, got %d arguments", len(args))
 		}
+		boundHeap()
 		sum, err := pipeline.Ingest(ctx, dir, pipeline.Options{Force: *force})
 		if err != nil {
 			return fmt.Errorf("ingest: %w", err)

@@ -2,10 +2,26 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 )
+
+// heapLimit is the Go heap the commands that read or build a store aim
+// under: they stream, and what they hold is bounded, but the collector
+// lets garbage reach the live heap's size again before it runs; near
+// this limit it runs sooner. It is a soft limit: a command that needs
+// more gets it. GOMEMLIMIT, when set, wins.
+const heapLimit = 160 << 20
+
+// boundHeap sets heapLimit, unless GOMEMLIMIT is set.
+func boundHeap() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(heapLimit)
+	}
+}
 
 // openRunMeta opens DIR's store and reads its metadata, for the commands
 // that need both (the status goes to stderr as with openRun).
@@ -25,6 +41,7 @@ func openRunMeta(dir string) (*index.Store, *rundir.Meta, error) {
 // openRun opens DIR's store and its run status (rundir.Meta.Status: ""
 // for a run recorded to its end), which it also prints on stderr.
 func openRun(dir string) (*index.Store, string, error) {
+	boundHeap()
 	st, err := index.Open(dir)
 	if err != nil {
 		return nil, "", err

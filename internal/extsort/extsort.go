@@ -1,0 +1,210 @@
+// Package extsort sorts more records than a reader may hold: records are
+// gathered in memory up to a bound, each full batch is sorted and spilled
+// to an unlinked temporary file as one run, and the runs are merged. The
+// read side uses it where a figure needs a run's events in an order the
+// store does not keep (page events by time, fault intervals by token), so
+// that its memory is the bound, not the run's length.
+package extsort
+
+import (
+	"bufio"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// Codec turns a record into bytes and back. Append appends v's encoding to
+// b; Decode fills v from exactly the bytes Append wrote.
+type Codec[T any] struct {
+	Append func(b []byte, v *T) []byte
+	Decode func(b []byte, v *T) error
+}
+
+// Sorter sorts records of type T by cmp, stably: records that compare
+// equal come out in the order they were added.
+type Sorter[T any] struct {
+	cmp    func(a, b *T) int
+	codec  Codec[T]
+	max    int
+	buf    []T
+	file   *os.File
+	w      *bufio.Writer
+	off    int64
+	runs   [][2]int64 // offset, length of each spilled run
+	enc    []byte
+	n      int
+	closed bool
+}
+
+// New returns a sorter holding at most maxInMemory records before it
+// spills a run.
+func New[T any](maxInMemory int, cmp func(a, b *T) int, codec Codec[T]) *Sorter[T] {
+	return &Sorter[T]{cmp: cmp, codec: codec, max: max(maxInMemory, 1)}
+}
+
+// Len is how many records were added.
+func (s *Sorter[T]) Len() int { return s.n }
+
+// Add adds one record.
+func (s *Sorter[T]) Add(v T) error {
+	s.buf = append(s.buf, v)
+	s.n++
+	if len(s.buf) >= s.max {
+		return s.spill()
+	}
+	return nil
+}
+
+func (s *Sorter[T]) spill() error {
+	if s.file == nil {
+		f, err := os.CreateTemp("", "iocorr-sort-*")
+		if err != nil {
+			return fmt.Errorf("sorting: %w", err)
+		}
+		// Unlinked at once: a killed reader leaves nothing behind.
+		os.Remove(f.Name())
+		s.file, s.w = f, bufio.NewWriterSize(f, 1<<16)
+	}
+	slices.SortStableFunc(s.buf, func(a, b T) int { return s.cmp(&a, &b) })
+	start := s.off
+	for i := range s.buf {
+		s.enc = s.codec.Append(s.enc[:0], &s.buf[i])
+		var hdr [binary.MaxVarintLen64]byte
+		n := binary.PutUvarint(hdr[:], uint64(len(s.enc)))
+		if _, err := s.w.Write(hdr[:n]); err != nil {
+			return fmt.Errorf("sorting: %w", err)
+		}
+		if _, err := s.w.Write(s.enc); err != nil {
+			return fmt.Errorf("sorting: %w", err)
+		}
+		s.off += int64(n + len(s.enc))
+	}
+	s.runs = append(s.runs, [2]int64{start, s.off - start})
+	clear(s.buf) // drop what records point to
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// Close releases the sorter's memory and temporary file.
+func (s *Sorter[T]) Close() error {
+	s.buf, s.closed = nil, true
+	if s.file != nil {
+		err := s.file.Close()
+		s.file = nil
+		return err
+	}
+	return nil
+}
+
+// Each calls fn for every record in order; v is valid only during the
+// call. It may be called once.
+func (s *Sorter[T]) Each(fn func(v *T) error) error {
+	if s.closed {
+		return errors.New("sorting: sorter already closed")
+	}
+	defer s.Close()
+	if s.file == nil {
+		slices.SortStableFunc(s.buf, func(a, b T) int { return s.cmp(&a, &b) })
+		for i := range s.buf {
+			if err := fn(&s.buf[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(s.buf) > 0 {
+		if err := s.spill(); err != nil {
+			return err
+		}
+	}
+	if err := s.w.Flush(); err != nil {
+		return fmt.Errorf("sorting: %w", err)
+	}
+	s.buf = nil
+	m := &merge[T]{cmp: s.cmp}
+	for i, r := range s.runs {
+		rd := &runReader[T]{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, r[0], r[1]), 1<<16), codec: s.codec}
+		ok, err := rd.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.h = append(m.h, rd)
+		}
+	}
+	heap.Init(m)
+	for len(m.h) > 0 {
+		top := m.h[0]
+		if err := fn(&top.cur); err != nil {
+			return err
+		}
+		ok, err := top.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			heap.Fix(m, 0)
+		} else {
+			heap.Pop(m)
+		}
+	}
+	return nil
+}
+
+// runReader reads one spilled run, one record ahead.
+type runReader[T any] struct {
+	idx   int
+	r     *bufio.Reader
+	codec Codec[T]
+	b     []byte
+	cur   T
+}
+
+func (rd *runReader[T]) next() (bool, error) {
+	n, err := binary.ReadUvarint(rd.r)
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sorting: reading a run: %w", err)
+	}
+	if uint64(cap(rd.b)) < n {
+		rd.b = make([]byte, n)
+	}
+	rd.b = rd.b[:n]
+	if _, err := io.ReadFull(rd.r, rd.b); err != nil {
+		return false, fmt.Errorf("sorting: reading a run: %w", err)
+	}
+	var zero T
+	rd.cur = zero
+	if err := rd.codec.Decode(rd.b, &rd.cur); err != nil {
+		return false, fmt.Errorf("sorting: %w", err)
+	}
+	return true, nil
+}
+
+// merge is a heap of runs by their next record; ties go to the earlier
+// run, which keeps the sort stable.
+type merge[T any] struct {
+	cmp func(a, b *T) int
+	h   []*runReader[T]
+}
+
+func (m *merge[T]) Len() int { return len(m.h) }
+func (m *merge[T]) Less(i, j int) bool {
+	if c := m.cmp(&m.h[i].cur, &m.h[j].cur); c != 0 {
+		return c < 0
+	}
+	return m.h[i].idx < m.h[j].idx
+}
+func (m *merge[T]) Swap(i, j int) { m.h[i], m.h[j] = m.h[j], m.h[i] }
+func (m *merge[T]) Push(x any)    { m.h = append(m.h, x.(*runReader[T])) }
+func (m *merge[T]) Pop() any {
+	x := m.h[len(m.h)-1]
+	m.h = m.h[:len(m.h)-1]
+	return x
+}

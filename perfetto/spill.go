@@ -1,0 +1,165 @@
+package perfetto
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+
+	"github.com/iocorr/iocorr/internal/extsort"
+)
+
+// The trace's events are made in passes over the store (calls, faults,
+// block requests, reads, counters, thread states) and written in time
+// order. They go through an external sort as they are made, so the
+// export holds a bounded batch of them, never the run's: a trace of
+// millions of events is written at the memory of a small one.
+
+// eventBatch is how many events the sort holds before it spills a run
+// (an event with its annotations is a few hundred bytes in memory).
+const eventBatch = 1 << 16
+
+// byTimeThenRank orders events as the trace is written: by time, and at
+// one time ends first (see rank); made order breaks ties (the sort is
+// stable).
+func byTimeThenRank(x, y *trackEvent) int {
+	return cmp.Or(cmp.Compare(x.ts, y.ts), cmp.Compare(rank(x.typ), rank(y.typ)))
+}
+
+func newEventSort() *extsort.Sorter[trackEvent] {
+	return extsort.New(eventBatch, byTimeThenRank, extsort.Codec[trackEvent]{Append: appendEvent, Decode: decodeEvent})
+}
+
+// emit adds one event to the trace; the first error of the sort is kept
+// and returned by write.
+func (b *builder) emit(e trackEvent) {
+	if b.err == nil {
+		b.err = b.events.Add(e)
+	}
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendIDs(b []byte, ids []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = binary.AppendUvarint(b, id)
+	}
+	return b
+}
+
+func appendEvent(b []byte, e *trackEvent) []byte {
+	b = binary.AppendUvarint(b, e.ts)
+	b = binary.AppendUvarint(b, e.track)
+	b = binary.AppendUvarint(b, e.typ)
+	b = appendString(b, e.name)
+	b = appendString(b, e.category)
+	b = binary.AppendVarint(b, e.counter)
+	b = binary.AppendUvarint(b, uint64(len(e.anns)))
+	for _, a := range e.anns {
+		b = appendString(b, a.name)
+		b = append(b, a.kind)
+		switch a.kind {
+		case 'u':
+			b = binary.AppendUvarint(b, a.u)
+		case 'i':
+			b = binary.AppendVarint(b, a.i)
+		default:
+			b = appendString(b, a.s)
+		}
+	}
+	b = appendIDs(b, e.flows)
+	return appendIDs(b, e.endFlows)
+}
+
+var errBadEvent = errors.New("a spilled trace event is malformed")
+
+// reader consumes a spilled event's encoding, remembering the first
+// error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err, r.b = errBadEvent, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err, r.b = errBadEvent, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) string() string {
+	n := r.uvarint()
+	if uint64(len(r.b)) < n {
+		r.err, r.b = errBadEvent, nil
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = errBadEvent
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) ids() []uint64 {
+	n := r.uvarint()
+	if n == 0 || n > uint64(len(r.b)) {
+		return nil
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = r.uvarint()
+	}
+	return ids
+}
+
+func decodeEvent(b []byte, e *trackEvent) error {
+	r := reader{b: b}
+	e.ts, e.track, e.typ = r.uvarint(), r.uvarint(), r.uvarint()
+	e.name, e.category = r.string(), r.string()
+	e.counter = r.varint()
+	if n := r.uvarint(); n > 0 && n <= uint64(len(r.b)) {
+		e.anns = make([]annotation, n)
+		for i := range e.anns {
+			a := &e.anns[i]
+			a.name = r.string()
+			a.kind = r.byte()
+			switch a.kind {
+			case 'u':
+				a.u = r.uvarint()
+			case 'i':
+				a.i = r.varint()
+			default:
+				a.s = r.string()
+			}
+		}
+	}
+	e.flows, e.endFlows = r.ids(), r.ids()
+	if r.err == nil && len(r.b) != 0 {
+		return errBadEvent
+	}
+	return r.err
+}
