@@ -32,7 +32,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.IntVar(&spec.KVHeads, "kv-heads", 0, "key/value heads for GQA (default: heads)")
 	fs.IntVar(&spec.Experts, "experts", 0, "experts per layer (0: dense feed-forward)")
 	fs.IntVar(&spec.ExpertsUsed, "experts-used", 0, "experts used per token (default min(2, experts))")
-	typ := fs.String("type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32)")
+	typ := fs.String("type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32); llama-quantize makes the others")
 	fs.IntVar(&spec.Vocab, "vocab", 512, "vocabulary size (at least 259: 3 special + 256 byte tokens)")
 	fs.IntVar(&spec.Ctx, "ctx", 2048, "context length")
 	fs.Uint64Var(&spec.Seed, "seed", 1, "random seed; the same flags and seed give the same file")
@@ -72,7 +72,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		}
 		t, ok := gguf.ParseType(*typ)
 		if !ok || !slices.Contains(gguf.SynthTypes, t) {
-			return usagef("synth: --type %q: want f16, f32, bf16 or q8_0", *typ)
+			return usagef("synth: --type %q: want f16, f32, bf16 or q8_0 (for K-quants, IQ or MXFP4 write bf16 and run llama.cpp's llama-quantize on it)", *typ)
 		}
 		spec.Type = t
 		if *size != "" {

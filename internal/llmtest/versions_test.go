@@ -28,7 +28,12 @@ func TestDriverRunsEachVersionOnItsOwnLibraries(t *testing.T) {
 			if r.Generated != 3 || r.DecodeCallsExpected != r.PromptBatches+2 {
 				t.Errorf("generated %d tokens in %d llama_decode calls, want 3 in %d", r.Generated, r.DecodeCallsExpected, r.PromptBatches+2)
 			}
-			want := VersionLibDir(v.NodeLlamaCpp)
+			// /proc/self/maps names files by their real path; a checkout may
+			// reach node_modules through a symlink.
+			want, err := filepath.EvalSymlinks(VersionLibDir(v.NodeLlamaCpp))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var llama, base bool
 			for _, lib := range r.Libs {
 				if filepath.Dir(lib) != want {
