@@ -160,8 +160,16 @@ func syscallPair(enter, exit, call string) []attachment {
 var Capabilities = []Capability{
 	{
 		Name: CapLoops, What: "loops in the kernel programs: page-cache runs and their flushes, graph walks, expert picks", Required: true,
-		NA:    "no probe set loads: each one calls bpf_loop (bounded loops are not written yet)",
-		Paths: []Path{{Name: "bpf_loop", Kernel: "5.17", needs: []Need{needLoop}}},
+		NA: "nothing can be traced",
+		Paths: []Path{
+			{Name: "bpf_loop", Kernel: "5.17", needs: []Need{needLoop}},
+			{
+				// Every bpf_loop call is behind use_bpf_loop; the per-folio
+				// page-cache path has none.
+				Name: "no loops: the page cache one record per folio, no graph walk, no expert picks", Kernel: "5.8",
+				Lost: "the router's expert picks and the graph's weight nodes are NA; page-cache events are one record per folio (more records, the same figures)",
+			},
+		},
 	},
 	{
 		Name: CapProcesses, What: "the traced processes, from their fork on; every event's token stamp", Required: true,

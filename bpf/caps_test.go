@@ -68,6 +68,7 @@ func TestEachCapabilityTakesTheFirstPathThisKernelHas(t *testing.T) {
 		{"arm64: no page_fault_user", []string{"page_fault_user"}, nil, CapFaults, 1, "tp_btf page_fault_user: not in this kernel"},
 		{"5.15: no bpf_find_vma, offsets in user space", []string{"bpf_find_vma"}, nil, CapOffsets, 1, "helper bpf_find_vma: not in this kernel"},
 		{"5.15: no bpf_find_vma, mmap from its fd", []string{"bpf_find_vma"}, nil, CapMappings, 1, "bpf_find_vma"},
+		{"5.15: no bpf_loop, pages per folio and no picks", []string{"bpf_loop"}, nil, CapLoops, 1, "helper bpf_loop: not in this kernel"},
 		{"before 6.6: plain uprobes", []string{"uprobe_multi"}, nil, CapOps, 1, "link uprobe_multi: not in this kernel"},
 		{"no readahead tracepoints: the adds inside faults", []string{"readahead"}, nil, CapReadahead, 1, "tracepoint readahead/page_cache_sync_ra"},
 		{"no page cache tracepoints: readahead NA too", []string{"filemap"}, nil, CapReadahead, -1, "tracepoint filemap/mm_filemap_add_to_page_cache"},
@@ -149,6 +150,7 @@ func TestOpenTakesTheFallbackOfEachFeatureSwitchedOff(t *testing.T) {
 		{[]string{"bpf_find_vma"}, CapOffsets, 1, []string{"vma_enter_mmap", "mmap_exit"}, []string{"vma_enter_munmap"}},
 		{[]string{"readahead"}, CapReadahead, 1, nil, []string{"ra_sync", "ra_order"}},
 		{[]string{"block_rq_issue"}, CapBlock, -1, nil, []string{"block_issue", "block_complete"}},
+		{[]string{"bpf_loop", "bpf_find_vma", "page_fault_user"}, CapLoops, 1, []string{"page_add", "graph_compute", "get_rows_begin", "fault_begin_perf"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.without, ","), func(t *testing.T) {

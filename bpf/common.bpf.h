@@ -15,6 +15,13 @@
 /* Set at load time by user space: --probe ops, whose op stamps events. */
 const volatile bool probe_ops = false;
 
+/* Set by user space when the kernel has bpf_loop (5.17, bpf/caps.go's
+ * "loops"): every call is behind it, so that on an older kernel the
+ * verifier drops them as dead code; user space then records the page
+ * cache per folio (whose path has no loop) and the graph walk and the
+ * expert picks are not recorded. */
+const volatile bool use_bpf_loop = false;
+
 /* Token and phase of the most recent llama_decode of any traced process,
  * for events that run in other contexts (block completions, kswapd). */
 struct stamp {

@@ -261,7 +261,7 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 			e->stopped = proc__stop();
 	}
 	e->n_weight_nodes = 0;
-	if (e->is_new && n_nodes > 0)
+	if (use_bpf_loop && e->is_new && n_nodes > 0)
 		bpf_loop(n_nodes, graph__walk_node, &w, 0);
 	e->n_weight_nodes = w.n_weight;
 	/* The graph event follows its nodes in the ring buffer only if it is
@@ -411,7 +411,8 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	 * n_used * 4, so each token's row is read on its own. */
 	x.row_stride = nb[1];
 	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
-	bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk, &x, 0);
+	if (use_bpf_loop)
+		bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk, &x, 0);
 	return 0;
 }
 

@@ -519,6 +519,7 @@ const (
 	IocorrVarUnusedSchedKind    = "unused_sched_kind"
 	IocorrVarUnusedTaskEvent    = "unused_task_event"
 	IocorrVarUnusedTaskKind     = "unused_task_kind"
+	IocorrVarUseBpfLoop         = "use_bpf_loop"
 	IocorrVarUseFindVma         = "use_find_vma"
 )
 
@@ -677,6 +678,7 @@ type IocorrVariableSpecs struct {
 	UnusedSchedKind    *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.VariableSpec `ebpf:"unused_task_event"`
 	UnusedTaskKind     *ebpf.VariableSpec `ebpf:"unused_task_kind"`
+	UseBpfLoop         *ebpf.VariableSpec `ebpf:"use_bpf_loop"`
 	UseFindVma         *ebpf.VariableSpec `ebpf:"use_find_vma"`
 }
 
@@ -779,6 +781,7 @@ type IocorrVariables struct {
 	UnusedSchedKind    *ebpf.Variable `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent    *ebpf.Variable `ebpf:"unused_task_event"`
 	UnusedTaskKind     *ebpf.Variable `ebpf:"unused_task_kind"`
+	UseBpfLoop         *ebpf.Variable `ebpf:"use_bpf_loop"`
 	UseFindVma         *ebpf.Variable `ebpf:"use_find_vma"`
 }
 

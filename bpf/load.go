@@ -44,6 +44,16 @@ func chosenPrimary(caps []capChoice, name string) bool {
 	return false
 }
 
+// pageRecords is the page-cache record mode: the one asked for, or one
+// record per folio where the kernel has no bpf_loop (runs loop over their
+// slots; folios do not).
+func pageRecords(caps []capChoice, asked PageRecords) PageRecords {
+	if !chosenPrimary(caps, CapLoops) {
+		return PageFolios
+	}
+	return asked
+}
+
 // assignObjects fills the generated objects from a collection that may
 // lack programs of paths not taken (their fields stay nil); every map and
 // variable must be there.

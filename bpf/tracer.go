@@ -173,7 +173,8 @@ func Open(opts Options) (*Tracer, error) {
 		"filter_devs":  len(opts.Devices) > 0,
 		"layout":       layoutBPF(lay),
 		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
-		"page_records": uint32(opts.PageRecords),
+		"page_records": uint32(pageRecords(caps, opts.PageRecords)),
+		"use_bpf_loop": chosenPrimary(caps, CapLoops),
 		// Slots beyond the CPUs would never be used: flushes scan only these.
 		"run_slots": uint32(min(runWays*cpus, runSlots)),
 		// The fault and mmap programs resolve mappings in the kernel

@@ -23,6 +23,11 @@ func (m *Meta) PicksNA() string {
 	if m.Layout != nil && m.Layout.Invalid != "" {
 		return "the router's expert picks were not recorded: the ggml struct layout failed validation against the target (" + m.Layout.Invalid + ")"
 	}
+	for _, c := range m.Capabilities {
+		if c.Name == CapLoops && !c.Primary {
+			return "the router's expert picks were not recorded: the kernel has no bpf_loop (5.17), which their probe loops with (" + c.Why + ")"
+		}
+	}
 	if m.attached(func(p *Probe) bool { return p.Symbol == ggml.SymGetRows }) {
 		return ""
 	}

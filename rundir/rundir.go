@@ -191,8 +191,12 @@ func (m *Meta) FaultOffsetsInUserSpace() bool {
 	return false
 }
 
-// CapFaultOffsets is bpf.CapOffsets, named here for the read side.
-const CapFaultOffsets = "fault offsets"
+// CapFaultOffsets and CapLoops are bpf's capability names, named here for
+// the read side.
+const (
+	CapFaultOffsets = "fault offsets"
+	CapLoops        = "loops"
+)
 
 // OpProbes is what --probe ops cost and where it probed: the op probes go
 // only on the CPU backend that computed a graph (node-llama-cpp loads a

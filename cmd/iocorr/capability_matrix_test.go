@@ -31,6 +31,7 @@ var forcedPaths = []struct {
 	{"readahead", bpf.CapReadahead},                  // before 6.10
 	{"uprobe_multi", bpf.CapOps},                     // before 6.6
 	{"page_fault_user,bpf_find_vma,readahead,uprobe_multi", bpf.CapFaults},
+	{"bpf_loop", bpf.CapLoops}, // before 5.17: page cache per folio, no picks
 }
 
 // recordForced records args with the features switched off and checks
@@ -225,6 +226,17 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 			picks := map[string]uint64{}
 			for _, s := range sels {
 				picks[fmt.Sprintf("token %d layer %d e%d", s.Token-first, s.Layer, s.Expert)] += s.Count
+			}
+			if fp.cap == bpf.CapLoops {
+				// Without bpf_loop the picks are not recorded: NA, never zeros.
+				m, err := rundir.ReadMeta(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(picks) != 0 || !strings.Contains(m.PicksNA(), "bpf_loop") {
+					t.Errorf("without bpf_loop: %d picks recorded, NA reason %q", len(picks), m.PicksNA())
+				}
+				return
 			}
 			if d := diffFigures(wantPicks, picks); d != "" {
 				t.Errorf("router picks, plan vs recorded:\n%s", d)
