@@ -37,6 +37,9 @@ type Options struct {
 	// or EV_PAGE_DEL per folio as the kernel reports them, or both side by
 	// side (to check the runs against the folios of the same events).
 	PageRecords PageRecords
+	// PageCache is the pagecache tier: page-cache adds and evictions of
+	// the model files are recorded (tiers.go).
+	PageCache bool
 	// SelfPID is filtered out of block events (iocorr's own writes).
 	SelfPID int
 	// Devices, when not empty, limits block events to these whole-disk
@@ -145,13 +148,17 @@ func Open(opts Options) (*Tracer, error) {
 	}
 	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond share slots.
 	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
+	pageRecords, err := opts.pageRecordsConst()
+	if err != nil {
+		return nil, err
+	}
 	consts := map[string]any{
 		"self_tgid":    uint32(opts.SelfPID),
 		"probe_ops":    opts.ProbeOps,
 		"filter_devs":  len(opts.Devices) > 0,
 		"layout":       layoutBPF(lay),
 		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
-		"page_records": uint32(opts.PageRecords),
+		"page_records": pageRecords,
 		// Slots beyond the CPUs would never be used: flushes scan only these.
 		"run_slots": uint32(min(runWays*cpus, runSlots)),
 	}
@@ -274,6 +281,10 @@ func (t *Tracer) attachKernel() error {
 		)
 		prog := kp.prog(&t.objs.IocorrPrograms)
 		target := kp.name
+		if !t.opts.inTier(kp.name) {
+			t.addProbe(Probe{Kind: kp.kind, Target: kp.group + "/" + kp.name, Error: NotInTier})
+			continue
+		}
 		if kp.kind == "tp_btf" {
 			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 		} else {

@@ -45,6 +45,10 @@ type Options struct {
 	ProbeSched bool
 	Libs       []string // further ELF files to probe
 	Models     []string // model files to trace from the start
+	// PageCache is the pagecache tier: page-cache adds and evictions of
+	// the model files are recorded (bpf.Options.PageCache).
+	PageCache bool
+
 	// Cold evicts the known model files from the page cache before the
 	// command starts; DropCaches drops the whole page cache.
 	Cold, DropCaches bool

@@ -125,11 +125,16 @@ func prepare(o *Options) (*recording, error) {
 	if o.ProbeOps {
 		probeSet = "ops"
 	}
+	tier := rundir.TierDefault
+	if o.PageCache {
+		probeSet += "," + rundir.TierPageCache
+		tier = rundir.TierPageCache
+	}
 	if o.ProbeSched {
 		probeSet += ",sched"
 	}
 	r.m = rundir.Meta{
-		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet,
+		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet, Tier: tier,
 		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
 		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
 		Start: time.Now(),
@@ -152,7 +157,7 @@ func prepare(o *Options) (*recording, error) {
 // the machine lacks where it can tell.
 func (r *recording) openTracer() error {
 	o := r.o
-	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)

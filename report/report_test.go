@@ -74,7 +74,8 @@ func (s synth) build(t testing.TB) string {
 	meta := &rundir.Meta{Command: []string{"llama-cli", "-m", mf.Path, "-p", "it's a test"}, Models: []rundir.ModelFile{mf},
 		Finished: true, Complete: true, ProbeSet: "graph",
 		Probes: []rundir.Probe{{Kind: "uprobe", Target: "/lib/libllama.so", Symbol: "llama_decode"},
-			{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "symbol not found"}},
+			{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "symbol not found"},
+			{Kind: "tracepoint", Target: rundir.TracepointPageAdd}},
 		Controls: rundir.Controls{Cold: true, MemLimit: 96 << 20, CgroupVer: 1},
 		Lost:     map[string]uint64{"fault": 0}, Counts: map[string]uint64{}}
 	tensors := []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1}, {ID: 2, Name: "[model header]", Model: -1, Layer: -1}}

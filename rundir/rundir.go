@@ -54,10 +54,13 @@ type Meta struct {
 
 	Host Host `json:"host"`
 
-	// ProbeSet is "graph" (default) or "ops", followed by ",sched" when
-	// scheduler events were recorded.
-	ProbeSet string  `json:"probe_set"`
-	Probes   []Probe `json:"probes"`
+	// ProbeSet is "graph" (default) or "ops", followed by ",pagecache" in
+	// the pagecache tier and ",sched" when scheduler events were recorded.
+	ProbeSet string `json:"probe_set"`
+	// Tier is TierDefault or TierPageCache; empty in runs recorded before
+	// tiers, which all recorded page-cache events.
+	Tier   string  `json:"tier,omitempty"`
+	Probes []Probe `json:"probes"`
 	// OpProbes is set for --probe ops.
 	OpProbes *OpProbes `json:"op_probes,omitempty"`
 	// Layout is the ggml struct layout the user-space probes used.

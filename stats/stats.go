@@ -257,6 +257,9 @@ func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
 			rs.expertRes[i] = make([]int64, t.Experts)
 		}
 	}
+	// A run without page-cache events (its probe tier left them off) has
+	// no history to replay: its residency is NA, with the tier's reason.
+	noPages := meta.PageCacheNA()
 	for m, mf := range meta.Models {
 		ids := rs.byModel[m]
 		sort.Slice(ids, func(a, b int) bool { return tensors[ids[a]].Offset < tensors[ids[b]].Offset })
@@ -264,6 +267,9 @@ func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
 		rs.state = append(rs.state, make([]bool, n))
 		rs.evicted = append(rs.evicted, make([]bool, n))
 		why := mf.ResidencyNA()
+		if why == "" {
+			why = noPages
+		}
 		if why == "" && mf.ResidentBefore != 0 {
 			for p := range n {
 				rs.set(m, p, true)

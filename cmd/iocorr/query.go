@@ -94,6 +94,10 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 				fmt.Fprintf(stderr, "iocorr: note: %s is NA: %s\n", index.Selected, selNA)
 			}
 		}
-		return output.QueryRows(stdout, rows, q.By, *format, status, selNA)
+		na, err := countersNA(*dir)
+		if err != nil {
+			return fmt.Errorf("query: %w", err)
+		}
+		return output.QueryRows(stdout, rows, q.By, *format, status, selNA, na)
 	}
 }

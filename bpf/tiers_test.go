@@ -1,0 +1,69 @@
+package bpf
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// The default tier attaches no per-folio page-cache program and records
+// no page-cache event, yet every fault with its file offset; the pagecache
+// tier records the adds of the same touches. The run's probe list names
+// the programs the tier left off, with why.
+func TestTheDefaultTierRecordsFaultsWithoutPageCacheEvents(t *testing.T) {
+	const pages = 16
+	touched := []int{1, 5, 9}
+	for _, tc := range []struct {
+		name      string
+		opts      Options
+		pageCache bool
+	}{
+		{"default", Options{}, false},
+		{"pagecache", Options{PageCache: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, dev, ino := coldFile(t, pages)
+			tr := openTracer(t, tc.opts)
+			mem := traceRandomMapping(t, tr, f, dev, ino, pages)
+			runtime.LockOSThread()
+			for _, p := range touched {
+				sink += mem[p*4096]
+			}
+			runtime.UnlockOSThread()
+			faulted := map[uint64]bool{}
+			added := 0
+			drain(t, tr, func(typ uint16, rec []byte) {
+				switch uint32(typ) {
+				case uint32(IocorrEventTypeEV_FAULT):
+					e := *(*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+					if e.Ino == ino && e.Dev == dev {
+						faulted[e.FileOff/4096] = true
+					}
+				case uint32(IocorrEventTypeEV_PAGE_RUN), uint32(IocorrEventTypeEV_PAGE_ADD), uint32(IocorrEventTypeEV_PAGE_DEL):
+					added++
+				}
+			})
+			for _, p := range touched {
+				if !faulted[uint64(p)] {
+					t.Errorf("no fault at page %d (faults at %v)", p, faulted)
+				}
+			}
+			if (added > 0) != tc.pageCache {
+				t.Errorf("%d page-cache records, want some: %v", added, tc.pageCache)
+			}
+			off := 0
+			for _, p := range tr.Probes() {
+				if name, ok := strings.CutPrefix(p.Target, "filemap/"); ok && pageCacheTracepoints[name] {
+					if (p.Error == NotInTier) == tc.pageCache {
+						t.Errorf("probe %s: error %q in the %s tier", p.Target, p.Error, tc.name)
+					}
+					off++
+				}
+			}
+			if off != len(pageCacheTracepoints) {
+				t.Errorf("%d page-cache probes listed, want %d", off, len(pageCacheTracepoints))
+			}
+		})
+	}
+}
