@@ -65,6 +65,12 @@ func TestQueryAndExportsOfTheDefaultTierSayWhyPageCountersAreNA(t *testing.T) {
 			if !strings.Contains(errOut, "--probe pagecache") {
 				t.Errorf("stderr does not say how to measure them: %q", errOut)
 			}
+			if tc.args[0] == "query" {
+				_, _, err := runCmd(t, append(tc.args, "--sort", "pages_added")...)
+				if err == nil || !strings.Contains(err.Error(), "--sort pages_added: not measured") {
+					t.Errorf("query --sort by an unmeasured counter: %v", err)
+				}
+			}
 			js, _, err := runCmd(t, append(tc.args, "--format", "jsonl")...)
 			if err != nil {
 				t.Fatal(err)
