@@ -138,6 +138,8 @@ type recording struct {
 	// run that fills the disk still says what it captured.
 	reserve string
 	meta    *metaWriter
+	// snaps takes the models' residency at token starts (residency.go).
+	snaps *snapshotter
 	// dec counts records act could not decode; only the goroutine that
 	// reads the ring touches it.
 	dec ingest.DecodeStats
@@ -496,6 +498,9 @@ func (r *recording) act(typ uint16, rec []byte) {
 		return
 	}
 	r.stats.observe(d, r.models)
+	if dec := d.Decode(); dec != nil {
+		r.markToken(dec)
+	}
 	switch {
 	case d.Mmap() != nil:
 		r.onMmap(d.Mmap())

@@ -330,12 +330,16 @@ func (r *recording) trace() (ended, error) {
 	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
 
 	stopProgress := r.stats.report(r.o.Progress, &r.counts, r.m.Start)
+	if err := r.startSnapshots(); err != nil {
+		r.warn(err.Error())
+	}
 	stopForward := r.child.ForwardSignals()
 	if err := r.child.Release(); err != nil {
 		stopForward()
 		stopProgress()
 		stopDrain()
 		<-drainErr
+		r.stopSnapshots()
 		r.meta.stop()
 		return ended{}, err
 	}
@@ -360,6 +364,8 @@ func (r *recording) trace() (ended, error) {
 	if !drained {
 		e.err = <-drainErr
 	}
+	// After the drain: it hands the snapshotter its token starts.
+	r.stopSnapshots()
 	stopProgress()
 	r.meta.stop()
 	if cerr := r.spool.Close(); e.err == nil {

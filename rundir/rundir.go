@@ -98,6 +98,9 @@ type Meta struct {
 	// perhaps after a page event of the same pages (their slot was held by
 	// another CPU past the kernel's spin); the store orders them by time.
 	PageRunsUnordered uint64 `json:"page_runs_unordered,omitempty"`
+	// ResidencySnapshots says how many token starts got a residency
+	// snapshot (ResidencyFile); nil in runs recorded before them.
+	ResidencySnapshots *SnapshotStats `json:"residency_snapshots,omitempty"`
 
 	// Complete is false when recording stopped early (the child crashed,
 	// the disk filled, a signal); Warnings say why and what is missing.

@@ -45,6 +45,10 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 	} else {
 		fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, units.Bytes(float64(s.PagesAdded*kernel.PageSize)), s.Evicted)
 	}
+	if rs := m.ResidencySnapshots; rs != nil {
+		fmt.Fprintf(w, "  residency   %d snapshots at token starts in %s of the recorder's time (%d starts too soon after one, %d replaced by the next)\n",
+			rs.Taken, units.Duration(float64(rs.BusyNS)), rs.Throttled, rs.Replaced)
+	}
 	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, units.Bytes(float64(s.BlockRead)))
 	if op := m.OpProbes; op != nil {
 		fmt.Fprintf(w, "  op probes   on %s (%d CPU backends ran no graph, not probed)\n", strings.Join(op.Files, ", "), len(op.Idle))
