@@ -8,6 +8,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
 )
 
 // countersNA reads which counters the run in dir did not measure (its
@@ -34,4 +35,12 @@ func countersNA(dir string) (output.CounterNA, error) {
 		fmt.Fprintf(stderr, "iocorr: note: %v NA: %s\n", cols, why)
 	}
 	return na, nil
+}
+
+// withSnapshots adds the run's residency snapshots to o: a run of the
+// default tier takes its residency from them.
+func withSnapshots(dir string, o stats.Options) (stats.Options, error) {
+	snaps, err := rundir.ReadSnapshots(dir)
+	o.Snapshots = snaps
+	return o, err
 }
