@@ -119,7 +119,7 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 		}
 		// What the command reported of its traced run is what the
 		// llama_decode probes timed: an independent clock of the same run.
-		if r.ReportedTokensPerS != nil && math.Abs(*r.ReportedTokensPerS / *r.TokensPerS-1) > 0.05 {
+		if r.ReportedTokensPerS != nil && math.Abs(*r.ReportedTokensPerS / *r.TokensPerS - 1) > 0.05 {
 			t.Errorf("%s: the command reported %v tok/s, the probes timed %v", r.Budget, *r.ReportedTokensPerS, *r.TokensPerS)
 		}
 	}
