@@ -50,3 +50,18 @@ const NotInTier = "not attached: page-cache adds and evictions are recorded only
 func (o *Options) inTier(name string) bool {
 	return o.RecordsPageCache() || !pageCacheTracepoints[name]
 }
+
+// FilemapFaults counts the filemap faults (mm_filemap_fault) of traced
+// processes, summed over every CPU: the kernel counts them instead of
+// writing a record per fault, since a count is all anyone read of them.
+func (t *Tracer) FilemapFaults() (uint64, error) {
+	var per []uint64
+	if err := t.objs.FilemapFaults.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading the filemap-fault counter: %w", err)
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	return sum, nil
+}

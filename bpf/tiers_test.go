@@ -67,3 +67,36 @@ func TestTheDefaultTierRecordsFaultsWithoutPageCacheEvents(t *testing.T) {
 		})
 	}
 }
+
+// The kernel counts a traced process's filemap faults instead of writing
+// a record per fault: at least one per touched page of a cold mapping, and
+// none for a process it does not trace.
+func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
+	const pages = 16
+	touched := []int{2, 6, 11}
+	f, dev, ino := coldFile(t, pages)
+	tr := openTracer(t, Options{})
+	mem := traceRandomMapping(t, tr, f, dev, ino, pages)
+	runtime.LockOSThread()
+	for _, p := range touched {
+		sink += mem[p*4096]
+	}
+	runtime.UnlockOSThread()
+	records := 0
+	drain(t, tr, func(typ uint16, rec []byte) {
+		if uint32(typ) == uint32(IocorrEventTypeEV_FILEMAP_FAULT) {
+			records++
+		}
+	})
+	n, err := tr.FilemapFaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < uint64(len(touched)) || records != 0 {
+		t.Errorf("%d filemap faults counted, %d recorded; want at least %d counted, none recorded", n, records, len(touched))
+	}
+	fresh := openTracer(t, Options{})
+	if m, err := fresh.FilemapFaults(); err != nil || m != 0 {
+		t.Errorf("a tracer that traces nothing counted %d (%v)", m, err)
+	}
+}

@@ -138,8 +138,10 @@ type recording struct {
 	// run that fills the disk still says what it captured.
 	reserve string
 	meta    *metaWriter
-	// snaps takes the models' residency at token starts (residency.go).
-	snaps *snapshotter
+	// snaps takes the models' residency at token starts (residency.go);
+	// filemapFaults is what the kernel counted instead of recording.
+	snaps         *snapshotter
+	filemapFaults func(map[string]uint64)
 	// dec counts records act could not decode; only the goroutine that
 	// reads the ring touches it.
 	dec ingest.DecodeStats

@@ -217,3 +217,17 @@ func mapModel(mf *rundir.ModelFile) ([]byte, error) {
 	}
 	return unix.Mmap(int(f.Fd()), 0, int(mf.Size), unix.PROT_READ, unix.MAP_SHARED)
 }
+
+// kernelCounts reads what the kernel counted instead of recording (the
+// traced processes' filemap faults) while the tracer is open, and returns
+// what puts it among the run's counts by type.
+func (r *recording) kernelCounts() func(map[string]uint64) {
+	n, err := r.tr.FilemapFaults()
+	if err != nil {
+		r.warn(err.Error())
+		return nil
+	}
+	return func(counts map[string]uint64) {
+		counts[bpf.EventTypeName(uint32(bpf.IocorrEventTypeEV_FILEMAP_FAULT))] = n
+	}
+}

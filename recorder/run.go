@@ -366,6 +366,7 @@ func (r *recording) trace() (ended, error) {
 	}
 	// After the drain: it hands the snapshotter its token starts.
 	r.stopSnapshots()
+	r.filemapFaults = r.kernelCounts()
 	stopProgress()
 	r.meta.stop()
 	if cerr := r.spool.Close(); e.err == nil {
@@ -424,6 +425,9 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 		r.m.Controls.CgroupCounters = cg.Counters()
 	}
 	r.m.Counts = r.counts.Map()
+	if r.filemapFaults != nil {
+		r.filemapFaults(r.m.Counts)
+	}
 	if r.dec.Short+r.dec.Unknown > 0 {
 		r.warn(fmt.Sprintf("%d records too short for their type and %d of unknown type were not looked at while recording", r.dec.Short, r.dec.Unknown))
 	}
