@@ -196,6 +196,7 @@ func Run(cfg Config) *Report {
 			{Name: "b ram ops", Probe: "ops"},
 			{Name: "c memlimit cold default", Cold: true, Floor: true},
 		}
+		arms = append(arms, tierArms(cfg)...)
 		if cfg.Sched {
 			arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
 		}

@@ -241,7 +241,7 @@ var Capabilities = []Capability{
 		},
 	},
 	{
-		Name: CapPageCache, What: "page-cache fills and evictions of model files",
+		Name: CapPageCache, What: "page-cache fills and evictions of model files", Option: "--probe pagecache",
 		NA: "pages added and evicted are NA",
 		Paths: []Path{
 			{
@@ -265,7 +265,7 @@ var Capabilities = []Capability{
 		},
 	},
 	{
-		Name: CapReadahead, What: "what each fault made the kernel read ahead (readahead_trigger_bytes), and the readahead windows",
+		Name: CapReadahead, What: "what each fault made the kernel read ahead (readahead_trigger_bytes), and the readahead windows", Option: "--probe pagecache",
 		NA: "readahead_trigger_bytes is NA",
 		Paths: []Path{
 			{
@@ -577,8 +577,8 @@ func choose(d *detector, want func(*Capability) bool) []capChoice {
 
 // DetectOptions are what Detect needs of a run's options.
 type DetectOptions struct {
-	ProbeOps, ProbeSched bool
-	Without              []string
+	ProbeOps, ProbeSched, PageCache bool
+	Without                         []string
 }
 
 var detectMu sync.Mutex
@@ -593,22 +593,11 @@ func Detect(o DetectOptions) ([]CapStatus, error) {
 	}
 	detectMu.Lock()
 	defer detectMu.Unlock()
-	chs := choose(newDetector(without), wantFunc(o.ProbeOps, o.ProbeSched))
+	opts := Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache}
+	chs := choose(newDetector(without), opts.wanted)
 	out := make([]CapStatus, len(chs))
 	for i := range chs {
 		out[i] = chs[i].CapStatus
 	}
 	return out, nil
-}
-
-func wantFunc(ops, sched bool) func(*Capability) bool {
-	return func(c *Capability) bool {
-		switch c.Name {
-		case CapOps:
-			return ops
-		case CapSched:
-			return sched
-		}
-		return true
-	}
 }

@@ -425,6 +425,7 @@ const (
 	IocorrMapDevs               = "devs"
 	IocorrMapEvents             = "events"
 	IocorrMapFaultStarts        = "fault_starts"
+	IocorrMapFilemapFaults      = "filemap_faults"
 	IocorrMapFiles              = "files"
 	IocorrMapForkers            = "forkers"
 	IocorrMapGraphsSeen         = "graphs_seen"
@@ -630,6 +631,7 @@ type IocorrMapSpecs struct {
 	Devs          *ebpf.MapSpec `ebpf:"devs"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	FaultStarts   *ebpf.MapSpec `ebpf:"fault_starts"`
+	FilemapFaults *ebpf.MapSpec `ebpf:"filemap_faults"`
 	Files         *ebpf.MapSpec `ebpf:"files"`
 	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
 	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
@@ -709,6 +711,7 @@ type IocorrMaps struct {
 	Devs          *ebpf.Map `ebpf:"devs"`
 	Events        *ebpf.Map `ebpf:"events"`
 	FaultStarts   *ebpf.Map `ebpf:"fault_starts"`
+	FilemapFaults *ebpf.Map `ebpf:"filemap_faults"`
 	Files         *ebpf.Map `ebpf:"files"`
 	Forkers       *ebpf.Map `ebpf:"forkers"`
 	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
@@ -732,6 +735,7 @@ func (m *IocorrMaps) Close() error {
 		m.Devs,
 		m.Events,
 		m.FaultStarts,
+		m.FilemapFaults,
 		m.Files,
 		m.Forkers,
 		m.GraphsSeen,

@@ -66,11 +66,22 @@ static __always_inline int page__emit(__u16 type, __u32 dev, __u64 ino, __u64 in
 
 /* Set at load time: runs (the default), one page_event per folio as the
  * kernel reports them, or both side by side in one ring, so that a test
- * checks the runs against the folios of the very same events. */
+ * checks the runs against the folios of the very same events; or none,
+ * in the tiers without page-cache events (their programs are not
+ * attached, and the fault and token paths must not scan run slots that
+ * nothing fills). */
 #define PAGES_RUNS 0
 #define PAGES_FOLIOS 1
 #define PAGES_BOTH 2
+#define PAGES_NONE 3
 const volatile __u32 page_records = PAGES_RUNS;
+
+/* runs__kept says whether page-cache runs are recorded at all: a
+ * constant at load time, so the verifier drops the flushes without them. */
+static __always_inline bool runs__kept(void)
+{
+	return page_records == PAGES_RUNS || page_records == PAGES_BOTH;
+}
 /* Slots in use: RUN_WAYS per possible CPU, at most RUN_SLOTS. */
 const volatile __u32 run_slots = RUN_SLOTS;
 
@@ -289,7 +300,7 @@ static __always_inline void runs__flush_thread_adds(__u32 tid)
 {
 	struct run_flush f = {.tid = tid, .match = RUN_TID_ADDS};
 
-	if (page_records != PAGES_FOLIOS)
+	if (runs__kept())
 		runs__flush(&f);
 }
 
@@ -299,7 +310,7 @@ static __always_inline void runs__flush_all(void)
 {
 	struct run_flush f = {.match = RUN_ANY};
 
-	if (page_records != PAGES_FOLIOS)
+	if (runs__kept())
 		runs__flush(&f);
 }
 
@@ -472,10 +483,26 @@ int page_del(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	return folio__record(EV_PAGE_DEL, ctx->s_dev, ctx->i_ino, ctx->index, ctx->pfn, ctx->order);
 }
 
+/* Filemap faults of traced processes are only counted (user space never
+ * attributed them: the fault's own record has its page): one per-CPU
+ * counter, instead of a ring record per fault. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} filemap_faults SEC(".maps");
+
 SEC("tracepoint/filemap/mm_filemap_fault")
 int filemap_fault(struct trace_event_raw_mm_filemap_fault *ctx)
 {
+	__u32 zero = 0;
+	__u64 *n;
+
 	if (!proc__is_traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	return page__emit(EV_FILEMAP_FAULT, ctx->s_dev, ctx->i_ino, ctx->index, 0, 0);
+	n = bpf_map_lookup_elem(&filemap_faults, &zero);
+	if (n)
+		*n += 1;
+	return 0;
 }

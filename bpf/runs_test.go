@@ -42,7 +42,7 @@ func TestAPageAddedOnOneCPUAndDeletedOnAnotherKeepsItsOrder(t *testing.T) {
 	}
 	const pages = 64
 	f, dev, ino := coldFile(t, pages)
-	tr := openTracer(t, Options{})
+	tr := openTracer(t, Options{PageCache: true})
 	if err := tr.AddFile(dev, ino); err != nil {
 		t.Fatal(err)
 	}

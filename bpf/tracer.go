@@ -36,6 +36,9 @@ type Options struct {
 	// or EV_PAGE_DEL per folio as the kernel reports them, or both side by
 	// side (to check the runs against the folios of the same events).
 	PageRecords PageRecords
+	// PageCache is the pagecache tier: page-cache adds and evictions of
+	// the model files are recorded (tiers.go).
+	PageCache bool
 	// SelfPID is filtered out of block events (iocorr's own writes).
 	SelfPID int
 	// Devices, when not empty, limits block events to these whole-disk
@@ -141,7 +144,7 @@ func Open(opts Options) (*Tracer, error) {
 	}
 	detectMu.Lock()
 	d := newDetector(without)
-	caps := choose(d, wantFunc(opts.ProbeOps, opts.ProbeSched))
+	caps := choose(d, opts.wanted)
 	detectMu.Unlock()
 	for _, c := range caps {
 		if c.Required && c.path == nil {
@@ -167,13 +170,17 @@ func Open(opts Options) (*Tracer, error) {
 	}
 	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond share slots.
 	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
+	pageRecords, err := opts.pageRecordsConst(caps)
+	if err != nil {
+		return nil, err
+	}
 	consts := map[string]any{
 		"self_tgid":    uint32(opts.SelfPID),
 		"probe_ops":    opts.ProbeOps,
 		"filter_devs":  len(opts.Devices) > 0,
 		"layout":       layoutBPF(lay),
 		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
-		"page_records": uint32(pageRecords(caps, opts.PageRecords)),
+		"page_records": pageRecords,
 		"use_bpf_loop": chosenPrimary(caps, CapLoops),
 		// Slots beyond the CPUs would never be used: flushes scan only these.
 		"run_slots": uint32(min(runWays*cpus, runSlots)),

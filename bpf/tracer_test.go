@@ -141,7 +141,7 @@ func traceRandomMapping(t *testing.T, tr *Tracer, f *os.File, dev uint32, ino ui
 
 func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 	f, dev, ino := coldFile(t, 64)
-	tr := openTracer(t, Options{})
+	tr := openTracer(t, Options{PageCache: true})
 	mem := traceRandomMapping(t, tr, f, dev, ino, 64)
 	touched := []int{3, 17, 18, 42, 63, 0}
 	// On one thread: a touch interrupted by a signal is retried by the

@@ -149,7 +149,7 @@ func machineChecks() []check {
 	} else {
 		add("tracefs", true, true, tracefs)
 	}
-	out = append(out, capabilityChecks(bpf.Detect(bpf.DetectOptions{ProbeOps: true, ProbeSched: true}))...)
+	out = append(out, capabilityChecks(bpf.Detect(bpf.DetectOptions{ProbeOps: true, ProbeSched: true, PageCache: true}))...)
 	// The decisive check: load every program and attach the kernel side.
 	if capOK {
 		tr, err := bpf.Open(bpf.Options{RingBufBytes: 1 << 20})

@@ -137,20 +137,26 @@ func Counter(d *event.Counter, c *event.Counters) Cell {
 
 // CounterColumns appends every counter (event.CounterFields; with
 // tableOnly those a table shows) as an unsigned 64-bit column named as
-// the counter: counters are always measured, never NA.
-func CounterColumns(dst []Column, tableOnly bool) []Column {
+// the counter; a counter the run did not measure (in na) is nullable.
+func CounterColumns(dst []Column, tableOnly bool, na CounterNA) []Column {
 	for _, d := range event.CounterFields {
 		if d.Table || !tableOnly {
-			dst = append(dst, Column{Name: d.Name, Type: Uint64})
+			_, unmeasured := na[d.Name]
+			dst = append(dst, Column{Name: d.Name, Type: Uint64, Nullable: unmeasured})
 		}
 	}
 	return dst
 }
 
-// CounterCells appends c's counters in CounterColumns order.
-func CounterCells(dst []Cell, c *event.Counters, tableOnly bool) []Cell {
+// CounterCells appends c's counters in CounterColumns order: NA for those
+// in na.
+func CounterCells(dst []Cell, c *event.Counters, tableOnly bool, na CounterNA) []Cell {
 	for i := range event.CounterFields {
 		if d := &event.CounterFields[i]; d.Table || !tableOnly {
+			if _, unmeasured := na[d.Name]; unmeasured {
+				dst = append(dst, NA())
+				continue
+			}
 			dst = append(dst, Counter(d, c))
 		}
 	}
@@ -194,6 +200,12 @@ type Writer interface {
 	// SetStatus marks the output as partial (rundir.Meta.Status; "" for
 	// a whole run). Call it before the first row.
 	SetStatus(string)
+	// SetNA says why column col is NA in every row (the run did not
+	// measure it): a leading "# col NA: reason" comment line in CSV, a
+	// "col_na_reason" field of every JSON row, key-value metadata
+	// "col_na_reason" in Parquet. Tables leave it to the caller's note on
+	// stderr. Call it before the first row.
+	SetNA(col, reason string)
 	// Row writes one row; the cells must match the columns.
 	Row(cells ...Cell) error
 	// Close ends the output.
@@ -215,6 +227,7 @@ type textWriter struct {
 	format  Format
 	cols    []Column
 	status  string
+	na      []naNote
 	started bool
 	tw      *tabwriter.Writer
 	n       int
@@ -227,6 +240,8 @@ type textWriter struct {
 // alone passes for a whole run's. Tables leave it to the caller's warning
 // on stderr.
 func (rw *textWriter) SetStatus(s string) { rw.status = s }
+
+func (rw *textWriter) SetNA(col, reason string) { rw.na = append(rw.na, naNote{col, reason}) }
 
 func (rw *textWriter) start() error {
 	if rw.started {
@@ -246,6 +261,13 @@ func (rw *textWriter) start() error {
 		if rw.status != "" {
 			b = append(b, "# "...)
 			b = append(b, strings.ReplaceAll(rw.status, "\n", " ")...)
+			b = append(b, '\r', '\n')
+		}
+		for _, n := range rw.na {
+			b = append(b, "# "...)
+			b = append(b, n.col...)
+			b = append(b, " NA: "...)
+			b = append(b, strings.ReplaceAll(n.reason, "\n", " ")...)
 			b = append(b, '\r', '\n')
 		}
 		for i, c := range rw.cols {
@@ -313,6 +335,12 @@ func (rw *textWriter) Row(cells ...Cell) error {
 		if rw.status != "" {
 			b = append(b, `,"run_status":`...)
 			b = appendJSONString(b, rw.status)
+		}
+		for _, n := range rw.na {
+			b = append(b, ',')
+			b = appendJSONString(b, naKey(n.col))
+			b = append(b, ':')
+			b = appendJSONString(b, n.reason)
 		}
 		b = append(b, '}')
 		if rw.format == JSONL {

@@ -30,6 +30,7 @@ type parquetWriter struct {
 	row  parquet.Row
 	// status is what SetStatus said; "complete" when it said nothing.
 	status string
+	na     []naNote
 }
 
 func newParquetWriter(w io.Writer, cols []Column) *parquetWriter {
@@ -134,6 +135,8 @@ func (pw *parquetWriter) SetStatus(s string) {
 	}
 }
 
+func (pw *parquetWriter) SetNA(col, reason string) { pw.na = append(pw.na, naNote{col, reason}) }
+
 func (pw *parquetWriter) Row(cells ...Cell) error {
 	if len(cells) != len(pw.cols) {
 		return fmt.Errorf("internal: row has %d cells, want %d", len(cells), len(pw.cols))
@@ -216,5 +219,8 @@ func parquetValue(c *Cell, col *Column) (parquet.Value, error) {
 
 func (pw *parquetWriter) Close() error {
 	pw.w.SetKeyValueMetadata("run_status", pw.status)
+	for _, n := range pw.na {
+		pw.w.SetKeyValueMetadata(naKey(n.col), n.reason)
+	}
 	return pw.w.Close()
 }

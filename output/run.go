@@ -13,8 +13,8 @@ import (
 // formats carry every counter as a raw number. Columns are the counters'
 // names everywhere. selNA, when set, says why the router's picks were not
 // recorded (rundir.Meta.PicksNA): the selected column is then NA, not a
-// count of zero.
-func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, selNA string) error {
+// count of zero; so are the counters in na, which the run did not measure.
+func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, selNA string, na CounterNA) error {
 	if by == "" {
 		by = "token"
 	}
@@ -26,9 +26,10 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, 
 	if by == "expert" {
 		cols = append(cols, Column{Name: index.Selected})
 	}
-	cols = CounterColumns(cols, tableOnly)
+	cols = CounterColumns(cols, tableOnly, na)
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
+	NoteNA(rw, na)
 	cells := make([]Cell, 0, len(cols))
 	for _, r := range rows {
 		cells = append(cells[:0], Text(r.Key))
@@ -43,7 +44,7 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, 
 				cells = append(cells, Num(r.Selected))
 			}
 		}
-		cells = CounterCells(cells, &r.Counters, tableOnly)
+		cells = CounterCells(cells, &r.Counters, tableOnly, na)
 		if err := rw.Row(cells...); err != nil {
 			return err
 		}
@@ -54,13 +55,15 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, 
 // The exports below carry every counter (event.CounterFields) under its
 // name, whatever the format.
 
-// Tokens writes a row per token of the run in st.
-func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string) error {
+// Tokens writes a row per token of the run in st; the counters in na
+// were not measured.
+func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na CounterNA) error {
 	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
 		{"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
-	cols = append(CounterColumns(cols, false), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
+	cols = append(CounterColumns(cols, false, na), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
+	NoteNA(rw, na)
 	cells := make([]Cell, 0, len(cols))
 	err := st.EachToken(func(t *event.TokenInfo) error {
 		if err := ctx.Err(); err != nil {
@@ -76,7 +79,7 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 			}
 		}
 		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), start, dur)
-		cells = CounterCells(cells, &t.Counters, false)
+		cells = CounterCells(cells, &t.Counters, false, na)
 		cells = append(cells, Num(t.TensorsTouched), Num(t.ExpertsTouched))
 		return rw.Row(cells...)
 	})
@@ -87,12 +90,13 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 }
 
 // TokenTensors writes a row per token and tensor (and expert) the token
-// touched.
-func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string) error {
+// touched; the counters in na were not measured.
+func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na CounterNA) error {
 	cols := CounterColumns([]Column{{"token", Uint32, false}, {"phase", String, false}, {"tensor", String, false},
-		{"layer", Int32, false}, {"expert", Int32, false}, {"op", String, false}}, false)
+		{"layer", Int32, false}, {"expert", Int32, false}, {"op", String, false}}, false, na)
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
+	NoteNA(rw, na)
 	// Phases per token: a run has thousands of tokens, not millions.
 	phase := map[uint32]uint8{}
 	if err := st.EachToken(func(t *event.TokenInfo) error {
@@ -111,7 +115,7 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 		// The op is the one of the graph node reading the weight.
 		cells = append(cells[:0], Num(a.Token), Text(event.PhaseName(phase[a.Token])), Text(t.Name), Num(t.Layer),
 			Num(a.Expert), Text(st.OpName(t.Op)))
-		cells = CounterCells(cells, &a.Counters, false)
+		cells = CounterCells(cells, &a.Counters, false, na)
 		return rw.Row(cells...)
 	})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // formats carry sweep.Row as in sweep.json.
 var sweepColumns = []Column{{"budget", String, false}, {"mem_limit_bytes", Int64, false}, {"status", String, false},
 	{"exit_code", Int32, false}, {"decode_tokens", Uint64, false}, {"tokens_per_s", Float64, true},
-	{"bytes_read_per_token", Float64, true}, {"major_faults_per_token", Float64, true}, {"stall_share", Float64, true},
+	{"untraced_tokens_per_s", Float64, true}, {"reported_tokens_per_s", Float64, true}, {"bytes_read_per_token", Float64, true}, {"major_faults_per_token", Float64, true}, {"stall_share", Float64, true},
 	{"expert_hit_rate", Float64, true}, {"na", String, false}, {"run_dir", String, false}}
 
 // SweepRows writes a sweep's summary, a row per budget.
@@ -40,7 +40,7 @@ func SweepRows(w io.Writer, format Format, rows []sweep.Row) error {
 	}
 	for _, r := range rows {
 		if err := rw.Row(Text(r.Budget), Num(r.MemLimit), Text(r.Status), Num(r.ExitCode), Num(r.Decode), fl(r.TokensPerS),
-			fl(r.BytesPerToken), fl(r.MajorPerToken), fl(r.StallShare), fl(r.ExpertHitRate), Text(naText(r.NA)), Text(r.RunDir)); err != nil {
+			fl(r.UntracedTokensPerS), fl(r.ReportedTokensPerS), fl(r.BytesPerToken), fl(r.MajorPerToken), fl(r.StallShare), fl(r.ExpertHitRate), Text(naText(r.NA)), Text(r.RunDir)); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,10 @@ type Options struct {
 	ProbeSched bool
 	Libs       []string // further ELF files to probe
 	Models     []string // model files to trace from the start
+	// PageCache is the pagecache tier: page-cache adds and evictions of
+	// the model files are recorded (bpf.Options.PageCache).
+	PageCache bool
+
 	// Cold evicts the known model files from the page cache before the
 	// command starts; DropCaches drops the whole page cache.
 	Cold, DropCaches bool
@@ -134,6 +138,10 @@ type recording struct {
 	// run that fills the disk still says what it captured.
 	reserve string
 	meta    *metaWriter
+	// snaps takes the models' residency at token starts (residency.go);
+	// filemapFaults is what the kernel counted instead of recording.
+	snaps         *snapshotter
+	filemapFaults func(map[string]uint64)
 	// dec counts records act could not decode; only the goroutine that
 	// reads the ring touches it.
 	dec ingest.DecodeStats
@@ -493,6 +501,9 @@ func (r *recording) act(typ uint16, rec []byte) {
 		return
 	}
 	r.stats.observe(d, r.models)
+	if dec := d.Decode(); dec != nil {
+		r.markToken(dec)
+	}
 	switch {
 	case d.Mmap() != nil:
 		r.onMmap(d.Mmap())

@@ -125,11 +125,16 @@ func prepare(o *Options) (*recording, error) {
 	if o.ProbeOps {
 		probeSet = "ops"
 	}
+	tier := rundir.TierDefault
+	if o.PageCache {
+		probeSet += "," + rundir.TierPageCache
+		tier = rundir.TierPageCache
+	}
 	if o.ProbeSched {
 		probeSet += ",sched"
 	}
 	r.m = rundir.Meta{
-		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet,
+		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet, Tier: tier,
 		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
 		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
 		Start: time.Now(),
@@ -152,7 +157,7 @@ func prepare(o *Options) (*recording, error) {
 // the machine lacks where it can tell.
 func (r *recording) openTracer() error {
 	o := r.o
-	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)
@@ -325,12 +330,16 @@ func (r *recording) trace() (ended, error) {
 	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
 
 	stopProgress := r.stats.report(r.o.Progress, &r.counts, r.m.Start)
+	if err := r.startSnapshots(); err != nil {
+		r.warn(err.Error())
+	}
 	stopForward := r.child.ForwardSignals()
 	if err := r.child.Release(); err != nil {
 		stopForward()
 		stopProgress()
 		stopDrain()
 		<-drainErr
+		r.stopSnapshots()
 		r.meta.stop()
 		return ended{}, err
 	}
@@ -355,6 +364,9 @@ func (r *recording) trace() (ended, error) {
 	if !drained {
 		e.err = <-drainErr
 	}
+	// After the drain: it hands the snapshotter its token starts.
+	r.stopSnapshots()
+	r.filemapFaults = r.kernelCounts()
 	stopProgress()
 	r.meta.stop()
 	if cerr := r.spool.Close(); e.err == nil {
@@ -413,6 +425,9 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 		r.m.Controls.CgroupCounters = cg.Counters()
 	}
 	r.m.Counts = r.counts.Map()
+	if r.filemapFaults != nil {
+		r.filemapFaults(r.m.Counts)
+	}
 	if r.dec.Short+r.dec.Unknown > 0 {
 		r.warn(fmt.Sprintf("%d records too short for their type and %d of unknown type were not looked at while recording", r.dec.Short, r.dec.Unknown))
 	}

@@ -127,7 +127,7 @@ func TestRunColdUnderAMemoryLimit(t *testing.T) {
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, Type: llmtest.WeightType})
 	dir := filepath.Join(t.TempDir(), "run")
 	o, errOut := cliOptions(dir, "dd", "if="+model, "of=/dev/null", "bs=1M")
-	o.Models, o.Cold, o.MemLimit = []string{model}, true, 16<<20
+	o.Models, o.Cold, o.MemLimit, o.PageCache = []string{model}, true, 16<<20, true
 	if _, err := Run(t.Context(), o); err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}

@@ -15,10 +15,11 @@ import (
 	"github.com/iocorr/iocorr/sweep"
 )
 
-// sweepChart: tokens/s, or device bytes read per decode token, against
-// the memory budget of each run of a sweep.
+// sweepChart: tokens/s of the untraced runs (the study's figure, not the
+// tracer's), or device bytes read per decode token of the traced ones,
+// against the memory budget of each run of a sweep.
 func sweepChart(s *sweep.Summary, perToken bool) (*Chart, string) {
-	name, title, ylab := "sweep_tokens_per_s", "Decode tokens/s against the memory budget", "tokens/s"
+	name, title, ylab := "sweep_tokens_per_s", "Decode tokens/s (untraced runs) against the memory budget", "tokens/s"
 	if perToken {
 		name, title, ylab = "sweep_bytes_per_token", "Device bytes read per decode token against the memory budget", "MiB read per token"
 	}
@@ -41,6 +42,9 @@ func sweepChart(s *sweep.Summary, perToken bool) (*Chart, string) {
 		}
 	}
 	caption := fmt.Sprintf("%s, one recorded run per budget (%s).", title, shellJoin(s.Command))
+	if !perToken {
+		caption = fmt.Sprintf("%s: the speed the command reported, run untraced under each budget right after its recorded run (%s).", title, shellJoin(s.Command))
+	}
 	if len(failed) > 0 {
 		caption += " Not drawn: " + strings.Join(failed, "; ") + "."
 	}
@@ -58,7 +62,7 @@ func sweepPoints(s *sweep.Summary, perToken bool, ylab string) (pts []hoverPoint
 	rows := slices.Clone(s.Rows)
 	slices.SortStableFunc(rows, func(a, b sweep.Row) int { return cmp.Compare(a.MemLimit, b.MemLimit) })
 	for _, row := range rows {
-		v, key := row.TokensPerS, "tokens_per_s"
+		v, key := row.UntracedTokensPerS, "untraced_tokens_per_s"
 		if perToken {
 			v, key = row.BytesPerToken, "bytes_read_per_token"
 		}

@@ -74,7 +74,8 @@ func (s synth) build(t testing.TB) string {
 	meta := &rundir.Meta{Command: []string{"llama-cli", "-m", mf.Path, "-p", "it's a test"}, Models: []rundir.ModelFile{mf},
 		Finished: true, Complete: true, ProbeSet: "graph",
 		Probes: []rundir.Probe{{Kind: "uprobe", Target: "/lib/libllama.so", Symbol: "llama_decode"},
-			{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "symbol not found"}},
+			{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "symbol not found"},
+			{Kind: "tracepoint", Target: rundir.TracepointPageAdd}},
 		Controls: rundir.Controls{Cold: true, MemLimit: 96 << 20, CgroupVer: 1},
 		Lost:     map[string]uint64{"fault": 0}, Counts: map[string]uint64{}}
 	tensors := []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1}, {ID: 2, Name: "[model header]", Model: -1, Layer: -1}}
@@ -204,8 +205,8 @@ func names(rep *report.Report) []string {
 
 var sweepSummary = &sweep.Summary{Command: []string{"llama-cli", "-n", "8"}, Cold: true, Rows: []sweep.Row{
 	{Budget: "64MiB", MemLimit: 64 << 20, Status: "killed by SIGKILL (OOM: 1 OOM kills in its memory cgroup)"},
-	{Budget: "96MiB", MemLimit: 96 << 20, Status: sweep.StatusOK, Decode: 7, ReadBytes: 700 << 20, TokensPerS: ptr(2.5), BytesPerToken: ptr(100 << 20)},
-	{Budget: "128MiB", MemLimit: 128 << 20, Status: sweep.StatusOK, Decode: 7, ReadBytes: 70 << 20, TokensPerS: ptr(20), BytesPerToken: ptr(10 << 20)},
+	{Budget: "96MiB", MemLimit: 96 << 20, Status: sweep.StatusOK, Decode: 7, ReadBytes: 700 << 20, TokensPerS: ptr(2.5), UntracedTokensPerS: ptr(2.6), BytesPerToken: ptr(100 << 20)},
+	{Budget: "128MiB", MemLimit: 128 << 20, Status: sweep.StatusOK, Decode: 7, ReadBytes: 70 << 20, TokensPerS: ptr(20), UntracedTokensPerS: ptr(21), BytesPerToken: ptr(10 << 20)},
 }}
 
 func ptr(v float64) *float64 { return &v }

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/iocorr/iocorr/ggml"
 )
@@ -61,4 +62,59 @@ func (f *ModelFile) ResidencyNA() string {
 		return ""
 	}
 	return fmt.Sprintf("not measured: %d of %d pages of %s were resident before the run and the record has no per-page map of them (record with --cold)", f.ResidentBefore, f.Pages, f.Path)
+}
+
+// The probe tiers a run may have been recorded in (Meta.Tier).
+const (
+	// TierDefault records faults with their file offsets, block requests,
+	// read calls, tokens, graphs and the router's picks: no per-folio
+	// page-cache program.
+	TierDefault = "default"
+	// TierPageCache adds every page-cache add and eviction of the models.
+	TierPageCache = "pagecache"
+)
+
+// TracepointPageAdd is the tracepoint behind page-cache adds, named as the
+// recorder writes it in Probe.Target.
+const TracepointPageAdd = "filemap/mm_filemap_add_to_page_cache"
+
+// PageCacheCounters are the counters (event.CounterFields names) that only
+// page-cache add and eviction records measure.
+var PageCacheCounters = []string{"pages_added", "bytes_added", "readahead_trigger_bytes", "pages_evicted", "bytes_evicted"}
+
+// PageCacheNA says why the run has no page-cache adds and evictions ("" when
+// it has them): it was recorded in a tier without them. Landed readahead,
+// the residency replayed from them and refaults are then NA too.
+func (m *Meta) PageCacheNA() string {
+	if m.attached(func(p *Probe) bool { return p.Target == TracepointPageAdd }) {
+		return ""
+	}
+	tier := m.Tier
+	if tier == "" {
+		tier = "an unknown"
+	}
+	return "not measured: page-cache adds and evictions are recorded only in the " + TierPageCache + " tier (record --probe " + TierPageCache + "); this run was recorded in the " + tier + " tier"
+}
+
+// CounterNA says why the counter named name (event.CounterFields) was not
+// measured in this run, "" when it was.
+func (m *Meta) CounterNA(name string) string {
+	switch {
+	case name == "bytes_requested":
+		return m.ReadsNA()
+	case slices.Contains(PageCacheCounters, name):
+		return m.PageCacheNA()
+	}
+	return ""
+}
+
+// CountersNA maps each counter this run did not measure to why.
+func (m *Meta) CountersNA(names []string) map[string]string {
+	out := map[string]string{}
+	for _, n := range names {
+		if why := m.CounterNA(n); why != "" {
+			out[n] = why
+		}
+	}
+	return out
 }

@@ -1,9 +1,11 @@
 package rundir_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -49,6 +51,54 @@ func TestResidencyIsKnownWhenNoneOrAllPagesWereResident(t *testing.T) {
 		}
 		if !tc.known && !strings.Contains(why, "3 of 10 pages of m.gguf") {
 			t.Errorf("the reason does not say which file and how much: %q", why)
+		}
+	}
+}
+
+// A run says which counters its tier measured: the page-cache counters
+// only with the page-cache tracepoint attached, bytes requested only with
+// the read syscalls traced; the others always.
+func TestCounterNAFollowsTheProbesTheTierAttached(t *testing.T) {
+	pages := rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointPageAdd}
+	reads := rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointSysEnterRead}
+	offByTier := pages
+	offByTier.Error = "not attached: the default tier"
+	names := make([]string, len(event.CounterFields))
+	for i := range event.CounterFields {
+		names[i] = event.CounterFields[i].Name
+	}
+	tests := []struct {
+		name string
+		meta rundir.Meta
+		na   []string
+	}{
+		{"pagecache tier", rundir.Meta{Tier: rundir.TierPageCache, Probes: []rundir.Probe{pages, reads}}, nil},
+		{"default tier", rundir.Meta{Tier: rundir.TierDefault, Probes: []rundir.Probe{offByTier, reads}}, rundir.PageCacheCounters},
+		{"default tier, reads not traced", rundir.Meta{Tier: rundir.TierDefault, Probes: []rundir.Probe{offByTier}},
+			append(slices.Clone(rundir.PageCacheCounters), "bytes_requested")},
+		{"before tiers: every page-cache probe attached", rundir.Meta{Probes: []rundir.Probe{pages, reads}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.meta.CountersNA(names)
+			if len(got) != len(tc.na) {
+				t.Errorf("NA %v, want %v", got, tc.na)
+			}
+			for _, n := range tc.na {
+				if got[n] == "" {
+					t.Errorf("%s measured, want NA", n)
+				}
+			}
+			if why := tc.meta.PageCacheNA(); slices.Contains(tc.na, "pages_added") &&
+				!strings.Contains(why, "--probe "+rundir.TierPageCache) {
+				t.Errorf("the reason does not say how to measure it: %q", why)
+			}
+		})
+	}
+	// Every page-cache counter is a counter of the store.
+	for _, n := range rundir.PageCacheCounters {
+		if _, ok := event.CounterByName(n); !ok {
+			t.Errorf("page-cache counter %s is not in event.CounterFields", n)
 		}
 	}
 }

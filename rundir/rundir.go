@@ -54,10 +54,13 @@ type Meta struct {
 
 	Host Host `json:"host"`
 
-	// ProbeSet is "graph" (default) or "ops", followed by ",sched" when
-	// scheduler events were recorded.
-	ProbeSet string  `json:"probe_set"`
-	Probes   []Probe `json:"probes"`
+	// ProbeSet is "graph" (default) or "ops", followed by ",pagecache" in
+	// the pagecache tier and ",sched" when scheduler events were recorded.
+	ProbeSet string `json:"probe_set"`
+	// Tier is TierDefault or TierPageCache; empty in runs recorded before
+	// tiers, which all recorded page-cache events.
+	Tier   string  `json:"tier,omitempty"`
+	Probes []Probe `json:"probes"`
 	// Capabilities are the path the tracer took for each capability on
 	// this kernel (bpf.Capabilities' table), or NA with the reason.
 	Capabilities []Capability `json:"capabilities,omitempty"`
@@ -98,6 +101,9 @@ type Meta struct {
 	// perhaps after a page event of the same pages (their slot was held by
 	// another CPU past the kernel's spin); the store orders them by time.
 	PageRunsUnordered uint64 `json:"page_runs_unordered,omitempty"`
+	// ResidencySnapshots says how many token starts got a residency
+	// snapshot (ResidencyFile); nil in runs recorded before them.
+	ResidencySnapshots *SnapshotStats `json:"residency_snapshots,omitempty"`
 
 	// Complete is false when recording stopped early (the child crashed,
 	// the disk filled, a signal); Warnings say why and what is missing.

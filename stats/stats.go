@@ -30,6 +30,9 @@ type Options struct {
 	// memory grows with tokens × tensors (2.2 GB for 20,000 tokens of a
 	// small model), for callers that do not show it.
 	NoTokenResidency bool
+	// Snapshots are the run's residency snapshots (rundir.ReadSnapshots):
+	// a run without page-cache events takes its residency from them.
+	Snapshots []rundir.Snapshot
 }
 
 // Report is every table of a run's statistics.
@@ -84,6 +87,11 @@ type run struct {
 	// expsReadDecode is the device bytes of each layer's *_exps tensors
 	// read in decode tokens.
 	expsReadDecode map[int]uint64
+
+	// tokenResNA says why a token has no residency (no snapshot of its
+	// own); refaultsFromReads is set when refaults came from device reads.
+	tokenResNA        string
+	refaultsFromReads bool
 }
 
 // Compute reads the store and metadata of one run and computes every
@@ -286,9 +294,9 @@ func (r *run) fileRange(e *event.Event) (model int, off int64, ok bool) {
 func (r *run) eventPass() error {
 	r.uniqueRd = make([]int64, len(r.meta.Models))
 	r.reqHist = map[int]int{}
-	readSeen := make([][]bool, len(r.meta.Models))
+	readSeen := make([][]uint32, len(r.meta.Models))
 	for i := range r.meta.Models {
-		readSeen[i] = make([]bool, pagesOf(r.meta.Models[i].Size))
+		readSeen[i] = make([]uint32, pagesOf(r.meta.Models[i].Size))
 	}
 	byTokenStart := func(a, b *interval) int {
 		return cmp.Or(cmp.Compare(a.token, b.token), cmp.Compare(a.start, b.start))
@@ -346,6 +354,9 @@ func (r *run) eventPass() error {
 	if err := r.replayPages(pev.Each); err != nil {
 		return fmt.Errorf("reading events: %w", err)
 	}
+	if r.meta.PageCacheNA() != "" {
+		r.readRefaults(readSeen)
+	}
 	return nil
 }
 
@@ -401,9 +412,12 @@ func (r *run) seeks(reqs *extsort.Sorter[request]) error {
 }
 
 // readRequest is the block read request whose slices are rec; the model
-// pages it read are marked in readSeen, and counted once each in uniqueRd.
-func (r *run) readRequest(rec []event.Event, readSeen [][]bool) request {
+// pages it read are counted in readSeen, and once each in uniqueRd.
+func (r *run) readRequest(rec []event.Event, readSeen [][]uint32) request {
 	req := request{issue: rec[0].Ts - rec[0].Dur, model: -1}
+	// A request's slices split at tensor bounds, not at pages: a page two
+	// tensors share is in two slices, yet read once by the request.
+	lastM, lastP := -1, int64(-1)
 	for i := range rec {
 		e := &rec[i]
 		req.bytes += e.Bytes
@@ -417,8 +431,11 @@ func (r *run) readRequest(rec []event.Event, readSeen [][]bool) request {
 			req.start, req.end = min(req.start, off), max(req.end, off+int64(e.Bytes))
 		}
 		for p := off / ps; p < (off+int64(e.Bytes)+ps-1)/ps && p < int64(len(readSeen[m])); p++ {
-			if !readSeen[m][p] {
-				readSeen[m][p] = true
+			if m == lastM && p <= lastP {
+				continue
+			}
+			lastM, lastP = m, p
+			if readSeen[m][p]++; readSeen[m][p] == 1 {
 				r.uniqueRd[m]++
 			}
 		}
@@ -447,6 +464,7 @@ type residency struct {
 	resident  []int64   // by tensor id
 	expertRes [][]int64 // by tensor id, by expert
 	refaults  []int64   // pages re-added after an eviction, charged to the tensor holding their first byte
+	refaultNA string    // why refaults from device reads are NA
 }
 
 func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
@@ -463,6 +481,9 @@ func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
 			rs.expertRes[i] = make([]int64, t.Experts)
 		}
 	}
+	// A run without page-cache events (its probe tier left them off) has
+	// no history to replay: its residency is NA, with the tier's reason.
+	noPages := meta.PageCacheNA()
 	for m, mf := range meta.Models {
 		ids := rs.byModel[m]
 		sort.Slice(ids, func(a, b int) bool { return tensors[ids[a]].Offset < tensors[ids[b]].Offset })
@@ -470,6 +491,9 @@ func newResidency(meta *rundir.Meta, tensors []event.Tensor) *residency {
 		rs.state = append(rs.state, make([]bool, n))
 		rs.evicted = append(rs.evicted, make([]bool, n))
 		why := mf.ResidencyNA()
+		if why == "" {
+			why = noPages
+		}
 		if why == "" && mf.ResidentBefore != 0 {
 			for p := range n {
 				rs.set(m, p, true)
@@ -567,6 +591,14 @@ func (rs *residency) expertResident(layerExps []uint32, e int) bool {
 func (r *run) replayPages(pages func(func(*pageEv) error) error) error {
 	rs := newResidency(r.meta, r.st.Tensors)
 	r.res = rs
+	// Without page-cache events the recorder's snapshots are the state,
+	// whatever was resident before the run (snapshots.go).
+	snapshots := r.meta.PageCacheNA() != "" && len(r.opt.Snapshots) > 0
+	if snapshots {
+		for m := range rs.known {
+			rs.known[m] = ""
+		}
+	}
 	for _, why := range rs.known {
 		if why != "" {
 			r.realNA = why
@@ -591,42 +623,50 @@ func (r *run) replayPages(pages func(func(*pageEv) error) error) error {
 	if !r.opt.NoTokenResidency {
 		r.tokenRes = make([][]int64, len(r.tokens))
 	}
-	snap := func(ti int) {
-		if r.tokenRes != nil {
-			r.tokenRes[ti] = slices.Clone(rs.resident)
-		}
-		t := &r.tokens[ti]
-		for _, s := range selsOf[t.Token] {
-			ids := exps[int(s.Layer)]
-			if len(ids) == 0 {
-				continue
-			}
-			for _, k := range [][2]int{{int(s.Layer), int(t.Phase)}, {-1, int(t.Phase)}} {
-				h := r.realHits[k]
-				if h == nil {
-					h = new([2]int)
-					r.realHits[k] = h
-				}
-				h[1]++
-				if rs.expertResident(ids, int(s.Expert)) {
-					h[0]++
-				}
-			}
-		}
+	if snapshots {
+		r.snapshotResidency(exps, selsOf)
+		return nil
 	}
 	next := 0
 	err := pages(func(ev *pageEv) error {
 		for next < len(order) && r.tokens[order[next]].StartNS <= ev.ts {
-			snap(order[next])
+			r.snapToken(order[next], exps, selsOf)
 			next++
 		}
 		rs.apply(ev)
 		return nil
 	})
 	for ; next < len(order); next++ {
-		snap(order[next])
+		r.snapToken(order[next], exps, selsOf)
 	}
 	return err
+}
+
+// snapToken takes token ti's residency from the state now, and counts its
+// picks whose expert was wholly resident.
+func (r *run) snapToken(ti int, exps map[int][]uint32, selsOf map[uint32][]event.ExpertSel) {
+	rs := r.res
+	if r.tokenRes != nil {
+		r.tokenRes[ti] = slices.Clone(rs.resident)
+	}
+	t := &r.tokens[ti]
+	for _, s := range selsOf[t.Token] {
+		ids := exps[int(s.Layer)]
+		if len(ids) == 0 {
+			continue
+		}
+		for _, k := range [][2]int{{int(s.Layer), int(t.Phase)}, {-1, int(t.Phase)}} {
+			h := r.realHits[k]
+			if h == nil {
+				h = new([2]int)
+				r.realHits[k] = h
+			}
+			h[1]++
+			if rs.expertResident(ids, int(s.Expert)) {
+				h[0]++
+			}
+		}
+	}
 }
 
 // expsByLayer lists the *_exps tensor ids of each MoE layer.
@@ -849,7 +889,16 @@ func (r *run) tensors() Table {
 		pages := rangePages(x.Offset, x.Size)
 		row := []Value{Str(x.Name), I64(x.Layer), Str(x.Role), I64(x.Size), I64(c.ReadBytes), I64(c.Faults), I64(c.Major), I64(c.StallNS),
 			I64(c.Faults * ps), ratio(float64(c.ReadBytes), float64(c.Faults*ps), naNoFaults), ratio(float64(c.ReadBytes), float64(x.Size), "empty tensor")}
-		if why := r.resNA(x.Model); why != "" {
+		if why := r.resNA(x.Model); r.refaultsFromReads {
+			// The default tier: refaults from device reads; the state at
+			// the end is mincore's alone.
+			refaults := I64(r.res.refaults[i])
+			if r.res.refaultNA != "" {
+				refaults = NA(r.res.refaultNA)
+			}
+			end := r.meta.PageCacheNA()
+			row = append(row, refaults, I64(pages), NA(end), NA(end))
+		} else if why != "" {
 			row = append(row, NA(why), I64(pages), NA(why), NA(why))
 		} else {
 			row = append(row, I64(r.res.refaults[i]), I64(pages), I64(r.res.resident[i]), ratio(float64(r.res.resident[i]), float64(pages), "empty tensor"))
@@ -896,6 +945,8 @@ func (r *run) residencyPerToken() Table {
 			switch why := r.resNA(x.Model); {
 			case why != "":
 				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(why), I64(pages), NA(why))
+			case snap == nil && r.tokenResNA != "":
+				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(r.tokenResNA), I64(pages), NA(r.tokenResNA))
 			case snap == nil:
 				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(naNoTime), I64(pages), NA(naNoTime))
 			default:

@@ -40,7 +40,9 @@ func scriptedMeta() scripted {
 		off += 2*pg + 4*stride
 	}
 	mf.Size, mf.Pages = off, off/pg
-	s := scripted{meta: &rundir.Meta{Models: []rundir.ModelFile{mf}, Finished: true, Complete: true}}
+	s := scripted{meta: &rundir.Meta{Models: []rundir.ModelFile{mf}, Finished: true, Complete: true,
+		// The pagecache tier: its page-cache events are the history replayed.
+		Probes: []rundir.Probe{{Kind: "tracepoint", Target: rundir.TracepointPageAdd}}}}
 	for i, n := range []string{"[other file]", "[anonymous]", "[model header]"} {
 		s.tensors = append(s.tensors, event.Tensor{ID: uint32(i), Name: n, Model: -1, Layer: -1})
 	}

@@ -26,18 +26,23 @@ func Summarize(dir string, r *Row) error {
 	if err != nil {
 		return err
 	}
-	return r.expertHitRate(st, meta)
+	// A run of the default tier takes its residency from these.
+	snaps, err := rundir.ReadSnapshots(dir)
+	if err != nil {
+		return err
+	}
+	return r.expertHitRate(st, meta, snaps)
 }
 
 // expertHitRate takes the run's real expert hit rate from iocorr stats
 // (decode picks whose expert slice was wholly resident), so that the sweep
 // and stats can never disagree on it.
-func (r *Row) expertHitRate(st *index.Store, meta *rundir.Meta) error {
+func (r *Row) expertHitRate(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) error {
 	if !hasExperts(st) {
 		r.NA["expert_hit_rate"] = "the model has no experts"
 		return nil
 	}
-	rep, err := stats.Compute(st, meta, stats.Options{K: []int{1}, NoTokenResidency: true})
+	rep, err := stats.Compute(st, meta, stats.Options{K: []int{1}, NoTokenResidency: true, Snapshots: snaps})
 	if err != nil {
 		return fmt.Errorf("computing the expert hit rate: %w", err)
 	}

@@ -40,6 +40,13 @@ type Row struct {
 	// TokensPerS is decode tokens ÷ the decode wall time (first decode
 	// call's entry to the last one's return).
 	TokensPerS *float64 `json:"tokens_per_s"`
+	// UntracedTokensPerS is the decode speed the command reported when
+	// run again untraced under the same budget (same cgroup limit, same
+	// eviction, right after the traced run): the study's figure, not the
+	// tracer's. ReportedTokensPerS is what the traced run reported the
+	// same way, to compare like with like (ReportedTokensPerS).
+	UntracedTokensPerS *float64 `json:"untraced_tokens_per_s"`
+	ReportedTokensPerS *float64 `json:"reported_tokens_per_s"`
 	// BytesPerToken and MajorPerToken are over decode tokens.
 	BytesPerToken *float64 `json:"bytes_read_per_token"`
 	MajorPerToken *float64 `json:"major_faults_per_token"`
@@ -66,7 +73,7 @@ func (r *Row) AllNA(reason string) {
 	if r.NA == nil {
 		r.NA = map[string]string{}
 	}
-	for _, f := range []string{"tokens_per_s", "bytes_read_per_token", "major_faults_per_token", "stall_share", "expert_hit_rate"} {
+	for _, f := range []string{"tokens_per_s", "untraced_tokens_per_s", "reported_tokens_per_s", "bytes_read_per_token", "major_faults_per_token", "stall_share", "expert_hit_rate"} {
 		r.NA[f] = reason
 	}
 }

@@ -108,12 +108,16 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 		}
 	}
 	format := *o.format
+	na, err := countersNA(o.dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
 	return writeExport(o.out, func(w io.Writer) error {
 		switch kind {
 		case "faults-per-token":
-			return output.Tokens(ctx, st, w, format, status)
+			return output.Tokens(ctx, st, w, format, status, na)
 		case "faults-per-token-tensor":
-			return output.TokenTensors(ctx, st, w, format, status)
+			return output.TokenTensors(ctx, st, w, format, status, na)
 		}
 		return output.Events(ctx, st, w, format, status, filter)
 	})

@@ -25,7 +25,11 @@ func exportStats(dir, out, table string, format output.Format) error {
 	}
 	// Every table, the token × tensor residency too, unless one other
 	// table is asked for.
-	rep, err := stats.Compute(st, meta, stats.Options{NoTokenResidency: table != "" && table != "residency"})
+	opt, err := withSnapshots(dir, stats.Options{NoTokenResidency: table != "" && table != "residency"})
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	rep, err := stats.Compute(st, meta, opt)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

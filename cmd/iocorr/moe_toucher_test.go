@@ -198,7 +198,7 @@ func TestMoEFiguresOfAScriptedRouterEqualTheirDefinitions(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "run")
-	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--mem-limit", "40MiB", "--model", model, "--", mt, model, planFile)
+	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--mem-limit", "40MiB", "--probe", "pagecache", "--model", model, "--", mt, model, planFile)
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, errOut)
 	}

@@ -80,6 +80,14 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 			return fmt.Errorf("query: %w", err)
 		}
 		defer st.Close()
+		na, err := countersNA(*dir)
+		if err != nil {
+			return fmt.Errorf("query: %w", err)
+		}
+		// Sorting by a counter the run did not measure would order zeros.
+		if why, ok := na[q.Sort]; ok {
+			return usagef("query: --sort %s: %s", q.Sort, why)
+		}
 		rows, err := st.Query(q)
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
@@ -94,6 +102,6 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 				fmt.Fprintf(stderr, "iocorr: note: %s is NA: %s\n", index.Selected, selNA)
 			}
 		}
-		return output.QueryRows(stdout, rows, q.By, *format, status, selNA)
+		return output.QueryRows(stdout, rows, q.By, *format, status, selNA, na)
 	}
 }

@@ -28,7 +28,8 @@ func writeTinyRun(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	meta := &rundir.Meta{Complete: true, Finished: true, Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
-		Probes: []rundir.Probe{{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: ggml.SymGetRows}},
+		Probes: []rundir.Probe{{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: ggml.SymGetRows},
+			{Kind: "tracepoint", Target: rundir.TracepointPageAdd}, {Kind: "tracepoint", Target: rundir.TracepointSysEnterRead}},
 		Models: []rundir.ModelFile{{
 			Path: "m.gguf", Dev: 5, Ino: 9, Size: 7 * 4096,
 			Tensors: []rundir.Tensor{

@@ -58,7 +58,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 // and sweep (which records one run per budget); when says when the
 // cache controls act.
 func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
-	fs.StringVar(&o.probe, "probe", "graph", "probe sets, comma-separated: graph (one hit per graph), ops (also every op, costlier), sched (context switches and wakeups of traced threads)")
+	fs.StringVar(&o.probe, "probe", "graph", "probe sets, comma-separated: graph (the default tier: faults, block requests, read calls, tokens, the router), ops (also every op, costlier), pagecache (also every page-cache add and eviction of the models: landed readahead, residency replay, refaults; costlier under memory pressure), sched (context switches and wakeups of traced threads)")
 	fs.StringArrayVar(&o.libs, "lib", nil, "also attach uprobes to this ELF file (repeatable)")
 	fs.StringArrayVar(&o.models, "model", nil, "a model file to trace (repeatable; default: every GGUF file the command maps)")
 	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache "+when)
@@ -84,8 +84,10 @@ func (o *recordOpts) recorderOptions(argv []string) (recorder.Options, error) {
 			ro.ProbeOps = true
 		case "sched":
 			ro.ProbeSched = true
+		case "pagecache":
+			ro.PageCache = true
 		default:
-			return ro, usagef("record: --probe must be graph or ops, and sched, comma-separated; not %q", o.probe)
+			return ro, usagef("record: --probe must be graph or ops, and pagecache or sched, comma-separated; not %q", o.probe)
 		}
 	}
 	ring, err := units.ParseSize(o.ringbuf)

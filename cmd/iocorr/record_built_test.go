@@ -35,7 +35,8 @@ func TestRecordBuiltCompletionUnderMemoryLimitSeesTokensExpertsAndWeights(t *tes
 		t.Run(b.String(), func(t *testing.T) {
 			bin := llmtest.CLI(t, b, "llama-completion")
 			dir := filepath.Join(t.TempDir(), "run")
-			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--"},
+			// The pagecache tier: countExpertFaults tells read-ahead pages by their adds.
+			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--probe", "pagecache", "--"},
 				llmtest.CompletionArgs(bin, model, n)...)
 			_, summary, err := runCmd(t, args...)
 			if err != nil {

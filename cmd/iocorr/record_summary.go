@@ -39,7 +39,16 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 	fmt.Fprintf(w, "  graphs      %d computed, %d ops probed\n", s.Graphs, s.Ops)
 	fmt.Fprintf(w, "  faults      %d major, %d minor; in model files %d major, %d minor; stall %s (child majflt %d)\n",
 		s.Major, s.Minor, s.MajorModel, s.MinorModel, units.Duration(float64(s.StallNS)), m.Child.MajFlt)
-	fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, units.Bytes(float64(s.PagesAdded*kernel.PageSize)), s.Evicted)
+	fmt.Fprintf(w, "  tier        %s (probe sets %s)\n", m.Tier, m.ProbeSet)
+	if why := m.PageCacheNA(); why != "" {
+		fmt.Fprintf(w, "  page cache  NA: %s\n", why)
+	} else {
+		fmt.Fprintf(w, "  page cache  model pages added %d (%s), evicted %d\n", s.PagesAdded, units.Bytes(float64(s.PagesAdded*kernel.PageSize)), s.Evicted)
+	}
+	if rs := m.ResidencySnapshots; rs != nil {
+		fmt.Fprintf(w, "  residency   %d snapshots at token starts in %s of the recorder's time (%d starts too soon after one, %d replaced by the next)\n",
+			rs.Taken, units.Duration(float64(rs.BusyNS)), rs.Throttled, rs.Replaced)
+	}
 	fmt.Fprintf(w, "  block       %d reads, %s read\n", s.BlockReqs, units.Bytes(float64(s.BlockRead)))
 	if op := m.OpProbes; op != nil {
 		fmt.Fprintf(w, "  op probes   on %s (%d CPU backends ran no graph, not probed)\n", strings.Join(op.Files, ", "), len(op.Idle))

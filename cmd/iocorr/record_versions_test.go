@@ -50,7 +50,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			}
 			dir := filepath.Join(t.TempDir(), "run")
 			cmd := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true, Version: v})
-			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--probe", "ops", "--"}, cmd.Args...)
+			args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--probe", "ops,pagecache", "--"}, cmd.Args...)
 			out, summary, err := runCmd(t, args...)
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, summary)

@@ -66,7 +66,11 @@ func writeReport(o reportOptions) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	defer st.Close()
-	sr, err := stats.Compute(st, meta, stats.Options{NoTokenResidency: true})
+	sopt, err := withSnapshots(runDir, stats.Options{NoTokenResidency: true})
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	sr, err := stats.Compute(st, meta, sopt)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

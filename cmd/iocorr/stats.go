@@ -46,6 +46,9 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		defer st.Close()
 		// The table format never prints the token × tensor residency.
 		opt.NoTokenResidency = *format != "json"
+		if opt, err = withSnapshots(*dir, opt); err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
 		rep, err := stats.Compute(st, meta, opt)
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)

@@ -87,7 +87,7 @@ func TestStatsOfAReReadUnderAMemoryLimitAgreeWithTheToucher(t *testing.T) {
 	if d := os.Getenv("IOCORR_KEEP_RUN"); d != "" {
 		dir = d
 	}
-	out, errOut, err := runCmd(t, "record", "-f", "-o", dir, "--cold", "--mem-limit", "12MiB", "--model", model, "--",
+	out, errOut, err := runCmd(t, "record", "-f", "-o", dir, "--cold", "--mem-limit", "12MiB", "--probe", "pagecache", "--model", model, "--",
 		toucher, "-file", model, "-pages", list+","+list)
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, errOut)

@@ -3,8 +3,10 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,8 +99,8 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 		t.Fatalf("%d rows in sweep.json, %d printed, want %d:\n%s", len(sum.Rows), len(printed), len(budgets), out)
 	}
 	for i, r := range sum.Rows {
-		t.Logf("%-7s %-40.40s decode %d tokens: %v tok/s, %v B/token, %v major/token, stall share %v, NA %v", r.Budget, r.Status, r.Decode,
-			deref(r.TokensPerS), deref(r.BytesPerToken), deref(r.MajorPerToken), deref(r.StallShare), r.NA)
+		t.Logf("%-7s %-40.40s decode %d tokens: %v tok/s (untraced %v, reported %v), %v B/token, %v major/token, stall share %v, NA %v", r.Budget, r.Status, r.Decode,
+			deref(r.TokensPerS), deref(r.UntracedTokensPerS), deref(r.ReportedTokensPerS), deref(r.BytesPerToken), deref(r.MajorPerToken), deref(r.StallShare), r.NA)
 		if r.Budget != budgets[i] || printed[i]["budget"] != budgets[i] || printed[i]["status"] != r.Status {
 			t.Errorf("row %d: %s %q, printed %v", i, r.Budget, r.Status, printed[i])
 		}
@@ -110,6 +112,15 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	for _, r := range sum.Rows[1:] {
 		if r.Status != sweep.StatusOK || r.BytesPerToken == nil || r.TokensPerS == nil || r.Decode != 5 {
 			t.Fatalf("%s: %q, %d decode tokens, NA %v: want ok with figures", r.Budget, r.Status, r.Decode, r.NA)
+		}
+		// Each budget also ran untraced, and the command said its speed.
+		if r.UntracedTokensPerS == nil || r.ReportedTokensPerS == nil || printed[slices.IndexFunc(sum.Rows, func(x sweep.Row) bool { return x.Budget == r.Budget })]["untraced_tokens_per_s"] == "" {
+			t.Errorf("%s: untraced %v, reported %v tok/s, NA %v: want both", r.Budget, deref(r.UntracedTokensPerS), deref(r.ReportedTokensPerS), r.NA)
+		}
+		// What the command reported of its traced run is what the
+		// llama_decode probes timed: an independent clock of the same run.
+		if r.ReportedTokensPerS != nil && math.Abs(*r.ReportedTokensPerS / *r.TokensPerS - 1) > 0.05 {
+			t.Errorf("%s: the command reported %v tok/s, the probes timed %v", r.Budget, *r.ReportedTokensPerS, *r.TokensPerS)
 		}
 	}
 	// A token walks the layers in the same order every time, so under any

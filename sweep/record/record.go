@@ -93,6 +93,9 @@ func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
 	ro.Dir = filepath.Join(opts.Dir, b.Name)
 	ro.MemLimit = b.Bytes
 	row := sweep.Row{Budget: b.Name, MemLimit: b.Bytes, RunDir: b.Name, NA: map[string]string{}}
+	// The command's own report of its speed, read beside the untraced run's.
+	var said syncBuffer
+	ro.Stdout, ro.Stderr = teeTo(ro.Stdout, os.Stdout, &said), teeTo(ro.Stderr, os.Stderr, &said)
 	res, err := recorder.Run(ctx, ro)
 	row.ExitCode = res.Meta.Child.ExitCode
 	switch {
@@ -117,6 +120,22 @@ func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
 	if err := sweep.Summarize(ro.Dir, &row); err != nil {
 		row.Status = "store unreadable: " + err.Error()
 		row.AllNA("the run's store could not be read")
+		return row
+	}
+	if tps, ok := sweep.ReportedTokensPerS(said.Bytes()); ok {
+		row.ReportedTokensPerS = &tps
+	} else {
+		row.NA["reported_tokens_per_s"] = sweep.NoReportedTokensPerS
+	}
+	var models []string
+	for _, mf := range res.Meta.Models {
+		models = append(models, mf.Path)
+	}
+	tps, err := untraced(ctx, opts, b, models)
+	if err != nil {
+		row.NA["untraced_tokens_per_s"] = "the untraced run failed: " + err.Error()
+	} else {
+		row.UntracedTokensPerS = &tps
 	}
 	return row
 }

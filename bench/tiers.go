@@ -1,0 +1,20 @@
+package bench
+
+// tierArms price the probe tiers beyond the default one (arms a and c
+// record the default tier: faults, block requests, read calls, tokens and
+// the router, with no per-folio page-cache program). The pagecache tier
+// adds a hook per folio added to or evicted from any file's page cache:
+// under a memory limit, from a cold cache, where those fire most, and in
+// RAM. Each is measured beside the bpftrace floor of its own hooks (the
+// floor script follows the probes its run attached), so each tier's cost
+// reads against what merely counting on its hooks costs. An iocorr without
+// the pagecache tier (an older build under test) has no such arms.
+func tierArms(cfg Config) []Arm {
+	if !ProbeSetExists(cfg.Iocorr, "pagecache") {
+		return nil
+	}
+	return []Arm{
+		{Name: "e memlimit cold pagecache", Probe: "pagecache", Cold: true, Floor: true},
+		{Name: "f ram pagecache", Probe: "pagecache", Floor: true},
+	}
+}

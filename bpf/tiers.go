@@ -1,0 +1,73 @@
+package bpf
+
+import "fmt"
+
+// A probe tier is what a recording pays for: the default tier records
+// faults with their file offsets, block requests, read calls, tokens,
+// graphs and the router's picks; PageCache adds a record of every
+// page-cache add and eviction of the model files. Those two tracepoints
+// fire once per folio of every file on the machine, in the reading and the
+// reclaiming task's path: under memory pressure they were ~90% of the BPF
+// time and most of the tracer's cost, so they are asked for, not paid by
+// default. Op and scheduler probes (Options.ProbeOps, ProbeSched) stay
+// apart, as before.
+
+// pagesNone is PAGES_NONE of pagecache.bpf.h: no page-cache records, and
+// no run slots scanned on the fault and token paths.
+const pagesNone = 3
+
+// RecordsPageCache says whether the options ask for page-cache events:
+// the pagecache tier, or a page-record mode other than the default runs
+// (a test comparing runs with folios asks for them by that).
+func (o *Options) RecordsPageCache() bool {
+	return o.PageCache || o.PageRecords != PageRuns
+}
+
+// pageRecordsConst is page_records of pagecache.bpf.h for these options
+// and the capabilities the kernel gave.
+func (o *Options) pageRecordsConst(caps []capChoice) (uint32, error) {
+	if o.PageRecords > PageRunsAndFolios {
+		return 0, fmt.Errorf("page-record mode %d is not runs, folios or both", o.PageRecords)
+	}
+	if !o.RecordsPageCache() {
+		return pagesNone, nil
+	}
+	return uint32(pageRecords(caps, o.PageRecords)), nil
+}
+
+// wanted says whether the run asks for capability c: the tier decides the
+// page-cache programs and what is rebuilt from them (the readahead
+// trigger is the adds inside each fault), options the op and sched probes.
+func (o *Options) wanted(c *Capability) bool {
+	switch c.Name {
+	case CapOps:
+		return o.ProbeOps
+	case CapSched:
+		return o.ProbeSched
+	case CapPageCache, CapReadahead:
+		return o.RecordsPageCache()
+	}
+	return true
+}
+
+// CountsFilemapFaults says whether the filemap_fault program is attached
+// (the page cache's primary path, in the pagecache tier): without it the
+// counter stays 0 without meaning none happened.
+func (t *Tracer) CountsFilemapFaults() bool {
+	return chosenPrimary(t.caps, CapPageCache)
+}
+
+// FilemapFaults counts the filemap faults (mm_filemap_fault) of traced
+// processes, summed over every CPU: the kernel counts them instead of
+// writing a record per fault, since a count is all anyone read of them.
+func (t *Tracer) FilemapFaults() (uint64, error) {
+	var per []uint64
+	if err := t.objs.FilemapFaults.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading the filemap-fault counter: %w", err)
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	return sum, nil
+}

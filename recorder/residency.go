@@ -1,0 +1,236 @@
+package recorder
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/proc"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// snapshotDuty bounds the share of wall time the recorder spends taking
+// residency snapshots: after a snapshot that took d, the next waits until
+// snapshotDuty×d has passed. mincore walks every page of the models (about
+// 10 ms for 326 MiB on a 2-vCPU VM): under memory pressure, where a token
+// takes hundreds of ms, every token gets its snapshot; in RAM, where a
+// token takes a few ms, one token in many does, and nothing changes.
+const snapshotDuty = 50
+
+// snapshotter takes the page-cache residency of the model files at token
+// starts, in the recorder: mincore of its own read-only mapping of each
+// model (which brings nothing in and pins nothing), on its own goroutine,
+// so that neither the traced process nor the ring's reader waits for it.
+// It learns of a token start from the ring (the drain goroutine calls
+// mark), so a snapshot follows its token's start by the ring's latency.
+type snapshotter struct {
+	models *models
+	warn   func(string)
+	f      *os.File
+	w      *bufio.Writer
+	marks  chan tokenMark
+	done   chan struct{}
+	maps   map[string]*modelMapping
+
+	stats snapCounts
+	// err is touched by the snapshot goroutine only, read after done.
+	err error
+}
+
+// snapCounts are rundir.SnapshotStats as they grow: the drain goroutine
+// counts replaced marks, the snapshot goroutine the rest.
+type snapCounts struct{ Taken, Throttled, Replaced, BusyNS atomic.Uint64 }
+
+func (c *snapCounts) export() rundir.SnapshotStats {
+	return rundir.SnapshotStats{Taken: c.Taken.Load(), Throttled: c.Throttled.Load(), Replaced: c.Replaced.Load(), BusyNS: c.BusyNS.Load()}
+}
+
+type tokenMark struct {
+	token uint32
+	ts    uint64
+}
+
+type modelMapping struct {
+	mem []byte
+	vec []byte
+	err error
+}
+
+// startSnapshots opens DIR/residency.jsonl and starts the goroutine.
+func (r *recording) startSnapshots() error {
+	f, err := os.Create(filepath.Join(r.o.Dir, rundir.ResidencyFile))
+	if err != nil {
+		return fmt.Errorf("residency snapshots: %w", err)
+	}
+	s := &snapshotter{models: r.models, warn: r.warn, f: f, w: bufio.NewWriter(f),
+		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}}
+	r.snaps = s
+	go s.run()
+	return nil
+}
+
+// markToken hands a token start seen in the ring to the snapshotter. It
+// never blocks the drain: a mark still pending when the next arrives is
+// replaced (that token gets no snapshot, and the run counts it).
+func (r *recording) markToken(e *bpf.IocorrDecodeEvent) {
+	s := r.snaps
+	if s == nil || e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+		return
+	}
+	m := tokenMark{token: e.Hdr.Token, ts: e.BeginTs}
+	if m.ts == 0 {
+		m.ts = e.Hdr.Ts
+	}
+	for {
+		select {
+		case s.marks <- m:
+			return
+		default:
+		}
+		select {
+		case <-s.marks:
+			s.stats.Replaced.Add(1)
+		default:
+		}
+	}
+}
+
+// stopSnapshots ends the goroutine and puts what it did in the metadata.
+func (r *recording) stopSnapshots() {
+	s := r.snaps
+	if s == nil {
+		return
+	}
+	close(s.marks)
+	<-s.done
+	for _, m := range s.maps {
+		if m.mem != nil {
+			unix.Munmap(m.mem)
+		}
+	}
+	if err := s.w.Flush(); err != nil && s.err == nil {
+		s.err = err
+	}
+	if err := s.f.Close(); err != nil && s.err == nil {
+		s.err = err
+	}
+	if s.err != nil {
+		r.warn(fmt.Sprintf("residency snapshots: %v; the run's snapshots end there", s.err))
+	}
+	st := s.stats.export()
+	r.update(func(m *rundir.Meta) { m.ResidencySnapshots = &st })
+}
+
+func (s *snapshotter) run() {
+	defer close(s.done)
+	var nextAt time.Time
+	for m := range s.marks {
+		if s.err != nil {
+			continue
+		}
+		if time.Now().Before(nextAt) {
+			s.stats.Throttled.Add(1)
+			continue
+		}
+		begin := time.Now()
+		snap := s.take(m)
+		took := time.Since(begin)
+		nextAt = begin.Add(snapshotDuty * took)
+		s.stats.Taken.Add(1)
+		s.stats.BusyNS.Add(uint64(took))
+		b, err := json.Marshal(&snap)
+		if err == nil {
+			_, err = s.w.Write(append(b, '\n'))
+		}
+		if err == nil {
+			err = s.w.Flush()
+		}
+		s.err = err
+	}
+}
+
+// take is one snapshot of every model known now.
+func (s *snapshotter) take(m tokenMark) rundir.Snapshot {
+	files := s.models.files()
+	snap := rundir.Snapshot{Token: m.token, MarkNS: m.ts, Models: make([]*rundir.PageMap, len(files))}
+	snap.StartNS = proc.MonotonicNS()
+	for i := range files {
+		snap.Models[i] = s.resident(&files[i])
+	}
+	snap.EndNS = proc.MonotonicNS()
+	return snap
+}
+
+// resident is one model's resident pages, nil when it cannot be read.
+func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
+	mm := s.maps[mf.Path]
+	if mm == nil {
+		mm = &modelMapping{}
+		s.maps[mf.Path] = mm
+		mm.mem, mm.err = mapModel(mf)
+		if mm.err != nil {
+			s.warn(fmt.Sprintf("model %s: no residency snapshots: %v", mf.Path, mm.err))
+		}
+		mm.vec = make([]byte, len(mm.mem)/kernel.PageSize+1)
+	}
+	if mm.err != nil || len(mm.mem) == 0 {
+		return nil
+	}
+	vec := mm.vec[:(len(mm.mem)+kernel.PageSize-1)/kernel.PageSize]
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mm.mem[0])), uintptr(len(mm.mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return nil
+	}
+	pm := &rundir.PageMap{Ranges: [][2]int64{}}
+	for p, b := range vec {
+		if b&1 == 0 {
+			continue
+		}
+		pm.Resident++
+		if n := len(pm.Ranges); n > 0 && pm.Ranges[n-1][1] == int64(p) {
+			pm.Ranges[n-1][1]++
+		} else {
+			pm.Ranges = append(pm.Ranges, [2]int64{int64(p), int64(p) + 1})
+		}
+	}
+	return pm
+}
+
+// mapModel maps a model read-only for mincore; the mapping is never
+// touched, so it faults nothing in.
+func mapModel(mf *rundir.ModelFile) ([]byte, error) {
+	f, err := os.Open(mf.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if mf.Size == 0 {
+		return nil, nil
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(mf.Size), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+// kernelCounts reads what the kernel counted instead of recording (the
+// traced processes' filemap faults) while the tracer is open, and returns
+// what puts it among the run's counts by type.
+func (r *recording) kernelCounts() func(map[string]uint64) {
+	if !r.tr.CountsFilemapFaults() {
+		return nil
+	}
+	n, err := r.tr.FilemapFaults()
+	if err != nil {
+		r.warn(err.Error())
+		return nil
+	}
+	return func(counts map[string]uint64) {
+		counts[bpf.EventTypeName(uint32(bpf.IocorrEventTypeEV_FILEMAP_FAULT))] = n
+	}
+}

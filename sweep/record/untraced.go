@@ -1,0 +1,108 @@
+package record
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+// untraced runs the command once more under budget b without the tracer,
+// as recorder.Run launches it (held until it joins the memory cgroup of
+// the same limit, after the same eviction of its models), right after the
+// traced run of the same budget: the pair is interleaved budget by budget.
+// It returns the decode speed the command reported.
+func untraced(ctx context.Context, opts Options, b Budget, models []string) (float64, error) {
+	ro := opts.Record
+	if ro.DropCaches {
+		if err := pagecache.DropCaches(); err != nil {
+			return 0, err
+		}
+	}
+	if ro.Cold {
+		for _, m := range models {
+			if _, _, err := pagecache.Evict(m); err != nil {
+				return 0, err
+			}
+		}
+	}
+	var cg *cgroup.Cgroup
+	if b.Bytes > 0 {
+		var err error
+		if cg, err = cgroup.NewMemory(cgroup.Name(os.Getpid())+"-untraced", b.Bytes); err != nil {
+			return 0, err
+		}
+		defer cg.Remove()
+	}
+	var out syncBuffer
+	child, err := launch.StartHeld(ro.Argv, ro.User, &out, &out, nil)
+	if err != nil {
+		return 0, err
+	}
+	if cg != nil {
+		if err := cg.Add(child.PID()); err != nil {
+			child.Abort()
+			return 0, err
+		}
+	}
+	if err := child.Release(); err != nil {
+		child.Abort()
+		return 0, err
+	}
+	done := make(chan launch.Exit, 1)
+	go func() { done <- child.Wait() }()
+	var ex launch.Exit
+	select {
+	case ex = <-done:
+	case <-ctx.Done():
+		child.Abort()
+		<-done
+		return 0, ctx.Err()
+	}
+	switch {
+	case ex.Signal != "":
+		return 0, fmt.Errorf("killed by %s", ex.Signal)
+	case ex.Code != 0:
+		return 0, fmt.Errorf("exit status %d", ex.Code)
+	}
+	tps, ok := sweep.ReportedTokensPerS(out.Bytes())
+	if !ok {
+		return 0, errors.New(sweep.NoReportedTokensPerS)
+	}
+	return tps, nil
+}
+
+// syncBuffer is a buffer two copiers (the command's stdout and stderr)
+// write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// teeTo is w (or def when w is nil) and also buf.
+func teeTo(w, def io.Writer, buf *syncBuffer) io.Writer {
+	if w == nil {
+		w = def
+	}
+	return io.MultiWriter(w, buf)
+}
