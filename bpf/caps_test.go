@@ -154,7 +154,7 @@ func TestOpenTakesTheFallbackOfEachFeatureSwitchedOff(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.without, ","), func(t *testing.T) {
-			tr := openTracer(t, Options{Without: tc.without})
+			tr := openTracer(t, Options{Without: tc.without, PageCache: true})
 			caps := tr.Capabilities()
 			i := slices.IndexFunc(caps, func(c CapStatus) bool { return c.Name == tc.cap })
 			want := ""

@@ -74,7 +74,7 @@ func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
 	const pages = 16
 	touched := []int{2, 6, 11}
 	f, dev, ino := coldFile(t, pages)
-	tr := openTracer(t, Options{})
+	tr := openTracer(t, Options{PageCache: true})
 	mem := traceRandomMapping(t, tr, f, dev, ino, pages)
 	runtime.LockOSThread()
 	for _, p := range touched {
@@ -94,7 +94,7 @@ func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
 	if n < uint64(len(touched)) || records != 0 {
 		t.Errorf("%d filemap faults counted, %d recorded; want at least %d counted, none recorded", n, records, len(touched))
 	}
-	fresh := openTracer(t, Options{})
+	fresh := openTracer(t, Options{PageCache: true})
 	if m, err := fresh.FilemapFaults(); err != nil || m != 0 {
 		t.Errorf("a tracer that traces nothing counted %d (%v)", m, err)
 	}
