@@ -44,16 +44,25 @@ func isGGUF(path string) bool {
 }
 
 // candidatesInArgs finds GGUF files named on the command line
-// (`-m model.gguf`, `--model=model.gguf`), so that they are known — and
-// can be made cold — before the child maps them.
+// (`-m model.gguf`, `--model=model.gguf`), also inside an argument that is
+// itself a command line (`sh -c "llama-cli -m model.gguf …"`), so that
+// they are known — and can be made cold — before a process maps them.
 func candidatesInArgs(argv []string) []string {
 	var out []string
-	for _, a := range argv[1:] {
-		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
-			a = v
-		}
-		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
-			out = append(out, a)
+	seen := map[string]bool{}
+	for _, arg := range argv[1:] {
+		for _, a := range append([]string{arg}, strings.Fields(arg)...) {
+			a = strings.Trim(a, `'"`)
+			if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+				a = v
+			}
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
+				out = append(out, a)
+			}
 		}
 	}
 	return out

@@ -125,6 +125,10 @@ type recording struct {
 	models *models
 	spool  *ingest.SpoolWriter
 	child  *launch.Child
+	// warden holds traced processes for uprobe attaches unseen by their
+	// family (ptrace); nil when it could not start (pauses are then
+	// SIGSTOPs, and meta.json says so).
+	warden *launch.Warden
 	// closeOnce closes tr once, early or by Run's defer.
 	closeOnce sync.Once
 	stats     liveStats
@@ -153,6 +157,8 @@ type recording struct {
 	// procs are the traced processes still alive as far as the events
 	// tell: the child and what it forked.
 	procs map[int]bool
+	// nprocs counts the processes traced in all.
+	nprocs int
 	// With --probe ops: the calibrated cost of a hit, and per decode call
 	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
 	opCost    bpf.UprobeCost
@@ -205,6 +211,12 @@ func tracefsHint() string {
 // A failure leaves it stopped, so it is said and kept in the metadata;
 // retrying cannot help. A process that is gone (ESRCH) is not stopped.
 func (r *recording) cont(pid int, why string) {
+	if r.warden != nil {
+		if err := r.warden.Release(pid); err != nil {
+			r.warn(fmt.Sprintf("process %d, held %s, could not be released: %v", pid, why, err))
+		}
+		return
+	}
 	err := unix.Kill(pid, unix.SIGCONT)
 	if err == nil || errors.Is(err, unix.ESRCH) {
 		return
@@ -269,6 +281,15 @@ func (r *recording) snapshot() rundir.Meta {
 	m := r.m
 	m.Maps = append([]rundir.MapsSnapshot(nil), r.m.Maps...)
 	m.Warnings = append([]string(nil), r.warnings...)
+	if r.m.Pauses != nil {
+		p := *r.m.Pauses
+		m.Pauses = &p
+	}
+	if r.m.Family != nil {
+		f := *r.m.Family
+		f.LeftRunning = append([]int(nil), f.LeftRunning...)
+		m.Family = &f
+	}
 	if r.models != nil {
 		m.Models = models
 	}
@@ -554,6 +575,7 @@ func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
 	switch e.Kind {
 	case uint32(bpf.IocorrTaskKindTASKEV_FORK):
 		r.procs[int(e.Child)] = true
+		r.nprocs++
 	case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
 		delete(r.procs, int(e.Hdr.Tgid))
 	}

@@ -77,6 +77,11 @@ type Meta struct {
 	Maps   []MapsSnapshot `json:"maps,omitempty"`
 
 	Child Child `json:"child"`
+	// Pauses says how traced processes were held while uprobes were
+	// attached to a file they had just mapped (or before a first graph,
+	// with op probes); Family, the processes traced besides the command.
+	Pauses *Pauses `json:"pauses,omitempty"`
+	Family *Family `json:"family,omitempty"`
 
 	Controls Controls `json:"controls"`
 
@@ -286,6 +291,24 @@ type Child struct {
 	MaxRSSKiB int64  `json:"maxrss_kib"`
 	UserNS    int64  `json:"utime_ns"`
 	SystemNS  int64  `json:"stime_ns"`
+}
+
+// Pauses: Invisible when every traced process was ptraced by iocorr's
+// warden, whose stops no parent, child or sibling can observe; otherwise
+// a pause was a SIGSTOP its parent could see, and VisibleWhy says why.
+type Pauses struct {
+	Invisible  bool   `json:"invisible"`
+	VisibleWhy string `json:"visible_why,omitempty"`
+	Held       int    `json:"held"`
+	MaxHoldNS  int64  `json:"max_hold_ns"`
+}
+
+// Family is what the recording saw of the command's descendants: how
+// many processes were traced in all, and those still running when the
+// recording ended (it lasts while any lives, unless interrupted).
+type Family struct {
+	Processes   int   `json:"processes"`
+	LeftRunning []int `json:"left_running,omitempty"`
 }
 
 // Controls records the experiment controls of the run.
