@@ -47,7 +47,11 @@ func isGGUF(path string) bool {
 // (`-m model.gguf`, `--model=model.gguf`), also inside an argument that is
 // itself a command line (`sh -c "llama-cli -m model.gguf …"`), so that
 // they are known — and can be made cold — before a process maps them.
-func candidatesInArgs(argv []string) []string {
+func candidatesInArgs(argv []string) []string { return candidatesIn(argv, "") }
+
+// candidatesIn is candidatesInArgs for a process whose working directory
+// is dir (relative names are its); "" is the recorder's own.
+func candidatesIn(argv []string, dir string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, arg := range argv[1:] {
@@ -60,6 +64,11 @@ func candidatesInArgs(argv []string) []string {
 				continue
 			}
 			seen[a] = true
+			if dir != "" && a != "" && !filepath.IsAbs(a) {
+				if real, err := filepath.EvalSymlinks(filepath.Join(dir, a)); err == nil {
+					a = real
+				}
+			}
 			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
 				out = append(out, a)
 			}
@@ -141,6 +150,12 @@ func (m *models) mapped(dev uint32, ino uint64, path string) (isModel, isNew boo
 		return false, false
 	}
 	return true, true
+}
+
+// has reports whether the file at path is a model already.
+func (m *models) has(path string) bool {
+	id, err := blockdev.StatFile(path)
+	return err == nil && m.known(uint32(id.Dev), id.Ino)
 }
 
 // known reports whether (dev, ino) is a model file, without looking at

@@ -580,6 +580,36 @@ func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
 		delete(r.procs, int(e.Hdr.Tgid))
 	}
 	r.mu.Unlock()
+	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
+		r.modelsInCmdline(int(e.Hdr.Tgid))
+	}
+}
+
+// modelsInCmdline makes the GGUF files a traced process names on its
+// command line models, as the command's own are: a descendant that opens
+// and reads its model without mapping it (llama.cpp's --load-mode none or
+// dio) is then traced too. It runs at the exec, before the program has
+// started loading anything.
+func (r *recording) modelsInCmdline(pid int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return
+	}
+	argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(argv) < 2 {
+		return
+	}
+	// A relative name is the process's, not the recorder's.
+	for _, p := range candidatesIn(argv, fmt.Sprintf("/proc/%d/cwd", pid)) {
+		if r.models.has(p) {
+			continue
+		}
+		if _, err := r.models.add(p); err != nil {
+			r.warn(err.Error())
+			continue
+		}
+		r.meta.changed()
+	}
 }
 
 // onGraph puts the op probes on (--probe ops) at a file's first graph.

@@ -227,3 +227,47 @@ func perfFaultsByTensor(t *testing.T, path, model string, f *gguf.File) map[stri
 	}
 	return m
 }
+
+// TestRecordFindsAModelADescendantReadsWithoutMapping runs llama-completion
+// with --load-mode none from a script file: the model is on no command
+// line iocorr is given and never mapped, only opened and read. It is
+// found on the descendant's own command line at its exec, and its read
+// calls are charged to its tensors.
+func TestRecordFindsAModelADescendantReadsWithoutMapping(t *testing.T) {
+	model, _ := recordableMoE(t)
+	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
+	args := append(llmtest.CompletionArgs(bin, model, 2), "--load-mode", "none")
+	script := filepath.Join(t.TempDir(), "study.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n'"+strings.Join(args, "' '")+"'\necho done >&2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	_, summary, err := runCmd(t, "record", "-o", dir, "--", "sh", script)
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, summary)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Models) != 1 || m.Models[0].Ino != fileIno(t, model) {
+		t.Fatalf("models found: %+v, want %s\n%s", m.Models, model, summary)
+	}
+	out, errOut, err := runCmd(t, "query", "-i", dir, "--by", "tensor", "--format", "json")
+	if err != nil {
+		t.Fatalf("query: %v\n%s", err, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	requested := 0
+	for _, r := range rows {
+		if v, _ := r["bytes_requested"].(float64); v > 0 {
+			requested++
+		}
+	}
+	if requested == 0 {
+		t.Errorf("no tensor has bytes requested by read calls:\n%s", out)
+	}
+}
