@@ -52,6 +52,9 @@ func candidatesInArgs(argv []string) []string { return candidatesIn(argv, "") }
 // candidatesIn is candidatesInArgs for a process whose working directory
 // is dir (relative names are its); "" is the recorder's own.
 func candidatesIn(argv []string, dir string) []string {
+	if len(argv) < 2 {
+		return nil
+	}
 	var out []string
 	seen := map[string]bool{}
 	for _, arg := range argv[1:] {

@@ -38,6 +38,11 @@ type Options struct {
 	Dir   string   // the run directory to write
 	Force bool     // replace an existing run directory
 	Argv  []string // the command
+	// PID attaches to a running process instead of launching Argv (with
+	// its threads and the children it starts from then on), for Duration
+	// or until ctx ends or it exits.
+	PID      int
+	Duration time.Duration
 	// ProbeOps also probes every op function (costlier) besides one hit
 	// per graph.
 	ProbeOps bool
@@ -89,7 +94,17 @@ func optionf(format string, a ...any) error { return &OptionError{fmt.Sprintf(fo
 // Validate checks the options before anything is created: bad values are
 // an *OptionError, a missing command or file another error.
 func (o *Options) Validate() error {
-	if len(o.Argv) == 0 {
+	if o.PID != 0 {
+		if len(o.Argv) > 0 {
+			return optionf("a command and -p: give one or the other")
+		}
+		if o.MemLimit != 0 {
+			return optionf("--mem-limit applies to a launched command, not to -p")
+		}
+		if err := unix.Kill(o.PID, 0); err != nil {
+			return fmt.Errorf("process %d: %w", o.PID, err)
+		}
+	} else if len(o.Argv) == 0 {
 		return optionf("no command given")
 	}
 	if o.Dir == "" {
@@ -101,8 +116,10 @@ func (o *Options) Validate() error {
 	if o.MemLimit != 0 && o.MemLimit < 1<<20 {
 		return optionf("memory limit %d is below 1MiB: the command could not even start", o.MemLimit)
 	}
-	if _, err := exec.LookPath(o.Argv[0]); err != nil {
-		return err
+	if o.PID == 0 {
+		if _, err := exec.LookPath(o.Argv[0]); err != nil {
+			return err
+		}
 	}
 	for _, p := range append(append([]string(nil), o.Models...), o.Libs...) {
 		if _, err := os.Stat(p); err != nil {

@@ -57,6 +57,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if o.PID != 0 {
+		return r.runAttached(ctx)
+	}
 	if err := r.openTracer(); err != nil {
 		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}

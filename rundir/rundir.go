@@ -82,6 +82,10 @@ type Meta struct {
 	// with op probes); Family, the processes traced besides the command.
 	Pauses *Pauses `json:"pauses,omitempty"`
 	Family *Family `json:"family,omitempty"`
+	// Attached is set for a run of a process that was already running
+	// (`record -p PID`): there was no fork-time start, so what it did
+	// before the attach is not in the run.
+	Attached *Attached `json:"attached,omitempty"`
 
 	Controls Controls `json:"controls"`
 
@@ -301,6 +305,16 @@ type Pauses struct {
 	VisibleWhy string `json:"visible_why,omitempty"`
 	Held       int    `json:"held"`
 	MaxHoldNS  int64  `json:"max_hold_ns"`
+}
+
+// Attached: the process, and its own major-fault count (/proc/PID/stat)
+// at the attach and at the detach, each read while it was frozen: their
+// difference is what the run's major faults of that process are.
+type Attached struct {
+	PID          int    `json:"pid"`
+	MajFltBefore uint64 `json:"majflt_before"`
+	MajFltAfter  uint64 `json:"majflt_after"`
+	Exited       bool   `json:"exited,omitempty"` // it ended within the window
 }
 
 // Family is what the recording saw of the command's descendants: how

@@ -46,6 +46,8 @@ import (
 // It speaks lines over its standard input and output:
 //
 //	seize PID          → ok PID | err PID MESSAGE
+//	freeze TGID        → ok TGID | err TGID MESSAGE (every thread stopped)
+//	thaw TGID          (resume what freeze stopped)
 //	release TGID       (resume one held stop of the process; if none is
 //	                    held yet, the next one is resumed at once)
 //	detach             → detached HELD MAX_HOLD_NS  (then it exits)
@@ -104,6 +106,8 @@ type warden struct {
 	credits  map[int]int    // tgid → releases that came before their stop
 	leaving  map[int]bool   // tgid → stopped for real: being detached
 	pre      map[int]bool   // tid → in a pause of ours when it was seized
+	freezing map[int]bool   // tgid → being frozen (freeze), until thawed
+	frozen   map[int]bool   // tid → in the interrupt stop of a freeze
 	nHeld    int
 	maxHold  time.Duration
 	detached bool
@@ -153,6 +157,7 @@ func (w *warden) drop(tid int) {
 	}
 	delete(w.tracees, tid)
 	delete(w.pre, tid)
+	delete(w.frozen, tid)
 	if w.procs[t.tgid]--; w.procs[t.tgid] <= 0 {
 		delete(w.procs, t.tgid)
 		delete(w.credits, t.tgid)
@@ -320,7 +325,60 @@ func (w *warden) stopped(tid int, status int32) {
 		w.detachOne(tid, 0)
 		return
 	}
+	if ev == unix.PTRACE_EVENT_STOP && w.freezing[w.tracees[tid].tgid] {
+		w.frozen[tid] = true
+		return
+	}
 	w.cont(tid, 0)
+}
+
+// freeze stops every thread of tgid in an interrupt stop, invisible as
+// the pauses are, and waits until each is stopped (or held in a pause):
+// no fault and no call happens in the process until thaw.
+func (w *warden) freeze(tgid int) error {
+	w.freezing[tgid] = true
+	for tid, t := range w.tracees {
+		if t.tgid == tgid {
+			unix.PtraceInterrupt(tid)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.poll()
+		still := 0
+		for tid, t := range w.tracees {
+			if t.tgid == tgid && !w.frozen[tid] && !w.isHeld(tgid, tid) {
+				still++
+			}
+		}
+		if still == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d threads of process %d did not stop in 5s", still, tgid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (w *warden) isHeld(tgid, tid int) bool {
+	for _, h := range w.held[tgid] {
+		if h.tid == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// thaw resumes what freeze stopped.
+func (w *warden) thaw(tgid int) {
+	delete(w.freezing, tgid)
+	for tid := range w.frozen {
+		if w.tracees[tid].tgid == tgid {
+			delete(w.frozen, tid)
+			w.cont(tid, 0)
+		}
+	}
 }
 
 // leave detaches every thread of a process that was stopped for real:
@@ -428,7 +486,8 @@ func runWarden() {
 	// Every ptrace request must come from the thread that seized.
 	runtime.LockOSThread()
 	w := &warden{out: bufio.NewWriter(os.Stdout), tracees: map[int]tracee{}, procs: map[int]int{},
-		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{}}
+		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{},
+		freezing: map[int]bool{}, frozen: map[int]bool{}}
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGCHLD)
 	// The recorder's terminal signals are for the command and the
@@ -462,6 +521,16 @@ func runWarden() {
 				} else {
 					w.say("ok %d", pid)
 				}
+			case len(f) == 2 && f[0] == "freeze":
+				tg, _ := strconv.Atoi(f[1])
+				if err := w.freeze(tg); err != nil {
+					w.say("err %d %v", tg, err)
+				} else {
+					w.say("ok %d", tg)
+				}
+			case len(f) == 2 && f[0] == "thaw":
+				tg, _ := strconv.Atoi(f[1])
+				w.thaw(tg)
 			case len(f) == 2 && f[0] == "release":
 				tg, _ := strconv.Atoi(f[1])
 				w.release(tg)
@@ -549,8 +618,18 @@ func (w *Warden) send(line string) error {
 }
 
 // Seize traces pid and everything it starts from now on.
-func (w *Warden) Seize(pid int) error {
-	if err := w.send(fmt.Sprintf("seize %d", pid)); err != nil {
+func (w *Warden) Seize(pid int) error { return w.ask("seize", pid) }
+
+// Freeze stops every thread of a seized process, unseen by its family,
+// until Thaw: what is read of it meanwhile (its fault counters) is read
+// of a process that does nothing.
+func (w *Warden) Freeze(pid int) error { return w.ask("freeze", pid) }
+
+// Thaw resumes a process Freeze stopped.
+func (w *Warden) Thaw(pid int) error { return w.send(fmt.Sprintf("thaw %d", pid)) }
+
+func (w *Warden) ask(verb string, pid int) error {
+	if err := w.send(fmt.Sprintf("%s %d", verb, pid)); err != nil {
 		return fmt.Errorf("ptrace warden: %w", err)
 	}
 	select {
