@@ -255,6 +255,23 @@ func (t *Tracer) TracePID(pid int) error {
 	return nil
 }
 
+// TracedProcesses lists the processes in the traced set: the kernel
+// drops one when its last thread exits, so a recording lasts while the
+// list is not empty (a descendant that outlived the command included).
+func (t *Tracer) TracedProcesses() ([]int, error) {
+	var pids []int
+	var k uint32
+	it := t.objs.Traced.Iterate()
+	var st IocorrProcState
+	for it.Next(&k, &st) {
+		pids = append(pids, int(k))
+	}
+	if err := it.Err(); err != nil {
+		return pids, fmt.Errorf("listing the traced processes: %w", err)
+	}
+	return pids, nil
+}
+
 // TraceForksOf traces every process that thread tid forks from now until
 // stop is called, from the fork on: the child is in the traced set before
 // it runs its first instruction, so every fault it takes is recorded, as

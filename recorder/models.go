@@ -44,16 +44,37 @@ func isGGUF(path string) bool {
 }
 
 // candidatesInArgs finds GGUF files named on the command line
-// (`-m model.gguf`, `--model=model.gguf`), so that they are known — and
-// can be made cold — before the child maps them.
-func candidatesInArgs(argv []string) []string {
+// (`-m model.gguf`, `--model=model.gguf`), also inside an argument that is
+// itself a command line (`sh -c "llama-cli -m model.gguf …"`), so that
+// they are known — and can be made cold — before a process maps them.
+func candidatesInArgs(argv []string) []string { return candidatesIn(argv, "") }
+
+// candidatesIn is candidatesInArgs for a process whose working directory
+// is dir (relative names are its); "" is the recorder's own.
+func candidatesIn(argv []string, dir string) []string {
+	if len(argv) < 2 {
+		return nil
+	}
 	var out []string
-	for _, a := range argv[1:] {
-		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
-			a = v
-		}
-		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
-			out = append(out, a)
+	seen := map[string]bool{}
+	for _, arg := range argv[1:] {
+		for _, a := range append([]string{arg}, strings.Fields(arg)...) {
+			a = strings.Trim(a, `'"`)
+			if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+				a = v
+			}
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+			if dir != "" && a != "" && !filepath.IsAbs(a) {
+				if real, err := filepath.EvalSymlinks(filepath.Join(dir, a)); err == nil {
+					a = real
+				}
+			}
+			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
+				out = append(out, a)
+			}
 		}
 	}
 	return out
@@ -132,6 +153,12 @@ func (m *models) mapped(dev uint32, ino uint64, path string) (isModel, isNew boo
 		return false, false
 	}
 	return true, true
+}
+
+// has reports whether the file at path is a model already.
+func (m *models) has(path string) bool {
+	id, err := blockdev.StatFile(path)
+	return err == nil && m.known(uint32(id.Dev), id.Ino)
 }
 
 // known reports whether (dev, ino) is a model file, without looking at

@@ -38,6 +38,11 @@ type Options struct {
 	Dir   string   // the run directory to write
 	Force bool     // replace an existing run directory
 	Argv  []string // the command
+	// PID attaches to a running process instead of launching Argv (with
+	// its threads and the children it starts from then on), for Duration
+	// or until ctx ends or it exits.
+	PID      int
+	Duration time.Duration
 	// ProbeOps also probes every op function (costlier) besides one hit
 	// per graph.
 	ProbeOps bool
@@ -93,7 +98,17 @@ func optionf(format string, a ...any) error { return &OptionError{fmt.Sprintf(fo
 // Validate checks the options before anything is created: bad values are
 // an *OptionError, a missing command or file another error.
 func (o *Options) Validate() error {
-	if len(o.Argv) == 0 {
+	if o.PID != 0 {
+		if len(o.Argv) > 0 {
+			return optionf("a command and -p: give one or the other")
+		}
+		if o.MemLimit != 0 {
+			return optionf("--mem-limit applies to a launched command, not to -p")
+		}
+		if err := unix.Kill(o.PID, 0); err != nil {
+			return fmt.Errorf("process %d: %w", o.PID, err)
+		}
+	} else if len(o.Argv) == 0 {
 		return optionf("no command given")
 	}
 	if o.Dir == "" {
@@ -105,8 +120,10 @@ func (o *Options) Validate() error {
 	if o.MemLimit != 0 && o.MemLimit < 1<<20 {
 		return optionf("memory limit %d is below 1MiB: the command could not even start", o.MemLimit)
 	}
-	if _, err := exec.LookPath(o.Argv[0]); err != nil {
-		return err
+	if o.PID == 0 {
+		if _, err := exec.LookPath(o.Argv[0]); err != nil {
+			return err
+		}
 	}
 	for _, p := range append(append([]string(nil), o.Models...), o.Libs...) {
 		if _, err := os.Stat(p); err != nil {
@@ -129,6 +146,10 @@ type recording struct {
 	models *models
 	spool  *ingest.SpoolWriter
 	child  *launch.Child
+	// warden holds traced processes for uprobe attaches unseen by their
+	// family (ptrace); nil when it could not start (pauses are then
+	// SIGSTOPs, and meta.json says so).
+	warden *launch.Warden
 	// closeOnce closes tr once, early or by Run's defer.
 	closeOnce sync.Once
 	stats     liveStats
@@ -161,6 +182,8 @@ type recording struct {
 	// procs are the traced processes still alive as far as the events
 	// tell: the child and what it forked.
 	procs map[int]bool
+	// nprocs counts the processes traced in all.
+	nprocs int
 	// With --probe ops: the calibrated cost of a hit, and per decode call
 	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
 	opCost    bpf.UprobeCost
@@ -213,6 +236,12 @@ func tracefsHint() string {
 // A failure leaves it stopped, so it is said and kept in the metadata;
 // retrying cannot help. A process that is gone (ESRCH) is not stopped.
 func (r *recording) cont(pid int, why string) {
+	if r.warden != nil {
+		if err := r.warden.Release(pid); err != nil {
+			r.warn(fmt.Sprintf("process %d, held %s, could not be released: %v", pid, why, err))
+		}
+		return
+	}
 	err := unix.Kill(pid, unix.SIGCONT)
 	if err == nil || errors.Is(err, unix.ESRCH) {
 		return
@@ -277,6 +306,15 @@ func (r *recording) snapshot() rundir.Meta {
 	m := r.m
 	m.Maps = append([]rundir.MapsSnapshot(nil), r.m.Maps...)
 	m.Warnings = append([]string(nil), r.warnings...)
+	if r.m.Pauses != nil {
+		p := *r.m.Pauses
+		m.Pauses = &p
+	}
+	if r.m.Family != nil {
+		f := *r.m.Family
+		f.LeftRunning = append([]int(nil), f.LeftRunning...)
+		m.Family = &f
+	}
 	if r.models != nil {
 		m.Models = models
 	}
@@ -566,10 +604,41 @@ func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
 	switch e.Kind {
 	case uint32(bpf.IocorrTaskKindTASKEV_FORK):
 		r.procs[int(e.Child)] = true
+		r.nprocs++
 	case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
 		delete(r.procs, int(e.Hdr.Tgid))
 	}
 	r.mu.Unlock()
+	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
+		r.modelsInCmdline(int(e.Hdr.Tgid))
+	}
+}
+
+// modelsInCmdline makes the GGUF files a traced process names on its
+// command line models, as the command's own are: a descendant that opens
+// and reads its model without mapping it (llama.cpp's --load-mode none or
+// dio) is then traced too. It runs at the exec, before the program has
+// started loading anything.
+func (r *recording) modelsInCmdline(pid int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return
+	}
+	argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(argv) < 2 {
+		return
+	}
+	// A relative name is the process's, not the recorder's.
+	for _, p := range candidatesIn(argv, fmt.Sprintf("/proc/%d/cwd", pid)) {
+		if r.models.has(p) {
+			continue
+		}
+		if _, err := r.models.add(p); err != nil {
+			r.warn(err.Error())
+			continue
+		}
+		r.meta.changed()
+	}
 }
 
 // onGraph puts the op probes on (--probe ops) at a file's first graph.

@@ -42,6 +42,9 @@ func TestValidateRefusesOptionsThatCannotWork(t *testing.T) {
 		{"command not found", func(o *Options) { o.Argv = []string{"no-such-command-iocorr"} }, "not found", false},
 		{"model missing", func(o *Options) { o.Models = []string{"/no/such.gguf"} }, "no such file", false},
 		{"library missing", func(o *Options) { o.Libs = []string{"/no/such.so"} }, "no such file", false},
+		{"a command and a pid", func(o *Options) { o.PID = os.Getpid() }, "one or the other", true},
+		{"a pid and a memory limit", func(o *Options) { o.Argv, o.PID, o.MemLimit = nil, os.Getpid(), 64<<20 }, "not to -p", true},
+		{"no such process", func(o *Options) { o.Argv, o.PID = nil, 1<<30 }, "no such process", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if o.PID != 0 {
+		return r.runAttached(ctx)
+	}
 	if err := r.openTracer(); err != nil {
 		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}
@@ -95,7 +98,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, r.abort(errors.New("interrupted before the command started"))
 	}
 
-	end, err := r.trace()
+	end, err := r.trace(ctx)
 	if err != nil {
 		return Result{}, r.abort(err)
 	}
@@ -106,7 +109,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// so that a process the command left behind is neither stopped for
 	// uprobes nor slowed by probes.
 	r.closeTracer()
-	if r.continueStopped() > 0 {
+	if r.warden == nil && r.continueStopped() > 0 {
 		r.finishMeta()
 	}
 	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Signals: end.sigs, Ran: true}
@@ -220,6 +223,8 @@ func (r *recording) launch() error {
 	}
 	r.child = child
 	r.procs[child.PID()] = true
+	r.nprocs = 1
+	r.holdInvisibly(child.PID())
 	r.m.Child.PID = child.PID()
 	if r.o.User != nil {
 		r.m.Child.UID, r.m.Child.GID = int(r.o.User.UID), int(r.o.User.GID)
@@ -291,6 +296,7 @@ func (r *recording) abort(err error) error {
 	if r.child != nil {
 		r.child.Abort()
 	}
+	r.closeWarden()
 	if r.spool != nil {
 		r.spool.Close()
 	}
@@ -312,7 +318,7 @@ type ended struct {
 // trace releases the command and reads the ring into the spool until it
 // ends, then takes the end stamps. An error means the command could not
 // be released (and never ran).
-func (r *recording) trace() (ended, error) {
+func (r *recording) trace(ctx context.Context) (ended, error) {
 	disk, err := blockdev.DiskStats()
 	if err != nil {
 		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
@@ -349,6 +355,9 @@ func (r *recording) trace() (ended, error) {
 	e.err = derr
 	e.sigs = stopForward()
 	e.exit = r.child.Wait()
+	if !drained {
+		r.awaitFamily(ctx)
+	}
 	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
 	// Right at the end stamp, as DiskBefore is right before the start
 	// stamp: block completions stamped inside [start, end] are then what
@@ -367,6 +376,9 @@ func (r *recording) trace() (ended, error) {
 	// After the drain: it hands the snapshotter its token starts.
 	r.stopSnapshots()
 	r.filemapFaults = r.kernelCounts()
+	// Nothing releases a pause from here on: the warden lets every
+	// process go.
+	r.closeWarden()
 	stopProgress()
 	r.meta.stop()
 	if cerr := r.spool.Close(); e.err == nil {
@@ -428,6 +440,12 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 	if r.filemapFaults != nil {
 		r.filemapFaults(r.m.Counts)
 	}
+	r.mu.Lock()
+	if r.m.Family == nil {
+		r.m.Family = &rundir.Family{}
+	}
+	r.m.Family.Processes = r.nprocs
+	r.mu.Unlock()
 	if r.dec.Short+r.dec.Unknown > 0 {
 		r.warn(fmt.Sprintf("%d records too short for their type and %d of unknown type were not looked at while recording", r.dec.Short, r.dec.Unknown))
 	}

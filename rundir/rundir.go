@@ -83,6 +83,15 @@ type Meta struct {
 	Maps   []MapsSnapshot `json:"maps,omitempty"`
 
 	Child Child `json:"child"`
+	// Pauses says how traced processes were held while uprobes were
+	// attached to a file they had just mapped (or before a first graph,
+	// with op probes); Family, the processes traced besides the command.
+	Pauses *Pauses `json:"pauses,omitempty"`
+	Family *Family `json:"family,omitempty"`
+	// Attached is set for a run of a process that was already running
+	// (`record -p PID`): there was no fork-time start, so what it did
+	// before the attach is not in the run.
+	Attached *Attached `json:"attached,omitempty"`
 
 	Controls Controls `json:"controls"`
 
@@ -345,6 +354,34 @@ type Child struct {
 	MaxRSSKiB int64  `json:"maxrss_kib"`
 	UserNS    int64  `json:"utime_ns"`
 	SystemNS  int64  `json:"stime_ns"`
+}
+
+// Pauses: Invisible when every traced process was ptraced by iocorr's
+// warden, whose stops no parent, child or sibling can observe; otherwise
+// a pause was a SIGSTOP its parent could see, and VisibleWhy says why.
+type Pauses struct {
+	Invisible  bool   `json:"invisible"`
+	VisibleWhy string `json:"visible_why,omitempty"`
+	Held       int    `json:"held"`
+	MaxHoldNS  int64  `json:"max_hold_ns"`
+}
+
+// Attached: the process, and its own major-fault count (/proc/PID/stat)
+// at the attach and at the detach, each read while it was frozen: their
+// difference is what the run's major faults of that process are.
+type Attached struct {
+	PID          int    `json:"pid"`
+	MajFltBefore uint64 `json:"majflt_before"`
+	MajFltAfter  uint64 `json:"majflt_after"`
+	Exited       bool   `json:"exited,omitempty"` // it ended within the window
+}
+
+// Family is what the recording saw of the command's descendants: how
+// many processes were traced in all, and those still running when the
+// recording ended (it lasts while any lives, unless interrupted).
+type Family struct {
+	Processes   int   `json:"processes"`
+	LeftRunning []int `json:"left_running,omitempty"`
 }
 
 // Controls records the experiment controls of the run.

@@ -25,6 +25,7 @@ for cmd_pkg in chromium:chromium protoc:protobuf-compiler; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_lean+=("$pkg")
 done
+command -v perf >/dev/null 2>&1 || need_lean+=(linux-perf) # the wrapper test runs perf trace --pf=maj
 if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_lean[@]} -gt 0 ]; then
 	echo "setup: installing ${need_apt[*]} ${need_lean[*]}" >&2
 	apt-get update -qq

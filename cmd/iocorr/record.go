@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -25,7 +26,7 @@ func init() {
 	register(&command{
 		name:    "record",
 		summary: "run a command and trace which tensors cause its disk I/O",
-		usage:   "[-o DIR] [flags] -- CMD [ARGS...]",
+		usage:   "[-o DIR] [flags] -- CMD [ARGS...] | -p PID [--duration 30s]",
 		flags:   recordFlags,
 	})
 }
@@ -42,6 +43,8 @@ type recordOpts struct {
 	user       string
 	noIngest   bool
 	ringbuf    string
+	pid        int
+	duration   time.Duration
 }
 
 func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
@@ -51,6 +54,8 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	runFlags(fs, o, "before the command starts")
 	fs.StringVar(&o.memLimit, "mem-limit", "", "run the command in a memory cgroup with this limit (e.g. 256MiB)")
 	fs.BoolVar(&o.noIngest, "no-ingest", false, "do not build the query store at the end (run iocorr ingest DIR later)")
+	fs.IntVarP(&o.pid, "pid", "p", 0, "attach to this running process (and the children it starts) instead of running a command")
+	fs.DurationVar(&o.duration, "duration", 0, "with -p: record this long (default: until Ctrl-C or the process exits)")
 	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
 }
 
@@ -74,8 +79,12 @@ func (o *recordOpts) recorderOptions(argv []string) (recorder.Options, error) {
 		Dir: o.out, Force: o.force, Argv: argv, Libs: o.libs, Models: o.models,
 		Cold: o.cold, DropCaches: o.dropCaches, Version: version, Stdout: stdout, Stderr: stderr,
 	}
-	if len(argv) == 0 {
-		return ro, usagef("record: no command given (iocorr record [flags] -- CMD ARGS...)")
+	ro.PID, ro.Duration = o.pid, o.duration
+	if len(argv) == 0 && o.pid == 0 {
+		return ro, usagef("record: no command given (iocorr record [flags] -- CMD ARGS... or -p PID)")
+	}
+	if o.duration < 0 || (o.duration > 0 && o.pid == 0) {
+		return ro, usagef("record: --duration needs -p and a positive length")
 	}
 	for _, set := range strings.Split(o.probe, ",") {
 		switch set {

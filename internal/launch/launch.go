@@ -67,7 +67,13 @@ func dropTo(spec string) error {
 // until the tracer releases it, then execve()s the command in place (the
 // pid stays the same, so the tracer already follows it). It never returns
 // in the child.
+//
+// It also makes the process the ptrace warden (warden.go) when the
+// recorder started it as one.
 func RunShimIfChild() {
+	if os.Getenv(wardenEnv) == "1" {
+		runWarden()
+	}
 	if os.Getenv(shimEnv) != "1" {
 		return
 	}

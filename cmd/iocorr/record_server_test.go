@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// complete sends one completion request to a llama-server, bounded in
+// time: its status, or an error.
+func complete(ctx context.Context, base string, nPredict int) error {
+	body := fmt.Sprintf(`{"prompt": "the quick brown fox", "n_predict": %d, "temperature": 0}`, nPredict)
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/completion", bytes.NewBufferString(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(`"content"`)) {
+		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow starts
+// llama-server on a loopback port, keeps completion requests coming, and
+// attaches `record -p --duration` to it while it answers. bpftrace stamps
+// each llama_decode call of the server: the run holds exactly those made
+// inside its window, and the server still answers after the detach.
+func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing.T) {
+	model, f := recordableMoE(t)
+	bt, err := exec.LookPath("bpftrace")
+	if err != nil {
+		t.Fatalf("bpftrace (make setup): %v", err)
+	}
+	server := llmtest.CLI(t, llmtest.Shared, "llama-server")
+	lib := filepath.Join(llmtest.SharedLibDir(t), "libllama.so")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	srv := exec.Command(server, "-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-t", "2", "-c", "512", "--no-warmup")
+	var srvLog bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvLog, &srvLog
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	pid := srv.Process.Pid
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("llama-server did not become healthy in 90s:\n%s", srvLog.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	trace := exec.Command(bt, "-e", fmt.Sprintf(`uprobe:%s:llama_decode /pid == %d/ { printf("%%llu\n", nsecs); }`, lib, pid))
+	tout, err := trace.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer trace.Process.Kill()
+	sc := bufio.NewScanner(tout)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "Attaching") {
+		t.Fatalf("bpftrace said %q", sc.Text())
+	}
+	calls := make(chan []uint64, 1)
+	started := make(chan struct{})
+	go func() {
+		var ts []uint64
+		for sc.Scan() {
+			if v, err := strconv.ParseUint(sc.Text(), 10, 64); err == nil {
+				if ts = append(ts, v); len(ts) == 4 {
+					close(started)
+				}
+			}
+		}
+		calls <- ts
+	}()
+
+	// Requests keep coming until the recording is over.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var reqErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if err := complete(ctx, base, 24); err != nil && ctx.Err() == nil {
+				reqErr = err
+				return
+			}
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		stop()
+		t.Fatalf("llama-server made no 4 llama_decode calls in 60s:\n%s", srvLog.String())
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	_, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", "3s")
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("record -p: %v\n%s", err, summary)
+	}
+	if reqErr != nil {
+		t.Errorf("a request while recording failed: %v", reqErr)
+	}
+	// Unharmed: it answers after the detach.
+	if err := complete(context.Background(), base, 4); err != nil {
+		t.Errorf("llama-server after the detach: %v\n%s", err, srvLog.String())
+	}
+	if st, _, err := procStatOf(pid); err != nil || st == 'T' || st == 't' || st == 'Z' {
+		t.Errorf("llama-server after the detach: state %c (%v)", st, err)
+	}
+	trace.Process.Signal(os.Interrupt)
+	ts := <-calls
+	trace.Wait()
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inWindow := 0
+	for _, v := range ts {
+		if v >= m.MonoStartNS && v <= m.MonoEndNS {
+			inWindow++
+		}
+	}
+	prefill, decode := countDecodeCalls(t, dir, f, map[string]bool{}, nil)
+	if prefill+decode != inWindow || inWindow == 0 {
+		t.Errorf("recorded %d llama_decode calls, bpftrace saw the server make %d in the window (of %d)", prefill+decode, inWindow, len(ts))
+	}
+	if m.Attached == nil || m.Attached.Exited || len(m.Models) != 1 || m.Layout == nil || m.Layout.Invalid != "" {
+		t.Errorf("attached %+v, %d models, layout %+v: want the server attached, its model found, a valid layout", m.Attached, len(m.Models), m.Layout)
+	}
+	t.Logf("window %.2fs: %d llama_decode calls (%d prefill), bpftrace %d of %d; %d pauses held",
+		float64(m.MonoEndNS-m.MonoStartNS)/1e9, prefill+decode, prefill, inWindow, len(ts), m.Pauses.Held)
+}
+
+// procStatOf reads a process's state letter.
+func procStatOf(pid int) (byte, string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, "", fmt.Errorf("unreadable stat %q", b)
+	}
+	return b[i+2], string(b), nil
+}

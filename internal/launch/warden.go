@@ -1,0 +1,675 @@
+package launch
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The warden holds the traced processes still while uprobes are attached,
+// without anyone else seeing it.
+//
+// The BPF side pauses a process that maps a new executable file (or runs
+// its first graph, with op probes) by sending it SIGSTOP. For a process
+// nobody ptraces, that is a group stop, and its parent hears of it
+// (SIGCHLD with CLD_STOPPED, a wait with WUNTRACED): `perf trace --` took
+// it for the end of its workload and quit. The warden ptraces (PTRACE_SEIZE)
+// every traced process instead, from its first instruction on, and
+// follows its threads and children (PTRACE_O_TRACECLONE, FORK, VFORK). A
+// SIGSTOP sent to a ptraced thread first stops it in a signal-delivery
+// stop, which only its tracer sees; the warden keeps it there until the
+// recorder says the probes are on, then resumes it with the signal
+// suppressed. The parent, the siblings and the process itself never see a
+// stop. Every other signal is passed on as it came, and real group stops
+// stay group stops (PTRACE_LISTEN).
+//
+// The warden is a process of its own, not a thread of the recorder: a
+// ptraced child of its own tracer's thread group has its ptrace stops
+// reported to the parent's plain waits as well (the kernel's
+// wait_consider_task), so the recorder's wait for the command would see
+// them. As a separate process the recorder stays the command's real
+// parent with nothing changed.
+//
+// It speaks lines over its standard input and output:
+//
+//	seize PID          → ok PID | err PID MESSAGE
+//	freeze TGID        → ok TGID | err TGID MESSAGE (every thread stopped)
+//	thaw TGID          (resume what freeze stopped)
+//	release TGID       (resume one held stop of the process; if none is
+//	                    held yet, the next one is resumed at once)
+//	detach             → detached HELD MAX_HOLD_NS  (then it exits)
+//	                   ← warn MESSAGE, at any time
+const wardenEnv = "IOCORR_PTRACE_WARDEN"
+
+// siginfo is the start of the kernel's siginfo_t as waitid and
+// PTRACE_GETSIGINFO fill it (x86-64 and arm64 alike): the SIGCHLD and
+// kill fields.
+type siginfo struct {
+	Signo  int32
+	Errno  int32
+	Code   int32
+	_      int32
+	Pid    int32
+	UID    uint32
+	Status int32
+	_      [100]byte
+}
+
+// Codes of siginfo: SIGCHLD's causes, and a signal the kernel sent itself
+// (bpf_send_signal sends with SI_KERNEL).
+const (
+	cldExited  = 1
+	cldKilled  = 2
+	cldDumped  = 3
+	cldTrapped = 4
+	siKernel   = 0x80
+)
+
+const ptraceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC
+
+// maxHold is how long a pause waits for the recorder's release before
+// the warden lets the process go by itself: the event that asked for the
+// attach may have been lost (a full ring buffer).
+const maxHold = 10 * time.Second
+
+type tracee struct {
+	tgid int
+}
+
+type held struct {
+	tid int
+	at  time.Time
+	// group: the pause began before the seize, as a group stop (the
+	// launcher itself is paused while the loader maps its libraries, and
+	// only the recorder, its parent, could see that).
+	group bool
+}
+
+type warden struct {
+	out      *bufio.Writer
+	tracees  map[int]tracee // by tid
+	procs    map[int]int    // tgid → threads traced
+	held     map[int][]held // tgid → threads held in our SIGSTOP
+	credits  map[int]int    // tgid → releases that came before their stop
+	leaving  map[int]bool   // tgid → stopped for real: being detached
+	pre      map[int]bool   // tid → in a pause of ours when it was seized
+	freezing map[int]bool   // tgid → being frozen (freeze), until thawed
+	frozen   map[int]bool   // tid → in the interrupt stop of a freeze
+	nHeld    int
+	maxHold  time.Duration
+	detached bool
+}
+
+func (w *warden) say(format string, a ...any) {
+	fmt.Fprintf(w.out, format+"\n", a...)
+	w.out.Flush()
+}
+
+func ptraceRaw(req, pid int, addr, data uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(pid), addr, data, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// tgidOf reads a thread's process id.
+func tgidOf(tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return tid
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return tid
+}
+
+func (w *warden) add(tid, tgid int) {
+	if _, ok := w.tracees[tid]; ok {
+		return
+	}
+	w.tracees[tid] = tracee{tgid: tgid}
+	w.procs[tgid]++
+}
+
+func (w *warden) drop(tid int) {
+	t, ok := w.tracees[tid]
+	if !ok {
+		return
+	}
+	delete(w.tracees, tid)
+	delete(w.pre, tid)
+	delete(w.frozen, tid)
+	if w.procs[t.tgid]--; w.procs[t.tgid] <= 0 {
+		delete(w.procs, t.tgid)
+		delete(w.credits, t.tgid)
+		delete(w.leaving, t.tgid)
+	}
+	hs := w.held[t.tgid]
+	for i, h := range hs {
+		if h.tid == tid {
+			w.held[t.tgid] = append(hs[:i], hs[i+1:]...)
+			break
+		}
+	}
+}
+
+// stoppedNow reads whether a thread is in a group stop.
+func stoppedNow(tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+}
+
+// seize traces every thread of pid, until a listing finds no new one (a
+// thread may start while the others are seized; it is then traced as a
+// clone of a seized one, or seen by the next listing).
+func (w *warden) seize(pid int) error {
+	for {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if _, ok := w.tracees[tid]; ok {
+				continue
+			}
+			// Read before the seize, which turns a stop into a ptrace stop.
+			pre := stoppedNow(tid)
+			if err := ptraceRaw(unix.PTRACE_SEIZE, tid, 0, ptraceOptions); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					continue // the thread ended meanwhile
+				}
+				return fmt.Errorf("ptrace seize of thread %d: %w", tid, err)
+			}
+			w.add(tid, pid)
+			if pre {
+				w.pre[tid] = true
+			}
+			fresh++
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+}
+
+func (w *warden) cont(tid, sig int) {
+	if err := ptraceRaw(unix.PTRACE_CONT, tid, 0, uintptr(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
+		w.say("warn thread %d could not be resumed: %v", tid, err)
+	}
+}
+
+func (w *warden) detachOne(tid, sig int) {
+	if err := ptraceRaw(unix.PTRACE_DETACH, tid, 0, uintptr(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
+		w.say("warn thread %d could not be detached: %v", tid, err)
+	}
+	w.drop(tid)
+}
+
+// resume ends a pause of ours: the SIGSTOP is suppressed.
+func (w *warden) resume(tgid int, h held) {
+	if d := time.Since(h.at); d > w.maxHold {
+		w.maxHold = d
+	}
+	if h.group {
+		// The group stop ends as a stop ends for everyone: SIGCONT
+		// (to a tracee it is one more signal, passed on at its delivery).
+		unix.Kill(tgid, unix.SIGCONT)
+	}
+	if w.detached {
+		w.detachOne(h.tid, 0)
+		return
+	}
+	w.cont(h.tid, 0)
+}
+
+// release is the recorder's word that the probes a pause of tgid waited
+// for are on. A process the warden does not trace was stopped for real
+// (it could not be seized): SIGCONT, as before the warden.
+func (w *warden) release(tgid int) {
+	if w.procs[tgid] == 0 {
+		if err := unix.Kill(tgid, unix.SIGCONT); err != nil && !errors.Is(err, unix.ESRCH) {
+			w.say("warn process %d, stopped for a uprobe attach, could not be continued: %v; `kill -CONT %d` releases it", tgid, err, tgid)
+		}
+		return
+	}
+	if hs := w.held[tgid]; len(hs) > 0 {
+		w.held[tgid] = hs[1:]
+		w.resume(tgid, hs[0])
+		return
+	}
+	w.credits[tgid]++
+}
+
+// stopped handles one ptrace stop of tid; status is the kernel's exit
+// code of the stop: the signal, and the ptrace event above it.
+func (w *warden) stopped(tid int, status int32) {
+	sig, ev := int(status&0xff), int(status>>8)&0xff
+	switch ev {
+	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK, unix.PTRACE_EVENT_CLONE:
+		// The new task is traced already and waits in its first stop;
+		// known from now on, it is resumed when that stop is seen.
+		if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
+			n := int(msg)
+			tg := n
+			if ev == unix.PTRACE_EVENT_CLONE {
+				tg = tgidOf(n)
+			}
+			w.add(n, tg)
+		}
+	case unix.PTRACE_EVENT_EXEC:
+		// A thread other than the leader that execs takes the leader's
+		// id; its own id is gone.
+		if msg, err := unix.PtraceGetEventMsg(tid); err == nil && int(msg) != tid {
+			w.drop(int(msg))
+		}
+	case unix.PTRACE_EVENT_STOP:
+		switch syscall.Signal(sig) {
+		case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+			if w.pre[tid] {
+				delete(w.pre, tid)
+				w.hold(tid, true)
+				return
+			}
+			// A real group stop (someone else's SIGSTOP, a terminal's
+			// Ctrl-Z): under ptrace the process would sit in ptrace stops
+			// its parent cannot see, so the warden lets the whole
+			// process go, and it stops as if nobody traced it.
+			w.leave(w.tracees[tid].tgid)
+			w.detachOne(tid, 0)
+			return
+		}
+	case 0:
+		// A signal about to be delivered.
+		var si siginfo
+		ptraceRaw(unix.PTRACE_GETSIGINFO, tid, 0, uintptr(unsafe.Pointer(&si)))
+		if syscall.Signal(sig) == unix.SIGSTOP && si.Code == siKernel && si.Pid == 0 {
+			w.hold(tid, false)
+			return
+		}
+		if w.detached || w.leaving[w.tracees[tid].tgid] {
+			w.detachOne(tid, sig)
+		} else {
+			w.cont(tid, sig)
+		}
+		return
+	}
+	if w.detached || w.leaving[w.tracees[tid].tgid] {
+		w.detachOne(tid, 0)
+		return
+	}
+	if ev == unix.PTRACE_EVENT_STOP && w.freezing[w.tracees[tid].tgid] {
+		w.frozen[tid] = true
+		return
+	}
+	w.cont(tid, 0)
+}
+
+// freeze stops every thread of tgid in an interrupt stop, invisible as
+// the pauses are, and waits until each is stopped (or held in a pause):
+// no fault and no call happens in the process until thaw.
+func (w *warden) freeze(tgid int) error {
+	w.freezing[tgid] = true
+	for tid, t := range w.tracees {
+		if t.tgid == tgid {
+			unix.PtraceInterrupt(tid)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.poll()
+		still := 0
+		for tid, t := range w.tracees {
+			if t.tgid == tgid && !w.frozen[tid] && !w.isHeld(tgid, tid) {
+				still++
+			}
+		}
+		if still == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d threads of process %d did not stop in 5s", still, tgid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (w *warden) isHeld(tgid, tid int) bool {
+	for _, h := range w.held[tgid] {
+		if h.tid == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// thaw resumes what freeze stopped.
+func (w *warden) thaw(tgid int) {
+	delete(w.freezing, tgid)
+	for tid := range w.frozen {
+		if w.tracees[tid].tgid == tgid {
+			delete(w.frozen, tid)
+			w.cont(tid, 0)
+		}
+	}
+}
+
+// leave detaches every thread of a process that was stopped for real:
+// each is interrupted, and detached at its next stop. Later pauses of it
+// are SIGSTOPs its parent can see (release continues it with SIGCONT).
+func (w *warden) leave(tgid int) {
+	if w.leaving[tgid] {
+		return
+	}
+	w.leaving[tgid] = true
+	w.say("warn process %d was stopped by a signal from elsewhere: it is no longer held invisibly, so that its parent sees the stop; its later pauses for uprobe attaches are SIGSTOPs", tgid)
+	for tid, t := range w.tracees {
+		if t.tgid == tgid {
+			unix.PtraceInterrupt(tid)
+		}
+	}
+}
+
+// hold keeps tid in a pause of ours until the recorder releases it (or
+// resumes it at once when the release came first).
+func (w *warden) hold(tid int, group bool) {
+	tg := w.tracees[tid].tgid
+	h := held{tid: tid, at: time.Now(), group: group}
+	w.nHeld++
+	if w.credits[tg] > 0 {
+		w.credits[tg]--
+		w.resume(tg, h)
+		return
+	}
+	w.held[tg] = append(w.held[tg], h)
+}
+
+// poll takes every report waiting from the tracees, without blocking.
+func (w *warden) poll() {
+	tids := make([]int, 0, len(w.tracees))
+	for tid := range w.tracees {
+		tids = append(tids, tid)
+	}
+	for _, tid := range tids {
+		if _, ok := w.tracees[tid]; !ok {
+			continue
+		}
+		// The tracer reaps a tracee's exit first; only then does its
+		// real parent hear of it.
+		var si siginfo
+		err := unix.Waitid(unix.P_PID, tid, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WSTOPPED|unix.WEXITED|unix.WNOHANG|unix.WALL, nil)
+		if errors.Is(err, unix.ECHILD) {
+			w.drop(tid)
+			continue
+		}
+		if err != nil || si.Pid == 0 {
+			continue
+		}
+		switch si.Code {
+		case cldExited, cldKilled, cldDumped:
+			w.drop(tid)
+		case cldTrapped:
+			w.stopped(tid, si.Status)
+		}
+	}
+}
+
+// expire lets go of pauses the recorder never released.
+func (w *warden) expire() {
+	for tg, hs := range w.held {
+		for len(hs) > 0 && time.Since(hs[0].at) > maxHold {
+			w.say("warn process %d was held %s for a uprobe attach the recorder never confirmed (its event was lost?); it was let go", tg, maxHold)
+			w.resume(tg, hs[0])
+			hs = hs[1:]
+		}
+		w.held[tg] = hs
+	}
+}
+
+// detachAll lets every tracee go: each is interrupted into a ptrace stop
+// (the only state it can be detached in) and detached from it, with a
+// signal it was about to receive passed on.
+func (w *warden) detachAll() {
+	w.detached = true
+	for tg, hs := range w.held {
+		for _, h := range hs {
+			w.resume(tg, h)
+		}
+		delete(w.held, tg)
+	}
+	for tid := range w.tracees {
+		if err := unix.PtraceInterrupt(tid); errors.Is(err, unix.ESRCH) {
+			w.drop(tid)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for len(w.tracees) > 0 && time.Now().Before(deadline) {
+		w.poll()
+		if len(w.tracees) > 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := len(w.tracees); n > 0 {
+		w.say("warn %d threads did not stop to be detached in 3s; they are let go when the warden exits", n)
+	}
+}
+
+// runWarden is the warden process's main loop; it never returns.
+func runWarden() {
+	// Every ptrace request must come from the thread that seized.
+	runtime.LockOSThread()
+	w := &warden{out: bufio.NewWriter(os.Stdout), tracees: map[int]tracee{}, procs: map[int]int{},
+		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{},
+		freezing: map[int]bool{}, frozen: map[int]bool{}}
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGCHLD)
+	// The recorder's terminal signals are for the command and the
+	// recorder: the warden goes only when told, or when its input ends.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	cmds := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			cmds <- sc.Text()
+		}
+		close(cmds)
+	}()
+	// A stop reported between a poll and the next SIGCHLD is still seen:
+	// the signal stays pending until then. The tick only bounds how long
+	// an expired pause waits.
+	tick := time.NewTicker(100 * time.Millisecond)
+	for {
+		select {
+		case c, ok := <-cmds:
+			if !ok {
+				w.detachAll()
+				os.Exit(0)
+			}
+			f := strings.Fields(c)
+			switch {
+			case len(f) >= 2 && f[0] == "seize":
+				pid, _ := strconv.Atoi(f[1])
+				if err := w.seize(pid); err != nil {
+					w.say("err %d %v", pid, err)
+				} else {
+					w.say("ok %d", pid)
+				}
+			case len(f) == 2 && f[0] == "freeze":
+				tg, _ := strconv.Atoi(f[1])
+				if err := w.freeze(tg); err != nil {
+					w.say("err %d %v", tg, err)
+				} else {
+					w.say("ok %d", tg)
+				}
+			case len(f) == 2 && f[0] == "thaw":
+				tg, _ := strconv.Atoi(f[1])
+				w.thaw(tg)
+			case len(f) == 2 && f[0] == "release":
+				tg, _ := strconv.Atoi(f[1])
+				w.release(tg)
+			case len(f) == 1 && f[0] == "detach":
+				w.detachAll()
+				w.say("detached %d %d", w.nHeld, w.maxHold.Nanoseconds())
+				os.Exit(0)
+			}
+		case <-sigc:
+		case <-tick.C:
+		}
+		w.poll()
+		w.expire()
+	}
+}
+
+// Warden is the recorder's handle on the warden process.
+type Warden struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	mu    sync.Mutex // serializes writes to in
+	reply chan string
+	done  chan string
+	warn  func(string)
+
+	closeOnce sync.Once
+	stats     WardenStats
+	closeErr  error
+}
+
+// WardenStats says what the warden held: pauses, and the longest.
+type WardenStats struct {
+	Held    int
+	MaxHold time.Duration
+}
+
+// StartWarden starts the warden process; warn receives what it says went
+// wrong while it runs.
+func StartWarden(warn func(string)) (*Warden, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding iocorr's own executable: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), wardenEnv+"=1")
+	cmd.Stderr = os.Stderr
+	// It must not outlive the recorder; its tracees are detached by the
+	// kernel when it goes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the ptrace warden: %w", err)
+	}
+	w := &Warden{cmd: cmd, in: in, reply: make(chan string, 1), done: make(chan string, 1), warn: warn}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			l := sc.Text()
+			switch {
+			case strings.HasPrefix(l, "warn "):
+				w.warn(strings.TrimPrefix(l, "warn "))
+			case strings.HasPrefix(l, "detached "):
+				w.done <- l
+			default:
+				w.reply <- l
+			}
+		}
+		close(w.done)
+	}()
+	return w, nil
+}
+
+func (w *Warden) send(line string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := io.WriteString(w.in, line+"\n")
+	return err
+}
+
+// Seize traces pid and everything it starts from now on.
+func (w *Warden) Seize(pid int) error { return w.ask("seize", pid) }
+
+// Freeze stops every thread of a seized process, unseen by its family,
+// until Thaw: what is read of it meanwhile (its fault counters) is read
+// of a process that does nothing.
+func (w *Warden) Freeze(pid int) error { return w.ask("freeze", pid) }
+
+// Thaw resumes a process Freeze stopped.
+func (w *Warden) Thaw(pid int) error { return w.send(fmt.Sprintf("thaw %d", pid)) }
+
+func (w *Warden) ask(verb string, pid int) error {
+	if err := w.send(fmt.Sprintf("%s %d", verb, pid)); err != nil {
+		return fmt.Errorf("ptrace warden: %w", err)
+	}
+	select {
+	case r := <-w.reply:
+		if msg, ok := strings.CutPrefix(r, fmt.Sprintf("err %d ", pid)); ok {
+			return errors.New(msg)
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("ptrace warden: no answer in 10s")
+	}
+}
+
+// Release resumes one pause of process tgid (or, for a process the warden
+// does not trace, sends it SIGCONT).
+func (w *Warden) Release(tgid int) error { return w.send(fmt.Sprintf("release %d", tgid)) }
+
+// Close detaches every tracee, leaving each running (or stopped, if it
+// was stopped for real), and ends the warden. Later calls return what the
+// first did.
+func (w *Warden) Close() (WardenStats, error) {
+	w.closeOnce.Do(func() { w.stats, w.closeErr = w.close() })
+	return w.stats, w.closeErr
+}
+
+func (w *Warden) close() (WardenStats, error) {
+	var st WardenStats
+	if err := w.send("detach"); err != nil {
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+		return st, fmt.Errorf("ptrace warden: %w", err)
+	}
+	l, ok := <-w.done
+	w.in.Close()
+	err := w.cmd.Wait()
+	if !ok {
+		return st, fmt.Errorf("ptrace warden ended without detaching: %v", err)
+	}
+	var ns int64
+	fmt.Sscanf(l, "detached %d %d", &st.Held, &ns)
+	st.MaxHold = time.Duration(ns)
+	return st, nil
+}

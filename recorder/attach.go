@@ -1,0 +1,240 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/proc"
+	"github.com/iocorr/iocorr/internal/procmaps"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// procStat is what record -p reads of a process: its state letter and
+// its own major-fault count (/proc/PID/stat fields 3 and 12).
+func procStat(pid int) (state byte, majflt uint64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name is in parentheses and may hold both.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 10 {
+		return 0, 0, fmt.Errorf("process %d: unreadable stat %q", pid, b)
+	}
+	majflt, err = strconv.ParseUint(f[9], 10, 64)
+	return f[0][0], majflt, err
+}
+
+func cmdlineOf(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// attachedPoll is how often record -p looks whether the process still runs.
+const attachedPoll = 20 * time.Millisecond
+
+// runAttached is Run for a process that already runs (`record -p`). The
+// steps: open the tracer and the spool; seize the process (the warden
+// follows its threads and the children it starts) and freeze it; read
+// its major-fault count, put it in the traced set, probe every executable
+// file it maps and take every GGUF file it maps as a model; let it go;
+// record until the window ends, ctx ends or it exits; freeze it again,
+// read the count, detach everything and let it go, running as before.
+func (r *recording) runAttached(ctx context.Context) (Result, error) {
+	o := r.o
+	pid := o.PID
+	r.m.Command = cmdlineOf(pid)
+	if err := r.openTracer(); err != nil {
+		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
+	}
+	defer r.closeTracer()
+	if err := r.addModels(); err != nil {
+		return Result{}, fmt.Errorf("--model: %w", r.abort(err))
+	}
+	sp, err := ingest.CreateSpool(filepath.Join(o.Dir, rundir.SpoolFile))
+	if err != nil {
+		return Result{}, r.abort(err)
+	}
+	r.spool = sp
+	r.procs[pid], r.nprocs = true, 1
+	r.m.Child.PID = pid
+	r.holdInvisibly(pid)
+	defer r.closeWarden()
+	if r.warden == nil || !r.m.Pauses.Invisible {
+		return Result{}, r.abort(fmt.Errorf("process %d cannot be attached to without ptrace: %s", pid, r.m.Pauses.VisibleWhy))
+	}
+	if err := r.warden.Freeze(pid); err != nil {
+		return Result{}, r.abort(err)
+	}
+	_, before, err := procStat(pid)
+	if err == nil {
+		err = r.tr.TracePID(pid)
+	}
+	if err != nil {
+		r.warden.Thaw(pid)
+		return Result{}, r.abort(err)
+	}
+	r.m.Attached = &rundir.Attached{PID: pid, MajFltBefore: before}
+	r.probeMapped(pid)
+
+	disk, err := blockdev.DiskStats()
+	if err != nil {
+		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
+	}
+	r.m.DiskBefore = disk
+	r.m.MonoStartNS, r.m.Start = proc.MonotonicNS(), time.Now()
+	r.meta.start()
+	r.meta.changed()
+	drainCtx, stopDrain := context.WithCancel(context.Background())
+	drainErr := make(chan error, 1)
+	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
+	stopProgress := r.stats.report(o.Progress, &r.counts, r.m.Start)
+	if err := r.warden.Thaw(pid); err != nil {
+		r.warn(err.Error())
+	}
+
+	var window <-chan time.Time
+	if o.Duration > 0 {
+		window = time.After(o.Duration)
+	}
+	tick := time.NewTicker(attachedPoll)
+	var derr error
+	exited := false
+wait:
+	for {
+		select {
+		case <-window:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case derr = <-drainErr:
+			r.warn(fmt.Sprintf("recording stopped early: %v", derr))
+			drainErr <- derr
+			break wait
+		case <-tick.C:
+			if st, _, err := procStat(pid); err != nil || st == 'Z' || st == 'X' {
+				exited = true
+				break wait
+			}
+		}
+	}
+	tick.Stop()
+	// Frozen (or gone), the process adds nothing to its count while it
+	// is read and the record is closed.
+	if !exited {
+		if err := r.warden.Freeze(pid); err != nil {
+			r.warn(err.Error())
+		}
+	}
+	if _, after, err := procStat(pid); err == nil {
+		r.m.Attached.MajFltAfter = after
+	} else {
+		r.warn(fmt.Sprintf("process %d ended and was reaped within the window: its major-fault count at the end is unknown", pid))
+	}
+	r.m.Attached.Exited = exited
+	r.m.MonoEndNS, r.m.End = proc.MonotonicNS(), time.Now()
+	r.m.DiskAfter, err = blockdev.DiskStats()
+	if err != nil {
+		r.warn(fmt.Sprintf("disk counters after the run are unknown: %v", err))
+	}
+	r.residentEnd()
+	if err := r.tr.FlushPageRuns(); err != nil {
+		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
+	}
+	stopDrain()
+	if err := <-drainErr; derr == nil && err != nil && !errors.Is(err, context.Canceled) {
+		derr = err
+	}
+	stopProgress()
+	r.meta.stop()
+	if cerr := r.spool.Close(); derr == nil {
+		derr = cerr
+	}
+	a := r.m.Attached
+	if a.MajFltAfter >= a.MajFltBefore {
+		r.m.Child.MajFlt = int64(a.MajFltAfter - a.MajFltBefore)
+	}
+	r.m.Counts = r.counts.Map()
+	r.m.Family = &rundir.Family{Processes: r.nprocs}
+	r.finish(&launch.Exit{}, derr)
+	// Nothing is recorded from here: the probes come off while the
+	// process is still frozen, then it runs on, detached; the pauses'
+	// counts come with the detach.
+	r.closeTracer()
+	if !exited {
+		if err := r.warden.Thaw(pid); err != nil {
+			r.warn(err.Error())
+		}
+	}
+	r.closeWarden()
+	r.finishMeta()
+	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Ran: true}
+	if derr != nil {
+		return res, fmt.Errorf("%w (the run directory holds what was captured)", derr)
+	}
+	return res, nil
+}
+
+// probeMapped probes every executable file pid maps and takes every GGUF
+// file it maps as a model (with a maps snapshot for the joins), as the
+// launch does for files mapped while it is traced.
+func (r *recording) probeMapped(pid int) {
+	ms, err := procmaps.Read(pid)
+	if err != nil {
+		r.warn(fmt.Sprintf("process %d: %v", pid, err))
+		return
+	}
+	// A library's first mapping is often not its executable one.
+	seen, probed := map[string]bool{}, map[string]bool{}
+	model := false
+	for _, m := range ms {
+		if m.Path == "" || !strings.HasPrefix(m.Path, "/") {
+			continue
+		}
+		if strings.Contains(m.Perms, "x") && !probed[m.Path] {
+			probed[m.Path] = true
+			r.attach(m.Path)
+		}
+		if seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		if isGGUF(m.Path) {
+			if _, err := r.models.add(m.Path); err != nil {
+				r.warn(err.Error())
+				continue
+			}
+			model = true
+		}
+	}
+	for _, p := range candidatesIn(cmdlineOf(pid), fmt.Sprintf("/proc/%d/cwd", pid)) {
+		if !r.models.has(p) {
+			if _, err := r.models.add(p); err != nil {
+				r.warn(err.Error())
+			}
+		}
+	}
+	if !model {
+		return
+	}
+	r.mapsN++
+	snap, err := proc.SnapshotMaps(r.o.Dir, r.mapsN, pid, proc.MonotonicNS())
+	if err != nil {
+		r.warn(err.Error())
+		return
+	}
+	r.m.Maps = append(r.m.Maps, snap)
+}
