@@ -137,7 +137,9 @@ func scaleOne(cfg Config, model string, n int) (scaleRun, error) {
 }
 
 // child runs iocorr ARGS and returns its peak RSS (MiB, wait4's maxrss)
-// and wall time (s).
+// and wall time (s). The kernel carries a parent's high-water mark into
+// its exec'd child's maxrss; the bench is a small process, far below any
+// of these commands, so the figure is the command's.
 func child(cfg Config, args ...string) (float64, float64, error) {
 	cmd := exec.Command(cfg.Iocorr, args...)
 	var errb bytes.Buffer

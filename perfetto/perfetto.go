@@ -394,33 +394,58 @@ type readCall struct {
 
 // series are the counter tracks' values: per series, per bucket of
 // Options.Interval, a sum (a rate) or the last value (a gauge), series in
-// order of first sight.
+// order of first sight. The points go through an external sort by series
+// and bucket: a bucket per 10 ms is a run's duration, not its size, and a
+// long run has hundreds of thousands.
 type series struct {
 	interval uint64
-	sums     map[seriesBucket]int64
 	order    []string
-	seen     map[string]bool
+	index    map[string]uint32
+	points   *extsort.Sorter[seriesPoint]
+	err      error // the first error of the sort
 }
 
-type seriesBucket struct {
-	series string
+// seriesPoint is one value added to a series' bucket.
+type seriesPoint struct {
+	series uint32
 	bucket uint64
+	v      int64
+}
+
+var seriesPointCodec = extsort.Codec[seriesPoint]{
+	Append: func(b []byte, p *seriesPoint) []byte {
+		b = binary.AppendUvarint(b, uint64(p.series))
+		b = binary.AppendUvarint(b, p.bucket)
+		return binary.AppendVarint(b, p.v)
+	},
+	Decode: func(b []byte, p *seriesPoint) error {
+		r := reader{b: b}
+		p.series, p.bucket, p.v = uint32(r.uvarint()), r.uvarint(), r.varint()
+		if r.err == nil && len(r.b) != 0 {
+			return errBadEvent
+		}
+		return r.err
+	},
 }
 
 func newSeries(interval uint64) *series {
-	return &series{interval: interval, sums: map[seriesBucket]int64{}, seen: map[string]bool{}}
+	return &series{interval: interval, index: map[string]uint32{},
+		points: extsort.New(eventBatch, func(x, y *seriesPoint) int {
+			return cmp.Or(cmp.Compare(x.series, y.series), cmp.Compare(x.bucket, y.bucket))
+		}, seriesPointCodec)}
 }
 
+// add adds v to name's bucket of ts; a gauge's bucket keeps its last
+// value (the sort is stable: the last added comes last).
 func (s *series) add(name string, ts uint64, v int64, gauge bool) {
-	if !s.seen[name] {
-		s.seen[name] = true
+	i, ok := s.index[name]
+	if !ok {
+		i = uint32(len(s.order))
+		s.index[name] = i
 		s.order = append(s.order, name)
 	}
-	k := seriesBucket{name, ts / s.interval}
-	if gauge {
-		s.sums[k] = v
-	} else {
-		s.sums[k] += v
+	if s.err == nil {
+		s.err = s.points.Add(seriesPoint{series: i, bucket: ts / s.interval, v: v})
 	}
 }
 
@@ -435,6 +460,7 @@ func (b *builder) storeEvents() error {
 		return err
 	}
 	defer sc.keys.Close()
+	defer sc.series.points.Close()
 	var byFault, byReq *extsort.Sorter[flow]
 	downsample := sc.nFaults > b.opt.MaxInstants
 	if downsample {
@@ -460,8 +486,7 @@ func (b *builder) storeEvents() error {
 		return fmt.Errorf("reading events: %w", err)
 	}
 	b.readSlices(sc.reads)
-	b.counterTracks(sc.series)
-	return nil
+	return b.counterTracks(sc.series)
 }
 
 // storeScan is what the first pass over the store's events gathers.
@@ -865,33 +890,54 @@ func (b *builder) readSlices(reads []readCall) {
 }
 
 // counterTracks draws each series as a counter track under the run's
-// track: resident pages as a count, the rest as bytes per interval.
-func (b *builder) counterTracks(s *series) {
-	for _, name := range s.order {
-		tr := b.childTrack(b.noteTrack(), name)
-		tr.counterUnit = unitBytes
-		if strings.HasPrefix(name, "resident") {
-			tr.counterUnit, tr.unitName = unitCount, "pages"
-		} else {
-			tr.name += fmt.Sprintf(" per %d ms", b.opt.Interval/1_000_000)
+// track: resident pages as a count (a gauge: a bucket's last value), the
+// rest as bytes per interval (a rate: a bucket's sum, falling back to
+// zero in the bucket after its last).
+func (b *builder) counterTracks(s *series) error {
+	defer s.points.Close()
+	if s.err != nil {
+		return fmt.Errorf("counters: %w", s.err)
+	}
+	var tr *track
+	cur, have := seriesPoint{}, false
+	flush := func(next *seriesPoint) {
+		if !have {
+			return
 		}
-		b.sum.CounterTracks++
-		var ks []uint64
-		for k := range s.sums {
-			if k.series == name {
-				ks = append(ks, k.bucket)
-			}
-		}
-		slices.Sort(ks)
-		for i, k := range ks {
-			v := s.sums[seriesBucket{name, k}]
-			b.emit(trackEvent{ts: k * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: v})
-			// A rate falls back to zero in the bucket after its last.
-			if tr.counterUnit == unitBytes && (i+1 == len(ks) || ks[i+1] != k+1) {
-				b.emit(trackEvent{ts: (k + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
-			}
+		b.emit(trackEvent{ts: cur.bucket * b.opt.Interval, track: tr.uuid, typ: typeCounter, counter: cur.v})
+		if tr.counterUnit == unitBytes && (next == nil || next.series != cur.series || next.bucket != cur.bucket+1) {
+			b.emit(trackEvent{ts: (cur.bucket + 1) * b.opt.Interval, track: tr.uuid, typ: typeCounter})
 		}
 	}
+	err := s.points.Each(func(p *seriesPoint) error {
+		if have && p.series == cur.series && p.bucket == cur.bucket {
+			if tr.counterUnit == unitBytes {
+				cur.v += p.v
+			} else {
+				cur.v = p.v
+			}
+			return nil
+		}
+		flush(p)
+		if !have || p.series != cur.series {
+			name := s.order[p.series]
+			tr = b.childTrack(b.noteTrack(), name)
+			tr.counterUnit = unitBytes
+			if strings.HasPrefix(name, "resident") {
+				tr.counterUnit, tr.unitName = unitCount, "pages"
+			} else {
+				tr.name += fmt.Sprintf(" per %d ms", b.opt.Interval/1_000_000)
+			}
+			b.sum.CounterTracks++
+		}
+		cur, have = *p, true
+		return nil
+	})
+	flush(nil)
+	if err != nil {
+		return fmt.Errorf("counters: %w", err)
+	}
+	return nil
 }
 
 // noteTrack is the run's own track, parent of the counters.
