@@ -89,6 +89,10 @@ func TestACapabilityWithNoPathIsNAWithItsReasonInEveryOutput(t *testing.T) {
 					}
 				}
 			}
+			// Sorting by an unmeasured counter would order zeros.
+			if _, _, err := runCmd(t, "query", "-i", dir, "--sort", tc.na[0]); err == nil || !strings.Contains(err.Error(), why) {
+				t.Errorf("query --sort %s: %v, want it refused: %s", tc.na[0], err, why)
+			}
 			checkStatsNA(t, dir, tc.na, why)
 		})
 	}
