@@ -245,7 +245,7 @@ var Capabilities = []Capability{
 		NA: "pages added and evicted are NA",
 		Paths: []Path{
 			{
-				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache and mm_filemap_fault", Kernel: "recent (version not looked up)",
+				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache and mm_filemap_fault", Kernel: "6.12",
 				attach: []attachment{
 					on("page_add", tp("filemap", "mm_filemap_add_to_page_cache")),
 					on("page_del", tp("filemap", "mm_filemap_delete_from_page_cache")),
@@ -253,8 +253,9 @@ var Capabilities = []Capability{
 				},
 			},
 			{
-				// mm_filemap_fault is recent; no figure is computed
-				// from its records (correlate skips them).
+				// mm_filemap_fault came in 6.12 (b6273b55d885); no
+				// figure is computed from its records (correlate
+				// skips them).
 				Name: "tracepoints filemap/mm_filemap_{add_to,delete_from}_page_cache", Kernel: "5.8",
 				Lost: "the filemap fault records in the spool; every figure is the same",
 				attach: []attachment{
@@ -269,7 +270,7 @@ var Capabilities = []Capability{
 		NA: "readahead_trigger_bytes is NA",
 		Paths: []Path{
 			{
-				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "recent (version not looked up)",
+				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "6.18",
 				needs: []Need{tp("filemap", "mm_filemap_add_to_page_cache")},
 				attach: []attachment{
 					on("ra_sync", tp("readahead", "page_cache_sync_ra")),
@@ -317,7 +318,9 @@ var Capabilities = []Capability{
 		Name: CapIOUring, What: "io_uring reads of model files",
 		NA: "io_uring reads are not traced",
 		Paths: []Path{{
-			Name: "tp_btf io_uring_submit_req/complete", Kernel: "5.19 (not looked up)",
+			// io_uring_submit_req is io_uring_submit_sqe renamed in 6.4
+			// (2ad57931db64); the older name is not attached.
+			Name: "tp_btf io_uring_submit_req/complete", Kernel: "6.4",
 			attach: []attachment{
 				on("uring_submit", tpBTF("io_uring_submit_req")),
 				on("uring_complete", tpBTF("io_uring_complete")),

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/iocorr/iocorr/ggml"
@@ -86,6 +87,9 @@ var PageCacheCounters = []string{"pages_added", "bytes_added", "readahead_trigge
 // it has them): it was recorded in a tier without them. Landed readahead,
 // the residency replayed from them and refaults are then NA too.
 func (m *Meta) PageCacheNA() string {
+	if why := m.CapabilityNA(CapPageCache); why != "" {
+		return why
+	}
 	if m.attached(func(p *Probe) bool { return p.Target == TracepointPageAdd }) {
 		return ""
 	}
@@ -96,9 +100,60 @@ func (m *Meta) PageCacheNA() string {
 	return "not measured: page-cache adds and evictions are recorded only in the " + TierPageCache + " tier (record --probe " + TierPageCache + "); this run was recorded in the " + tier + " tier"
 }
 
+// CapabilityCounters are the counters (event.CounterFields names) each of
+// bpf's capabilities measures: a run whose kernel gave the capability no
+// path has them NA with the capability's reason. The page cache's are
+// PageCacheCounters (PageCacheNA checks its capability first); fault
+// offsets always has a path (the mappings seen, at ingest).
+var CapabilityCounters = map[string][]string{
+	CapFaults:    {"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns"},
+	CapPageCache: PageCacheCounters,
+	CapReadahead: {"readahead_trigger_bytes"},
+	CapBlock:     {"bytes_read", "block_requests"},
+	CapReads:     {"bytes_requested"},
+}
+
+// Capability names of bpf's table the counters depend on, named here for
+// the read side (which links no loader).
+const (
+	CapFaults    = "faults"
+	CapPageCache = "page cache"
+	CapReadahead = "readahead trigger"
+	CapBlock     = "block I/O"
+	CapReads     = "read calls"
+)
+
+// CapabilityNA says why the run had no path for the capability named name
+// ("" when it had one, was not asked for, or the run predates the table):
+// the kernel (or IOCORR_WITHOUT) lacked what every path needs.
+func (m *Meta) CapabilityNA(name string) string {
+	for _, c := range m.Capabilities {
+		if c.Name == name && c.Path == "" && !c.Off {
+			why := "not measured: this run's kernel gave the " + name + " capability no path"
+			if c.Why != "" {
+				why += " (" + c.Why + ")"
+			}
+			if c.Lost != "" {
+				why += ": " + c.Lost
+			}
+			return why
+		}
+	}
+	return ""
+}
+
 // CounterNA says why the counter named name (event.CounterFields) was not
-// measured in this run, "" when it was.
+// measured in this run, "" when it was. A capability the kernel did not
+// have comes first: its reason is the cause, a missing probe only the
+// symptom.
 func (m *Meta) CounterNA(name string) string {
+	for _, c := range slices.Sorted(maps.Keys(CapabilityCounters)) {
+		if slices.Contains(CapabilityCounters[c], name) {
+			if why := m.CapabilityNA(c); why != "" {
+				return why
+			}
+		}
+	}
 	switch {
 	case name == "bytes_requested":
 		return m.ReadsNA()

@@ -102,3 +102,60 @@ func TestCounterNAFollowsTheProbesTheTierAttached(t *testing.T) {
 		}
 	}
 }
+
+// A capability the kernel gave no path makes the counters it measures NA
+// with its reason, ahead of the tier's; a capability on a fallback, or one
+// the run did not ask for, changes nothing.
+func TestCounterNAFollowsTheCapabilitiesTheKernelHad(t *testing.T) {
+	pages := rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointPageAdd}
+	reads := rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointSysEnterRead}
+	na := func(name, why string) rundir.Capability {
+		return rundir.Capability{Name: name, Kernel: "5.8", Lost: "what " + name + " loses", Why: why}
+	}
+	fallback := rundir.Capability{Name: rundir.CapFaults, Path: "perf page-faults", Kernel: "5.8", Lost: "the error code"}
+	names := make([]string, len(event.CounterFields))
+	for i := range event.CounterFields {
+		names[i] = event.CounterFields[i].Name
+	}
+	faults := []string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns"}
+	tests := []struct {
+		name string
+		caps []rundir.Capability
+		na   []string
+		why  string // a substring of every NA counter's reason
+	}{
+		{"every capability has a path", nil, nil, ""},
+		{"faults on a fallback", []rundir.Capability{fallback}, nil, ""},
+		{"faults NA", []rundir.Capability{na(rundir.CapFaults, "page_fault_user switched off by IOCORR_WITHOUT")}, faults,
+			"faults capability no path (page_fault_user switched off by IOCORR_WITHOUT): what faults loses"},
+		{"block I/O NA", []rundir.Capability{na(rundir.CapBlock, "block_rq_issue absent")}, []string{"bytes_read", "block_requests"},
+			"block I/O capability no path (block_rq_issue absent)"},
+		{"read calls NA", []rundir.Capability{na(rundir.CapReads, "syscalls absent")}, []string{"bytes_requested"},
+			"read calls capability no path (syscalls absent)"},
+		{"page cache NA", []rundir.Capability{na(rundir.CapPageCache, "filemap absent"), na(rundir.CapReadahead, "filemap absent")},
+			rundir.PageCacheCounters, "capability no path (filemap absent)"},
+		{"page cache off: the tier's reason stays", []rundir.Capability{{Name: rundir.CapPageCache, Off: true}}, nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := rundir.Meta{Tier: rundir.TierPageCache, Probes: []rundir.Probe{pages, reads}, Capabilities: tc.caps}
+			got := m.CountersNA(names)
+			if len(got) != len(tc.na) {
+				t.Errorf("NA %v, want %v", got, tc.na)
+			}
+			for _, n := range tc.na {
+				if !strings.Contains(got[n], tc.why) {
+					t.Errorf("%s NA %q, want it to say %q", n, got[n], tc.why)
+				}
+			}
+		})
+	}
+	// Every counter a capability names is a counter of the store.
+	for c, ns := range rundir.CapabilityCounters {
+		for _, n := range ns {
+			if _, ok := event.CounterByName(n); !ok {
+				t.Errorf("capability %s names %s, not in event.CounterFields", c, n)
+			}
+		}
+	}
+}

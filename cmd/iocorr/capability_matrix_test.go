@@ -28,7 +28,7 @@ var forcedPaths = []struct {
 	{"page_fault_user", bpf.CapFaults},               // arm64: no exceptions tracepoints
 	{"bpf_find_vma", bpf.CapOffsets},                 // before 5.17
 	{"page_fault_user,bpf_find_vma", bpf.CapOffsets}, // arm64 on 5.15 (Jetson)
-	{"readahead", bpf.CapReadahead},                  // before 6.10
+	{"readahead", bpf.CapReadahead},                  // before 6.18
 	{"uprobe_multi", bpf.CapOps},                     // before 6.6
 	{"page_fault_user,bpf_find_vma,readahead,uprobe_multi", bpf.CapFaults},
 	{"bpf_loop", bpf.CapLoops}, // before 5.17: page cache per folio, no picks

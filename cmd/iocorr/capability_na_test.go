@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// A capability the kernel gives no path (switched off here as a kernel
+// without the feature would lack it) leaves its counters NA with the
+// capability's reason in query, the exports and stats, never the zeros
+// the store holds for them; the counters of the capabilities it had stay
+// measured.
+func TestACapabilityWithNoPathIsNAWithItsReasonInEveryOutput(t *testing.T) {
+	requireBPF(t)
+	toucher := llmtest.BuildToucher(t)
+	model, f := pageableMoE(t)
+	tn := f.Tensor("blk.0.attn_q.weight")
+	page := (tn.FileOffset+4095)/4096 + 1
+	faults := []string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns"}
+	for _, tc := range []struct {
+		without, cap string
+		na           []string
+		measured     string // a counter the run still has
+	}{
+		{"block_rq_issue", bpf.CapBlock, []string{"bytes_read", "block_requests"}, "major_faults"},
+		{"syscalls/sys_enter_read", bpf.CapReads, []string{"bytes_requested"}, "major_faults"},
+		{"page_fault_user,page-faults", bpf.CapFaults, faults, "bytes_read"},
+	} {
+		t.Run("without "+tc.without, func(t *testing.T) {
+			dir := recordForced(t, tc.without, tc.cap, "--cold", "--model", model, "--", toucher, "-file", model, "-pages", itoa(page))
+			meta, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			why := "this run's kernel gave the " + tc.cap + " capability no path"
+			if got := meta.CapabilityNA(tc.cap); !strings.Contains(got, why) {
+				t.Fatalf("meta.json: %s NA %q, want %q", tc.cap, got, why)
+			}
+			for _, args := range [][]string{
+				{"query", "-i", dir, "--by", "tensor"},
+				{"export", "-i", dir, "faults-per-token-tensor"},
+			} {
+				out, errOut, err := runCmd(t, append(args, "--format", "csv")...)
+				if err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, errOut)
+				}
+				r := csv.NewReader(strings.NewReader(out))
+				r.Comment = '#'
+				recs, err := r.ReadAll()
+				if err != nil || len(recs) < 2 {
+					t.Fatalf("%v: bad CSV (%v):\n%s", args, err, out)
+				}
+				for _, rec := range recs[1:] {
+					for i, col := range recs[0] {
+						switch {
+						case slices.Contains(tc.na, col) && rec[i] != "":
+							t.Errorf("%v: %s = %q, want NA (empty)", args, col, rec[i])
+						case col == tc.measured && rec[i] == "":
+							t.Errorf("%v: %s NA, but the run measured it", args, col)
+						}
+					}
+				}
+				for _, col := range tc.na {
+					if !strings.Contains(out, "# "+col+" NA: not measured: "+why) {
+						t.Errorf("%v: the CSV does not say why %s is NA:\n%s", args, col, out)
+					}
+				}
+				if !strings.Contains(errOut, why) {
+					t.Errorf("%v: stderr does not say why: %q", args, errOut)
+				}
+				js, _, err := runCmd(t, append(args, "--format", "jsonl")...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var row map[string]any
+				if err := json.Unmarshal([]byte(strings.SplitN(js, "\n", 2)[0]), &row); err != nil {
+					t.Fatal(err)
+				}
+				for _, col := range tc.na {
+					if reason, _ := row[col+"_na_reason"].(string); row[col] != nil || !strings.Contains(reason, why) {
+						t.Errorf("%v: JSON row %s = %v, reason %q", args, col, row[col], reason)
+					}
+				}
+			}
+			// Sorting by an unmeasured counter would order zeros.
+			if _, _, err := runCmd(t, "query", "-i", dir, "--sort", tc.na[0]); err == nil || !strings.Contains(err.Error(), why) {
+				t.Errorf("query --sort %s: %v, want it refused: %s", tc.na[0], err, why)
+			}
+			checkStatsNA(t, dir, tc.na, why)
+		})
+	}
+}
+
+// checkStatsNA checks that every stats figure computed from one of the NA
+// counters is NA with why, in stats' JSON and in a stats export, and that
+// every figure statsFigures names is a column of stats (a renamed column
+// would otherwise keep its zeros).
+func checkStatsNA(t *testing.T, dir string, na []string, why string) {
+	t.Helper()
+	out, errOut, err := runCmd(t, "stats", "-i", dir, "--format", "json")
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, errOut)
+	}
+	var rep struct {
+		Tables map[string][]map[string]any `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, f := range statsFigures {
+		rows, ok := rep.Tables[f.table]
+		if !ok {
+			t.Errorf("stats has no table %s (statsFigures names it)", f.table)
+			continue
+		}
+		hit := slices.ContainsFunc(f.counters, func(c string) bool { return slices.Contains(na, c) })
+		for _, row := range rows {
+			if f.row != "" && row["policy"] != f.row {
+				continue
+			}
+			for col, v := range row {
+				if strings.HasSuffix(col, "_na_reason") || !f.matches(col) {
+					continue
+				}
+				reason, _ := row[col+"_na_reason"].(string)
+				switch {
+				case hit && (v != nil || !strings.Contains(reason, why)):
+					t.Errorf("stats %s.%s = %v (reason %q), want NA: %s", f.table, col, v, reason, why)
+				case !hit && strings.Contains(reason, why):
+					t.Errorf("stats %s.%s NA with %q, but it does not come from %v", f.table, col, reason, na)
+				}
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Errorf("no stats figure checked")
+	}
+	csvOut, _, err := runCmd(t, "export", "-i", dir, "stats", "--table", "amplification", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(csvOut, why) {
+		t.Errorf("the stats export does not say why:\n%s", csvOut)
+	}
+}
