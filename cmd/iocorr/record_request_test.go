@@ -349,3 +349,49 @@ func csvSums(t *testing.T, text, key string) map[string]map[string]uint64 {
 	}
 	return out
 }
+
+// TestRecordOfACompletionChargesEveryTokenToSequenceZero: llama-completion
+// decodes llama_batch_get_one batches, which have no seq_id array and are
+// sequence 0 to llama.cpp: every token of the run is request 0, read as
+// such, and `query --by request` has that one row besides the load's.
+func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
+	model, _ := recordableMoE(t)
+	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
+	dir := filepath.Join(t.TempDir(), "run")
+	const n = 4
+	if _, summary, err := runCmd(t, append([]string{"record", "-o", dir, "--"}, llmtest.CompletionArgs(bin, model, n)...)...); err != nil {
+		t.Fatalf("record: %v\n%s", err, summary)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := st.Tokens()
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := 0
+	for _, tk := range toks {
+		if tk.Token == 0 {
+			continue
+		}
+		decoded++
+		if tk.Seqs != 1 || tk.SeqState != event.SeqRead|event.SeqDefault || tk.Request() != "0" {
+			t.Errorf("token %d: sequences %#x state %#x (request %s), want sequence 0 of a batch without seq_id",
+				tk.Token, tk.Seqs, tk.SeqState, tk.Request())
+		}
+	}
+	if decoded != n {
+		t.Errorf("%d tokens, want %d llama_decode calls", decoded, n)
+	}
+	out, _, err := runCmd(t, "query", "-i", dir, "--by", "request", "--all", "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range csvSums(t, out, "request") {
+		if key != "0" && key != event.RequestNone {
+			t.Errorf("a row for request %s", key)
+		}
+	}
+}
