@@ -157,6 +157,20 @@ struct decode_event {
 	__s32 n_tokens; /* batch.n_tokens */
 	__s32 ret;      /* return value, EV_DECODE_END only */
 	__u64 op_hits;  /* op-probe hits of the process so far, every thread (--probe ops) */
+	/* EV_DECODE_BEGIN: the sequence ids of the batch's tokens (llama-server
+	 * runs a request per sequence), bit s for sequence s < 64; seq_state
+	 * says what the set leaves out (enum seq_state bits). */
+	__u64 seqs;
+	__u32 seq_state;
+	__u32 pad;
+};
+
+/* decode_event.seq_state bits: 0 is a complete set. */
+enum seq_state {
+	SEQ_READ = 1,     /* the batch was read (else the set is unknown) */
+	SEQ_WIDE = 2,     /* a sequence id outside 0..63: not in seqs */
+	SEQ_PARTIAL = 4,  /* tokens or ids past the read bound: not in seqs */
+	SEQ_DEFAULT = 8,  /* batch.seq_id is NULL: llama.cpp runs it as sequence 0 */
 };
 
 struct graph_event {

@@ -42,6 +42,9 @@ type IocorrDecodeEvent struct {
 	N_tokens int32
 	Ret      int32
 	OpHits   uint64
+	Seqs     uint64
+	SeqState uint32
+	Pad      uint32
 }
 
 type IocorrDecodeStart struct {

@@ -19,6 +19,94 @@ struct {
 	__type(value, struct decode_start);
 } decode_starts SEC(".maps");
 
+/* struct llama_batch of llama.h: n_tokens, then token, embd, pos,
+ * n_seq_id, seq_id and logits pointers (LP64: 56 bytes). */
+struct llama_batch_abi {
+	__s32 n_tokens;
+	__s32 pad;
+	__u64 token, embd, pos;
+	__u64 n_seq_id; /* int32_t[n_tokens] */
+	__u64 seq_id;   /* int32_t *[n_tokens], each n_seq_id[i] long */
+	__u64 logits;
+};
+
+/* A prefill batch is n_batch tokens (2048 by default); past these the
+ * set is marked partial rather than the probe made slower. */
+#define SEQ_MAX_TOKENS 8192
+#define SEQ_MAX_PER_TOKEN 8
+
+struct seq_walk {
+	struct llama_batch_abi b;
+	__u64 seqs;
+	__u32 state;
+};
+
+static long seq__token(__u32 i, void *arg)
+{
+	struct seq_walk *w = arg;
+	__s32 n = 0;
+	__u64 ids = 0;
+	__s32 id[SEQ_MAX_PER_TOKEN] = {};
+
+	if (bpf_probe_read_user(&n, sizeof(n), (void *)(w->b.n_seq_id + (__u64)i * 4)) ||
+	    bpf_probe_read_user(&ids, sizeof(ids), (void *)(w->b.seq_id + (__u64)i * 8)) || !ids) {
+		w->state |= SEQ_PARTIAL;
+		return 1;
+	}
+	if (n <= 0)
+		return 0;
+	if (n > SEQ_MAX_PER_TOKEN) {
+		w->state |= SEQ_PARTIAL;
+		n = SEQ_MAX_PER_TOKEN;
+	}
+	/* One read of the token's ids, its size a bounded multiple of 4. */
+	if (bpf_probe_read_user(id, (__u32)n * sizeof(id[0]), (void *)ids)) {
+		w->state |= SEQ_PARTIAL;
+		return 1;
+	}
+	for (int k = 0; k < SEQ_MAX_PER_TOKEN; k++) {
+		if (k >= n)
+			break;
+		if (id[k] >= 0 && id[k] < 64)
+			w->seqs |= 1ULL << id[k];
+		else
+			w->state |= SEQ_WIDE;
+	}
+	return 0;
+}
+
+/* seq__read fills the batch's sequence set; a batch without seq_id is
+ * sequence 0 to llama.cpp (llama_batch_get_one). Without bpf_loop only
+ * the first token is read. */
+static __always_inline void seq__read(void *batch, struct decode_event *e)
+{
+	struct seq_walk w = {};
+	__u32 n;
+
+	if (bpf_probe_read_user(&w.b, sizeof(w.b), batch) || w.b.n_tokens <= 0)
+		return;
+	w.state = SEQ_READ;
+	if (!w.b.seq_id) {
+		e->seqs = 1;
+		e->seq_state = SEQ_READ | SEQ_DEFAULT;
+		return;
+	}
+	n = w.b.n_tokens;
+	if (n > SEQ_MAX_TOKENS) {
+		n = SEQ_MAX_TOKENS;
+		w.state |= SEQ_PARTIAL;
+	}
+	if (use_bpf_loop) {
+		bpf_loop(n, seq__token, &w, 0);
+	} else {
+		seq__token(0, &w);
+		if (n > 1)
+			w.state |= SEQ_PARTIAL;
+	}
+	e->seqs = w.seqs;
+	e->seq_state = w.state;
+}
+
 /* llama_decode(struct llama_context *ctx, struct llama_batch batch): the
  * batch is larger than 16 bytes, so the SysV ABI passes it in memory on
  * the stack, just above the return address; n_tokens is its first field. */
@@ -31,15 +119,17 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	struct decode_start ds = {};
 	struct decode_event *e;
 	__s32 n_tokens = 0;
+	void *batch;
 
 	if (!ps)
 		return 0;
 #if defined(__TARGET_ARCH_arm64)
 	/* AAPCS64 passes a struct over 16 bytes by reference: x1 holds its address. */
-	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)PT_REGS_PARM2(ctx));
+	batch = (void *)PT_REGS_PARM2(ctx);
 #else
-	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), (void *)(PT_REGS_SP(ctx) + 8));
+	batch = (void *)(PT_REGS_SP(ctx) + 8);
 #endif
+	bpf_probe_read_user(&n_tokens, sizeof(n_tokens), batch);
 	runs__flush_all();
 	ps->token += 1;
 	ps->phase = n_tokens > 1 ? PHASE_PREFILL : PHASE_DECODE;
@@ -59,6 +149,10 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	e->n_tokens = n_tokens;
 	e->ret = 0;
 	e->op_hits = ps->op_hits;
+	e->seqs = 0;
+	e->seq_state = 0;
+	e->pad = 0;
+	seq__read(batch, e);
 	ring__submit(e, EV_DECODE_BEGIN);
 	return 0;
 }
@@ -84,6 +178,9 @@ int BPF_KRETPROBE(decode_end, int ret)
 	e->begin_ts = ds ? ds->ts : 0;
 	e->n_tokens = ds ? ds->n_tokens : 0;
 	e->ret = ret;
+	e->seqs = 0;
+	e->seq_state = 0;
+	e->pad = 0;
 	ring__submit(e, EV_DECODE_END);
 	if (ds)
 		bpf_map_delete_elem(&decode_starts, &tid);

@@ -21,6 +21,10 @@ type TokenInfo struct {
 	NTokens int32
 	StartNS uint64 // llama_decode entry, 0 when not seen
 	EndNS   uint64
+	// Seqs is the set of llama.cpp sequence ids of the batch's tokens
+	// (bit s for sequence s), SeqState what the set leaves out (Seq*).
+	Seqs     uint64
+	SeqState uint32
 	Counters
 	TensorsTouched uint32 // real tensors with any event
 	ExpertsTouched uint32 // (tensor, expert) pairs with any event

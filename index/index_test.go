@@ -200,6 +200,13 @@ func TestQueryFiltersAndGroups(t *testing.T) {
 			}
 		}},
 		{"phase", index.Query{Phase: "prefill", By: "phase"}, 1, nil},
+		// The synthetic run's batches carry no sequence set: every token is
+		// charged to the unknown request, never dropped.
+		{"by request of batches not read", index.Query{By: "request"}, 1, func(t *testing.T, rows []index.Row) {
+			if rows[0].Key != event.RequestUnknown || total(rows) != grand {
+				t.Errorf("rows %+v, want one %s row of %+v", rows, event.RequestUnknown, grand)
+			}
+		}},
 		{"by expert includes dense as -1", index.Query{By: "expert"}, synExps + 1, nil},
 		{"top by faults", index.Query{By: "tensor", Sort: "faults", Top: 3}, 3, func(t *testing.T, rows []index.Row) {
 			if rows[0].Faults < rows[1].Faults || rows[1].Faults < rows[2].Faults {

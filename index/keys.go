@@ -43,7 +43,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 6
+const FormatVersion = 7
 
 var be = binary.BigEndian
 
@@ -267,8 +267,9 @@ func parseCountersN(b []byte, c *event.Counters) (int, error) {
 }
 
 // TokenInfo: counters, then phase u8, n_tokens i32, start u64, end u64,
-// tensors u32, experts u32.
-const tokenTailLen = 1 + 4 + 8*2 + 4*2
+// tensors u32, experts u32, then the sequence set u64 and its state u32
+// (format 7).
+const tokenTailLen = 1 + 4 + 8*2 + 4*2 + 8 + 4
 
 func appendTokenInfo(b []byte, t *event.TokenInfo) []byte {
 	b = appendCounters(b, &t.Counters)
@@ -277,7 +278,9 @@ func appendTokenInfo(b []byte, t *event.TokenInfo) []byte {
 	b = be.AppendUint64(b, t.StartNS)
 	b = be.AppendUint64(b, t.EndNS)
 	b = be.AppendUint32(b, t.TensorsTouched)
-	return be.AppendUint32(b, t.ExpertsTouched)
+	b = be.AppendUint32(b, t.ExpertsTouched)
+	b = be.AppendUint64(b, t.Seqs)
+	return be.AppendUint32(b, t.SeqState)
 }
 
 func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
@@ -298,6 +301,8 @@ func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
 	t.EndNS = be.Uint64(b[13:])
 	t.TensorsTouched = be.Uint32(b[21:])
 	t.ExpertsTouched = be.Uint32(b[25:])
+	t.Seqs = be.Uint64(b[29:])
+	t.SeqState = be.Uint32(b[37:])
 	return t, nil
 }
 

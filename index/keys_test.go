@@ -194,7 +194,7 @@ func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
 		*event.CounterFields[i].Field(&most) = math.MaxUint64 - uint64(i)
 	}
 	tok := event.TokenInfo{Token: 12, Phase: 2, NTokens: -1, StartNS: 5, EndNS: math.MaxUint64, Counters: most,
-		TensorsTouched: 3, ExpertsTouched: math.MaxUint32}
+		TensorsTouched: 3, ExpertsTouched: math.MaxUint32, Seqs: 1<<63 | 5, SeqState: event.SeqRead | event.SeqWide}
 	tensor := event.Tensor{ID: 9, Name: "blk.0.ffn_up_exps.weight", Model: 0, Layer: 0, Role: "ffn_up_exps", Type: "Q4_K",
 		Offset: 1 << 40, Size: 1 << 30, Experts: 128, ExpertStride: 1 << 23, Op: 4, NotFileBacked: true}
 	sum := Summary{FormatVersion: FormatVersion, Records: 10, ByType: map[string]uint64{"fault": 3}, Events: 7, Incomplete: true}

@@ -12,7 +12,9 @@ import (
 )
 
 // Group-by dimensions of a query.
-var GroupBys = []string{"token", "tensor", "layer", "expert", "op", "phase"}
+// "request" is the llama.cpp sequence a token's batch serves
+// (event.TokenInfo.Request): llama-server runs a request per sequence.
+var GroupBys = []string{"token", "tensor", "layer", "expert", "op", "phase", "request"}
 
 // Query selects aggregate rows and groups them. Zero values select all.
 type Query struct {
@@ -293,6 +295,8 @@ type queryPlan struct {
 	ops     map[uint32]bool // nil: any op
 	phase   int             // -1: any phase
 	phaseOf map[uint32]uint8
+	// requestOf is each token's request, for By request only.
+	requestOf map[uint32]string
 	// fine is set when the query filters or groups by expert or op, which
 	// only the finest rows have; few when it selects few enough tensors
 	// for a range scan each.
@@ -320,8 +324,14 @@ func (s *Store) planQuery(q Query) (*queryPlan, error) {
 		}
 		p.phase = int(ph)
 	}
+	if q.By == "request" {
+		p.requestOf = map[uint32]string{}
+	}
 	if err := s.EachToken(func(t *event.TokenInfo) error {
 		p.phaseOf[t.Token] = t.Phase
+		if p.requestOf != nil {
+			p.requestOf[t.Token] = t.Request()
+		}
 		return nil
 	}); err != nil {
 		return nil, err
@@ -412,6 +422,15 @@ func (p *queryPlan) group(s *Store, a *event.Agg, op uint32, ph uint8) (key stri
 		return key, 0
 	case "phase":
 		return event.PhaseName(ph), int(ph)
+	case "request":
+		key, ok := p.requestOf[a.Token]
+		if !ok {
+			key = event.RequestNone
+			if a.Token != 0 {
+				key = event.RequestUnknown // a token of no llama_decode record
+			}
+		}
+		return key, event.RequestOrder(key)
 	}
 	return "", 0
 }

@@ -59,7 +59,7 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, 
 // were not measured.
 func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na CounterNA) error {
 	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
-		{"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
+		{"request", String, false}, {"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
 	cols = append(CounterColumns(cols, false, na), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
@@ -78,7 +78,9 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 				dur = Duration(t.EndNS - t.StartNS)
 			}
 		}
-		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), start, dur)
+		// The request: the token's llama.cpp sequence, or the pseudo
+		// request of event.TokenInfo.Request ("shared", "[unknown]"...).
+		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), Text(t.Request()), start, dur)
 		cells = CounterCells(cells, &t.Counters, false, na)
 		cells = append(cells, Num(t.TensorsTouched), Num(t.ExpertsTouched))
 		return rw.Row(cells...)
