@@ -432,15 +432,12 @@ func (s *runSide) value(key, counter, na string) Side {
 }
 
 // counterNA says why a run did not measure a counter ("" when it did), in
-// the words of the run's metadata.
+// the words of the run's metadata: its tier, its capabilities, its probes.
 func counterNA(m *rundir.Meta, counter string) string {
-	switch counter {
-	case "bytes_requested":
-		return m.ReadsNA()
-	case index.Selected:
+	if counter == index.Selected {
 		return m.PicksNA()
 	}
-	return ""
+	return m.CounterNA(counter)
 }
 
 // onlyIn lists the tensors of x that y's models do not have.

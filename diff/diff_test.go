@@ -75,7 +75,10 @@ func twoRuns(t *testing.T) (a, b diff.Run) {
 	rb := event.Result{Tensors: tb, Ops: []string{""}, Tokens: tokens(3), Aggs: []event.Agg{
 		agg(1, 3, 0, 6, 4096, 0), agg(2, 4, -1, 5, 8192, 0), agg(3, 5, -1, 1, 4096, 0),
 	}, Experts: []event.ExpertSel{{Token: 2, Layer: 0, Expert: 0, Count: 2}}}
-	probes := []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymGetRows}}
+	// Both runs recorded the pagecache tier: their page-cache counters are
+	// measured.
+	probes := []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymGetRows},
+		{Kind: "tracepoint", Target: rundir.TracepointPageAdd}}
 	ma := &rundir.Meta{Finished: true, Complete: true, Probes: append(slices.Clone(probes), rundir.Probe{Kind: "tracepoint", Target: rundir.TracepointSysEnterRead})}
 	mb := &rundir.Meta{Finished: true, Complete: true, Probes: probes}
 	return diff.Run{Store: storeOf(t, ra), Meta: ma}, diff.Run{Store: storeOf(t, rb), Meta: mb}

@@ -35,12 +35,13 @@ var forcedPaths = []struct {
 }
 
 // recordForced records args with the features switched off and checks
-// that the run says which path it took.
+// that the run says which path it took. It records the pagecache tier,
+// which asks for every kernel capability, so that each fallback runs.
 func recordForced(t *testing.T, without, capName string, args ...string) string {
 	t.Helper()
 	t.Setenv(bpf.WithoutEnv, without)
 	dir := filepath.Join(t.TempDir(), "run")
-	_, errOut, err := runCmd(t, append([]string{"record", "-o", dir}, args...)...)
+	_, errOut, err := runCmd(t, append([]string{"record", "-o", dir, "--probe", "pagecache"}, args...)...)
 	if err != nil {
 		t.Fatalf("record without %q: %v\n%s", without, err, errOut)
 	}
@@ -191,7 +192,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 	var primary map[string]uint64
 	for _, fp := range forcedPaths {
 		t.Run("without "+fp.without, func(t *testing.T) {
-			dir := recordForced(t, fp.without, fp.cap, "--cold", "--probe", "ops", "--model", model, "--", mt, model, planFile)
+			dir := recordForced(t, fp.without, fp.cap, "--cold", "--probe", "ops,pagecache", "--model", model, "--", mt, model, planFile)
 			// Model tensors only: a page of a library or of the program
 			// itself may be cold in one run and cached in the next, and
 			// outside a mapping seen the user-space fallback cannot name

@@ -79,7 +79,8 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 	}
 
 	dir := filepath.Join(t.TempDir(), "run")
-	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--model", model, "--",
+	// The pagecache tier: the pages added are part of the ground truth.
+	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--probe", "pagecache", "--model", model, "--",
 		toucher, "-file", model, "-pages", strings.Join(pages, ","))
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, errOut)
