@@ -11,12 +11,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -148,8 +152,15 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 // bpftrace, a tracer of its own, stamps each llama_decode call of the
 // process (CLOCK_MONOTONIC, as the run's window is stamped): the run
 // holds exactly the calls made inside its window, its majflt delta
-// equals the major faults recorded, and the process goes on generating
-// after the detach and ends as it would have (exit 0).
+// equals the major faults recorded and is not 0, and the process goes on
+// generating after the detach, untraced and not stopped, until the test
+// ends it.
+//
+// The generation has no end of its own (-n -1, the context shifted when
+// full) and runs from a cold model under a memory limit its weights do
+// not fit, so that however fast the machine, the process is still
+// decoding, and reading experts from the disk, when the window closes.
+// A bounded generation ended inside the window on a fast machine.
 func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing.T) {
 	model, f := recordableMoE(t)
 	bt, err := exec.LookPath("bpftrace")
@@ -158,13 +169,36 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 	}
 	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
 	lib := filepath.Join(llmtest.SharedLibDir(t), "libllama.so")
-	args := llmtest.CompletionArgs(bin, model, 120)
+	cg, err := cgroup.NewMemory(fmt.Sprintf("iocorr-test-attach-%d", os.Getpid()), llmtest.MemLimitBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	if resident, _, err := pagecache.Evict(model); err != nil || resident != 0 {
+		t.Fatalf("evicting the model: %d pages stayed resident, %v", resident, err)
+	}
+	args := append(llmtest.CompletionArgs(bin, model, -1), "--context-shift")
 	llama := exec.Command(args[0], args[1:]...)
+	if cg.Version == 2 {
+		// Into the cgroup at the clone, so that every page of the model
+		// it reads is charged there.
+		d, err := os.Open(cg.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		llama.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(d.Fd())}
+	}
 	if err := llama.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer llama.Process.Kill()
 	pid := llama.Process.Pid
+	if cg.Version != 2 {
+		if err := cg.Add(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	trace := exec.Command(bt, "-e", fmt.Sprintf(`uprobe:%s:llama_decode /pid == %d/ { printf("%%llu\n", nsecs); }`, lib, pid))
 	tout, err := trace.StdoutPipe()
 	if err != nil {
@@ -174,45 +208,84 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 		t.Fatal(err)
 	}
 	defer trace.Process.Kill()
-	calls := make(chan []uint64, 1)
-	started := make(chan struct{})
 	sc := bufio.NewScanner(tout)
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "Attaching") {
 		t.Fatalf("bpftrace said %q", sc.Text())
 	}
+	var (
+		mu    sync.Mutex
+		ts    []uint64
+		ended = make(chan struct{})
+	)
+	stamps := func() []uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]uint64(nil), ts...)
+	}
 	go func() {
-		var ts []uint64
+		defer close(ended)
 		for sc.Scan() {
 			if v, err := strconv.ParseUint(sc.Text(), 10, 64); err == nil {
-				if ts = append(ts, v); len(ts) == 4 {
-					close(started)
-				}
+				mu.Lock()
+				ts = append(ts, v)
+				mu.Unlock()
 			}
 		}
-		calls <- ts
 	}()
-	// Mid-generation: a few tokens made, most to come.
-	select {
-	case <-started:
-	case <-time.After(60 * time.Second):
-		t.Fatal("llama-completion made no 4 llama_decode calls in 60s")
+	// waitCalls waits until bpftrace has seen n calls after mono (0: any).
+	waitCalls := func(n int, mono uint64, what string) {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			k := 0
+			for _, v := range stamps() {
+				if v > mono {
+					k++
+				}
+			}
+			if k >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("llama-completion made %d llama_decode calls %s in 60s, want %d", k, what, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
+	// Mid-generation: a few tokens made, and no end to come.
+	waitCalls(4, 0, "at all")
 	dir := filepath.Join(t.TempDir(), "run")
 	if _, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", "3s"); err != nil {
 		t.Fatalf("record -p: %v\n%s", err, summary)
 	}
-	if err := llama.Wait(); err != nil {
-		t.Fatalf("llama-completion after the detach: %v", err)
-	}
-	trace.Process.Signal(os.Interrupt)
-	ts := <-calls
-	trace.Wait()
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// It goes on after the detach: more calls, no tracer, not stopped.
+	waitCalls(3, m.MonoEndNS, "after the detach")
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("llama-completion after the detach: %v", err)
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(l, "State:\t"); ok && !strings.ContainsAny(v[:1], "RSD") {
+			t.Errorf("llama-completion after the detach is %q, want running or sleeping", v)
+		}
+		if v, ok := strings.CutPrefix(l, "TracerPid:\t"); ok && v != "0" {
+			t.Errorf("llama-completion is still ptraced after the detach, by %s", v)
+		}
+	}
+	// It ends by the test's signal and by nothing else.
+	llama.Process.Signal(syscall.SIGTERM)
+	if err := llama.Wait(); err == nil || llama.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("llama-completion ended with %v, want by the test's SIGTERM", err)
+	}
+	trace.Process.Signal(os.Interrupt)
+	<-ended
+	trace.Wait()
 	var inWindow, after int
-	for _, v := range ts {
+	all := stamps()
+	for _, v := range all {
 		switch {
 		case v >= m.MonoStartNS && v <= m.MonoEndNS:
 			inWindow++
@@ -222,10 +295,7 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 	}
 	prefill, decode := countDecodeCalls(t, dir, f, map[string]bool{}, nil)
 	if prefill+decode != inWindow || inWindow == 0 {
-		t.Errorf("recorded %d llama_decode calls, bpftrace saw the process make %d in the window (of %d)", prefill+decode, inWindow, len(ts))
-	}
-	if after == 0 {
-		t.Errorf("no llama_decode call after the detach (of %d): the process did not go on", len(ts))
+		t.Errorf("recorded %d llama_decode calls, bpftrace saw the process make %d in the window (of %d)", prefill+decode, inWindow, len(all))
 	}
 	var major uint64
 	spoolEvents(t, dir, func(typ uint16, rec []byte) {
@@ -237,12 +307,15 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 		}
 	})
 	a := m.Attached
-	if a == nil || a.Exited || major != a.MajFltAfter-a.MajFltBefore {
-		t.Errorf("attached %+v: major faults recorded %d, want the majflt delta", a, major)
+	if a == nil {
+		t.Fatal("meta.json does not say the run was attached")
+	}
+	if a.Exited || major != a.MajFltAfter-a.MajFltBefore || major == 0 {
+		t.Errorf("attached %+v: major faults recorded %d, want the majflt delta, not 0", a, major)
 	}
 	if len(m.Models) != 1 || m.Layout == nil || m.Layout.Invalid != "" {
 		t.Errorf("models %d, layout %+v: want the model found in the maps and a valid layout", len(m.Models), m.Layout)
 	}
 	t.Logf("window %.2fs: %d llama_decode calls (bpftrace %d of %d, %d after), majflt %d → %d",
-		float64(m.MonoEndNS-m.MonoStartNS)/1e9, prefill+decode, inWindow, len(ts), after, a.MajFltBefore, a.MajFltAfter)
+		float64(m.MonoEndNS-m.MonoStartNS)/1e9, prefill+decode, inWindow, len(all), after, a.MajFltBefore, a.MajFltAfter)
 }

@@ -54,11 +54,23 @@ func dropTo(spec string) error {
 	if err := syscall.Setuid(uid); err != nil {
 		return fmt.Errorf("setuid: %w", err)
 	}
-	// A change of credentials clears the parent-death signal StartHeld
-	// asked for: set it again, so that the command does not outlive a
-	// killed iocorr (it could be left stopped for a uprobe attach).
+	return nil
+}
+
+// armDeathSignal asks for SIGKILL when iocorr dies, on the calling thread,
+// which must be the one that execs: the parent-death signal is a thread's,
+// not a process's. The one StartHeld asked for is on the shim's first
+// thread only (the Go runtime's later threads start without it), a change
+// of credentials clears it, and execve from another thread ends the first
+// one; then a killed iocorr left the command running (perhaps stopped for
+// a uprobe attach, forever). ppid is iocorr's pid: if it died before the
+// signal was armed, nobody would send it, so the shim quits.
+func armDeathSignal(ppid int) error {
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
 		return fmt.Errorf("setting the parent-death signal: %w", err)
+	}
+	if os.Getppid() != ppid {
+		return errors.New("iocorr ended before the command started")
 	}
 	return nil
 }
@@ -78,6 +90,10 @@ func RunShimIfChild() {
 		return
 	}
 	os.Unsetenv(shimEnv)
+	// One thread from here to the exec, so that the parent-death signal
+	// armed below is on the thread that execs (armDeathSignal).
+	runtime.LockOSThread()
+	ppid := os.Getppid()
 	gate := os.NewFile(3, "gate")
 	var b [1]byte
 	if n, _ := gate.Read(b[:]); n != 1 || b[0] != 'g' {
@@ -97,6 +113,10 @@ func RunShimIfChild() {
 	args := os.Args[1:]
 	path, err := exec.LookPath(args[0])
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
+		os.Exit(127)
+	}
+	if err := armDeathSignal(ppid); err != nil {
 		fmt.Fprintf(os.Stderr, "iocorr: %v\n", err)
 		os.Exit(127)
 	}
