@@ -220,11 +220,9 @@ func (r *recording) probeMapped(pid int) {
 			model = true
 		}
 	}
-	for _, p := range candidatesIn(cmdlineOf(pid), fmt.Sprintf("/proc/%d/cwd", pid)) {
-		if !r.models.has(p) {
-			if _, err := r.models.add(p); err != nil {
-				r.warn(err.Error())
-			}
+	for _, p := range candidatesIn(cmdlineOf(pid), fmt.Sprintf("/proc/%d/cwd", pid), r.models.has) {
+		if _, err := r.models.add(p); err != nil {
+			r.warn(err.Error())
 		}
 	}
 	if !model {

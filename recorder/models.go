@@ -47,11 +47,14 @@ func isGGUF(path string) bool {
 // (`-m model.gguf`, `--model=model.gguf`), also inside an argument that is
 // itself a command line (`sh -c "llama-cli -m model.gguf …"`), so that
 // they are known — and can be made cold — before a process maps them.
-func candidatesInArgs(argv []string) []string { return candidatesIn(argv, "") }
+func candidatesInArgs(argv []string) []string { return candidatesIn(argv, "", nil) }
 
 // candidatesIn is candidatesInArgs for a process whose working directory
-// is dir (relative names are its); "" is the recorder's own.
-func candidatesIn(argv []string, dir string) []string {
+// is dir (relative names are its); "" is the recorder's own. A file that
+// known reports a model already is left out unread: reading its magic would
+// bring its first pages back into the page cache from the device after
+// --cold evicted them, a read the traced program never made.
+func candidatesIn(argv []string, dir string, known func(path string) bool) []string {
 	if len(argv) < 2 {
 		return nil
 	}
@@ -71,6 +74,9 @@ func candidatesIn(argv []string, dir string) []string {
 				if real, err := filepath.EvalSymlinks(filepath.Join(dir, a)); err == nil {
 					a = real
 				}
+			}
+			if known != nil && known(a) {
+				continue
 			}
 			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && isGGUF(a) {
 				out = append(out, a)

@@ -629,10 +629,7 @@ func (r *recording) modelsInCmdline(pid int) {
 		return
 	}
 	// A relative name is the process's, not the recorder's.
-	for _, p := range candidatesIn(argv, fmt.Sprintf("/proc/%d/cwd", pid)) {
-		if r.models.has(p) {
-			continue
-		}
+	for _, p := range candidatesIn(argv, fmt.Sprintf("/proc/%d/cwd", pid), r.models.has) {
 		if _, err := r.models.add(p); err != nil {
 			r.warn(err.Error())
 			continue
