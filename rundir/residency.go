@@ -106,8 +106,18 @@ type SnapshotStats struct {
 
 // NoSnapshotNA says why a token has no snapshot of its own.
 func (s *SnapshotStats) NoSnapshotNA() string {
+	return s.noSnapshot("at this token's start")
+}
+
+// NoDecodeSnapshotNA says why a figure over the decode tokens' picks (the
+// real expert hit rate) is NA: no decode token with picks had a snapshot.
+func (s *SnapshotStats) NoDecodeSnapshotNA() string {
+	return s.noSnapshot("at the start of any decode token with router picks")
+}
+
+func (s *SnapshotStats) noSnapshot(where string) string {
 	if s == nil {
 		return "not measured: this run has no residency snapshots (recorded by an older iocorr)"
 	}
-	return fmt.Sprintf("not measured: no residency snapshot at this token's start (the recorder took %d, keeping to 2%% of the run's time: %d token starts came too soon after one, %d before it had taken the previous)", s.Taken, s.Throttled, s.Replaced)
+	return fmt.Sprintf("not measured: no residency snapshot %s (the recorder took %d, keeping to 2%% of the run's time: %d token starts came too soon after one, %d before it had taken the previous; record --probe pagecache replays every token)", where, s.Taken, s.Throttled, s.Replaced)
 }

@@ -238,6 +238,9 @@ func (r *run) realHitRate(layer int) Value {
 	}
 	h := r.realHits[[2]int{layer, int(event.PhaseDecode)}]
 	if h == nil || h[1] == 0 {
+		if r.snapshotNA != "" {
+			return NA(r.snapshotNA)
+		}
 		return NA(naNoPicks + " (or no token start times)")
 	}
 	return F64(float64(h[0])/float64(h[1]), "")

@@ -28,6 +28,7 @@ func (r *run) snapshotResidency(exps map[int][]uint32, selsOf map[uint32][]event
 		}
 	}
 	r.tokenResNA = r.meta.ResidencySnapshots.NoSnapshotNA()
+	r.snapshotNA = r.meta.ResidencySnapshots.NoDecodeSnapshotNA()
 	// The snapshots' pages are the state: known for every model they map,
 	// from none resident on (the replay's start is unused).
 	for m := range rs.known {

@@ -82,8 +82,11 @@ type run struct {
 	tokenRes  [][]int64          // resident pages by token index, by tensor id (nil when unknown)
 	realHits  map[[2]int]*[2]int // (layer, phase) → hits, activations
 	realNA    string
-	readsNA   string // why bytes requested is NA, "" when read syscalls were traced
-	decodeTok int
+	// snapshotNA says why no decode pick met a residency snapshot, when
+	// the residency comes from the recorder's snapshots.
+	snapshotNA string
+	readsNA    string // why bytes requested is NA, "" when read syscalls were traced
+	decodeTok  int
 	// expsReadDecode is the device bytes of each layer's *_exps tensors
 	// read in decode tokens.
 	expsReadDecode map[int]uint64

@@ -73,6 +73,12 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 	requireBPF(t)
 	llmtest.Require(t)
 	oracle := llmtest.BuildRouteOracle(t)
+	matrixPicked := 0
+	defer func() {
+		if !t.Failed() && matrixPicked == 0 {
+			t.Errorf("no run of the matrix faulted in a picked expert while decoding: the check above showed nothing")
+		}
+	}()
 	for _, ar := range archRuns {
 		spec := archSpec(ar.arch)
 		src := llmtest.Model(t, spec)
@@ -116,8 +122,23 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 					t.Errorf("%d distinct decode picks, want %d", picks, want)
 				}
 				ef := countExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
-				if ef.picked == 0 {
-					t.Errorf("no fault in a picked expert while decoding: no memory pressure under %s\n%s", archMemLimit, summary)
+				matrixPicked += ef.picked
+				// The limit must press on every run: the device read more
+				// than the model, so pages were read again. Whether a decode
+				// token then faults in an expert, or finds it brought back by
+				// a neighbour's readahead, is the kernel's timing: a run of a
+				// model near the limit (qwen2moe MXFP4, 32.6 MiB) read its
+				// experts 5 times over with no decode expert fault. So that
+				// is asked of the matrix, below, not of each run.
+				var read uint64
+				if err := st.Aggs(func(a *event.Agg) error {
+					read += a.ReadBytes
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if read <= uint64(f.Size) {
+					t.Errorf("the device read %d bytes of a %d-byte model: no memory pressure under %s\n%s", read, f.Size, archMemLimit, summary)
 				}
 				t.Logf("%s %s (%.1f MiB): %d rows of ids equal the oracle's; decode expert faults: %d in picked experts, %d on read-ahead pages",
 					ar.arch, ft, float64(f.Size)/(1<<20), probed, ef.picked, ef.readAhead)
