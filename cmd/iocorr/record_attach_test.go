@@ -81,27 +81,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 			go io.Copy(io.Discard, stderr)
 			pid := cmd.Process.Pid
 			dir := filepath.Join(t.TempDir(), "run")
-			type result struct {
-				summary string
-				err     error
-			}
-			done := make(chan result, 1)
-			go func() {
-				_, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", "60s")
-				done <- result{summary, err}
-			}()
-			// Attached once meta.json says so: the process is traced from
-			// then on.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				if m, err := rundir.ReadMeta(dir); err == nil && m.Attached != nil && m.MonoStartNS != 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("record -p did not attach in 20s")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			done := recordAttached(t, dir, pid, 60*time.Second, 20*time.Second)
 			if _, err := io.WriteString(stdin, "g"); err != nil {
 				t.Fatal(err)
 			}
@@ -199,19 +179,7 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 			t.Fatal(err)
 		}
 	}
-	trace := exec.Command(bt, "-e", fmt.Sprintf(`uprobe:%s:llama_decode /pid == %d/ { printf("%%llu\n", nsecs); }`, lib, pid))
-	tout, err := trace.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trace.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer trace.Process.Kill()
-	sc := bufio.NewScanner(tout)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "Attaching") {
-		t.Fatalf("bpftrace said %q", sc.Text())
-	}
+	sc, interruptTrace := stampDecodeCalls(t, bt, lib, pid)
 	var (
 		mu    sync.Mutex
 		ts    []uint64
@@ -280,9 +248,8 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 	if err := llama.Wait(); err == nil || llama.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Errorf("llama-completion ended with %v, want by the test's SIGTERM", err)
 	}
-	trace.Process.Signal(os.Interrupt)
+	interruptTrace()
 	<-ended
-	trace.Wait()
 	var inWindow, after int
 	all := stamps()
 	for _, v := range all {

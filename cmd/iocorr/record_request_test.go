@@ -149,25 +149,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 	base, pid := startServer(t, cg, model, "--parallel", "2", "-c", "1024")
 	dir := filepath.Join(t.TempDir(), "run")
 	const window = 30 * time.Second
-	type result struct {
-		summary string
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		_, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", window.String())
-		done <- result{summary, err}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m, err := rundir.ReadMeta(dir); err == nil && m.Attached != nil && m.MonoStartNS != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("record -p did not attach in 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done := recordAttached(t, dir, pid, window, 30*time.Second)
 	attached := time.Now()
 	prompts := []string{"the quick brown fox jumps over", "once upon a time in a land far away there lived"}
 	got := make([]served, len(prompts))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -92,19 +91,7 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	trace := exec.Command(bt, "-e", fmt.Sprintf(`uprobe:%s:llama_decode /pid == %d/ { printf("%%llu\n", nsecs); }`, lib, pid))
-	tout, err := trace.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trace.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer trace.Process.Kill()
-	sc := bufio.NewScanner(tout)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "Attaching") {
-		t.Fatalf("bpftrace said %q", sc.Text())
-	}
+	sc, interruptTrace := stampDecodeCalls(t, bt, lib, pid)
 	calls := make(chan []uint64, 1)
 	started := make(chan struct{})
 	go func() {
@@ -156,9 +143,8 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 	if st, _, err := procStatOf(pid); err != nil || st == 'T' || st == 't' || st == 'Z' {
 		t.Errorf("llama-server after the detach: state %c (%v)", st, err)
 	}
-	trace.Process.Signal(os.Interrupt)
+	interruptTrace()
 	ts := <-calls
-	trace.Wait()
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)
