@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/iocorr/iocorr/internal/protowalk"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/iocorr/iocorr/event"
@@ -63,29 +65,8 @@ func readTrace(t *testing.T, raw []byte) *written {
 	w := &written{tracks: map[uint64]string{}}
 	names := map[uint64]string{}
 	each := func(b []byte, fn func(num protowire.Number, v []byte, u uint64)) {
-		for len(b) > 0 {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				t.Fatalf("bad tag: %v", protowire.ParseError(n))
-			}
-			b = b[n:]
-			var v []byte
-			var u uint64
-			switch typ {
-			case protowire.VarintType:
-				u, n = protowire.ConsumeVarint(b)
-			case protowire.Fixed64Type:
-				u, n = protowire.ConsumeFixed64(b)
-			case protowire.BytesType:
-				v, n = protowire.ConsumeBytes(b)
-			default:
-				t.Fatalf("field %d: wire type %d", num, typ)
-			}
-			if n < 0 {
-				t.Fatalf("field %d: %v", num, protowire.ParseError(n))
-			}
-			b = b[n:]
-			fn(num, v, u)
+		if err := protowalk.Fields(b, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) { fn(num, v, u) }); err != nil {
+			t.Fatal(err)
 		}
 	}
 	each(raw, func(_ protowire.Number, packet []byte, _ uint64) {

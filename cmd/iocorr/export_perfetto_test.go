@@ -10,6 +10,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/iocorr/iocorr/internal/protowalk"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/iocorr/iocorr/bpf"
@@ -46,29 +48,8 @@ type decodedTrace struct {
 // fields walks one message, failing on a malformed field.
 func fields(t *testing.T, b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
 	t.Helper()
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			t.Fatalf("bad tag: %v", protowire.ParseError(n))
-		}
-		b = b[n:]
-		var v []byte
-		var u uint64
-		switch typ {
-		case protowire.VarintType:
-			u, n = protowire.ConsumeVarint(b)
-		case protowire.Fixed64Type:
-			u, n = protowire.ConsumeFixed64(b)
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		default:
-			t.Fatalf("field %d: wire type %d is not one iocorr writes", num, typ)
-		}
-		if n < 0 {
-			t.Fatalf("field %d: %v", num, protowire.ParseError(n))
-		}
-		b = b[n:]
-		fn(num, typ, v, u)
+	if err := protowalk.Fields(b, fn); err != nil {
+		t.Fatal(err)
 	}
 }
 
