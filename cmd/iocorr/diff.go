@@ -76,17 +76,5 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 // openRunOf opens one run of two (name A or B) and says on stderr which
 // one is partial, when one is.
 func openRunOf(name, dir string) (*index.Store, *rundir.Meta, error) {
-	st, err := index.Open(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	if status := meta.Status(); status != "" {
-		fmt.Fprintf(stderr, "iocorr: warning: run %s (%s): %s\n", name, dir, status)
-	}
-	return st, meta, nil
+	return openRunAs(dir, fmt.Sprintf("run %s (%s)", name, dir))
 }

@@ -26,34 +26,38 @@ func boundHeap() {
 // openRunMeta opens DIR's store and reads its metadata, for the commands
 // that need both (the status goes to stderr as with openRun).
 func openRunMeta(dir string) (*index.Store, *rundir.Meta, error) {
-	st, _, err := openRun(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	return st, meta, nil
+	return openRunAs(dir, "")
 }
 
 // openRun opens DIR's store and its run status (rundir.Meta.Status: ""
 // for a run recorded to its end), which it also prints on stderr.
 func openRun(dir string) (*index.Store, string, error) {
+	st, meta, err := openRunAs(dir, "")
+	if err != nil {
+		return nil, "", err
+	}
+	return st, meta.Status(), nil
+}
+
+// openRunAs opens DIR's store and metadata, under the read side's heap
+// bound, and prints the run's status on stderr when it is partial, after
+// label when one names the run among several.
+func openRunAs(dir, label string) (*index.Store, *rundir.Meta, error) {
 	boundHeap()
 	st, err := index.Open(dir)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	meta, err := rundir.ReadMeta(dir)
 	if err != nil {
 		st.Close()
-		return nil, "", err
+		return nil, nil, err
 	}
-	status := meta.Status()
-	if status != "" {
+	if status := meta.Status(); status != "" {
+		if label != "" {
+			status = label + ": " + status
+		}
 		fmt.Fprintf(stderr, "iocorr: warning: %s\n", status)
 	}
-	return st, status, nil
+	return st, meta, nil
 }

@@ -68,26 +68,7 @@ func BuildRouteOracle(t testing.TB) string {
 	if _, err := os.Stat(filepath.Join(inc, "llama.h")); err != nil {
 		missing(t, "llama.cpp built from source", fmt.Errorf("no public headers in the shared build: %w", err))
 	}
-	root, err := Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "routeoracle")
-	cmd := exec.Command("cc", "-O1", "-Wall", "-o", bin, filepath.Join("testdata", "routeoracle", "routeoracle.c"),
-		"-I"+inc, "-L"+lib, "-lllama", "-lggml-base", "-Wl,-rpath,"+lib)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building routeoracle: %v\n%s", err, out)
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return buildC(t, "routeoracle", "-I"+inc, "-L"+lib, "-lllama", "-lggml-base", "-Wl,-rpath,"+lib)
 }
 
 // RouteOracleArgs is the oracle's command line generating n tokens on

@@ -558,15 +558,16 @@ func BuildMoEToucher(t testing.TB) string { return buildC(t, "moetoucher") }
 func BuildReader(t testing.TB) string { return buildC(t, "reader") }
 
 // buildC compiles testdata/NAME/NAME.c with the system's C compiler,
-// without debug info, and syncs it to disk before anything probes it.
-func buildC(t testing.TB, name string) string {
+// without debug info, and syncs it to disk before anything probes it;
+// flags (headers, libraries) follow the source on cc's command line.
+func buildC(t testing.TB, name string, flags ...string) string {
 	t.Helper()
 	root, err := Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("cc", "-O1", "-Wall", "-o", bin, filepath.Join("testdata", name, name+".c"))
+	cmd := exec.Command("cc", append([]string{"-O1", "-Wall", "-o", bin, filepath.Join("testdata", name, name+".c")}, flags...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", name, err, out)
