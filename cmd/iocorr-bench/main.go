@@ -26,7 +26,8 @@ func main() {
 	pflag.StringVar(&cfg.LlamaBench, "llama-bench", "", "llama.cpp's llama-bench (default: the shared build of scripts/build-llama.sh)")
 	pflag.StringVar(&cfg.WorkDir, "workdir", ".scratch/bench", "directory for the model and the recorded runs (kept)")
 	pflag.IntVar(&cfg.Pairs, "pairs", 7, "interleaved untraced/traced rounds per arm")
-	pflag.IntVar(&cfg.Tokens, "tokens", 16, "tokens llama-bench generates per run (-n)")
+	pflag.IntVar(&cfg.Tokens, "tokens", 16, "tokens llama-bench generates per run under the memory limit (-n)")
+	pflag.IntVar(&cfg.RAMTokens, "ram-tokens", 128, "tokens llama-bench generates per run in RAM (-n)")
 	pflag.IntVar(&cfg.Threads, "threads", 2, "llama-bench threads (-t)")
 	pflag.Int64Var(&memMiB, "mem-limit-mib", 128, "memory limit of the cold arm, MiB")
 	pflag.BoolVar(&cfg.Short, "short", false, "prove it works: 1 round, 4 tokens, the 1 M-event store, scale runs of 2 and 4 tokens")
@@ -34,7 +35,7 @@ func main() {
 	pflag.StringVarP(&out, "output", "o", "bench.json", "JSON file to write the table to")
 	pflag.Parse()
 	if cfg.Short {
-		cfg.Pairs, cfg.Tokens = 1, 4
+		cfg.Pairs, cfg.Tokens, cfg.RAMTokens = 1, 4, 4
 		cfg.ScaleTokens = []int{2, 4}
 	}
 	cfg.MemLimit = memMiB << 20
@@ -59,8 +60,8 @@ func setup(cfg *bench.Config) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (BPF, memory cgroups, page-cache eviction)")
 	}
-	if cfg.Pairs < 1 || cfg.Tokens < 1 || cfg.Threads < 1 || cfg.MemLimit <= 0 {
-		return fmt.Errorf("--pairs, --tokens, --threads and --mem-limit-mib must be positive")
+	if cfg.Pairs < 1 || cfg.Tokens < 1 || cfg.RAMTokens < 1 || cfg.Threads < 1 || cfg.MemLimit <= 0 {
+		return fmt.Errorf("--pairs, --tokens, --ram-tokens, --threads and --mem-limit-mib must be positive")
 	}
 	root, err := llmtest.Root()
 	if err != nil {
