@@ -143,6 +143,10 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	}
 	rep.Tables = append(rep.Tables, r.moe()...)
 	rep.Tables = append(rep.Tables, r.top())
+	// Last, so that every caller (stats, its exports, the report, a diff's
+	// report, a sweep's summary) shows a counter the run did not measure as
+	// NA, never as the zeros the store holds.
+	rep.counterNA(meta)
 	return rep, nil
 }
 

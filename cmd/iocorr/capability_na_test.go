@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/stats"
+
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
@@ -100,7 +102,7 @@ func TestACapabilityWithNoPathIsNAWithItsReasonInEveryOutput(t *testing.T) {
 
 // checkStatsNA checks that every stats figure computed from one of the NA
 // counters is NA with why, in stats' JSON and in a stats export, and that
-// every figure statsFigures names is a column of stats (a renamed column
+// every figure stats.CounterFigures names is a column of stats (a renamed column
 // would otherwise keep its zeros).
 func checkStatsNA(t *testing.T, dir string, na []string, why string) {
 	t.Helper()
@@ -115,27 +117,27 @@ func checkStatsNA(t *testing.T, dir string, na []string, why string) {
 		t.Fatal(err)
 	}
 	checked := 0
-	for _, f := range statsFigures {
-		rows, ok := rep.Tables[f.table]
+	for _, f := range stats.CounterFigures {
+		rows, ok := rep.Tables[f.Table]
 		if !ok {
-			t.Errorf("stats has no table %s (statsFigures names it)", f.table)
+			t.Errorf("stats has no table %s (stats.CounterFigures names it)", f.Table)
 			continue
 		}
-		hit := slices.ContainsFunc(f.counters, func(c string) bool { return slices.Contains(na, c) })
+		hit := slices.ContainsFunc(f.Counters, func(c string) bool { return slices.Contains(na, c) })
 		for _, row := range rows {
-			if f.row != "" && row["policy"] != f.row {
+			if f.Row != "" && row["policy"] != f.Row {
 				continue
 			}
 			for col, v := range row {
-				if strings.HasSuffix(col, "_na_reason") || !f.matches(col) {
+				if strings.HasSuffix(col, "_na_reason") || !f.Matches(col) {
 					continue
 				}
 				reason, _ := row[col+"_na_reason"].(string)
 				switch {
 				case hit && (v != nil || !strings.Contains(reason, why)):
-					t.Errorf("stats %s.%s = %v (reason %q), want NA: %s", f.table, col, v, reason, why)
+					t.Errorf("stats %s.%s = %v (reason %q), want NA: %s", f.Table, col, v, reason, why)
 				case !hit && strings.Contains(reason, why):
-					t.Errorf("stats %s.%s NA with %q, but it does not come from %v", f.table, col, reason, na)
+					t.Errorf("stats %s.%s NA with %q, but it does not come from %v", f.Table, col, reason, na)
 				}
 				checked++
 			}

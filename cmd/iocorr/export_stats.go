@@ -33,7 +33,6 @@ func exportStats(dir, out, table string, format output.Format) error {
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	statsNA(rep, meta)
 	if format != output.Parquet {
 		t := rep.Table(table)
 		if t == nil {

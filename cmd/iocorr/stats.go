@@ -53,7 +53,6 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		statsNA(rep, meta)
 		if *format == "json" {
 			return output.StatsJSON(stdout, rep)
 		}

@@ -1,31 +1,30 @@
-package main
+package stats
 
 import (
 	"strings"
 
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/stats"
 )
 
-// statsFigure is one stats column computed from store counters: when the
+// CounterFigure is one column computed from store counters: when the
 // run did not measure one of them (rundir.Meta.CounterNA: a capability
 // the kernel gave no path, or a probe tier without it), its cells are NA
 // with that reason, never the zeros the store holds.
-type statsFigure struct {
-	table string
-	// column is a column name, or a prefix ending in "*".
-	column string
-	// row, when set, is the first cell of the only rows it applies to (the
+type CounterFigure struct {
+	Table string
+	// Column is a column name, or a prefix ending in "*".
+	Column string
+	// Row, when set, is the first cell of the only rows it applies to (the
 	// real run's row beside simulated ones).
-	row      string
-	counters []string
+	Row      string
+	Counters []string
 }
 
-// statsFigures lists every stats figure that comes from a counter. The
+// CounterFigures lists every stats figure that comes from a counter. The
 // simulated expert caches, the routing and the residency are left out:
 // they are computed from the picks, the tensors' sizes and the page cache,
 // whose NA reasons stats gives itself.
-var statsFigures = []statsFigure{
+var CounterFigures = []CounterFigure{
 	{"per_token", "bytes_read_per_token_*", "", []string{"bytes_read"}},
 	{"per_token", "bytes_requested_per_token_*", "", []string{"bytes_requested"}},
 	{"per_token", "major_faults_per_token_*", "", []string{"major_faults"}},
@@ -56,41 +55,42 @@ var statsFigures = []statsFigure{
 	{"cache_sim", "bytes_read_per_token_bytes", "real", []string{"bytes_read"}},
 }
 
-// statsNA makes NA every figure of rep computed from a counter the run
+// counterNA makes NA every figure of rep computed from a counter the run
 // did not measure. The default tier's refaults come from device reads
 // (stats says so), so they follow bytes_read there.
-func statsNA(rep *stats.Report, meta *rundir.Meta) {
-	figs := statsFigures
+func (rep *Report) counterNA(meta *rundir.Meta) {
+	figs := CounterFigures
 	if meta.PageCacheNA() != "" {
-		figs = append(figs[:len(figs):len(figs)], statsFigure{"tensors", "refault_pages", "", []string{"bytes_read"}})
+		figs = append(figs[:len(figs):len(figs)], CounterFigure{"tensors", "refault_pages", "", []string{"bytes_read"}})
 	}
 	for _, f := range figs {
 		why := ""
-		for _, c := range f.counters {
+		for _, c := range f.Counters {
 			if why = meta.CounterNA(c); why != "" {
 				break
 			}
 		}
-		t := rep.Table(f.table)
+		t := rep.Table(f.Table)
 		if why == "" || t == nil {
 			continue
 		}
 		for ci, col := range t.Columns {
-			if !f.matches(col.Name) {
+			if !f.Matches(col.Name) {
 				continue
 			}
 			for _, row := range t.Rows {
-				if f.row == "" || row[0].S == f.row {
-					row[ci] = stats.NA(why)
+				if f.Row == "" || row[0].S == f.Row {
+					row[ci] = NA(why)
 				}
 			}
 		}
 	}
 }
 
-func (f statsFigure) matches(col string) bool {
-	if p, ok := strings.CutSuffix(f.column, "*"); ok {
+// Matches says whether column col is one of f's.
+func (f CounterFigure) Matches(col string) bool {
+	if p, ok := strings.CutSuffix(f.Column, "*"); ok {
 		return strings.HasPrefix(col, p)
 	}
-	return col == f.column
+	return col == f.Column
 }
