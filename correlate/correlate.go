@@ -104,6 +104,7 @@ type Correlator struct {
 	aggIdx  map[event.AggKey]int32
 	aggs    []event.Counters
 	spare   []event.Counters // the slab before the last hand-over, reused
+	maxHeld int              // maxHeldAggs; tests lower it
 	newest  uint32           // the newest token seen
 	held    map[uint32]bool  // tokens with held rows, counted at each hand-over
 	tokens  map[uint32]*event.TokenInfo
@@ -140,6 +141,7 @@ func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 		vm:                 newVMTracker(),
 		offsetsInUserSpace: meta.FaultOffsetsInUserSpace(),
 		aggIdx:             make(map[event.AggKey]int32),
+		maxHeld:            maxHeldAggs,
 		tokens:             make(map[uint32]*event.TokenInfo),
 		experts:            make(map[event.ExpertSel]uint64),
 		selName:            make(map[selKey]string),
@@ -264,7 +266,7 @@ func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *event.C
 	k := event.AggKey{Token: token, Tensor: tensor, Expert: expert, Op: op}
 	i, ok := c.aggIdx[k]
 	if !ok {
-		if len(c.aggs) >= maxHeldAggs && c.aggOut != nil {
+		if len(c.aggs) >= c.maxHeld && c.aggOut != nil {
 			c.handOver(0, true)
 		}
 		i = int32(len(c.aggs))
