@@ -22,8 +22,13 @@ type Stats struct {
 	Events        uint64             // attributed events emitted
 	Unattributed  uint64             // records of other types, kept only in counts
 	PendingCapped uint64             // readahead windows cut short by the pending cap
-	FaultsByMaps  uint64             // faults the kernel did not resolve, resolved by the mappings
-	MapsMissing   uint64             // maps snapshots named in the metadata but absent
+	// HeldAggsPeak and HeldTokensPeak are the most aggregate rows, and
+	// the most tokens with rows, the correlator held at once: with an
+	// AggSink they stay near one token's rows whatever the run's length.
+	HeldAggsPeak   uint64
+	HeldTokensPeak uint64
+	FaultsByMaps   uint64 // faults the kernel did not resolve, resolved by the mappings
+	MapsMissing    uint64 // maps snapshots named in the metadata but absent
 }
 
 // Result is what the store keeps of a run's attribution, and what the
@@ -46,6 +51,30 @@ type tidState struct {
 	since []uint64
 }
 
+// AggSink receives aggregate rows the correlator no longer holds. Rows
+// of one key may come more than once (a record stamped with a token whose
+// rows were already handed over: a block request completing late); the
+// sink sums them, so every row is counted once whenever it arrives. A sink
+// that is also an AggSink keeps the run's aggregates, and Finish returns
+// none (Result.Aggs empty, TokenInfo's touched counts left to the sink).
+type AggSink interface {
+	Agg(a *event.Agg) error
+}
+
+// heldTokens is how many tokens before the newest one seen keep their
+// aggregate rows in memory when there is an AggSink: the previous token's
+// block completions and held-back page adds still arrive while the next
+// token starts. Later records are still exact (AggSink sums), only dearer.
+const heldTokens = 1
+
+// maxHeldAggs bounds the rows held whatever the tokens: a prefill of a
+// long prompt is one token. Past it every row is handed over (~130 B a
+// row held: ~17 MiB).
+const maxHeldAggs = 1 << 17
+
+// maxFreeTids bounds the per-thread states kept for reuse.
+const maxFreeTids = 16
+
 // selKey is one router decision site: a token's MoE layer.
 type selKey struct {
 	token uint32
@@ -57,6 +86,7 @@ type Correlator struct {
 	meta    *rundir.Meta
 	sink    event.Sink
 	marks   event.MarkSink // the sink, when it keeps the timeline too
+	aggOut  AggSink        // the sink, when it keeps the aggregates too
 	models  []*modelIndex
 	tensors []event.Tensor
 	byName  map[string]uint32
@@ -73,11 +103,19 @@ type Correlator struct {
 	// valid until the next call to agg.
 	aggIdx  map[event.AggKey]int32
 	aggs    []event.Counters
+	spare   []event.Counters // the slab before the last hand-over, reused
+	maxHeld int              // maxHeldAggs; tests lower it
+	newest  uint32           // the newest token seen
+	held    map[uint32]bool  // tokens with held rows, counted at each hand-over
 	tokens  map[uint32]*event.TokenInfo
 	lastTok *event.TokenInfo           // the token of the previous record: almost always the next one's too
 	experts map[event.ExpertSel]uint64 // Count unused in the key
 	selName map[selKey]string          // the node name whose ids were counted for a token's layer
 	tids    map[uint32]*tidState
+	// freeTids are emptied thread states kept for reuse: threads come
+	// and go (compute threads per graph in some builds), and a state
+	// whose window was flushed holds nothing but its buffers.
+	freeTids []*tidState
 
 	slices []slice
 	ev     event.Event
@@ -103,6 +141,7 @@ func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 		vm:                 newVMTracker(),
 		offsetsInUserSpace: meta.FaultOffsetsInUserSpace(),
 		aggIdx:             make(map[event.AggKey]int32),
+		maxHeld:            maxHeldAggs,
 		tokens:             make(map[uint32]*event.TokenInfo),
 		experts:            make(map[event.ExpertSel]uint64),
 		selName:            make(map[selKey]string),
@@ -157,6 +196,7 @@ func NewRun(dir string, sink event.Sink) (*Correlator, error) {
 func (c *Correlator) SetSink(s event.Sink) {
 	c.sink = s
 	c.marks, _ = s.(event.MarkSink)
+	c.aggOut, _ = s.(AggSink)
 }
 
 // Meta is the run metadata the correlator works from.
@@ -226,6 +266,9 @@ func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *event.C
 	k := event.AggKey{Token: token, Tensor: tensor, Expert: expert, Op: op}
 	i, ok := c.aggIdx[k]
 	if !ok {
+		if len(c.aggs) >= c.maxHeld && c.aggOut != nil {
+			c.handOver(0, true)
+		}
 		i = int32(len(c.aggs))
 		c.aggs = append(c.aggs, event.Counters{})
 		c.aggIdx[k] = i
@@ -281,6 +324,12 @@ func (c *Correlator) Add(r ingest.Record) error {
 		return c.err
 	}
 	hdr := r.Hdr
+	if hdr.Token > c.newest {
+		c.newest = hdr.Token
+		if c.aggOut != nil && hdr.Token > heldTokens {
+			c.handOver(hdr.Token-heldTokens, false)
+		}
+	}
 	c.timeline(r)
 	if c.meta.Layout != nil && c.meta.Layout.Invalid != "" && readsLayout(r.Type) {
 		// Read with a ggml struct layout that failed validation: not data.
@@ -534,6 +583,10 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 	}
 	st.pending = st.pending[:0]
 	st.since = st.since[:0]
+	delete(c.tids, tid)
+	if len(c.freeTids) < maxFreeTids {
+		c.freeTids = append(c.freeTids, st)
+	}
 	if trigBytes > 0 {
 		c.agg(tok, trig, texp, op).TriggerBytes += trigBytes
 		c.token(&f.Hdr).TriggerBytes += trigBytes
@@ -577,6 +630,20 @@ func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 	}
 }
 
+// tidState is tid's state, taken from the reused ones when it has none.
+func (c *Correlator) tidState(tid uint32) *tidState {
+	st := c.tids[tid]
+	if st == nil {
+		if n := len(c.freeTids); n > 0 {
+			st, c.freeTids = c.freeTids[n-1], c.freeTids[:n-1]
+		} else {
+			st = &tidState{}
+		}
+		c.tids[tid] = st
+	}
+	return st
+}
+
 // added holds back the adds of file range [off, off+n) until the thread's
 // fault, if any, tells their trigger; first is when the first page of it
 // was added, hdr.Ts when the last was.
@@ -584,17 +651,14 @@ func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req uint32, first uint64, de
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
-	st := c.tids[hdr.Tid]
-	if st == nil {
-		st = &tidState{}
-		c.tids[hdr.Tid] = st
-	}
+	st := c.tidState(hdr.Tid)
 	c.slices = c.fileSlices(c.slices[:0], m, off, n)
 	for i := range c.slices {
 		s := &c.slices[i]
 		if len(st.pending) >= maxPending {
 			c.stats.PendingCapped++
 			c.flushTid(hdr.Tid, nil)
+			st = c.tidState(hdr.Tid) // the flush let the state go
 		}
 		st.pending = append(st.pending, event.Event{Ts: hdr.Ts, Req: req, Offset: s.off, Bytes: uint64(s.n), Tensor: s.tensor,
 			Token: hdr.Token, Op: op, Tid: hdr.Tid, Trigger: event.NoTensor, Expert: s.expert, Kind: event.KindPageAdd, Phase: hdr.Phase})
@@ -756,6 +820,38 @@ func (c *Correlator) expertsSel(e *bpf.IocorrExpertsEvent) {
 	}
 }
 
+// handOver gives the AggSink the rows of tokens before token (all of
+// them when all) and keeps the rest in a compacted slab.
+func (c *Correlator) handOver(before uint32, all bool) {
+	if c.err != nil || len(c.aggs) == 0 {
+		return
+	}
+	c.stats.HeldAggsPeak = max(c.stats.HeldAggsPeak, uint64(len(c.aggs)))
+	clear(c.held)
+	if c.held == nil {
+		c.held = map[uint32]bool{}
+	}
+	var a event.Agg
+	for k, i := range c.aggIdx {
+		c.held[k.Token] = true
+		if !all && k.Token >= before {
+			continue
+		}
+		a = event.Agg{AggKey: k, Counters: c.aggs[i]}
+		delete(c.aggIdx, k)
+		if err := c.aggOut.Agg(&a); err != nil && c.err == nil {
+			c.err = err
+		}
+	}
+	c.stats.HeldTokensPeak = max(c.stats.HeldTokensPeak, uint64(len(c.held)))
+	kept := c.spare[:0]
+	for k, i := range c.aggIdx {
+		c.aggIdx[k] = int32(len(kept))
+		kept = append(kept, c.aggs[i])
+	}
+	c.spare, c.aggs = c.aggs[:0], kept
+}
+
 // Finish flushes held-back events and returns the aggregates.
 func (c *Correlator) Finish() (*Result, error) {
 	tids := make([]uint32, 0, len(c.tids))
@@ -769,6 +865,10 @@ func (c *Correlator) Finish() (*Result, error) {
 	if c.marks != nil {
 		c.emitMark(&event.Mark{Ts: c.lastTs, Kind: event.MarkEnd})
 	}
+	if c.aggOut != nil {
+		c.handOver(0, true)
+	}
+	c.stats.HeldAggsPeak = max(c.stats.HeldAggsPeak, uint64(len(c.aggs)))
 	if c.err != nil {
 		return nil, c.err
 	}

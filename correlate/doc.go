@@ -2,8 +2,12 @@
 // experts, tokens, phases and ops that caused them. It sits between ingest
 // (which decodes spool records) and index (which stores the result): it
 // reads records in spool order, emits one attributed Event per (event,
-// tensor slice) to a Sink, and keeps per-run aggregates in memory, which
-// Finish returns. The slices of one record share its request id
+// tensor slice) to a Sink, and keeps per-run aggregates: in memory until
+// Finish returns them, or, for a sink that is also an AggSink (the store's
+// writer), only for the newest tokens, handing each older token's rows
+// over as the spool moves on, so that a run's length does not set the
+// ingest's memory; a late record of a token already handed over is
+// handed over too, and the sink sums it in. The slices of one record share its request id
 // (Event.Req), so that readers put a block request or read call back
 // together without guessing. A sink that is also an event.MarkSink gets the
 // run's timeline as well (threads, commands, decode calls, graphs, ops,

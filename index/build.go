@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -37,8 +39,13 @@ type Summary struct {
 	OpProbes      bool              `json:"op_probes"`
 	NotFileBacked []string          `json:"not_file_backed,omitempty"`
 	PendingCapped uint64            `json:"readahead_windows_capped,omitempty"`
-	FaultsByMaps  uint64            `json:"faults_resolved_by_maps,omitempty"`
-	MapsMissing   uint64            `json:"maps_snapshots_missing,omitempty"`
+	// HeldAggsPeak and HeldTokensPeak are the most aggregate rows, and
+	// tokens with rows, the correlator held at once while building: the
+	// build's memory, bounded whatever the run's length.
+	HeldAggsPeak   uint64 `json:"held_aggregate_rows_peak,omitempty"`
+	HeldTokensPeak uint64 `json:"held_tokens_peak,omitempty"`
+	FaultsByMaps   uint64 `json:"faults_resolved_by_maps,omitempty"`
+	MapsMissing    uint64 `json:"maps_snapshots_missing,omitempty"`
 	// Incomplete is set when the recording said it stopped early.
 	Incomplete bool  `json:"incomplete,omitempty"`
 	BuildNS    int64 `json:"build_ns"`
@@ -97,7 +104,16 @@ type Writer struct {
 	db     *badger.DB
 	ch     *chunker
 	tl     *timeline
+	// aggs gathers the aggregate rows the correlator hands over (Agg):
+	// partial rows in any order, sorted aside and summed at Commit, so
+	// the build holds a bounded number of them whatever the run's length.
+	aggs *extsort.Sorter[event.Agg]
 }
+
+// aggsInMemory bounds the handed-over rows held before a sorted run of
+// them is spilled: ~120 B each, 2 MiB. A 4.5 GiB MoE run's 79 tokens
+// had 41 Ki distinct rows; the merge at Commit reads a run per 16 Ki.
+const aggsInMemory = 1 << 14
 
 // DefaultChunkEvents is the number of events per stored chunk.
 const DefaultChunkEvents = 4096
@@ -158,6 +174,16 @@ func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 
 // Event stores one attributed event: the Writer is the correlator's sink.
 func (w *Writer) Event(e *event.Event) error { return w.ch.Event(e) }
+
+// Agg takes one aggregate row, or part of one: rows of the same key are
+// summed at Commit, so a row may come in pieces, in any order. The Writer
+// is the correlator's aggregate sink (correlate.AggSink).
+func (w *Writer) Agg(a *event.Agg) error {
+	if w.aggs == nil {
+		w.aggs = extsort.New(aggsInMemory, compareAggs, aggCodec)
+	}
+	return w.aggs.Add(*a)
+}
 
 // Mark stores one timeline mark: the Writer is the correlator's mark sink.
 func (w *Writer) Mark(m *event.Mark) error { return w.tl.Mark(m) }
@@ -240,6 +266,9 @@ func (w *Writer) Close() {
 		}
 		w.db.Close()
 		w.db = nil
+	}
+	if w.aggs != nil {
+		w.aggs.Close()
 	}
 	os.RemoveAll(w.final + ".tmp")
 	w.unlock()
@@ -465,8 +494,16 @@ func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
 	}
 	wb := w.db.NewWriteBatch()
 	defer wb.Cancel()
-	if err := writeResult(wb, res); err != nil {
+	rows, err := writeResult(wb, res, w.aggs)
+	if w.aggs != nil {
+		w.aggs.Close() // done with, or failed: its temporary file goes now
+		w.aggs = nil
+	}
+	if err != nil {
 		return err
+	}
+	if rows >= 0 {
+		sum.AggRows = rows
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("writing store: %w", err)
@@ -490,8 +527,12 @@ func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
 	return nil
 }
 
-// writeResult writes the dictionaries and the per-run aggregates.
-func writeResult(wb *badger.WriteBatch, res *event.Result) error {
+// writeResult writes the dictionaries and the per-run aggregates: the
+// rows of res.Aggs and, when streamed is not nil, the rows handed over to
+// it, summed by key. With streamed rows it fills in res.Tokens' touched
+// counts (the correlator could not, holding a few tokens at a time) and
+// returns the number of rows; otherwise it returns -1.
+func writeResult(wb *badger.WriteBatch, res *event.Result, streamed *extsort.Sorter[event.Agg]) (int, error) {
 	set := func(k, v []byte) error {
 		if err := wb.Set(k, v); err != nil {
 			return fmt.Errorf("writing aggregates: %w", err)
@@ -501,53 +542,176 @@ func writeResult(wb *badger.WriteBatch, res *event.Result) error {
 	for i := range res.Tensors {
 		v, err := tensorValue(&res.Tensors[i])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := set(tensorKey(res.Tensors[i].ID), v); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for id, name := range res.Ops {
 		if err := set(opKey(uint32(id)), opValue(name)); err != nil {
-			return err
+			return 0, err
 		}
+	}
+	f := aggFolder{set: set}
+	rows := -1
+	if streamed == nil {
+		for i := range res.Aggs {
+			if err := f.row(&res.Aggs[i]); err != nil {
+				return 0, err
+			}
+		}
+	} else {
+		for i := range res.Aggs {
+			if err := streamed.Add(res.Aggs[i]); err != nil {
+				return 0, err
+			}
+		}
+		f.touched = map[uint32]*[2]uint32{}
+		if err := sumAggs(streamed, f.row); err != nil {
+			return 0, err
+		}
+		rows = f.rows
+		for i := range res.Tokens {
+			t := &res.Tokens[i]
+			t.TensorsTouched, t.ExpertsTouched = 0, 0
+			if n := f.touched[t.Token]; n != nil {
+				t.TensorsTouched, t.ExpertsTouched = n[0], n[1]
+			}
+		}
+	}
+	if err := f.end(); err != nil {
+		return 0, err
 	}
 	for i := range res.Tokens {
 		t := &res.Tokens[i]
 		if err := set(tokenKey(t.Token), appendTokenInfo(nil, t)); err != nil {
-			return err
-		}
-	}
-	// res.Aggs is sorted by token, tensor, expert, op: the rows folded
-	// over op, and over expert and op, are runs of adjacent rows.
-	var byOp, byTT event.Counters
-	for i := range res.Aggs {
-		a := &res.Aggs[i]
-		if err := set(aggTensorKey(a.AggKey), appendCounters(nil, &a.Counters)); err != nil {
-			return err
-		}
-		byOp.Add(&a.Counters)
-		byTT.Add(&a.Counters)
-		next := i + 1
-		last := next == len(res.Aggs)
-		if last || res.Aggs[next].Token != a.Token || res.Aggs[next].Tensor != a.Tensor || res.Aggs[next].Expert != a.Expert {
-			if err := set(aggTokenKey(a.AggKey), appendCounters(nil, &byOp)); err != nil {
-				return err
-			}
-			byOp = event.Counters{}
-		}
-		if last || res.Aggs[next].Token != a.Token || res.Aggs[next].Tensor != a.Tensor {
-			if err := set(aggTTKey(a.Tensor, a.Token), appendCounters(nil, &byTT)); err != nil {
-				return err
-			}
-			byTT = event.Counters{}
+			return 0, err
 		}
 	}
 	for i := range res.Experts {
 		e := &res.Experts[i]
 		if err := set(expertSelKey(e), appendExpertSelValue(nil, e)); err != nil {
+			return 0, err
+		}
+	}
+	return rows, nil
+}
+
+// compareAggs orders rows by token, tensor, expert, op: the order the
+// folded rows are runs of.
+func compareAggs(a, b *event.Agg) int {
+	switch {
+	case a.Token != b.Token:
+		return cmp.Compare(a.Token, b.Token)
+	case a.Tensor != b.Tensor:
+		return cmp.Compare(a.Tensor, b.Tensor)
+	case a.Expert != b.Expert:
+		return cmp.Compare(a.Expert, b.Expert)
+	}
+	return cmp.Compare(a.Op, b.Op)
+}
+
+// aggCodec spills a row as its aggregate key and its counters.
+var aggCodec = extsort.Codec[event.Agg]{
+	Append: func(b []byte, a *event.Agg) []byte {
+		return appendCounters(append(b, aggTensorKey(a.AggKey)...), &a.Counters)
+	},
+	Decode: func(b []byte, a *event.Agg) error {
+		if len(b) < 15 {
+			return fmt.Errorf("spilled aggregate row of %d bytes is cut short", len(b))
+		}
+		k, err := parseAggTensorKey(b[:15])
+		if err != nil {
 			return err
+		}
+		a.AggKey = k
+		return parseCounters(b[15:], &a.Counters)
+	},
+}
+
+// sumAggs calls fn with the sorted rows of s, each key once with its
+// pieces summed.
+func sumAggs(s *extsort.Sorter[event.Agg], fn func(*event.Agg) error) error {
+	var cur event.Agg
+	have := false
+	err := s.Each(func(a *event.Agg) error {
+		if have && a.AggKey == cur.AggKey {
+			cur.Counters.Add(&a.Counters)
+			return nil
+		}
+		if have {
+			if err := fn(&cur); err != nil {
+				return err
+			}
+		}
+		cur, have = *a, true
+		return nil
+	})
+	if err != nil || !have {
+		return err
+	}
+	return fn(&cur)
+}
+
+// aggFolder writes sorted, distinct rows, and the rows folded over op and
+// over expert and op, which are runs of adjacent rows; it counts, when
+// touched is set, each token's real tensors and (tensor, expert) pairs.
+type aggFolder struct {
+	set        func(k, v []byte) error
+	byOp, byTT event.Counters
+	prev       event.AggKey
+	have       bool
+	rows       int
+	touched    map[uint32]*[2]uint32
+}
+
+func (f *aggFolder) row(a *event.Agg) error {
+	p := f.prev
+	newExpert := !f.have || a.Token != p.Token || a.Tensor != p.Tensor || a.Expert != p.Expert
+	newTensor := !f.have || a.Token != p.Token || a.Tensor != p.Tensor
+	if f.have && newExpert {
+		if err := f.set(aggTokenKey(p), appendCounters(nil, &f.byOp)); err != nil {
+			return err
+		}
+		f.byOp = event.Counters{}
+	}
+	if f.have && newTensor {
+		if err := f.set(aggTTKey(p.Tensor, p.Token), appendCounters(nil, &f.byTT)); err != nil {
+			return err
+		}
+		f.byTT = event.Counters{}
+	}
+	if err := f.set(aggTensorKey(a.AggKey), appendCounters(nil, &a.Counters)); err != nil {
+		return err
+	}
+	f.byOp.Add(&a.Counters)
+	f.byTT.Add(&a.Counters)
+	f.prev, f.have = a.AggKey, true
+	f.rows++
+	if f.touched != nil && a.Tensor >= event.FirstTensor && newExpert {
+		n := f.touched[a.Token]
+		if n == nil {
+			n = new([2]uint32)
+			f.touched[a.Token] = n
+		}
+		if newTensor {
+			n[0]++
+		}
+		if a.Expert >= 0 {
+			n[1]++
 		}
 	}
 	return nil
+}
+
+// end writes the folded rows of the last run.
+func (f *aggFolder) end() error {
+	if !f.have {
+		return nil
+	}
+	if err := f.set(aggTokenKey(f.prev), appendCounters(nil, &f.byOp)); err != nil {
+		return err
+	}
+	return f.set(aggTTKey(f.prev.Tensor, f.prev.Token), appendCounters(nil, &f.byTT))
 }
