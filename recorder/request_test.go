@@ -1,9 +1,8 @@
-package main
+package recorder
 
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -219,17 +217,9 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 	}
 
 	// The per-request rows against the per-token export, counter by counter.
-	out, _, err := runCmd(t, "query", "-i", dir, "--by", "request", "--all", "--format", "csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	byReq := csvSums(t, out, "request")
-	out, _, err = runCmd(t, "export", "-i", dir, "faults-per-token", "--format", "csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	byTokRow := csvSums(t, out, "request")
-	total := map[string]uint64{}
+	byReq := rowSums(queryRows(t, dir, index.Query{By: "request", Pseudos: true}))
+	byTokRow := tokenSums(runTokens(t, dir))
+	total := counterSums{}
 	for _, sums := range byReq {
 		for c, v := range sums {
 			total[c] += v
@@ -286,48 +276,20 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 			t.Errorf("a row for pseudo request %s: every token's sequences were read", key)
 		}
 	}
-	table, _, err := runCmd(t, "query", "-i", dir, "--by", "request")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("calls per sequence %v (%d shared); server %+v; rows (--all) %v; the model's tensors:\n%s", calls, shared, got, byReq, table)
+	t.Logf("calls per sequence %v (%d shared); server %+v; rows (--all) %v; the model's tensors: %+v", calls, shared, got, byReq,
+		queryRows(t, dir, index.Query{By: "request"}))
 }
 
-// csvSums sums a CSV's counter columns by the value of its key column;
-// NA cells (empty: counters not measured) are left out.
-func csvSums(t *testing.T, text, key string) map[string]map[string]uint64 {
-	t.Helper()
-	cr := csv.NewReader(strings.NewReader(text))
-	cr.Comment = '#' // the NA notes
-	recs, err := cr.ReadAll()
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("csv (%v):\n%s", err, text)
-	}
-	head := recs[0]
-	k := -1
-	for i, h := range head {
-		if h == key {
-			k = i
+// tokenSums sums the tokens' counters by their request, as the
+// per-token export's request column names it.
+func tokenSums(toks []event.TokenInfo) map[string]counterSums {
+	out := map[string]counterSums{}
+	for i := range toks {
+		k := toks[i].Request()
+		if out[k] == nil {
+			out[k] = counterSums{}
 		}
-	}
-	if k < 0 {
-		t.Fatalf("no %s column in %v", key, head)
-	}
-	out := map[string]map[string]uint64{}
-	for _, r := range recs[1:] {
-		if out[r[k]] == nil {
-			out[r[k]] = map[string]uint64{}
-		}
-		for i, h := range head {
-			if _, ok := event.CounterByName(h); !ok || r[i] == "" {
-				continue
-			}
-			v, err := strconv.ParseUint(r[i], 10, 64)
-			if err != nil {
-				t.Fatalf("%s = %q: %v", h, r[i], err)
-			}
-			out[r[k]][h] += v
-		}
+		out[k].add(&toks[i].Counters)
 	}
 	return out
 }
@@ -341,7 +303,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
 	dir := filepath.Join(t.TempDir(), "run")
 	const n = 4
-	if _, summary, err := runCmd(t, append([]string{"record", "-o", dir, "--"}, llmtest.CompletionArgs(bin, model, n)...)...); err != nil {
+	if summary, err := recordAndIngest(t.Context(), dir, llmtest.CompletionArgs(bin, model, n), nil); err != nil {
 		t.Fatalf("record: %v\n%s", err, summary)
 	}
 	st, err := index.Open(dir)
@@ -367,11 +329,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	if decoded != n {
 		t.Errorf("%d tokens, want %d llama_decode calls", decoded, n)
 	}
-	out, _, err := runCmd(t, "query", "-i", dir, "--by", "request", "--all", "--format", "csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key := range csvSums(t, out, "request") {
+	for key := range rowSums(queryRows(t, dir, index.Query{By: "request", Pseudos: true})) {
 		if key != "0" && key != event.RequestNone {
 			t.Errorf("a row for request %s", key)
 		}

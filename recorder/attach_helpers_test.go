@@ -1,11 +1,11 @@
-package main
+package recorder
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +27,7 @@ func recordAttached(t *testing.T, dir string, pid int, d, wait time.Duration) <-
 	t.Helper()
 	done := make(chan attachedRun, 1)
 	go func() {
-		_, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", d.String())
+		summary, err := recordAttachedFor(context.Background(), dir, pid, d)
 		done <- attachedRun{summary, err}
 	}()
 	deadline := time.Now().Add(wait)

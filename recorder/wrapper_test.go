@@ -1,8 +1,7 @@
-package main
+package recorder
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,8 +90,9 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := filepath.Join(t.TempDir(), "run")
-			rargs := append([]string{"record", "-o", dir, "--cold", "--mem-limit", llmtest.MemLimit, "--"}, tc.argv...)
-			_, summary, err := runCmd(t, rargs...)
+			summary, err := recordAndIngest(t.Context(), dir, tc.argv, func(o *Options) {
+				o.Cold, o.MemLimit = true, llmtest.MemLimitBytes
+			})
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, summary)
 			}
@@ -112,7 +112,7 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 			if m.Layout == nil || m.Layout.Invalid != "" {
 				t.Errorf("layout %+v: want it validated", m.Layout)
 			}
-			prefill, decode := countDecodeCalls(t, dir, f, map[string]bool{}, nil)
+			prefill, decode := countDecodeCalls(t, dir, f)
 			if prefill != 1 || decode != n-1 {
 				t.Errorf("recorded %d prefill and %d decode calls, llama-completion -n %d made 1 and %d\n%s", prefill, decode, n, n-1, summary)
 			}
@@ -181,21 +181,13 @@ func samePicks(a, b map[[3]uint32]bool) bool {
 	return true
 }
 
-// majorFaultsByTensor is `query --by tensor`'s major_faults, as JSON.
+// majorFaultsByTensor is `query --by tensor`'s major_faults.
 func majorFaultsByTensor(t *testing.T, dir string) map[string]uint64 {
 	t.Helper()
-	out, errOut, err := runCmd(t, "query", "-i", dir, "--by", "tensor", "--format", "json")
-	if err != nil {
-		t.Fatalf("query: %v\n%s", err, errOut)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("query: %v\n%s", err, out)
-	}
 	m := map[string]uint64{}
-	for _, r := range rows {
-		if v, _ := r["major_faults"].(float64); v > 0 {
-			m[r["tensor"].(string)] = uint64(v)
+	for _, r := range queryRows(t, dir, index.Query{By: "tensor"}) {
+		if r.Major > 0 {
+			m[r.Key] = r.Major
 		}
 	}
 	return m
@@ -242,7 +234,7 @@ func TestRecordFindsAModelADescendantReadsWithoutMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	_, summary, err := runCmd(t, "record", "-o", dir, "--", "sh", script)
+	summary, err := recordAndIngest(t.Context(), dir, []string{"sh", script}, nil)
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, summary)
 	}
@@ -253,21 +245,14 @@ func TestRecordFindsAModelADescendantReadsWithoutMapping(t *testing.T) {
 	if len(m.Models) != 1 || m.Models[0].Ino != fileIno(t, model) {
 		t.Fatalf("models found: %+v, want %s\n%s", m.Models, model, summary)
 	}
-	out, errOut, err := runCmd(t, "query", "-i", dir, "--by", "tensor", "--format", "json")
-	if err != nil {
-		t.Fatalf("query: %v\n%s", err, errOut)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := queryRows(t, dir, index.Query{By: "tensor"})
 	requested := 0
 	for _, r := range rows {
-		if v, _ := r["bytes_requested"].(float64); v > 0 {
+		if r.RequestedBytes > 0 {
 			requested++
 		}
 	}
 	if requested == 0 {
-		t.Errorf("no tensor has bytes requested by read calls:\n%s", out)
+		t.Errorf("no tensor has bytes requested by read calls: %+v", rows)
 	}
 }
