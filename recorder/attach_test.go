@@ -83,7 +83,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 			go io.Copy(io.Discard, stderr)
 			pid := cmd.Process.Pid
 			dir := filepath.Join(t.TempDir(), "run")
-			done := recordAttached(t, dir, pid, 60*time.Second, 20*time.Second)
+			done := recordAttached(t.Context(), t, dir, pid, 60*time.Second, 20*time.Second)
 			if _, err := io.WriteString(stdin, "g"); err != nil {
 				t.Fatal(err)
 			}

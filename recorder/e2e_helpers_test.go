@@ -52,7 +52,9 @@ func recordAndIngest(ctx context.Context, dir string, argv []string, set func(o 
 	if _, err := Run(ctx, o); err != nil {
 		return out.String(), err
 	}
-	if _, err := pipeline.Ingest(ctx, dir, pipeline.Options{}); err != nil {
+	// ctx ending is the recording's end (Ctrl-C), as for the CLI, not
+	// the store's.
+	if _, err := pipeline.Ingest(context.WithoutCancel(ctx), dir, pipeline.Options{}); err != nil {
 		return out.String(), err
 	}
 	return out.String(), nil
