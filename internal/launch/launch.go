@@ -126,6 +126,19 @@ func RunShimIfChild() {
 	os.Exit(126)
 }
 
+// notAShim refuses to start a shim or a warden from a process that was
+// itself started as one but ran its program instead: a binary whose main
+// (a test binary's TestMain) does not call RunShimIfChild first. Each of
+// its shims and wardens would run the program again, which would start
+// its own: a chain of recorders, each holding tracepoints, until the
+// kernel refuses more programs on one (seen: 64 nested test binaries).
+func notAShim() error {
+	if os.Getenv(wardenEnv) == "1" || os.Getenv(shimEnv) == "1" {
+		return errors.New("this process was started as iocorr's launcher or ptrace warden but ran its own program: its main must call launch.RunShimIfChild first")
+	}
+	return nil
+}
+
 // Child is a command started held: it exists (and has its pid) but runs
 // none of its own code until Release.
 type Child struct {
@@ -154,6 +167,9 @@ type ForkTracer interface {
 func StartHeld(argv []string, user *proc.User, out, errw io.Writer, tr ForkTracer) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
+	}
+	if err := notAShim(); err != nil {
+		return nil, err
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, fmt.Errorf("command not found: %w", err)

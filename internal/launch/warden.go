@@ -589,6 +589,9 @@ type WardenStats struct {
 // StartWarden starts the warden process; warn receives what it says went
 // wrong while it runs.
 func StartWarden(warn func(string)) (*Warden, error) {
+	if err := notAShim(); err != nil {
+		return nil, err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding iocorr's own executable: %w", err)
