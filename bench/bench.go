@@ -212,6 +212,7 @@ func Run(cfg Config) *Report {
 	ProbeCost(r, cfg)
 	Store(r, cfg)
 	Toucher(r, cfg)
+	Warden(r, cfg)
 	r.End = time.Now()
 	return r
 }

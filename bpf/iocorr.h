@@ -150,6 +150,9 @@ struct block_event {
 	__s32 error;     /* blk_status_t at completion */
 };
 
+/* Sequences whose tokens decode_event.seq_tokens counts. */
+#define SEQ_COUNTED 8
+
 struct decode_event {
 	struct event_hdr hdr;
 	__u64 ctx;      /* llama_context pointer */
@@ -163,6 +166,11 @@ struct decode_event {
 	__u64 seqs;
 	__u32 seq_state;
 	__u32 pad;
+	/* EV_DECODE_BEGIN: how many of the batch's tokens serve sequence s,
+	 * for s < SEQ_COUNTED (a token of several sequences counts in each):
+	 * what a batch shared by requests is split by. SEQ_UNCOUNTED in
+	 * seq_state when a sequence of the set is past them. */
+	__u16 seq_tokens[SEQ_COUNTED];
 };
 
 /* decode_event.seq_state bits: 0 is a complete set. */
@@ -171,6 +179,7 @@ enum seq_state {
 	SEQ_WIDE = 2,     /* a sequence id outside 0..63: not in seqs */
 	SEQ_PARTIAL = 4,  /* tokens or ids past the read bound: not in seqs */
 	SEQ_DEFAULT = 8,  /* batch.seq_id is NULL: llama.cpp runs it as sequence 0 */
+	SEQ_UNCOUNTED = 16, /* a sequence of the set is past SEQ_COUNTED: seq_tokens leaves it out */
 };
 
 struct graph_event {

@@ -35,16 +35,17 @@ type IocorrBlockEvent struct {
 }
 
 type IocorrDecodeEvent struct {
-	_        structs.HostLayout
-	Hdr      IocorrEventHdr
-	Ctx      uint64
-	BeginTs  uint64
-	N_tokens int32
-	Ret      int32
-	OpHits   uint64
-	Seqs     uint64
-	SeqState uint32
-	Pad      uint32
+	_         structs.HostLayout
+	Hdr       IocorrEventHdr
+	Ctx       uint64
+	BeginTs   uint64
+	N_tokens  int32
+	Ret       int32
+	OpHits    uint64
+	Seqs      uint64
+	SeqState  uint32
+	Pad       uint32
+	SeqTokens [8]uint16
 }
 
 type IocorrDecodeStart struct {

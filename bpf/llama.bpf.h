@@ -35,10 +35,16 @@ struct llama_batch_abi {
 #define SEQ_MAX_TOKENS 8192
 #define SEQ_MAX_PER_TOKEN 8
 
+/* Without bpf_loop the walk is a bounded loop over this many tokens: a
+ * decode step of up to that many sequences, and the head of a prefill
+ * batch (the rest is marked partial). */
+#define SEQ_FALLBACK_TOKENS 256
+
 struct seq_walk {
 	struct llama_batch_abi b;
 	__u64 seqs;
 	__u32 state;
+	__u16 ntok[SEQ_COUNTED];
 };
 
 static long seq__token(__u32 i, void *arg)
@@ -71,13 +77,18 @@ static long seq__token(__u32 i, void *arg)
 			w->seqs |= 1ULL << id[k];
 		else
 			w->state |= SEQ_WIDE;
+		if (id[k] >= 0 && id[k] < SEQ_COUNTED)
+			w->ntok[id[k]] += 1;
+		else
+			w->state |= SEQ_UNCOUNTED;
 	}
 	return 0;
 }
 
-/* seq__read fills the batch's sequence set; a batch without seq_id is
- * sequence 0 to llama.cpp (llama_batch_get_one). Without bpf_loop only
- * the first token is read. */
+/* seq__read fills the batch's sequence set and its tokens per sequence;
+ * a batch without seq_id is sequence 0 to llama.cpp
+ * (llama_batch_get_one). Without bpf_loop the walk is a bounded loop of
+ * SEQ_FALLBACK_TOKENS tokens; tokens past it are not read (partial). */
 static __always_inline void seq__read(void *batch, struct decode_event *e)
 {
 	struct seq_walk w = {};
@@ -89,6 +100,7 @@ static __always_inline void seq__read(void *batch, struct decode_event *e)
 	if (!w.b.seq_id) {
 		e->seqs = 1;
 		e->seq_state = SEQ_READ | SEQ_DEFAULT;
+		e->seq_tokens[0] = w.b.n_tokens > 0xffff ? 0xffff : w.b.n_tokens;
 		return;
 	}
 	n = w.b.n_tokens;
@@ -99,12 +111,16 @@ static __always_inline void seq__read(void *batch, struct decode_event *e)
 	if (use_bpf_loop) {
 		bpf_loop(n, seq__token, &w, 0);
 	} else {
-		seq__token(0, &w);
-		if (n > 1)
+		for (__u32 i = 0; i < SEQ_FALLBACK_TOKENS; i++) {
+			if (i >= n || seq__token(i, &w))
+				break;
+		}
+		if (n > SEQ_FALLBACK_TOKENS)
 			w.state |= SEQ_PARTIAL;
 	}
 	e->seqs = w.seqs;
 	e->seq_state = w.state;
+	__builtin_memcpy(e->seq_tokens, w.ntok, sizeof(e->seq_tokens));
 }
 
 /* llama_decode(struct llama_context *ctx, struct llama_batch batch): the
@@ -152,6 +168,7 @@ int BPF_KPROBE(decode_begin, void *lctx)
 	e->seqs = 0;
 	e->seq_state = 0;
 	e->pad = 0;
+	__builtin_memset(e->seq_tokens, 0, sizeof(e->seq_tokens));
 	seq__read(batch, e);
 	ring__submit(e, EV_DECODE_BEGIN);
 	return 0;
@@ -181,6 +198,7 @@ int BPF_KRETPROBE(decode_end, int ret)
 	e->seqs = 0;
 	e->seq_state = 0;
 	e->pad = 0;
+	__builtin_memset(e->seq_tokens, 0, sizeof(e->seq_tokens));
 	ring__submit(e, EV_DECODE_END);
 	if (ds)
 		bpf_map_delete_elem(&decode_starts, &tid);

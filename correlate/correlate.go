@@ -370,7 +370,7 @@ func (c *Correlator) Add(r ingest.Record) error {
 		d := r.Decode()
 		t := c.token(hdr)
 		t.NTokens = d.N_tokens
-		t.Seqs, t.SeqState = d.Seqs, d.SeqState
+		t.Seqs, t.SeqState, t.SeqTokens = d.Seqs, d.SeqState, d.SeqTokens
 		t.StartNS = d.BeginTs
 		if t.StartNS == 0 {
 			t.StartNS = hdr.Ts

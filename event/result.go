@@ -25,6 +25,9 @@ type TokenInfo struct {
 	// (bit s for sequence s), SeqState what the set leaves out (Seq*).
 	Seqs     uint64
 	SeqState uint32
+	// SeqTokens counts the batch's tokens per sequence, for sequences
+	// below SeqCounted: what a batch of several requests is split by.
+	SeqTokens [SeqCounted]uint16
 	Counters
 	TensorsTouched uint32 // real tensors with any event
 	ExpertsTouched uint32 // (tensor, expert) pairs with any event

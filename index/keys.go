@@ -43,7 +43,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 7
+const FormatVersion = 8
 
 var be = binary.BigEndian
 
@@ -268,8 +268,8 @@ func parseCountersN(b []byte, c *event.Counters) (int, error) {
 
 // TokenInfo: counters, then phase u8, n_tokens i32, start u64, end u64,
 // tensors u32, experts u32, then the sequence set u64 and its state u32
-// (format 7).
-const tokenTailLen = 1 + 4 + 8*2 + 4*2 + 8 + 4
+// (format 7), then the tokens per sequence, u16 each (format 8).
+const tokenTailLen = 1 + 4 + 8*2 + 4*2 + 8 + 4 + 2*event.SeqCounted
 
 func appendTokenInfo(b []byte, t *event.TokenInfo) []byte {
 	b = appendCounters(b, &t.Counters)
@@ -280,7 +280,11 @@ func appendTokenInfo(b []byte, t *event.TokenInfo) []byte {
 	b = be.AppendUint32(b, t.TensorsTouched)
 	b = be.AppendUint32(b, t.ExpertsTouched)
 	b = be.AppendUint64(b, t.Seqs)
-	return be.AppendUint32(b, t.SeqState)
+	b = be.AppendUint32(b, t.SeqState)
+	for _, n := range t.SeqTokens {
+		b = be.AppendUint16(b, n)
+	}
+	return b
 }
 
 func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
@@ -303,6 +307,9 @@ func parseTokenInfo(key, b []byte) (event.TokenInfo, error) {
 	t.ExpertsTouched = be.Uint32(b[25:])
 	t.Seqs = be.Uint64(b[29:])
 	t.SeqState = be.Uint32(b[37:])
+	for i := range t.SeqTokens {
+		t.SeqTokens[i] = be.Uint16(b[41+2*i:])
+	}
 	return t, nil
 }
 

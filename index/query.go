@@ -14,6 +14,8 @@ import (
 // Group-by dimensions of a query.
 // "request" is the llama.cpp sequence a token's batch serves
 // (event.TokenInfo.Request): llama-server runs a request per sequence.
+// A token whose batch serves several is split among them by their
+// tokens in the batch (event.TokenInfo.Shares, event.Split).
 var GroupBys = []string{"token", "tensor", "layer", "expert", "op", "phase", "request"}
 
 // Query selects aggregate rows and groups them. Zero values select all.
@@ -259,6 +261,9 @@ func (s *Store) Query(q Query) ([]Row, error) {
 			return nil, err
 		}
 	}
+	if p.by == "request" {
+		p.addShares(groups)
+	}
 	return p.rows(groups), nil
 }
 
@@ -295,8 +300,12 @@ type queryPlan struct {
 	ops     map[uint32]bool // nil: any op
 	phase   int             // -1: any phase
 	phaseOf map[uint32]uint8
-	// requestOf is each token's request, for By request only.
+	// requestOf is each token's request, for By request only; sharesOf
+	// the sequences of a token shared by several, and shared what the
+	// query selected of each such token, split among them at the end.
 	requestOf map[uint32]string
+	sharesOf  map[uint32][]event.Share
+	shared    map[uint32]*event.Counters
 	// fine is set when the query filters or groups by expert or op, which
 	// only the finest rows have; few when it selects few enough tensors
 	// for a range scan each.
@@ -325,12 +334,15 @@ func (s *Store) planQuery(q Query) (*queryPlan, error) {
 		p.phase = int(ph)
 	}
 	if q.By == "request" {
-		p.requestOf = map[uint32]string{}
+		p.requestOf, p.sharesOf, p.shared = map[uint32]string{}, map[uint32][]event.Share{}, map[uint32]*event.Counters{}
 	}
 	if err := s.EachToken(func(t *event.TokenInfo) error {
 		p.phaseOf[t.Token] = t.Phase
 		if p.requestOf != nil {
 			p.requestOf[t.Token] = t.Request()
+			if sh := t.Shares(); sh != nil {
+				p.sharesOf[t.Token] = sh
+			}
 		}
 		return nil
 	}); err != nil {
@@ -388,6 +400,17 @@ func (p *queryPlan) add(s *Store, groups map[string]*Row, a *event.Agg) {
 	if p.phase >= 0 && int(ph) != p.phase {
 		return
 	}
+	if sh := p.sharesOf[a.Token]; sh != nil {
+		// Split once per token, over everything selected of it: the
+		// rows then sum to the token's own counters exactly.
+		c := p.shared[a.Token]
+		if c == nil {
+			c = &event.Counters{}
+			p.shared[a.Token] = c
+		}
+		c.Add(&a.Counters)
+		return
+	}
 	key, order := p.group(s, a, op, ph)
 	r := groups[key]
 	if r == nil {
@@ -433,6 +456,31 @@ func (p *queryPlan) group(s *Store, a *event.Agg, op uint32, ph uint8) (key stri
 		return key, event.RequestOrder(key)
 	}
 	return "", 0
+}
+
+// addShares splits each shared token's selected counters among its
+// sequences (event.Split) and charges each its part.
+func (p *queryPlan) addShares(groups map[string]*Row) {
+	for _, tok := range sortedIDs(mapKeys(p.shared)) {
+		sh := p.sharesOf[tok]
+		for i, part := range event.Split(p.shared[tok], sh) {
+			key := strconv.Itoa(sh[i].Seq)
+			r := groups[key]
+			if r == nil {
+				r = &Row{Key: key, order: event.RequestOrder(key)}
+				groups[key] = r
+			}
+			r.Counters.Add(&part)
+		}
+	}
+}
+
+func mapKeys[V any](m map[uint32]V) map[uint32]bool {
+	out := make(map[uint32]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 // addSelections counts, per expert group, how often the router picked it

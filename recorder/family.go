@@ -93,3 +93,35 @@ func (r *recording) awaitFamily(ctx context.Context) {
 		}
 	}
 }
+
+// orphanWait bounds how long an orphan that left the traced set is
+// waited for to be reported exited: it is still ending, or the warden
+// still holds its exit stop.
+const orphanWait = 2 * time.Second
+
+// reapOrphans reaps the command's processes that were reparented to
+// iocorr (launch.BecomeSubreaper) and adds their rusage to the command's:
+// the kernel would have added it to the parent's had the parent waited,
+// and the run's rusage oracle is the whole family's. Processes still
+// running (an interrupted recording) are left alone.
+func (r *recording) reapOrphans(exit *launch.Exit) {
+	r.mu.Lock()
+	pids := slices.Clone(r.forked)
+	left := r.m.Family != nil && len(r.m.Family.LeftRunning) > 0
+	r.mu.Unlock()
+	wait := orphanWait
+	if left {
+		wait = 0
+	}
+	o := launch.ReapOrphans(pids, wait)
+	if len(o.PIDs) == 0 {
+		return
+	}
+	exit.AddRusage(&o.Rusage)
+	r.update(func(m *rundir.Meta) {
+		if m.Family == nil {
+			m.Family = &rundir.Family{}
+		}
+		m.Family.Orphans = o.PIDs
+	})
+}

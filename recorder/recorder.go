@@ -182,8 +182,10 @@ type recording struct {
 	// procs are the traced processes still alive as far as the events
 	// tell: the child and what it forked.
 	procs map[int]bool
-	// nprocs counts the processes traced in all.
+	// nprocs counts the processes traced in all; forked are those the
+	// command's family started (the orphans iocorr may have to reap).
 	nprocs int
+	forked []int
 	// With --probe ops: the calibrated cost of a hit, and per decode call
 	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
 	opCost    bpf.UprobeCost
@@ -313,6 +315,7 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.m.Family != nil {
 		f := *r.m.Family
 		f.LeftRunning = append([]int(nil), f.LeftRunning...)
+		f.Orphans = append([]int(nil), f.Orphans...)
 		m.Family = &f
 	}
 	if r.models != nil {
@@ -605,6 +608,7 @@ func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
 	case uint32(bpf.IocorrTaskKindTASKEV_FORK):
 		r.procs[int(e.Child)] = true
 		r.nprocs++
+		r.forked = append(r.forked, int(e.Child))
 	case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
 		delete(r.procs, int(e.Hdr.Tgid))
 	}

@@ -73,6 +73,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 
+	// Before the fork: a process of the command orphaned by its parent
+	// comes back to iocorr, with its rusage (reapOrphans).
+	restore, err := launch.BecomeSubreaper()
+	defer restore()
+	if err != nil {
+		r.warn(err.Error() + ": processes of the command orphaned by their parent are not in the run's rusage")
+	}
 	if err := r.launch(); err != nil {
 		return Result{}, r.abort(err)
 	}
@@ -358,6 +365,7 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 	if !drained {
 		r.awaitFamily(ctx)
 	}
+	r.reapOrphans(&e.exit)
 	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
 	// Right at the end stamp, as DiskBefore is right before the start
 	// stamp: block completions stamped inside [start, end] are then what

@@ -377,11 +377,14 @@ type Attached struct {
 }
 
 // Family is what the recording saw of the command's descendants: how
-// many processes were traced in all, and those still running when the
-// recording ended (it lasts while any lives, unless interrupted).
+// many processes were traced in all, those still running when the
+// recording ended (it lasts while any lives, unless interrupted), and
+// those orphaned by their parent that iocorr reaped as their subreaper
+// (their rusage is in Child's).
 type Family struct {
 	Processes   int   `json:"processes"`
 	LeftRunning []int `json:"left_running,omitempty"`
+	Orphans     []int `json:"orphans,omitempty"`
 }
 
 // Controls records the experiment controls of the run.

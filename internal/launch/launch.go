@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -125,6 +126,19 @@ func RunShimIfChild() {
 	os.Exit(126)
 }
 
+// notAShim refuses to start a shim or a warden from a process that was
+// itself started as one but ran its program instead: a binary whose main
+// (a test binary's TestMain) does not call RunShimIfChild first. Each of
+// its shims and wardens would run the program again, which would start
+// its own: a chain of recorders, each holding tracepoints, until the
+// kernel refuses more programs on one (seen: 64 nested test binaries).
+func notAShim() error {
+	if os.Getenv(wardenEnv) == "1" || os.Getenv(shimEnv) == "1" {
+		return errors.New("this process was started as iocorr's launcher or ptrace warden but ran its own program: its main must call launch.RunShimIfChild first")
+	}
+	return nil
+}
+
 // Child is a command started held: it exists (and has its pid) but runs
 // none of its own code until Release.
 type Child struct {
@@ -153,6 +167,9 @@ type ForkTracer interface {
 func StartHeld(argv []string, user *proc.User, out, errw io.Writer, tr ForkTracer) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
+	}
+	if err := notAShim(); err != nil {
+		return nil, err
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, fmt.Errorf("command not found: %w", err)
@@ -387,3 +404,95 @@ func (c *Child) WaitTimeout(d time.Duration) bool {
 		return false
 	}
 }
+
+// BecomeSubreaper makes this process the reaper of the orphans of its
+// descendants (PR_SET_CHILD_SUBREAPER): a process of the command whose
+// parent exits first is reparented to iocorr, not to init, so that its
+// exit and its rusage (with those of the children it waited for) come
+// back to iocorr, which ReapOrphans collects. restore puts the previous
+// setting back.
+func BecomeSubreaper() (restore func(), err error) {
+	var prev int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&prev)), 0, 0, 0); err != nil {
+		return func() {}, fmt.Errorf("reading the child-subreaper setting: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return func() {}, fmt.Errorf("becoming the reaper of the command's orphans: %w", err)
+	}
+	return func() {
+		if prev == 0 {
+			unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+		}
+	}, nil
+}
+
+// Orphans are the command's processes that were reparented to iocorr
+// and reaped by it.
+type Orphans struct {
+	PIDs   []int
+	Rusage syscall.Rusage // summed; MaxRSS is the largest
+}
+
+// ReapOrphans reaps those of pids that are this process's children:
+// orphans of the command reparented to it (BecomeSubreaper). pids are
+// processes the command started; one that is not a child of this process
+// (its own parent reaped it, or it still has one) is left alone. An
+// orphan that has not yet been reported exited (it is still ending, or
+// its ptrace exit stop is still with the warden) is waited for up to
+// wait; one still running then is left running.
+func ReapOrphans(pids []int, wait time.Duration) Orphans {
+	var o Orphans
+	pending := append([]int(nil), pids...)
+	deadline := time.Now().Add(wait)
+	for len(pending) > 0 {
+		next := pending[:0]
+		for _, pid := range pending {
+			// Peek first (WNOWAIT): only a child of this process that
+			// has exited is reaped.
+			var si unix.Siginfo
+			err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+			if err != nil {
+				continue // ECHILD: not an orphan of ours
+			}
+			if sigPid(&si) == 0 {
+				next = append(next, pid) // ours, not exited yet
+				continue
+			}
+			var ws unix.WaitStatus
+			var ru unix.Rusage
+			if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, &ru); err != nil || got != pid {
+				continue
+			}
+			o.PIDs = append(o.PIDs, pid)
+			addRusage(&o.Rusage, (*syscall.Rusage)(unsafe.Pointer(&ru)))
+		}
+		pending = next
+		if len(pending) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return o
+}
+
+// sigPid is the pid a waitid filled in; 0 when no child was waiting.
+func sigPid(si *unix.Siginfo) int32 {
+	return (*siginfo)(unsafe.Pointer(si)).Pid
+}
+
+// addRusage adds b's counters to a, as the kernel adds a reaped child's
+// to RUSAGE_CHILDREN; the peak RSS is the larger of the two.
+func addRusage(a, b *syscall.Rusage) {
+	a.Majflt += b.Majflt
+	a.Minflt += b.Minflt
+	a.Inblock += b.Inblock
+	a.Oublock += b.Oublock
+	a.Nvcsw += b.Nvcsw
+	a.Nivcsw += b.Nivcsw
+	a.Utime = syscall.NsecToTimeval(syscall.TimevalToNsec(a.Utime) + syscall.TimevalToNsec(b.Utime))
+	a.Stime = syscall.NsecToTimeval(syscall.TimevalToNsec(a.Stime) + syscall.TimevalToNsec(b.Stime))
+	a.Maxrss = max(a.Maxrss, b.Maxrss)
+}
+
+// AddRusage adds an orphan family's rusage to the command's own.
+func (e *Exit) AddRusage(ru *syscall.Rusage) { addRusage(&e.Rusage, ru) }

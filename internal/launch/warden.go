@@ -413,31 +413,50 @@ func (w *warden) hold(tid int, group bool) {
 
 // poll takes every report waiting from the tracees, without blocking.
 func (w *warden) poll() {
-	tids := make([]int, 0, len(w.tracees))
-	for tid := range w.tracees {
-		tids = append(tids, tid)
+	// A task met in this pass (the child of a fork or clone stop seen
+	// here) is waited for in the same poll: its first stop may have been
+	// signalled already, with the SIGCHLD that woke this poll, and would
+	// otherwise wait for the next one or the tick (up to 100 ms per new
+	// thread, measured: 45 ms a thread).
+	seen := make(map[int]bool, len(w.tracees))
+	for {
+		var tids []int
+		for tid := range w.tracees {
+			if !seen[tid] {
+				tids = append(tids, tid)
+			}
+		}
+		if len(tids) == 0 {
+			return
+		}
+		for _, tid := range tids {
+			seen[tid] = true
+			w.pollOne(tid)
+		}
 	}
-	for _, tid := range tids {
-		if _, ok := w.tracees[tid]; !ok {
-			continue
-		}
-		// The tracer reaps a tracee's exit first; only then does its
-		// real parent hear of it.
-		var si siginfo
-		err := unix.Waitid(unix.P_PID, tid, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WSTOPPED|unix.WEXITED|unix.WNOHANG|unix.WALL, nil)
-		if errors.Is(err, unix.ECHILD) {
-			w.drop(tid)
-			continue
-		}
-		if err != nil || si.Pid == 0 {
-			continue
-		}
-		switch si.Code {
-		case cldExited, cldKilled, cldDumped:
-			w.drop(tid)
-		case cldTrapped:
-			w.stopped(tid, si.Status)
-		}
+}
+
+// pollOne takes the report waiting from tid, if any, without blocking.
+func (w *warden) pollOne(tid int) {
+	if _, ok := w.tracees[tid]; !ok {
+		return
+	}
+	// The tracer reaps a tracee's exit first; only then does its
+	// real parent hear of it.
+	var si siginfo
+	err := unix.Waitid(unix.P_PID, tid, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WSTOPPED|unix.WEXITED|unix.WNOHANG|unix.WALL, nil)
+	if errors.Is(err, unix.ECHILD) {
+		w.drop(tid)
+		return
+	}
+	if err != nil || si.Pid == 0 {
+		return
+	}
+	switch si.Code {
+	case cldExited, cldKilled, cldDumped:
+		w.drop(tid)
+	case cldTrapped:
+		w.stopped(tid, si.Status)
 	}
 }
 
@@ -570,6 +589,9 @@ type WardenStats struct {
 // StartWarden starts the warden process; warn receives what it says went
 // wrong while it runs.
 func StartWarden(warn func(string)) (*Warden, error) {
+	if err := notAShim(); err != nil {
+		return nil, err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding iocorr's own executable: %w", err)

@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"bytes"
@@ -127,7 +127,7 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 		t.Fatalf("llama-server made no 4 llama_decode calls in 60s:\n%s", srvLog.String())
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	_, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", "3s")
+	summary, err := recordAttachedFor(context.Background(), dir, pid, 3*time.Second)
 	stop()
 	wg.Wait()
 	if err != nil {
@@ -155,7 +155,7 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 			inWindow++
 		}
 	}
-	prefill, decode := countDecodeCalls(t, dir, f, map[string]bool{}, nil)
+	prefill, decode := countDecodeCalls(t, dir, f)
 	if prefill+decode != inWindow || inWindow == 0 {
 		t.Errorf("recorded %d llama_decode calls, bpftrace saw the server make %d in the window (of %d)", prefill+decode, inWindow, len(ts))
 	}

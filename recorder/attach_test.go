@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"bufio"
@@ -21,6 +21,8 @@ import (
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -32,7 +34,7 @@ import (
 // major faults recorded for it, and equals what the toucher counted
 // itself (its rusage around the touching). The process is left untraced and ends as it would.
 func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	toucher := llmtest.BuildToucher(t)
 	root, err := llmtest.Root()
 	if err != nil {
@@ -81,7 +83,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 			go io.Copy(io.Discard, stderr)
 			pid := cmd.Process.Pid
 			dir := filepath.Join(t.TempDir(), "run")
-			done := recordAttached(t, dir, pid, 60*time.Second, 20*time.Second)
+			done := recordAttached(t.Context(), t, dir, pid, 60*time.Second, 20*time.Second)
 			if _, err := io.WriteString(stdin, "g"); err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +107,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 				t.Fatalf("meta.json attached = %+v, want pid %d, exited", a, pid)
 			}
 			var major uint64
-			spoolEvents(t, dir, func(typ uint16, rec []byte) {
+			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 				if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
 					return
 				}
@@ -222,7 +224,7 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 	// Mid-generation: a few tokens made, and no end to come.
 	waitCalls(4, 0, "at all")
 	dir := filepath.Join(t.TempDir(), "run")
-	if _, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", "3s"); err != nil {
+	if summary, err := recordAttachedFor(t.Context(), dir, pid, 3*time.Second); err != nil {
 		t.Fatalf("record -p: %v\n%s", err, summary)
 	}
 	m, err := rundir.ReadMeta(dir)
@@ -260,12 +262,12 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 			after++
 		}
 	}
-	prefill, decode := countDecodeCalls(t, dir, f, map[string]bool{}, nil)
+	prefill, decode := countDecodeCalls(t, dir, f)
 	if prefill+decode != inWindow || inWindow == 0 {
 		t.Errorf("recorded %d llama_decode calls, bpftrace saw the process make %d in the window (of %d)", prefill+decode, inWindow, len(all))
 	}
 	var major uint64
-	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		if uint32(typ) == uint32(bpf.IocorrEventTypeEV_FAULT) {
 			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
 			if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {

@@ -1,11 +1,11 @@
-package main
+package recorder
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +20,14 @@ type attachedRun struct {
 }
 
 // recordAttached runs `record -o dir -p pid --duration d` in the
-// background and returns once meta.json says it attached (the process is
+// background (ctx ending it early, as Ctrl-C does) and returns once meta.json says it attached (the process is
 // traced from then on), failing the test after wait; the channel gives
 // the command's result.
-func recordAttached(t *testing.T, dir string, pid int, d, wait time.Duration) <-chan attachedRun {
+func recordAttached(ctx context.Context, t *testing.T, dir string, pid int, d, wait time.Duration) <-chan attachedRun {
 	t.Helper()
 	done := make(chan attachedRun, 1)
 	go func() {
-		_, summary, err := runCmd(t, "record", "-o", dir, "-p", strconv.Itoa(pid), "--duration", d.String())
+		summary, err := recordAttachedFor(ctx, dir, pid, d)
 		done <- attachedRun{summary, err}
 	}()
 	deadline := time.Now().Add(wait)

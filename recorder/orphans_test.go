@@ -1,0 +1,97 @@
+package recorder
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// TestRunReapsTheOrphansOfTheCommandWithTheirRusage records a wrapper
+// that double-forks the page toucher and exits before it starts: the
+// toucher is orphaned, and without iocorr as the family's subreaper its
+// exit and rusage would go to init. The recording lasts until the orphan
+// ends; its major faults (it touches cold pages of a file, one major
+// fault each) are in the run, and the run's major faults, every process
+// of the family's, equal the family's rusage majflt (the wrapper's own,
+// and the orphan's, reaped by iocorr). A direct run of the same toucher
+// has no orphan and the same equality.
+func TestRunReapsTheOrphansOfTheCommandWithTheirRusage(t *testing.T) {
+	testenv.RequireBPF(t)
+	toucher := llmtest.BuildToucher(t)
+	root, err := llmtest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// On the repository's disk: os.TempDir may be tmpfs, where no fault
+	// is major.
+	fdir, err := os.MkdirTemp(root, ".coldfile-orphan-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(fdir) })
+	file := filepath.Join(fdir, "cold.bin")
+	b := make([]byte, 64*os.Getpagesize())
+	rand.Read(b)
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	touch := fmt.Sprintf("'%s' -file '%s' -pages 1,7,9,20,33,41,50,62 -evict >/dev/null", toucher, file)
+	tests := []struct {
+		name    string
+		argv    []string
+		orphans int
+	}{
+		{"direct", []string{"sh", "-c", touch}, 0},
+		// The subshell forks, the wrapper exits at once; the subshell
+		// waits for the wrapper to be gone, then becomes the toucher.
+		{"double-forked, the wrapper gone first", []string{"sh", "-c", fmt.Sprintf("(while kill -0 $$ 2>/dev/null; do sleep 0.05; done; exec %s) & exit 0", touch)}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			o, out := cliOptions(dir, tc.argv...)
+			if _, err := Run(t.Context(), o); err != nil {
+				t.Fatalf("record: %v\n%s", err, out)
+			}
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Family == nil || len(m.Family.Orphans) != tc.orphans || len(m.Family.LeftRunning) != 0 {
+				t.Fatalf("family %+v: want %d orphans reaped, none left running\n%s", m.Family, tc.orphans, out)
+			}
+			var major uint64
+			byPID := map[uint32]uint64{}
+			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+				if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
+					return
+				}
+				e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+				if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+					major++
+					byPID[e.Hdr.Tgid]++
+				}
+			})
+			spooltest.CheckNothingLost(t, m.Lost)
+			if major != uint64(m.Child.MajFlt) || major < 8 {
+				t.Errorf("major faults recorded %d (by process %v), the family's rusage majflt %d: want equal, and the toucher's 8 among them",
+					major, byPID, m.Child.MajFlt)
+			}
+			for _, pid := range m.Family.Orphans {
+				if byPID[uint32(pid)] < 8 {
+					t.Errorf("orphan %d: %d major faults recorded, want the toucher's 8", pid, byPID[uint32(pid)])
+				}
+			}
+			t.Logf("%s: %d major faults recorded (by process %v), rusage majflt %d, orphans %v", tc.name, major, byPID, m.Child.MajFlt, m.Family.Orphans)
+		})
+	}
+}
