@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
@@ -23,7 +24,7 @@ import (
 // Pages with events in that window are uncertain, and counted: they bound
 // how far a snapshot taken after the start is from the start itself.
 func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	dir := llmtest.RecordedMoE(t).Dir
 	meta, err := rundir.ReadMeta(dir)
@@ -126,7 +127,7 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 // measured against the replay at the token's start, the snapshot's lag
 // being the difference.
 func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	dir := llmtest.RecordedMoE(t).Dir
 	meta, err := rundir.ReadMeta(dir)
