@@ -3,12 +3,12 @@ package recorder
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -21,14 +21,15 @@ import (
 // snapshotDuty bounds the share of wall time the recorder spends taking
 // residency snapshots: after a snapshot that took d, the next waits until
 // snapshotDuty×d has passed. mincore walks every page of the models (about
-// 10 ms for 326 MiB on a 2-vCPU VM): under memory pressure, where a token
+// 10 ms for 326 MiB on a 2-vCPU VM; cachestat less, see residency_pages.go): under memory pressure, where a token
 // takes hundreds of ms, every token gets its snapshot; in RAM, where a
 // token takes a few ms, one token in many does, and nothing changes.
 const snapshotDuty = 50
 
 // snapshotter takes the page-cache residency of the model files at token
-// starts, in the recorder: mincore of its own read-only mapping of each
-// model (which brings nothing in and pins nothing), on its own goroutine,
+// starts, in the recorder: cachestat(2) of its own descriptor, or mincore
+// of its own read-only mapping of each model where the kernel has no
+// cachestat (neither brings anything in nor pins it), on its own goroutine,
 // so that neither the traced process nor the ring's reader waits for it.
 // It learns of a token start from the ring (the drain goroutine calls
 // mark), so a snapshot follows its token's start by the ring's latency.
@@ -42,6 +43,9 @@ type snapshotter struct {
 	maps   map[string]*modelMapping
 
 	stats snapCounts
+	// method is how the snapshots read residency: cachestat until the
+	// kernel refuses it, then mincore (the snapshot goroutine's alone).
+	method string
 	// err is touched by the snapshot goroutine only, read after done.
 	err error
 }
@@ -59,7 +63,11 @@ type tokenMark struct {
 	ts    uint64
 }
 
+// modelMapping is a model opened for its snapshots: the descriptor for
+// cachestat, and the mapping mincore reads (never touched, so it faults
+// nothing in).
 type modelMapping struct {
+	f   *os.File
 	mem []byte
 	vec []byte
 	err error
@@ -116,6 +124,9 @@ func (r *recording) stopSnapshots() {
 		if m.mem != nil {
 			unix.Munmap(m.mem)
 		}
+		if m.f != nil {
+			m.f.Close()
+		}
 	}
 	if err := s.w.Flush(); err != nil && s.err == nil {
 		s.err = err
@@ -127,6 +138,7 @@ func (r *recording) stopSnapshots() {
 		r.warn(fmt.Sprintf("residency snapshots: %v; the run's snapshots end there", s.err))
 	}
 	st := s.stats.export()
+	st.Method = s.method
 	r.update(func(m *rundir.Meta) { m.ResidencySnapshots = &st })
 }
 
@@ -170,52 +182,47 @@ func (s *snapshotter) take(m tokenMark) rundir.Snapshot {
 	return snap
 }
 
-// resident is one model's resident pages, nil when it cannot be read.
+// resident is one model's resident pages, nil when they cannot be read:
+// through cachestat(2) and mincore of the chunks it finds partly resident
+// while the kernel has cachestat, else through mincore alone, of a
+// read-only mapping of the model (made at its first snapshot).
 func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
 	mm := s.maps[mf.Path]
 	if mm == nil {
 		mm = &modelMapping{}
 		s.maps[mf.Path] = mm
-		mm.mem, mm.err = mapModel(mf)
+		mm.f, mm.err = os.Open(mf.Path)
 		if mm.err != nil {
 			s.warn(fmt.Sprintf("model %s: no residency snapshots: %v", mf.Path, mm.err))
 		}
+	}
+	if mm.err != nil {
+		return nil
+	}
+	if mm.mem == nil && mf.Size > 0 {
+		mm.mem, mm.err = unix.Mmap(int(mm.f.Fd()), 0, int(mf.Size), unix.PROT_READ, unix.MAP_SHARED)
+		if mm.err != nil {
+			s.warn(fmt.Sprintf("model %s: no residency snapshots: mapping it: %v", mf.Path, mm.err))
+			return nil
+		}
 		mm.vec = make([]byte, len(mm.mem)/kernel.PageSize+1)
 	}
-	if mm.err != nil || len(mm.mem) == 0 {
-		return nil
-	}
-	vec := mm.vec[:(len(mm.mem)+kernel.PageSize-1)/kernel.PageSize]
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mm.mem[0])), uintptr(len(mm.mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		return nil
-	}
-	pm := &rundir.PageMap{Ranges: [][2]int64{}}
-	for p, b := range vec {
-		if b&1 == 0 {
-			continue
+	if s.method != methodMincore {
+		pm, err := cachestatPages(mm.f, mm.mem, mm.vec, cachestatChunk)
+		if err == nil {
+			s.method = methodCachestat
+			return pm
 		}
-		pm.Resident++
-		if n := len(pm.Ranges); n > 0 && pm.Ranges[n-1][1] == int64(p) {
-			pm.Ranges[n-1][1]++
-		} else {
-			pm.Ranges = append(pm.Ranges, [2]int64{int64(p), int64(p) + 1})
+		if !errors.Is(err, errNoCachestat) {
+			return nil
 		}
+		s.method = methodMincore
+	}
+	pm, err := mincorePages(mm.mem, mm.vec)
+	if err != nil {
+		return nil
 	}
 	return pm
-}
-
-// mapModel maps a model read-only for mincore; the mapping is never
-// touched, so it faults nothing in.
-func mapModel(mf *rundir.ModelFile) ([]byte, error) {
-	f, err := os.Open(mf.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if mf.Size == 0 {
-		return nil, nil
-	}
-	return unix.Mmap(int(f.Fd()), 0, int(mf.Size), unix.PROT_READ, unix.MAP_SHARED)
 }
 
 // kernelCounts reads what the kernel counted instead of recording (the

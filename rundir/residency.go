@@ -14,7 +14,7 @@ import (
 const ResidencyFile = "residency.jsonl"
 
 // Snapshot is the page-cache residency of the model files as the recorder
-// saw it through mincore of its own read-only mapping, soon after a token
+// saw it through cachestat(2) or mincore (SnapshotStats.Method), soon after a token
 // began: no BPF program and no work in the traced process. The recorder
 // learns of a token from its llama_decode record in the ring buffer, so
 // the snapshot is taken LagNS() after the token's start, not at it; the
@@ -102,6 +102,11 @@ type SnapshotStats struct {
 	Replaced uint64 `json:"replaced"`
 	// BusyNS is the recorder's time spent taking them.
 	BusyNS uint64 `json:"busy_ns"`
+	// Method is how they read the page cache: "cachestat" (cachestat(2)
+	// of the model's descriptor, Linux 6.5+) or "mincore" (of a read-only
+	// mapping, where the kernel has no cachestat); empty when none was
+	// taken or by an older iocorr.
+	Method string `json:"method,omitempty"`
 }
 
 // NoSnapshotNA says why a token has no snapshot of its own.
