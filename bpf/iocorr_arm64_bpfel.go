@@ -438,6 +438,7 @@ const (
 	IocorrMapReadStarts         = "read_starts"
 	IocorrMapRunsUnordered      = "runs_unordered"
 	IocorrMapSeenExec           = "seen_exec"
+	IocorrMapTokenStops         = "token_stops"
 	IocorrMapTraced             = "traced"
 	IocorrMapVmaCaches          = "vma_caches"
 	IocorrMapVmaZero            = "vma_zero"
@@ -502,6 +503,7 @@ const (
 	IocorrVarRunSlots           = "run_slots"
 	IocorrVarRuns               = "runs"
 	IocorrVarSelfTgid           = "self_tgid"
+	IocorrVarStopAtTokens       = "stop_at_tokens"
 	IocorrVarUnusedBlockEvent   = "unused_block_event"
 	IocorrVarUnusedDecodeEvent  = "unused_decode_event"
 	IocorrVarUnusedEventType    = "unused_event_type"
@@ -644,6 +646,7 @@ type IocorrMapSpecs struct {
 	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
 	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.MapSpec `ebpf:"seen_exec"`
+	TokenStops    *ebpf.MapSpec `ebpf:"token_stops"`
 	Traced        *ebpf.MapSpec `ebpf:"traced"`
 	VmaCaches     *ebpf.MapSpec `ebpf:"vma_caches"`
 	VmaZero       *ebpf.MapSpec `ebpf:"vma_zero"`
@@ -662,6 +665,7 @@ type IocorrVariableSpecs struct {
 	RunSlots           *ebpf.VariableSpec `ebpf:"run_slots"`
 	Runs               *ebpf.VariableSpec `ebpf:"runs"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StopAtTokens       *ebpf.VariableSpec `ebpf:"stop_at_tokens"`
 	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.VariableSpec `ebpf:"unused_decode_event"`
 	UnusedEventType    *ebpf.VariableSpec `ebpf:"unused_event_type"`
@@ -724,6 +728,7 @@ type IocorrMaps struct {
 	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
 	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.Map `ebpf:"seen_exec"`
+	TokenStops    *ebpf.Map `ebpf:"token_stops"`
 	Traced        *ebpf.Map `ebpf:"traced"`
 	VmaCaches     *ebpf.Map `ebpf:"vma_caches"`
 	VmaZero       *ebpf.Map `ebpf:"vma_zero"`
@@ -748,6 +753,7 @@ func (m *IocorrMaps) Close() error {
 		m.ReadStarts,
 		m.RunsUnordered,
 		m.SeenExec,
+		m.TokenStops,
 		m.Traced,
 		m.VmaCaches,
 		m.VmaZero,
@@ -767,6 +773,7 @@ type IocorrVariables struct {
 	RunSlots           *ebpf.Variable `ebpf:"run_slots"`
 	Runs               *ebpf.Variable `ebpf:"runs"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
+	StopAtTokens       *ebpf.Variable `ebpf:"stop_at_tokens"`
 	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.Variable `ebpf:"unused_decode_event"`
 	UnusedEventType    *ebpf.Variable `ebpf:"unused_event_type"`

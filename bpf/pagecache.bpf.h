@@ -304,14 +304,64 @@ static __always_inline void runs__flush_thread_adds(__u32 tid)
 		runs__flush(&f);
 }
 
-/* runs__flush_all puts every pending run in the ring: at a token boundary,
- * and when user space stops recording. */
-static __always_inline void runs__flush_all(void)
+/* runs__flush_every puts every pending run in the ring. */
+static __always_inline void runs__flush_every(void)
 {
 	struct run_flush f = {.match = RUN_ANY};
 
 	if (runs__kept())
 		runs__flush(&f);
+}
+
+/* Exact residency snapshots (set at load time): the token start stops its
+ * process (SIGSTOP, held by the ptrace warden where there is one) until
+ * the recorder has read the models' residency and resumes it, so that the
+ * snapshot is the page cache at the token's start, not some milliseconds
+ * later. A disturbance of the traced run: off by default. */
+const volatile bool stop_at_tokens = false;
+
+/* The stops sent at token starts, by process: user space resumes a
+ * process at its token's record only as often as it was stopped (a stop
+ * not sent leaves nothing to resume). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} token_stops SEC(".maps");
+
+/* token__stop stops the current process at its token's start, unless the
+ * ring is half full: the token's record, written after this, is what
+ * tells user space to resume it, and must not be lost. */
+static __always_inline void token__stop(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 one = 1, *n;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) * 2 > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE))
+		return;
+	n = bpf_map_lookup_elem(&token_stops, &tgid);
+	if (!n) {
+		if (bpf_map_update_elem(&token_stops, &tgid, &one, BPF_NOEXIST))
+			return;
+		n = bpf_map_lookup_elem(&token_stops, &tgid);
+		if (!n)
+			return;
+	} else {
+		__sync_fetch_and_add(n, 1);
+	}
+	if (!proc__stop())
+		__sync_fetch_and_add(n, -1);
+}
+
+/* runs__flush_all is the page-cache side of a token's start (llama.bpf.h's
+ * decode_begin calls it before the token's record): every pending run
+ * goes into the ring, and, for exact snapshots, the process stops. */
+static __always_inline void runs__flush_all(void)
+{
+	runs__flush_every();
+	if (stop_at_tokens)
+		token__stop();
 }
 
 /* What a folio must share with a run to extend it. */
@@ -464,7 +514,7 @@ static __always_inline int folio__record(__u16 kind, __u32 dev, __u64 ino, __u64
 SEC("raw_tp")
 int flush_page_runs(void *ctx)
 {
-	runs__flush_all();
+	runs__flush_every();
 	return 0;
 }
 

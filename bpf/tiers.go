@@ -1,6 +1,11 @@
 package bpf
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
 
 // A probe tier is what a recording pays for: the default tier records
 // faults with their file offsets, block requests, read calls, tokens,
@@ -70,4 +75,20 @@ func (t *Tracer) FilemapFaults() (uint64, error) {
 		sum += v
 	}
 	return sum, nil
+}
+
+// TokenStops is how many times the kernel stopped process tgid at a
+// token's start (Options.StopAtTokens): user space resumes it once per
+// stop, at the token's record, which the kernel writes after the stop.
+// A process never stopped has 0.
+func (t *Tracer) TokenStops(tgid uint32) (uint64, error) {
+	var n uint64
+	err := t.objs.TokenStops.Lookup(tgid, &n)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the token stops of process %d: %w", tgid, err)
+	}
+	return n, nil
 }

@@ -39,6 +39,9 @@ type Options struct {
 	// PageCache is the pagecache tier: page-cache adds and evictions of
 	// the model files are recorded (tiers.go).
 	PageCache bool
+	// StopAtTokens stops a traced process at each token's start until
+	// user space resumes it (TokenStops), for exact residency snapshots.
+	StopAtTokens bool
 	// SelfPID is filtered out of block events (iocorr's own writes).
 	SelfPID int
 	// Devices, when not empty, limits block events to these whole-disk
@@ -187,6 +190,8 @@ func Open(opts Options) (*Tracer, error) {
 		// The fault and mmap programs resolve mappings in the kernel
 		// only where it has the helper (the fault offsets' primary path).
 		"use_find_vma": chosenPrimary(caps, CapOffsets),
+		// Exact residency snapshots (tiers.go).
+		"stop_at_tokens": opts.StopAtTokens,
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]

@@ -53,6 +53,10 @@ type Options struct {
 	// PageCache is the pagecache tier: page-cache adds and evictions of
 	// the model files are recorded (bpf.Options.PageCache).
 	PageCache bool
+	// ExactSnapshots stops each traced process at every token's start
+	// until the recorder has taken its residency snapshot (residency.go):
+	// the snapshot is the page cache at the start, the run pays the pause.
+	ExactSnapshots bool
 
 	// Cold evicts the known model files from the page cache before the
 	// command starts; DropCaches drops the whole page cache.

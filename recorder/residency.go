@@ -43,6 +43,13 @@ type snapshotter struct {
 	maps   map[string]*modelMapping
 
 	stats snapCounts
+	// exact: the kernel stops each process at its token's start and the
+	// snapshot resumes it once taken (Options.ExactSnapshots); released
+	// counts the stops resumed by process, against the kernel's count.
+	exact    bool
+	tokens   func(tgid uint32) (uint64, error)
+	resume   func(tgid int)
+	released map[uint32]uint64
 	// method is how the snapshots read residency: cachestat until the
 	// kernel refuses it, then mincore (the snapshot goroutine's alone).
 	method string
@@ -60,6 +67,7 @@ func (c *snapCounts) export() rundir.SnapshotStats {
 
 type tokenMark struct {
 	token uint32
+	tgid  uint32
 	ts    uint64
 }
 
@@ -81,6 +89,15 @@ func (r *recording) startSnapshots() error {
 	}
 	s := &snapshotter{models: r.models, warn: r.warn, f: f, w: bufio.NewWriter(f),
 		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}}
+	if r.o.ExactSnapshots {
+		// Every token start is held for its snapshot: none is replaced or
+		// throttled, and marks of several processes queue.
+		s.exact = true
+		s.marks = make(chan tokenMark, 64)
+		s.tokens = r.tr.TokenStops
+		s.resume = func(tgid int) { r.cont(tgid, "for its token's residency snapshot") }
+		s.released = map[uint32]uint64{}
+	}
 	r.snaps = s
 	go s.run()
 	return nil
@@ -94,9 +111,14 @@ func (r *recording) markToken(e *bpf.IocorrDecodeEvent) {
 	if s == nil || e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
 		return
 	}
-	m := tokenMark{token: e.Hdr.Token, ts: e.BeginTs}
+	m := tokenMark{token: e.Hdr.Token, tgid: e.Hdr.Tgid, ts: e.BeginTs}
 	if m.ts == 0 {
 		m.ts = e.Hdr.Ts
+	}
+	if s.exact {
+		// Its process waits for this snapshot: never dropped.
+		s.marks <- m
+		return
 	}
 	for {
 		select {
@@ -139,6 +161,7 @@ func (r *recording) stopSnapshots() {
 	}
 	st := s.stats.export()
 	st.Method = s.method
+	st.Exact = s.exact
 	r.update(func(m *rundir.Meta) { m.ResidencySnapshots = &st })
 }
 
@@ -147,14 +170,16 @@ func (s *snapshotter) run() {
 	var nextAt time.Time
 	for m := range s.marks {
 		if s.err != nil {
+			s.release(m)
 			continue
 		}
-		if time.Now().Before(nextAt) {
+		if !s.exact && time.Now().Before(nextAt) {
 			s.stats.Throttled.Add(1)
 			continue
 		}
 		begin := time.Now()
 		snap := s.take(m)
+		s.release(m)
 		took := time.Since(begin)
 		nextAt = begin.Add(snapshotDuty * took)
 		s.stats.Taken.Add(1)
@@ -167,6 +192,24 @@ func (s *snapshotter) run() {
 			err = s.w.Flush()
 		}
 		s.err = err
+	}
+}
+
+// release resumes the process of mark m if the kernel stopped it at that
+// token's start (exact snapshots): as many resumes as stops, so that a
+// stop the kernel could not send never resumes a later one early.
+func (s *snapshotter) release(m tokenMark) {
+	if !s.exact {
+		return
+	}
+	n, err := s.tokens(m.tgid)
+	if err != nil {
+		s.warn(err.Error())
+		return
+	}
+	if n > s.released[m.tgid] {
+		s.released[m.tgid]++
+		s.resume(int(m.tgid))
 	}
 }
 

@@ -107,6 +107,10 @@ type SnapshotStats struct {
 	// mapping, where the kernel has no cachestat); empty when none was
 	// taken or by an older iocorr.
 	Method string `json:"method,omitempty"`
+	// Exact snapshots were taken with their process stopped at the
+	// token's start (record --exact-snapshots): taken at the start, for
+	// every token, at the price of the pause.
+	Exact bool `json:"exact,omitempty"`
 }
 
 // NoSnapshotNA says why a token has no snapshot of its own.
