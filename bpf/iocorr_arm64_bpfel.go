@@ -236,30 +236,6 @@ type IocorrPageEvent struct {
 	Order uint32
 }
 
-type IocorrPageRun struct {
-	_        structs.HostLayout
-	Lock     uint32
-	Kind     uint16
-	Phase    uint8
-	Pad      uint8
-	Tgid     uint32
-	Tid      uint32
-	Token    uint32
-	Op       uint32
-	Cpu      uint32
-	Dev      uint32
-	NrFolios uint32
-	NrPages  uint32
-	Span     uint32
-	_        [4]byte
-	Ino      uint64
-	Index    uint64
-	FirstTs  uint64
-	LastTs   uint64
-	Pages    [8]uint64
-	_        [48]byte
-}
-
 type IocorrPageRunEvent struct {
 	_        structs.HostLayout
 	Hdr      IocorrEventHdr
@@ -357,6 +333,32 @@ type IocorrReadStart struct {
 	Pad    [7]uint8
 }
 
+type IocorrRunSlot struct {
+	_     structs.HostLayout
+	State uint64
+	Copy  [2]struct {
+		_        structs.HostLayout
+		Kind     uint16
+		Phase    uint8
+		Pad      uint8
+		Tgid     uint32
+		Tid      uint32
+		Token    uint32
+		Op       uint32
+		Cpu      uint32
+		Dev      uint32
+		NrFolios uint32
+		NrPages  uint32
+		Span     uint32
+		Ino      uint64
+		Index    uint64
+		FirstTs  uint64
+		LastTs   uint64
+		Pages    [8]uint64
+	}
+	_ [40]byte
+}
+
 type IocorrSchedEvent struct {
 	_         structs.HostLayout
 	Hdr       IocorrEventHdr
@@ -400,6 +402,13 @@ const (
 	IocorrTaskKindTASKEV_EXEC IocorrTaskKind = 2
 	IocorrTaskKindTASKEV_EXIT IocorrTaskKind = 3
 )
+
+type IocorrTokenStop struct {
+	_     structs.HostLayout
+	Stops uint64
+	Token uint32
+	Pad   uint32
+}
 
 type IocorrVmaCache struct {
 	_ structs.HostLayout

@@ -78,17 +78,17 @@ func (t *Tracer) FilemapFaults() (uint64, error) {
 }
 
 // TokenStops is how many times the kernel stopped process tgid at a
-// token's start (Options.StopAtTokens): user space resumes it once per
-// stop, at the token's record, which the kernel writes after the stop.
-// A process never stopped has 0.
-func (t *Tracer) TokenStops(tgid uint32) (uint64, error) {
-	var n uint64
-	err := t.objs.TokenStops.Lookup(tgid, &n)
+// token's start (Options.StopAtTokens), and the token of the last stop:
+// user space resumes it once per stop, at the token's record, which the
+// kernel writes after the stop. A process never stopped has 0, 0.
+func (t *Tracer) TokenStops(tgid uint32) (stops uint64, token uint32, err error) {
+	var v IocorrTokenStop
+	err = t.objs.TokenStops.Lookup(tgid, &v)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading the token stops of process %d: %w", tgid, err)
+		return 0, 0, fmt.Errorf("reading the token stops of process %d: %w", tgid, err)
 	}
-	return n, nil
+	return v.Stops, v.Token, nil
 }

@@ -171,8 +171,8 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting CPUs: %w", err)
 	}
-	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond share slots.
-	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
+	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond have none.
+	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrRunSlot{}))
 	pageRecords, err := opts.pageRecordsConst(caps)
 	if err != nil {
 		return nil, err
@@ -345,9 +345,10 @@ func (t *Tracer) Lost() (map[string]uint64, error) {
 }
 
 // UnorderedPageRuns reports the page-cache runs that a page event of the
-// same pages could not flush ahead of itself, because another CPU held the
-// run's slot past the spin: they are recorded, not lost, but may follow
-// that event in the ring (the store orders each chunk by time).
+// same pages could not flush ahead of itself, because their CPU published
+// a newer run in the slot at each of the flush's tries: they are recorded,
+// not lost, but may follow that event in the ring (the store orders each
+// chunk by time).
 func (t *Tracer) UnorderedPageRuns() (uint64, error) {
 	var per []uint64
 	if err := t.objs.RunsUnordered.Lookup(uint32(0), &per); err != nil {

@@ -441,7 +441,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.warn(err.Error())
 		} else if n > 0 {
 			r.m.PageRunsUnordered = n
-			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (another CPU held them past the kernel's wait): nothing was lost, and the store orders each chunk of events by time", n))
+			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (their CPU kept changing their slot past the flush's tries): nothing was lost, and the store orders each chunk of events by time", n))
 		}
 		// Requests issued while the child ran whose completion never
 		// reached BPF (seen on this VM for a few completions run in

@@ -47,8 +47,8 @@ type snapshotter struct {
 	// snapshot resumes it once taken (Options.ExactSnapshots); released
 	// counts the stops resumed by process, against the kernel's count.
 	exact    bool
-	tokens   func(tgid uint32) (uint64, error)
-	resume   func(tgid int)
+	tokens   func(tgid uint32) (uint64, uint32, error)
+	cont     func(tgid int)
 	released map[uint32]uint64
 	// method is how the snapshots read residency: cachestat until the
 	// kernel refuses it, then mincore (the snapshot goroutine's alone).
@@ -59,10 +59,10 @@ type snapshotter struct {
 
 // snapCounts are rundir.SnapshotStats as they grow: the drain goroutine
 // counts replaced marks, the snapshot goroutine the rest.
-type snapCounts struct{ Taken, Throttled, Replaced, BusyNS atomic.Uint64 }
+type snapCounts struct{ Taken, Throttled, Replaced, BusyNS, NotHeld atomic.Uint64 }
 
 func (c *snapCounts) export() rundir.SnapshotStats {
-	return rundir.SnapshotStats{Taken: c.Taken.Load(), Throttled: c.Throttled.Load(), Replaced: c.Replaced.Load(), BusyNS: c.BusyNS.Load()}
+	return rundir.SnapshotStats{Taken: c.Taken.Load(), Throttled: c.Throttled.Load(), Replaced: c.Replaced.Load(), BusyNS: c.BusyNS.Load(), NotHeld: c.NotHeld.Load()}
 }
 
 type tokenMark struct {
@@ -95,7 +95,7 @@ func (r *recording) startSnapshots() error {
 		s.exact = true
 		s.marks = make(chan tokenMark, 64)
 		s.tokens = r.tr.TokenStops
-		s.resume = func(tgid int) { r.cont(tgid, "for its token's residency snapshot") }
+		s.cont = func(tgid int) { r.cont(tgid, "for its token's residency snapshot") }
 		s.released = map[uint32]uint64{}
 	}
 	r.snaps = s
@@ -169,8 +169,9 @@ func (s *snapshotter) run() {
 	defer close(s.done)
 	var nextAt time.Time
 	for m := range s.marks {
+		held := s.held(m)
 		if s.err != nil {
-			s.release(m)
+			s.resume(held, m)
 			continue
 		}
 		if !s.exact && time.Now().Before(nextAt) {
@@ -179,7 +180,11 @@ func (s *snapshotter) run() {
 		}
 		begin := time.Now()
 		snap := s.take(m)
-		s.release(m)
+		snap.Held = held
+		s.resume(held, m)
+		if s.exact && !held {
+			s.stats.NotHeld.Add(1)
+		}
 		took := time.Since(begin)
 		nextAt = begin.Add(snapshotDuty * took)
 		s.stats.Taken.Add(1)
@@ -195,22 +200,29 @@ func (s *snapshotter) run() {
 	}
 }
 
-// release resumes the process of mark m if the kernel stopped it at that
-// token's start (exact snapshots): as many resumes as stops, so that a
-// stop the kernel could not send never resumes a later one early.
-func (s *snapshotter) release(m tokenMark) {
+// held says whether the kernel stopped mark m's process at that token's
+// start (exact snapshots): its last stop is of this token, and not yet
+// resumed. A stop it could not send (a ring over half full) leaves the
+// token unheld, and a later stop is resumed at its own token, never early.
+func (s *snapshotter) held(m tokenMark) bool {
 	if !s.exact {
-		return
+		return false
 	}
-	n, err := s.tokens(m.tgid)
+	n, token, err := s.tokens(m.tgid)
 	if err != nil {
 		s.warn(err.Error())
+		return false
+	}
+	return n > s.released[m.tgid] && token == m.token
+}
+
+// resume lets a held process run on.
+func (s *snapshotter) resume(held bool, m tokenMark) {
+	if !held {
 		return
 	}
-	if n > s.released[m.tgid] {
-		s.released[m.tgid]++
-		s.resume(int(m.tgid))
-	}
+	s.released[m.tgid]++
+	s.cont(int(m.tgid))
 }
 
 // take is one snapshot of every model known now.

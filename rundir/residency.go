@@ -32,6 +32,9 @@ type Snapshot struct {
 	// Meta.Models (models found later are absent from earlier snapshots);
 	// nil where mincore failed.
 	Models []*PageMap `json:"models"`
+	// Held snapshots (exact ones) were taken with their process stopped
+	// at the token's start: the page cache at the start itself.
+	Held bool `json:"held,omitempty"`
 }
 
 // LagNS is how long after the token's start the snapshot began.
@@ -111,6 +114,10 @@ type SnapshotStats struct {
 	// token's start (record --exact-snapshots): taken at the start, for
 	// every token, at the price of the pause.
 	Exact bool `json:"exact,omitempty"`
+	// NotHeld exact snapshots found their process running: the kernel
+	// did not stop it at that token's start (its ring was over half full,
+	// or the signal could not be sent), so they lag as the default's do.
+	NotHeld uint64 `json:"not_held,omitempty"`
 }
 
 // NoSnapshotNA says why a token has no snapshot of its own.
