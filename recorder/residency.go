@@ -27,12 +27,15 @@ import (
 const snapshotDuty = 50
 
 // snapshotter takes the page-cache residency of the model files at token
-// starts, in the recorder: cachestat(2) of its own descriptor, or mincore
-// of its own read-only mapping of each model where the kernel has no
-// cachestat (neither brings anything in nor pins it), on its own goroutine,
+// starts, in the recorder: cachestat(2) of its own descriptor, with mincore
+// of its own read-only mapping of each model for the chunks cachestat finds
+// partly resident, or mincore alone where the kernel has no cachestat
+// (neither brings anything in nor pins it), on its own goroutine,
 // so that neither the traced process nor the ring's reader waits for it.
 // It learns of a token start from the ring (the drain goroutine calls
-// mark), so a snapshot follows its token's start by the ring's latency.
+// mark), so a snapshot follows its token's start by the ring's latency
+// and its own walk — unless the kernel held the process at that start
+// (exact snapshots, Options.ExactSnapshots), which the snapshot resumes.
 type snapshotter struct {
 	models *models
 	warn   func(string)
@@ -103,9 +106,12 @@ func (r *recording) startSnapshots() error {
 	return nil
 }
 
-// markToken hands a token start seen in the ring to the snapshotter. It
-// never blocks the drain: a mark still pending when the next arrives is
-// replaced (that token gets no snapshot, and the run counts it).
+// markToken hands a token start seen in the ring to the snapshotter. By
+// default it never blocks the drain: a mark still pending when the next
+// arrives is replaced (that token gets no snapshot, and the run counts
+// it). Exact snapshots queue every mark (their processes wait for them),
+// and block the drain only past 64 pending, which needs as many traced
+// processes at a token start at once.
 func (r *recording) markToken(e *bpf.IocorrDecodeEvent) {
 	s := r.snaps
 	if s == nil || e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
