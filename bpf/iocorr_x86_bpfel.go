@@ -237,30 +237,6 @@ type IocorrPageEvent struct {
 	Order uint32
 }
 
-type IocorrPageRun struct {
-	_        structs.HostLayout
-	Lock     uint32
-	Kind     uint16
-	Phase    uint8
-	Pad      uint8
-	Tgid     uint32
-	Tid      uint32
-	Token    uint32
-	Op       uint32
-	Cpu      uint32
-	Dev      uint32
-	NrFolios uint32
-	NrPages  uint32
-	Span     uint32
-	_        [4]byte
-	Ino      uint64
-	Index    uint64
-	FirstTs  uint64
-	LastTs   uint64
-	Pages    [8]uint64
-	_        [48]byte
-}
-
 type IocorrPageRunEvent struct {
 	_        structs.HostLayout
 	Hdr      IocorrEventHdr
@@ -358,6 +334,32 @@ type IocorrReadStart struct {
 	Pad    [7]uint8
 }
 
+type IocorrRunSlot struct {
+	_     structs.HostLayout
+	State uint64
+	Copy  [2]struct {
+		_        structs.HostLayout
+		Kind     uint16
+		Phase    uint8
+		Pad      uint8
+		Tgid     uint32
+		Tid      uint32
+		Token    uint32
+		Op       uint32
+		Cpu      uint32
+		Dev      uint32
+		NrFolios uint32
+		NrPages  uint32
+		Span     uint32
+		Ino      uint64
+		Index    uint64
+		FirstTs  uint64
+		LastTs   uint64
+		Pages    [8]uint64
+	}
+	_ [40]byte
+}
+
 type IocorrSchedEvent struct {
 	_         structs.HostLayout
 	Hdr       IocorrEventHdr
@@ -402,6 +404,13 @@ const (
 	IocorrTaskKindTASKEV_EXIT IocorrTaskKind = 3
 )
 
+type IocorrTokenStop struct {
+	_     structs.HostLayout
+	Stops uint64
+	Token uint32
+	Pad   uint32
+}
+
 type IocorrVmaCache struct {
 	_ structs.HostLayout
 	S [8]struct {
@@ -439,6 +448,7 @@ const (
 	IocorrMapReadStarts         = "read_starts"
 	IocorrMapRunsUnordered      = "runs_unordered"
 	IocorrMapSeenExec           = "seen_exec"
+	IocorrMapTokenStops         = "token_stops"
 	IocorrMapTraced             = "traced"
 	IocorrMapVmaCaches          = "vma_caches"
 	IocorrMapVmaZero            = "vma_zero"
@@ -503,6 +513,7 @@ const (
 	IocorrVarRunSlots           = "run_slots"
 	IocorrVarRuns               = "runs"
 	IocorrVarSelfTgid           = "self_tgid"
+	IocorrVarStopAtTokens       = "stop_at_tokens"
 	IocorrVarUnusedBlockEvent   = "unused_block_event"
 	IocorrVarUnusedDecodeEvent  = "unused_decode_event"
 	IocorrVarUnusedEventType    = "unused_event_type"
@@ -645,6 +656,7 @@ type IocorrMapSpecs struct {
 	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
 	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.MapSpec `ebpf:"seen_exec"`
+	TokenStops    *ebpf.MapSpec `ebpf:"token_stops"`
 	Traced        *ebpf.MapSpec `ebpf:"traced"`
 	VmaCaches     *ebpf.MapSpec `ebpf:"vma_caches"`
 	VmaZero       *ebpf.MapSpec `ebpf:"vma_zero"`
@@ -663,6 +675,7 @@ type IocorrVariableSpecs struct {
 	RunSlots           *ebpf.VariableSpec `ebpf:"run_slots"`
 	Runs               *ebpf.VariableSpec `ebpf:"runs"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StopAtTokens       *ebpf.VariableSpec `ebpf:"stop_at_tokens"`
 	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.VariableSpec `ebpf:"unused_decode_event"`
 	UnusedEventType    *ebpf.VariableSpec `ebpf:"unused_event_type"`
@@ -725,6 +738,7 @@ type IocorrMaps struct {
 	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
 	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.Map `ebpf:"seen_exec"`
+	TokenStops    *ebpf.Map `ebpf:"token_stops"`
 	Traced        *ebpf.Map `ebpf:"traced"`
 	VmaCaches     *ebpf.Map `ebpf:"vma_caches"`
 	VmaZero       *ebpf.Map `ebpf:"vma_zero"`
@@ -749,6 +763,7 @@ func (m *IocorrMaps) Close() error {
 		m.ReadStarts,
 		m.RunsUnordered,
 		m.SeenExec,
+		m.TokenStops,
 		m.Traced,
 		m.VmaCaches,
 		m.VmaZero,
@@ -768,6 +783,7 @@ type IocorrVariables struct {
 	RunSlots           *ebpf.Variable `ebpf:"run_slots"`
 	Runs               *ebpf.Variable `ebpf:"runs"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
+	StopAtTokens       *ebpf.Variable `ebpf:"stop_at_tokens"`
 	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`
 	UnusedDecodeEvent  *ebpf.Variable `ebpf:"unused_decode_event"`
 	UnusedEventType    *ebpf.Variable `ebpf:"unused_event_type"`

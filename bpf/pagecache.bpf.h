@@ -29,10 +29,10 @@ static __always_inline int page__emit(__u16 type, __u32 dev, __u64 ino, __u64 in
  * Page-cache adds and deletions come in long runs of contiguous folios
  * (readahead windows, reclaim batches): one EV_PAGE_RUN record stands for
  * a run, instead of one record per folio. A pending run lives in a slot
- * (RUN_WAYS per CPU; CPUs beyond RUN_CPUS share) and is extended
- * while the next folio continues it: same kind, file, thread and stamp,
- * the next index, or a later one in the run's window of IOCORR_RUN_PAGES
- * (a window records its pages in a bitmap).
+ * of the CPU its folios came on (RUN_WAYS per CPU) and is extended while
+ * the next folio continues it: same kind, file, thread and stamp, the next
+ * index, or a later one in the run's window of IOCORR_RUN_PAGES (a window
+ * records its pages in a bitmap).
  *
  * Order. Residency is replayed from these records, so an add and a delete
  * of one page must never trade places, yet a run may sit in a slot while
@@ -41,12 +41,30 @@ static __always_inline int page__emit(__u16 type, __u32 dev, __u64 ino, __u64 in
  * has finished and it was unlocked, long after the add tracepoint returned;
  * a deletion runs under the mapping's i_pages lock that a new add of the
  * page must take. So when an event on a page arrives, the event it must
- * follow is already written into whatever slot holds it. Each event
+ * follow is already published in whatever slot holds it. Each event
  * therefore first flushes any slot whose run overlaps its pages, then
  * takes its own timestamp: the flushed run is ahead of it in the ring and
- * in time. Slots are guarded by a lock word (cmpxchg): a run is written
- * to the ring while its slot is held, so a run seen by a later event is
- * either in the ring already or still in its slot.
+ * in time.
+ *
+ * No lock. A slot is written only by the page-cache tracepoints of its own
+ * CPU, which run with preemption off and one at a time (the kernel runs no
+ * tracing program inside another on a CPU): one writer, never preempted
+ * halfway. It keeps two copies of the run and a state word (a sequence
+ * number, which copy is current, whether it is full); it writes the other
+ * copy and publishes it with one compare-and-swap of the state. Anyone may
+ * take a slot's run out (a flush: another CPU's event on its pages, a
+ * fault, a token start, user space at the end): reserve the record in the
+ * ring, copy the current run into it, then compare-and-swap the state from
+ * the one it read to empty. The swap fails only if the writer published
+ * in between (or another flush took the run): the reservation is
+ * discarded and the flush reads the slot again. So a run leaves a slot
+ * only by a swap made while its record was already reserved — ring
+ * records are read in reservation order — and anyone who finds the slot
+ * empty afterwards reserves behind it: a run seen by a later event is in
+ * the ring ahead of it, or still in its slot. Nobody waits for anyone, and
+ * a program preempted halfway (the token's uprobe, user space's flush)
+ * holds nothing.
+ *
  * The look costs a few loads per slot in use (RUN_WAYS per CPU) on every
  * event: nothing on a small machine, a scan of a few hundred slots on a
  * large one.
@@ -58,11 +76,15 @@ static __always_inline int page__emit(__u16 type, __u32 dev, __u64 ino, __u64 in
  */
 /* Per CPU, one slot for adds and RUN_WAYS - 1 for deletions: reclaim
  * takes folios in LRU order, which interleaves a few ascending streams
- * (the regions that two threads read), each of them a run. */
+ * (the regions that two threads read), each of them a run. CPUs from
+ * RUN_CPUS on have no slots: their folios are recorded one by one. */
 #define RUN_WAYS 4
-#define RUN_CPUS 64
+#define RUN_CPUS 256
 #define RUN_SLOTS (RUN_WAYS * RUN_CPUS)
-#define RUN_SPIN 4096
+/* How often a flush reads a slot again after its writer published: the
+ * writer publishes once per folio, a flush copies ~150 bytes, so a second
+ * try is already rare. */
+#define RUN_TRIES 8
 
 /* Set at load time: runs (the default), one page_event per folio as the
  * kernel reports them, or both side by side in one ring, so that a test
@@ -88,8 +110,7 @@ const volatile __u32 run_slots = RUN_SLOTS;
 #define RUN_WORDS (IOCORR_RUN_PAGES / 64)
 
 struct page_run {
-	__u32 lock;
-	__u16 kind; /* 0: empty, else EV_PAGE_ADD or EV_PAGE_DEL */
+	__u16 kind; /* EV_PAGE_ADD or EV_PAGE_DEL */
 	__u8 phase;
 	__u8 pad;
 	__u32 tgid;
@@ -106,81 +127,113 @@ struct page_run {
 	__u64 first_ts;
 	__u64 last_ts;
 	__u64 pages[RUN_WORDS]; /* as in struct page_run_event */
+};
+
+/* The state word of a slot: bit 0 full, bit 1 the current copy, the rest
+ * a sequence number that every change advances (so that a swap from a
+ * state read earlier fails after any change, ABA included). */
+#define RUN_FULL 1ULL
+#define RUN_COPY 2ULL
+#define RUN_SEQ 4ULL
+
+struct run_slot {
+	__u64 state;
+	struct page_run copy[2];
 } __attribute__((aligned(64)));
 
-struct page_run runs[RUN_SLOTS] = {};
+struct run_slot runs[RUN_SLOTS] = {};
 
-static long run__spin(__u64 i, void *data)
+static __always_inline struct page_run *slot__run(struct run_slot *s, __u64 st)
 {
-	__u32 slot = *(__u32 *)data;
-
-	if (slot >= RUN_SLOTS)
-		return 1;
-	return __sync_val_compare_and_swap(&runs[slot].lock, 0, 1) == 0;
+	return &s->copy[(st >> 1) & 1];
 }
 
-/* run__lock takes slot i. The holder is a BPF program on another CPU that
- * keeps it for a ring reservation and a few stores, so the wait is short;
- * the bound only guards against the impossible. */
-static __always_inline bool run__lock(__u32 slot)
+static __always_inline struct page_run *slot__spare(struct run_slot *s, __u64 st)
 {
-	if (slot >= RUN_SLOTS)
-		return false;
-	if (__sync_val_compare_and_swap(&runs[slot].lock, 0, 1) == 0)
-		return true;
-	return bpf_loop(RUN_SPIN, run__spin, &slot, 0) < RUN_SPIN;
+	return &s->copy[((st >> 1) & 1) ^ 1];
 }
 
-static __always_inline void run__unlock(struct page_run *r)
+/* The state that publishes the spare copy as the full current one. */
+static __always_inline __u64 state__publish(__u64 st)
 {
-	__sync_lock_test_and_set(&r->lock, 0);
+	return ((st & ~(RUN_FULL | RUN_COPY)) + RUN_SEQ) | ((st & RUN_COPY) ^ RUN_COPY) | RUN_FULL;
 }
 
-/* run__output puts slot r's run in the ring, with its slot held, and
- * empties the slot. The record ends after the bitmap words its span needs
- * (none for a run without holes): bpf_ringbuf_output takes a size known
- * only here, and writes the record in one go, in slot order. */
-static __always_inline void run__output(struct page_run *r)
+/* The state after the current run was taken out. */
+static __always_inline __u64 state__empty(__u64 st)
 {
-	struct page_run_event e;
+	return ((st & ~RUN_FULL) + RUN_SEQ);
+}
+
+/* run__event fills record e from run r and returns its size: it ends after
+ * the bitmap words its span needs (none for a run without holes). */
+static __always_inline __u32 run__event(struct page_run *r, struct page_run_event *e)
+{
 	__u32 words = 0;
 
-	if (!r->kind)
-		return;
-	e.hdr.ts = r->last_ts;
-	e.hdr.tgid = r->tgid;
-	e.hdr.tid = r->tid;
-	e.hdr.token = r->token;
-	e.hdr.op = r->op;
-	e.hdr.type = EV_PAGE_RUN;
-	e.hdr.phase = r->phase;
-	e.hdr.pad0 = 0;
-	e.hdr.cpu = r->cpu;
-	e.ino = r->ino;
-	e.index = r->index;
-	e.first_ts = r->first_ts;
-	e.dev = r->dev;
-	e.kind = r->kind;
-	e.pad = 0;
-	e.nr_pages = r->nr_pages;
-	e.span = r->span;
-	e.nr_folios = r->nr_folios;
-	e.pad2 = 0;
+	e->hdr.ts = r->last_ts;
+	e->hdr.tgid = r->tgid;
+	e->hdr.tid = r->tid;
+	e->hdr.token = r->token;
+	e->hdr.op = r->op;
+	e->hdr.type = EV_PAGE_RUN;
+	e->hdr.phase = r->phase;
+	e->hdr.pad0 = 0;
+	e->hdr.cpu = r->cpu;
+	e->ino = r->ino;
+	e->index = r->index;
+	e->first_ts = r->first_ts;
+	e->dev = r->dev;
+	e->kind = r->kind;
+	e->pad = 0;
+	e->nr_pages = r->nr_pages;
+	e->span = r->span;
+	e->nr_folios = r->nr_folios;
+	e->pad2 = 0;
 	if (r->nr_pages < r->span)
 		words = (r->span + 63) / 64;
 	if (words > RUN_WORDS)
 		words = RUN_WORDS;
 	for (int w = 0; w < RUN_WORDS; w++)
-		e.pages[w] = w < words ? r->pages[w] : 0;
-	if (bpf_ringbuf_output(&events, &e, offsetof(struct page_run_event, pages) + words * 8,
-			       ring__wakeup_flags(EV_PAGE_RUN)))
-		ring__lost(EV_PAGE_RUN);
-	r->kind = 0;
+		e->pages[w] = w < words ? r->pages[w] : 0;
+	return offsetof(struct page_run_event, pages) + words * 8;
 }
 
-/* Page runs a flush could not take from a slot held too long (see
- * run__flush_slot): recorded, but perhaps after a page event they came
- * before. One per-CPU counter. */
+/* run__take puts the run of slot s in state st in the ring, if st is
+ * still its state once the record is reserved and written: true when
+ * the run was taken out (or lost to a full ring, and counted), false when
+ * the slot changed meanwhile (nothing was written). to is the state the
+ * slot goes to. */
+static __always_inline bool run__take(struct run_slot *s, __u64 st, __u64 to)
+{
+	struct page_run_event e;
+	struct bpf_dynptr ptr;
+	__u32 size;
+
+	size = run__event(slot__run(s, st), &e);
+	if (size > sizeof(e))
+		size = sizeof(e);
+	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &ptr)) {
+		bpf_ringbuf_discard_dynptr(&ptr, 0);
+		/* No room: the run is lost, counted, and leaves its slot all the
+		 * same (or the slot changed, and it was not this flush's). */
+		if (__sync_val_compare_and_swap(&s->state, st, to) != st)
+			return false;
+		ring__lost(EV_PAGE_RUN);
+		return true;
+	}
+	if (__sync_val_compare_and_swap(&s->state, st, to) != st) {
+		bpf_ringbuf_discard_dynptr(&ptr, 0);
+		return false;
+	}
+	bpf_dynptr_write(&ptr, 0, &e, size, 0);
+	bpf_ringbuf_submit_dynptr(&ptr, ring__wakeup_flags(EV_PAGE_RUN));
+	return true;
+}
+
+/* Page runs a flush could not take from a slot whose writer kept
+ * publishing past RUN_TRIES reads: recorded, but perhaps after a page
+ * event they came before. One per-CPU counter. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -251,8 +304,6 @@ static __always_inline void run__set(struct page_run *r, __u64 lo, __u64 hi)
 
 static __always_inline bool run__matches(struct page_run *r, struct run_flush *f)
 {
-	if (!r->kind)
-		return false;
 	switch (f->match) {
 	case RUN_OVERLAP:
 		return r->ino == f->ino && r->dev == f->dev && run__holds(r, f->index, f->nr_pages);
@@ -265,27 +316,39 @@ static __always_inline bool run__matches(struct page_run *r, struct run_flush *f
 static long run__flush_slot(__u64 i, void *data)
 {
 	struct run_flush *f = data;
-	struct page_run *r;
+	struct run_slot *s;
+	__u64 st;
 
 	if (i >= run_slots || i >= RUN_SLOTS)
 		return 1;
-	r = &runs[i];
-	/* An unlocked look first: a run that matters was written before this
-	 * event began (see above), and most slots do not match. */
-	if (!run__matches(r, f))
-		return 0;
-	if (!run__lock(i)) {
-		/* Its holder kept the slot past the spin (seen on a 2-vCPU VM: the
-		 * holder's vCPU descheduled by the host). The run is not lost —
-		 * its holder outputs it later — but it may reach the ring after
-		 * this event on the same pages: counted apart, not as lost. The
-		 * store orders each chunk by time, which puts it back in place. */
-		runs__count_unordered();
-		return 0;
+	s = &runs[i];
+	for (int t = 0; t < RUN_TRIES; t++) {
+		/* A plain look first: a run that matters was published before
+		 * this event began (see above), and most slots do not match. */
+		st = *(volatile __u64 *)&s->state;
+		if (!(st & RUN_FULL))
+			return 0;
+		if (!run__matches(slot__run(s, st), f)) {
+			/* The copy read is the current one only if the state did
+			 * not move meanwhile (its writer may since have written it
+			 * again): a look at a moving slot is made again. */
+			if (*(volatile __u64 *)&s->state == st)
+				return 0;
+			continue;
+		}
+		/* An atomic read (a full barrier, also on arm64) before the copy
+		 * is read for the record. */
+		st = __sync_fetch_and_add(&s->state, 0);
+		if (!(st & RUN_FULL))
+			return 0;
+		if (run__take(s, st, state__empty(st)))
+			return 0;
 	}
-	if (run__matches(r, f))
-		run__output(r);
-	run__unlock(r);
+	/* Its writer published past every try: the run stays in its slot and
+	 * reaches the ring later, perhaps after this event on the same pages:
+	 * counted apart, not as lost. The store orders each chunk by time,
+	 * which puts it back in place. */
+	runs__count_unordered();
 	return 0;
 }
 
@@ -304,14 +367,73 @@ static __always_inline void runs__flush_thread_adds(__u32 tid)
 		runs__flush(&f);
 }
 
-/* runs__flush_all puts every pending run in the ring: at a token boundary,
- * and when user space stops recording. */
-static __always_inline void runs__flush_all(void)
+/* runs__flush_every puts every pending run in the ring. */
+static __always_inline void runs__flush_every(void)
 {
 	struct run_flush f = {.match = RUN_ANY};
 
 	if (runs__kept())
 		runs__flush(&f);
+}
+
+/* Exact residency snapshots (set at load time): the token start stops its
+ * process (SIGSTOP, held by the ptrace warden where there is one) until
+ * the recorder has read the models' residency and resumes it, so that the
+ * snapshot is the page cache at the token's start, not some milliseconds
+ * later. A disturbance of the traced run: off by default. */
+const volatile bool stop_at_tokens = false;
+
+/* The stops sent at token starts, by process: how many, and the token
+ * of the last. User space resumes a process at its token's record only if
+ * that token's start stopped it (a stop not sent leaves nothing to
+ * resume, and its snapshot is not exact). */
+struct token_stop {
+	__u64 stops;
+	__u32 token;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct token_stop);
+} token_stops SEC(".maps");
+
+/* token__stop stops the current process at the start of its next token,
+ * unless the ring is half full: the token's record, written after this, is
+ * what tells user space to resume it, and must not be lost. */
+static __always_inline void token__stop(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct token_stop zero = {}, *n;
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	if (!ps)
+		return;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) * 2 > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE))
+		return;
+	n = bpf_map_lookup_elem(&token_stops, &tgid);
+	if (!n) {
+		bpf_map_update_elem(&token_stops, &tgid, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&token_stops, &tgid);
+		if (!n)
+			return;
+	}
+	if (!proc__stop())
+		return;
+	n->token = ps->token + 1;
+	__sync_fetch_and_add(&n->stops, 1);
+}
+
+/* runs__flush_all is the page-cache side of a token's start (llama.bpf.h's
+ * decode_begin calls it before the token's record): every pending run
+ * goes into the ring, and, for exact snapshots, the process stops. */
+static __always_inline void runs__flush_all(void)
+{
+	runs__flush_every();
+	if (stop_at_tokens)
+		token__stop();
 }
 
 /* What a folio must share with a run to extend it. */
@@ -339,68 +461,88 @@ static __always_inline bool run__extends(struct page_run *r, struct run_key *k)
 		k->index + k->nr <= r->index + IOCORR_RUN_PAGES);
 }
 
-/* page__fallback records a folio as its own page_event when its run slot
- * stays held (its holder was preempted on this CPU): one record more,
- * never a folio lost. */
-static __always_inline int page__fallback(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
+/* run__start writes a run of the one folio of key k into r. */
+static __always_inline void run__start(struct page_run *r, struct run_key *k, struct event_hdr *h)
 {
-	return page__emit(kind, dev, ino, index, 0, order);
+	r->kind = k->kind;
+	r->phase = k->phase;
+	r->pad = 0;
+	r->tgid = h->tgid;
+	r->tid = k->tid;
+	r->token = k->token;
+	r->op = k->op;
+	r->cpu = h->cpu;
+	r->dev = k->dev;
+	r->nr_folios = 1;
+	r->nr_pages = k->nr;
+	r->span = k->nr;
+	r->ino = k->ino;
+	r->index = k->index;
+	r->first_ts = h->ts;
+	r->last_ts = h->ts;
+	for (int w = 0; w < RUN_WORDS; w++)
+		r->pages[w] = run__word_mask(w, 0, k->nr);
 }
 
 static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
-	__u32 tgid, tid, cpu, slot, base, first, ways, victim, token, op;
-	__u64 nr = 1ULL << (order & 31), ts, oldest;
+	__u32 cpu, slot, base, first, ways, victim;
+	__u64 nr = 1ULL << (order & 31), oldest, st;
 	struct run_flush f = {.ino = ino, .index = index, .nr_pages = nr, .dev = dev, .match = RUN_OVERLAP};
 	struct run_key k = {};
 	struct event_hdr h;
-	struct page_run *r;
-	__u8 phase;
+	struct page_run *r, *n;
+	struct run_slot *s;
 
 	runs__flush(&f);
 	/* The run's stamp is that of any event of this thread, its time
 	 * taken after the flushes: later than every run they wrote. */
 	hdr__fill(&h, EV_PAGE_RUN);
-	tgid = h.tgid;
-	tid = h.tid;
 	cpu = h.cpu;
-	token = h.token;
-	phase = h.phase;
-	op = h.op;
-	ts = h.ts;
 	k.kind = kind;
-	k.phase = phase;
+	k.phase = h.phase;
 	k.dev = dev;
-	k.tid = tid;
-	k.token = token;
-	k.op = op;
+	k.tid = h.tid;
+	k.token = h.token;
+	k.op = h.op;
 	k.ino = ino;
 	k.index = index;
 	k.nr = nr;
+	/* CPUs without slots of their own record their folios one by one:
+	 * slots shared by two CPUs would have two writers. */
+	if (cpu >= RUN_CPUS || cpu * RUN_WAYS >= run_slots)
+		return page__emit(kind, dev, ino, index, 0, order);
 	/* Adds and deletions keep apart runs: under a memory limit the
 	 * thread that reads ahead also reclaims, between two of its adds. */
-	base = (cpu & (RUN_CPUS - 1)) * RUN_WAYS;
+	base = cpu * RUN_WAYS;
 	first = kind == EV_PAGE_ADD ? 0 : 1;
 	ways = kind == EV_PAGE_ADD ? 1 : RUN_WAYS - 1;
+	/* This program is the slots' only writer (see above): what it reads
+	 * of them stays, but for a flush emptying one. */
 	for (int w = 0; w < RUN_WAYS - 1; w++) {
 		if (w >= ways)
 			break;
 		slot = (base + first + w) & (RUN_SLOTS - 1);
-		r = &runs[slot];
+		s = &runs[slot];
+		st = *(volatile __u64 *)&s->state;
+		if (!(st & RUN_FULL))
+			continue;
+		r = slot__run(s, st);
 		if (!run__extends(r, &k))
 			continue;
-		if (!run__lock(slot))
-			return page__fallback(kind, dev, ino, index, order);
-		if (run__extends(r, &k)) {
-			run__set(r, index - r->index, index - r->index + nr);
-			r->span = index + nr - r->index;
-			r->nr_pages += nr;
-			r->nr_folios += 1;
-			r->last_ts = ts;
-			run__unlock(r);
+		n = slot__spare(s, st);
+		*n = *r;
+		run__set(n, index - n->index, index - n->index + nr);
+		n->span = index + nr - n->index;
+		n->nr_pages += nr;
+		n->nr_folios += 1;
+		n->last_ts = h.ts;
+		if (__sync_val_compare_and_swap(&s->state, st, state__publish(st)) == st)
 			return 0;
-		}
-		run__unlock(r);
+		/* A flush took the run out meanwhile: the folio starts a new
+		 * one in this slot, now empty. */
+		victim = slot;
+		goto start;
 	}
 	/* No run takes the folio: it starts one in an empty way, or in
 	 * place of the way's oldest run. */
@@ -410,39 +552,30 @@ static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u6
 		if (w >= ways)
 			break;
 		slot = (base + first + w) & (RUN_SLOTS - 1);
-		r = &runs[slot];
-		if (!r->kind) {
+		s = &runs[slot];
+		st = *(volatile __u64 *)&s->state;
+		if (!(st & RUN_FULL)) {
 			victim = slot;
 			break;
 		}
+		r = slot__run(s, st);
 		if (r->last_ts < oldest) {
 			oldest = r->last_ts;
 			victim = slot;
 		}
 	}
-	slot = victim & (RUN_SLOTS - 1);
-	r = &runs[slot];
-	if (!run__lock(slot))
-		return page__fallback(kind, dev, ino, index, order);
-	run__output(r);
-	r->kind = kind;
-	r->phase = phase;
-	r->tgid = tgid;
-	r->tid = tid;
-	r->token = token;
-	r->op = op;
-	r->cpu = cpu;
-	r->dev = dev;
-	r->nr_folios = 1;
-	r->nr_pages = nr;
-	r->span = nr;
-	r->ino = ino;
-	r->index = index;
-	r->first_ts = ts;
-	r->last_ts = ts;
-	for (int w = 0; w < RUN_WORDS; w++)
-		r->pages[w] = run__word_mask(w, 0, nr);
-	run__unlock(r);
+start:
+	s = &runs[victim & (RUN_SLOTS - 1)];
+	st = *(volatile __u64 *)&s->state;
+	run__start(slot__spare(s, st), &k, &h);
+	/* The run in the way goes to the ring as the new one replaces it, in
+	 * one swap; a flush that took it out first leaves the way empty. */
+	if ((st & RUN_FULL) && run__take(s, st, state__publish(st)))
+		return 0;
+	st = *(volatile __u64 *)&s->state;
+	if (__sync_val_compare_and_swap(&s->state, st, state__publish(st)) != st)
+		/* Impossible: only this program fills an empty way. */
+		ring__lost(EV_PAGE_RUN);
 	return 0;
 }
 
@@ -464,7 +597,7 @@ static __always_inline int folio__record(__u16 kind, __u32 dev, __u64 ino, __u64
 SEC("raw_tp")
 int flush_page_runs(void *ctx)
 {
-	runs__flush_all();
+	runs__flush_every();
 	return 0;
 }
 

@@ -1,6 +1,11 @@
 package bpf
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
 
 // A probe tier is what a recording pays for: the default tier records
 // faults with their file offsets, block requests, read calls, tokens,
@@ -70,4 +75,20 @@ func (t *Tracer) FilemapFaults() (uint64, error) {
 		sum += v
 	}
 	return sum, nil
+}
+
+// TokenStops is how many times the kernel stopped process tgid at a
+// token's start (Options.StopAtTokens), and the token of the last stop:
+// user space resumes it once per stop, at the token's record, which the
+// kernel writes after the stop. A process never stopped has 0, 0.
+func (t *Tracer) TokenStops(tgid uint32) (stops uint64, token uint32, err error) {
+	var v IocorrTokenStop
+	err = t.objs.TokenStops.Lookup(tgid, &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the token stops of process %d: %w", tgid, err)
+	}
+	return v.Stops, v.Token, nil
 }

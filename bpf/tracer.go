@@ -39,6 +39,9 @@ type Options struct {
 	// PageCache is the pagecache tier: page-cache adds and evictions of
 	// the model files are recorded (tiers.go).
 	PageCache bool
+	// StopAtTokens stops a traced process at each token's start until
+	// user space resumes it (TokenStops), for exact residency snapshots.
+	StopAtTokens bool
 	// SelfPID is filtered out of block events (iocorr's own writes).
 	SelfPID int
 	// Devices, when not empty, limits block events to these whole-disk
@@ -168,8 +171,8 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting CPUs: %w", err)
 	}
-	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond share slots.
-	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrPageRun{}))
+	// RUN_SLOTS of pagecache.bpf.h, runWays per CPU; CPUs beyond have none.
+	runSlots := int(spec.Variables["runs"].Size()) / int(unsafe.Sizeof(IocorrRunSlot{}))
 	pageRecords, err := opts.pageRecordsConst(caps)
 	if err != nil {
 		return nil, err
@@ -187,6 +190,8 @@ func Open(opts Options) (*Tracer, error) {
 		// The fault and mmap programs resolve mappings in the kernel
 		// only where it has the helper (the fault offsets' primary path).
 		"use_find_vma": chosenPrimary(caps, CapOffsets),
+		// Exact residency snapshots (tiers.go).
+		"stop_at_tokens": opts.StopAtTokens,
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -340,9 +345,10 @@ func (t *Tracer) Lost() (map[string]uint64, error) {
 }
 
 // UnorderedPageRuns reports the page-cache runs that a page event of the
-// same pages could not flush ahead of itself, because another CPU held the
-// run's slot past the spin: they are recorded, not lost, but may follow
-// that event in the ring (the store orders each chunk by time).
+// same pages could not flush ahead of itself, because their CPU published
+// a newer run in the slot at each of the flush's tries: they are recorded,
+// not lost, but may follow that event in the ring (the store orders each
+// chunk by time).
 func (t *Tracer) UnorderedPageRuns() (uint64, error) {
 	var per []uint64
 	if err := t.objs.RunsUnordered.Lookup(uint32(0), &per); err != nil {

@@ -53,6 +53,10 @@ type Options struct {
 	// PageCache is the pagecache tier: page-cache adds and evictions of
 	// the model files are recorded (bpf.Options.PageCache).
 	PageCache bool
+	// ExactSnapshots stops each traced process at every token's start
+	// until the recorder has taken its residency snapshot (residency.go):
+	// the snapshot is the page cache at the start, the run pays the pause.
+	ExactSnapshots bool
 
 	// Cold evicts the known model files from the page cache before the
 	// command starts; DropCaches drops the whole page cache.
@@ -440,7 +444,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.warn(err.Error())
 		} else if n > 0 {
 			r.m.PageRunsUnordered = n
-			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (another CPU held them past the kernel's wait): nothing was lost, and the store orders each chunk of events by time", n))
+			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (their CPU kept changing their slot past the flush's tries): nothing was lost, and the store orders each chunk of events by time", n))
 		}
 		// Requests issued while the child ran whose completion never
 		// reached BPF (seen on this VM for a few completions run in

@@ -3,12 +3,12 @@ package recorder
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -21,17 +21,21 @@ import (
 // snapshotDuty bounds the share of wall time the recorder spends taking
 // residency snapshots: after a snapshot that took d, the next waits until
 // snapshotDuty×d has passed. mincore walks every page of the models (about
-// 10 ms for 326 MiB on a 2-vCPU VM): under memory pressure, where a token
+// 10 ms for 326 MiB on a 2-vCPU VM; cachestat less, see residency_pages.go): under memory pressure, where a token
 // takes hundreds of ms, every token gets its snapshot; in RAM, where a
 // token takes a few ms, one token in many does, and nothing changes.
 const snapshotDuty = 50
 
 // snapshotter takes the page-cache residency of the model files at token
-// starts, in the recorder: mincore of its own read-only mapping of each
-// model (which brings nothing in and pins nothing), on its own goroutine,
+// starts, in the recorder: cachestat(2) of its own descriptor, with mincore
+// of its own read-only mapping of each model for the chunks cachestat finds
+// partly resident, or mincore alone where the kernel has no cachestat
+// (neither brings anything in nor pins it), on its own goroutine,
 // so that neither the traced process nor the ring's reader waits for it.
 // It learns of a token start from the ring (the drain goroutine calls
-// mark), so a snapshot follows its token's start by the ring's latency.
+// mark), so a snapshot follows its token's start by the ring's latency
+// and its own walk — unless the kernel held the process at that start
+// (exact snapshots, Options.ExactSnapshots), which the snapshot resumes.
 type snapshotter struct {
 	models *models
 	warn   func(string)
@@ -42,24 +46,39 @@ type snapshotter struct {
 	maps   map[string]*modelMapping
 
 	stats snapCounts
+	// exact: the kernel stops each process at its token's start and the
+	// snapshot resumes it once taken (Options.ExactSnapshots); released
+	// counts the stops resumed by process, against the kernel's count.
+	exact    bool
+	tokens   func(tgid uint32) (uint64, uint32, error)
+	cont     func(tgid int)
+	released map[uint32]uint64
+	// method is how the snapshots read residency: cachestat until the
+	// kernel refuses it, then mincore (the snapshot goroutine's alone).
+	method string
 	// err is touched by the snapshot goroutine only, read after done.
 	err error
 }
 
 // snapCounts are rundir.SnapshotStats as they grow: the drain goroutine
 // counts replaced marks, the snapshot goroutine the rest.
-type snapCounts struct{ Taken, Throttled, Replaced, BusyNS atomic.Uint64 }
+type snapCounts struct{ Taken, Throttled, Replaced, BusyNS, NotHeld atomic.Uint64 }
 
 func (c *snapCounts) export() rundir.SnapshotStats {
-	return rundir.SnapshotStats{Taken: c.Taken.Load(), Throttled: c.Throttled.Load(), Replaced: c.Replaced.Load(), BusyNS: c.BusyNS.Load()}
+	return rundir.SnapshotStats{Taken: c.Taken.Load(), Throttled: c.Throttled.Load(), Replaced: c.Replaced.Load(), BusyNS: c.BusyNS.Load(), NotHeld: c.NotHeld.Load()}
 }
 
 type tokenMark struct {
 	token uint32
+	tgid  uint32
 	ts    uint64
 }
 
+// modelMapping is a model opened for its snapshots: the descriptor for
+// cachestat, and the mapping mincore reads (never touched, so it faults
+// nothing in).
 type modelMapping struct {
+	f   *os.File
 	mem []byte
 	vec []byte
 	err error
@@ -73,22 +92,39 @@ func (r *recording) startSnapshots() error {
 	}
 	s := &snapshotter{models: r.models, warn: r.warn, f: f, w: bufio.NewWriter(f),
 		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}}
+	if r.o.ExactSnapshots {
+		// Every token start is held for its snapshot: none is replaced or
+		// throttled, and marks of several processes queue.
+		s.exact = true
+		s.marks = make(chan tokenMark, 64)
+		s.tokens = r.tr.TokenStops
+		s.cont = func(tgid int) { r.cont(tgid, "for its token's residency snapshot") }
+		s.released = map[uint32]uint64{}
+	}
 	r.snaps = s
 	go s.run()
 	return nil
 }
 
-// markToken hands a token start seen in the ring to the snapshotter. It
-// never blocks the drain: a mark still pending when the next arrives is
-// replaced (that token gets no snapshot, and the run counts it).
+// markToken hands a token start seen in the ring to the snapshotter. By
+// default it never blocks the drain: a mark still pending when the next
+// arrives is replaced (that token gets no snapshot, and the run counts
+// it). Exact snapshots queue every mark (their processes wait for them),
+// and block the drain only past 64 pending, which needs as many traced
+// processes at a token start at once.
 func (r *recording) markToken(e *bpf.IocorrDecodeEvent) {
 	s := r.snaps
 	if s == nil || e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
 		return
 	}
-	m := tokenMark{token: e.Hdr.Token, ts: e.BeginTs}
+	m := tokenMark{token: e.Hdr.Token, tgid: e.Hdr.Tgid, ts: e.BeginTs}
 	if m.ts == 0 {
 		m.ts = e.Hdr.Ts
+	}
+	if s.exact {
+		// Its process waits for this snapshot: never dropped.
+		s.marks <- m
+		return
 	}
 	for {
 		select {
@@ -116,6 +152,9 @@ func (r *recording) stopSnapshots() {
 		if m.mem != nil {
 			unix.Munmap(m.mem)
 		}
+		if m.f != nil {
+			m.f.Close()
+		}
 	}
 	if err := s.w.Flush(); err != nil && s.err == nil {
 		s.err = err
@@ -127,6 +166,8 @@ func (r *recording) stopSnapshots() {
 		r.warn(fmt.Sprintf("residency snapshots: %v; the run's snapshots end there", s.err))
 	}
 	st := s.stats.export()
+	st.Method = s.method
+	st.Exact = s.exact
 	r.update(func(m *rundir.Meta) { m.ResidencySnapshots = &st })
 }
 
@@ -134,15 +175,22 @@ func (s *snapshotter) run() {
 	defer close(s.done)
 	var nextAt time.Time
 	for m := range s.marks {
+		held := s.held(m)
 		if s.err != nil {
+			s.resume(held, m)
 			continue
 		}
-		if time.Now().Before(nextAt) {
+		if !s.exact && time.Now().Before(nextAt) {
 			s.stats.Throttled.Add(1)
 			continue
 		}
 		begin := time.Now()
 		snap := s.take(m)
+		snap.Held = held
+		s.resume(held, m)
+		if s.exact && !held {
+			s.stats.NotHeld.Add(1)
+		}
 		took := time.Since(begin)
 		nextAt = begin.Add(snapshotDuty * took)
 		s.stats.Taken.Add(1)
@@ -158,6 +206,31 @@ func (s *snapshotter) run() {
 	}
 }
 
+// held says whether the kernel stopped mark m's process at that token's
+// start (exact snapshots): its last stop is of this token, and not yet
+// resumed. A stop it could not send (a ring over half full) leaves the
+// token unheld, and a later stop is resumed at its own token, never early.
+func (s *snapshotter) held(m tokenMark) bool {
+	if !s.exact {
+		return false
+	}
+	n, token, err := s.tokens(m.tgid)
+	if err != nil {
+		s.warn(err.Error())
+		return false
+	}
+	return n > s.released[m.tgid] && token == m.token
+}
+
+// resume lets a held process run on.
+func (s *snapshotter) resume(held bool, m tokenMark) {
+	if !held {
+		return
+	}
+	s.released[m.tgid]++
+	s.cont(int(m.tgid))
+}
+
 // take is one snapshot of every model known now.
 func (s *snapshotter) take(m tokenMark) rundir.Snapshot {
 	files := s.models.files()
@@ -170,52 +243,47 @@ func (s *snapshotter) take(m tokenMark) rundir.Snapshot {
 	return snap
 }
 
-// resident is one model's resident pages, nil when it cannot be read.
+// resident is one model's resident pages, nil when they cannot be read:
+// through cachestat(2) and mincore of the chunks it finds partly resident
+// while the kernel has cachestat, else through mincore alone, of a
+// read-only mapping of the model (made at its first snapshot).
 func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
 	mm := s.maps[mf.Path]
 	if mm == nil {
 		mm = &modelMapping{}
 		s.maps[mf.Path] = mm
-		mm.mem, mm.err = mapModel(mf)
+		mm.f, mm.err = os.Open(mf.Path)
 		if mm.err != nil {
 			s.warn(fmt.Sprintf("model %s: no residency snapshots: %v", mf.Path, mm.err))
 		}
+	}
+	if mm.err != nil {
+		return nil
+	}
+	if mm.mem == nil && mf.Size > 0 {
+		mm.mem, mm.err = unix.Mmap(int(mm.f.Fd()), 0, int(mf.Size), unix.PROT_READ, unix.MAP_SHARED)
+		if mm.err != nil {
+			s.warn(fmt.Sprintf("model %s: no residency snapshots: mapping it: %v", mf.Path, mm.err))
+			return nil
+		}
 		mm.vec = make([]byte, len(mm.mem)/kernel.PageSize+1)
 	}
-	if mm.err != nil || len(mm.mem) == 0 {
-		return nil
-	}
-	vec := mm.vec[:(len(mm.mem)+kernel.PageSize-1)/kernel.PageSize]
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mm.mem[0])), uintptr(len(mm.mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		return nil
-	}
-	pm := &rundir.PageMap{Ranges: [][2]int64{}}
-	for p, b := range vec {
-		if b&1 == 0 {
-			continue
+	if s.method != methodMincore {
+		pm, err := cachestatPages(mm.f, mm.mem, mm.vec, cachestatChunk)
+		if err == nil {
+			s.method = methodCachestat
+			return pm
 		}
-		pm.Resident++
-		if n := len(pm.Ranges); n > 0 && pm.Ranges[n-1][1] == int64(p) {
-			pm.Ranges[n-1][1]++
-		} else {
-			pm.Ranges = append(pm.Ranges, [2]int64{int64(p), int64(p) + 1})
+		if !errors.Is(err, errNoCachestat) {
+			return nil
 		}
+		s.method = methodMincore
+	}
+	pm, err := mincorePages(mm.mem, mm.vec)
+	if err != nil {
+		return nil
 	}
 	return pm
-}
-
-// mapModel maps a model read-only for mincore; the mapping is never
-// touched, so it faults nothing in.
-func mapModel(mf *rundir.ModelFile) ([]byte, error) {
-	f, err := os.Open(mf.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if mf.Size == 0 {
-		return nil, nil
-	}
-	return unix.Mmap(int(f.Fd()), 0, int(mf.Size), unix.PROT_READ, unix.MAP_SHARED)
 }
 
 // kernelCounts reads what the kernel counted instead of recording (the

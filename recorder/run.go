@@ -167,7 +167,7 @@ func prepare(o *Options) (*recording, error) {
 // the machine lacks where it can tell.
 func (r *recording) openTracer() error {
 	o := r.o
-	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)

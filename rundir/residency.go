@@ -14,7 +14,7 @@ import (
 const ResidencyFile = "residency.jsonl"
 
 // Snapshot is the page-cache residency of the model files as the recorder
-// saw it through mincore of its own read-only mapping, soon after a token
+// saw it through cachestat(2) or mincore (SnapshotStats.Method), soon after a token
 // began: no BPF program and no work in the traced process. The recorder
 // learns of a token from its llama_decode record in the ring buffer, so
 // the snapshot is taken LagNS() after the token's start, not at it; the
@@ -32,6 +32,9 @@ type Snapshot struct {
 	// Meta.Models (models found later are absent from earlier snapshots);
 	// nil where mincore failed.
 	Models []*PageMap `json:"models"`
+	// Held snapshots (exact ones) were taken with their process stopped
+	// at the token's start: the page cache at the start itself.
+	Held bool `json:"held,omitempty"`
 }
 
 // LagNS is how long after the token's start the snapshot began.
@@ -102,6 +105,19 @@ type SnapshotStats struct {
 	Replaced uint64 `json:"replaced"`
 	// BusyNS is the recorder's time spent taking them.
 	BusyNS uint64 `json:"busy_ns"`
+	// Method is how they read the page cache: "cachestat" (cachestat(2)
+	// of the model's descriptor, Linux 6.5+) or "mincore" (of a read-only
+	// mapping, where the kernel has no cachestat); empty when none was
+	// taken or by an older iocorr.
+	Method string `json:"method,omitempty"`
+	// Exact snapshots were taken with their process stopped at the
+	// token's start (record --exact-snapshots): taken at the start, for
+	// every token, at the price of the pause.
+	Exact bool `json:"exact,omitempty"`
+	// NotHeld exact snapshots found their process running: the kernel
+	// did not stop it at that token's start (its ring was over half full,
+	// or the signal could not be sent), so they lag as the default's do.
+	NotHeld uint64 `json:"not_held,omitempty"`
 }
 
 // NoSnapshotNA says why a token has no snapshot of its own.

@@ -45,6 +45,7 @@ type recordOpts struct {
 	ringbuf    string
 	pid        int
 	duration   time.Duration
+	exactSnaps bool
 }
 
 func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
@@ -69,6 +70,7 @@ func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 	fs.BoolVar(&o.cold, "cold", false, "evict the model files from the page cache "+when)
 	fs.BoolVar(&o.dropCaches, "drop-caches", false, "drop the whole system's page cache "+when)
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
+	fs.BoolVar(&o.exactSnaps, "exact-snapshots", false, "stop the traced process at every token's start until its residency snapshot is taken, so it is the page cache at the start (default: a snapshot taken while it runs on, some milliseconds later, at most 2% of the run's time; the pause costs ~20 ms a token)")
 	fs.StringVar(&o.ringbuf, "ringbuf-size", fmt.Sprintf("%dMiB", bpf.DefaultRingBufBytes>>20), "BPF ring buffer size (a power of two)")
 }
 
@@ -79,7 +81,7 @@ func (o *recordOpts) recorderOptions(argv []string) (recorder.Options, error) {
 		Dir: o.out, Force: o.force, Argv: argv, Libs: o.libs, Models: o.models,
 		Cold: o.cold, DropCaches: o.dropCaches, Version: version, Stdout: stdout, Stderr: stderr,
 	}
-	ro.PID, ro.Duration = o.pid, o.duration
+	ro.PID, ro.Duration, ro.ExactSnapshots = o.pid, o.duration, o.exactSnaps
 	if len(argv) == 0 && o.pid == 0 {
 		return ro, usagef("record: no command given (iocorr record [flags] -- CMD ARGS... or -p PID)")
 	}

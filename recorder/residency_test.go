@@ -1,4 +1,4 @@
-package main
+package recorder
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
@@ -23,7 +25,7 @@ import (
 // Pages with events in that window are uncertain, and counted: they bound
 // how far a snapshot taken after the start is from the start itself.
 func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	dir := llmtest.RecordedMoE(t).Dir
 	meta, err := rundir.ReadMeta(dir)
@@ -126,7 +128,7 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 // measured against the replay at the token's start, the snapshot's lag
 // being the difference.
 func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	dir := llmtest.RecordedMoE(t).Dir
 	meta, err := rundir.ReadMeta(dir)
@@ -231,4 +233,119 @@ func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 	}
 	t.Logf("refaults: %d pages from device reads, %d replayed (%.2f%% apart; worst tensor over 100 pages %s, %.1f%%); residency per token × tensor from %d snapshots: %d (%.2f%%) of %d resident pages differ from the replay at the token's start; real hit rate %.4f from snapshots, %.4f replayed",
 		fromReads, refaults, 100*math.Abs(float64(fromReads-refaults))/float64(refaults), worstName, 100*worst, len(snaps), diff, 100*float64(diff)/float64(total), total, hs.F, hr.F)
+}
+
+// With exact snapshots the kernel stops the process at each token's start
+// and the recorder snapshots before resuming it: nothing of the process
+// runs in between, so every page of every held snapshot must equal the
+// page cache that the pagecache tier replays at that start, in the same
+// run, with no page left uncertain; every token start has its snapshot,
+// and one the kernel could not hold (its ring over half full) says so.
+func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, llmtest.MoE)
+	dir, _, out := recordDriver(t, model, llmtest.Options{Tokens: llmtest.RecordedTokens, Threads: 2}, func(o *Options) {
+		o.PageCache, o.ExactSnapshots, o.Cold, o.MemLimit = true, true, true, llmtest.MemLimitBytes
+	})
+	if _, err := pipeline.Ingest(t.Context(), dir, pipeline.Options{}); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, out)
+	}
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, n := range meta.Lost {
+		if n > 0 {
+			t.Fatalf("%d %s events lost: the replay is incomplete", n, typ)
+		}
+	}
+	snaps, err := rundir.ReadSnapshots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tokens, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := meta.ResidencySnapshots
+	if rs == nil || !rs.Exact || rs.Taken != uint64(len(snaps)) || rs.Throttled != 0 || rs.Replaced != 0 {
+		t.Fatalf("meta.json says %+v of the snapshots, the file holds %d; want every one exact, none throttled or replaced", rs, len(snaps))
+	}
+	var marks []uint64
+	for _, tk := range tokens {
+		if tk.StartNS != 0 {
+			marks = append(marks, tk.StartNS)
+		}
+	}
+	if len(snaps) != len(marks) {
+		t.Errorf("%d snapshots for %d token starts", len(snaps), len(marks))
+	}
+	marks = append(marks, meta.MonoEndNS)
+	slices.Sort(marks)
+	marks = slices.Compact(marks)
+	states, _, err := stats.PageStates(st, meta, marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compared, resident, unheld int
+	var pauses []uint64
+	for _, s := range snaps {
+		if !s.Held {
+			unheld++
+			continue
+		}
+		at, found := slices.BinarySearch(marks, s.MarkNS)
+		if !found {
+			t.Errorf("token %d: snapshot for a start at %d the store does not have", s.Token, s.MarkNS)
+			continue
+		}
+		pauses = append(pauses, s.EndNS-s.MarkNS)
+		for m, pm := range s.Models {
+			if pm == nil {
+				t.Errorf("token %d: model %d has no snapshot", s.Token, m)
+				continue
+			}
+			var differ []int
+			// The header is read before the model is known to the kernel
+			// side (its adds are not in the replay); the tensor data after.
+			data := int(meta.Models[m].DataOffset / int64(os.Getpagesize()))
+			for p, want := range states[at][m] {
+				if p < data {
+					continue
+				}
+				compared++
+				if want {
+					resident++
+				}
+				if pm.Has(int64(p)) != want {
+					differ = append(differ, p)
+				}
+			}
+			if len(differ) > 0 {
+				t.Errorf("token %d, model %d: %d pages differ from the replay at the token's start (first %v; snapshot %v of them)", s.Token, m, len(differ), differ[:min(5, len(differ))], pm.Has(int64(differ[0])))
+			}
+		}
+	}
+	if uint64(unheld) != rs.NotHeld {
+		t.Errorf("%d snapshots not held, meta.json says %d", unheld, rs.NotHeld)
+	}
+	if resident == 0 {
+		t.Fatal("no page resident at any held token start: the comparison tests nothing")
+	}
+	slices.Sort(pauses)
+	t.Logf("%d exact snapshots, %d not held: %d page states of the held ones compared with the replay (%d resident); the process paused from its token's start to the snapshot's end: median %.1f ms, max %.1f ms, %.1f ms in all over a run of %.1f s",
+		len(snaps), unheld, compared, resident, float64(pauses[len(pauses)/2])/1e6, float64(pauses[len(pauses)-1])/1e6, float64(sum(pauses))/1e6, meta.End.Sub(meta.Start).Seconds())
+}
+
+func sum(v []uint64) (s uint64) {
+	for _, x := range v {
+		s += x
+	}
+	return s
 }

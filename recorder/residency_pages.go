@@ -1,0 +1,111 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Two ways to read which pages of a file the page cache holds. mincore of
+// a mapping of the file looks every page up on its own; cachestat(2)
+// (Linux 6.5) counts a byte range's cached pages in one walk of the
+// file's page-cache tree, but only counts. A count of 0 or of the whole
+// range answers for every page of it, so cachestatPages counts fixed
+// chunks and asks mincore only about the chunks partly resident. Measured
+// on a 209 MiB model a third resident in 37 runs (2 vCPUs, machine
+// shared): 1.5–1.7 ms a snapshot against mincore's 1.4–3.6 ms; chunks of
+// 64 pages cost 2.9–4.3 ms (a call each). Halving the partly resident
+// ranges down to single pages with cachestat alone walks the tree once
+// per level: 4 times mincore's cost.
+
+// Snapshot methods, as meta.json's residency_snapshots.method says them.
+const (
+	methodCachestat = "cachestat"
+	methodMincore   = "mincore"
+)
+
+// pageMapBuilder appends resident pages in ascending order.
+type pageMapBuilder struct{ pm *rundir.PageMap }
+
+func newPageMapBuilder() pageMapBuilder {
+	return pageMapBuilder{pm: &rundir.PageMap{Ranges: [][2]int64{}}}
+}
+
+func (b pageMapBuilder) add(lo, hi int64) {
+	pm := b.pm
+	pm.Resident += hi - lo
+	if n := len(pm.Ranges); n > 0 && pm.Ranges[n-1][1] == lo {
+		pm.Ranges[n-1][1] = hi
+		return
+	}
+	pm.Ranges = append(pm.Ranges, [2]int64{lo, hi})
+}
+
+// mincorePages reads the resident pages of mem, a read-only mapping of a
+// whole file; vec has room for one byte per page.
+func mincorePages(mem, vec []byte) (*rundir.PageMap, error) {
+	b := newPageMapBuilder()
+	if len(mem) == 0 {
+		return b.pm, nil
+	}
+	vec = vec[:(len(mem)+kernel.PageSize-1)/kernel.PageSize]
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return nil, fmt.Errorf("mincore: %w", errno)
+	}
+	for p, v := range vec {
+		if v&1 != 0 {
+			b.add(int64(p), int64(p)+1)
+		}
+	}
+	return b.pm, nil
+}
+
+// errNoCachestat is what cachestatPages returns on a kernel without the
+// call (ENOSYS), or a file system it does not serve (EOPNOTSUPP): the
+// caller reads the file with mincore alone instead.
+var errNoCachestat = errors.New("cachestat is not available")
+
+// cachestatChunk is the pages one cachestat call counts: 2 MiB, the
+// largest folio a model's page cache holds here, so a chunk boundary
+// rarely cuts one.
+const cachestatChunk = 512
+
+// cachestatPages reads the resident pages of mem, a read-only mapping of
+// the whole of f, as mincorePages does: a cachestat call per chunk, and
+// mincore of the chunks that are partly resident only.
+func cachestatPages(f *os.File, mem, vec []byte, chunk int64) (*rundir.PageMap, error) {
+	b := newPageMapBuilder()
+	pages := (int64(len(mem)) + kernel.PageSize - 1) / kernel.PageSize
+	for lo := int64(0); lo < pages; lo += chunk {
+		hi := min(lo+chunk, pages)
+		r := unix.CachestatRange{Off: uint64(lo) * kernel.PageSize, Len: uint64(hi-lo) * kernel.PageSize}
+		var cs unix.Cachestat_t
+		if err := unix.Cachestat(uint(f.Fd()), &r, &cs, 0); err != nil {
+			if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+				return nil, fmt.Errorf("%w: %w", errNoCachestat, err)
+			}
+			return nil, fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, err)
+		}
+		switch n := int64(cs.Cache); {
+		case n == 0:
+			continue
+		case n >= hi-lo:
+			b.add(lo, hi)
+			continue
+		}
+		part, err := mincorePages(mem[lo*kernel.PageSize:min(hi*kernel.PageSize, int64(len(mem)))], vec)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range part.Ranges {
+			b.add(lo+pr[0], lo+pr[1])
+		}
+	}
+	return b.pm, nil
+}

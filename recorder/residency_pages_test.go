@@ -1,0 +1,130 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// coldFile writes a file of size bytes to disk (not tmpfs: its pages must
+// be evictable), syncs it and drops it from the page cache.
+func coldFile(t *testing.T, size int64) *os.File {
+	t.Helper()
+	dir, err := os.MkdirTemp(filepath.Dir(os.Args[0]), "residency-")
+	if err != nil {
+		dir = t.TempDir()
+	} else {
+		t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	f, err := os.Create(filepath.Join(dir, "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	buf := make([]byte, size)
+	for i := range buf {
+		buf[i] = byte(i / kernel.PageSize)
+	}
+	if _, err := f.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	// Single pages only from here on: no readahead around a read.
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// cachestatOrSkip skips a test on a kernel without cachestat(2) (before
+// Linux 6.5), where the recorder reads residency through mincore only.
+func cachestatOrSkip(t *testing.T, f *os.File) {
+	t.Helper()
+	mem, err := unix.Mmap(int(f.Fd()), 0, kernel.PageSize, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if _, err := cachestatPages(f, mem, make([]byte, 1), cachestatChunk); errors.Is(err, errNoCachestat) {
+		t.Skipf("this kernel has no cachestat: %v", err)
+	}
+}
+
+// On a file nobody else touches, cachestat's chunks (with mincore of the
+// partly resident ones) give exactly the resident pages mincore of the
+// whole mapping gives, page by page: none, all, one page in two, a few
+// long runs, and a last page cut short by the end of the file.
+func TestCachestatReadsTheResidentPagesMincoreReads(t *testing.T) {
+	const pages = 1000
+	cases := []struct {
+		name  string
+		size  int64
+		touch func(p int64) bool
+	}{
+		{"none resident", pages * kernel.PageSize, func(int64) bool { return false }},
+		{"all resident", pages * kernel.PageSize, func(int64) bool { return true }},
+		{"every other page", pages * kernel.PageSize, func(p int64) bool { return p%2 == 0 }},
+		{"a few long runs", pages * kernel.PageSize, func(p int64) bool { return p >= 100 && p < 350 || p >= 600 && p < 601 || p >= 900 }},
+		{"a last page cut short", pages*kernel.PageSize - 100, func(p int64) bool { return p%7 == 3 || p == pages-1 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := coldFile(t, c.size)
+			cachestatOrSkip(t, f)
+			var want int64
+			page := make([]byte, 1)
+			for p := int64(0); p*kernel.PageSize < c.size; p++ {
+				if !c.touch(p) {
+					continue
+				}
+				want++
+				if _, err := f.ReadAt(page, p*kernel.PageSize); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mem, err := unix.Mmap(int(f.Fd()), 0, int(c.size), unix.PROT_READ, unix.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Munmap(mem)
+			byMincore, err := mincorePages(mem, make([]byte, pages+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Chunks of one page, of some that end inside the file's last
+			// chunk, and the recorder's, larger than the file.
+			var byCachestat *rundir.PageMap
+			for _, chunk := range []int64{1, 64, cachestatChunk * 4} {
+				if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk); err != nil {
+					t.Fatal(err)
+				}
+				if got, wantS := fmt.Sprint(byCachestat), fmt.Sprint(byMincore); got != wantS {
+					t.Errorf("cachestat by chunks of %d pages: %s\nmincore: %s", chunk, got, wantS)
+				}
+			}
+			// The oracle of both: the pages this test read in, alone
+			// (FADV_RANDOM: no readahead around them).
+			if byMincore.Resident != want {
+				t.Errorf("mincore says %d pages resident, the test read %d", byMincore.Resident, want)
+			}
+			for p := int64(0); p*kernel.PageSize < c.size; p++ {
+				if byCachestat.Has(p) != c.touch(p) {
+					t.Errorf("page %d: resident %v by cachestat, read in %v", p, byCachestat.Has(p), c.touch(p))
+					break
+				}
+			}
+		})
+	}
+}
