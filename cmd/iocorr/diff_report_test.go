@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
 )
@@ -57,7 +58,7 @@ func TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures(t *testing.T)
 }
 
 func TestReportOfTwoRunsBadUsageIsOneLineError(t *testing.T) {
-	a := writeTinyRun(t)
+	a := rectest.TinyRun(t)
 	out := filepath.Join(t.TempDir(), "r.html")
 	for _, tc := range []struct {
 		name string

@@ -16,11 +16,12 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 func TestDiffBadUsageIsOneLineError(t *testing.T) {
-	a, b := writeTinyRun(t), writeTinyRun(t)
+	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -326,7 +327,7 @@ func TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas(t *testing.T) {
 // not finish; stderr names run B and its directory, CSV starts with a
 // comment and every JSON row carries it, prefixed "run B: ".
 func TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput(t *testing.T) {
-	a, b := writeTinyRun(t), writeTinyRun(t)
+	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
 	meta, err := rundir.ReadMeta(b)
 	if err != nil {
 		t.Fatal(err)

@@ -158,13 +158,11 @@ func recordableMoE(t *testing.T) (model string, f *gguf.File) {
 	return model, f
 }
 
-// pageableMoE writes a 2-layer model of 4 experts (2 used) and returns it
-// with its tensor table: each expert slice of an *_exps tensor is
-// 256×512×2 B = 64 pages, so pages and byte ranges can be picked inside
-// chosen experts.
+// pageableMoE writes llmtest.PageableMoE and returns it with its tensor
+// table.
 func pageableMoE(t *testing.T) (string, *gguf.File) {
 	t.Helper()
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := llmtest.Model(t, llmtest.PageableMoE)
 	f, err := gguf.Open(model)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/sweep"
 )
 
@@ -20,7 +21,7 @@ import (
 // faults among three of 10 ns stall each; token 3 has a fourth fault (on
 // anonymous memory, stalled 10 ns too).
 func TestSweepFiguresComeFromTheDecodeTokens(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	var r sweep.Row
 	if err := sweep.Summarize(dir, &r); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,108 @@
+// Package rectest makes the runs the end-to-end tests of the library
+// read, through the library, as `iocorr record` and `iocorr ingest` make
+// them: recorder.Run with the command line's defaults, then the one
+// ingest (pipeline.Ingest). A test binary that records must call
+// launch.RunShimIfChild first thing in its TestMain: the recorder
+// re-executes that binary as the held child.
+package rectest
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/recorder"
+)
+
+// syncBuffer is written by the command and the recorder at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Options are `iocorr record`'s flags a test sets; the zero value is
+// `iocorr record -o DIR -- argv`.
+type Options struct {
+	Cold     bool
+	MemLimit string                    // as --mem-limit spells it, e.g. llmtest.MemLimit
+	Probe    string                    // as --probe spells it: "", "ops", "pagecache", "sched", or several, comma-separated
+	Set      func(o *recorder.Options) // anything else, set last
+}
+
+// Output is what a recording printed: the command's stdout, and its
+// stderr with the recorder's warnings.
+type Output struct{ Stdout, Stderr string }
+
+// Record records argv into dir and ingests it, as `iocorr record -o dir
+// [opts] -- argv` does, failing the test on any error.
+func Record(t testing.TB, dir string, opts Options, argv ...string) Output {
+	t.Helper()
+	out, err := RecordErr(t.Context(), dir, opts, argv...)
+	if err != nil {
+		t.Fatalf("record %s: %v\n%s", strings.Join(argv, " "), err, out.Stderr)
+	}
+	return out
+}
+
+// RecordErr is Record returning the first error instead of failing.
+func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (Output, error) {
+	var stdout, stderr syncBuffer
+	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, RingBufBytes: bpf.DefaultRingBufBytes, Stdout: &stdout, Stderr: &stderr}
+	for _, set := range strings.Split(opts.Probe, ",") {
+		switch set {
+		case "ops":
+			o.ProbeOps = true
+		case "sched":
+			o.ProbeSched = true
+		case "pagecache":
+			o.PageCache = true
+		}
+	}
+	var err error
+	if opts.MemLimit != "" {
+		if o.MemLimit, err = units.ParseSize(opts.MemLimit); err != nil {
+			return Output{}, err
+		}
+	}
+	if opts.Set != nil {
+		opts.Set(&o)
+	}
+	if err = o.Validate(); err == nil {
+		_, err = recorder.Run(ctx, o)
+	}
+	if err == nil {
+		_, err = pipeline.Ingest(ctx, dir, pipeline.Options{})
+	}
+	return Output{stdout.String(), stderr.String()}, err
+}
+
+// RecordMoE records llama.cpp's llama-completion (of the Shared build)
+// generating tokens tokens on llmtest.MoE from a cold cache under
+// llmtest.MemLimit with the given probe sets, into a directory of its
+// own, and returns it.
+func RecordMoE(t testing.TB, probe string, tokens int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	Record(t, dir, Options{Cold: true, MemLimit: llmtest.MemLimit, Probe: probe},
+		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), llmtest.Model(t, llmtest.MoE), tokens)...)
+	return dir
+}
