@@ -41,6 +41,13 @@ func TestMain(m *testing.M) {
 // dir perfetto -o FILE` does, and returns the file.
 func exportTrace(t *testing.T, dir string) string {
 	t.Helper()
+	path, _ := exportTraceWith(t, dir, perfetto.Options{})
+	return path
+}
+
+// exportTraceWith is exportTrace with options, returning the summary too.
+func exportTraceWith(t *testing.T, dir string, opt perfetto.Options) (string, perfetto.Summary) {
+	t.Helper()
 	st, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -51,10 +58,11 @@ func exportTrace(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "trace.pftrace")
-	if _, err := perfetto.WriteFile(path, st, meta, perfetto.Options{}); err != nil {
+	sum, err := perfetto.WriteFile(path, st, meta, opt)
+	if err != nil {
 		t.Fatalf("writing the trace: %v", err)
 	}
-	return path
+	return path, sum
 }
 
 // traceEvent and traceTrack are what the test's own decoder reads back,
@@ -397,21 +405,7 @@ func TestPerfettoTraceOfARealRunUnderAMemoryLimit(t *testing.T) {
 // Past its bound on instants a trace folds faults into per-thread
 // counters, says so, and loses no fault from the counts.
 func TestPerfettoTraceFoldsFaultsIntoCountersPastItsBound(t *testing.T) {
-	dir := rectest.TinyRun(t)
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "trace.pftrace")
-	sum, err := perfetto.WriteFile(path, st, meta, perfetto.Options{MaxInstants: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, sum := exportTraceWith(t, rectest.TinyRun(t), perfetto.Options{MaxInstants: 5})
 	if sum.Downsampled == "" || sum.Faults != 0 {
 		t.Errorf("summary %+v: want faults downsampled and no fault instant", sum)
 	}

@@ -56,16 +56,7 @@ func buildPair(t *testing.T) (*report.Pair, []byte) {
 // the reason, not a bar of zero.
 func TestTwoRunReportComparesEachLayerWithBothValuesOnHover(t *testing.T) {
 	p, page := buildPair(t)
-	var svg string
-	for _, c := range p.Charts {
-		if c.Name == "diff_layer_bytes_read" {
-			b, err := c.SVG()
-			if err != nil {
-				t.Fatal(err)
-			}
-			svg = string(b)
-		}
-	}
+	svg := chartSVG(t, p.Charts, "diff_layer_bytes_read")
 	for _, want := range []string{
 		"<title>layer none: run A 32.0 KiB, run B 32.0 KiB; change 0 B, ratio B/A 1</title>",
 		"<title>layer 0: run A 36.0 KiB, run B 36.0 KiB; change 0 B, ratio B/A 1</title>",

@@ -17,7 +17,6 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 func TestDiffBadUsageIsOneLineError(t *testing.T) {
@@ -103,36 +102,6 @@ func recordedPair(t *testing.T) (a, b, modelA, modelB string) {
 		t.Fatalf("recording the second run: %v", secondRun.err)
 	}
 	return rec.Dir, secondRun.dir, rec.Model, modelB
-}
-
-// jsonRows runs an iocorr command printing --format json and decodes it,
-// numbers as json.Number so that counters compare exactly.
-func jsonRows(t *testing.T, args ...string) []map[string]any {
-	t.Helper()
-	out, errOut, err := runCmd(t, append(args, "--format", "json")...)
-	if err != nil {
-		t.Fatalf("%q: %v\n%s", args, err, errOut)
-	}
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.UseNumber()
-	var rows []map[string]any
-	if err := dec.Decode(&rows); err != nil {
-		t.Fatalf("%q: %v\n%s", args, err, out)
-	}
-	return rows
-}
-
-// jsonUint is a JSON number as a uint64; ok is false for null.
-func jsonUint(t *testing.T, v any) (n uint64, ok bool) {
-	t.Helper()
-	if v == nil {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(v.(json.Number)), 10, 64)
-	if err != nil {
-		t.Fatalf("%v: %v", v, err)
-	}
-	return n, true
 }
 
 // tensorNames are the tensor names of a GGUF file.
@@ -328,14 +297,7 @@ func TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas(t *testing.T) {
 // comment and every JSON row carries it, prefixed "run B: ".
 func TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput(t *testing.T) {
 	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
-	meta, err := rundir.ReadMeta(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Finished = false
-	if err := rundir.WriteMeta(b, meta); err != nil {
-		t.Fatal(err)
-	}
+	meta := unfinish(t, b)
 	status := "run B: " + meta.Status()
 	for _, format := range []string{"table", "csv", "json"} {
 		t.Run(format, func(t *testing.T) {

@@ -6,10 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/perfetto"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // `export perfetto` writes to its -o file the bytes perfetto.WriteFile
@@ -21,15 +19,11 @@ func TestExportPerfettoWritesTheTraceAndRefusesStdoutAndFormat(t *testing.T) {
 	if _, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", path); err != nil {
 		t.Fatalf("export perfetto: %v\n%s", err, errOut)
 	}
-	st, err := index.Open(dir)
+	st, meta, err := openRunMeta(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := filepath.Join(t.TempDir(), "want.pftrace")
 	if _, err := perfetto.WriteFile(want, st, meta, perfetto.Options{}); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 func duckDB(t testing.TB) *sql.DB {
@@ -210,14 +209,7 @@ func TestParquetCarriesTheRunStatus(t *testing.T) {
 	if got := status(); got != "complete" {
 		t.Errorf("finished run: run_status %q, want complete", got)
 	}
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Finished = false
-	if err := rundir.WriteMeta(dir, meta); err != nil {
-		t.Fatal(err)
-	}
+	meta := unfinish(t, dir)
 	if got, want := status(), meta.Status(); got != want {
 		t.Errorf("unfinished run: run_status %q, want %q", got, want)
 	}

@@ -16,6 +16,21 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
+// unfinish makes the run in dir one whose recorder did not finish, and
+// returns its metadata.
+func unfinish(t *testing.T, dir string) *rundir.Meta {
+	t.Helper()
+	meta, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Finished = false
+	if err := rundir.WriteMeta(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
 // csvTable parses CSV output into rows keyed by column name.
 func csvTable(t *testing.T, out string) []map[string]string {
 	t.Helper()
@@ -45,6 +60,43 @@ func sumColumn(t *testing.T, rows []map[string]string, col string) uint64 {
 		s += v
 	}
 	return s
+}
+
+// jsonRows runs an iocorr command printing --format json and decodes it,
+// numbers as json.Number so that counters compare exactly.
+func jsonRows(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	rows, _ := jsonOut(t, args...)
+	return rows
+}
+
+// jsonOut is jsonRows with what the command said on stderr.
+func jsonOut(t *testing.T, args ...string) ([]map[string]any, string) {
+	t.Helper()
+	out, errOut, err := runCmd(t, append(args, "--format", "json")...)
+	if err != nil {
+		t.Fatalf("%q: %v\n%s", args, err, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	var rows []map[string]any
+	if err := dec.Decode(&rows); err != nil {
+		t.Fatalf("%q: %v\n%s", args, err, out)
+	}
+	return rows, errOut
+}
+
+// jsonUint is a JSON number as a uint64; ok is false for null.
+func jsonUint(t *testing.T, v any) (n uint64, ok bool) {
+	t.Helper()
+	if v == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(v.(json.Number)), 10, 64)
+	if err != nil {
+		t.Fatalf("%v: %v", v, err)
+	}
+	return n, true
 }
 
 func TestQueryTensorPrintsOneRowPerToken(t *testing.T) {
@@ -375,14 +427,7 @@ func notIngested(t *testing.T) string {
 // every JSON object; tables stay tables.
 func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
 	dir := rectest.TinyRun(t)
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Finished = false
-	if err := rundir.WriteMeta(dir, meta); err != nil {
-		t.Fatal(err)
-	}
+	meta := unfinish(t, dir)
 	status := meta.Status()
 	for _, cmd := range [][]string{{"query", "--by", "tensor"}, {"export", "faults-per-token"}, {"export", "events"}} {
 		for _, format := range []string{"table", "csv", "json", "jsonl"} {
@@ -512,13 +557,9 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 			if err := rundir.WriteMeta(dir, m); err != nil {
 				t.Fatal(err)
 			}
-			out, errOut, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert", "--format", "json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rows []map[string]any
-			if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
-				t.Fatalf("%d rows (%v):\n%s", len(rows), err, out)
+			rows, errOut := jsonOut(t, "query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert")
+			if len(rows) != 3 {
+				t.Fatalf("%d rows: %v", len(rows), rows)
 			}
 			for _, r := range rows {
 				if got := r[index.Selected]; (got == nil) != tc.na {

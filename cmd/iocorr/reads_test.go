@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -39,17 +38,9 @@ func requestedByTensor(f *gguf.File, rs []readSpec) map[string]int64 {
 // queryRequested is bytes_requested per tensor as iocorr query prints it.
 func queryRequested(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
-	out, _, err := runCmd(t, "query", "-i", dir, "--by", "tensor", "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("query: %v\n%s", err, out)
-	}
 	got := map[string]int64{}
-	for _, r := range rows {
-		if v, _ := r["bytes_requested"].(float64); v > 0 {
+	for _, r := range jsonRows(t, "query", "-i", dir, "--by", "tensor") {
+		if v, _ := jsonUint(t, r["bytes_requested"]); v > 0 {
 			got[r["tensor"].(string)] = int64(v)
 		}
 	}

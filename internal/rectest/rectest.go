@@ -7,11 +7,12 @@
 package rectest
 
 import (
-	"bytes"
 	"context"
+	"errors"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
@@ -20,24 +21,6 @@ import (
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
 )
-
-// syncBuffer is written by the command and the recorder at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Options are `iocorr record`'s flags a test sets; the zero value is
 // `iocorr record -o DIR -- argv`.
@@ -48,9 +31,13 @@ type Options struct {
 	Set      func(o *recorder.Options) // anything else, set last
 }
 
-// Output is what a recording printed: the command's stdout, and its
-// stderr with the recorder's warnings.
-type Output struct{ Stdout, Stderr string }
+// Output is what a recording printed, the command's stdout and its stderr
+// with the recorder's warnings, and what the ingest said of the run (that
+// `iocorr record` prints after them).
+type Output struct {
+	Stdout, Stderr string
+	Ingest         pipeline.Summary
+}
 
 // Record records argv into dir and ingests it, as `iocorr record -o dir
 // [opts] -- argv` does, failing the test on any error.
@@ -65,8 +52,19 @@ func Record(t testing.TB, dir string, opts Options, argv ...string) Output {
 
 // RecordErr is Record returning the first error instead of failing.
 func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (Output, error) {
-	var stdout, stderr syncBuffer
-	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, RingBufBytes: bpf.DefaultRingBufBytes, Stdout: &stdout, Stderr: &stderr}
+	// Files, as a terminal would be: the command writes them itself, and
+	// the recorder's warnings go to the same stderr at the same time.
+	var out [2]*os.File
+	for i := range out {
+		f, err := os.CreateTemp("", "rectest-out-*")
+		if err != nil {
+			return Output{}, err
+		}
+		os.Remove(f.Name())
+		defer f.Close()
+		out[i] = f
+	}
+	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, RingBufBytes: bpf.DefaultRingBufBytes, Stdout: out[0], Stderr: out[1]}
 	for _, set := range strings.Split(opts.Probe, ",") {
 		switch set {
 		case "ops":
@@ -89,10 +87,22 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 	if err = o.Validate(); err == nil {
 		_, err = recorder.Run(ctx, o)
 	}
+	var sum pipeline.Summary
 	if err == nil {
-		_, err = pipeline.Ingest(ctx, dir, pipeline.Options{})
+		sum, err = pipeline.Ingest(ctx, dir, pipeline.Options{})
 	}
-	return Output{stdout.String(), stderr.String()}, err
+	var said [2][]byte
+	for i, f := range out {
+		if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+			return Output{}, errors.Join(err, serr)
+		}
+		b, rerr := io.ReadAll(f)
+		if rerr != nil {
+			return Output{}, errors.Join(err, rerr)
+		}
+		said[i] = b
+	}
+	return Output{string(said[0]), string(said[1]), sum}, err
 }
 
 // RecordMoE records llama.cpp's llama-completion (of the Shared build)
