@@ -19,6 +19,7 @@ import (
 	"github.com/iocorr/iocorr/internal/protowalk"
 	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/perfetto"
 	"github.com/iocorr/iocorr/recorder"
@@ -48,15 +49,7 @@ func exportTrace(t *testing.T, dir string) string {
 // exportTraceWith is exportTrace with options, returning the summary too.
 func exportTraceWith(t *testing.T, dir string, opt perfetto.Options) (string, perfetto.Summary) {
 	t.Helper()
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta := storetest.OpenRun(t, dir)
 	path := filepath.Join(t.TempDir(), "trace.pftrace")
 	sum, err := perfetto.WriteFile(path, st, meta, opt)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
 	"github.com/iocorr/iocorr/rundir"
@@ -166,15 +167,7 @@ func (s synth) build(t testing.TB) string {
 // buildReport builds the report of the run in dir.
 func buildReport(t testing.TB, dir string, opt report.Options) *report.Report {
 	t.Helper()
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta := storetest.OpenRun(t, dir)
 	sr, err := stats.Compute(st, meta, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
