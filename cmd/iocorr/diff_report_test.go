@@ -21,7 +21,7 @@ import (
 // tensors only A's has. The screenshot goes to $IOCORR_PAIR_SCREENSHOT
 // when set.
 func TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures(t *testing.T) {
-	a, b, modelA, modelB := recordedPair(t)
+	a, b, modelA, modelB := rectest.RecordedPair(t)
 	browsertest.Require(t)
 	out := filepath.Join(t.TempDir(), "pair.html")
 	stdoutText, errOut, err := runCmd(t, "report", "-o", out, a, b)
