@@ -2,7 +2,6 @@ package diff_test
 
 import (
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,17 +9,13 @@ import (
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/internal/storetest"
 )
 
 // The recorder re-executes this test binary as the held child of the
 // second recorded run (rectest.RecordedPair).
-func TestMain(m *testing.M) {
-	launch.RunShimIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { rectest.Main(m) }
 
 // queried is one run's query by one grouping, as `iocorr query --by BY`
 // prints it: each group's counters, and the counters its metadata says

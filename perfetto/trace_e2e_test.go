@@ -14,7 +14,6 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/protowalk"
 	"github.com/iocorr/iocorr/internal/rectest"
@@ -33,10 +32,7 @@ import (
 // library (internal/rectest) with op or scheduler probes.
 
 // The recorder re-executes this test binary as the held child.
-func TestMain(m *testing.M) {
-	launch.RunShimIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { rectest.Main(m) }
 
 // exportTrace writes the trace of the run in dir, as `iocorr export -i
 // dir perfetto -o FILE` does, and returns the file.

@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
 
@@ -16,15 +15,7 @@ import (
 // when the test ends.
 func pairRun(t *testing.T, dir string) report.PairRun {
 	t.Helper()
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta := storetest.OpenRun(t, dir)
 	sr, err := stats.Compute(st, meta, stats.Options{})
 	if err != nil {
 		t.Fatal(err)

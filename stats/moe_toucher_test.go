@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/internal/storetest"
@@ -25,10 +24,7 @@ import (
 // against their definitions, written here apart from package stats.
 
 // The recorder re-executes this test binary as the held child.
-func TestMain(m *testing.M) {
-	launch.RunShimIfChild()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { rectest.Main(m) }
 
 // computeStats is `iocorr stats --format json` of the run in dir: every
 // table, its rows by column name.

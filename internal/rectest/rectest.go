@@ -16,11 +16,20 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
 )
+
+// Main is the TestMain of a test binary that records: the recorder
+// re-executes that binary as the held child, which must become the
+// command before any test runs.
+func Main(m *testing.M) {
+	launch.RunShimIfChild()
+	os.Exit(m.Run())
+}
 
 // Options are `iocorr record`'s flags a test sets; the zero value is
 // `iocorr record -o DIR -- argv`.
