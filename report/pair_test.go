@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
 
@@ -16,15 +15,7 @@ import (
 // when the test ends.
 func pairRun(t *testing.T, dir string) report.PairRun {
 	t.Helper()
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta := storetest.OpenRun(t, dir)
 	sr, err := stats.Compute(st, meta, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,16 +47,7 @@ func buildPair(t *testing.T) (*report.Pair, []byte) {
 // the reason, not a bar of zero.
 func TestTwoRunReportComparesEachLayerWithBothValuesOnHover(t *testing.T) {
 	p, page := buildPair(t)
-	var svg string
-	for _, c := range p.Charts {
-		if c.Name == "diff_layer_bytes_read" {
-			b, err := c.SVG()
-			if err != nil {
-				t.Fatal(err)
-			}
-			svg = string(b)
-		}
-	}
+	svg := chartSVG(t, p.Charts, "diff_layer_bytes_read")
 	for _, want := range []string{
 		"<title>layer none: run A 32.0 KiB, run B 32.0 KiB; change 0 B, ratio B/A 1</title>",
 		"<title>layer 0: run A 36.0 KiB, run B 36.0 KiB; change 0 B, ratio B/A 1</title>",

@@ -18,6 +18,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
 	"github.com/iocorr/iocorr/rundir"
@@ -166,15 +167,7 @@ func (s synth) build(t testing.TB) string {
 // buildReport builds the report of the run in dir.
 func buildReport(t testing.TB, dir string, opt report.Options) *report.Report {
 	t.Helper()
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta := storetest.OpenRun(t, dir)
 	sr, err := stats.Compute(st, meta, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -273,16 +266,7 @@ func template(s string) string {
 // with the layer's bytes read, as stats' layers table has them.
 func TestHoverTextCarriesEachBarsFigures(t *testing.T) {
 	rep := buildReport(t, synth{layers: 4, experts: 8, tokens: 12}.build(t), report.Options{})
-	var svg string
-	for _, c := range rep.Charts {
-		if c.Name == "layer_bytes_read" {
-			b, err := c.SVG()
-			if err != nil {
-				t.Fatal(err)
-			}
-			svg = string(b)
-		}
-	}
+	svg := chartSVG(t, rep.Charts, "layer_bytes_read")
 	// Token i reads one page of layer i%4's attn_q and two pages of one
 	// of its experts; the load read token_embd (layer "none").
 	for _, want := range []string{
@@ -443,10 +427,10 @@ func TestBrowserCheckFailsWhenAChartIsMissingOrBroken(t *testing.T) {
 	}
 }
 
-// chartSVG draws the named chart of rep.
-func chartSVG(t *testing.T, rep *report.Report, name string) string {
+// chartSVG draws the named chart of charts (a report's or a pair's).
+func chartSVG(t *testing.T, charts []*report.Chart, name string) string {
 	t.Helper()
-	for _, c := range rep.Charts {
+	for _, c := range charts {
 		if c.Name == name {
 			b, err := c.SVG()
 			if err != nil {
@@ -467,7 +451,7 @@ func chartSVG(t *testing.T, rep *report.Report, name string) string {
 // decode bytes heatmap holds two pages per token that read it.
 func TestHeatmapHoverTotalsAreTheEventsOfEachBandAndCell(t *testing.T) {
 	rep := buildReport(t, synth{layers: 4, experts: 8, tokens: 12}.build(t), report.Options{})
-	svg := chartSVG(t, rep, "offset_token_bytes")
+	svg := chartSVG(t, rep.Charts, "offset_token_bytes")
 	for l := range 4 {
 		if want := fmt.Sprintf("blk.%d, offsets", l); !strings.Contains(svg, want) {
 			t.Errorf("no hover for %s", want)
@@ -485,7 +469,7 @@ func TestHeatmapHoverTotalsAreTheEventsOfEachBandAndCell(t *testing.T) {
 	for i := 2; i <= 12; i++ {
 		want[[2]int{i % 4, (i + i%4) % 8}] += 2 * pg
 	}
-	svg = chartSVG(t, rep, "expert_bytes_read")
+	svg = chartSVG(t, rep.Charts, "expert_bytes_read")
 	for l := range 4 {
 		for e := range 8 {
 			text := fmt.Sprintf("layer %d, expert %d: %s read (decode)", l, e, kib(want[[2]int{l, e}]))

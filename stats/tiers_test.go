@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
@@ -20,15 +20,7 @@ func computeDefaultTier(t *testing.T, snaps []rundir.Snapshot) (*stats.Report, s
 	if err := rundir.WriteMeta(dir, s.meta); err != nil {
 		t.Fatal(err)
 	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta := storetest.OpenRun(t, dir)
 	rep, err := stats.Compute(st, meta, stats.Options{Snapshots: snaps})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/report/browsertest"
 )
@@ -20,7 +21,7 @@ import (
 // tensors only A's has. The screenshot goes to $IOCORR_PAIR_SCREENSHOT
 // when set.
 func TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures(t *testing.T) {
-	a, b, modelA, modelB := recordedPair(t)
+	a, b, modelA, modelB := rectest.RecordedPair(t)
 	browsertest.Require(t)
 	out := filepath.Join(t.TempDir(), "pair.html")
 	stdoutText, errOut, err := runCmd(t, "report", "-o", out, a, b)
@@ -57,7 +58,7 @@ func TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures(t *testing.T)
 }
 
 func TestReportOfTwoRunsBadUsageIsOneLineError(t *testing.T) {
-	a := writeTinyRun(t)
+	a := rectest.TinyRun(t)
 	out := filepath.Join(t.TempDir(), "r.html")
 	for _, tc := range []struct {
 		name string

@@ -3,24 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/iocorr/iocorr/diff"
-	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/internal/rectest"
 )
 
 func TestDiffBadUsageIsOneLineError(t *testing.T) {
-	a, b := writeTinyRun(t), writeTinyRun(t)
+	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -55,227 +46,13 @@ func TestDiffBadUsageIsOneLineError(t *testing.T) {
 	}
 }
 
-// smallerMoE is the second model of the comparisons: llmtest.MoE cut to
-// 6 layers of 4 experts, so that layers 6-7, experts 4-7 and the tensors
-// of layers 6-7 are only in the shared run's model.
-var smallerMoE = gguf.SynthSpec{Layers: 6, Embd: 512, FF: 1024, Heads: 8, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType}
-
-// smallerBudget keeps smallerMoE (85 MiB) reading from the disk while it
-// decodes.
-const smallerBudget = "64MiB"
-
-var secondRun struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// recordedPair returns two real runs of different models: A, the shared
-// run (llmtest.RecordedMoE: the Node driver on llmtest.MoE under 112 MiB),
-// and B, llama-completion of the shared build generating 8 tokens on
-// smallerMoE under smallerBudget, recorded once per test binary; and
-// both models' files.
-func recordedPair(t *testing.T) (a, b, modelA, modelB string) {
-	t.Helper()
-	requireBPF(t)
-	llmtest.Require(t)
-	rec := llmtest.RecordedMoE(t)
-	modelB = llmtest.Model(t, smallerMoE)
-	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
-	secondRun.once.Do(func() {
-		// Named as llmtest names its shared run, so that a later test
-		// binary removes it once this process is gone.
-		tmp, err := os.MkdirTemp("", fmt.Sprintf("iocorr-recorded-%d-", os.Getpid()))
-		if err != nil {
-			secondRun.err = err
-			return
-		}
-		dir := filepath.Join(tmp, smallerBudget)
-		args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", smallerBudget, "--"}, llmtest.CompletionArgs(bin, modelB, 8)...)
-		if _, summary, err := runCmd(t, args...); err != nil {
-			secondRun.err = fmt.Errorf("record: %w\n%s", err, summary)
-			return
-		}
-		secondRun.dir = dir
-	})
-	if secondRun.err != nil {
-		t.Fatalf("recording the second run: %v", secondRun.err)
-	}
-	return rec.Dir, secondRun.dir, rec.Model, modelB
-}
-
-// jsonRows runs an iocorr command printing --format json and decodes it,
-// numbers as json.Number so that counters compare exactly.
-func jsonRows(t *testing.T, args ...string) []map[string]any {
-	t.Helper()
-	out, errOut, err := runCmd(t, append(args, "--format", "json")...)
-	if err != nil {
-		t.Fatalf("%q: %v\n%s", args, err, errOut)
-	}
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.UseNumber()
-	var rows []map[string]any
-	if err := dec.Decode(&rows); err != nil {
-		t.Fatalf("%q: %v\n%s", args, err, out)
-	}
-	return rows
-}
-
-// jsonUint is a JSON number as a uint64; ok is false for null.
-func jsonUint(t *testing.T, v any) (n uint64, ok bool) {
-	t.Helper()
-	if v == nil {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(v.(json.Number)), 10, 64)
-	if err != nil {
-		t.Fatalf("%v: %v", v, err)
-	}
-	return n, true
-}
-
-// tensorNames are the tensor names of a GGUF file.
-func tensorNames(t *testing.T, path string) map[string]bool {
-	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, tn := range f.Tensors {
-		names[tn.Name] = true
-	}
-	return names
-}
-
-// TestDiffOfTwoRecordedRunsIsTheDifferenceOfTheirQueries: for every
-// grouping, `diff --format json` of two real runs of different models has
-// a row per group of either run's query and per counter, whose a and b
-// are the two queries' values (0 for a group the run has but charged
-// nothing, null for one its model has not: layers 6-7, experts 4-7, the
-// tensors of layers 6-7), delta b − a and ratio b / a, or null with a
-// reason for a zero baseline.
-func TestDiffOfTwoRecordedRunsIsTheDifferenceOfTheirQueries(t *testing.T) {
-	a, b, modelA, modelB := recordedPair(t)
-	namesA, namesB := tensorNames(t, modelA), tensorNames(t, modelB)
-	// onlyA says, independently of iocorr, whether a group exists only in
-	// the model of run A (by the models' shapes).
-	onlyA := map[string]func(key string) bool{
-		"tensor": func(k string) bool { return namesA[k] && !namesB[k] },
-		"layer": func(k string) bool {
-			l, err := strconv.Atoi(k)
-			return err == nil && l >= smallerMoE.Layers
-		},
-		"expert": func(k string) bool {
-			e, err := strconv.Atoi(k)
-			return err == nil && e >= smallerMoE.Experts
-		},
-	}
-	for _, by := range index.GroupBys {
-		t.Run("by "+by, func(t *testing.T) {
-			query := func(dir string) map[string]map[string]any {
-				m := map[string]map[string]any{}
-				for _, r := range jsonRows(t, "query", "-i", dir, "--by", by) {
-					m[fmt.Sprint(r[by])] = r
-				}
-				return m
-			}
-			qa, qb := query(a), query(b)
-			counters := diff.Counters(by)
-			rows := jsonRows(t, "diff", "--by", by, a, b)
-			seen := map[string]int{}
-			var inA, inB int
-			for _, r := range rows {
-				key, counter, in := fmt.Sprint(r[by]), r["counter"].(string), r["in"].(string)
-				seen[key]++
-				if f := onlyA[by]; f != nil && (in == "a") != f(key) {
-					t.Errorf("%s %s: in %q, but only in A's model: %v", by, key, in, f(key))
-				}
-				// What each query says, or 0 for a group a run has and
-				// charged nothing, or NA for one it has not.
-				expect := func(q map[string]map[string]any, missing bool) (uint64, bool) {
-					row, ok := q[key]
-					switch {
-					case missing:
-						if ok {
-							t.Errorf("%s %s: in %q, but that run's query has it", by, key, in)
-						}
-						return 0, false
-					case !ok:
-						return 0, true
-					}
-					return jsonUint(t, row[counter])
-				}
-				wa, okA := expect(qa, in == "b")
-				wb, okB := expect(qb, in == "a")
-				ga, gotA := jsonUint(t, r["a"])
-				gb, gotB := jsonUint(t, r["b"])
-				if ga != wa || gotA != okA || gb != wb || gotB != okB {
-					t.Errorf("%s %s %s: a %v b %v, the queries say %d (%v) and %d (%v)", by, key, counter, r["a"], r["b"], wa, okA, wb, okB)
-					continue
-				}
-				if okA {
-					inA++
-				}
-				if okB {
-					inB++
-				}
-				reason, _ := r["na_reason"].(string)
-				if !okA || !okB {
-					if r["delta"] != nil || r["ratio"] != nil || reason == "" {
-						t.Errorf("%s %s %s: a value is NA, but delta %v, ratio %v, reason %q", by, key, counter, r["delta"], r["ratio"], reason)
-					}
-					continue
-				}
-				if d, err := strconv.ParseInt(string(r["delta"].(json.Number)), 10, 64); err != nil || d != int64(wb)-int64(wa) {
-					t.Errorf("%s %s %s: delta %v, want %d", by, key, counter, r["delta"], int64(wb)-int64(wa))
-				}
-				if wa == 0 {
-					if r["ratio"] != nil || !strings.Contains(reason, "no ratio") {
-						t.Errorf("%s %s %s: ratio %v over a zero baseline, reason %q", by, key, counter, r["ratio"], reason)
-					}
-					continue
-				}
-				ratio, err := r["ratio"].(json.Number).Float64()
-				if want := float64(wb) / float64(wa); err != nil || math.Abs(ratio-want) > 1e-12*want {
-					t.Errorf("%s %s %s: ratio %v, want %g", by, key, counter, r["ratio"], want)
-				}
-			}
-			for _, q := range []map[string]map[string]any{qa, qb} {
-				for key := range q {
-					if seen[key] != len(counters) {
-						t.Errorf("%s %s: %d rows, want one per counter (%d)", by, key, seen[key], len(counters))
-					}
-				}
-			}
-			if len(seen) != len(qa)+len(qb)-common(qa, qb) {
-				t.Errorf("%d groups, the queries have %d and %d (%d in both)", len(seen), len(qa), len(qb), common(qa, qb))
-			}
-			if inA == 0 || inB == 0 {
-				t.Errorf("no value measured in A (%d) or B (%d)", inA, inB)
-			}
-			t.Logf("by %s: %d groups (A %d, B %d), %d rows", by, len(seen), len(qa), len(qb), len(rows))
-		})
-	}
-}
-
-func common(x, y map[string]map[string]any) int {
-	n := 0
-	for k := range x {
-		if _, ok := y[k]; ok {
-			n++
-		}
-	}
-	return n
-}
-
 // TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas: the tensors
 // of the shared run's model that smallerMoE has not (layers 6 and 7) are
 // named, with their count, after the table and on stderr beside JSON, and
 // every row of theirs has b NA.
 func TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas(t *testing.T) {
-	a, b, modelA, modelB := recordedPair(t)
-	namesA, namesB := tensorNames(t, modelA), tensorNames(t, modelB)
+	a, b, modelA, modelB := rectest.RecordedPair(t)
+	namesA, namesB := rectest.TensorNames(t, modelA), rectest.TensorNames(t, modelB)
 	var only []string
 	for n := range namesA {
 		if !namesB[n] {
@@ -326,15 +103,8 @@ func TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas(t *testing.T) {
 // not finish; stderr names run B and its directory, CSV starts with a
 // comment and every JSON row carries it, prefixed "run B: ".
 func TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput(t *testing.T) {
-	a, b := writeTinyRun(t), writeTinyRun(t)
-	meta, err := rundir.ReadMeta(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Finished = false
-	if err := rundir.WriteMeta(b, meta); err != nil {
-		t.Fatal(err)
-	}
+	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
+	meta := unfinish(t, b)
 	status := "run B: " + meta.Status()
 	for _, format := range []string{"table", "csv", "json"} {
 		t.Run(format, func(t *testing.T) {

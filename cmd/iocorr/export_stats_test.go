@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/iocorr/iocorr/internal/rectest"
 )
 
 // checkStatsParquetEqualsJSON exports the stats tables of the run in dir
@@ -106,13 +108,13 @@ func sameCell(got, want any) bool {
 }
 
 func TestStatsParquetTablesReadInDuckDBAsStatsPrintsThem(t *testing.T) {
-	if n := checkStatsParquetEqualsJSON(t, writeTinyRun(t)); n < 100 {
+	if n := checkStatsParquetEqualsJSON(t, rectest.TinyRun(t)); n < 100 {
 		t.Errorf("compared %d cells: the tiny run's stats should give more", n)
 	}
 }
 
 func TestExportStatsAsTextIsOneNamedTable(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	if _, _, err := runCmd(t, "export", "-i", dir, "stats"); err == nil || !strings.Contains(err.Error(), "--table") {
 		t.Errorf("export stats without --table: %v, want a usage error naming --table", err)
 	}

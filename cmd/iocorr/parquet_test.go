@@ -14,7 +14,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/internal/rectest"
 )
 
 func duckDB(t testing.TB) *sql.DB {
@@ -139,7 +139,7 @@ func checkParquetAgreesWithStore(t *testing.T, dir string) storeSums {
 }
 
 func TestParquetExportsSumInDuckDBToTheStore(t *testing.T) {
-	want := checkParquetAgreesWithStore(t, writeTinyRun(t))
+	want := checkParquetAgreesWithStore(t, rectest.TinyRun(t))
 	// The tiny run's totals, as TestExportSumsEqualTheTotals knows them,
 	// so that an empty store cannot agree with empty files.
 	var faults, read uint64
@@ -154,7 +154,7 @@ func TestParquetExportsSumInDuckDBToTheStore(t *testing.T) {
 // The columns are the CSV's, in its order, with types a reader needs
 // no cast for.
 func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	db := duckDB(t)
 	for _, kind := range exportKinds {
 		t.Run(kind, func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
 // The run's status is the file's key-value metadata "run_status": the
 // Status() line of a partial run, "complete" otherwise.
 func TestParquetCarriesTheRunStatus(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	status := func() string {
 		var v string
 		err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'run_status'`,
@@ -209,21 +209,14 @@ func TestParquetCarriesTheRunStatus(t *testing.T) {
 	if got := status(); got != "complete" {
 		t.Errorf("finished run: run_status %q, want complete", got)
 	}
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Finished = false
-	if err := rundir.WriteMeta(dir, meta); err != nil {
-		t.Fatal(err)
-	}
+	meta := unfinish(t, dir)
 	if got, want := status(), meta.Status(); got != want {
 		t.Errorf("unfinished run: run_status %q, want %q", got, want)
 	}
 }
 
 func TestParquetNeedsAnOutputFile(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	out, _, err := runCmd(t, "export", "-i", dir, "events", "--format", "parquet")
 	if err == nil || !strings.Contains(err.Error(), "give -o FILE") || out != "" {
 		t.Errorf("parquet to stdout: %v, %d bytes written", err, len(out))

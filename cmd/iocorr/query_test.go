@@ -10,93 +10,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// writeTinyRun writes and ingests a run of a model with two dense tensors
-// (layers 0 and 1) and an expert tensor of 4 experts (layer 1). Each of
-// tokens 1 (prefill) to 3 has: a major fault on blk.0.ffn_down, a minor
-// one on blk.1.ffn_down, a major one on expert <token> of the experts, a
-// page added for each, a 4 KiB block read of blk.0.ffn_down and an
-// eviction of a page of blk.1.ffn_down. Token 3 also has a minor fault
-// on anonymous memory.
-func writeTinyRun(t *testing.T) string {
+// unfinish makes the run in dir one whose recorder did not finish, and
+// returns its metadata.
+func unfinish(t *testing.T, dir string) *rundir.Meta {
 	t.Helper()
-	dir := t.TempDir()
-	meta := &rundir.Meta{Complete: true, Finished: true, Lost: map[string]uint64{}, OpNames: []string{"NONE", "GET_ROWS", "MUL_MAT", "MUL_MAT_ID"},
-		Probes: []rundir.Probe{{Kind: "uprobe", Target: "libggml-cpu.so", Symbol: ggml.SymGetRows},
-			{Kind: "tracepoint", Target: rundir.TracepointPageAdd}, {Kind: "tracepoint", Target: rundir.TracepointSysEnterRead}},
-		Models: []rundir.ModelFile{{
-			Path: "m.gguf", Dev: 5, Ino: 9, Size: 7 * 4096,
-			Tensors: []rundir.Tensor{
-				{Name: "blk.0.ffn_down.weight", Offset: 4096, Size: 4096, Layer: 0, Role: "ffn_down"},
-				{Name: "blk.1.ffn_down.weight", Offset: 8192, Size: 4096, Layer: 1, Role: "ffn_down"},
-				{Name: "blk.1.ffn_down_exps.weight", Offset: 12288, Size: 4 * 4096, Layer: 1, Role: "ffn_down_exps", Experts: 4, ExpertStride: 4096},
-			},
-			Block:   rundir.BlockDevice{Dev: 5, DiskDev: 8 << 20},
-			Extents: []rundir.Extent{{Logical: 0, Physical: 1 << 20, Length: 7 * 4096}},
-		}}}
-	if err := rundir.WriteMeta(dir, meta); err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ingest.CreateSpool(filepath.Join(dir, rundir.SpoolFile))
+	meta, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(b []byte) {
-		if err := sp.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, node := range []struct {
-		name string
-		op   uint32
-	}{{"blk.1.ffn_down_exps.weight", 3}, {"blk.0.ffn_down.weight", 2}, {"blk.1.ffn_down.weight", 2}} {
-		n := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: 1, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: 5, Ino: 9, Op: node.op}
-		for i, c := range node.name {
-			n.WeightName[i] = int8(c)
-		}
-		write(ingest.Bytes(&n))
-	}
-	ts := uint64(100)
-	for tok := uint32(1); tok <= 3; tok++ {
-		phase, nTok := uint8(2), int32(1)
-		if tok == 1 {
-			phase, nTok = 1, 4
-		}
-		h := func(typ bpf.IocorrEventType, tid uint32) bpf.IocorrEventHdr {
-			ts += 100
-			return bpf.IocorrEventHdr{Ts: ts, Tid: tid, Tgid: 1, Token: tok, Phase: phase, Type: uint16(typ)}
-		}
-		write(ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h(bpf.IocorrEventTypeEV_DECODE_BEGIN, 1), BeginTs: ts, N_tokens: nTok}))
-		for _, f := range []struct {
-			off   uint64
-			class uint8
-		}{{4096, 1}, {8192, 0}, {12288 + uint64(tok)*4096, 1}} {
-			fh := h(bpf.IocorrEventTypeEV_FAULT, 1)
-			write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Dev: 5, Ino: 9, FileOff: f.off, Class: f.class}))
-			write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h(bpf.IocorrEventTypeEV_PAGE_ADD, 2), Dev: 5, Ino: 9, Index: f.off / 4096}))
-		}
-		if tok == 3 {
-			fh := h(bpf.IocorrEventTypeEV_FAULT, 1)
-			write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Addr: 0x1000}))
-		}
-		bh := h(bpf.IocorrEventTypeEV_BLOCK, 0)
-		write(ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: bh, IssueTs: bh.Ts - 50, Sector: (1<<20 + 4096) / 512, Dev: 8 << 20, Bytes: 4096}))
-		write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h(bpf.IocorrEventTypeEV_PAGE_DEL, 3), Dev: 5, Ino: 9, Index: 2}))
-		write(ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h(bpf.IocorrEventTypeEV_DECODE_END, 1), BeginTs: ts - 900, N_tokens: nTok}))
-	}
-	if err := sp.Close(); err != nil {
+	meta.Finished = false
+	if err := rundir.WriteMeta(dir, meta); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runCmd(t, "ingest", dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return meta
 }
 
 // csvTable parses CSV output into rows keyed by column name.
@@ -130,8 +62,45 @@ func sumColumn(t *testing.T, rows []map[string]string, col string) uint64 {
 	return s
 }
 
+// jsonRows runs an iocorr command printing --format json and decodes it,
+// numbers as json.Number so that counters compare exactly.
+func jsonRows(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	rows, _ := jsonOut(t, args...)
+	return rows
+}
+
+// jsonOut is jsonRows with what the command said on stderr.
+func jsonOut(t *testing.T, args ...string) ([]map[string]any, string) {
+	t.Helper()
+	out, errOut, err := runCmd(t, append(args, "--format", "json")...)
+	if err != nil {
+		t.Fatalf("%q: %v\n%s", args, err, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	var rows []map[string]any
+	if err := dec.Decode(&rows); err != nil {
+		t.Fatalf("%q: %v\n%s", args, err, out)
+	}
+	return rows, errOut
+}
+
+// jsonUint is a JSON number as a uint64; ok is false for null.
+func jsonUint(t *testing.T, v any) (n uint64, ok bool) {
+	t.Helper()
+	if v == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(v.(json.Number)), 10, 64)
+	if err != nil {
+		t.Fatalf("%v: %v", v, err)
+	}
+	return n, true
+}
+
 func TestQueryTensorPrintsOneRowPerToken(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	out, _, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.*.ffn_down.weight", "--format", "csv")
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +133,7 @@ func TestQueryTensorPrintsOneRowPerToken(t *testing.T) {
 }
 
 func TestQueryFiltersGroupsSortsAndTops(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -219,7 +188,7 @@ func TestQueryFiltersGroupsSortsAndTops(t *testing.T) {
 }
 
 func TestQueryBadInputIsOneLineError(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -256,7 +225,7 @@ func TestQueryBadInputIsOneLineError(t *testing.T) {
 }
 
 func TestExportSumsEqualTheTotals(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	export := func(kind string) []map[string]string {
 		out, _, err := runCmd(t, "export", "-i", dir, kind)
 		if err != nil {
@@ -313,7 +282,7 @@ func TestExportSumsEqualTheTotals(t *testing.T) {
 }
 
 func TestExportFormats(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	t.Run("csv is RFC 4180", func(t *testing.T) {
 		out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token")
 		if err != nil {
@@ -364,7 +333,7 @@ func TestExportFormats(t *testing.T) {
 }
 
 func TestExportEventsFilters(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	tests := []struct {
 		args  []string
 		n     int
@@ -397,7 +366,7 @@ func TestExportEventsFilters(t *testing.T) {
 }
 
 func TestExportToAFileLeavesNothingElse(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, "tokens.csv")
 	if _, _, err := runCmd(t, "export", "-i", dir, "faults-per-token", "-o", out); err != nil {
@@ -417,7 +386,7 @@ func TestExportToAFileLeavesNothingElse(t *testing.T) {
 }
 
 func TestExportRejectsBadUsage(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	for _, args := range [][]string{{"bogus"}, {"events", "--format", "xml"}, {}, {"faults-per-token", "--tensor", "x"},
 		{"events", "--token", "x"}, {"events", "extra"}, {"events", "--layer", "7"}} {
 		_, _, err := runCmd(t, append([]string{"export", "-i", dir}, args...)...)
@@ -432,7 +401,7 @@ func TestExportRejectsBadUsage(t *testing.T) {
 }
 
 func TestIngestIsIdempotentAndRejectsANonRun(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	_, errOut, err := runCmd(t, "ingest", dir)
 	if err != nil || !strings.Contains(errOut, "up to date") {
 		t.Errorf("second ingest: %v %q, want up to date", err, errOut)
@@ -457,15 +426,8 @@ func notIngested(t *testing.T) string {
 // (which a CSV reader told of comments skips), a run_status field in
 // every JSON object; tables stay tables.
 func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
-	dir := writeTinyRun(t)
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Finished = false
-	if err := rundir.WriteMeta(dir, meta); err != nil {
-		t.Fatal(err)
-	}
+	dir := rectest.TinyRun(t)
+	meta := unfinish(t, dir)
 	status := meta.Status()
 	for _, cmd := range [][]string{{"query", "--by", "tensor"}, {"export", "faults-per-token"}, {"export", "events"}} {
 		for _, format := range []string{"table", "csv", "json", "jsonl"} {
@@ -523,7 +485,7 @@ func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
 // Event classes are names in every format: minor, major, unaccounted for
 // faults, read or write for block requests, empty for page-cache events.
 func TestExportEventsNameTheirClassInEveryFormat(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	// The tiny run's faults and block reads, in time order, for --token 1.
 	want := []string{"major", "", "minor", "", "major", "", "read", ""}
 	for _, format := range []string{"table", "csv", "json", "jsonl"} {
@@ -586,7 +548,7 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 		{"get_rows failed to attach", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymGetRows, Error: "EPERM"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeTinyRun(t)
+			dir := rectest.TinyRun(t)
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -595,13 +557,9 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 			if err := rundir.WriteMeta(dir, m); err != nil {
 				t.Fatal(err)
 			}
-			out, errOut, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert", "--format", "json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rows []map[string]any
-			if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
-				t.Fatalf("%d rows (%v):\n%s", len(rows), err, out)
+			rows, errOut := jsonOut(t, "query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert")
+			if len(rows) != 3 {
+				t.Fatalf("%d rows: %v", len(rows), rows)
 			}
 			for _, r := range rows {
 				if got := r[index.Selected]; (got == nil) != tc.na {

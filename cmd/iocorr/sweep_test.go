@@ -7,57 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/sweep"
 )
-
-// The figures of a sweep row come from the run's token rows: the tiny run
-// has decode tokens 2 and 3, each with a 4 KiB block read and two major
-// faults among three of 10 ns stall each; token 3 has a fourth fault (on
-// anonymous memory, stalled 10 ns too).
-func TestSweepFiguresComeFromTheDecodeTokens(t *testing.T) {
-	dir := writeTinyRun(t)
-	var r sweep.Row
-	if err := sweep.Summarize(dir, &r); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var first, last, inDecode uint64
-	for _, row := range csvTable(t, out) {
-		if row["phase"] != "decode" {
-			continue
-		}
-		start, _ := strconv.ParseUint(row["start_ns"], 10, 64)
-		dur, _ := strconv.ParseUint(row["duration_ns"], 10, 64)
-		if first == 0 {
-			first = start
-		}
-		last = start + dur
-		inDecode += dur
-	}
-	if r.Decode != 2 || r.ReadBytes != 2*4096 || r.Major != 4 || r.StallNS != 70 || r.DecodeNS != last-first {
-		t.Fatalf("row %+v; want 2 decode tokens, 8192 bytes, 4 major faults, 70 ns stall over %d ns", r, last-first)
-	}
-	want := map[string]float64{"tokens_per_s": 2e9 / float64(last-first), "bytes_read_per_token": 4096, "major_faults_per_token": 2,
-		"stall_share": 70 / float64(inDecode)}
-	got := map[string]*float64{"tokens_per_s": r.TokensPerS, "bytes_read_per_token": r.BytesPerToken,
-		"major_faults_per_token": r.MajorPerToken, "stall_share": r.StallShare}
-	for name, w := range want {
-		if got[name] == nil || *got[name] != w {
-			t.Errorf("%s = %v, want %v", name, got[name], w)
-		}
-	}
-	if r.ExpertHitRate != nil || r.NA["expert_hit_rate"] == "" || len(r.NA) != 1 {
-		t.Errorf("expert hit rate %v, NA %v: want NA with a reason, and no other NA", r.ExpertHitRate, r.NA)
-	}
-}
 
 func TestSweepRejectsBadUsage(t *testing.T) {
 	for _, args := range [][]string{{"--", "true"}, {"--mem-limit", "64MiB,x", "--", "true"}, {"--mem-limit", "64MiB"},

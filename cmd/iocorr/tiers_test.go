@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -14,7 +15,7 @@ import (
 // counters NA, each format saying why, and the counters it measured as
 // they are.
 func TestQueryAndExportsOfTheDefaultTierSayWhyPageCountersAreNA(t *testing.T) {
-	dir := writeTinyRun(t)
+	dir := rectest.TinyRun(t)
 	meta, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)

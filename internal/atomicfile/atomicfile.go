@@ -1,7 +1,8 @@
 // Package atomicfile replaces a file so that a reader, or a process killed
 // midway (the recorder under SIGKILL, an export on a full disk), sees the
 // old content or the new one, never a part of it. It is the one
-// write-to-temporary-then-rename of the tree.
+// write-to-temporary-then-rename of the tree: Write for what iocorr writes
+// itself, Publish for a file another program wrote aside.
 package atomicfile
 
 import (
@@ -22,44 +23,61 @@ func TempName(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 }
 
-// Write fills TempName(path) through a buffered writer and renames it over
-// path with mode perm. With sync set the
-// data and the directory entry reach the disk before Write returns: a file
-// the next step evicts from the page cache must not be dirty (dirty pages
-// stay resident), and a run directory must survive a power cut. On error
-// the temporary file is removed and path is left as it was.
+// Write fills TempName(path) through a buffered writer and publishes it
+// over path with mode perm. With sync set the data and the directory entry
+// reach the disk before Write returns: a file the next step evicts from
+// the page cache must not be dirty (dirty pages stay resident), and a run
+// directory must survive a power cut. On error the temporary file is
+// removed and path is left as it was.
 func Write(path string, perm os.FileMode, sync bool, fill func(io.Writer) error) (err error) {
 	f, err := os.OpenFile(TempName(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	err = fill(bw)
 	if err == nil {
 		err = bw.Flush()
 	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return Publish(f.Name(), path, perm, sync)
+}
+
+// Publish puts tmp, a file already written and closed by someone else (a
+// tool such as llama-quantize, or Write), in place of path with mode perm:
+// with sync set its data reaches the disk before the rename and the
+// directory entry after it, as in Write. tmp must be in path's directory,
+// so the rename stays within one file system. On error tmp is removed and
+// path is left as it was.
+func Publish(tmp, path string, perm os.FileMode, sync bool) error {
+	err := os.Chmod(tmp, perm)
 	if err == nil && sync {
-		err = f.Sync()
-	}
-	err = errors.Join(err, f.Close())
-	if err == nil {
-		err = os.Chmod(f.Name(), perm)
+		err = syncFile(tmp)
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if sync {
 		return syncDir(filepath.Dir(path))
 	}
 	return nil
+}
+
+// syncFile flushes a closed file's data: fsync through any descriptor of
+// the inode writes all its dirty pages, whoever dirtied them.
+func syncFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // WriteBytes is Write of a byte slice.

@@ -55,3 +55,73 @@ func TestWriteReplacesWholeOrNotAtAll(t *testing.T) {
 		}
 	}
 }
+
+func TestPublishPutsAWrittenFileInPlaceOrLeavesTheOldOne(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, tmp, path string) // what stands at tmp and path before Publish
+		want    string                               // path's content after Publish ("" for a directory)
+		wantErr error
+	}{
+		{"a written file replaces the old one", func(t *testing.T, tmp, path string) {
+			write(t, path, "old")
+			write(t, tmp, "new")
+		}, "new", nil},
+		{"a written file is published where nothing stood", func(t *testing.T, tmp, path string) {
+			write(t, tmp, "new")
+		}, "new", nil},
+		{"a missing temporary file leaves the old one", func(t *testing.T, tmp, path string) {
+			write(t, path, "old")
+		}, "old", os.ErrNotExist},
+		{"a failed rename (a directory with entries in the way) removes the temporary file", func(t *testing.T, tmp, path string) {
+			write(t, filepath.Join(path, "x"), "in the way")
+			write(t, tmp, "new")
+		}, "", nil},
+	}
+	for _, tc := range tests {
+		for _, sync := range []bool{false, true} {
+			t.Run(tc.name, func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "model.gguf")
+				tmp := path + ".tmp123" // not TempName: another program chose it
+				tc.setup(t, tmp, path)
+				err := atomicfile.Publish(tmp, path, 0o644, sync)
+				fi, statErr := os.Stat(path)
+				switch {
+				case tc.want == "" && err == nil:
+					t.Fatalf("published over a directory with entries")
+				case tc.want != "" && (err != nil) != (tc.wantErr != nil):
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+					t.Errorf("err = %v does not wrap %v", err, tc.wantErr)
+				case statErr != nil:
+					t.Fatal(statErr)
+				}
+				if tc.want != "" {
+					got, _ := os.ReadFile(path)
+					if string(got) != tc.want {
+						t.Errorf("content %q, want %q", got, tc.want)
+					}
+					if err == nil && fi.Mode().Perm() != 0o644 {
+						t.Errorf("mode %v, want 0644", fi.Mode().Perm())
+					}
+				} else if !fi.IsDir() {
+					t.Errorf("the directory in the way was replaced")
+				}
+				if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the temporary file is still there (%v)", err)
+				}
+			})
+		}
+	}
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -33,7 +33,7 @@ var floor = map[string]int{
 	"pipeline": 8, "stats": 8, "perfetto": 8, "internal/storetest": 8,
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
 	"sweep": 9, "recorder": 9, "diff": 9,
-	"output": 10, "report": 10, "doctor": 10, "sweep/record": 10,
+	"output": 10, "report": 10, "doctor": 10, "sweep/record": 10, "internal/rectest": 10,
 	"bench": 11,
 	// 12: the commands.
 	"cmd/iocorr": 12, "cmd/iocorr-bench": 12,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iocorr/iocorr/internal/atomicfile"
 )
 
 // Quantized returns model quantized to ftype by llama.cpp's own
@@ -19,8 +21,9 @@ import (
 // Q4_K_M, Q6_K, IQ4_XS, Q8_0, MXFP4_MOE), skipping or failing like CLI
 // when that build is missing. The file is written once beside model, in
 // .testmodels, whose name already says which code wrote model, and is
-// synced before it is renamed into place: a model dirty in the page cache
-// cannot be evicted for a cold run.
+// published by atomicfile with sync: a model dirty in the page cache
+// cannot be evicted for a cold run. Its temporary name carries the pid:
+// test binaries of several packages may quantize the same model at once.
 func Quantized(t testing.TB, model, ftype string) string {
 	t.Helper()
 	bin := CLI(t, Shared, "llama-quantize")
@@ -42,16 +45,7 @@ func Quantized(t testing.TB, model, ftype string) string {
 		os.Remove(tmp)
 		t.Fatalf("llama-quantize %s %s: %v\n%s", filepath.Base(model), ftype, err, b)
 	}
-	f, err := os.Open(tmp)
-	if err == nil {
-		err = f.Sync()
-		f.Close()
-	}
-	if err == nil {
-		err = os.Rename(tmp, out)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Publish(tmp, out, 0o644, true); err != nil {
 		t.Fatal(err)
 	}
 	return out

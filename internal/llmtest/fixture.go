@@ -22,6 +22,11 @@ import (
 // while tokens decode.
 var MoE = gguf.SynthSpec{Layers: 8, Embd: 512, FF: 1024, Heads: 8, Experts: 8, ExpertsUsed: 2, Type: WeightType}
 
+// PageableMoE is the small model of the tests that pick pages and byte
+// ranges inside chosen experts: 2 layers of 4 experts (2 used), each
+// expert slice of an *_exps tensor 256×512×2 B = 64 pages.
+var PageableMoE = gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: WeightType}
+
 // MemLimit is the memory limit MoE is recorded under, as `iocorr record
 // --mem-limit` and a sweep's budget name spell it; MemLimitBytes is the
 // same in bytes.

@@ -1,7 +1,6 @@
-package main
+package recorder_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -11,8 +10,19 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/stats"
 )
+
+// Read calls of a model file, recorded through the library as `iocorr
+// record` records them: call by call in the spool, and charged to the
+// tensors whose bytes they request in the store.
 
 type readSpec struct {
 	kind      string // the reader's name of the call
@@ -36,21 +46,19 @@ func requestedByTensor(f *gguf.File, rs []readSpec) map[string]int64 {
 	return out
 }
 
-// queryRequested is bytes_requested per tensor as iocorr query prints it.
-func queryRequested(t *testing.T, dir string) map[string]int64 {
+// storeRequested is bytes_requested per tensor in the run's store, as
+// `iocorr query --by tensor` reads it.
+func storeRequested(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
-	out, _, err := runCmd(t, "query", "-i", dir, "--by", "tensor", "--format", "json")
+	st, _ := storetest.OpenRun(t, dir)
+	rows, err := st.Query(index.Query{By: "tensor"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("query: %v\n%s", err, out)
-	}
 	got := map[string]int64{}
 	for _, r := range rows {
-		if v, _ := r["bytes_requested"].(float64); v > 0 {
-			got[r["tensor"].(string)] = int64(v)
+		if v := r.RequestedBytes; v > 0 {
+			got[r.Key] = int64(v)
 		}
 	}
 	return got
@@ -63,9 +71,9 @@ func queryRequested(t *testing.T, dir string) map[string]int64 {
 // offset and length, and the store charges exactly the bytes of each range
 // to the tensors that hold them, as bytes requested.
 func TestReadSyscallsOfAModelFileAreRecordedExactly(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	reader := llmtest.BuildReader(t)
-	model, f := pageableMoE(t)
+	model, f := rectest.PageableMoE(t)
 	up := f.Tensor("blk.0.ffn_up_exps.weight")
 	lo1, _ := up.ExpertRange(1)
 	specs := []readSpec{
@@ -77,16 +85,14 @@ func TestReadSyscallsOfAModelFileAreRecordedExactly(t *testing.T) {
 		{"preadv2cur", f.DataOffset + 777, 4321, bpf.IocorrReadKindREAD_PREADV2, false},
 		{"uring", lo1 + 100000, 20000, bpf.IocorrReadKindREAD_IO_URING, false},
 	}
-	args := []string{"record", "-o", filepath.Join(t.TempDir(), "run"), "--model", model, "--", reader, model}
+	argv := []string{reader, model}
 	for _, s := range specs {
-		args = append(args, fmt.Sprintf("%s:%d:%d", s.kind, s.off, s.n))
+		argv = append(argv, fmt.Sprintf("%s:%d:%d", s.kind, s.off, s.n))
 	}
-	dir := args[2]
-	if _, errOut, err := runCmd(t, args...); err != nil {
-		t.Fatalf("record: %v\n%s", err, errOut)
-	}
+	dir := filepath.Join(t.TempDir(), "run")
+	rectest.Record(t, dir, rectest.Options{Set: func(o *recorder.Options) { o.Models = []string{model} }}, argv...)
 	var got []string
-	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		if uint32(typ) == uint32(bpf.IocorrEventTypeEV_READ) {
 			e := (*bpf.IocorrReadEvent)(unsafe.Pointer(&rec[0]))
 			got = append(got, fmt.Sprintf("%d@%d+%d direct=%d", e.Kind, e.Offset, e.Bytes, e.Direct))
@@ -99,16 +105,8 @@ func TestReadSyscallsOfAModelFileAreRecordedExactly(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("recorded reads\n%s\nthe reader's\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if g, w := queryRequested(t, dir), requestedByTensor(f, specs); fmt.Sprint(sortedMap(g)) != fmt.Sprint(sortedMap(w)) {
+	if g, w := storeRequested(t, dir), requestedByTensor(f, specs); fmt.Sprint(sortedMap(g)) != fmt.Sprint(sortedMap(w)) {
 		t.Errorf("bytes requested per tensor\n%v\nfrom the reader's ranges\n%v", sortedMap(g), sortedMap(w))
-	}
-	// The timeline has each call as a slice on the reading thread.
-	trace := filepath.Join(t.TempDir(), "trace.pftrace")
-	if _, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", trace); err != nil {
-		t.Fatalf("export perfetto: %v\n%s", err, errOut)
-	}
-	if got := checkTrace(t, dir, trace); got["read"] != len(specs) {
-		t.Errorf("%d read slices in the trace, the reader made %d calls", got["read"], len(specs))
 	}
 }
 
@@ -130,9 +128,9 @@ func sortedMap(m map[string]int64) []string {
 // than the reads' rounding adds at its two ends — and under dio the device
 // reads of the model are the bytes requested, about its size.
 func TestLoadModesAreRecordedAsWhatTheyRead(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	model, f := pageableMoE(t)
+	model, f := rectest.PageableMoE(t)
 	var dataSize int64
 	for _, tn := range f.Tensors {
 		dataSize += tn.Size
@@ -148,12 +146,9 @@ func TestLoadModesAreRecordedAsWhatTheyRead(t *testing.T) {
 		mode := run.mode
 		t.Run(run.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			args := []string{"record", "-o", dir, "--cold", "--", llmtest.CLI(t, llmtest.Shared, "llama-completion"), "-m", model,
-				"--load-mode", mode, "--lazy-mode", run.lazy, "-p", "hello", "-n", "2", "-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "128"}
-			if _, errOut, err := runCmd(t, args...); err != nil {
-				t.Fatalf("record: %v\n%s", err, errOut)
-			}
-			req := queryRequested(t, dir)
+			rectest.Record(t, dir, rectest.Options{Cold: true}, llmtest.CLI(t, llmtest.Shared, "llama-completion"), "-m", model,
+				"--load-mode", mode, "--lazy-mode", run.lazy, "-p", "hello", "-n", "2", "-no-cnv", "--no-warmup", "--ignore-eos", "-t", "2", "-c", "128")
+			req := storeRequested(t, dir)
 			var total int64
 			for _, tn := range f.Tensors {
 				got := req[tn.Name]
@@ -172,10 +167,20 @@ func TestLoadModesAreRecordedAsWhatTheyRead(t *testing.T) {
 				return
 			}
 			// Device bytes of the model: what O_DIRECT read, no page cache between.
-			st := runStats(t, dir)
+			// (stats' tensors table, as `iocorr stats` prints it)
+			st, meta := storetest.OpenRun(t, dir)
+			rep, err := stats.Compute(st, meta, stats.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb := rep.Table("tensors")
+			col := tb.Col("bytes_read_bytes")
 			var read int64
-			for _, row := range st.Tables["tensors"] {
-				read += num64(t, row, "bytes_read_bytes")
+			for _, row := range tb.Rows {
+				if row[col].NA != "" {
+					t.Fatalf("bytes_read_bytes is NA (%s)", row[col].NA)
+				}
+				read += row[col].I
 			}
 			if read < dataSize || read > total+slack {
 				t.Errorf("dio: %d device bytes read for the tensors, %d bytes of tensors, %d requested", read, dataSize, total)

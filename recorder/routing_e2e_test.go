@@ -1,4 +1,4 @@
-package main
+package recorder_test
 
 import (
 	"fmt"
@@ -15,8 +15,16 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
+
+// The tests of this file record testdata/routeoracle — llama.cpp's own
+// evaluation callback printing every MoE layer's picks — through the
+// library, as `iocorr record` does (internal/rectest), and hold the
+// router probe's records and the store's picks to it.
 
 // archSpec is the model each architecture is recorded on: 16 experts of
 // which 2 are picked, so that a decode token reads an eighth of the
@@ -70,7 +78,7 @@ type routeKey struct {
 //     tensor's slice is the stride llama.cpp itself gives its last
 //     dimension (nb, read from its memory).
 func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	oracle := llmtest.BuildRouteOracle(t)
 	matrixPicked := 0
@@ -90,12 +98,9 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 					t.Fatal(err)
 				}
 				dir := filepath.Join(t.TempDir(), "run")
-				args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", archMemLimit, "--"},
+				rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: archMemLimit},
 					llmtest.RouteOracleArgs(oracle, model, archTokens, true)...)
-				out, summary, err := runCmd(t, args...)
-				if err != nil {
-					t.Fatalf("record: %v\n%s", err, summary)
-				}
+				out, summary := rec.Stdout, rec.Stderr
 				routing, err := llmtest.ParseRouting([]byte(out))
 				if err != nil {
 					t.Fatalf("the oracle's output: %v\n%s", err, out)
@@ -117,12 +122,12 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 				}
 				defer st.Close()
 				checkStoredPicks(t, st, routing)
-				decodeTok, picks := decodePicks(t, st)
+				decodeTok, picks := rectest.DecodePicks(t, st)
 				if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
 					t.Errorf("%d distinct decode picks, want %d", picks, want)
 				}
-				ef := countExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
-				matrixPicked += ef.picked
+				ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
+				matrixPicked += ef.Picked
 				// The limit must press on every run: the device read more
 				// than the model, so pages were read again. Whether a decode
 				// token then faults in an expert, or finds it brought back by
@@ -141,7 +146,7 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 					t.Errorf("the device read %d bytes of a %d-byte model: no memory pressure under %s\n%s", read, f.Size, archMemLimit, summary)
 				}
 				t.Logf("%s %s (%.1f MiB): %d rows of ids equal the oracle's; decode expert faults: %d in picked experts, %d on read-ahead pages",
-					ar.arch, ft, float64(f.Size)/(1<<20), probed, ef.picked, ef.readAhead)
+					ar.arch, ft, float64(f.Size)/(1<<20), probed, ef.Picked, ef.ReadAhead)
 			})
 		}
 	}
@@ -201,10 +206,10 @@ func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) 
 	probed := map[routeKey][]int32{}
 	weights := map[string]bool{}
 	badStride := 0
-	countDecodeCalls(t, dir, f, weights, func(typ uint16, rec []byte) {
+	rectest.CountDecodeCalls(t, dir, f, weights, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(bpf.IocorrEventTypeEV_EXPERTS):
-			e := decoded(t, rec).Experts()
+			e := spooltest.Decoded(t, rec).Experts()
 			name := bpf.CString(e.Name[:])
 			layer, err := strconv.Atoi(strings.TrimPrefix(name, "ffn_moe_weights-"))
 			if err != nil || e.N_used == 0 {
@@ -219,7 +224,7 @@ func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) 
 				probed[k] = append([]int32(nil), e.Ids[i:i+e.N_used]...)
 			}
 		case uint32(bpf.IocorrEventTypeEV_NODE):
-			e := decoded(t, rec).Node()
+			e := spooltest.Decoded(t, rec).Node()
 			tn := f.Tensor(bpf.CString(e.WeightName[:]))
 			if tn == nil || tn.Experts == 0 {
 				return
@@ -232,7 +237,7 @@ func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) 
 			}
 		}
 	})
-	checkLayerWeightsRead(t, f, weights)
+	rectest.CheckLayerWeightsRead(t, f, weights)
 	want := map[routeKey][]int32{}
 	for call, c := range r.Calls {
 		for layer, rows := range c.Rows {
@@ -288,30 +293,6 @@ func checkStoredPicks(t *testing.T, st *index.Store, r llmtest.Routing) {
 	}
 }
 
-// TestToucherFaultsAreExactOnAKQuantModel is the toucher's ground truth
-// on gpt-oss quantized to Q4_K_M by llama-quantize: K-quant blocks of 144
-// and 210 bytes and expert biases leave expert slices off page
-// boundaries, and every touched page is still charged to the tensor and
-// expert whose bytes it holds.
-func TestToucherFaultsAreExactOnAKQuantModel(t *testing.T) {
-	requireBPF(t)
-	llmtest.Require(t)
-	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M")
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkToucherExact(t, model, f, []toucherPick{
-		{"blk.0.attn_q.weight", -1, 1},
-		{"blk.0.ffn_up_exps.weight", 1, 3},
-		{"blk.0.ffn_up_exps.weight", 1, 7},
-		{"blk.0.ffn_up_exps.weight", 15, 0},
-		{"blk.3.ffn_down_exps.weight", 0, 10},
-		{"blk.2.ffn_gate_exps.weight", 2, 20},
-		{"output.weight", -1, 2},
-	})
-}
-
 // TestRecordRepackedExpertsAreReadFromMemoryNotTheFile records the same
 // gpt-oss Q4_K_M model with llama.cpp's defaults, repacking on. On x86
 // with AVX2 its CPU backend copies Q4_K weights, 3-D expert tensors
@@ -321,7 +302,7 @@ func TestToucherFaultsAreExactOnAKQuantModel(t *testing.T) {
 // Q6_K ones are read from the file. The router's picks are the oracle's
 // all the same.
 func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	if cpu, err := os.ReadFile("/proc/cpuinfo"); err != nil || runtime.GOARCH != "amd64" || !strings.Contains(string(cpu), " avx2") {
 		t.Skip("llama.cpp repacks Q4_K weights on x86 only with AVX2; this CPU has none")
@@ -332,14 +313,13 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 	// The repacked weights are ~24 MiB of anonymous memory the limit must
 	// hold too: under archMemLimit the oracle is killed while loading;
 	// 48MiB still leaves the mapped Q6_K experts under pressure.
-	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", "48MiB", "--"},
+	rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: "48MiB"},
 		llmtest.RouteOracleArgs(oracle, model, archTokens, false)...)
-	out, summary, err := runCmd(t, args...)
-	if err != nil {
-		t.Fatalf("record: %v\n%s", err, summary)
-	}
-	if !strings.Contains(summary, "read from anonymous memory, not the model file") {
-		t.Errorf("no warning of weights read from memory:\n%s", summary)
+	out := rec.Stdout
+	// What `iocorr record` warns of as "read from anonymous memory, not
+	// the model file".
+	if len(rec.Ingest.NotFileBacked) == 0 {
+		t.Errorf("the ingest names no weight read from memory:\n%s", rec.Stderr)
 	}
 	routing, err := llmtest.ParseRouting([]byte(out))
 	if err != nil {
@@ -366,7 +346,7 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 	if len(byType[gguf.TypeQ4_K]) == 0 || len(byType[gguf.TypeQ6_K]) == 0 {
 		t.Fatalf("expert tensors of Q4_K and Q6_K: %d, %d; Q4_K_M makes both", len(byType[gguf.TypeQ4_K]), len(byType[gguf.TypeQ6_K]))
 	}
-	decodeTok, _ := decodePicks(t, st)
+	decodeTok, _ := rectest.DecodePicks(t, st)
 	faults := map[gguf.Type]int{}
 	for typ, ids := range byType {
 		if err := st.Events(index.EventFilter{Tensors: ids}, func(e *event.Event) error {

@@ -1,4 +1,4 @@
-package main
+package recorder_test
 
 import (
 	"encoding/json"
@@ -14,8 +14,15 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
+
+// The toucher's ground truth: a program touching known cold pages of a
+// model, recorded through the library as `iocorr record` records it.
 
 type slot struct {
 	tensor string
@@ -28,8 +35,8 @@ type slot struct {
 // file offsets, and the store must charge exactly one fault per page to
 // the tensor — and expert slice — that holds it.
 func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
-	requireBPF(t)
-	model, f := pageableMoE(t)
+	testenv.RequireBPF(t)
+	model, f := rectest.PageableMoE(t)
 	checkToucherExact(t, model, f, []toucherPick{
 		{"blk.0.attn_q.weight", -1, 1},
 		{"blk.0.ffn_up_exps.weight", 1, 3},
@@ -37,6 +44,30 @@ func TestToucherFaultsAreExactPerTensorAndExpert(t *testing.T) {
 		{"blk.0.ffn_up_exps.weight", 3, 0},
 		{"blk.1.ffn_down_exps.weight", 0, 10},
 		{"blk.1.ffn_gate_exps.weight", 2, 20},
+		{"output.weight", -1, 2},
+	})
+}
+
+// TestToucherFaultsAreExactOnAKQuantModel is the toucher's ground truth
+// on gpt-oss quantized to Q4_K_M by llama-quantize: K-quant blocks of 144
+// and 210 bytes and expert biases leave expert slices off page
+// boundaries, and every touched page is still charged to the tensor and
+// expert whose bytes it holds.
+func TestToucherFaultsAreExactOnAKQuantModel(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M")
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkToucherExact(t, model, f, []toucherPick{
+		{"blk.0.attn_q.weight", -1, 1},
+		{"blk.0.ffn_up_exps.weight", 1, 3},
+		{"blk.0.ffn_up_exps.weight", 1, 7},
+		{"blk.0.ffn_up_exps.weight", 15, 0},
+		{"blk.3.ffn_down_exps.weight", 0, 10},
+		{"blk.2.ffn_gate_exps.weight", 2, 20},
 		{"output.weight", -1, 2},
 	})
 }
@@ -80,11 +111,8 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 
 	dir := filepath.Join(t.TempDir(), "run")
 	// The pagecache tier: the pages added are part of the ground truth.
-	out, errOut, err := runCmd(t, "record", "-o", dir, "--cold", "--probe", "pagecache", "--model", model, "--",
-		toucher, "-file", model, "-pages", strings.Join(pages, ","))
-	if err != nil {
-		t.Fatalf("record: %v\n%s", err, errOut)
-	}
+	out := rectest.Record(t, dir, rectest.Options{Cold: true, Probe: "pagecache", Set: func(o *recorder.Options) { o.Models = []string{model} }},
+		toucher, "-file", model, "-pages", strings.Join(pages, ",")).Stdout
 	var rep struct {
 		Offsets []int64 `json:"offsets"`
 		MajFlt  int64   `json:"majflt"`
@@ -103,7 +131,7 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 
 	// The record: exactly the touched offsets, each a major fault.
 	var got []int64
-	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
 			return
 		}

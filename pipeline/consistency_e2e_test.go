@@ -1,9 +1,6 @@
-package main
+package pipeline_test
 
 import (
-	"encoding/csv"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -12,22 +9,25 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // TestRealMoERunIsConsistent reads the shared recorded run (a MoE model
 // that does not fit its memory limit, so experts are read from the disk while tokens decode,
-// and checks the joins against the raw record: the per-token export adds
-// up to what was recorded, and every fault inside an expert tensor of
+// and checks the joins of the ingest against the raw record: the per-token
+// figures add up to what was recorded, and every fault inside an expert tensor of
 // layer L during token T lands in an expert the router picked for (T, L)
 // — or on a page that readahead brought in.
 func TestRealMoERunIsConsistent(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	dir := llmtest.RecordedMoE(t).Dir
 
 	// What the raw record holds, counted straight from the spool.
 	var faults, major, blockReads uint64
-	spoolEvents(t, dir, func(typ uint16, rec []byte) {
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(bpf.IocorrEventTypeEV_FAULT):
 			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
@@ -45,20 +45,25 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 		}
 	})
 
-	// The per-token export sums to it.
-	out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token", "--format", "csv")
+	// The per-token figures (what `export faults-per-token` writes) sum
+	// to it.
+	st, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, col := readCSV(t, out)
+	defer st.Close()
+	toks, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
 	sum := func(name string) uint64 {
+		d, ok := event.CounterByName(name)
+		if !ok {
+			t.Fatalf("no counter %s", name)
+		}
 		var s uint64
-		for _, r := range rows[1:] {
-			v, err := strconv.ParseUint(r[col[name]], 10, 64)
-			if err != nil {
-				t.Fatalf("column %s: %v", name, err)
-			}
-			s += v
+		for i := range toks {
+			s += *d.Field(&toks[i].Counters)
 		}
 		return s
 	}
@@ -76,20 +81,11 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 	}
 
 	// Faults in expert slices fall in selected experts.
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	// Token 0 is the load, before any llama_decode: no router has run.
-	ef := countExpertFaults(t, st, func(tok uint32) bool { return tok > 0 })
+	ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return tok > 0 })
 	// Each decoded token picks ExpertsUsed experts in every layer, and the
 	// per-expert query counts exactly those picks.
 	qrows, err := st.Query(index.Query{Tensor: "blk.*.ffn_down_exps.weight", By: "expert", Phase: "decode"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	toks, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,22 +101,8 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 	if want := decodes * uint64(llmtest.MoE.Layers*llmtest.MoE.ExpertsUsed); picks != want || decodes == 0 {
 		t.Errorf("router picks in decode tokens: %d, want %d tokens × %d layers × %d experts = %d", picks, decodes, llmtest.MoE.Layers, llmtest.MoE.ExpertsUsed, want)
 	}
-	if ef.picked == 0 {
+	if ef.Picked == 0 {
 		t.Fatal("no fault in an expert tensor during decoding: the run had no memory pressure")
 	}
-	t.Logf("expert faults: %d in selected experts, %d on read-ahead pages, %d neither", ef.picked, ef.readAhead, ef.neither)
-}
-
-// readCSV parses CSV output and indexes its header.
-func readCSV(t *testing.T, out string) ([][]string, map[string]int) {
-	t.Helper()
-	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-	if err != nil || len(rows) == 0 {
-		t.Fatalf("bad CSV (%v):\n%s", err, out)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	return rows, col
+	t.Logf("expert faults: %d in selected experts, %d on read-ahead pages, %d neither", ef.Picked, ef.ReadAhead, ef.Neither)
 }

@@ -1,0 +1,127 @@
+// Package rectest makes the runs the end-to-end tests of the library
+// read, through the library, as `iocorr record` and `iocorr ingest` make
+// them: recorder.Run with the command line's defaults, then the one
+// ingest (pipeline.Ingest). A test binary that records must call
+// launch.RunShimIfChild first thing in its TestMain: the recorder
+// re-executes that binary as the held child.
+package rectest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/recorder"
+)
+
+// Main is the TestMain of a test binary that records: the recorder
+// re-executes that binary as the held child, which must become the
+// command before any test runs.
+func Main(m *testing.M) {
+	launch.RunShimIfChild()
+	os.Exit(m.Run())
+}
+
+// Options are `iocorr record`'s flags a test sets; the zero value is
+// `iocorr record -o DIR -- argv`.
+type Options struct {
+	Cold     bool
+	MemLimit string                    // as --mem-limit spells it, e.g. llmtest.MemLimit
+	Probe    string                    // as --probe spells it: "", "ops", "pagecache", "sched", or several, comma-separated
+	Set      func(o *recorder.Options) // anything else, set last
+}
+
+// Output is what a recording printed, the command's stdout and its stderr
+// with the recorder's warnings, and what the ingest said of the run (that
+// `iocorr record` prints after them).
+type Output struct {
+	Stdout, Stderr string
+	Ingest         pipeline.Summary
+}
+
+// Record records argv into dir and ingests it, as `iocorr record -o dir
+// [opts] -- argv` does, failing the test on any error.
+func Record(t testing.TB, dir string, opts Options, argv ...string) Output {
+	t.Helper()
+	out, err := RecordErr(t.Context(), dir, opts, argv...)
+	if err != nil {
+		t.Fatalf("record %s: %v\n%s", strings.Join(argv, " "), err, out.Stderr)
+	}
+	return out
+}
+
+// RecordErr is Record returning the first error instead of failing.
+func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (Output, error) {
+	// Files, as a terminal would be: the command writes them itself, and
+	// the recorder's warnings go to the same stderr at the same time.
+	var out [2]*os.File
+	for i := range out {
+		f, err := os.CreateTemp("", "rectest-out-*")
+		if err != nil {
+			return Output{}, err
+		}
+		os.Remove(f.Name())
+		defer f.Close()
+		out[i] = f
+	}
+	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, RingBufBytes: bpf.DefaultRingBufBytes, Stdout: out[0], Stderr: out[1]}
+	for _, set := range strings.Split(opts.Probe, ",") {
+		switch set {
+		case "ops":
+			o.ProbeOps = true
+		case "sched":
+			o.ProbeSched = true
+		case "pagecache":
+			o.PageCache = true
+		}
+	}
+	var err error
+	if opts.MemLimit != "" {
+		if o.MemLimit, err = units.ParseSize(opts.MemLimit); err != nil {
+			return Output{}, err
+		}
+	}
+	if opts.Set != nil {
+		opts.Set(&o)
+	}
+	if err = o.Validate(); err == nil {
+		_, err = recorder.Run(ctx, o)
+	}
+	var sum pipeline.Summary
+	if err == nil {
+		sum, err = pipeline.Ingest(ctx, dir, pipeline.Options{})
+	}
+	var said [2][]byte
+	for i, f := range out {
+		if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+			return Output{}, errors.Join(err, serr)
+		}
+		b, rerr := io.ReadAll(f)
+		if rerr != nil {
+			return Output{}, errors.Join(err, rerr)
+		}
+		said[i] = b
+	}
+	return Output{string(said[0]), string(said[1]), sum}, err
+}
+
+// RecordMoE records llama.cpp's llama-completion (of the Shared build)
+// generating tokens tokens on llmtest.MoE from a cold cache under
+// llmtest.MemLimit with the given probe sets, into a directory of its
+// own, and returns it.
+func RecordMoE(t testing.TB, probe string, tokens int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	Record(t, dir, Options{Cold: true, MemLimit: llmtest.MemLimit, Probe: probe},
+		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), llmtest.Model(t, llmtest.MoE), tokens)...)
+	return dir
+}
