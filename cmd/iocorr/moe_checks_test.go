@@ -8,8 +8,6 @@ import (
 // The end-to-end tests still in this package (the recorder's, moving
 // beside it) read runs with rectest's checks and spooltest's readers.
 var (
-	spoolEvents      = spooltest.Events
-	recordableMoE    = rectest.RecordableMoE
-	pageableMoE      = rectest.PageableMoE
-	countDecodeCalls = rectest.CountDecodeCalls
+	spoolEvents = spooltest.Events
+	pageableMoE = rectest.PageableMoE
 )
