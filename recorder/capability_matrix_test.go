@@ -1,7 +1,8 @@
-package main
+package recorder
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,9 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -31,19 +35,25 @@ var forcedPaths = []struct {
 	{"readahead", bpf.CapReadahead},                  // before 6.18
 	{"uprobe_multi", bpf.CapOps},                     // before 6.6
 	{"page_fault_user,bpf_find_vma,readahead,uprobe_multi", bpf.CapFaults},
-	{"bpf_loop", bpf.CapLoops}, // before 5.17: page cache per folio, no picks
+	{"bpf_loop", bpf.CapLoops}, // before 5.17: bounded loops, page cache per folio
 }
 
-// recordForced records args with the features switched off and checks
-// that the run says which path it took. It records the pagecache tier,
-// which asks for every kernel capability, so that each fallback runs.
-func recordForced(t *testing.T, without, capName string, args ...string) string {
+// recordForced records argv with the features switched off, ingests the
+// run and checks that it says which path it took. It records the
+// pagecache tier, which asks for every kernel capability, so that each
+// fallback runs.
+func recordForced(t *testing.T, without, capName string, set func(o *Options), argv ...string) string {
 	t.Helper()
 	t.Setenv(bpf.WithoutEnv, without)
 	dir := filepath.Join(t.TempDir(), "run")
-	_, errOut, err := runCmd(t, append([]string{"record", "-o", dir, "--probe", "pagecache"}, args...)...)
-	if err != nil {
+	o, errOut := cliOptions(dir, argv...)
+	o.PageCache = true
+	set(&o)
+	if _, err := Run(t.Context(), o); err != nil {
 		t.Fatalf("record without %q: %v\n%s", without, err, errOut)
+	}
+	if _, err := pipeline.Ingest(t.Context(), dir, pipeline.Options{}); err != nil {
+		t.Fatalf("ingest without %q: %v", without, err)
 	}
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
@@ -54,8 +64,10 @@ func recordForced(t *testing.T, without, capName string, args ...string) string 
 			t.Fatalf("without %s, %s still took its primary path %q", without, capName, c.Path)
 		}
 	}
-	if without != "" && !strings.Contains(errOut, "kernel") {
-		t.Errorf("the summary says nothing of the fallbacks taken:\n%s", errOut)
+	// What every output's summary says of the kernel (record's "kernel"
+	// lines) names the fallback taken.
+	if notes := strings.Join(m.CapabilityNotes(), "\n"); without != "" && !strings.Contains(notes, capName+": ") {
+		t.Errorf("the run's capability notes say nothing of %s:\n%s", capName, notes)
 	}
 	return dir
 }
@@ -109,12 +121,50 @@ func diffFigures(a, b map[string]uint64) string {
 	return strings.Join(out, "\n")
 }
 
+// pageableMoE writes a 2-layer model of 4 experts (2 used) and returns it
+// with its tensor table: each expert slice of an *_exps tensor is
+// 256×512×2 B = 64 pages, so pages and byte ranges can be picked inside
+// chosen experts.
+func pageableMoE(t *testing.T) (string, *gguf.File) {
+	t.Helper()
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, f
+}
+
+// skewedPicks is a scripted router's picks, by token and layer: `used`
+// distinct experts per layer and token, ascending, the low ids far more
+// often, as a trained router's hot experts are.
+func skewedPicks(layers, experts, used, tokens int, seed uint64) [][][]int {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var out [][][]int
+	for range tokens {
+		var tok [][]int
+		for range layers {
+			var ps []int
+			for len(ps) < used {
+				e := min(int(r.ExpFloat64()*float64(experts)/4), experts-1)
+				if !slices.Contains(ps, e) {
+					ps = append(ps, e)
+				}
+			}
+			slices.Sort(ps)
+			tok = append(tok, ps)
+		}
+		out = append(out, tok)
+	}
+	return out
+}
+
 // TestEachForcedFallbackRecordsTheToucherExactly: the ground-truth toucher
 // (cold pages, readahead off) recorded on each forced path gives exactly
 // one major fault per touched page on its tensor and expert slice, and as
 // many major faults as the child's rusage.
 func TestEachForcedFallbackRecordsTheToucherExactly(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	toucher := llmtest.BuildToucher(t)
 	model, f := pageableMoE(t)
 	want := map[string]uint64{}
@@ -138,7 +188,8 @@ func TestEachForcedFallbackRecordsTheToucherExactly(t *testing.T) {
 	}
 	for _, fp := range forcedPaths {
 		t.Run("without "+fp.without, func(t *testing.T) {
-			dir := recordForced(t, fp.without, fp.cap, "--cold", "--model", model, "--", toucher, "-file", model, "-pages", strings.Join(pages, ","))
+			dir := recordForced(t, fp.without, fp.cap, func(o *Options) { o.Cold, o.Models = true, []string{model} },
+				toucher, "-file", model, "-pages", strings.Join(pages, ","))
 			if d := diffFigures(want, majorBy(t, dir, true)); d != "" {
 				t.Errorf("major faults by tensor and expert, touched vs recorded:\n%s", d)
 			}
@@ -150,9 +201,9 @@ func TestEachForcedFallbackRecordsTheToucherExactly(t *testing.T) {
 // (llama_decode and get_rows, the probe points of llama.cpp, op probes
 // on) recorded on each forced path gives the primary paths' major faults
 // per token, tensor, expert and op, and the same router picks per token,
-// layer and expert.
+// layer and expert (without bpf_loop too: its bounded loop reads them).
 func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
-	requireBPF(t)
+	testenv.RequireBPF(t)
 	mt := llmtest.BuildMoEToucher(t)
 	const layers, experts, used, tokens = 2, 8, 2, 6
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: layers, Embd: 256, FF: 512, Heads: 4, Experts: experts, ExpertsUsed: used, Type: llmtest.WeightType})
@@ -160,7 +211,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := skewedPlan(layers, experts, used, tokens, 3)
+	plan := skewedPicks(layers, experts, used, tokens, 3)
 	var b strings.Builder
 	for l := range layers {
 		for _, kind := range []string{"gate", "up", "down"} {
@@ -169,7 +220,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 			fmt.Fprintf(&b, "slice %d %d %d\n", l, lo, hi-lo)
 		}
 	}
-	for _, tok := range plan.decode {
+	for _, tok := range plan {
 		b.WriteString("token 1")
 		for l, ps := range tok {
 			fmt.Fprintf(&b, " %d:%s", l, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ps)), ","), "[]"))
@@ -181,7 +232,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPicks := map[string]uint64{}
-	for i, tok := range plan.decode {
+	for i, tok := range plan {
 		for l, ps := range tok {
 			for _, e := range ps {
 				wantPicks[fmt.Sprintf("token %d layer %d e%d", i, l, e)]++
@@ -192,7 +243,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 	var primary map[string]uint64
 	for _, fp := range forcedPaths {
 		t.Run("without "+fp.without, func(t *testing.T) {
-			dir := recordForced(t, fp.without, fp.cap, "--cold", "--probe", "ops,pagecache", "--model", model, "--", mt, model, planFile)
+			dir := recordForced(t, fp.without, fp.cap, func(o *Options) { o.Cold, o.ProbeOps, o.Models = true, true, []string{model} }, mt, model, planFile)
 			// Model tensors only: a page of a library or of the program
 			// itself may be cold in one run and cached in the next, and
 			// outside a mapping seen the user-space fallback cannot name
@@ -228,20 +279,77 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 			for _, s := range sels {
 				picks[fmt.Sprintf("token %d layer %d e%d", s.Token-first, s.Layer, s.Expert)] += s.Count
 			}
-			if fp.cap == bpf.CapLoops {
-				// Without bpf_loop the picks are not recorded: NA, never zeros.
-				m, err := rundir.ReadMeta(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(picks) != 0 || !strings.Contains(m.PicksNA(), "bpf_loop") {
-					t.Errorf("without bpf_loop: %d picks recorded, NA reason %q", len(picks), m.PicksNA())
-				}
-				return
-			}
 			if d := diffFigures(wantPicks, picks); d != "" {
 				t.Errorf("router picks, plan vs recorded:\n%s", d)
 			}
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if why := m.PicksNA(); why != "" || m.LoopsCut != nil {
+				t.Errorf("picks NA %q, loops cut %+v: every row was read", why, m.LoopsCut)
+			}
 		})
+	}
+}
+
+// graphFigures are what a run of llama.cpp recorded of its graphs and
+// picks: weight-reading nodes (index, node, weight, source slot, op) with
+// how many graphs had each, and the router's picks by decode call, layer
+// node and expert.
+func graphFigures(t *testing.T, dir string) (nodes, picks map[string]uint64) {
+	t.Helper()
+	nodes, picks = map[string]uint64{}, map[string]uint64{}
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_NODE):
+			e := spooltest.Decoded(t, rec).Node()
+			nodes[fmt.Sprintf("node %d %s reads %s (src %d, op %d)", e.NodeIdx, bpf.CString(e.NodeName[:]), bpf.CString(e.WeightName[:]), e.SrcSlot, e.Op)]++
+		case uint32(bpf.IocorrEventTypeEV_EXPERTS):
+			e := spooltest.Decoded(t, rec).Experts()
+			for i, id := range e.Ids[:e.Count] {
+				row := (e.First + uint32(i)) / e.N_used
+				picks[fmt.Sprintf("call %d %s row %d e%d", e.Hdr.Token, bpf.CString(e.Name[:]), row, id)]++
+			}
+		}
+	})
+	return nodes, picks
+}
+
+// Without bpf_loop (before 5.17) the graph walk and the expert picks of a
+// real llama.cpp take the bounded loops, and record what bpf_loop
+// records: the same weight nodes of every graph and the same picks per
+// decode call, layer, token row and expert; nothing is cut.
+func TestBoundedLoopsRecordWhatBpfLoopRecords(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 3, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
+	var nodes, picks [2]map[string]uint64
+	for i, without := range []string{"", "bpf_loop"} {
+		t.Setenv(bpf.WithoutEnv, without)
+		dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: 6, Threads: 1}, func(o *Options) {})
+		m, err := rundir.ReadMeta(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spooltest.CheckNothingLost(t, m.Lost)
+		loops := m.Capabilities[slices.IndexFunc(m.Capabilities, func(c rundir.Capability) bool { return c.Name == bpf.CapLoops })]
+		if loops.Primary != (without == "") {
+			t.Fatalf("without %q the loops took %q", without, loops.Path)
+		}
+		if m.LoopsCut != nil || m.PicksNA() != "" {
+			t.Errorf("without %q: loops cut %+v, picks NA %q\n%s", without, m.LoopsCut, m.PicksNA(), summary)
+		}
+		nodes[i], picks[i] = graphFigures(t, dir)
+		if len(nodes[i]) == 0 || len(picks[i]) == 0 {
+			t.Fatalf("without %q: %d weight nodes and %d picks recorded", without, len(nodes[i]), len(picks[i]))
+		}
+		t.Logf("without %q: %d weight nodes, %d picks", without, len(nodes[i]), len(picks[i]))
+	}
+	if d := diffFigures(nodes[0], nodes[1]); d != "" {
+		t.Errorf("graph weight nodes, bpf_loop vs bounded loops:\n%s", d)
+	}
+	if d := diffFigures(picks[0], picks[1]); d != "" {
+		t.Errorf("router picks, bpf_loop vs bounded loops:\n%s", d)
 	}
 }
