@@ -279,6 +279,7 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	struct walk_ctx w = {};
 	__u64 g = (__u64)cgraph, id, n0, n1, n2;
 	__s32 n_nodes;
+	__u32 file;
 	__u8 one = 1;
 
 	if (!ps)
@@ -318,13 +319,17 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	e->n_nodes = n_nodes;
 	e->seq = ps->graph_seq;
 	e->is_new = bpf_map_update_elem(&graphs_seen, &id, &one, BPF_NOEXIST) == 0;
-	e->file = bpf_get_attach_cookie(ctx);
+	file = bpf_get_attach_cookie(ctx);
+	e->file = file;
 	e->stopped = 0;
 	{
 		/* --probe ops: the first graph a file computes tells which CPU
 		 * backend runs; stop the process so that its ops are probed
-		 * before any of them runs (user space attaches, then SIGCONT). */
-		__u32 *want = bpf_map_lookup_elem(&ops_pending, &e->file);
+		 * before any of them runs (user space attaches, then SIGCONT).
+		 * The key is a copy on the stack: a verifier before 6.2 or so
+		 * takes no map key inside a ring-buffer record (6.1 refused it:
+		 * "R2 type=alloc_mem expected=fp, ..."). */
+		__u32 *want = bpf_map_lookup_elem(&ops_pending, &file);
 		if (want && __sync_val_compare_and_swap(want, 1, 2) == 1)
 			e->stopped = proc__stop();
 	}
