@@ -21,7 +21,8 @@ done
 # The report test opens the HTML in a real browser and the Perfetto test
 # decodes the trace with protoc; without recommends chromium stays small.
 need_lean=()
-for cmd_pkg in chromium:chromium protoc:protobuf-compiler; do
+# scripts/oldkernel.sh boots Debian's 6.1 kernel in qemu with busybox.
+for cmd_pkg in chromium:chromium protoc:protobuf-compiler qemu-system-x86_64:qemu-system-x86 busybox:busybox-static; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_lean+=("$pkg")
 done
