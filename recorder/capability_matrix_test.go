@@ -353,3 +353,116 @@ func TestBoundedLoopsRecordWhatBpfLoopRecords(t *testing.T) {
 		t.Errorf("router picks, bpf_loop vs bounded loops:\n%s", d)
 	}
 }
+
+// graphWalk is what a run recorded of one graph (by its fingerprint):
+// its size, how often it was computed and its weight nodes.
+type graphWalk struct {
+	nodes, computed uint32
+	maxIdx          int64
+	weights         map[string]uint64
+}
+
+func graphWalks(t *testing.T, dir string) map[uint64]*graphWalk {
+	t.Helper()
+	out := map[uint64]*graphWalk{}
+	get := func(id uint64) *graphWalk {
+		if out[id] == nil {
+			out[id] = &graphWalk{maxIdx: -1, weights: map[string]uint64{}}
+		}
+		return out[id]
+	}
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_GRAPH):
+			e := spooltest.Decoded(t, rec).Graph()
+			g := get(e.GraphId)
+			g.nodes = e.N_nodes
+			g.computed++
+		case uint32(bpf.IocorrEventTypeEV_NODE):
+			e := spooltest.Decoded(t, rec).Node()
+			g := get(e.GraphId)
+			g.maxIdx = max(g.maxIdx, int64(e.NodeIdx))
+			g.weights[fmt.Sprintf("node %d %s reads %s (src %d)", e.NodeIdx, bpf.CString(e.NodeName[:]), bpf.CString(e.WeightName[:]), e.SrcSlot)]++
+		}
+	})
+	return out
+}
+
+// A graph larger than the bounded loop's GraphWalkBound nodes is walked
+// over its next computations: a graph computed k times has its first
+// k×GraphWalkBound nodes walked (in order, as bpf_loop walks them at
+// once) and the rest counted as cut, exactly; a graph walked whole has
+// the weight nodes bpf_loop records of a graph of its size.
+func TestABoundedGraphWalkGoesOnAtTheNextComputationAndCountsTheRest(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	// Many small layers: some 30 nodes each, well past the bound.
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 48, Embd: 64, FF: 128, Heads: 2, Type: llmtest.WeightType})
+	var runs [3]map[uint64]*graphWalk
+	for i, tc := range []struct {
+		without string
+		tokens  int
+	}{{"", 4}, {"bpf_loop", 4}, {"bpf_loop", 1}} {
+		without := tc.without
+		t.Setenv(bpf.WithoutEnv, without)
+		dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: tc.tokens, Threads: 1}, func(o *Options) {})
+		m, err := rundir.ReadMeta(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spooltest.CheckNothingLost(t, m.Lost)
+		runs[i] = graphWalks(t, dir)
+		var wantCut uint64
+		large := 0
+		for id, g := range runs[i] {
+			walked := g.nodes
+			if without != "" {
+				walked = min(g.nodes, bpf.GraphWalkBound*g.computed)
+			}
+			wantCut += uint64(g.nodes - walked)
+			if g.maxIdx >= int64(walked) {
+				t.Errorf("without %q: graph %x of %d nodes computed %d times has a weight node at %d, past the %d walked", without, id, g.nodes, g.computed, g.maxIdx, walked)
+			}
+			if g.nodes > bpf.GraphWalkBound {
+				large++
+			}
+		}
+		if large == 0 {
+			t.Fatalf("no graph has more than %d nodes: the test model is too small", bpf.GraphWalkBound)
+		}
+		var gotCut uint64
+		if m.LoopsCut != nil {
+			gotCut = m.LoopsCut.GraphNodes
+		}
+		if gotCut != wantCut {
+			t.Errorf("without %q: %d graph nodes counted as cut, the graphs' sizes and computations say %d\n%s", without, gotCut, wantCut, summary)
+		}
+		t.Logf("without %q, %d tokens: %d graphs (%d of more than %d nodes), %d nodes cut", without, tc.tokens, len(runs[i]), large, bpf.GraphWalkBound, gotCut)
+		if i == 2 && gotCut == 0 {
+			t.Errorf("one token: every graph was computed often enough to be walked whole, so the count of the cut was not tested")
+		}
+	}
+	// Graph fingerprints hold addresses, so graphs are matched by size.
+	bySize := map[uint32]map[string]uint64{}
+	for _, g := range runs[0] {
+		bySize[g.nodes] = g.weights
+	}
+	whole := 0
+	for id, g := range runs[1] {
+		if g.nodes > bpf.GraphWalkBound*g.computed {
+			continue
+		}
+		whole++
+		want, ok := bySize[g.nodes]
+		if !ok {
+			t.Errorf("graph %x of %d nodes: bpf_loop's run has no graph of that size", id, g.nodes)
+			continue
+		}
+		if d := diffFigures(want, g.weights); d != "" {
+			t.Errorf("graph %x of %d nodes, weight nodes of bpf_loop vs the bounded walk:\n%s", id, g.nodes, d)
+		}
+	}
+	if whole == 0 {
+		t.Error("no graph was walked whole by the bounded loop")
+	}
+}
