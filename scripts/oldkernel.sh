@@ -15,9 +15,12 @@
 #     as the toucher's own rusage says (its majflt).
 #
 #   scripts/oldkernel.sh [KERNEL.deb]     (root; qemu-system-x86, busybox-static)
+#   ARCH=arm64 scripts/oldkernel.sh        (qemu-system-arm; dpkg --add-architecture arm64)
 #
-# KERNEL.deb defaults to Debian's linux-image-6.1.0-*-amd64 that apt
-# downloads into $IOCORR_CACHE/oldkernel. The guest's console is kept in
+# KERNEL.deb defaults to Debian's linux-image-6.1.0-*-$ARCH that apt
+# downloads into $IOCORR_CACHE/oldkernel (arm64: with busybox-static:arm64).
+# On arm64 the user faults take the perf page-faults path: arm64 has no
+# exceptions:page_fault_user. The guest's console is kept in
 # $WORK/console.log (WORK is printed; KEEP=1 keeps it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,19 +28,31 @@ export PATH="$PATH:/usr/local/go/bin"
 cache=${IOCORR_CACHE:-/var/cache/iocorr}/oldkernel
 mkdir -p "$cache"
 fail() { echo "oldkernel.sh: $*" >&2; exit 1; }
-for tool in qemu-system-x86_64 busybox mkfs.ext4; do
-	command -v "$tool" >/dev/null || fail "$tool is missing (apt-get install qemu-system-x86 busybox-static e2fsprogs)"
+arch=${ARCH:-amd64}
+case $arch in
+amd64) qemu=(qemu-system-x86_64 -machine q35 -cpu max) console=ttyS0 goarch=amd64 ;;
+arm64) qemu=(qemu-system-aarch64 -machine virt -cpu max) console=ttyAMA0 goarch=arm64 ;;
+*) fail "ARCH=$arch: amd64 or arm64" ;;
+esac
+for tool in "${qemu[0]}" busybox mkfs.ext4; do
+	command -v "$tool" >/dev/null || fail "$tool is missing (apt-get install qemu-system-x86 qemu-system-arm busybox-static e2fsprogs)"
 done
+# fetch PKG: the .deb of a package of $arch, from the cache or apt.
+fetch() {
+	local deb
+	deb=$(ls "$cache/${1%%:*}_"*"_$arch.deb" 2>/dev/null | head -1 || true)
+	if [ -z "$deb" ]; then
+		(cd "$cache" && apt-get download "${1%%:*}:$arch") >&2 || fail "apt-get download ${1%%:*}:$arch failed"
+		deb=$(ls "$cache/${1%%:*}_"*"_$arch.deb" | head -1)
+	fi
+	echo "$deb"
+}
 
 deb=${1:-}
 if [ -z "$deb" ]; then
-	pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
-	[ -n "$pkg" ] || fail "apt knows no kernel linux-image-amd64 depends on"
-	deb=$(ls "$cache/${pkg}_"*.deb 2>/dev/null | head -1 || true)
-	if [ -z "$deb" ]; then
-		(cd "$cache" && apt-get download "$pkg") >&2 || fail "apt-get download $pkg failed"
-		deb=$(ls "$cache/${pkg}_"*.deb | head -1)
-	fi
+	pkg=$(apt-cache depends "linux-image-$arch:$arch" | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+	[ -n "$pkg" ] || fail "apt knows no kernel linux-image-$arch depends on"
+	deb=$(fetch "$pkg")
 fi
 work=$(mktemp -d /tmp/iocorr-oldkernel.XXXXXX)
 [ "${KEEP:-}" = 1 ] || trap 'rm -rf "$work"' EXIT
@@ -53,21 +68,28 @@ mods="$work/pkg/lib/modules/$release/kernel"
 # passes so that each finds the ones it depends on.
 root="$work/root"
 mkdir -p "$root"/{bin,dev,proc,sys,mnt,tmp,lib/modules}
-cp "$(command -v busybox)" "$root/bin/busybox"
-CGO_ENABLED=0 go build -trimpath -o "$root/bin/iocorr" ./cmd/iocorr
-CGO_ENABLED=0 go build -trimpath -o "$root/bin/toucher" ./testdata/toucher
-for m in drivers/virtio/virtio drivers/virtio/virtio_ring drivers/virtio/virtio_pci_modern_dev \
+if [ "$arch" = amd64 ]; then
+	cp "$(command -v busybox)" "$root/bin/busybox"
+else
+	dpkg-deb -x "$(fetch busybox-static)" "$work/busybox"
+	cp "$work/busybox/bin/busybox" "$root/bin/busybox"
+fi
+CGO_ENABLED=0 GOARCH=$goarch go build -trimpath -o "$root/bin/iocorr" ./cmd/iocorr
+CGO_ENABLED=0 GOARCH=$goarch go build -trimpath -o "$root/bin/toucher" ./testdata/toucher
+go build -trimpath -o "$work/iocorr" ./cmd/iocorr
+for m in drivers/virtio/virtio drivers/virtio/virtio_ring drivers/virtio/virtio_mmio drivers/virtio/virtio_pci_modern_dev \
 	drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci drivers/block/virtio_blk \
 	lib/crc16 crypto/crc32c_generic fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4; do
-	cp "$mods/$m.ko" "$root/lib/modules/" || fail "the kernel package has no $m.ko"
+	# Built in where the package has no module of it (arm64: virtio).
+	if [ -e "$mods/$m.ko" ]; then cp "$mods/$m.ko" "$root/lib/modules/"; fi
 done
 
 # The model on an ext4 disk, and three pages to touch: the second page
 # wholly inside each of three tensors.
 mkdir -p "$work/disk"
-"$root/bin/iocorr" synth -o "$work/disk/m.gguf" --layers 2 --embd 256 --ff 512 --heads 4 >&2
+"$work/iocorr" synth -o "$work/disk/m.gguf" --layers 2 --embd 256 --ff 512 --heads 4 >&2
 touched="blk.0.attn_q.weight blk.1.ffn_up.weight output.weight"
-pages=$("$root/bin/iocorr" inspect --format csv "$work/disk/m.gguf" | awk -F, -v want="$touched" '
+pages=$("$work/iocorr" inspect --format csv "$work/disk/m.gguf" | awk -F, -v want="$touched" '
 	BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) t[w[i]] = 1 }
 	t[$1] { p = int(($4 + 4095) / 4096) + 1; if ((p + 1) * 4096 > $4 + $5) exit 1; out = out (out ? "," : "") p }
 	END { print out }')
@@ -106,8 +128,8 @@ chmod +x "$root/init"
 (cd "$root" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$work/initrd.gz"
 
 # TCG: minutes, not seconds; the timeout bounds a guest that hangs.
-timeout "${OLDKERNEL_TIMEOUT:-600}" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 2048 \
-	-kernel "$vmlinuz" -initrd "$work/initrd.gz" -append "console=ttyS0 panic=-1 quiet" \
+timeout "${OLDKERNEL_TIMEOUT:-900}" "${qemu[@]}" -smp 2 -m 2048 \
+	-kernel "$vmlinuz" -initrd "$work/initrd.gz" -append "console=$console panic=-1 quiet" \
 	-drive "file=$work/disk.img,if=virtio,format=raw" -display none -serial "file:$work/console.log" \
 	-no-reboot || fail "qemu failed or timed out; the console's end:
 $(tail -30 "$work/console.log")"
@@ -118,6 +140,8 @@ section() { awk -v s="@@@ $1" '$0 == s { on = 1; next } /^@@@ / { on = 0 } on' "
 
 grep -q "^@@@ kernel $release\$" "$log" || fail "the guest did not run $release:
 $(tail -30 "$log")"
+! grep -q '^@@@ mount failed$' "$log" || fail "the guest could not mount its ext4 virtio disk:
+$(grep -i 'virtio\|vda\|ext4\|insmod' "$log" | tail -20)"
 grep -q '^@@@ done$' "$log" || fail "the guest did not finish:
 $(tail -30 "$log")"
 for step in doctor "record " "query " "record bpf_loop" "query bpf_loop"; do
@@ -137,6 +161,7 @@ check_cap "op probes" "uprobe_multi"
 check_cap "readahead trigger" "readahead/page_cache_sync_ra"
 check_cap "page cache" "filemap/mm_filemap_fault"
 check_cap "io_uring" "io_uring_submit_req"
+[ "$arch" = amd64 ] || check_cap "faults" "page_fault_user"
 if echo "$doctor" | grep -F "capability loops" | grep -qi "fallback"; then
 	fail "doctor on $release: loops took a fallback, but 6.1 has bpf_loop"
 fi
