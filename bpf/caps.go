@@ -170,8 +170,12 @@ var Capabilities = []Capability{
 				// Every bpf_loop call is behind use_bpf_loop; the per-folio
 				// page-cache path has none, and the graph walk and the
 				// expert picks loop a compile-time number of times
-				// (ggml.bpf.h's GRAPH_WALK_BOUND, EXPERT_CHUNK_BOUND).
-				Name: fmt.Sprintf("bounded loops: graphs walked %d nodes per computation, expert ids read %d events per MoE node, the page cache one record per folio", GraphWalkBound, ExpertChunkBound), Kernel: "5.3",
+				// (ggml.bpf.h's GRAPH_WALK_BOUND, EXPERT_CHUNK_BOUND),
+				// calling a global function with a pointer argument:
+				// bounded loops are 5.3 (2589726d12a1), pointers into
+				// global functions 5.12 or 5.13 (e5069b9c23b3, February
+				// 2021), so the path's kernel is the later.
+				Name: fmt.Sprintf("bounded loops: graphs walked %d nodes per computation, expert ids read %d events per MoE node, the page cache one record per folio", GraphWalkBound, ExpertChunkBound), Kernel: "5.13",
 				Lost:  fmt.Sprintf("a graph of more than %d nodes is walked over its next computations (nodes never walked are counted in meta.json's loops_cut); expert-id rows past %d events of %d ids per MoE node are not read (counted there too, and the picks are then NA); page-cache events are one record per folio (more records, the same figures)", GraphWalkBound, ExpertChunkBound, maxExpertIDs),
 				needs: []Need{needBounded},
 			},
