@@ -38,6 +38,8 @@ const (
 	NeedLink NeedKind = "link"
 	// NeedPerf is a software perf event with a BPF program on it.
 	NeedPerf NeedKind = "perf_event"
+	// NeedVerifier is something the verifier accepts (bounded loops).
+	NeedVerifier NeedKind = "verifier"
 )
 
 // Need is one kernel feature a path needs. Name is what Options.Without
@@ -142,6 +144,7 @@ func on(prog string, n Need) attachment { return attachment{prog: prog, need: n}
 var (
 	needFindVma     = Need{Kind: NeedHelper, Name: "bpf_find_vma", helper: asm.FnFindVma}
 	needLoop        = Need{Kind: NeedHelper, Name: "bpf_loop", helper: asm.FnLoop}
+	needBounded     = Need{Kind: NeedVerifier, Name: "bounded_loops"}
 	needCookie      = Need{Kind: NeedHelper, Name: "bpf_get_attach_cookie", helper: asm.FnGetAttachCookie}
 	needUprobeMulti = Need{Kind: NeedLink, Name: "uprobe_multi"}
 	needPerfFaults  = Need{Kind: NeedPerf, Name: "page-faults", perf: unix.PERF_COUNT_SW_PAGE_FAULTS}
@@ -165,9 +168,16 @@ var Capabilities = []Capability{
 			{Name: "bpf_loop", Kernel: "5.17", needs: []Need{needLoop}},
 			{
 				// Every bpf_loop call is behind use_bpf_loop; the per-folio
-				// page-cache path has none.
-				Name: "no loops: the page cache one record per folio, no graph walk, no expert picks", Kernel: "5.8",
-				Lost: "the router's expert picks and the graph's weight nodes are NA; page-cache events are one record per folio (more records, the same figures)",
+				// page-cache path has none, and the graph walk and the
+				// expert picks loop a compile-time number of times
+				// (ggml.bpf.h's GRAPH_WALK_BOUND, EXPERT_CHUNK_BOUND),
+				// calling a global function with a pointer argument:
+				// bounded loops are 5.3 (2589726d12a1), pointers into
+				// global functions 5.12 or 5.13 (e5069b9c23b3, February
+				// 2021), so the path's kernel is the later.
+				Name: fmt.Sprintf("bounded loops: graphs walked %d nodes per computation, expert ids read %d events per MoE node, the page cache one record per folio", GraphWalkBound, ExpertChunkBound), Kernel: "5.13",
+				Lost:  fmt.Sprintf("a graph of more than %d nodes is walked over its next computations (nodes never walked are counted in meta.json's loops_cut); expert-id rows past %d events of %d ids per MoE node are not read (counted there too, and the picks are then NA); page-cache events are one record per folio (more records, the same figures)", GraphWalkBound, ExpertChunkBound, maxExpertIDs),
+				needs: []Need{needBounded},
 			},
 		},
 	},
@@ -469,6 +479,14 @@ func (d *detector) probe(n Need) error {
 		return nil
 	case NeedHelper:
 		if err := features.HaveProgramHelper(ebpf.TracePoint, n.helper); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return errors.New("not in this kernel")
+			}
+			return err
+		}
+		return nil
+	case NeedVerifier:
+		if err := features.HaveBoundedLoops(); err != nil {
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				return errors.New("not in this kernel")
 			}

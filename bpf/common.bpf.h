@@ -17,10 +17,35 @@ const volatile bool probe_ops = false;
 
 /* Set by user space when the kernel has bpf_loop (5.17, bpf/caps.go's
  * "loops"): every call is behind it, so that on an older kernel the
- * verifier drops them as dead code; user space then records the page
- * cache per folio (whose path has no loop) and the graph walk and the
- * expert picks are not recorded. */
+ * verifier drops them as dead code. Without it user space records the
+ * page cache per folio (whose path has no loop), and the graph walk and
+ * the expert picks take bounded loops (5.3): a compile-time number of
+ * calls of a global function, which the verifier checks once rather than
+ * once per iteration, so that the bound can be large. What lies past a
+ * bound is counted in loops_cut, never dropped silently. */
 const volatile bool use_bpf_loop = false;
+
+/* loops_cut's keys: what the bounded loops (no bpf_loop) left unread. */
+enum loop_cut {
+	LOOP_CUT_GRAPH_NODES = 0, /* nodes of graphs that could not be tracked */
+	LOOP_CUT_EXPERT_ROWS = 1, /* token rows of expert ids past the bound */
+	LOOP_CUT_MAX = 4,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOOP_CUT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} loops_cut SEC(".maps");
+
+static __always_inline void loops__cut(__u32 what, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&loops_cut, &what);
+
+	if (v)
+		*v += n;
+}
 
 /* Token and phase of the most recent llama_decode of any traced process,
  * for events that run in other contexts (block completions, kswapd). */

@@ -181,9 +181,9 @@ static __always_inline void graph__emit_weight(struct walk_ctx *w, __u64 node, _
 	ring__submit(e, EV_NODE);
 }
 
-static long graph__walk_node(__u64 i, void *data)
+/* graph__walk_one emits the weights of node i: 1 past the last node. */
+static __always_inline long graph__walk_one(struct walk_ctx *w, __u64 i)
 {
-	struct walk_ctx *w = data;
 	__u64 node, srcs[GGML_MAX_SRC] = {};
 	__u32 op;
 
@@ -199,6 +199,74 @@ static long graph__walk_node(__u64 i, void *data)
 	return 0;
 }
 
+/* The bpf_loop callback. */
+static long graph__walk_node(__u64 i, void *data)
+{
+	return graph__walk_one(data, i);
+}
+
+/* The same as a global function, for the bounded loop: the verifier
+ * checks a global function once, by its arguments' types, where it would
+ * walk an inlined body once per iteration. */
+__noinline int graph__walk_node_global(struct walk_ctx *w, __u32 i)
+{
+	if (!w)
+		return 1;
+	return graph__walk_one(w, i);
+}
+
+/* Without bpf_loop a graph is walked GRAPH_WALK_BOUND nodes per
+ * computation; where one stops, the graph's next computation goes on
+ * (llama.cpp computes the same graph again for every token), so a graph
+ * computed often enough is walked whole and in order, as bpf_loop walks
+ * it at once. The nodes never walked are counted at the end of the run
+ * (Tracer.LoopsCut): graph_walks' unwalked tails, and LOOP_CUT_GRAPH_NODES
+ * for graphs the map had no room for. */
+#define GRAPH_WALK_BOUND 1024
+
+struct graph_walk {
+	__u32 next;
+	__u32 n_nodes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* graph_id */
+	__type(value, struct graph_walk);
+} graph_walks SEC(".maps");
+
+/* graph__walk_bounded walks the next chunk of a graph: 1 when it emitted
+ * the graph's nodes (or some of them). */
+static __always_inline __u32 graph__walk_bounded(struct walk_ctx *w, bool first_seen)
+{
+	struct graph_walk *gw = bpf_map_lookup_elem(&graph_walks, &w->graph_id);
+	__u32 from, i;
+
+	if (!gw) {
+		struct graph_walk fresh = {.next = 0, .n_nodes = w->n_nodes};
+
+		if (!first_seen)
+			return 0;
+		if (bpf_map_update_elem(&graph_walks, &w->graph_id, &fresh, BPF_NOEXIST) != 0) {
+			loops__cut(LOOP_CUT_GRAPH_NODES, w->n_nodes);
+			return 0;
+		}
+		gw = bpf_map_lookup_elem(&graph_walks, &w->graph_id);
+		if (!gw)
+			return 0;
+	}
+	from = gw->next;
+	if (from >= w->n_nodes)
+		return 0;
+	for (i = 0; i < GRAPH_WALK_BOUND; i++) {
+		if (graph__walk_node_global(w, from + i))
+			break;
+	}
+	gw->next = from + i;
+	return 1;
+}
+
 /* ggml_graph_compute(struct ggml_cgraph *cgraph, struct ggml_cplan *cplan):
  * once per graph, so reading the graph here costs one uprobe hit per
  * token however many ops run. */
@@ -211,6 +279,7 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	struct walk_ctx w = {};
 	__u64 g = (__u64)cgraph, id, n0, n1, n2;
 	__s32 n_nodes;
+	__u32 file;
 	__u8 one = 1;
 
 	if (!ps)
@@ -250,19 +319,25 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	e->n_nodes = n_nodes;
 	e->seq = ps->graph_seq;
 	e->is_new = bpf_map_update_elem(&graphs_seen, &id, &one, BPF_NOEXIST) == 0;
-	e->file = bpf_get_attach_cookie(ctx);
+	file = bpf_get_attach_cookie(ctx);
+	e->file = file;
 	e->stopped = 0;
 	{
 		/* --probe ops: the first graph a file computes tells which CPU
 		 * backend runs; stop the process so that its ops are probed
-		 * before any of them runs (user space attaches, then SIGCONT). */
-		__u32 *want = bpf_map_lookup_elem(&ops_pending, &e->file);
+		 * before any of them runs (user space attaches, then SIGCONT).
+		 * The key is a copy on the stack: a verifier before 6.2 or so
+		 * takes no map key inside a ring-buffer record (6.1 refused it:
+		 * "R2 type=alloc_mem expected=fp, ..."). */
+		__u32 *want = bpf_map_lookup_elem(&ops_pending, &file);
 		if (want && __sync_val_compare_and_swap(want, 1, 2) == 1)
 			e->stopped = proc__stop();
 	}
 	e->n_weight_nodes = 0;
 	if (use_bpf_loop && e->is_new && n_nodes > 0)
 		bpf_loop(n_nodes, graph__walk_node, &w, 0);
+	if (!use_bpf_loop && n_nodes > 0)
+		e->is_new = graph__walk_bounded(&w, e->is_new);
 	e->n_weight_nodes = w.n_weight;
 	/* The graph event follows its nodes in the ring buffer only if it is
 	 * submitted last; readers key nodes by graph_id, so order is free. */
@@ -343,10 +418,10 @@ struct experts_ctx {
 	char name[IOCORR_NAME_LEN];
 };
 
-/* One experts event: rows [chunk*rows_per_event, ...) of the ids tensor. */
-static long experts__emit_chunk(__u64 chunk, void *data)
+/* One experts event: rows [chunk*rows_per_event, ...) of the ids tensor;
+ * 1 when there are no more. */
+static __always_inline long experts__emit(struct experts_ctx *x, __u64 chunk)
 {
-	struct experts_ctx *x = data;
 	struct experts_event *e;
 	__u32 row = chunk * x->rows_per_event, count = 0;
 	__u32 sz = x->n_used * 4;
@@ -375,6 +450,40 @@ static long experts__emit_chunk(__u64 chunk, void *data)
 	e->count = count;
 	ring__submit(e, EV_EXPERTS);
 	return 0;
+}
+
+/* The bpf_loop callback. */
+static long experts__emit_chunk(__u64 chunk, void *data)
+{
+	return experts__emit(data, chunk);
+}
+
+/* The same as a global function, for the bounded loop (see
+ * graph__walk_node_global). */
+__noinline int experts__emit_chunk_global(struct experts_ctx *x, __u32 chunk)
+{
+	if (!x)
+		return 1;
+	return experts__emit(x, chunk);
+}
+
+/* Without bpf_loop one MoE node's ids are read EXPERT_CHUNK_BOUND events
+ * at most: 512 tokens of a ubatch at 16 experts per token and more at
+ * fewer. The ids are valid only while the node runs, so the rows past
+ * the bound are lost: counted in LOOP_CUT_EXPERT_ROWS, and the run's
+ * picks are then NA (rundir.Meta.PicksNA). */
+#define EXPERT_CHUNK_BOUND 64
+
+static __always_inline void experts__emit_bounded(struct experts_ctx *x)
+{
+	__u32 chunks = (x->n_tokens + x->rows_per_event - 1) / x->rows_per_event, c;
+
+	for (c = 0; c < EXPERT_CHUNK_BOUND; c++) {
+		if (c >= chunks || experts__emit_chunk_global(x, c))
+			break;
+	}
+	if (c >= EXPERT_CHUNK_BOUND && chunks > EXPERT_CHUNK_BOUND)
+		loops__cut(LOOP_CUT_EXPERT_ROWS, x->n_tokens - EXPERT_CHUNK_BOUND * x->rows_per_event);
 }
 
 /* ggml_compute_forward_get_rows(params, dst) for the node that gathers the
@@ -413,6 +522,8 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
 	if (use_bpf_loop)
 		bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk, &x, 0);
+	else
+		experts__emit_bounded(&x);
 	return 0;
 }
 

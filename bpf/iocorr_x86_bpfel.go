@@ -174,6 +174,12 @@ type IocorrGraphEvent struct {
 	Stopped       uint32
 }
 
+type IocorrGraphWalk struct {
+	_       structs.HostLayout
+	Next    uint32
+	N_nodes uint32
+}
+
 type IocorrMmapCall struct {
 	_     structs.HostLayout
 	Len   uint64
@@ -441,7 +447,9 @@ const (
 	IocorrMapFilemapFaults      = "filemap_faults"
 	IocorrMapFiles              = "files"
 	IocorrMapForkers            = "forkers"
+	IocorrMapGraphWalks         = "graph_walks"
 	IocorrMapGraphsSeen         = "graphs_seen"
+	IocorrMapLoopsCut           = "loops_cut"
 	IocorrMapLost               = "lost"
 	IocorrMapMmapCalls          = "mmap_calls"
 	IocorrMapOpsPending         = "ops_pending"
@@ -649,7 +657,9 @@ type IocorrMapSpecs struct {
 	FilemapFaults *ebpf.MapSpec `ebpf:"filemap_faults"`
 	Files         *ebpf.MapSpec `ebpf:"files"`
 	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
+	GraphWalks    *ebpf.MapSpec `ebpf:"graph_walks"`
 	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
+	LoopsCut      *ebpf.MapSpec `ebpf:"loops_cut"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	MmapCalls     *ebpf.MapSpec `ebpf:"mmap_calls"`
 	OpsPending    *ebpf.MapSpec `ebpf:"ops_pending"`
@@ -731,7 +741,9 @@ type IocorrMaps struct {
 	FilemapFaults *ebpf.Map `ebpf:"filemap_faults"`
 	Files         *ebpf.Map `ebpf:"files"`
 	Forkers       *ebpf.Map `ebpf:"forkers"`
+	GraphWalks    *ebpf.Map `ebpf:"graph_walks"`
 	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
+	LoopsCut      *ebpf.Map `ebpf:"loops_cut"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	MmapCalls     *ebpf.Map `ebpf:"mmap_calls"`
 	OpsPending    *ebpf.Map `ebpf:"ops_pending"`
@@ -756,7 +768,9 @@ func (m *IocorrMaps) Close() error {
 		m.FilemapFaults,
 		m.Files,
 		m.Forkers,
+		m.GraphWalks,
 		m.GraphsSeen,
+		m.LoopsCut,
 		m.Lost,
 		m.MmapCalls,
 		m.OpsPending,

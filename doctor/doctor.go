@@ -157,6 +157,14 @@ func machineChecks() []check {
 			tr.Close()
 		}
 		add("BPF programs load and attach", err == nil, true, errText(err))
+		// The optional tiers load programs of their own, which a kernel's
+		// verifier may refuse where the default ones pass (6.1 refused a
+		// page-cache program's stack): say so before a record asks.
+		tr, err = bpf.Open(bpf.Options{RingBufBytes: 1 << 20, PageCache: true, ProbeSched: true})
+		if err == nil {
+			tr.Close()
+		}
+		add("BPF programs of --probe pagecache,sched load", err == nil, false, errText(err))
 		add("uprobe hit cost", true, false, uprobeCostText())
 	}
 

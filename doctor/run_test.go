@@ -56,7 +56,7 @@ func TestRunShowsEachCapabilitysPathOnThisKernel(t *testing.T) {
 		{"bpf_find_vma", bpf.CapOffsets, Fallback, "/proc/PID/maps"},
 		{"bpf_find_vma", bpf.CapMappings, Fallback, "file from the fd"},
 		{"uprobe_multi", bpf.CapOps, Fallback, "one uprobe per op function"},
-		{"bpf_loop", bpf.CapLoops, Fallback, "no expert picks"},
+		{"bpf_loop", bpf.CapLoops, Fallback, "bounded loops"},
 		{"readahead", bpf.CapReadahead, Fallback, "page-cache adds inside each fault"},
 		{"io_uring_submit_req", bpf.CapIOUring, Missing, "NA: io_uring reads are not traced"},
 		{"syscalls", bpf.CapMappings, Fail, "required"},

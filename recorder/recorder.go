@@ -440,6 +440,14 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		if nlost > 0 {
 			r.warn(fmt.Sprintf("%d events were lost (the ring buffer was full); raise --ringbuf-size", nlost))
 		}
+		// The bounded loops of a kernel without bpf_loop say what they
+		// left unread: counted, never dropped silently.
+		if cut, err := r.tr.LoopsCut(); err != nil {
+			r.warn(err.Error())
+		} else if cut.GraphNodes > 0 || cut.ExpertRows > 0 {
+			r.m.LoopsCut = &rundir.LoopsCut{GraphNodes: cut.GraphNodes, ExpertRows: cut.ExpertRows}
+			r.warn(fmt.Sprintf("the kernel has no bpf_loop and its bounded loops left %d graph nodes unwalked and %d token rows of expert ids unread", cut.GraphNodes, cut.ExpertRows))
+		}
 		if n, err := r.tr.UnorderedPageRuns(); err != nil {
 			r.warn(err.Error())
 		} else if n > 0 {

@@ -20,20 +20,31 @@ const TracepointSysEnterRead = "syscalls/sys_enter_read"
 
 // PicksNA says why the run has no record of the router's expert picks:
 // no probe on ggml.SymGetRows attached (a build that inlined or stripped it,
-// or no llama.cpp at all), or a ggml struct layout that failed validation.
+// or no llama.cpp at all), a ggml struct layout that failed validation, or
+// rows of expert ids past the bounded loop a kernel without bpf_loop reads
+// them with (a partial record would undercount).
 func (m *Meta) PicksNA() string {
 	if m.Layout != nil && m.Layout.Invalid != "" {
 		return "the router's expert picks were not recorded: the ggml struct layout failed validation against the target (" + m.Layout.Invalid + ")"
 	}
-	for _, c := range m.Capabilities {
-		if c.Name == CapLoops && !c.Primary {
-			return "the router's expert picks were not recorded: the kernel has no bpf_loop (5.17), which their probe loops with (" + c.Why + ")"
-		}
+	if m.LoopsCut != nil && m.LoopsCut.ExpertRows > 0 {
+		return fmt.Sprintf("the router's expert picks are incomplete: %d token rows of expert ids lay past the bounded loop of the kernel's probe, which has no bpf_loop (5.17)", m.LoopsCut.ExpertRows)
 	}
 	if m.attached(func(p *Probe) bool { return p.Symbol == ggml.SymGetRows }) {
 		return ""
 	}
 	return "the router's expert picks were not recorded: no probe on " + ggml.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
+}
+
+// LoopsCut is what the kernel's bounded loops left unread (Meta.LoopsCut).
+type LoopsCut struct {
+	// GraphNodes are graph nodes never walked: the graph was not computed
+	// again often enough to walk past the per-computation bound. Their
+	// weights' consumer ops are not named (correlate names the op of a
+	// weight from the first node that reads it).
+	GraphNodes uint64 `json:"graph_nodes"`
+	// ExpertRows are token rows of expert ids past the per-node bound.
+	ExpertRows uint64 `json:"expert_rows"`
 }
 
 // ReadsNA says why "bytes requested" is NA: "" when the recorder traced

@@ -25,6 +25,10 @@ func TestNAReasonsSayWhyAFigureWasNotMeasured(t *testing.T) {
 			"no probe on " + ggml.SymGetRows + " attached", "did not trace read syscalls"},
 		{"a layout that failed validation", rundir.Meta{Probes: []rundir.Probe{picks, reads}, Layout: &rundir.Layout{Invalid: "node 3 has no op"}},
 			"failed validation against the target (node 3 has no op)", ""},
+		{"bounded loops that read every row", rundir.Meta{Probes: []rundir.Probe{picks, reads}, Capabilities: []rundir.Capability{{Name: rundir.CapLoops, Path: "bounded loops"}},
+			LoopsCut: &rundir.LoopsCut{GraphNodes: 7}}, "", ""},
+		{"bounded loops that cut rows", rundir.Meta{Probes: []rundir.Probe{picks, reads}, LoopsCut: &rundir.LoopsCut{ExpertRows: 448}},
+			"incomplete: 448 token rows of expert ids", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -110,6 +110,10 @@ type Meta struct {
 	// perhaps after a page event of the same pages (their slot was held by
 	// another CPU past the kernel's spin); the store orders them by time.
 	PageRunsUnordered uint64 `json:"page_runs_unordered,omitempty"`
+	// LoopsCut counts what the kernel's bounded loops (the loops
+	// capability's fallback, without bpf_loop) left unread; nil on the
+	// bpf_loop path and when nothing was cut.
+	LoopsCut *LoopsCut `json:"loops_cut,omitempty"`
 	// ResidencySnapshots says how many token starts got a residency
 	// snapshot (ResidencyFile); nil in runs recorded before them.
 	ResidencySnapshots *SnapshotStats `json:"residency_snapshots,omitempty"`

@@ -21,13 +21,18 @@ done
 # The report test opens the HTML in a real browser and the Perfetto test
 # decodes the trace with protoc; without recommends chromium stays small.
 need_lean=()
-for cmd_pkg in chromium:chromium protoc:protobuf-compiler; do
+# scripts/oldkernel.sh boots Debian's 6.1 kernel in qemu with busybox; its
+# arm64 run downloads the arm64 kernel and busybox (a foreign architecture).
+for cmd_pkg in chromium:chromium protoc:protobuf-compiler qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm busybox:busybox-static; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_lean+=("$pkg")
 done
 command -v perf >/dev/null 2>&1 || need_lean+=(linux-perf) # the wrapper test runs perf trace --pf=maj
-if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_lean[@]} -gt 0 ]; then
+add_arm64=
+dpkg --print-foreign-architectures | grep -qx arm64 || add_arm64=1
+if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_lean[@]} -gt 0 ] || [ -n "$add_arm64" ]; then
 	echo "setup: installing ${need_apt[*]} ${need_lean[*]}" >&2
+	[ -z "$add_arm64" ] || dpkg --add-architecture arm64
 	apt-get update -qq
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,34 @@ import (
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
+
+// recordForced records args with `iocorr record` with the features
+// switched off and checks that the run says which path it took. It
+// records the pagecache tier, which asks for every kernel capability.
+// (The forced-fallback matrix itself is recorder's
+// capability_matrix_test.go.)
+func recordForced(t *testing.T, without, capName string, args ...string) string {
+	t.Helper()
+	t.Setenv(bpf.WithoutEnv, without)
+	dir := filepath.Join(t.TempDir(), "run")
+	_, errOut, err := runCmd(t, append([]string{"record", "-o", dir, "--probe", "pagecache"}, args...)...)
+	if err != nil {
+		t.Fatalf("record without %q: %v\n%s", without, err, errOut)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Capabilities {
+		if c.Name == capName && c.Primary {
+			t.Fatalf("without %s, %s still took its primary path %q", without, capName, c.Path)
+		}
+	}
+	if without != "" && !strings.Contains(errOut, "kernel") {
+		t.Errorf("the summary says nothing of the fallbacks taken:\n%s", errOut)
+	}
+	return dir
+}
 
 // A capability the kernel gives no path (switched off here as a kernel
 // without the feature would lack it) leaves its counters NA with the
