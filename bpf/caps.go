@@ -144,6 +144,7 @@ func on(prog string, n Need) attachment { return attachment{prog: prog, need: n}
 var (
 	needFindVma     = Need{Kind: NeedHelper, Name: "bpf_find_vma", helper: asm.FnFindVma}
 	needLoop        = Need{Kind: NeedHelper, Name: "bpf_loop", helper: asm.FnLoop}
+	needDynptr      = Need{Kind: NeedHelper, Name: "bpf_ringbuf_reserve_dynptr", helper: asm.FnRingbufReserveDynptr}
 	needBounded     = Need{Kind: NeedVerifier, Name: "bounded_loops"}
 	needCookie      = Need{Kind: NeedHelper, Name: "bpf_get_attach_cookie", helper: asm.FnGetAttachCookie}
 	needUprobeMulti = Need{Kind: NeedLink, Name: "uprobe_multi"}
@@ -165,7 +166,12 @@ var Capabilities = []Capability{
 		Name: CapLoops, What: "loops in the kernel programs: page-cache runs and their flushes, graph walks, expert picks", Required: true,
 		NA: "nothing can be traced",
 		Paths: []Path{
-			{Name: "bpf_loop", Kernel: "5.17", needs: []Need{needLoop}},
+			// The page-cache runs also reserve their ring records as
+			// dynptrs (a run is copied in before its slot is given up,
+			// pagecache.bpf.h's run__take): 5.19 (bc34dee65a65). A
+			// 5.17 or 5.18 kernel takes the bounded loops whole rather
+			// than a third path for two releases.
+			{Name: "bpf_loop, ring-buffer dynptrs", Kernel: "5.19", needs: []Need{needLoop, needDynptr}},
 			{
 				// Every bpf_loop call is behind use_bpf_loop; the per-folio
 				// page-cache path has none, and the graph walk and the

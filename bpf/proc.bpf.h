@@ -68,9 +68,15 @@ int BPF_PROG(proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(proc_exit, struct task_struct *p, bool group_dead)
+int BPF_PROG(proc_exit, struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	/* Older kernels pass no group_dead (6.1's verifier refuses the
+	 * second argument); do_exit() counts signal->live down before this
+	 * tracepoint on every kernel, so 0 is the same fact. Two threads
+	 * exiting at once may both see 0: a second group exit of a process is
+	 * harmless to user space, a missed one would not be. */
+	bool group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
 
 	if (!proc__is_traced(tgid))
 		return 0;
