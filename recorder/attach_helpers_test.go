@@ -1,4 +1,4 @@
-package recorder
+package recorder_test
 
 import (
 	"bufio"
@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 // attachedRun is what `record -p` returned.
 type attachedRun struct {
-	summary string
-	err     error
+	out rectest.Output
+	err error
 }
 
 // recordAttached runs `record -o dir -p pid --duration d` in the
@@ -27,8 +28,8 @@ func recordAttached(ctx context.Context, t *testing.T, dir string, pid int, d, w
 	t.Helper()
 	done := make(chan attachedRun, 1)
 	go func() {
-		summary, err := recordAttachedFor(ctx, dir, pid, d)
-		done <- attachedRun{summary, err}
+		out, err := rectest.RecordAttachedErr(ctx, dir, pid, d)
+		done <- attachedRun{out, err}
 	}()
 	deadline := time.Now().Add(wait)
 	for {

@@ -1,4 +1,4 @@
-package recorder
+package recorder_test
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/internal/spooltest"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
@@ -89,7 +90,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 			}
 			r := <-done
 			if r.err != nil {
-				t.Fatalf("record -p: %v\n%s", r.err, r.summary)
+				t.Fatalf("record -p: %v\n%s", r.err, r.out.Stderr)
 			}
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("the toucher did not end well after the detach: %v", err)
@@ -144,7 +145,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 // decoding, and reading experts from the disk, when the window closes.
 // A bounded generation ended inside the window on a fast machine.
 func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing.T) {
-	model, f := recordableMoE(t)
+	model, f := rectest.RecordableMoE(t)
 	bt, err := exec.LookPath("bpftrace")
 	if err != nil {
 		t.Fatalf("bpftrace (make setup): %v", err)
@@ -224,8 +225,8 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 	// Mid-generation: a few tokens made, and no end to come.
 	waitCalls(4, 0, "at all")
 	dir := filepath.Join(t.TempDir(), "run")
-	if summary, err := recordAttachedFor(t.Context(), dir, pid, 3*time.Second); err != nil {
-		t.Fatalf("record -p: %v\n%s", err, summary)
+	if out, err := rectest.RecordAttachedErr(t.Context(), dir, pid, 3*time.Second); err != nil {
+		t.Fatalf("record -p: %v\n%s", err, out.Stderr)
 	}
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
@@ -262,7 +263,7 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 			after++
 		}
 	}
-	prefill, decode := countDecodeCalls(t, dir, f)
+	prefill, decode := rectest.CountDecodeCalls(t, dir, f, nil, nil)
 	if prefill+decode != inWindow || inWindow == 0 {
 		t.Errorf("recorded %d llama_decode calls, bpftrace saw the process make %d in the window (of %d)", prefill+decode, inWindow, len(all))
 	}

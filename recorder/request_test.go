@@ -1,4 +1,4 @@
-package recorder
+package recorder_test
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -148,7 +149,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(bpf.WithoutEnv, tc.without)
-			model, _ := recordableMoE(t)
+			model, _ := rectest.RecordableMoE(t)
 			// Under the memory limit the model does not fit: decode re-reads
 			// weights, so there are major faults and device reads to attribute.
 			if _, _, err := pagecache.Evict(model); err != nil {
@@ -184,7 +185,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 			endRecording()
 			r := <-done
 			if r.err != nil {
-				t.Fatalf("record -p: %v\n%s", r.err, r.summary)
+				t.Fatalf("record -p: %v\n%s", r.err, r.out.Stderr)
 			}
 			for i, err := range errs {
 				if err != nil {
@@ -408,13 +409,11 @@ func tokenSums(toks []event.TokenInfo) map[string]counterSums {
 // sequence 0 to llama.cpp: every token of the run is request 0, read as
 // such, and `query --by request` has that one row besides the load's.
 func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
-	model, _ := recordableMoE(t)
+	model, _ := rectest.RecordableMoE(t)
 	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
 	dir := filepath.Join(t.TempDir(), "run")
 	const n = 4
-	if summary, err := recordAndIngest(t.Context(), dir, llmtest.CompletionArgs(bin, model, n), nil); err != nil {
-		t.Fatalf("record: %v\n%s", err, summary)
-	}
+	rectest.Record(t, dir, rectest.Options{}, llmtest.CompletionArgs(bin, model, n)...)
 	st, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package recorder
+package recorder_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -49,7 +50,7 @@ func complete(ctx context.Context, base string, nPredict int) error {
 // each llama_decode call of the server: the run holds exactly those made
 // inside its window, and the server still answers after the detach.
 func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing.T) {
-	model, f := recordableMoE(t)
+	model, f := rectest.RecordableMoE(t)
 	bt, err := exec.LookPath("bpftrace")
 	if err != nil {
 		t.Fatalf("bpftrace (make setup): %v", err)
@@ -127,11 +128,11 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 		t.Fatalf("llama-server made no 4 llama_decode calls in 60s:\n%s", srvLog.String())
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	summary, err := recordAttachedFor(context.Background(), dir, pid, 3*time.Second)
+	out, err := rectest.RecordAttachedErr(context.Background(), dir, pid, 3*time.Second)
 	stop()
 	wg.Wait()
 	if err != nil {
-		t.Fatalf("record -p: %v\n%s", err, summary)
+		t.Fatalf("record -p: %v\n%s", err, out.Stderr)
 	}
 	if reqErr != nil {
 		t.Errorf("a request while recording failed: %v", reqErr)
@@ -155,7 +156,7 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 			inWindow++
 		}
 	}
-	prefill, decode := countDecodeCalls(t, dir, f)
+	prefill, decode := rectest.CountDecodeCalls(t, dir, f, nil, nil)
 	if prefill+decode != inWindow || inWindow == 0 {
 		t.Errorf("recorded %d llama_decode calls, bpftrace saw the server make %d in the window (of %d)", prefill+decode, inWindow, len(ts))
 	}

@@ -1,4 +1,4 @@
-package recorder
+package recorder_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/internal/spooltest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -61,7 +62,7 @@ var perfMajfault = regexp.MustCompile(`majfault \[[^\]]*\] => (\S+)@0x([0-9a-f]+
 // without the limit llama.cpp maps the model with MAP_POPULATE (its
 // pages read at the mmap, by no user fault): 0 faults to compare.
 func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
-	model, f := recordableMoE(t)
+	model, f := rectest.RecordableMoE(t)
 	perf, perfErr := exec.LookPath("perf")
 	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
 	const n = 6
@@ -100,9 +101,8 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := filepath.Join(t.TempDir(), "run")
-			summary, err := recordAndIngest(t.Context(), dir, tc.argv, func(o *Options) {
-				o.Cold, o.MemLimit = true, llmtest.MemLimitBytes
-			})
+			out, err := rectest.RecordErr(t.Context(), dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit}, tc.argv...)
+			summary := out.Stdout + out.Stderr
 			if err != nil {
 				t.Fatalf("record: %v\n%s", err, summary)
 			}
@@ -122,7 +122,7 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 			if m.Layout == nil || m.Layout.Invalid != "" {
 				t.Errorf("layout %+v: want it validated", m.Layout)
 			}
-			prefill, decode := countDecodeCalls(t, dir, f)
+			prefill, decode := rectest.CountDecodeCalls(t, dir, f, nil, nil)
 			if prefill != 1 || decode != n-1 {
 				t.Errorf("recorded %d prefill and %d decode calls, llama-completion -n %d made 1 and %d\n%s", prefill, decode, n, n-1, summary)
 			}
@@ -249,7 +249,7 @@ func perfFaultsByTensor(t *testing.T, path, model string, f *gguf.File) map[stri
 // found on the descendant's own command line at its exec, and its read
 // calls are charged to its tensors.
 func TestRecordFindsAModelADescendantReadsWithoutMapping(t *testing.T) {
-	model, _ := recordableMoE(t)
+	model, _ := rectest.RecordableMoE(t)
 	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
 	args := append(llmtest.CompletionArgs(bin, model, 2), "--load-mode", "none")
 	script := filepath.Join(t.TempDir(), "study.sh")
@@ -257,7 +257,8 @@ func TestRecordFindsAModelADescendantReadsWithoutMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	summary, err := recordAndIngest(t.Context(), dir, []string{"sh", script}, nil)
+	out, err := rectest.RecordErr(t.Context(), dir, rectest.Options{}, "sh", script)
+	summary := out.Stdout + out.Stderr
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, summary)
 	}

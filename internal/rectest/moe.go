@@ -80,9 +80,12 @@ func CountExpertFaults(t testing.TB, st *index.Store, keep func(token uint32) bo
 // CountDecodeCalls counts the llama_decode calls of a run's spool by
 // phase (a call of more than one token is the prefill) and checks every
 // graph node's weight offset against f (spooltest.CheckWeightOffset), marking the
-// weights read in weights. Every other record goes to more, when set.
+// weights read in weights, when set. Every other record goes to more, when set.
 func CountDecodeCalls(t testing.TB, dir string, f *gguf.File, weights map[string]bool, more func(typ uint16, rec []byte)) (prefill, decode int) {
 	t.Helper()
+	if weights == nil {
+		weights = map[string]bool{}
+	}
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
@@ -59,7 +60,9 @@ func Record(t testing.TB, dir string, opts Options, argv ...string) Output {
 	return out
 }
 
-// RecordErr is Record returning the first error instead of failing.
+// RecordErr is Record returning the first error instead of failing. ctx
+// ending ends the recording, as Ctrl-C ends `iocorr record`, and not the
+// ingest after it.
 func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (Output, error) {
 	// Files, as a terminal would be: the command writes them itself, and
 	// the recorder's warnings go to the same stderr at the same time.
@@ -98,7 +101,7 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 	}
 	var sum pipeline.Summary
 	if err == nil {
-		sum, err = pipeline.Ingest(ctx, dir, pipeline.Options{})
+		sum, err = pipeline.Ingest(context.WithoutCancel(ctx), dir, pipeline.Options{})
 	}
 	var said [2][]byte
 	for i, f := range out {
@@ -112,6 +115,14 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 		said[i] = b
 	}
 	return Output{string(said[0]), string(said[1]), sum}, err
+}
+
+// RecordAttachedErr records the running process pid into dir and ingests
+// it, as `iocorr record -o dir -p pid --duration d` does: the recording
+// ends after d, when the process exits, or when ctx ends (as Ctrl-C ends
+// it). It returns the first error instead of failing.
+func RecordAttachedErr(ctx context.Context, dir string, pid int, d time.Duration) (Output, error) {
+	return RecordErr(ctx, dir, Options{Set: func(o *recorder.Options) { o.PID, o.Duration = pid, d }})
 }
 
 // RecordMoE records llama.cpp's llama-completion (of the Shared build)
