@@ -40,11 +40,14 @@ struct llama_batch_abi {
  * batch (the rest is marked partial). */
 #define SEQ_FALLBACK_TOKENS 256
 
+/* Every field after b is 8 bytes wide: the walk's zeroing stores whole
+ * registers on the stack, and 6.1's verifier refuses a narrower load from
+ * a slot a register was spilled to ("invalid size of register fill"). */
 struct seq_walk {
 	struct llama_batch_abi b;
 	__u64 seqs;
-	__u32 state;
-	__u16 ntok[SEQ_COUNTED];
+	__u64 state;
+	__u64 ntok[SEQ_COUNTED];
 };
 
 static long seq__token(__u32 i, void *arg)
@@ -119,8 +122,9 @@ static __always_inline void seq__read(void *batch, struct decode_event *e)
 			w.state |= SEQ_PARTIAL;
 	}
 	e->seqs = w.seqs;
-	e->seq_state = w.state;
-	__builtin_memcpy(e->seq_tokens, w.ntok, sizeof(e->seq_tokens));
+	e->seq_state = (__u32)w.state;
+	for (int k = 0; k < SEQ_COUNTED; k++)
+		e->seq_tokens[k] = w.ntok[k] > 0xffff ? 0xffff : (__u16)w.ntok[k];
 }
 
 /* llama_decode(struct llama_context *ctx, struct llama_batch batch): the

@@ -1,8 +1,10 @@
 package bpf
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -113,6 +115,58 @@ var perfPrograms = map[string]Need{
 // attachKernel attaches the kernel side of every capability's path. A
 // path that fails to attach makes its capability NA, with the error, and
 // the run goes on; only a required capability stops it.
+// refusedProgram matches the program cilium/ebpf names in a load error.
+var refusedProgram = regexp.MustCompile(`program (\w+):`)
+
+// demoteRefused makes NA the optional capability whose program the
+// verifier refused in err (an old kernel's verifier can refuse what a
+// newer one takes: 6.1 counts a bpf_loop callback's stack with its
+// caller's), and every capability whose path needs one of its hooks (the
+// readahead trigger rebuilt from the page cache's adds), so that Open can
+// load the rest. It returns the programs to leave out, none when err is
+// no verifier refusal of an optional capability's program.
+func demoteRefused(caps []capChoice, err error) []string {
+	var ve *ebpf.VerifierError
+	m := refusedProgram.FindStringSubmatch(err.Error())
+	if !errors.As(err, &ve) || m == nil {
+		return nil
+	}
+	var refused *capChoice
+	for i := range caps {
+		if c := &caps[i]; c.path != nil && !c.Required && slices.Contains(c.path.programs(), m[1]) {
+			refused = c
+		}
+	}
+	if refused == nil {
+		return nil
+	}
+	why := fmt.Sprintf("this kernel's verifier refused program %s: %s", m[1], strings.TrimLeft(firstLine(ve.Error()), ": "))
+	var hooks []Need
+	for _, a := range refused.path.attach {
+		hooks = append(hooks, a.need)
+	}
+	var out []string
+	for i := range caps {
+		c := &caps[i]
+		if c.path == nil || c.Required {
+			continue
+		}
+		needsHook := slices.ContainsFunc(c.path.needs, func(n Need) bool { return slices.Contains(hooks, n) })
+		if c != refused && !needsHook {
+			continue
+		}
+		out = append(out, c.path.programs()...)
+		c.path = nil
+		c.Path, c.Primary, c.Lost, c.Why = "", false, c.cap.NA, why
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
 func (t *Tracer) attachKernel() error {
 	for i := range t.caps {
 		c := &t.caps[i]

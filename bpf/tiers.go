@@ -34,10 +34,20 @@ func (o *Options) pageRecordsConst(caps []capChoice) (uint32, error) {
 	if o.PageRecords > PageRunsAndFolios {
 		return 0, fmt.Errorf("page-record mode %d is not runs, folios or both", o.PageRecords)
 	}
-	if !o.RecordsPageCache() {
+	if !o.RecordsPageCache() || !hasPath(caps, CapPageCache) {
 		return pagesNone, nil
 	}
 	return uint32(pageRecords(caps, o.PageRecords)), nil
+}
+
+// hasPath says whether the capability named name took a path.
+func hasPath(caps []capChoice, name string) bool {
+	for _, c := range caps {
+		if c.Name == name {
+			return c.path != nil
+		}
+	}
+	return false
 }
 
 // wanted says whether the run asks for capability c: the tier decides the

@@ -211,6 +211,25 @@ func Open(opts Options) (*Tracer, error) {
 	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{},
 		pendingOps: map[uint32][]string{}, caps: caps}
 	coll, err := ebpf.NewCollection(spec)
+	// An optional capability's program the verifier refuses makes that
+	// capability NA, with the verifier's words, not the run impossible.
+	for err != nil {
+		drop := demoteRefused(t.caps, err)
+		if len(drop) == 0 {
+			break
+		}
+		for _, name := range drop {
+			delete(spec.Programs, name)
+		}
+		// Without the page cache's programs nothing keeps runs: the
+		// other programs' flushes are pruned, as in the default tier.
+		if pr, perr := opts.pageRecordsConst(caps); perr != nil {
+			return nil, perr
+		} else if serr := spec.Variables["page_records"].Set(pr); serr != nil {
+			return nil, fmt.Errorf("setting page_records: %w", serr)
+		}
+		coll, err = ebpf.NewCollection(spec)
+	}
 	if err != nil {
 		// The verifier's refusals are EACCES too: they come first.
 		var ve *ebpf.VerifierError

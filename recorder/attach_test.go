@@ -37,23 +37,11 @@ import (
 func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 	testenv.RequireBPF(t)
 	toucher := llmtest.BuildToucher(t)
-	root, err := llmtest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// On the repository's disk: os.TempDir may be tmpfs, where no fault
-	// is major.
-	fdir, err := os.MkdirTemp(root, ".coldfile-attach-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(fdir) })
-	file := filepath.Join(fdir, "cold.bin")
+	// On the package's disk (testenv.DiskFile): os.TempDir may be tmpfs,
+	// where no fault is major.
 	b := make([]byte, 64*os.Getpagesize())
 	rand.Read(b)
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.DiskFile(t, b)
 	tests := []struct {
 		name  string
 		pages string

@@ -27,23 +27,11 @@ import (
 func TestRunReapsTheOrphansOfTheCommandWithTheirRusage(t *testing.T) {
 	testenv.RequireBPF(t)
 	toucher := llmtest.BuildToucher(t)
-	root, err := llmtest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// On the repository's disk: os.TempDir may be tmpfs, where no fault
-	// is major.
-	fdir, err := os.MkdirTemp(root, ".coldfile-orphan-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(fdir) })
-	file := filepath.Join(fdir, "cold.bin")
+	// On the package's disk (testenv.DiskFile): os.TempDir may be tmpfs,
+	// where no fault is major.
 	b := make([]byte, 64*os.Getpagesize())
 	rand.Read(b)
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.DiskFile(t, b)
 	touch := fmt.Sprintf("'%s' -file '%s' -pages 1,7,9,20,33,41,50,62 -evict >/dev/null", toucher, file)
 	tests := []struct {
 		name    string

@@ -120,6 +120,17 @@ for without in "" bpf_loop; do
 	iocorr query -i /mnt/run\$without --by tensor --format csv
 	echo "@@@ query \$without exit \$?"
 done
+# The pagecache tier: recorded, its page cache on a path or NA with the
+# verifier's reason (6.1 counts a bpf_loop callback's stack with its
+# caller's), never a run that cannot start.
+echo "@@@ record pagecache"
+iocorr record -o /mnt/runpagecache --probe pagecache --cold --model /mnt/m.gguf -- toucher -file /mnt/m.gguf -pages $pages
+echo "@@@ record pagecache exit \$?"
+echo "@@@ query pagecache"
+iocorr query -i /mnt/runpagecache --by tensor --format csv
+echo "@@@ query pagecache exit \$?"
+echo "@@@ meta pagecache"
+tr -d '\n' </mnt/runpagecache/meta.json | grep -o '"name": *"page cache"[^}]*'
 umount /mnt
 echo "@@@ done"
 poweroff -f
@@ -144,7 +155,7 @@ $(tail -30 "$log")"
 $(grep -i 'virtio\|vda\|ext4\|insmod' "$log" | tail -20)"
 grep -q '^@@@ done$' "$log" || fail "the guest did not finish:
 $(tail -30 "$log")"
-for step in doctor "record " "query " "record bpf_loop" "query bpf_loop"; do
+for step in doctor "record " "query " "record bpf_loop" "query bpf_loop" "record pagecache" "query pagecache"; do
 	grep -q "^@@@ $step exit 0\$" "$log" || fail "iocorr $step failed on $release:
 $(section "$step" | tail -30)"
 done
@@ -169,7 +180,10 @@ fi
 # Each record, on the primary paths and with bpf_loop switched off (the
 # bounded loops then pass this older verifier): one major fault per
 # touched tensor, none elsewhere, and the toucher's own count.
-for without in "" bpf_loop; do
+echo "oldkernel.sh: $release: the pagecache tier's page cache: $(section "meta pagecache")" >&2
+section "meta pagecache" | grep -q '"path"\|verifier refused' ||
+	fail "the pagecache tier on $release took no path and says no verifier refusal: $(section "meta pagecache")"
+for without in "" bpf_loop pagecache; do
 majflt=$(section "record $without" | sed -n 's/.*"majflt": *\([0-9]*\).*/\1/p' | head -1)
 [ -n "$majflt" ] || fail "the toucher reported no majflt:
 $(section "record $without" | tail -20)"

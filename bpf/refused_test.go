@@ -1,0 +1,61 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+)
+
+// An optional capability whose program an old kernel's verifier refuses
+// is NA with the verifier's first words, and so is every capability whose
+// path needs its hooks (the readahead trigger rebuilt from the page
+// cache's adds); a refusal of a required capability's program, or an
+// error that is no refusal, demotes nothing: Open then fails, saying why.
+func TestAVerifierRefusalMakesOnlyItsOptionalCapabilitiesNA(t *testing.T) {
+	refusal := func(prog string) error {
+		return fmt.Errorf("program %s: load program: %w", prog, &ebpf.VerifierError{
+			Cause: errors.New("permission denied"),
+			Log:   []string{"combined stack size of 2 calls is 544. Too large"},
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantNA  []string
+		dropped []string
+	}{
+		{"page cache program", refusal("page_add"), []string{CapPageCache, CapReadahead}, []string{"page_add", "page_del"}},
+		{"required program", refusal("proc_fork"), nil, nil},
+		{"no refusal", fmt.Errorf("program page_add: %w", errors.New("map create: operation not permitted")), nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{PageCache: true}
+			caps := choose(fakeKernel("mm_filemap_fault", "readahead"), opts.wanted)
+			drop := demoteRefused(caps, tc.err)
+			var na []string
+			for _, c := range caps {
+				if c.path == nil && !c.Off {
+					na = append(na, c.Name)
+					if !strings.Contains(c.Why, "verifier refused program page_add: ") {
+						t.Errorf("%s NA: %q, want the verifier's reason", c.Name, c.Why)
+					}
+				}
+			}
+			if !slices.Equal(na, tc.wantNA) {
+				t.Errorf("NA %v, want %v", na, tc.wantNA)
+			}
+			for _, p := range tc.dropped {
+				if !slices.Contains(drop, p) {
+					t.Errorf("programs left out %v, want %s among them", drop, p)
+				}
+			}
+			if tc.dropped == nil && len(drop) != 0 {
+				t.Errorf("programs left out %v, want none", drop)
+			}
+		})
+	}
+}
