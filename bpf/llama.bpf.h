@@ -50,9 +50,8 @@ struct seq_walk {
 	__u64 ntok[SEQ_COUNTED];
 };
 
-static long seq__token(__u32 i, void *arg)
+static __always_inline long seq__token_of(struct seq_walk *w, __u32 i)
 {
-	struct seq_walk *w = arg;
 	__s32 n = 0;
 	__u64 ids = 0;
 	__s32 id[SEQ_MAX_PER_TOKEN] = {};
@@ -88,6 +87,22 @@ static long seq__token(__u32 i, void *arg)
 	return 0;
 }
 
+/* The bpf_loop callback. */
+static long seq__token(__u32 i, void *arg)
+{
+	return seq__token_of(arg, i);
+}
+
+/* The same as a global function, for the bounded loop: the verifier
+ * checks it once, by its arguments' types; inlined, 6.1's verifier walked
+ * its body for every token and gave up past a million instructions. */
+__noinline int seq__token_global(struct seq_walk *w, __u32 i)
+{
+	if (!w)
+		return 1;
+	return seq__token_of(w, i);
+}
+
 /* seq__read fills the batch's sequence set and its tokens per sequence;
  * a batch without seq_id is sequence 0 to llama.cpp
  * (llama_batch_get_one). Without bpf_loop the walk is a bounded loop of
@@ -115,7 +130,7 @@ static __always_inline void seq__read(void *batch, struct decode_event *e)
 		bpf_loop(n, seq__token, &w, 0);
 	} else {
 		for (__u32 i = 0; i < SEQ_FALLBACK_TOKENS; i++) {
-			if (i >= n || seq__token(i, &w))
+			if (i >= n || seq__token_global(&w, i))
 				break;
 		}
 		if (n > SEQ_FALLBACK_TOKENS)
