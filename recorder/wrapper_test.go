@@ -60,7 +60,9 @@ var perfMajfault = regexp.MustCompile(`majfault \[[^\]]*\] => (\S+)@0x([0-9a-f]+
 // apart). Under the memory limit, which pages reclaim finds and which it
 // skips (locked under read I/O) follows the disk's completion times; and
 // without the limit llama.cpp maps the model with MAP_POPULATE (its
-// pages read at the mmap, by no user fault): 0 faults to compare.
+// pages read at the mmap, by no user fault): 0 faults to compare. What
+// is the same from run to run is compared per tensor instead, in
+// TestRecordWrappedCommandReadsEachTensorAsTheDirectCommandDoes.
 func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 	model, f := rectest.RecordableMoE(t)
 	perf, perfErr := exec.LookPath("perf")
@@ -202,6 +204,62 @@ func samePicks(a, b map[[3]uint32]bool) bool {
 		}
 	}
 	return true
+}
+
+// TestRecordWrappedCommandReadsEachTensorAsTheDirectCommandDoes records
+// the same command cold without a memory limit, directly and under each
+// wrapper: llama.cpp's MAP_POPULATE then reads every page of the model
+// from the device once, whatever the timing, so the device bytes charged
+// to each tensor are a fact of the file, and a wrapper run that missed a
+// model, a mapping or a block request would differ from the direct run.
+func TestRecordWrappedCommandReadsEachTensorAsTheDirectCommandDoes(t *testing.T) {
+	model, _ := rectest.RecordableMoE(t)
+	bin := llmtest.CLI(t, llmtest.Shared, "llama-completion")
+	args := llmtest.CompletionArgs(bin, model, 2)
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = "'" + a + "'"
+	}
+	line := strings.Join(quoted, " ")
+	var direct map[string]uint64
+	for _, tc := range []struct {
+		name string
+		argv []string
+	}{
+		{"direct", args},
+		{"sh -c that forks", []string{"sh", "-c", line + "; echo done >&2"}},
+		{"two levels of sh", []string{"sh", "-c", "sh -c \"" + line + "\"; echo done >&2"}},
+		{"a parent waiting with WUNTRACED", append([]string{"perl", "-e", untracedWaiter}, args...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := pagecache.Evict(model); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			out, err := rectest.RecordErr(t.Context(), dir, rectest.Options{Cold: true}, tc.argv...)
+			if err != nil {
+				t.Fatalf("record: %v\n%s", err, out.Stdout+out.Stderr)
+			}
+			read := map[string]uint64{}
+			var total uint64
+			for _, r := range queryRows(t, dir, index.Query{By: "tensor"}) {
+				if r.ReadBytes > 0 {
+					read[r.Key] = r.ReadBytes
+					total += r.ReadBytes
+				}
+			}
+			if total == 0 {
+				t.Fatalf("no device bytes charged to the model's tensors")
+			}
+			if tc.name == "direct" {
+				direct = read
+				return
+			}
+			if fmt.Sprint(read) != fmt.Sprint(direct) {
+				t.Errorf("device bytes per tensor differ from the direct run's:\n%s %v\ndirect %v", tc.name, read, direct)
+			}
+		})
+	}
 }
 
 // majorFaultsByTensor is `query --by tensor`'s major_faults.
