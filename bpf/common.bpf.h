@@ -143,9 +143,21 @@ static __always_inline struct file *fd__file(__u32 fd)
 /* Event types that user space must see at once: the process may be
  * stopped waiting for it, or they are rare. The rest wake the reader only
  * when enough has piled up; the reader also polls on a short deadline. */
+/* Exact residency snapshots (set at load time): the token start stops its
+ * process (SIGSTOP, held by the ptrace warden where there is one) until
+ * the recorder has read the models' residency and resumes it, so that the
+ * snapshot is the page cache at the token's start, not some milliseconds
+ * later. A disturbance of the traced run: off by default. */
+const volatile bool stop_at_tokens = false;
+
 static __always_inline __u64 ring__wakeup_flags(__u16 type)
 {
 	if (type == EV_MMAP || type == EV_TASK)
+		return BPF_RB_FORCE_WAKEUP;
+	/* An exact snapshot holds the process until the recorder has read
+	 * the token's start: waiting for the reader's next poll (20 ms) would
+	 * be most of the pause. */
+	if (type == EV_DECODE_BEGIN && stop_at_tokens)
 		return BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
 		return BPF_RB_FORCE_WAKEUP;

@@ -376,13 +376,6 @@ static __always_inline void runs__flush_every(void)
 		runs__flush(&f);
 }
 
-/* Exact residency snapshots (set at load time): the token start stops its
- * process (SIGSTOP, held by the ptrace warden where there is one) until
- * the recorder has read the models' residency and resumes it, so that the
- * snapshot is the page cache at the token's start, not some milliseconds
- * later. A disturbance of the traced run: off by default. */
-const volatile bool stop_at_tokens = false;
-
 /* The stops sent at token starts, by process: how many, and the token
  * of the last. User space resumes a process at its token's record only if
  * that token's start stopped it (a stop not sent leaves nothing to
