@@ -3,7 +3,10 @@
 // to an unlinked temporary file as one run, and the runs are merged. The
 // read side uses it where a figure needs a run's events in an order the
 // store does not keep (page events by time, fault intervals by token), so
-// that its memory is the bound, not the run's length.
+// that its memory is the bound, not the run's length. Spilled runs are
+// merged level by level (FanIn runs of one level make one of the next), so
+// the runs open at once, each with its read buffer, stay a few times
+// FanIn however many records are sorted.
 package extsort
 
 import (
@@ -15,7 +18,16 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"golang.org/x/sys/unix"
 )
+
+// FanIn is how many runs of one level are merged into one run of the
+// next: a run holds a 64 KiB read buffer while it is merged, so a merge
+// of FanIn runs costs 2 MiB, and a sort of n records spilled in batches
+// of b keeps at most FanIn runs per level, log_FanIn(n/b) levels (three
+// for a billion records in batches of 16 Ki).
+const FanIn = 32
 
 // Codec turns a record into bytes and back. Append appends v's encoding to
 // b; Decode fills v from exactly the bytes Append wrote.
@@ -34,7 +46,8 @@ type Sorter[T any] struct {
 	file   *os.File
 	w      *bufio.Writer
 	off    int64
-	runs   [][2]int64 // offset, length of each spilled run
+	runs   []run // spilled, in the order their records were added
+	fanIn  int
 	enc    []byte
 	n      int
 	closed bool
@@ -43,8 +56,18 @@ type Sorter[T any] struct {
 // New returns a sorter holding at most maxInMemory records before it
 // spills a run.
 func New[T any](maxInMemory int, cmp func(a, b *T) int, codec Codec[T]) *Sorter[T] {
-	return &Sorter[T]{cmp: cmp, codec: codec, max: max(maxInMemory, 1)}
+	return &Sorter[T]{cmp: cmp, codec: codec, max: max(maxInMemory, 1), fanIn: FanIn}
 }
+
+// run is a sorted run in the sorter's file: where, how long, and how
+// many merges made it.
+type run struct {
+	off, n int64
+	level  int
+}
+
+// Runs is how many spilled runs the sorter holds now.
+func (s *Sorter[T]) Runs() int { return len(s.runs) }
 
 // Len is how many records were added.
 func (s *Sorter[T]) Len() int { return s.n }
@@ -72,20 +95,55 @@ func (s *Sorter[T]) spill() error {
 	slices.SortStableFunc(s.buf, func(a, b T) int { return s.cmp(&a, &b) })
 	start := s.off
 	for i := range s.buf {
-		s.enc = s.codec.Append(s.enc[:0], &s.buf[i])
-		var hdr [binary.MaxVarintLen64]byte
-		n := binary.PutUvarint(hdr[:], uint64(len(s.enc)))
-		if _, err := s.w.Write(hdr[:n]); err != nil {
-			return fmt.Errorf("sorting: %w", err)
+		if err := s.write(&s.buf[i]); err != nil {
+			return err
 		}
-		if _, err := s.w.Write(s.enc); err != nil {
-			return fmt.Errorf("sorting: %w", err)
-		}
-		s.off += int64(n + len(s.enc))
 	}
-	s.runs = append(s.runs, [2]int64{start, s.off - start})
+	s.runs = append(s.runs, run{off: start, n: s.off - start})
 	clear(s.buf) // drop what records point to
 	s.buf = s.buf[:0]
+	return s.compact()
+}
+
+// write appends one record to the file.
+func (s *Sorter[T]) write(v *T) error {
+	s.enc = s.codec.Append(s.enc[:0], v)
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(s.enc)))
+	if _, err := s.w.Write(hdr[:n]); err != nil {
+		return fmt.Errorf("sorting: %w", err)
+	}
+	if _, err := s.w.Write(s.enc); err != nil {
+		return fmt.Errorf("sorting: %w", err)
+	}
+	s.off += int64(n + len(s.enc))
+	return nil
+}
+
+// compact merges the last fanIn runs into one of the next level while
+// they are of one level, as often as that holds. Runs of a level are the
+// latest of their level and contiguous, so the merged run takes their
+// place in the order of addition and the sort stays stable. Their bytes
+// are given back to the file system (a hole), where it can.
+func (s *Sorter[T]) compact() error {
+	for len(s.runs) >= s.fanIn {
+		last := s.runs[len(s.runs)-s.fanIn:]
+		level := last[0].level
+		if slices.ContainsFunc(last, func(r run) bool { return r.level != level }) {
+			return nil
+		}
+		if err := s.w.Flush(); err != nil {
+			return fmt.Errorf("sorting: %w", err)
+		}
+		start := s.off
+		if err := s.merge(last, s.write); err != nil {
+			return err
+		}
+		for _, r := range last {
+			unix.Fallocate(int(s.file.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.off, r.n)
+		}
+		s.runs = append(s.runs[:len(s.runs)-s.fanIn], run{off: start, n: s.off - start, level: level + 1})
+	}
 	return nil
 }
 
@@ -125,9 +183,15 @@ func (s *Sorter[T]) Each(fn func(v *T) error) error {
 		return fmt.Errorf("sorting: %w", err)
 	}
 	s.buf = nil
+	return s.merge(s.runs, fn)
+}
+
+// merge calls fn for every record of runs in order; of equal records, the
+// earlier run's first.
+func (s *Sorter[T]) merge(runs []run, fn func(v *T) error) error {
 	m := &merge[T]{cmp: s.cmp}
-	for i, r := range s.runs {
-		rd := &runReader[T]{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, r[0], r[1]), 1<<16), codec: s.codec}
+	for i, r := range runs {
+		rd := &runReader[T]{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, r.off, r.n), 1<<16), codec: s.codec}
 		ok, err := rd.next()
 		if err != nil {
 			return err
