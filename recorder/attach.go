@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,48 +89,11 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	r.m.Attached = &rundir.Attached{PID: pid, MajFltBefore: before}
 	r.probeMapped(pid)
 
-	disk, err := blockdev.DiskStats()
-	if err != nil {
-		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
-	}
-	r.m.DiskBefore = disk
-	r.m.MonoStartNS, r.m.Start = proc.MonotonicNS(), time.Now()
-	r.meta.start()
-	r.meta.changed()
-	drainCtx, stopDrain := context.WithCancel(context.Background())
-	drainErr := make(chan error, 1)
-	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
-	stopProgress := r.stats.report(o.Progress, &r.counts, r.m.Start)
+	tr := r.begin()
 	if err := r.warden.Thaw(pid); err != nil {
 		r.warn(err.Error())
 	}
-
-	var window <-chan time.Time
-	if o.Duration > 0 {
-		window = time.After(o.Duration)
-	}
-	tick := time.NewTicker(attachedPoll)
-	var derr error
-	exited := false
-wait:
-	for {
-		select {
-		case <-window:
-			break wait
-		case <-ctx.Done():
-			break wait
-		case derr = <-drainErr:
-			r.warn(fmt.Sprintf("recording stopped early: %v", derr))
-			drainErr <- derr
-			break wait
-		case <-tick.C:
-			if st, _, err := procStat(pid); err != nil || st == 'Z' || st == 'X' {
-				exited = true
-				break wait
-			}
-		}
-	}
-	tick.Stop()
+	exited := r.watch(ctx, pid, tr.drainErr)
 	// Frozen (or gone), the process adds nothing to its count while it
 	// is read and the record is closed.
 	if !exited {
@@ -150,19 +112,7 @@ wait:
 	if err != nil {
 		r.warn(fmt.Sprintf("disk counters after the run are unknown: %v", err))
 	}
-	r.residentEnd()
-	if err := r.tr.FlushPageRuns(); err != nil {
-		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
-	}
-	stopDrain()
-	if err := <-drainErr; derr == nil && err != nil && !errors.Is(err, context.Canceled) {
-		derr = err
-	}
-	stopProgress()
-	r.meta.stop()
-	if cerr := r.spool.Close(); derr == nil {
-		derr = cerr
-	}
+	derr := r.end(tr, false)
 	a := r.m.Attached
 	if a.MajFltAfter >= a.MajFltBefore {
 		r.m.Child.MajFlt = int64(a.MajFltAfter - a.MajFltBefore)
@@ -186,6 +136,35 @@ wait:
 		return res, fmt.Errorf("%w (the run directory holds what was captured)", derr)
 	}
 	return res, nil
+}
+
+// watch waits for the end of an attached recording's window: the
+// duration, Ctrl-C (ctx), the process's exit, or the drain's early end
+// (whose error it puts back for end to read). It says whether the
+// process exited.
+func (r *recording) watch(ctx context.Context, pid int, drainErr chan error) (exited bool) {
+	var window <-chan time.Time
+	if r.o.Duration > 0 {
+		window = time.After(r.o.Duration)
+	}
+	tick := time.NewTicker(attachedPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-window:
+			return false
+		case <-ctx.Done():
+			return false
+		case derr := <-drainErr:
+			r.warn(fmt.Sprintf("recording stopped early: %v", derr))
+			drainErr <- derr
+			return false
+		case <-tick.C:
+			if st, _, err := procStat(pid); err != nil || st == 'Z' || st == 'X' {
+				return true
+			}
+		}
+	}
 }
 
 // probeMapped probes every executable file pid maps and takes every GGUF

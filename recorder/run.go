@@ -326,6 +326,53 @@ type ended struct {
 // ends, then takes the end stamps. An error means the command could not
 // be released (and never ran).
 func (r *recording) trace(ctx context.Context) (ended, error) {
+	tr := r.begin()
+	stopForward := r.child.ForwardSignals()
+	if err := r.child.Release(); err != nil {
+		stopForward()
+		tr.stopDrain()
+		<-tr.drainErr
+		tr.stopProgress()
+		r.stopSnapshots()
+		r.meta.stop()
+		return ended{}, err
+	}
+
+	var e ended
+	drained, derr := r.wait(tr.drainErr)
+	e.err = derr
+	e.sigs = stopForward()
+	e.exit = r.child.Wait()
+	if !drained {
+		r.awaitFamily(ctx)
+	}
+	r.reapOrphans(&e.exit)
+	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
+	// Right at the end stamp, as DiskBefore is right before the start
+	// stamp: block completions stamped inside [start, end] are then what
+	// the device's own counters saw in between.
+	e.disk, e.diskErr = blockdev.DiskStats()
+	if err := r.end(tr, drained); e.err == nil {
+		e.err = err
+	}
+	// Nothing releases a pause from here on: the warden lets every
+	// process go.
+	r.closeWarden()
+	return e, nil
+}
+
+// tracing is what begin started and end stops.
+type tracing struct {
+	stopDrain    context.CancelFunc
+	drainErr     chan error
+	stopProgress func()
+}
+
+// begin takes the start stamps (the disk's counters right before the
+// monotonic start) and starts reading the ring into the spool, the
+// progress line and the residency snapshots: the first step of a launched
+// and an attached recording alike.
+func (r *recording) begin() tracing {
 	disk, err := blockdev.DiskStats()
 	if err != nil {
 		r.warn(fmt.Sprintf("disk counters before the run are unknown: %v", err))
@@ -339,60 +386,43 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 	r.meta.changed()
 
 	drainCtx, stopDrain := context.WithCancel(context.Background())
-	drainErr := make(chan error, 1)
-	go func() { drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
-
-	stopProgress := r.stats.report(r.o.Progress, &r.counts, r.m.Start)
+	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
+	go func() { tr.drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
+	tr.stopProgress = r.stats.report(r.o.Progress, &r.counts, r.m.Start)
 	if err := r.startSnapshots(); err != nil {
 		r.warn(err.Error())
 	}
-	stopForward := r.child.ForwardSignals()
-	if err := r.child.Release(); err != nil {
-		stopForward()
-		stopProgress()
-		stopDrain()
-		<-drainErr
-		r.stopSnapshots()
-		r.meta.stop()
-		return ended{}, err
-	}
+	return tr
+}
 
-	var e ended
-	drained, derr := r.wait(drainErr)
-	e.err = derr
-	e.sigs = stopForward()
-	e.exit = r.child.Wait()
-	if !drained {
-		r.awaitFamily(ctx)
-	}
-	r.reapOrphans(&e.exit)
-	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
-	// Right at the end stamp, as DiskBefore is right before the start
-	// stamp: block completions stamped inside [start, end] are then what
-	// the device's own counters saw in between.
-	e.disk, e.diskErr = blockdev.DiskStats()
+// end, after the end stamps, reads the models' residency at the end,
+// puts the pending page-cache runs in the ring, reads it to its end
+// (unless the drain already ended: drained), and stops the snapshots,
+// the progress line and the metadata writer; its error is the drain's or
+// the spool's.
+func (r *recording) end(tr tracing, drained bool) error {
 	r.residentEnd()
 	// Page-cache runs still pending in the kernel, up to the residency
 	// snapshot just taken, go to the ring before it is read to its end.
 	if err := r.tr.FlushPageRuns(); err != nil {
 		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
 	}
-	stopDrain()
+	tr.stopDrain()
+	var err error
 	if !drained {
-		e.err = <-drainErr
+		if err = <-tr.drainErr; errors.Is(err, context.Canceled) {
+			err = nil
+		}
 	}
 	// After the drain: it hands the snapshotter its token starts.
 	r.stopSnapshots()
 	r.filemapFaults = r.kernelCounts()
-	// Nothing releases a pause from here on: the warden lets every
-	// process go.
-	r.closeWarden()
-	stopProgress()
+	tr.stopProgress()
 	r.meta.stop()
-	if cerr := r.spool.Close(); e.err == nil {
-		e.err = cerr
+	if cerr := r.spool.Close(); err == nil {
+		err = cerr
 	}
-	return e, nil
+	return err
 }
 
 // wait waits for the command to end. The drain ends early only on a spool
