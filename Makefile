@@ -40,13 +40,15 @@ lint: ## go vet and staticcheck (pinned in go.mod's tool block) over every packa
 # on arm64 under qemu-user (bpf, ingest and the recorder need the kernel's
 # bpf(2), which qemu-user does not emulate; output's tests need DuckDB's cgo).
 # gguf's test that runs the synthesized models in llama.cpp is skipped: the
-# llama.cpp here is x86-64's.
+# llama.cpp here is x86-64's. The end-to-end tests of these packages that
+# record (stats', perfetto's) skip there: qemu-user has no bpf(2), and
+# `make test` runs them natively.
 ARM64_SKIP  := TestSynthModelsRunInLlamaCpp
 ARM64_TESTS := ./event ./gguf ./ggml ./rundir ./internal/units ./internal/atomicfile ./internal/procmaps ./internal/elfinfo ./stats ./sweep ./perfetto
 
 arm64: ## cross-build for linux/arm64 (no clang: the arm64 BPF object is committed) and run the pure packages' tests under qemu-user
 	GOARCH=arm64 $(GO) build ./...
-	GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static -skip '$(ARM64_SKIP)' $(ARM64_TESTS)
+	IOCORR_REQUIRE_BPF= IOCORR_REQUIRE_LLAMA= GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static -skip '$(ARM64_SKIP)' $(ARM64_TESTS)
 
 test: setup ## run every test, BPF and real llama.cpp included (as root)
 	IOCORR_REQUIRE_BPF=1 IOCORR_REQUIRE_LLAMA=1 $(GO) test -p 1 -count=1 -timeout 40m ./...
