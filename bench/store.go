@@ -90,7 +90,7 @@ func metric(out []byte, bench, unit string) []float64 {
 // was exact.
 func Toucher(r *Report, cfg Config) {
 	const name = "toucher exact: faults at the touched offsets, charged per tensor/expert"
-	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestToucherFaultsAreExactPerTensorAndExpert$", "-v", "./cmd/iocorr")
+	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestToucherFaultsAreExactPerTensorAndExpert$", "-v", "./recorder")
 	cmd.Dir = cfg.Repo
 	cmd.Env = append(os.Environ(), "IOCORR_REQUIRE_BPF=1")
 	out, err := cmd.CombinedOutput()
