@@ -15,6 +15,7 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
@@ -79,18 +80,10 @@ func recordForced(t *testing.T, without, capName string, set func(o *Options), a
 // and checks them against the child's rusage.
 func majorBy(t *testing.T, dir string, realOnly bool) map[string]uint64 {
 	t.Helper()
-	m, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, m := storetest.OpenRun(t, dir)
 	out := map[string]uint64{}
 	var total uint64
-	err = st.Aggs(func(a *event.Agg) error {
+	err := st.Aggs(func(a *event.Agg) error {
 		total += a.Major
 		name := st.TensorName(a.Tensor)
 		if a.Major == 0 || realOnly && strings.HasPrefix(name, "[") {

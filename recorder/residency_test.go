@@ -9,6 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/storetest"
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
@@ -27,23 +28,10 @@ import (
 func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	dir := llmtest.RecordedMoE(t).Dir
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := rundir.ReadSnapshots(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, meta, snaps := sharedRunSnapshots(t)
 	if rs := meta.ResidencySnapshots; rs == nil || rs.Taken != uint64(len(snaps)) || len(snaps) == 0 {
 		t.Fatalf("meta.json says %+v of the snapshots, the file holds %d", rs, len(snaps))
 	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	tokens, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)
@@ -130,20 +118,7 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	dir := llmtest.RecordedMoE(t).Dir
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := rundir.ReadSnapshots(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, meta, snaps := sharedRunSnapshots(t)
 	replay, err := stats.Compute(st, meta, stats.Options{K: []int{1}})
 	if err != nil {
 		t.Fatal(err)
@@ -348,4 +323,17 @@ func sum(v []uint64) (s uint64) {
 		s += x
 	}
 	return s
+}
+
+// sharedRunSnapshots opens the shared recorded run (llmtest.RecordedMoE):
+// its store, its metadata and its residency snapshots.
+func sharedRunSnapshots(t *testing.T) (*index.Store, *rundir.Meta, []rundir.Snapshot) {
+	t.Helper()
+	dir := llmtest.RecordedMoE(t).Dir
+	st, meta := storetest.OpenRun(t, dir)
+	snaps, err := rundir.ReadSnapshots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, meta, snaps
 }
