@@ -159,10 +159,20 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 			if recorded != uint64(m.Child.MajFlt) {
 				t.Errorf("major faults recorded %d, the family's rusage majflt %d: want equal", recorded, m.Child.MajFlt)
 			}
+			// perf trace names a fault's file only where its own map
+			// tracking resolved the address: in two of four CI runs it
+			// named fewer faults in the model than happened (iocorr's equal
+			// the family's rusage, checked above), never more. So each
+			// tensor's count it names is a floor for iocorr's.
 			if tc.perf {
-				want := perfFaultsByTensor(t, perfOut, model, f)
-				if fmt.Sprint(want) != fmt.Sprint(byTensor) {
-					t.Errorf("major faults per tensor: iocorr %v\nperf trace %v", byTensor, want)
+				seen := perfFaultsByTensor(t, perfOut, model, f)
+				for k, n := range seen {
+					if byTensor[k] < n {
+						t.Errorf("%s: perf trace saw %d major faults, iocorr recorded %d\niocorr %v\nperf trace %v", k, n, byTensor[k], byTensor, seen)
+					}
+				}
+				if len(seen) == 0 {
+					t.Errorf("perf trace named no major fault in the model")
 				}
 			}
 			t.Logf("%s: %d+%d decode calls, %d picks, %d major faults in the model, %d pauses (longest %.1f ms)",
