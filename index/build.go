@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -66,6 +65,15 @@ func (s *Summary) RecordsPerSecond() float64 {
 // are not synced, conflicts are not tracked, one version is kept, and
 // values are not compressed (chunks are written once, read rarely, and
 // compression cost more than it saved on the 2-CPU target).
+//
+// The build writes sorted tables straight to the last level through
+// badger's StreamWriter, so there are no memtables to fill and nothing to
+// compact: the memtable is the smallest badger takes (it holds only what
+// RewriteFormatVersion writes in tests) and no compactor runs. Written by
+// memtables instead, the build's peak grew with the run, ~17 bytes per
+// record (120 MiB at 0.6 M records, 365 MiB at 9.6 M), all of it
+// compactions: a larger store meant more tables merged at once, each
+// with its table builder's buffers.
 func bulkOptions(path string) badger.Options {
 	return badger.DefaultOptions(path).
 		WithLogger(nil).
@@ -74,17 +82,23 @@ func bulkOptions(path string) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
-		WithMemTableSize(memTableSize).
-		WithNumMemtables(2).
-		WithNumCompactors(2).
+		WithMemTableSize(1 << 20).
+		WithNumMemtables(1).
+		WithNumCompactors(0).
+		WithBaseTableSize(lastLevelTableSize >> (bulkMaxLevels - 2)).
+		WithMaxLevels(bulkMaxLevels).
 		WithValueThreshold(4096)
 }
 
-// memTableSize is badger's in-memory table: its arena is taken from the
-// heap whole and filled as keys come, so with at most two of them (one
-// filling, one flushing) it bounds the build's memory whatever the run's
-// length.
-const memTableSize = 16 << 20
+// lastLevelTableSize is the size of the tables the StreamWriter writes.
+// Each table's builder holds twice it until written, and the StreamWriter
+// writes up to 16 tables at once when the disk lags: 4 MiB keeps that
+// worst case at 128 MiB and a 100 MiB store in 25 files.
+const lastLevelTableSize = 4 << 20
+
+// bulkMaxLevels is badger's default number of levels: the StreamWriter
+// writes to the last, at a table size of the base's times 2^(levels-2).
+const bulkMaxLevels = 7
 
 // Writer builds DIR/db for whoever drives the ingest (package pipeline):
 // it takes the run's build lock, says whether the store is already
@@ -104,6 +118,12 @@ type Writer struct {
 	db     *badger.DB
 	ch     *chunker
 	tl     *timeline
+	// kvs gathers every key and value of the store, in the order they
+	// come, sorted aside: Commit writes them in key order as the store's
+	// tables, so the build holds a bounded part of the store whatever the
+	// run's length.
+	kvs *extsort.Sorter[kv]
+	rel *releaser // drops the store's written pages from the resident set
 	// aggs gathers the aggregate rows the correlator hands over (Agg):
 	// partial rows in any order, sorted aside and summed at Commit, so
 	// the build holds a bounded number of them whatever the run's length.
@@ -162,10 +182,11 @@ func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 		return fmt.Errorf("creating store: %w", err)
 	}
 	w.db = db
-	w.ch = newChunker(db, chunkEvents)
-	w.ch.rel = newReleaser(w.final + ".tmp")
-	w.ch.rel.writable = true
-	w.tl = &timeline{wb: db.NewWriteBatch()}
+	w.kvs = extsort.NewSized(kvBytesInMemory, kvSize, compareKVs, kvCodec)
+	w.rel = newReleaser(w.final + ".tmp")
+	w.rel.writable = true
+	w.ch = newChunker(w.put, chunkEvents)
+	w.tl = &timeline{put: w.put}
 	for _, t := range tensors {
 		w.ch.layers = append(w.ch.layers, t.Layer)
 	}
@@ -189,10 +210,9 @@ func (w *Writer) Agg(a *event.Agg) error {
 func (w *Writer) Mark(m *event.Mark) error { return w.tl.Mark(m) }
 
 // timeline packs timeline marks into chunks of markChunkLen, in the order
-// they come. Marks are few next to events (calls, graphs, ops, scheduler
-// switches), so one write batch carries them all.
+// they come.
 type timeline struct {
-	wb  *badger.WriteBatch
+	put func(k, v []byte) error
 	buf []event.Mark
 	seq uint32
 }
@@ -211,22 +231,11 @@ func (t *timeline) flush() error {
 	if len(t.buf) == 0 {
 		return nil
 	}
-	if err := t.wb.Set(markChunkKey(t.seq), appendMarkChunk(nil, t.buf)); err != nil {
+	if err := t.put(markChunkKey(t.seq), appendMarkChunk(nil, t.buf)); err != nil {
 		return fmt.Errorf("writing timeline: %w", err)
 	}
 	t.seq++
 	t.buf = t.buf[:0]
-	return nil
-}
-
-// finish writes what is left and waits for the batch.
-func (t *timeline) finish() error {
-	if err := t.flush(); err != nil {
-		return err
-	}
-	if err := t.wb.Flush(); err != nil {
-		return fmt.Errorf("writing timeline: %w", err)
-	}
 	return nil
 }
 
@@ -258,14 +267,11 @@ func (w *Writer) Commit(res *event.Result, sum *Summary) error {
 // committed.
 func (w *Writer) Close() {
 	if w.db != nil {
-		if w.ch != nil {
-			w.ch.wait()
-		}
-		if w.tl != nil {
-			w.tl.wb.Cancel()
-		}
 		w.db.Close()
 		w.db = nil
+	}
+	if w.kvs != nil {
+		w.kvs.Close()
 	}
 	if w.aggs != nil {
 		w.aggs.Close()
@@ -338,38 +344,22 @@ func (s *stampSet) add(v, chunk uint32) {
 }
 
 // chunker is the correlator's sink: it packs events into chunks of
-// ChunkEvents and writes each with its secondary index keys.
-//
-// Each chunk is committed in a transaction of its own whose completion
-// callback hands the chunk's buffer back: a fixed pool of buffers is
-// reused, so memory stays flat however long the run, and no chunk is
-// written into freshly mapped memory (first-touch page faults of a new
-// 230 KiB buffer per chunk were a third of the build's time).
+// ChunkEvents and puts each with its secondary index keys. One value
+// buffer is reused: the store's sorter copies what it is given.
 type chunker struct {
-	db     *badger.DB
+	put    func(k, v []byte) error
 	layers []int // the layer of each tensor id
 	buf    []event.Event
+	val    []byte
 	size   int
 	seq    uint32
 	chunks uint64
 	idx    [len(chunkIndexes)]stampSet
-	rel    *releaser   // drops the store's written pages from the resident set
-	free   chan []byte // value buffers not held by a pending commit
-	nbufs  int
-	errMu  sync.Mutex
-	err    error // the first commit error
+	key    []byte
 }
 
-// chunkBuffers bounds the chunks in flight: enough to keep badger's
-// writer busy while the next chunks are attributed.
-const chunkBuffers = 8
-
-func newChunker(db *badger.DB, size int) *chunker {
-	c := &chunker{db: db, size: size, buf: make([]event.Event, 0, size), free: make(chan []byte, chunkBuffers), nbufs: chunkBuffers}
-	for range chunkBuffers {
-		c.free <- make([]byte, 0, size*maxEventLen/4)
-	}
-	return c
+func newChunker(put func(k, v []byte) error, size int) *chunker {
+	return &chunker{put: put, size: size, buf: make([]event.Event, 0, size), val: make([]byte, 0, size*maxEventLen/4)}
 }
 
 func (c *chunker) Event(e *event.Event) error {
@@ -386,18 +376,9 @@ func (c *chunker) Event(e *event.Event) error {
 	return nil
 }
 
-func (c *chunker) commitErr() error {
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	return c.err
-}
-
 func (c *chunker) flush() error {
 	if len(c.buf) == 0 {
 		return nil
-	}
-	if err := c.commitErr(); err != nil {
-		return err
 	}
 	// Held-back page adds arrive a little late: order the chunk by time.
 	sorted := true
@@ -420,11 +401,8 @@ func (c *chunker) flush() error {
 	}
 	c.seq++
 	ck := chunkKey(c.buf[0].Ts, c.seq)
-	val := appendChunk((<-c.free)[:0], c.buf)
-	txn := c.db.NewTransaction(true)
-	if err := txn.Set(ck, val); err != nil {
-		txn.Discard()
-		c.free <- val
+	c.val = appendChunk(c.val[:0], c.buf)
+	if err := c.put(ck, c.val); err != nil {
 		return fmt.Errorf("writing events: %w", err)
 	}
 	stamp := c.seq
@@ -444,57 +422,25 @@ func (c *chunker) flush() error {
 	for i := range c.idx {
 		ix := chunkIndexes[i]
 		for _, v := range c.idx[i].vals {
-			if err := txn.Set(ix.key(make([]byte, 0, 1+ix.width+chunkSuffixLen), v, ck), nil); err != nil {
-				txn.Discard()
-				c.free <- val
+			c.key = ix.key(c.key[:0], v, ck)
+			if err := c.put(c.key, nil); err != nil {
 				return fmt.Errorf("writing event index: %w", err)
 			}
 		}
 	}
-	txn.CommitWith(func(err error) {
-		if err != nil {
-			c.errMu.Lock()
-			if c.err == nil {
-				c.err = fmt.Errorf("writing events: %w", err)
-			}
-			c.errMu.Unlock()
-		}
-		c.free <- val
-	})
 	c.chunks++
 	c.buf = c.buf[:0]
-	c.rel.read(len(val))
 	return nil
 }
 
-// wait returns when every chunk is committed, with the first error.
-func (c *chunker) wait() error {
-	for range c.nbufs {
-		<-c.free
-	}
-	return c.commitErr()
-}
-
 func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
-	// wait takes every buffer back: the chunker is done after it, whatever
-	// happens (Close must not wait again).
-	ch := w.ch
-	w.ch = nil
-	if err := ch.flush(); err != nil {
-		ch.wait()
+	if err := w.ch.flush(); err != nil {
 		return err
 	}
-	if err := ch.wait(); err != nil {
+	if err := w.tl.flush(); err != nil {
 		return err
 	}
-	tl := w.tl
-	w.tl = nil
-	if err := tl.finish(); err != nil {
-		return err
-	}
-	wb := w.db.NewWriteBatch()
-	defer wb.Cancel()
-	rows, err := writeResult(wb, res, w.aggs)
+	rows, err := writeResult(w.put, res, w.aggs)
 	if w.aggs != nil {
 		w.aggs.Close() // done with, or failed: its temporary file goes now
 		w.aggs = nil
@@ -505,19 +451,20 @@ func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
 	if rows >= 0 {
 		sum.AggRows = rows
 	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("writing store: %w", err)
-	}
 	sum.FormatVersion = FormatVersion
-	sum.Chunks = ch.chunks
-	// The summary is the last key of the build. The store only becomes
-	// DIR/db after this, so a reader never sees a store without one.
+	sum.Chunks = w.ch.chunks
+	// The summary is the build's completion marker. The store only
+	// becomes DIR/db after it is written, so a reader never sees a store
+	// without one.
 	b, err := summaryValue(sum)
 	if err != nil {
 		return fmt.Errorf("encoding store summary: %w", err)
 	}
-	if err := w.db.Update(func(txn *badger.Txn) error { return txn.Set(summaryKey, b) }); err != nil {
+	if err := w.put(summaryKey, b); err != nil {
 		return fmt.Errorf("writing store summary: %w", err)
+	}
+	if err := w.stream(); err != nil {
+		return err
 	}
 	// Writes were not synced while building; one sync at the end makes
 	// the store durable before it is renamed into place.
@@ -532,9 +479,9 @@ func (w *Writer) writeAll(res *event.Result, sum *Summary) error {
 // it, summed by key. With streamed rows it fills in res.Tokens' touched
 // counts (the correlator could not, holding a few tokens at a time) and
 // returns the number of rows; otherwise it returns -1.
-func writeResult(wb *badger.WriteBatch, res *event.Result, streamed *extsort.Sorter[event.Agg]) (int, error) {
+func writeResult(put func(k, v []byte) error, res *event.Result, streamed *extsort.Sorter[event.Agg]) (int, error) {
 	set := func(k, v []byte) error {
-		if err := wb.Set(k, v); err != nil {
+		if err := put(k, v); err != nil {
 			return fmt.Errorf("writing aggregates: %w", err)
 		}
 		return nil

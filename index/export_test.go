@@ -35,3 +35,36 @@ func RewriteFormatVersion(dir string, v int) error {
 	}
 	return db.Update(func(txn *badger.Txn) error { return txn.Set(summaryKey, b) })
 }
+
+// SetKVBytesInMemory sets the build's in-memory bound until the returned
+// function restores it.
+func SetKVBytesInMemory(n int) (restore func()) {
+	old := kvBytesInMemory
+	kvBytesInMemory = n
+	return func() { kvBytesInMemory = old }
+}
+
+// EachKey calls fn with every key and value of the store but the summary
+// (which holds the build's time), in key order.
+func (s *Store) EachKey(fn func(k, v []byte) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if string(it.Item().Key()) == string(summaryKey) {
+				continue
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := fn(it.Item().KeyCopy(nil), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutKey puts one more key into a build, as its writers do.
+func (w *Writer) PutKey(k, v []byte) error { return w.put(k, v) }

@@ -100,3 +100,43 @@ func TestSorterStopsAtTheFirstErrorOfItsCallback(t *testing.T) {
 		t.Fatal("a second Each succeeded on a closed sorter")
 	}
 }
+
+// A sorter bounded by bytes spills when the records it holds reach the
+// bound, however few they are: one large record spills alone, many
+// small ones share a run.
+func TestSizedSorterSpillsByTheBytesItHolds(t *testing.T) {
+	size := func(v *rec) int { return len(v.tag) }
+	for _, tc := range []struct {
+		name     string
+		tags     []int // each record's size, in order
+		maxBytes int
+		runs     int
+	}{
+		{"small records share a run", []int{10, 10, 10, 10, 10}, 100, 0},
+		{"the bound reached spills", []int{40, 40, 40, 40, 40}, 80, 2},
+		{"one large record spills alone", []int{1000, 1, 1000, 1}, 500, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := extsort.NewSized(tc.maxBytes, size, byKey, codec)
+			want := make([]uint64, 0, len(tc.tags))
+			for i, n := range tc.tags {
+				k := uint64(len(tc.tags) - i)
+				want = append(want, k)
+				if err := s.Add(rec{key: k, seq: uint32(i), tag: make([]byte, n)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.Runs() != tc.runs {
+				t.Errorf("%d runs spilled, want %d", s.Runs(), tc.runs)
+			}
+			slices.Sort(want)
+			var got []uint64
+			if err := s.Each(func(v *rec) error { got = append(got, v.key); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("keys %v, want %v", got, want)
+			}
+		})
+	}
+}
