@@ -124,22 +124,21 @@ func runChild(t *testing.T, args ...string) (int64, string) {
 }
 
 // Every command's peak RSS stays under the bound and does not grow with
-// the run's records: two synthetic runs of real BPF records over the same
-// 200 tokens, the second four times the first (1.5 M records), built by
-// ingest and read by each command in a child of its own, whose peak RSS
-// the kernel keeps (VmHWM). The tokens stay
-// fixed because the store's aggregates are per token × tensor × expert
-// and the builder holds them until it commits: they grow with tokens, not
-// with records per token.
+// the run's length: two synthetic runs of real BPF records, the second
+// three times the first in tokens and in records (200 tokens and 1.2 M
+// records, 600 and 3.6 M), built by ingest and read by each command in a
+// child of its own, whose peak RSS the kernel keeps (VmHWM). Before the
+// build was a bulk load, ingest grew 49 bytes per record here (120 → 208
+// MiB), its compactions' buffers.
 func TestCommandsPeakRSSIsBoundedWhateverTheRunsLength(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and reads stores of 0.4 and 1.5 M records")
+		t.Skip("builds and reads stores of 1.2 and 3.6 M records")
 	}
-	sizes := []struct{ records, tokens int }{{600_000, 200}, {2_400_000, 200}}
+	sizes := []struct{ records, tokens int }{{1_200_000, 200}, {3_600_000, 600}}
 	rss := make([][]int64, len(scaleCommands))
 	for _, sz := range sizes {
 		dir := t.TempDir()
-		storetest.WriteSynthRun(t, dir, sz.records, sz.tokens, storetest.SmallShape)
+		storetest.WriteSynthRun(t, dir, sz.records, sz.tokens, storetest.SynthShape{Layers: 24, Experts: 64})
 		out := t.TempDir()
 		for i, c := range scaleCommands {
 			peak, msg := runChild(t, c.args(dir, out)...)
