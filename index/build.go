@@ -179,7 +179,7 @@ func (w *Writer) Create(tensors []event.Tensor, chunkEvents int) error {
 	if chunkEvents <= 0 {
 		chunkEvents = DefaultChunkEvents
 	}
-	// A chunk is one transaction: keep it far below badger's batch limit.
+	// A chunk is one value: keep it far below badger's value size limit.
 	chunkEvents = min(chunkEvents, 1<<16)
 	db, err := badger.Open(bulkOptions(w.final + ".tmp"))
 	if err != nil {
