@@ -139,8 +139,16 @@ chmod +x "$root/init"
 (cd "$root" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$work/initrd.gz"
 
 # TCG: minutes, not seconds; the timeout bounds a guest that hangs.
-timeout "${OLDKERNEL_TIMEOUT:-900}" "${qemu[@]}" -smp 2 -m 2048 \
-	-kernel "$vmlinuz" -initrd "$work/initrd.gz" -append "console=$console panic=-1 quiet" \
+# thread=single: with one host thread per vCPU (MTTCG), a vCPU can go on
+# executing a stale translation of kernel text another vCPU just patched.
+# Attaching a syscall tracepoint patches syscall_trace_enter's static
+# branch through int3 while the other vCPU makes syscalls, and 1 guest in
+# 3 then spun at that int3 on both vCPUs for good (the soft lockups of two
+# CI runs; the NMI backtrace showed the int3 trap while memory already held
+# the patched jmp). Two vCPUs stay, so per-CPU paths are still exercised.
+# softlockup_panic: a lockup ends the guest at once, its panic on the console.
+timeout "${OLDKERNEL_TIMEOUT:-900}" "${qemu[@]}" -accel tcg,thread=single -smp 2 -m 2048 \
+	-kernel "$vmlinuz" -initrd "$work/initrd.gz" -append "console=$console panic=-1 softlockup_panic=1 quiet" \
 	-drive "file=$work/disk.img,if=virtio,format=raw" -display none -serial "file:$work/console.log" \
 	-no-reboot || fail "qemu failed or timed out; the console's end:
 $(tail -30 "$work/console.log")"
