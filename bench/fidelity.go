@@ -62,7 +62,7 @@ func Fidelity(r *Report, sec, dir string) {
 // record took then, summed over the tensors of its per-tensor table.
 func resident(r *Report, sec string, st *index.Store, m *rundir.Meta) {
 	const name = "model pages resident at end: trace/mincore"
-	rep, err := stats.Compute(st, m, stats.Options{})
+	rep, err := stats.Compute(st, m, stats.Options{NoTokenResidency: true})
 	if err != nil {
 		r.NA(sec, name, "ratio", orNA(err))
 		return

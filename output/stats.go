@@ -1,6 +1,7 @@
 package output
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,15 +54,15 @@ func StatsTables(w io.Writer, rep *stats.Report) error {
 				cols[i] = Column{Name: c.Name}
 			}
 			rw := New(w, Table, cols)
-			for _, r := range t.Rows {
+			if err := t.Each(func(r []stats.Value) error {
 				cells := make([]Cell, len(r))
 				for i := range r {
 					cells[i] = statsCell(t.Columns[i], r[i])
 					note(r[i])
 				}
-				if err := rw.Row(cells...); err != nil {
-					return err
-				}
+				return rw.Row(cells...)
+			}); err != nil {
+				return err
 			}
 			if err := rw.Close(); err != nil {
 				return err
@@ -95,16 +96,38 @@ func statsCell(c stats.Column, v stats.Value) Cell {
 	return Text(strconv.FormatFloat(v.F, 'g', 4, 64))
 }
 
-// StatsJSON writes {"run_status": …, "tables": {NAME: [ROW…]},
-// "table_order": [NAME…]}; an unmeasured figure is null with a
-// NAME_na_reason key beside it.
+// StatsJSON writes {"run_status": …, "table_order": [NAME…], "tables":
+// {NAME: [ROW…]}}; an unmeasured figure is null with a NAME_na_reason key
+// beside it. Rows are written as they are read, one to a line: the
+// residency table has a row per token × tensor.
 func StatsJSON(w io.Writer, rep *stats.Report) error {
-	tables := map[string][]map[string]any{}
+	bw := bufio.NewWriterSize(w, 1<<16)
 	var names []string
 	for _, t := range rep.Tables {
-		rows := make([]map[string]any, 0, len(t.Rows))
-		for _, r := range t.Rows {
-			m := map[string]any{}
+		names = append(names, t.Name)
+	}
+	head := map[string]any{"table_order": names}
+	if rep.Status != "" {
+		head["run_status"] = rep.Status
+	}
+	hb, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	// The head's closing brace gives way to the tables.
+	bw.Write(hb[:len(hb)-1])
+	bw.WriteString(",\n\"tables\": {")
+	m := map[string]any{}
+	for ti := range rep.Tables {
+		t := &rep.Tables[ti]
+		name, _ := json.Marshal(t.Name)
+		if ti > 0 {
+			bw.WriteString(",")
+		}
+		fmt.Fprintf(bw, "\n%s: [", name)
+		n := 0
+		err := t.Each(func(r []stats.Value) error {
+			clear(m)
 			for i, c := range t.Columns {
 				v := r[i]
 				switch {
@@ -119,29 +142,39 @@ func StatsJSON(w io.Writer, rep *stats.Report) error {
 					m[c.Name] = v.F
 				}
 			}
-			rows = append(rows, m)
+			b, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				bw.WriteString(",")
+			}
+			n++
+			bw.WriteString("\n ")
+			_, err = bw.Write(b)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("table %s: %w", t.Name, err)
 		}
-		tables[t.Name] = rows
-		names = append(names, t.Name)
+		bw.WriteString("]")
 	}
-	out := map[string]any{"tables": tables, "table_order": names}
-	if rep.Status != "" {
-		out["run_status"] = rep.Status
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(out)
+	bw.WriteString("\n}}\n")
+	return bw.Flush()
 }
 
 // StatsTable writes one table of stats in format, for programs: a column
 // that is NA in some row gets a <name>_na_reason column beside it, as in
 // StatsJSON, so that no reason is lost.
 func StatsTable(w io.Writer, format Format, status string, t *stats.Table) error {
-	cols, reasons := statsColumns(t)
+	cols, reasons, err := statsColumns(t)
+	if err != nil {
+		return err
+	}
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
 	cells := make([]Cell, 0, len(cols))
-	for _, r := range t.Rows {
+	err = t.Each(func(r []stats.Value) error {
 		cells = cells[:0]
 		for i, c := range t.Columns {
 			v := r[i]
@@ -163,21 +196,25 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table) error
 				}
 			}
 		}
-		if err := rw.Row(cells...); err != nil {
-			return err
-		}
+		return rw.Row(cells...)
+	})
+	if err != nil {
+		return err
 	}
 	return rw.Close()
 }
 
 // statsColumns types a stats table's columns and says which are NA in
 // some row (and so have a reason column).
-func statsColumns(t *stats.Table) (cols []Column, reasons []bool) {
+func statsColumns(t *stats.Table) (cols []Column, reasons []bool, err error) {
 	reasons = make([]bool, len(t.Columns))
-	for _, r := range t.Rows {
+	if err := t.Each(func(r []stats.Value) error {
 		for i := range r {
 			reasons[i] = reasons[i] || r[i].NA != ""
 		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
 	}
 	for i, c := range t.Columns {
 		typ := Int64
@@ -192,5 +229,5 @@ func statsColumns(t *stats.Table) (cols []Column, reasons []bool) {
 			cols = append(cols, Column{Name: c.Name + "_na_reason", Type: String, Nullable: true})
 		}
 	}
-	return cols, reasons
+	return cols, reasons, nil
 }

@@ -173,8 +173,11 @@ func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 		tb := rep.Table("residency")
 		tok, name, res := tb.Col("token"), tb.Col("tensor"), tb.Col("resident_pages")
 		out := map[[2]string]stats.Value{}
-		for _, r := range tb.Rows {
+		if err := tb.Each(func(r []stats.Value) error {
 			out[[2]string{fmt.Sprint(r[tok].I), r[name].S}] = r[res]
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 		return out
 	}

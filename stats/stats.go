@@ -39,7 +39,12 @@ type Options struct {
 type Report struct {
 	Status string // rundir.Meta.Status(): non-empty when the run is partial
 	Tables []Table
+	snaps  *tokenSnaps // what the residency table's rows are read from
 }
+
+// Close drops what the report keeps outside memory (the residency
+// table's snapshots); its tables are not to be read after.
+func (r *Report) Close() error { return r.snaps.Close() }
 
 // Table returns the table named name, nil if absent.
 func (r *Report) Table(name string) *Table {
@@ -79,7 +84,8 @@ type run struct {
 	backSeeks [2]int            // backward seeks, consecutive pairs in one model file
 	uniqueRd  []int64           // distinct pages read from the device, by model
 	res       *residency
-	tokenRes  [][]int64          // resident pages by token index, by tensor id (nil when unknown)
+	tokenRes  *tokenSnaps        // resident pages by token index, by tensor id (nil when not asked for)
+	snapErr   error              // the first error keeping them
 	realHits  map[[2]int]*[2]int // (layer, phase) → hits, activations
 	realNA    string
 	// snapshotNA says why no decode pick met a residency snapshot, when
@@ -133,9 +139,10 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("reading expert selections: %w", err)
 	}
 	if err := r.eventPass(); err != nil {
+		r.tokenRes.Close()
 		return nil, err
 	}
-	rep := &Report{Status: meta.Status()}
+	rep := &Report{Status: meta.Status(), snaps: r.tokenRes}
 	rep.Tables = append(rep.Tables, r.perToken(), r.tokenTime(), r.amplification(), r.requestSizes(),
 		r.tensors(), r.layers())
 	if !opt.NoTokenResidency {
@@ -628,11 +635,11 @@ func (r *run) replayPages(pages func(func(*pageEv) error) error) error {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.tokens[a].StartNS, r.tokens[b].StartNS) })
 	if !r.opt.NoTokenResidency {
-		r.tokenRes = make([][]int64, len(r.tokens))
+		r.tokenRes = newTokenSnaps(len(r.tokens))
 	}
 	if snapshots {
 		r.snapshotResidency(exps, selsOf)
-		return nil
+		return r.snapErr
 	}
 	next := 0
 	err := pages(func(ev *pageEv) error {
@@ -646,6 +653,9 @@ func (r *run) replayPages(pages func(func(*pageEv) error) error) error {
 	for ; next < len(order); next++ {
 		r.snapToken(order[next], exps, selsOf)
 	}
+	if err == nil {
+		err = r.snapErr
+	}
 	return err
 }
 
@@ -653,8 +663,8 @@ func (r *run) replayPages(pages func(func(*pageEv) error) error) error {
 // picks whose expert was wholly resident.
 func (r *run) snapToken(ti int, exps map[int][]uint32, selsOf map[uint32][]event.ExpertSel) {
 	rs := r.res
-	if r.tokenRes != nil {
-		r.tokenRes[ti] = slices.Clone(rs.resident)
+	if r.tokenRes != nil && r.snapErr == nil {
+		r.snapErr = r.tokenRes.put(ti, rs.resident)
 	}
 	t := &r.tokens[ti]
 	for _, s := range selsOf[t.Token] {
@@ -941,25 +951,40 @@ func (r *run) layers() Table {
 	return t
 }
 
+// residencyPerToken is the table of a row per token × tensor. Its rows
+// are made as they are read, from the snapshots kept aside, so that no
+// caller holds them all.
 func (r *run) residencyPerToken() Table {
 	t := Table{Name: "residency", Title: "per token × tensor: pages resident at the token's start", Long: true,
 		Columns: cols("isiif", "token", "tensor", "resident_pages", "pages", "resident_share_ratio")}
-	for ti := range r.tokens {
-		snap := r.tokenRes[ti]
-		for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
-			x := &r.st.Tensors[i]
-			pages := rangePages(x.Offset, x.Size)
-			switch why := r.resNA(x.Model); {
-			case why != "":
-				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(why), I64(pages), NA(why))
-			case snap == nil && r.tokenResNA != "":
-				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(r.tokenResNA), I64(pages), NA(r.tokenResNA))
-			case snap == nil:
-				t.add(I64(r.tokens[ti].Token), Str(x.Name), NA(naNoTime), I64(pages), NA(naNoTime))
-			default:
-				t.add(I64(r.tokens[ti].Token), Str(x.Name), I64(snap[i]), I64(pages), ratio(float64(snap[i]), float64(pages), "empty tensor"))
+	t.each = func(yield func([]Value) error) error {
+		snap := make([]int64, len(r.st.Tensors))
+		row := make([]Value, len(t.Columns))
+		for ti := range r.tokens {
+			ok, err := r.tokenRes.get(ti, snap)
+			if err != nil {
+				return err
+			}
+			for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
+				x := &r.st.Tensors[i]
+				pages := rangePages(x.Offset, x.Size)
+				row[0], row[1], row[3] = I64(r.tokens[ti].Token), Str(x.Name), I64(pages)
+				switch why := r.resNA(x.Model); {
+				case why != "":
+					row[2], row[4] = NA(why), NA(why)
+				case !ok && r.tokenResNA != "":
+					row[2], row[4] = NA(r.tokenResNA), NA(r.tokenResNA)
+				case !ok:
+					row[2], row[4] = NA(naNoTime), NA(naNoTime)
+				default:
+					row[2], row[4] = I64(snap[i]), ratio(float64(snap[i]), float64(pages), "empty tensor")
+				}
+				if err := yield(row); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
 	}
 	return t
 }

@@ -1,6 +1,7 @@
 package stats_test
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -152,8 +153,8 @@ func find(t *testing.T, rep *stats.Report, name string, match map[string]any) ma
 	if tb == nil {
 		t.Fatalf("no table %s", name)
 	}
-rows:
-	for _, r := range tb.Rows {
+	var found map[string]stats.Value
+	err := tb.Each(func(r []stats.Value) error {
 		row := map[string]stats.Value{}
 		for i, c := range tb.Columns {
 			row[c.Name] = r[i]
@@ -162,19 +163,29 @@ rows:
 			switch v := v.(type) {
 			case string:
 				if row[k].S != v || row[k].NA != "" {
-					continue rows
+					return nil
 				}
 			case int:
 				if row[k].I != int64(v) || row[k].NA != "" {
-					continue rows
+					return nil
 				}
 			}
 		}
-		return row
+		found = row
+		return errFound
+	})
+	if found != nil {
+		return found
+	}
+	if err != nil {
+		t.Fatalf("reading table %s: %v", name, err)
 	}
 	t.Fatalf("table %s has no row %v", name, match)
 	return nil
 }
+
+// errFound ends a walk over a table's rows at the row sought.
+var errFound = errors.New("found")
 
 func TestCacheSimulationOfScriptedPicksMatchesHandWork(t *testing.T) {
 	rep, _ := computeScripted(t, stats.Options{K: []int{1, 2, 4}})

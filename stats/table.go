@@ -57,6 +57,23 @@ type Table struct {
 	// Long tables (a row per token × tensor) are for programs; a person's
 	// table output leaves them out.
 	Long bool
+	// each, when set, makes the rows as they are read (Rows is then
+	// empty): a Long table is too long to hold.
+	each func(yield func([]Value) error) error
+}
+
+// Each calls fn with every row in order. The row is fn's only during the
+// call: a table made as it is read reuses it.
+func (t *Table) Each(fn func(row []Value) error) error {
+	if t.each != nil {
+		return t.each(fn)
+	}
+	for _, r := range t.Rows {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *Table) add(row ...Value) {

@@ -61,8 +61,11 @@ func TestTheDefaultTierLeavesPageCacheFiguresNAWithItsReason(t *testing.T) {
 		t.Errorf("refaults %v, mincore %v, readahead amplification %v: want 0, 6 and 2, as in the pagecache tier",
 			exps["refault_pages"], exps["resident_end_mincore_pages"], exps["readahead_amplification_ratio"])
 	}
-	for _, r := range rep.Table("residency").Rows {
+	if err := rep.Table("residency").Each(func(r []stats.Value) error {
 		tier("residency", r[2])
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	tier("real hit rate", routingHitRate(t, rep, 0))
 }
@@ -87,10 +90,13 @@ func TestTheDefaultTierTakesResidencyFromTheRecordersSnapshots(t *testing.T) {
 	}
 	tb := rep.Table("residency")
 	tok, res := tb.Col("token"), tb.Col("resident_pages")
-	for _, row := range tb.Rows {
+	if err := tb.Each(func(row []stats.Value) error {
 		if row[tok].I == 2 && !strings.Contains(row[res].NA, "no residency snapshot at this token's start") {
 			t.Errorf("token 2 has no snapshot: %v", row[res])
 		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	// Token 3 picked experts 0 and 2 of layer 0: both resident.
 	if v := routingHitRate(t, rep, 0); v.F != 1 || v.NA != "" {

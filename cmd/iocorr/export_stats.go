@@ -33,6 +33,7 @@ func exportStats(dir, out, table string, format output.Format) error {
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
+	defer rep.Close()
 	if format != output.Parquet {
 		t := rep.Table(table)
 		if t == nil {

@@ -53,6 +53,7 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
+		defer rep.Close()
 		if *format == "json" {
 			return output.StatsJSON(stdout, rep)
 		}
