@@ -14,6 +14,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -42,8 +43,18 @@ type Config struct {
 	Sched     bool  `json:"sched"`     // also arm (d), --probe sched
 	// ScaleTokens are the run lengths of the scale section (llama-bench
 	// -n), shortest first.
-	ScaleTokens []int     `json:"scale_tokens"`
-	Log         io.Writer `json:"-"`
+	ScaleTokens []int `json:"scale_tokens"`
+	// Sections, when any, are the only sections run (Sections lists them).
+	Sections []string  `json:"sections,omitempty"`
+	Log      io.Writer `json:"-"`
+}
+
+// Sections are the benchmark's sections, in the order Run runs them.
+var Sections = []string{"overhead", "scale", "sweep", "probes", "store", "toucher", "warden"}
+
+// runs says whether the section is to be run.
+func (c Config) runs(section string) bool {
+	return len(c.Sections) == 0 || slices.Contains(c.Sections, section)
 }
 
 // Figure is one line of the table.
@@ -62,14 +73,18 @@ type Figure struct {
 
 // Target is one of issue 8's targets for a figure.
 type Target struct {
-	Op    string  `json:"op"` // "<=" or ">="
+	Op    string  `json:"op"` // "<=", ">=" or "within" (Value to Hi)
 	Value float64 `json:"value"`
+	Hi    float64 `json:"hi,omitempty"`
 	Of    string  `json:"of"`            // the statistic judged: "median" or "max"
 	Met   *bool   `json:"met,omitempty"` // nil when the figure is NA
 }
 
 func (t *Target) String() string {
 	s := fmt.Sprintf("%s %s %s", t.Of, t.Op, num(t.Value))
+	if t.Op == "within" {
+		s = fmt.Sprintf("%s within %s–%s", t.Of, num(t.Value), num(t.Hi))
+	}
 	switch {
 	case t.Met == nil:
 		return s
@@ -81,16 +96,30 @@ func (t *Target) String() string {
 
 // goal sets a target on the figure added last and judges it.
 func (r *Report) goal(op string, v float64, of string) {
+	r.judge(&Target{Op: op, Value: v, Of: of})
+}
+
+// goalWithin sets the target lo ≤ statistic ≤ hi on the figure added
+// last and judges it.
+func (r *Report) goalWithin(lo, hi float64, of string) {
+	r.judge(&Target{Op: "within", Value: lo, Hi: hi, Of: of})
+}
+
+func (r *Report) judge(t *Target) {
 	f := &r.Figures[len(r.Figures)-1]
-	t := &Target{Op: op, Value: v, Of: of}
 	if f.NA == "" {
 		x := f.Median
-		if of == "max" {
+		if t.Of == "max" {
 			x = f.Max
 		}
-		met := x <= v
-		if op == ">=" {
-			met = x >= v
+		var met bool
+		switch t.Op {
+		case "<=":
+			met = x <= t.Value
+		case ">=":
+			met = x >= t.Value
+		case "within":
+			met = t.Value <= x && x <= t.Hi
 		}
 		t.Met = &met
 	}
@@ -191,28 +220,41 @@ func Run(cfg Config) *Report {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	model, err := Model(cfg)
-	if err != nil {
-		r.NA("overhead", "all arms", "", err.Error())
-	} else {
-		arms := []Arm{
-			{Name: "a ram default", Floor: true},
-			{Name: "b ram ops", Probe: "ops"},
-			{Name: "c memlimit cold default", Cold: true, Floor: true},
+	if cfg.runs("overhead") || cfg.runs("scale") || cfg.runs("sweep") {
+		model, err := Model(cfg)
+		if err != nil {
+			r.NA("overhead", "all arms", "", err.Error())
+		} else {
+			if cfg.runs("overhead") {
+				arms := []Arm{
+					{Name: "a ram default", Floor: true},
+					{Name: "b ram ops", Probe: "ops"},
+					{Name: "c memlimit cold default", Cold: true, Floor: true},
+				}
+				arms = append(arms, tierArms(cfg)...)
+				if cfg.Sched {
+					arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
+				}
+				for _, a := range arms {
+					Overhead(r, cfg, model, a)
+				}
+			}
+			if cfg.runs("scale") {
+				Scale(r, cfg, model)
+			}
+			if cfg.runs("sweep") {
+				SweepUntraced(r, cfg, model)
+			}
 		}
-		arms = append(arms, tierArms(cfg)...)
-		if cfg.Sched {
-			arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
-		}
-		for _, a := range arms {
-			Overhead(r, cfg, model, a)
-		}
-		Scale(r, cfg, model)
 	}
-	ProbeCost(r, cfg)
-	Store(r, cfg)
-	Toucher(r, cfg)
-	Warden(r, cfg)
+	for _, s := range []struct {
+		name string
+		run  func(*Report, Config)
+	}{{"probes", ProbeCost}, {"store", Store}, {"toucher", Toucher}, {"warden", Warden}} {
+		if cfg.runs(s.name) {
+			s.run(r, cfg)
+		}
+	}
 	r.End = time.Now()
 	return r
 }

@@ -123,7 +123,12 @@ func TestGoalJudgesTheNamedStatisticAndLeavesNAUnjudged(t *testing.T) {
 	r.goal("<=", 1.05, "median")
 	r.NA("s", "spool", "MiB/GiB", "in RAM")
 	r.goal("<=", 1.9, "median")
-	for i, want := range []string{"median >= 0.980: met", "max <= 0.000: MISSED", "median <= 1.050: met", "median <= 1.900"} {
+	r.Add("s", "sweep", "ratio", []float64{0.96, 1.03, 1.05}, "")
+	r.goalWithin(0.97, 1.04, "median")
+	r.Add("s", "sweep", "ratio", []float64{0.96, 1.05, 1.05}, "")
+	r.goalWithin(0.97, 1.04, "median")
+	for i, want := range []string{"median >= 0.980: met", "max <= 0.000: MISSED", "median <= 1.050: met", "median <= 1.900",
+		"median within 0.970–1.040: met", "median within 0.970–1.040: MISSED"} {
 		if got := r.Figures[i].Target.String(); got != want {
 			t.Errorf("%s: target %q, want %q", r.Figures[i].Name, got, want)
 		}

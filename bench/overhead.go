@@ -91,45 +91,53 @@ func cpuSeconds(ru *syscall.Rusage) float64 {
 	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)).Seconds()
 }
 
-// untraced runs llama-bench the way iocorr record launches it: held by
-// launch.StartHeld, in a memory cgroup of the same limit when cold,
-// after the same eviction. The caller's main must call
-// launch.RunShimIfChild first.
+// untraced runs llama-bench the way iocorr record launches it (runHeld).
 func untraced(cfg Config, model string, cold bool) (sample, error) {
-	var s sample
+	s, out, _, err := runHeld(cfg, cfg.benchArgv(model, cold), model, cold)
+	if err != nil {
+		return s, err
+	}
+	s.tokPerS, err = tokensPerSecond(out)
+	return s, err
+}
+
+// runHeld runs argv untraced the way iocorr record launches a command:
+// held by launch.StartHeld, in a memory cgroup of cfg.MemLimit when cold,
+// after the same eviction of model. It gives the run's rusage and its
+// standard output and error. The caller's main must call
+// launch.RunShimIfChild first.
+func runHeld(cfg Config, argv []string, model string, cold bool) (s sample, stdout, stderr []byte, err error) {
 	var cg *cgroup.Cgroup
 	if cold {
-		var err error
 		if cg, err = cgroup.NewMemory(cgroup.Name(os.Getpid()), cfg.MemLimit); err != nil {
-			return s, err
+			return s, nil, nil, err
 		}
 		defer cg.Remove()
 		if _, _, err := pagecache.Evict(model); err != nil {
-			return s, err
+			return s, nil, nil, err
 		}
 	}
 	var out, errb bytes.Buffer
-	child, err := launch.StartHeld(cfg.benchArgv(model, cold), nil, &out, &errb, nil)
+	child, err := launch.StartHeld(argv, nil, &out, &errb, nil)
 	if err != nil {
-		return s, err
+		return s, nil, nil, err
 	}
 	if cg != nil {
 		if err := cg.Add(child.PID()); err != nil {
 			child.Abort()
-			return s, err
+			return s, nil, nil, err
 		}
 	}
 	if err := child.Release(); err != nil {
 		child.Abort()
-		return s, err
+		return s, nil, nil, err
 	}
 	ex := child.Wait()
-	if ex.Code != 0 {
-		return s, fmt.Errorf("llama-bench exited %d: %s", ex.Code, lastLine(errb.Bytes()))
+	if ex.Code != 0 || ex.Signal != "" {
+		return s, nil, nil, fmt.Errorf("%s exited %d %s: %s", filepath.Base(argv[0]), ex.Code, ex.Signal, lastLine(errb.Bytes()))
 	}
 	s.cpu, s.maxRSS, s.read = cpuSeconds(&ex.Rusage), ex.Rusage.Maxrss, ex.Rusage.Inblock*512
-	s.tokPerS, err = tokensPerSecond(out.Bytes())
-	return s, err
+	return s, out.Bytes(), errb.Bytes(), nil
 }
 
 // traced runs llama-bench under iocorr record --no-ingest. wait4's rusage

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,5 +52,35 @@ func TestScaleSectionMeasuresEveryCommandAtTwoRunLengths(t *testing.T) {
 	}
 	if want := 2 * len(scaleCommands); rss != want || growth != len(scaleCommands) {
 		t.Errorf("%d peak RSS figures and %d growths, want %d and %d", rss, growth, want, len(scaleCommands))
+	}
+}
+
+// The sweep section runs iocorr sweep and plain runs of real
+// llama-completion under the limit, round by round: every figure
+// measured, positive, and the sweep's untraced tokens/s judged against
+// the plain runs' spread.
+func TestSweepSectionComparesTheSweepsUntracedRunsWithPlainOnes(t *testing.T) {
+	testenv.RequireBPF(t)
+	bin := filepath.Join(t.TempDir(), "iocorr")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iocorr").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg := Config{Iocorr: bin, LlamaBench: llmtest.CLI(t, llmtest.Shared, "llama-bench"), WorkDir: t.TempDir(),
+		Pairs: 2, Tokens: 4, Threads: 2, MemLimit: 128 << 20, Log: io.Discard}
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 768, FF: 1024, Heads: 12, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	r := &Report{}
+	SweepUntraced(r, cfg, model)
+	judged := false
+	for _, f := range r.Figures {
+		t.Logf("%s: median %.3f (%.3f–%.3f) %v", f.Name, f.Median, f.Min, f.Max, f.Target)
+		if f.NA != "" || f.N != cfg.Pairs || f.Min <= 0 {
+			t.Errorf("%s: NA %q, %d samples, min %v: want %d positive samples", f.Name, f.NA, f.N, f.Min, cfg.Pairs)
+		}
+		if f.Target != nil {
+			judged = f.Target.Met != nil
+		}
+	}
+	if len(r.Figures) != 5 || !judged {
+		t.Errorf("%d figures, judged %v: want 5, the sweep's untraced against the plain runs judged", len(r.Figures), judged)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -32,6 +34,7 @@ func main() {
 	pflag.Int64Var(&memMiB, "mem-limit-mib", 128, "memory limit of the cold arm, MiB")
 	pflag.BoolVar(&cfg.Short, "short", false, "prove it works: 1 round, 4 tokens, the 1 M-event store, scale runs of 2 and 4 tokens")
 	pflag.IntSliceVar(&cfg.ScaleTokens, "scale-tokens", []int{64, 256}, "run lengths of the scale section (llama-bench -n), shortest first")
+	pflag.StringSliceVar(&cfg.Sections, "section", nil, "run only these sections: "+strings.Join(bench.Sections, ", ")+" (default all)")
 	pflag.StringVarP(&out, "output", "o", "bench.json", "JSON file to write the table to")
 	pflag.Parse()
 	if cfg.Short {
@@ -59,6 +62,11 @@ func main() {
 func setup(cfg *bench.Config) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (BPF, memory cgroups, page-cache eviction)")
+	}
+	for _, s := range cfg.Sections {
+		if !slices.Contains(bench.Sections, s) {
+			return fmt.Errorf("--section %s: no such section (%s)", s, strings.Join(bench.Sections, ", "))
+		}
 	}
 	if cfg.Pairs < 1 || cfg.Tokens < 1 || cfg.RAMTokens < 1 || cfg.Threads < 1 || cfg.MemLimit <= 0 {
 		return fmt.Errorf("--pairs, --tokens, --ram-tokens, --threads and --mem-limit-mib must be positive")
