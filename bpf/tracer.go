@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"sync"
@@ -422,18 +423,37 @@ func (t *Tracer) Close() error {
 	if t.rd != nil {
 		errs = append(errs, t.rd.Close())
 	}
+	var detach []io.Closer
 	for _, pe := range t.perf {
-		errs = append(errs, pe.Close())
+		detach = append(detach, pe)
 	}
-	for i := len(t.links) - 1; i >= 0; i-- {
-		errs = append(errs, t.links[i].Close())
+	for _, l := range t.links {
+		detach = append(detach, l)
 	}
 	t.mu.Lock()
 	for _, l := range t.layoutLinks {
-		errs = append(errs, l.Close())
+		detach = append(detach, l)
 	}
 	t.layoutLinks = nil
 	t.mu.Unlock()
+	errs = append(errs, closeAll(detach))
 	errs = append(errs, t.objs.Close())
+	return errors.Join(errs...)
+}
+
+// closeAll closes every closer at once. Detaching a probe waits for RCU
+// grace periods (unregistering a uprobe or a perf event synchronizes):
+// one after another, the ~40 links of a run took 1.3 s to close on this
+// VM, the whole of `record -- true`'s wait after its command had exited.
+// Closed together, they wait for the same grace periods. With the ring
+// reader closed first, the order no longer matters: nothing reads what a
+// probe still writes.
+func closeAll(cs []io.Closer) error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { errs[i] = c.Close() })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
