@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,22 +118,15 @@ func runHeld(cfg Config, argv []string, model string, cold bool) (s sample, stdo
 			return s, nil, nil, err
 		}
 	}
+	var place func(int) error
+	if cg != nil {
+		place = cg.Add
+	}
 	var out, errb bytes.Buffer
-	child, err := launch.StartHeld(argv, nil, &out, &errb, nil)
+	ex, err := launch.RunHeld(context.Background(), argv, nil, &out, &errb, place)
 	if err != nil {
 		return s, nil, nil, err
 	}
-	if cg != nil {
-		if err := cg.Add(child.PID()); err != nil {
-			child.Abort()
-			return s, nil, nil, err
-		}
-	}
-	if err := child.Release(); err != nil {
-		child.Abort()
-		return s, nil, nil, err
-	}
-	ex := child.Wait()
 	if ex.Code != 0 || ex.Signal != "" {
 		return s, nil, nil, fmt.Errorf("%s exited %d %s: %s", filepath.Base(argv[0]), ex.Code, ex.Signal, lastLine(errb.Bytes()))
 	}

@@ -18,14 +18,9 @@ import (
 // (none NA), each RSS judged against the bound, and the longer run with
 // more records than the shorter.
 func TestScaleSectionMeasuresEveryCommandAtTwoRunLengths(t *testing.T) {
-	testenv.RequireBPF(t)
-	bin := filepath.Join(t.TempDir(), "iocorr")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iocorr").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cfg := Config{Iocorr: bin, LlamaBench: llmtest.CLI(t, llmtest.Shared, "llama-bench"), WorkDir: t.TempDir(),
+	cfg := Config{Iocorr: buildIocorr(t), LlamaBench: llmtest.CLI(t, llmtest.Shared, "llama-bench"), WorkDir: t.TempDir(),
 		Threads: 2, MemLimit: 128 << 20, ScaleTokens: []int{2, 4}}
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 768, FF: 1024, Heads: 12, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := benchModel(t)
 	r := &Report{}
 	Scale(r, cfg, model)
 	var records []float64
@@ -60,14 +55,9 @@ func TestScaleSectionMeasuresEveryCommandAtTwoRunLengths(t *testing.T) {
 // measured, positive, and the sweep's untraced tokens/s judged against
 // the plain runs' spread.
 func TestSweepSectionComparesTheSweepsUntracedRunsWithPlainOnes(t *testing.T) {
-	testenv.RequireBPF(t)
-	bin := filepath.Join(t.TempDir(), "iocorr")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iocorr").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cfg := Config{Iocorr: bin, LlamaBench: llmtest.CLI(t, llmtest.Shared, "llama-bench"), WorkDir: t.TempDir(),
+	cfg := Config{Iocorr: buildIocorr(t), LlamaBench: llmtest.CLI(t, llmtest.Shared, "llama-bench"), WorkDir: t.TempDir(),
 		Pairs: 2, Tokens: 4, Threads: 2, MemLimit: 128 << 20, Log: io.Discard}
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 768, FF: 1024, Heads: 12, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	model := benchModel(t)
 	r := &Report{}
 	SweepUntraced(r, cfg, model)
 	judged := false
@@ -83,4 +73,21 @@ func TestSweepSectionComparesTheSweepsUntracedRunsWithPlainOnes(t *testing.T) {
 	if len(r.Figures) != 5 || !judged {
 		t.Errorf("%d figures, judged %v: want 5, the sweep's untraced against the plain runs judged", len(r.Figures), judged)
 	}
+}
+
+// buildIocorr builds the iocorr a section runs, for a test that may load
+// BPF programs.
+func buildIocorr(t *testing.T) string {
+	t.Helper()
+	testenv.RequireBPF(t)
+	bin := filepath.Join(t.TempDir(), "iocorr")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/iocorr").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// benchModel is the demo's model, as make bench makes it.
+func benchModel(t *testing.T) string {
+	return llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 768, FF: 1024, Heads: 12, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
 }

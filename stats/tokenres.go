@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+
+	"github.com/iocorr/iocorr/internal/extsort"
 )
 
 // tokenSnaps keeps each token's resident pages by tensor outside memory,
@@ -29,12 +31,10 @@ func newTokenSnaps(tokens int) *tokenSnaps {
 // same token replaces the earlier.
 func (s *tokenSnaps) put(ti int, counts []int64) error {
 	if s.f == nil {
-		f, err := os.CreateTemp("", "iocorr-residency-*")
+		f, err := extsort.TempFile("iocorr-residency-*")
 		if err != nil {
 			return fmt.Errorf("keeping residency snapshots: %w", err)
 		}
-		// Unlinked at once: a killed reader leaves nothing behind.
-		os.Remove(f.Name())
 		s.f, s.w = f, bufio.NewWriterSize(f, 1<<16)
 	}
 	s.buf = s.buf[:0]

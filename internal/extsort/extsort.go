@@ -101,12 +101,10 @@ func (s *Sorter[T]) Add(v T) error {
 
 func (s *Sorter[T]) spill() error {
 	if s.file == nil {
-		f, err := os.CreateTemp("", "iocorr-sort-*")
+		f, err := TempFile("iocorr-sort-*")
 		if err != nil {
 			return fmt.Errorf("sorting: %w", err)
 		}
-		// Unlinked at once: a killed reader leaves nothing behind.
-		os.Remove(f.Name())
 		s.file, s.w = f, bufio.NewWriterSize(f, 1<<16)
 	}
 	start := s.off
@@ -304,4 +302,15 @@ func (m *merge[T]) Pop() any {
 	x := m.h[len(m.h)-1]
 	m.h = m.h[:len(m.h)-1]
 	return x
+}
+
+// TempFile creates a temporary file (os.CreateTemp's pattern) and unlinks
+// it at once: what a reader keeps aside is gone when it is killed.
+func TempFile(pattern string) (*os.File, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
 }

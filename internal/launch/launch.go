@@ -5,6 +5,7 @@
 package launch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -268,6 +269,35 @@ func (c *Child) Abort() {
 	c.gate.Close()
 	c.cmd.Process.Kill()
 	<-c.done
+}
+
+// RunHeld runs argv untraced the way record launches its command: held
+// until place (when not nil) has put it where it is to run, such as a
+// memory cgroup, then to its end; ctx being done kills it. The error is
+// for what kept it from running as asked (it could not start, or be
+// placed) and for ctx; how the command itself ended is in the Exit.
+func RunHeld(ctx context.Context, argv []string, user *proc.User, out, errw io.Writer, place func(pid int) error) (Exit, error) {
+	child, err := StartHeld(argv, user, out, errw, nil)
+	if err != nil {
+		return Exit{}, err
+	}
+	if place != nil {
+		if err := place(child.PID()); err != nil {
+			child.Abort()
+			return Exit{}, err
+		}
+	}
+	if err := child.Release(); err != nil {
+		child.Abort()
+		return Exit{}, err
+	}
+	select {
+	case <-child.Done():
+		return child.Wait(), nil
+	case <-ctx.Done():
+		child.Abort()
+		return child.Wait(), ctx.Err()
+	}
 }
 
 // Done is closed when the child has exited.

@@ -42,30 +42,14 @@ func untraced(ctx context.Context, opts Options, b Budget, models []string) (flo
 		}
 		defer cg.Remove()
 	}
+	var place func(int) error
+	if cg != nil {
+		place = cg.Add
+	}
 	var out syncBuffer
-	child, err := launch.StartHeld(ro.Argv, ro.User, &out, &out, nil)
+	ex, err := launch.RunHeld(ctx, ro.Argv, ro.User, &out, &out, place)
 	if err != nil {
 		return 0, err
-	}
-	if cg != nil {
-		if err := cg.Add(child.PID()); err != nil {
-			child.Abort()
-			return 0, err
-		}
-	}
-	if err := child.Release(); err != nil {
-		child.Abort()
-		return 0, err
-	}
-	done := make(chan launch.Exit, 1)
-	go func() { done <- child.Wait() }()
-	var ex launch.Exit
-	select {
-	case ex = <-done:
-	case <-ctx.Done():
-		child.Abort()
-		<-done
-		return 0, ctx.Err()
 	}
 	switch {
 	case ex.Signal != "":
