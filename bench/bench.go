@@ -272,20 +272,24 @@ func orNA(err error) string {
 }
 
 // ProbeCost adds the calibrated cost of one uprobe hit on this machine,
-// one sample per round (bpf.MeasureUprobeCost).
+// one sample per round (bpf.MeasureUprobeCost), on a function whose first
+// instruction the kernel emulates and on one it steps out of line.
 func ProbeCost(r *Report, cfg Config) {
 	rounds := 7
 	if cfg.Short {
 		rounds = 2
 	}
-	c, err := bpf.MeasureUprobeCost(5000, rounds)
-	if err != nil {
-		r.NA("probes", "uprobe hit cost (calibrated)", "us", err.Error())
-		return
+	for _, first := range []bpf.FirstInstruction{bpf.Emulated, bpf.Stepped} {
+		name := fmt.Sprintf("uprobe hit cost (calibrated, %v first instruction)", first)
+		c, err := bpf.MeasureUprobeCost(5000, rounds, first)
+		if err != nil {
+			r.NA("probes", name, "us", err.Error())
+			continue
+		}
+		var us []float64
+		for _, d := range c.PerRound {
+			us = append(us, float64(d)/1e3)
+		}
+		r.Add("probes", name, "us", us, "")
 	}
-	var us []float64
-	for _, d := range c.PerRound {
-		us = append(us, float64(d)/1e3)
-	}
-	r.Add("probes", "uprobe hit cost (calibrated)", "us", us, "")
 }

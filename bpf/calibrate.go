@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,12 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// calibrationTarget is what MeasureUprobeCost probes: a Go function of
-// this very binary, kept out of line so that every call enters it.
-//
-//go:noinline
-func calibrationTarget(x uint64) uint64 { return x*0x9e3779b97f4a7c15 + 1 }
-
 var calibrationSink uint64
 
 // UprobeCost is what one uprobe hit costs on this machine.
@@ -28,7 +21,8 @@ type UprobeCost struct {
 	PerHit   time.Duration // median over rounds of (probed − bare) ÷ calls
 	Min, Max time.Duration // the cheapest and dearest round
 	Bare     time.Duration // one call without the probe (median)
-	Calls    int           // per arm and round
+	First    FirstInstruction
+	Calls    int // per arm and round
 	Rounds   int
 	PerRound []time.Duration // each round's (probed − bare) ÷ calls, in order
 }
@@ -37,14 +31,35 @@ type UprobeCost struct {
 // (LAB-NOTES: 0.3–0.7 µs), for estimating a recording's cost there.
 var BareMetalUprobeCost = [2]time.Duration{300 * time.Nanosecond, 700 * time.Nanosecond}
 
-// MeasureUprobeCost measures what one uprobe hit costs here: calls to a
+// FirstInstruction is what the kernel does with the first instruction
+// of a probed function on a hit, which sets most of the hit's cost.
+type FirstInstruction int
+
+const (
+	// Emulated: the compilers' usual prologue (elfinfo.UsualPrologue),
+	// which the kernel emulates in the trap.
+	Emulated FirstInstruction = iota
+	// Stepped: any other first instruction (endbr64 of CET builds), which
+	// the kernel copies out of line and single-steps.
+	Stepped
+)
+
+func (f FirstInstruction) String() string {
+	if f == Stepped {
+		return "stepped"
+	}
+	return "emulated"
+}
+
+// MeasureUprobeCost measures what one uprobe hit costs here on a function
+// whose first instruction the kernel handles as first says: calls to a
 // function of this binary, timed side by side without and with the
 // cheapest uprobe program attached (the trap, the kernel's uprobe
 // handling and the return; the programs' own work per hit is what
 // bpf_stats reports beside it), round after round on one thread. It
 // loads only that program and its counter, so it can run beside a
 // recording, and refuses a result whose probe did not fire every call.
-func MeasureUprobeCost(calls, rounds int) (UprobeCost, error) {
+func MeasureUprobeCost(calls, rounds int, first FirstInstruction) (UprobeCost, error) {
 	if calls < 1 || rounds < 1 {
 		return UprobeCost{}, fmt.Errorf("calibration needs at least one call and one round, got %d and %d", calls, rounds)
 	}
@@ -66,7 +81,11 @@ func MeasureUprobeCost(calls, rounds int) (UprobeCost, error) {
 	defer objs.Hits.Close()
 	// By file offset: go run and go test binaries have no symbol table,
 	// and a position-independent one loads anywhere.
-	self, off, err := mappedFileOffset(reflect.ValueOf(calibrationTarget).Pointer())
+	target, pc := calibrationTarget, calibrationTargetPC()
+	if first == Stepped {
+		target, pc = calibrationStepped, calibrationSteppedPC()
+	}
+	self, off, err := mappedFileOffset(pc)
 	if err != nil {
 		return UprobeCost{}, err
 	}
@@ -80,7 +99,7 @@ func MeasureUprobeCost(calls, rounds int) (UprobeCost, error) {
 	loop := func() time.Duration {
 		start := time.Now()
 		for range calls {
-			calibrationSink = calibrationTarget(calibrationSink)
+			calibrationSink = target(calibrationSink)
 		}
 		return time.Since(start)
 	}
@@ -89,7 +108,7 @@ func MeasureUprobeCost(calls, rounds int) (UprobeCost, error) {
 	bare := make([]time.Duration, 0, rounds)
 	for range rounds {
 		b := loop()
-		l, err := ex.Uprobe("calibrationTarget", objs.Prog, &link.UprobeOptions{Address: off})
+		l, err := ex.Uprobe("calibration_target", objs.Prog, &link.UprobeOptions{Address: off})
 		if err != nil {
 			return UprobeCost{}, fmt.Errorf("attaching the calibration uprobe in %s: %w", self, err)
 		}
@@ -114,7 +133,7 @@ func MeasureUprobeCost(calls, rounds int) (UprobeCost, error) {
 	inOrder := slices.Clone(per)
 	slices.Sort(per)
 	slices.Sort(bare)
-	return UprobeCost{PerHit: per[len(per)/2], Min: per[0], Max: per[len(per)-1], Bare: bare[len(bare)/2], Calls: calls, Rounds: rounds,
+	return UprobeCost{PerHit: per[len(per)/2], Min: per[0], Max: per[len(per)-1], Bare: bare[len(bare)/2], First: first, Calls: calls, Rounds: rounds,
 		PerRound: inOrder}, nil
 }
 

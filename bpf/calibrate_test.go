@@ -1,27 +1,82 @@
 package bpf
 
 import (
+	"debug/elf"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/elfinfo"
 	"github.com/iocorr/iocorr/internal/testenv"
 )
 
 // A uprobe hit is a trap into the kernel and back: dearer than a plain
 // call, and far below a millisecond on any machine this runs on (about
-// 20 µs in this VM, under 1 µs on bare metal). The probe's own count
+// 6 µs in this VM, under 1 µs on bare metal). The probe's own count
 // must equal the calls, or the figure is refused.
 func TestMeasureUprobeCostTimesEveryHitOfTheProbedArm(t *testing.T) {
 	testenv.RequireBPF(t)
-	c, err := MeasureUprobeCost(2000, 3)
+	var costs [2]UprobeCost
+	for _, first := range []FirstInstruction{Emulated, Stepped} {
+		c, err := MeasureUprobeCost(2000, 3, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("one uprobe hit on a function whose first instruction is %v: %v (rounds %v–%v), a bare call %v", first, c.PerHit, c.Min, c.Max, c.Bare)
+		if c.PerHit <= c.Bare || c.PerHit > time.Millisecond || c.First != first {
+			t.Errorf("one uprobe hit (%v) costs %v, a bare call %v", c.First, c.PerHit, c.Bare)
+		}
+		costs[first] = c
+	}
+	// Which is dearer is the kernel's: one that emulates the prologue
+	// (6.18 here: 3–4× cheaper) or steps both alike.
+	t.Logf("stepped ÷ emulated: %.2f", float64(costs[Stepped].PerHit)/float64(costs[Emulated].PerHit))
+	if _, err := MeasureUprobeCost(0, 1, Emulated); err == nil {
+		t.Error("a calibration of no calls was not refused")
+	}
+}
+
+// The calibration is the cost of a hit on the first instruction C
+// compilers give a function (internal/llmtest checks that ggml's and
+// llama's probed functions have it): the kernel emulates some first
+// instructions and steps others out of line, at different costs.
+func TestCalibrationTargetBeginsWithTheCompilersPrologue(t *testing.T) {
+	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	if machine == elf.EM_NONE {
+		t.Skipf("no assembly calibration target on %s", runtime.GOARCH)
+	}
+	// What the uprobe is attached to: the file's bytes at the offset.
+	self, off, err := mappedFileOffset(calibrationTargetPC())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("one uprobe hit: %v (rounds %v–%v), a bare call %v", c.PerHit, c.Min, c.Max, c.Bare)
-	if c.PerHit <= c.Bare || c.PerHit > time.Millisecond {
-		t.Errorf("one uprobe hit costs %v, a bare call %v", c.PerHit, c.Bare)
+	_, stepOff, err := mappedFileOffset(calibrationSteppedPC())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := MeasureUprobeCost(0, 1); err == nil {
-		t.Error("a calibration of no calls was not refused")
+	f, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	code, stepped := make([]byte, 4), make([]byte, 4)
+	if _, err := f.ReadAt(code, int64(off)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(stepped, int64(stepOff)); err != nil {
+		t.Fatal(err)
+	}
+	if !elfinfo.UsualPrologue(machine, code) {
+		t.Errorf("the calibration target begins % x, not the compilers' prologue", code)
+	}
+	if elfinfo.UsualPrologue(machine, stepped) {
+		t.Errorf("the stepped calibration target begins % x, the compilers' prologue", stepped)
+	}
+	x := uint64(3)
+	for _, f := range []func(uint64) uint64{calibrationTarget, calibrationStepped} {
+		if got := f(x); got != x*0x9e3779b97f4a7c15+1 {
+			t.Errorf("a calibration target of 3 = %#x", got)
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/elfinfo"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
@@ -192,8 +193,12 @@ type recording struct {
 	forked []int
 	// With --probe ops: the calibrated cost of a hit, and per decode call
 	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
-	opCost    bpf.UprobeCost
+	// The cost by what the kernel does with the probed function's first
+	// instruction, and, by file, how many op functions begin with an
+	// emulated and a stepped one (read once, as meta is rewritten often).
+	opCost    [2]bpf.UprobeCost
 	opCostErr error
+	opFirst   map[string][2]int
 	hitsAt    map[uint32]uint64
 	nodeOps   map[uint64]uint32 // weight-reading nodes seen → their op
 	opNodes   map[uint64]bool   // nodes an op event was seen for
@@ -357,6 +362,33 @@ func (r *recording) snapshot() rundir.Meta {
 	return m
 }
 
+// opFirstInstructions counts the op functions of files that begin with
+// an instruction the kernel emulates on a hit and with one it steps;
+// r.mu is held.
+func (r *recording) opFirstInstructions(files, opFuncs []string) [2]int {
+	var n [2]int
+	for _, f := range files {
+		c, ok := r.opFirst[f]
+		if !ok {
+			m, code, err := elfinfo.FuncStarts(f, opFuncs)
+			if err != nil {
+				r.warnings = append(r.warnings, fmt.Sprintf("op probes: %v; their cost per hit is NA", err))
+			}
+			for _, b := range code {
+				if elfinfo.UsualPrologue(m, b) {
+					c[bpf.Emulated]++
+				} else {
+					c[bpf.Stepped]++
+				}
+			}
+			r.opFirst[f] = c
+		}
+		n[bpf.Emulated] += c[bpf.Emulated]
+		n[bpf.Stepped] += c[bpf.Stepped]
+	}
+	return n
+}
+
 // opProbes sums up what --probe ops cost per token; r.mu is held.
 func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpProbes {
 	op := &rundir.OpProbes{Files: files, Idle: idle, Tokens: len(r.tokenHits)}
@@ -380,10 +412,18 @@ func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpP
 			op.Fused[name]++
 		}
 	}
-	if r.opCostErr != nil {
+	first := r.opFirstInstructions(files, opFuncs)
+	switch {
+	case r.opCostErr != nil:
 		op.CalibrationNA = "the cost of a uprobe hit could not be measured: " + r.opCostErr.Error()
-	} else {
-		op.PerHitNS = r.opCost.PerHit.Nanoseconds()
+	case first[bpf.Emulated]+first[bpf.Stepped] == 0:
+		op.CalibrationNA = "the first instructions of the probed op functions could not be read"
+	default:
+		// Weighted by function: a build compiles its op functions alike,
+		// so a mix is rare, and the hits per function are not known.
+		emu, step := float64(first[bpf.Emulated]), float64(first[bpf.Stepped])
+		op.PerHitNS = int64((emu*float64(r.opCost[bpf.Emulated].PerHit) + step*float64(r.opCost[bpf.Stepped].PerHit)) / (emu + step))
+		op.FirstInstruction = map[string]int{bpf.Emulated.String(): first[bpf.Emulated], bpf.Stepped.String(): first[bpf.Stepped]}
 	}
 	var hits, ns float64
 	for i, h := range r.tokenHits {

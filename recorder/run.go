@@ -157,7 +157,12 @@ func prepare(o *Options) (*recording, error) {
 	if o.ProbeOps {
 		// Before the command starts: the calibration's own hits must not
 		// land in the traced command's time.
-		r.opCost, r.opCostErr = bpf.MeasureUprobeCost(2000, 3)
+		for _, first := range []bpf.FirstInstruction{bpf.Emulated, bpf.Stepped} {
+			if r.opCostErr == nil {
+				r.opCost[first], r.opCostErr = bpf.MeasureUprobeCost(2000, 3, first)
+			}
+		}
+		r.opFirst = map[string][2]int{}
 		r.hitsAt, r.nodeOps, r.opNodes = map[uint32]uint64{}, map[uint64]uint32{}, map[uint64]bool{}
 	}
 	return r, nil

@@ -492,11 +492,16 @@ func TestOpProbesGoOnlyOnTheCPUBackendThatRuns(t *testing.T) {
 			t.Errorf("token %d: nodes of unprobed ops %v and fused %v, meta.json says %v and %v", g.token, unprobed, fused, op.Unprobed, op.Fused)
 		}
 	}
+	// The cost per hit is of functions that begin as the probed op
+	// functions do: each of them is counted by its first instruction.
+	if n := op.FirstInstruction["emulated"] + op.FirstInstruction["stepped"]; n == 0 || n > len(m.OpFuncs) {
+		t.Errorf("op_probes counts %v op functions by first instruction, of %d probed", op.FirstInstruction, len(m.OpFuncs))
+	}
 	if op.PerHitNS <= 0 || op.CalibrationNA != "" || op.Tokens != 5 || op.HitsPerTokenMean <= 0 || op.OverheadRatio <= 0 ||
 		op.BareMetalOverheadRatio[0] <= 0 || op.BareMetalOverheadRatio[1] < op.BareMetalOverheadRatio[0] {
 		t.Errorf("op_probes %+v: want a measured cost per hit, hits per token and overhead estimates", *op)
 	}
-	t.Logf("op probes on %s (%d idle variants): %.0f hits per token, %d ns per hit, overhead %.1f%% here, %.2f–%.2f%% on bare metal",
-		filepath.Base(op.Files[0]), len(op.Idle), op.HitsPerTokenMean, op.PerHitNS, 100*op.OverheadRatio,
+	t.Logf("op probes on %s (%d idle variants, first instructions %v): %.0f hits per token, %d ns per hit, overhead %.1f%% here, %.2f–%.2f%% on bare metal",
+		filepath.Base(op.Files[0]), len(op.Idle), op.FirstInstruction, op.HitsPerTokenMean, op.PerHitNS, 100*op.OverheadRatio,
 		100*op.BareMetalOverheadRatio[0], 100*op.BareMetalOverheadRatio[1])
 }

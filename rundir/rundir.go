@@ -233,9 +233,13 @@ type OpProbes struct {
 	// a neighbour (it fuses RMS_NORM with the MUL by the norm weight).
 	Fused map[string]int `json:"fused,omitempty"`
 	// PerHitNS is one uprobe hit on this machine, measured at the start
-	// of the recording (bpf.MeasureUprobeCost); 0 with CalibrationNA.
-	PerHitNS      int64  `json:"per_hit_ns"`
-	CalibrationNA string `json:"calibration_na,omitempty"`
+	// of the recording (bpf.MeasureUprobeCost) on functions beginning as
+	// the probed op functions do (FirstInstruction counts them by what
+	// the kernel does with their first instruction on a hit: "emulated"
+	// or "stepped", whose hits cost 3–4× more here); 0 with CalibrationNA.
+	PerHitNS         int64          `json:"per_hit_ns"`
+	FirstInstruction map[string]int `json:"first_instruction,omitempty"`
+	CalibrationNA    string         `json:"calibration_na,omitempty"`
 	// Per decode call of the traced command: op-probe hits (every thread)
 	// and wall time, mean and max.
 	Tokens           int     `json:"tokens"`

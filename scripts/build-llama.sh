@@ -4,7 +4,11 @@
 # llama.cpp: CMake Release defaults, once with shared libraries and once
 # statically linked (BUILD_SHARED_LIBS=OFF), so that tests trace a CLI
 # built from source beside node-llama-cpp's prebuilt libraries. The
-# shared build also has llama-server (a deployed server to attach to),
+# static build makes llama-completion and llama-bench only: llama-cli is
+# built on the server's code, which doubled the static build's time on a
+# fresh machine, and what tests trace statically linked is one process
+# running a prompt, which llama-completion is. The
+# shared build also has llama-cli, llama-server (a deployed server to attach to),
 # llama-quantize (the models' K-quant, IQ and MXFP4 types, made by
 # llama.cpp itself) and, in include/, the public headers llama.h and
 # ggml's, so that test programs compile against the very library the
@@ -39,8 +43,8 @@ done
 cache=${IOCORR_LLAMA_CACHE:-/var/cache/iocorr/llama.cpp}
 key=$(sha256sum "$bundle" | cut -c1-16)
 dest=$cache/$key
-tools_static=(llama-cli llama-completion llama-bench)
-tools_shared=("${tools_static[@]}" llama-server llama-quantize)
+tools_static=(llama-completion llama-bench)
+tools_shared=(llama-cli "${tools_static[@]}" llama-server llama-quantize)
 
 # tools_of VARIANT names the tools a variant builds.
 tools_of() {

@@ -10,11 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/elfinfo"
 )
@@ -86,13 +89,13 @@ func TestBuiltCompletionGeneratesTokensNonInteractively(t *testing.T) {
 	}
 }
 
-// TestBuiltCLIAnswersOnePromptAndExits runs llama-cli of both builds with
-// a prompt and --single-turn: it must answer and exit without waiting
-// for input (stdin is at EOF).
+// TestBuiltCLIAnswersOnePromptAndExits runs llama-cli (of the shared
+// build, the one that has it) with a prompt and --single-turn: it must
+// answer and exit without waiting for input (stdin is at EOF).
 func TestBuiltCLIAnswersOnePromptAndExits(t *testing.T) {
 	Require(t)
 	model := Model(t, builtSpec)
-	for _, b := range Builds {
+	for _, b := range []Build{Shared} {
 		t.Run(b.String(), func(t *testing.T) {
 			bin := CLI(t, b, "llama-cli")
 			stdout, stderr := runBuilt(t, bin, "-m", model, "-p", "hello world", "-n", "8", "-st",
@@ -222,9 +225,9 @@ var llamaLibs = regexp.MustCompile(`^lib(llama|ggml)`)
 // the static tools need no libllama or libggml at all, the shared ones
 // load libllama, libggml-base and libggml-cpu from their own directory
 // through a RUNPATH of $ORIGIN (the cache is renamed into place, so an
-// absolute build path would dangle).
+// absolute build path would dangle). llama-cli is built shared only.
 func TestBuiltToolsLinkLlamaAsTheBuildSays(t *testing.T) {
-	for _, tool := range []string{"llama-cli", "llama-completion", "llama-bench"} {
+	for _, tool := range BuiltTools[Static] {
 		t.Run("static/"+tool, func(t *testing.T) {
 			bin := CLI(t, Static, tool)
 			f, err := elf.Open(bin)
@@ -242,6 +245,8 @@ func TestBuiltToolsLinkLlamaAsTheBuildSays(t *testing.T) {
 				}
 			}
 		})
+	}
+	for _, tool := range []string{"llama-cli", "llama-completion", "llama-bench"} {
 		t.Run("shared/"+tool, func(t *testing.T) {
 			bin := CLI(t, Shared, tool)
 			dir := SharedLibDir(t)
@@ -343,7 +348,7 @@ func symbolKinds(t *testing.T, path, name string) []string {
 func TestBuiltProbeSymbolsAreDefined(t *testing.T) {
 	for _, b := range Builds {
 		t.Run(b.String(), func(t *testing.T) {
-			files := []string{CLI(t, b, "llama-cli")}
+			files := []string{CLI(t, b, "llama-completion")}
 			if b == Shared {
 				libs, err := filepath.Glob(filepath.Join(SharedLibDir(t), "lib*.so"))
 				if err != nil {
@@ -368,6 +373,65 @@ func TestBuiltProbeSymbolsAreDefined(t *testing.T) {
 				}
 			}
 			t.Logf("probe symbols of the %s build:%s", b, table.String())
+		})
+	}
+}
+
+// TestProbedFunctionsBeginAsOneOfTheCalibrationTargets checks that the
+// llama.cpp builds the tests trace cover both costs bpf.MeasureUprobeCost
+// prices: the kernel emulates a probed function's first instruction when
+// it is the compilers' usual prologue (a push), as Debian's gcc leaves
+// it, and steps out of line the endbr64 a CET build (node-llama-cpp's
+// prebuilt libraries) begins with, 3–4× dearer here. The recorder prices
+// op probes by the class of their functions.
+func TestProbedFunctionsBeginAsOneOfTheCalibrationTargets(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the builds' first instructions are known for x86-64")
+	}
+	Require(t)
+	prebuilt, err := filepath.Glob(filepath.Join(LibDir(), "libggml-cpu-*.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lib, err := LlamaLib(); err == nil {
+		prebuilt = append(prebuilt, lib)
+	}
+	libs, err := filepath.Glob(filepath.Join(SharedLibDir(t), "lib*.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  bpf.FirstInstruction
+	}{
+		{"shared", libs, bpf.Emulated},
+		{"static", []string{CLI(t, Static, "llama-completion")}, bpf.Emulated},
+		{"prebuilt", prebuilt, bpf.Stepped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found := map[string]bool{}
+			for _, p := range tc.files {
+				m, code, err := elfinfo.FuncStarts(p, ggml.ProbeSymbols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for sym, b := range code {
+					found[sym] = true
+					got := bpf.Stepped
+					if elfinfo.UsualPrologue(m, b) {
+						got = bpf.Emulated
+					}
+					if got != tc.want {
+						t.Errorf("%s in %s begins % x: %v, want %v", sym, filepath.Base(p), b, got, tc.want)
+					}
+				}
+			}
+			for _, sym := range ggml.ProbeSymbols {
+				if !found[sym] {
+					t.Errorf("no file of the %s build defines %s", tc.name, sym)
+				}
+			}
 		})
 	}
 }

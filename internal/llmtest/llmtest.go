@@ -1,7 +1,7 @@
 // Package llmtest runs real llama.cpp — the prebuilt libraries of the npm
 // package node-llama-cpp, driven by testdata/llm/generate.mjs, and the
-// llama-cli, llama-completion and llama-bench scripts/build-llama.sh
-// builds from the source node-llama-cpp ships — for tests and
+// llama-completion and llama-bench scripts/build-llama.sh builds from
+// the source node-llama-cpp ships (and llama-cli, shared) — for tests and
 // benchmarks, on synthetic models. MoE, MemLimit and RecordedMoE
 // (fixture.go) are the one model, memory limit and recorded run the
 // end-to-end tests share. arch.go quantizes models with that build's
@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,15 +193,19 @@ func BuildDir(b Build) (string, error) {
 	return filepath.Join(BuildCache(), key, b.String(), "bin"), nil
 }
 
+// BuiltTools are the tools scripts/build-llama.sh builds (tools_static,
+// tools_shared there), by build.
+var BuiltTools = map[Build][]string{
+	Static: {"llama-completion", "llama-bench"},
+	Shared: {"llama-cli", "llama-completion", "llama-bench", "llama-server", "llama-quantize"},
+}
+
 // builtTool says where tool of build b is, or why it is not there.
 func builtTool(b Build, tool string) (string, error) {
-	switch tool {
-	case "llama-cli", "llama-completion", "llama-bench":
-	case "llama-server", "llama-quantize":
-		if b != Shared {
+	if !slices.Contains(BuiltTools[b], tool) {
+		if slices.Contains(BuiltTools[Shared], tool) {
 			return "", fmt.Errorf("scripts/build-llama.sh builds %s only in the shared build", tool)
 		}
-	default:
 		return "", fmt.Errorf("%s is not one of the tools scripts/build-llama.sh builds", tool)
 	}
 	dir, err := BuildDir(b)
@@ -218,8 +223,8 @@ func builtTool(b Build, tool string) (string, error) {
 	return p, nil
 }
 
-// CLI returns the path of tool (llama-cli, llama-completion or
-// llama-bench; llama-server or llama-quantize of Shared) of build b. Like Require, it skips the test when the
+// CLI returns the path of tool (llama-completion or llama-bench;
+// llama-cli, llama-server or llama-quantize of Shared) of build b. Like Require, it skips the test when the
 // build is missing, and fails it under IOCORR_REQUIRE_LLAMA or CI.
 func CLI(t testing.TB, b Build, tool string) string {
 	t.Helper()

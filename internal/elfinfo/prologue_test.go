@@ -1,0 +1,80 @@
+package elfinfo
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+func TestUsualPrologueKnowsTheCompilersFirstInstructions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		machine elf.Machine
+		code    []byte
+		want    bool
+	}{
+		{"push rbp", elf.EM_X86_64, []byte{0x55, 0x48, 0x89, 0xe5}, true},
+		{"push r15", elf.EM_X86_64, []byte{0x41, 0x57}, true},
+		{"mov rax, rax", elf.EM_X86_64, []byte{0x48, 0x89, 0xc0}, false},
+		{"endbr64", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e, 0xfa}, false},
+		{"rex.b alone", elf.EM_X86_64, []byte{0x41}, false},
+		{"stp x29, x30, [sp, #-16]!", elf.EM_AARCH64, []byte{0xfd, 0x7b, 0xbf, 0xa9}, true},
+		{"stp x29, x30, [sp, #-96]!", elf.EM_AARCH64, []byte{0xfd, 0x7b, 0xba, 0xa9}, true},
+		{"stp x29, x30, [sp, #16] (no writeback)", elf.EM_AARCH64, []byte{0xfd, 0x7b, 0x01, 0xa9}, false},
+		{"sub sp, sp, #32", elf.EM_AARCH64, []byte{0xff, 0x83, 0x00, 0xd1}, false},
+		{"short", elf.EM_AARCH64, []byte{0xfd, 0x7b}, false},
+		{"other machine", elf.EM_RISCV, []byte{0x55}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := UsualPrologue(tc.machine, tc.code); got != tc.want {
+				t.Errorf("UsualPrologue(% x) = %v, want %v", tc.code, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuncStarts reads what a uprobe on each function is placed on: a C
+// file compiled here, whose two functions begin with instructions of
+// its own choosing.
+func TestFuncStartsReadsEachFunctionsFirstInstruction(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the functions are written in x86-64 assembly")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatal("no gcc (scripts/setup.sh installs it)")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "f.c")
+	os.WriteFile(src, []byte(`
+__attribute__((noinline)) long pushes(long x) { __asm__ volatile("push %%rbx\n pop %%rbx" ::: "memory"); return x + 1; }
+__attribute__((noinline)) long moves(long x) { __asm__ volatile("mov %%rax, %%rax" ::: "memory"); return x + 2; }
+int main(int argc, char **argv) { return (int)(pushes(argc) + moves(argc)); }
+`), 0o644)
+	bin := filepath.Join(dir, "f")
+	if out, err := exec.Command(gcc, "-O2", "-fcf-protection=none", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	m, code, err := FuncStarts(bin, []string{"pushes", "moves", "absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m != elf.EM_X86_64 {
+		t.Errorf("machine %v", m)
+	}
+	for name, want := range map[string][]byte{"pushes": {0x53, 0x5b}, "moves": {0x48, 0x89, 0xc0}} {
+		if got := code[name]; !bytes.HasPrefix(got, want) {
+			t.Errorf("%s begins % x, want % x", name, got, want)
+		}
+	}
+	if !UsualPrologue(m, code["pushes"]) || UsualPrologue(m, code["moves"]) {
+		t.Errorf("usual prologue: pushes %v, moves %v; want true, false", UsualPrologue(m, code["pushes"]), UsualPrologue(m, code["moves"]))
+	}
+	if _, ok := code["absent"]; ok {
+		t.Error("a function the file does not define has code")
+	}
+}
