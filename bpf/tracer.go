@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -88,7 +87,7 @@ type Tracer struct {
 	opts  Options
 	links []link.Link
 	perf  []*perfEvent
-	rd    *ringbuf.Reader
+	rd    *Ring
 
 	mu       sync.Mutex
 	probes   []Probe
@@ -256,7 +255,7 @@ func Open(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
-	t.rd, err = ringbuf.NewReader(t.objs.Events)
+	t.rd, err = newRing(t.objs.Events)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("opening ring buffer: %w", err)
@@ -337,7 +336,7 @@ func (t *Tracer) AddDevice(dev uint32) error {
 // RingBuf is the reader of the events ring buffer. Producers wake the
 // reader only for urgent events or when much data is pending, so the
 // reader must poll with a short deadline (ringbuf.Reader.SetDeadline).
-func (t *Tracer) RingBuf() *ringbuf.Reader { return t.rd }
+func (t *Tracer) RingBuf() *Ring { return t.rd }
 
 // Probes lists what was attached, and what failed, so far.
 func (t *Tracer) Probes() []Probe {

@@ -14,9 +14,9 @@ import (
 )
 
 // The BPF programs wake the reader only for urgent events or when much is
-// pending, so the reader polls on this deadline; it bounds how stale the
-// spool can be and how long a stopped process waits for its SIGCONT when
-// a wakeup is lost.
+// pending, so the reader also looks every pollInterval; it bounds how
+// stale the spool can be and how long a stopped process waits for its
+// SIGCONT when a wakeup is lost.
 const (
 	pollInterval  = 20 * time.Millisecond
 	flushInterval = 100 * time.Millisecond
@@ -60,7 +60,7 @@ func (c *Counts) Total() uint64 {
 // could not be written, so a process it stopped is let go. The caller
 // then keeps the ring moving with Discard. The reader belongs to the
 // tracer, which closes it: Discard may need it after Drain.
-func Drain(ctx context.Context, rd *ringbuf.Reader, sp *SpoolWriter, counts *Counts, act func(typ uint16, rec []byte)) error {
+func Drain(ctx context.Context, rd *bpf.Ring, sp *SpoolWriter, counts *Counts, act func(typ uint16, rec []byte)) error {
 	lastFlush := time.Now()
 	var written uint64
 	err := pump(ctx, rd, act, func(typ uint16, rec []byte) error {
@@ -96,7 +96,7 @@ func Drain(ctx context.Context, rd *ringbuf.Reader, sp *SpoolWriter, counts *Cou
 // process that maps a new executable file and wait for user space to
 // continue it: someone must keep reading. It returns how many records
 // were dropped.
-func Discard(ctx context.Context, rd *ringbuf.Reader, act func(typ uint16, rec []byte)) (uint64, error) {
+func Discard(ctx context.Context, rd *bpf.Ring, act func(typ uint16, rec []byte)) (uint64, error) {
 	var n uint64
 	err := pump(ctx, rd, act, func(uint16, []byte) error { n++; return nil }, func() error { return nil })
 	return n, err
@@ -104,8 +104,10 @@ func Discard(ctx context.Context, rd *ringbuf.Reader, act func(typ uint16, rec [
 
 // pump is the reading loop of Drain and Discard: one reused record, so
 // no allocation per event; keep is called before act for every record,
-// tick after every read.
-func pump(ctx context.Context, rd *ringbuf.Reader, act func(uint16, []byte), keep func(uint16, []byte) error, tick func() error) error {
+// tick after every read. It reads what the ring holds without blocking
+// (a deadline already past), and waits for more in Go's poller
+// (bpf.Ring.Wait), never in a blocking system call.
+func pump(ctx context.Context, rd *bpf.Ring, act func(uint16, []byte), keep func(uint16, []byte) error, tick func() error) error {
 	var rec ringbuf.Record
 	stopping := false
 	var stopAt time.Time
@@ -116,7 +118,7 @@ func pump(ctx context.Context, rd *ringbuf.Reader, act func(uint16, []byte), kee
 		if stopping && time.Since(stopAt) > finalDrain {
 			return nil
 		}
-		rd.SetDeadline(time.Now().Add(pollInterval))
+		rd.SetDeadline(time.Now())
 		err := rd.ReadInto(&rec)
 		switch {
 		case err == nil:
@@ -129,10 +131,19 @@ func pump(ctx context.Context, rd *ringbuf.Reader, act func(uint16, []byte), kee
 				return kerr
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			// Nothing pending at the deadline: after a stop, the ring
-			// is empty and everything is in the spool.
+			// Nothing pending: after a stop, the ring is empty and
+			// everything is in the spool.
 			if stopping {
 				return nil
+			}
+			// Until data, a wakeup or the next look: a stop is seen
+			// within pollInterval, as before.
+			err = rd.Wait(time.Now().Add(pollInterval))
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("waiting on the ring buffer: %w", err)
 			}
 		case errors.Is(err, ringbuf.ErrClosed):
 			return nil

@@ -110,10 +110,12 @@ func TestCachestatReadsTheResidentPagesMincoreReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Chunks of one page, of some that end inside the file's last
-			// chunk, and the recorder's, larger than the file.
+			// Chunks of one page (the walk splits 1000 pages into pieces
+			// of 32, then of 1), of 8 (pieces of 32, then chunks), of some
+			// that end inside the file's last chunk, and the recorder's,
+			// larger than the file.
 			var byCachestat *rundir.PageMap
-			for _, chunk := range []int64{1, 64, cachestatChunk * 4} {
+			for _, chunk := range []int64{1, 8, 64, cachestatChunk * 4} {
 				if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk); err != nil {
 					t.Fatal(err)
 				}

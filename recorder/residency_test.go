@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/llmtest"
@@ -339,4 +340,36 @@ func sharedRunSnapshots(t *testing.T) (*index.Store, *rundir.Meta, []rundir.Snap
 		t.Fatal(err)
 	}
 	return st, meta, snaps
+}
+
+// Snapshots keep to their duty share of the time while any page of a
+// model is missing, and back off, doubling up to a second, while every
+// model stays wholly resident; a page gone ends the back-off at once.
+func TestSnapshotsBackOffWhileTheModelsStayWhollyResident(t *testing.T) {
+	ms := time.Millisecond
+	steps := []struct {
+		took     time.Duration
+		whole    bool
+		wantWait time.Duration
+	}{
+		{ms, false, snapshotDuty * ms},
+		{ms / 2, true, wholeBackoffMin},
+		{ms / 2, true, 2 * wholeBackoffMin},
+		{ms / 2, true, 4 * wholeBackoffMin},
+		{ms / 2, true, 8 * wholeBackoffMin},
+		{ms / 2, true, 16 * wholeBackoffMin},
+		{ms / 2, true, wholeBackoffMax},
+		{ms / 2, true, wholeBackoffMax},
+		{40 * ms, true, snapshotDuty * 40 * ms}, // a walk longer than the back-off keeps the duty
+		{ms, false, snapshotDuty * ms},
+		{ms / 2, true, wholeBackoffMin},
+	}
+	var backoff time.Duration
+	for i, s := range steps {
+		var wait time.Duration
+		wait, backoff = snapshotWait(s.took, backoff, s.whole)
+		if wait != s.wantWait {
+			t.Errorf("snapshot %d (took %v, wholly resident %v): next after %v, want %v", i, s.took, s.whole, wait, s.wantWait)
+		}
+	}
 }

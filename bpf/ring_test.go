@@ -1,0 +1,95 @@
+package bpf
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Ring.Wait parks the reader in Go's poller: it returns at its deadline
+// while the ring stays empty, at once when records are there, on the
+// kernel's wakeup when enough piles up (RB_WAKEUP_BYTES: the records of
+// faults are not woken for one by one), and with ErrClosed after Close.
+func TestRingWaitReturnsOnDataOrWakeupOrDeadline(t *testing.T) {
+	tr := openTracer(t, Options{})
+	rd := tr.RingBuf()
+	if rd.f == nil {
+		t.Fatal("the ring buffer's descriptor is not in Go's poller: Wait would sleep")
+	}
+
+	// Records of other processes' block requests may land meanwhile; no
+	// wakeup comes for them, so the wait still lasts to its deadline.
+	empty(t, rd)
+	start := time.Now()
+	if err := rd.Wait(start.Add(100 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 90*time.Millisecond {
+		t.Errorf("a wait on an empty ring returned after %v with no wakeup, want its deadline", took)
+	}
+
+	if err := tr.TracePID(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	// More than RB_WAKEUP_BYTES of fault records: the kernel wakes the
+	// reader once they pile up, long before the wait's deadline.
+	empty(t, rd)
+	woke := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		if err := rd.Wait(start.Add(30 * time.Second)); err != nil {
+			t.Error(err)
+		}
+		woke <- time.Since(start)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	mem, err := unix.Mmap(-1, 0, 40000*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < 40000; p++ {
+		mem[p*4096] = 1
+	}
+	unix.Munmap(mem)
+	select {
+	case took := <-woke:
+		t.Logf("woken %v into a 30 s wait, %d KiB in the ring", took, rd.AvailableBytes()/1024)
+		if rd.AvailableBytes() < 512<<10 {
+			t.Errorf("the wait returned after %v with nothing in the ring", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no wakeup 10 s after %d KiB of records", rd.AvailableBytes()/1024)
+	}
+
+	start = time.Now()
+	if err := rd.Wait(start.Add(10 * time.Second)); err != nil || time.Since(start) > time.Second {
+		t.Errorf("a wait on a ring with records returned %v after %v, want nil at once", err, time.Since(start))
+	}
+
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Wait(time.Now().Add(time.Second)); !errors.Is(err, ringbuf.ErrClosed) {
+		t.Errorf("a wait after Close returned %v, want ErrClosed", err)
+	}
+}
+
+// empty reads every record the ring holds now.
+func empty(t *testing.T, rd *Ring) {
+	t.Helper()
+	var rec ringbuf.Record
+	for {
+		rd.SetDeadline(time.Now())
+		err := rd.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
