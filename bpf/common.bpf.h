@@ -150,14 +150,38 @@ static __always_inline struct file *fd__file(__u32 fd)
  * later. A disturbance of the traced run: off by default. */
 const volatile bool stop_at_tokens = false;
 
+/* Set to 1 by user space when its residency snapshotter is ready for the
+ * next token: that token's start wakes the reader at once and clears it,
+ * so a snapshot follows its token's start by the wakeup's latency rather
+ * than the reader's next poll (100 ms), and a run in RAM, whose snapshots
+ * back off, is not woken for every token. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} token_wakeup SEC(".maps");
+
+static __always_inline bool ring__token_wakeup_armed(void)
+{
+	__u32 k = 0;
+	__u32 *armed = bpf_map_lookup_elem(&token_wakeup, &k);
+
+	/* Two CPUs may both see it armed: two wakeups, no harm. */
+	if (!armed || !*armed)
+		return false;
+	*armed = 0;
+	return true;
+}
+
 static __always_inline __u64 ring__wakeup_flags(__u16 type)
 {
 	if (type == EV_MMAP || type == EV_TASK)
 		return BPF_RB_FORCE_WAKEUP;
 	/* An exact snapshot holds the process until the recorder has read
-	 * the token's start: waiting for the reader's next poll (20 ms) would
-	 * be most of the pause. */
-	if (type == EV_DECODE_BEGIN && stop_at_tokens)
+	 * the token's start: waiting for the reader's next poll would be
+	 * most of the pause. */
+	if (type == EV_DECODE_BEGIN && (stop_at_tokens || ring__token_wakeup_armed()))
 		return BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
 		return BPF_RB_FORCE_WAKEUP;

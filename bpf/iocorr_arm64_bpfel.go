@@ -457,6 +457,7 @@ const (
 	IocorrMapRunsUnordered      = "runs_unordered"
 	IocorrMapSeenExec           = "seen_exec"
 	IocorrMapTokenStops         = "token_stops"
+	IocorrMapTokenWakeup        = "token_wakeup"
 	IocorrMapTraced             = "traced"
 	IocorrMapVmaCaches          = "vma_caches"
 	IocorrMapVmaZero            = "vma_zero"
@@ -667,6 +668,7 @@ type IocorrMapSpecs struct {
 	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.MapSpec `ebpf:"seen_exec"`
 	TokenStops    *ebpf.MapSpec `ebpf:"token_stops"`
+	TokenWakeup   *ebpf.MapSpec `ebpf:"token_wakeup"`
 	Traced        *ebpf.MapSpec `ebpf:"traced"`
 	VmaCaches     *ebpf.MapSpec `ebpf:"vma_caches"`
 	VmaZero       *ebpf.MapSpec `ebpf:"vma_zero"`
@@ -751,6 +753,7 @@ type IocorrMaps struct {
 	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.Map `ebpf:"seen_exec"`
 	TokenStops    *ebpf.Map `ebpf:"token_stops"`
+	TokenWakeup   *ebpf.Map `ebpf:"token_wakeup"`
 	Traced        *ebpf.Map `ebpf:"traced"`
 	VmaCaches     *ebpf.Map `ebpf:"vma_caches"`
 	VmaZero       *ebpf.Map `ebpf:"vma_zero"`
@@ -778,6 +781,7 @@ func (m *IocorrMaps) Close() error {
 		m.RunsUnordered,
 		m.SeenExec,
 		m.TokenStops,
+		m.TokenWakeup,
 		m.Traced,
 		m.VmaCaches,
 		m.VmaZero,

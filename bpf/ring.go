@@ -20,7 +20,8 @@ import (
 // back, 10 ms on, and every such retake sets the monitor polling every
 // 20 µs again: reading with a 20 ms deadline, the recorder woke 1,450
 // times a second, 37 ms of CPU a second, on the CPUs the traced command's
-// threads wanted.
+// threads wanted (ingest polls every 100 ms now, and the kernel wakes it
+// for what cannot wait).
 type Ring struct {
 	*ringbuf.Reader
 	// f is a duplicate of the map's descriptor, non-blocking, in Go's

@@ -102,3 +102,14 @@ func (t *Tracer) TokenStops(tgid uint32) (stops uint64, token uint32, err error)
 	}
 	return v.Stops, v.Token, nil
 }
+
+// ArmTokenWakeup makes the next token start of any traced process wake
+// the ring's reader at once (the residency snapshotter is ready for it),
+// instead of waiting for the reader's next poll. The kernel disarms it
+// at that token.
+func (t *Tracer) ArmTokenWakeup() error {
+	if err := t.objs.TokenWakeup.Update(uint32(0), uint32(1), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("arming the wakeup at the next token: %w", err)
+	}
+	return nil
+}

@@ -334,8 +334,9 @@ func (t *Tracer) AddDevice(dev uint32) error {
 }
 
 // RingBuf is the reader of the events ring buffer. Producers wake the
-// reader only for urgent events or when much data is pending, so the
-// reader must poll with a short deadline (ringbuf.Reader.SetDeadline).
+// reader only for urgent events, an armed token start or when much data
+// is pending, so the reader must also look on a deadline (Ring.Wait,
+// ringbuf.Reader.SetDeadline).
 func (t *Tracer) RingBuf() *Ring { return t.rd }
 
 // Probes lists what was attached, and what failed, so far.

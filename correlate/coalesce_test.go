@@ -30,7 +30,7 @@ import (
 
 // ringRecords copies every record of a tracer's ring until stop is closed
 // and the ring has then been quiet for a while.
-func ringRecords(rd *ringbuf.Reader, stop <-chan struct{}) ([][]byte, error) {
+func ringRecords(rd *bpf.Ring, stop <-chan struct{}) ([][]byte, error) {
 	var (
 		out   [][]byte
 		rec   ringbuf.Record

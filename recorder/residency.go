@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,15 @@ type snapshotter struct {
 	tokens   func(tgid uint32) (uint64, uint32, error)
 	cont     func(tgid int)
 	released map[uint32]uint64
+	// arm asks the kernel to wake the ring's reader at the next token
+	// start (bpf.Tracer.ArmTokenWakeup), once the snapshotter is ready
+	// for it: the reader polls only every 100 ms.
+	arm     func() error
+	armOnce sync.Once
+	// armMu orders armNext (timers of the snapshot goroutine) before the
+	// stop: none arms a tracer that is being closed.
+	armMu   sync.Mutex
+	stopped bool
 	// method is how the snapshots read residency: cachestat until the
 	// kernel refuses it, then mincore (the snapshot goroutine's alone).
 	method string
@@ -112,9 +122,28 @@ func (r *recording) startSnapshots() error {
 		s.cont = func(tgid int) { r.cont(tgid, "for its token's residency snapshot") }
 		s.released = map[uint32]uint64{}
 	}
+	if !s.exact {
+		s.arm = r.tr.ArmTokenWakeup
+	}
 	r.snaps = s
+	s.armNext()
 	go s.run()
 	return nil
+}
+
+// armNext arms the wakeup at the next token start; a failure is said
+// once, and leaves the snapshots to the reader's poll.
+func (s *snapshotter) armNext() {
+	s.armMu.Lock()
+	defer s.armMu.Unlock()
+	if s.arm == nil || s.stopped {
+		return
+	}
+	if err := s.arm(); err != nil {
+		s.armOnce.Do(func() {
+			s.warn(fmt.Sprintf("residency snapshots: %v; they follow their tokens by up to the ring reader's poll", err))
+		})
+	}
 }
 
 // markToken hands a token start seen in the ring to the snapshotter. By
@@ -157,6 +186,9 @@ func (r *recording) stopSnapshots() {
 	if s == nil {
 		return
 	}
+	s.armMu.Lock()
+	s.stopped = true
+	s.armMu.Unlock()
 	close(s.marks)
 	<-s.done
 	for _, m := range s.maps {
@@ -207,6 +239,7 @@ func (s *snapshotter) run() {
 		var wait time.Duration
 		wait, backoff = snapshotWait(took, backoff, whole)
 		nextAt = begin.Add(wait)
+		time.AfterFunc(time.Until(nextAt), s.armNext)
 		s.stats.Taken.Add(1)
 		s.stats.BusyNS.Add(uint64(took))
 		b, err := json.Marshal(&snap)
