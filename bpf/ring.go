@@ -26,9 +26,10 @@ type Ring struct {
 	*ringbuf.Reader
 	// f is a duplicate of the map's descriptor, non-blocking, in Go's
 	// poller; nil where the poller would not take it (then Wait sleeps).
-	f      *os.File
-	raw    syscall.RawConn
-	closed atomic.Bool
+	f           *os.File
+	raw         syscall.RawConn
+	closed      atomic.Bool
+	interrupted atomic.Bool
 }
 
 func newRing(m *ebpf.Map) (*Ring, error) {
@@ -63,17 +64,33 @@ func newRing(m *ebpf.Map) (*Ring, error) {
 // ringbuf.ErrClosed.
 func (r *Ring) Wait(deadline time.Time) error {
 	if r.f == nil {
-		time.Sleep(time.Until(deadline))
+		if !r.interrupted.Swap(false) {
+			time.Sleep(time.Until(deadline))
+		}
 		return r.waitErr(nil)
 	}
 	if err := r.f.SetReadDeadline(deadline); err != nil {
 		return r.waitErr(err)
+	}
+	// After the deadline is set: an Interrupt before it is seen here, one
+	// after it moves the deadline.
+	if r.interrupted.Swap(false) {
+		return r.waitErr(nil)
 	}
 	err := r.raw.Read(func(uintptr) bool { return r.AvailableBytes() > 0 })
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil
 	}
 	return r.waitErr(err)
+}
+
+// Interrupt ends a Wait under way at once, or else the next one (a stop
+// need not wait out the poll).
+func (r *Ring) Interrupt() {
+	r.interrupted.Store(true)
+	if r.f != nil {
+		r.f.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 func (r *Ring) waitErr(err error) error {

@@ -93,3 +93,34 @@ func empty(t *testing.T, rd *Ring) {
 		}
 	}
 }
+
+// A stop need not wait out the poll: Interrupt ends a Wait under way, or
+// the next one when none is.
+func TestRingInterruptEndsAWaitUnderWay(t *testing.T) {
+	tr := openTracer(t, Options{})
+	rd := tr.RingBuf()
+	empty(t, rd)
+	done := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		if err := rd.Wait(start.Add(30 * time.Second)); err != nil {
+			t.Error(err)
+		}
+		done <- time.Since(start)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rd.Interrupt()
+	select {
+	case took := <-done:
+		if took < 40*time.Millisecond {
+			t.Errorf("the wait ended after %v, before the interrupt", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait went on 10 s after the interrupt")
+	}
+	rd.Interrupt()
+	start := time.Now()
+	if err := rd.Wait(start.Add(30 * time.Second)); err != nil || time.Since(start) > time.Second {
+		t.Errorf("a wait after an interrupt returned %v after %v, want nil at once", err, time.Since(start))
+	}
+}

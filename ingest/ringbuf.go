@@ -113,6 +113,7 @@ func pump(ctx context.Context, rd *bpf.Ring, act func(uint16, []byte), keep func
 	var rec ringbuf.Record
 	stopping := false
 	var stopAt time.Time
+	defer context.AfterFunc(ctx, rd.Interrupt)()
 	for {
 		if !stopping && ctx.Err() != nil {
 			stopping, stopAt = true, time.Now()
