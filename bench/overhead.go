@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -57,7 +55,7 @@ func Model(cfg Config) (string, error) {
 type sample struct {
 	tokPerS float64
 	cpu     float64 // user+sys seconds of every process of the run
-	maxRSS  int64   // KiB: wait4's maxrss (or, for record, its polled VmHWM)
+	maxRSS  int64   // KiB: wait4's maxrss (not set for record: see Recorder)
 	read    int64   // bytes the processes read from the disk (rusage inblock)
 	dir     string  // traced: the run directory
 }
@@ -135,8 +133,8 @@ func runHeld(cfg Config, argv []string, model string, cold bool) (s sample, stdo
 }
 
 // traced runs llama-bench under iocorr record --no-ingest. wait4's rusage
-// of iocorr includes the command it waited for; its maxrss is the larger
-// of the two, so the recorder's own peak is read from its VmHWM instead.
+// of iocorr includes the command it waited for; the recorder's own peak
+// RSS is in meta.json (Recorder reads it).
 func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	s := sample{dir: dir}
 	args := []string{"record", "-f", "-o", dir, "--no-ingest"}
@@ -149,70 +147,14 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	cmd := exec.Command(cfg.Iocorr, append(append(args, "--"), cfg.benchArgv(model, a.Cold)...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		return s, err
-	}
-	hwm := pollHWM(cmd.Process.Pid)
-	err := cmd.Wait()
-	s.maxRSS = hwm()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return s, fmt.Errorf("iocorr record: %w: %s", err, lastLine(errb.Bytes()))
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	s.cpu, s.read = cpuSeconds(ru), ru.Inblock*512
+	var err error
 	s.tokPerS, err = tokensPerSecond(out.Bytes())
 	return s, err
-}
-
-// pollHWM reads VmHWM (the peak RSS) of pid every 20 ms until the
-// returned function is called after the process ended; it returns the
-// last reading, in KiB. The peak is monotone, so only what the process
-// grew in its last 20 ms can be missed.
-func pollHWM(pid int) func() int64 {
-	var mu sync.Mutex
-	var last int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if v, ok := vmHWM(pid); ok {
-				mu.Lock()
-				last = max(last, v)
-				mu.Unlock()
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return last
-	}
-}
-
-func vmHWM(pid int) (int64, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
 }
 
 // Overhead runs the arm's rounds and adds its figures. Each round runs

@@ -534,6 +534,10 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 	r.mu.Unlock()
 	r.m.Complete = exit != nil && derr == nil && nlost == 0 && exit.Signal == ""
 	r.m.Finished = true
+	var self unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err == nil {
+		r.m.Recorder = &rundir.Recorder{MaxRSSKiB: self.Maxrss, UserNS: unix.TimevalToNsec(self.Utime), SystemNS: unix.TimevalToNsec(self.Stime)}
+	}
 	// The reserve goes first: on a full disk it is what meta.json fits in.
 	if r.reserve != "" {
 		os.Remove(r.reserve)

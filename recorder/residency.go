@@ -103,6 +103,8 @@ type modelMapping struct {
 	mem []byte
 	vec []byte
 	err error
+	// whole: its last snapshot found every page resident.
+	whole bool
 }
 
 // startSnapshots opens DIR/residency.jsonl and starts the goroutine.
@@ -335,9 +337,10 @@ func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
 		mm.vec = make([]byte, len(mm.mem)/kernel.PageSize+1)
 	}
 	if s.method != methodMincore {
-		pm, err := cachestatPages(mm.f, mm.mem, mm.vec, cachestatChunk)
+		pm, err := cachestatPages(mm.f, mm.mem, mm.vec, cachestatChunk, mm.whole)
 		if err == nil {
 			s.method = methodCachestat
+			mm.whole = pm.Resident*kernel.PageSize >= mf.Size
 			return pm
 		}
 		if !errors.Is(err, errNoCachestat) {

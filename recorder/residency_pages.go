@@ -22,9 +22,7 @@ import (
 // shared): 1.5–1.7 ms a snapshot against mincore's 1.4–3.6 ms; chunks of
 // 64 pages cost 2.9–4.3 ms (a call each). Halving the partly resident
 // ranges down to single pages with cachestat alone walks the tree once
-// per level: 4 times mincore's cost. So the walk splits a partly resident
-// range into a few pieces (cachestatFanout), down to chunks, and no
-// further: a wholly resident or absent range is one call at any size.
+// per level: 4 times mincore's cost.
 
 // Snapshot methods, as meta.json's residency_snapshots.method says them.
 const (
@@ -78,71 +76,59 @@ var errNoCachestat = errors.New("cachestat is not available")
 // rarely cuts one.
 const cachestatChunk = 512
 
-// cachestatFanout is how many pieces a partly resident range is split
-// into: a whole model resident (a run in RAM) costs one call instead of
-// one per chunk (1.1 ms a snapshot of a 326 MiB model), and a model with
-// scattered residency at most 1/fanout more calls than chunks alone.
-const cachestatFanout = 32
-
 // cachestatPages reads the resident pages of mem, a read-only mapping of
-// the whole of f, as mincorePages does: cachestat of the whole file, of
-// the pieces of a partly resident range down to chunks, and mincore of
-// the chunks that are partly resident only.
-func cachestatPages(f *os.File, mem, vec []byte, chunk int64) (*rundir.PageMap, error) {
+// the whole of f, as mincorePages does: a cachestat call per chunk, and
+// mincore of the chunks that are partly resident only. cachestat walks
+// every page of its range, so one call over the whole file costs what
+// the chunks cost together: with whole set (the last snapshot found the
+// file wholly resident, as in a run in RAM) that one call is tried first,
+// and the chunks are walked only when it finds a page missing.
+func cachestatPages(f *os.File, mem, vec []byte, chunk int64, whole bool) (*rundir.PageMap, error) {
 	b := newPageMapBuilder()
 	pages := (int64(len(mem)) + kernel.PageSize - 1) / kernel.PageSize
-	if pages == 0 {
-		return b.pm, nil
+	if whole && pages > 0 {
+		n, err := cachestatCount(f, 0, pages)
+		if err != nil {
+			return nil, err
+		}
+		if n >= pages {
+			b.add(0, pages)
+			return b.pm, nil
+		}
 	}
-	w := cachestatWalk{fd: uint(f.Fd()), mem: mem, vec: vec, chunk: chunk, b: b}
-	if err := w.walk(0, pages); err != nil {
-		return nil, err
+	for lo := int64(0); lo < pages; lo += chunk {
+		hi := min(lo+chunk, pages)
+		n, err := cachestatCount(f, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case n == 0:
+			continue
+		case n >= hi-lo:
+			b.add(lo, hi)
+			continue
+		}
+		part, err := mincorePages(mem[lo*kernel.PageSize:min(hi*kernel.PageSize, int64(len(mem)))], vec)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range part.Ranges {
+			b.add(lo+pr[0], lo+pr[1])
+		}
 	}
 	return b.pm, nil
 }
 
-type cachestatWalk struct {
-	fd       uint
-	mem, vec []byte
-	chunk    int64
-	b        pageMapBuilder
-}
-
-// walk adds the resident pages of [lo, hi) in ascending order.
-func (w *cachestatWalk) walk(lo, hi int64) error {
+// cachestatCount is how many pages of [lo, hi) of f the page cache holds.
+func cachestatCount(f *os.File, lo, hi int64) (int64, error) {
 	r := unix.CachestatRange{Off: uint64(lo) * kernel.PageSize, Len: uint64(hi-lo) * kernel.PageSize}
 	var cs unix.Cachestat_t
-	if err := unix.Cachestat(w.fd, &r, &cs, 0); err != nil {
+	if err := unix.Cachestat(uint(f.Fd()), &r, &cs, 0); err != nil {
 		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("%w: %w", errNoCachestat, err)
+			return 0, fmt.Errorf("%w: %w", errNoCachestat, err)
 		}
-		return fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, err)
+		return 0, fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, err)
 	}
-	switch n := int64(cs.Cache); {
-	case n == 0:
-		return nil
-	case n >= hi-lo:
-		w.b.add(lo, hi)
-		return nil
-	}
-	if hi-lo <= w.chunk {
-		part, err := mincorePages(w.mem[lo*kernel.PageSize:min(hi*kernel.PageSize, int64(len(w.mem)))], w.vec)
-		if err != nil {
-			return err
-		}
-		for _, pr := range part.Ranges {
-			w.b.add(lo+pr[0], lo+pr[1])
-		}
-		return nil
-	}
-	// Pieces are whole chunks, so that the chunks' bounds are the same
-	// however deep the walk went.
-	step := (hi - lo + cachestatFanout - 1) / cachestatFanout
-	step = (step + w.chunk - 1) / w.chunk * w.chunk
-	for p := lo; p < hi; p += step {
-		if err := w.walk(p, min(p+step, hi)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return int64(cs.Cache), nil
 }

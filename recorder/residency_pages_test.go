@@ -57,7 +57,7 @@ func cachestatOrSkip(t *testing.T, f *os.File) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(mem)
-	if _, err := cachestatPages(f, mem, make([]byte, 1), cachestatChunk); errors.Is(err, errNoCachestat) {
+	if _, err := cachestatPages(f, mem, make([]byte, 1), cachestatChunk, false); errors.Is(err, errNoCachestat) {
 		t.Skipf("this kernel has no cachestat: %v", err)
 	}
 }
@@ -110,17 +110,18 @@ func TestCachestatReadsTheResidentPagesMincoreReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Chunks of one page (the walk splits 1000 pages into pieces
-			// of 32, then of 1), of 8 (pieces of 32, then chunks), of some
-			// that end inside the file's last chunk, and the recorder's,
-			// larger than the file.
+			// Chunks of one page, of some that end inside the file's last
+			// chunk, and the recorder's, larger than the file; each with
+			// and without the whole file's call first.
 			var byCachestat *rundir.PageMap
-			for _, chunk := range []int64{1, 8, 64, cachestatChunk * 4} {
-				if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk); err != nil {
-					t.Fatal(err)
-				}
-				if got, wantS := fmt.Sprint(byCachestat), fmt.Sprint(byMincore); got != wantS {
-					t.Errorf("cachestat by chunks of %d pages: %s\nmincore: %s", chunk, got, wantS)
+			for _, chunk := range []int64{1, 64, cachestatChunk * 4} {
+				for _, whole := range []bool{false, true} {
+					if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk, whole); err != nil {
+						t.Fatal(err)
+					}
+					if got, wantS := fmt.Sprint(byCachestat), fmt.Sprint(byMincore); got != wantS {
+						t.Errorf("cachestat by chunks of %d pages (whole file first: %v): %s\nmincore: %s", chunk, whole, got, wantS)
+					}
 				}
 			}
 			// The oracle of both: the pages this test locked in, alone.

@@ -128,6 +128,11 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 	if mf.ResidentBefore != 0 {
 		t.Fatalf("--cold left %d pages resident", mf.ResidentBefore)
 	}
+	// What tracing cost, apart from the command: the recorder's own
+	// rusage (here the test binary's, the recorder running in it).
+	if r := m.Recorder; r == nil || r.MaxRSSKiB <= 0 || r.UserNS+r.SystemNS <= 0 {
+		t.Errorf("meta.json has no recorder rusage: %+v", m.Recorder)
+	}
 
 	// The record: exactly the touched offsets, each a major fault.
 	var got []int64

@@ -83,6 +83,9 @@ type Meta struct {
 	Maps   []MapsSnapshot `json:"maps,omitempty"`
 
 	Child Child `json:"child"`
+	// Recorder is iocorr's own use of the machine over the recording
+	// (getrusage of itself, without the command), taken as it finishes.
+	Recorder *Recorder `json:"recorder,omitempty"`
 	// Pauses says how traced processes were held while uprobes were
 	// attached to a file they had just mapped (or before a first graph,
 	// with op probes); Family, the processes traced besides the command.
@@ -362,6 +365,14 @@ type Child struct {
 	MaxRSSKiB int64  `json:"maxrss_kib"`
 	UserNS    int64  `json:"utime_ns"`
 	SystemNS  int64  `json:"stime_ns"`
+}
+
+// Recorder is the recording process's own rusage: what tracing cost in
+// CPU and memory, apart from the command (RUSAGE_SELF, no children).
+type Recorder struct {
+	MaxRSSKiB int64 `json:"maxrss_kib"`
+	UserNS    int64 `json:"utime_ns"`
+	SystemNS  int64 `json:"stime_ns"`
 }
 
 // Pauses: Invisible when every traced process was ptraced by iocorr's
