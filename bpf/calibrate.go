@@ -81,9 +81,10 @@ func MeasureUprobeCost(calls, rounds int, first FirstInstruction) (UprobeCost, e
 	defer objs.Hits.Close()
 	// By file offset: go run and go test binaries have no symbol table,
 	// and a position-independent one loads anywhere.
-	target, pc := calibrationTarget, calibrationTargetPC()
+	pcTarget, pcStepped := calibrationPCs()
+	target, pc := calibrationTarget, pcTarget
 	if first == Stepped {
-		target, pc = calibrationStepped, calibrationSteppedPC()
+		target, pc = calibrationStepped, pcStepped
 	}
 	self, off, err := mappedFileOffset(pc)
 	if err != nil {

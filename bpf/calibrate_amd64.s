@@ -4,24 +4,18 @@
 TEXT ·calibrationTarget(SB), NOSPLIT, $0-16
 	PUSHQ BP
 	POPQ  BP
-	MOVQ  x+0(FP), AX
-	MOVQ  $0x9e3779b97f4a7c15, CX
-	IMULQ CX, AX
-	INCQ  AX
-	MOVQ  AX, ret+8(FP)
-	RET
-
-// func calibrationTargetPC() uintptr
-TEXT ·calibrationTargetPC(SB), NOSPLIT, $0-8
-	LEAQ ·calibrationTarget(SB), AX
-	MOVQ AX, ret+0(FP)
-	RET
+	JMP   calibrationBody<>(SB)
 
 // func calibrationStepped(x uint64) uint64
 // endbr64, the first instruction of a CET build's functions, which the
 // kernel steps out of line.
 TEXT ·calibrationStepped(SB), NOSPLIT, $0-16
-	BYTE  $0xf3; BYTE $0x0f; BYTE $0x1e; BYTE $0xfa
+	BYTE $0xf3; BYTE $0x0f; BYTE $0x1e; BYTE $0xfa
+	JMP  calibrationBody<>(SB)
+
+// calibrationBody is both targets' x*0x9e3779b97f4a7c15 + 1, jumped to
+// with their frame.
+TEXT calibrationBody<>(SB), NOSPLIT, $0-16
 	MOVQ  x+0(FP), AX
 	MOVQ  $0x9e3779b97f4a7c15, CX
 	IMULQ CX, AX
@@ -29,8 +23,10 @@ TEXT ·calibrationStepped(SB), NOSPLIT, $0-16
 	MOVQ  AX, ret+8(FP)
 	RET
 
-// func calibrationSteppedPC() uintptr
-TEXT ·calibrationSteppedPC(SB), NOSPLIT, $0-8
+// func calibrationPCs() (target, stepped uintptr)
+TEXT ·calibrationPCs(SB), NOSPLIT, $0-16
+	LEAQ ·calibrationTarget(SB), AX
+	MOVQ AX, target+0(FP)
 	LEAQ ·calibrationStepped(SB), AX
-	MOVQ AX, ret+0(FP)
+	MOVQ AX, stepped+8(FP)
 	RET

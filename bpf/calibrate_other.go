@@ -14,5 +14,6 @@ func calibrationTarget(x uint64) uint64 { return x*0x9e3779b97f4a7c15 + 1 }
 //go:noinline
 func calibrationStepped(x uint64) uint64 { return x*0x9e3779b97f4a7c15 + 1 }
 
-func calibrationTargetPC() uintptr  { return reflect.ValueOf(calibrationTarget).Pointer() }
-func calibrationSteppedPC() uintptr { return reflect.ValueOf(calibrationStepped).Pointer() }
+func calibrationPCs() (target, stepped uintptr) {
+	return reflect.ValueOf(calibrationTarget).Pointer(), reflect.ValueOf(calibrationStepped).Pointer()
+}

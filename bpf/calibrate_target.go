@@ -16,8 +16,6 @@ package bpf
 func calibrationTarget(x uint64) uint64
 func calibrationStepped(x uint64) uint64
 
-// calibrationTargetPC and calibrationSteppedPC are where the targets'
-// own code is: Go calls an assembly function through a wrapper, whose
-// address reflect would give.
-func calibrationTargetPC() uintptr
-func calibrationSteppedPC() uintptr
+// calibrationPCs are where the targets' own code is: Go calls an
+// assembly function through a wrapper, whose address reflect would give.
+func calibrationPCs() (target, stepped uintptr)

@@ -47,11 +47,12 @@ func TestCalibrationTargetBeginsWithTheCompilersPrologue(t *testing.T) {
 		t.Skipf("no assembly calibration target on %s", runtime.GOARCH)
 	}
 	// What the uprobe is attached to: the file's bytes at the offset.
-	self, off, err := mappedFileOffset(calibrationTargetPC())
+	pcTarget, pcStepped := calibrationPCs()
+	self, off, err := mappedFileOffset(pcTarget)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stepOff, err := mappedFileOffset(calibrationSteppedPC())
+	_, stepOff, err := mappedFileOffset(pcStepped)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,14 +38,7 @@ func TestRingWaitReturnsOnDataOrWakeupOrDeadline(t *testing.T) {
 	// More than RB_WAKEUP_BYTES of fault records: the kernel wakes the
 	// reader once they pile up, long before the wait's deadline.
 	empty(t, rd)
-	woke := make(chan time.Duration, 1)
-	go func() {
-		start := time.Now()
-		if err := rd.Wait(start.Add(30 * time.Second)); err != nil {
-			t.Error(err)
-		}
-		woke <- time.Since(start)
-	}()
+	woke := waitAside(t, rd, 30*time.Second)
 	time.Sleep(50 * time.Millisecond)
 	mem, err := unix.Mmap(-1, 0, 40000*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -100,14 +93,7 @@ func TestRingInterruptEndsAWaitUnderWay(t *testing.T) {
 	tr := openTracer(t, Options{})
 	rd := tr.RingBuf()
 	empty(t, rd)
-	done := make(chan time.Duration, 1)
-	go func() {
-		start := time.Now()
-		if err := rd.Wait(start.Add(30 * time.Second)); err != nil {
-			t.Error(err)
-		}
-		done <- time.Since(start)
-	}()
+	done := waitAside(t, rd, 30*time.Second)
 	time.Sleep(50 * time.Millisecond)
 	rd.Interrupt()
 	select {
@@ -123,4 +109,18 @@ func TestRingInterruptEndsAWaitUnderWay(t *testing.T) {
 	if err := rd.Wait(start.Add(30 * time.Second)); err != nil || time.Since(start) > time.Second {
 		t.Errorf("a wait after an interrupt returned %v after %v, want nil at once", err, time.Since(start))
 	}
+}
+
+// waitAside runs a Wait of d on its own goroutine and gives how long it
+// took.
+func waitAside(t *testing.T, rd *Ring, d time.Duration) <-chan time.Duration {
+	took := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		if err := rd.Wait(start.Add(d)); err != nil {
+			t.Error(err)
+		}
+		took <- time.Since(start)
+	}()
+	return took
 }
