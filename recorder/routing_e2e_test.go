@@ -308,7 +308,13 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 		t.Skip("llama.cpp repacks Q4_K weights on x86 only with AVX2; this CPU has none")
 	}
 	oracle := llmtest.BuildRouteOracle(t)
-	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M")
+	// Attention and output weights in BF16: on a CPU with AMX the AMX
+	// buffer would take Q4_K and Q6_K ones of plain matrix products (not
+	// the experts'), and on this lab's AMX machine llama.cpp's AMX kernel
+	// died at its first tile instruction (SIGSEGV at ldtilecfg in
+	// ggml_backend_amx_mul_mat), traced or not. BF16 is no AMX type.
+	model := llmtest.QuantizedAs(t, llmtest.Model(t, archSpec(gguf.ArchGPTOSS)), "Q4_K_M-bf16-attn", "Q4_K_M",
+		"--tensor-type", "attn=bf16", "--output-tensor-type", "bf16")
 	dir := filepath.Join(t.TempDir(), "run")
 	// The repacked weights are ~24 MiB of anonymous memory the limit must
 	// hold too: under archMemLimit the oracle is killed while loading;

@@ -26,8 +26,16 @@ import (
 // test binaries of several packages may quantize the same model at once.
 func Quantized(t testing.TB, model, ftype string) string {
 	t.Helper()
+	return QuantizedAs(t, model, ftype, ftype)
+}
+
+// QuantizedAs is Quantized with more of llama-quantize's options (args,
+// before ftype, such as --tensor-type attn=bf16): name, which names the
+// file beside model, must say what they make different.
+func QuantizedAs(t testing.TB, model, name, ftype string, args ...string) string {
+	t.Helper()
 	bin := CLI(t, Shared, "llama-quantize")
-	out := strings.TrimSuffix(model, ".gguf") + "-" + strings.ToLower(ftype) + ".gguf"
+	out := strings.TrimSuffix(model, ".gguf") + "-" + strings.ToLower(name) + ".gguf"
 	modelsMu.Lock()
 	defer modelsMu.Unlock()
 	if _, err := os.Stat(out); err == nil {
@@ -40,10 +48,11 @@ func Quantized(t testing.TB, model, ftype string) string {
 	defer cancel()
 	// The model's tensors are already of one type: llama-quantize refuses
 	// to quantize quantized tensors again without --allow-requantize.
-	cmd := exec.CommandContext(ctx, bin, "--allow-requantize", model, tmp, ftype, "2")
+	argv := append(append([]string{"--allow-requantize"}, args...), model, tmp, ftype, "2")
+	cmd := exec.CommandContext(ctx, bin, argv...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		t.Fatalf("llama-quantize %s %s: %v\n%s", filepath.Base(model), ftype, err, b)
+		t.Fatalf("llama-quantize %s %s: %v\n%s", filepath.Base(model), strings.Join(argv[:len(argv)-4], " ")+" "+ftype, err, b)
 	}
 	if err := atomicfile.Publish(tmp, out, 0o644, true); err != nil {
 		t.Fatal(err)
