@@ -423,13 +423,14 @@ type detector struct {
 	without []string
 	// tracefs is the mounted tracefs ("" when none).
 	tracefs string
-	kbtf    *btf.Spec
-	btfErr  error
-	memo    map[string]error
+	// types holds the kernel's BTF once read: the same cache loads the
+	// programs (Open), so vmlinux's BTF is parsed once a run (~30 ms).
+	types *btf.Cache
+	memo  map[string]error
 }
 
 func newDetector(without []string) *detector {
-	d := &detector{without: without, memo: map[string]error{}}
+	d := &detector{without: without, types: btf.NewCache(), memo: map[string]error{}}
 	for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
 		if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
 			d.tracefs = dir
@@ -472,14 +473,12 @@ func (d *detector) probe(n Need) error {
 		}
 		return nil
 	case NeedBTF:
-		if d.kbtf == nil && d.btfErr == nil {
-			d.kbtf, d.btfErr = btf.LoadKernelSpec()
-		}
-		if d.btfErr != nil {
-			return fmt.Errorf("no kernel BTF: %w", d.btfErr)
+		kbtf, err := d.types.Kernel()
+		if err != nil {
+			return fmt.Errorf("no kernel BTF: %w", err)
 		}
 		var td *btf.Typedef
-		if err := d.kbtf.TypeByName("btf_trace_"+n.Name, &td); err != nil {
+		if err := kbtf.TypeByName("btf_trace_"+n.Name, &td); err != nil {
 			return errors.New("not in this kernel")
 		}
 		return nil

@@ -105,6 +105,9 @@ type Tracer struct {
 	// (AttachPendingOps) so that only the CPU backend that runs pays.
 	files      []string
 	pendingOps map[uint32][]string
+	// offsets: where each probed function of a file (by its real path)
+	// begins in it.
+	offsets map[string]map[string]uint64
 	// layoutLinks are the probes that read ggml structs with the layout
 	// (graphs, expert picks, ops); DisableLayoutProbes closes them and
 	// sets layoutOff, after which such probes are not kept.
@@ -209,8 +212,9 @@ func Open(opts Options) (*Tracer, error) {
 	}
 
 	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{},
-		pendingOps: map[uint32][]string{}, caps: caps}
-	coll, err := ebpf.NewCollection(spec)
+		pendingOps: map[uint32][]string{}, offsets: map[string]map[string]uint64{}, caps: caps}
+	load := ebpf.CollectionOptions{Cache: d.types}
+	coll, err := ebpf.NewCollectionWithOptions(spec, load)
 	// An optional capability's program the verifier refuses makes that
 	// capability NA, with the verifier's words, not the run impossible.
 	for err != nil {
@@ -228,7 +232,7 @@ func Open(opts Options) (*Tracer, error) {
 		} else if serr := spec.Variables["page_records"].Set(pr); serr != nil {
 			return nil, fmt.Errorf("setting page_records: %w", serr)
 		}
-		coll, err = ebpf.NewCollection(spec)
+		coll, err = ebpf.NewCollectionWithOptions(spec, load)
 	}
 	if err != nil {
 		// The verifier's refusals are EACCES too: they come first.

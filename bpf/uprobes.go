@@ -37,7 +37,8 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		return nil, nil
 	}
 
-	probeSyms, opSyms, hasOpNames, err := ggml.FileSymbols(real)
+	syms, err := ggml.FileSymbols(real)
+	probeSyms, opSyms := syms.Probe, syms.Ops
 	if err != nil {
 		var fe *elf.FormatError
 		if errors.As(err, &fe) {
@@ -45,7 +46,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		}
 		return nil, fmt.Errorf("reading symbols of %s: %w", real, err)
 	}
-	if hasOpNames {
+	if syms.HasOpNames {
 		if names, err := ggml.OpNamesFromELF(real); err == nil {
 			t.mu.Lock()
 			t.opNames, t.opSource = names, real
@@ -73,11 +74,14 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s for uprobes: %w", real, err)
 	}
+	t.mu.Lock()
+	t.offsets[real] = syms.Offset
+	t.mu.Unlock()
 
 	var out []Probe
 	var errs []error
 	attach := func(kind, sym string, prog *ebpf.Program, cookie uint64) {
-		p, err := t.attachUprobe(ex, real, kind, sym, prog, cookie)
+		p, err := t.attachUprobe(ex, real, kind, sym, syms.Offset[sym], prog, cookie)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -168,9 +172,10 @@ func (t *Tracer) OpProbeFiles() (attached, waiting []string) {
 func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []Probe {
 	var out []Probe
 	if t.opts.ProbeOps && len(opSyms) > 0 {
-		cookies := make([]uint64, len(opSyms))
+		cookies, offsets := make([]uint64, len(opSyms)), make([]uint64, len(opSyms))
 		t.mu.Lock()
 		for i, sym := range opSyms {
+			offsets[i] = t.offsets[real][sym]
 			cookie, ok := t.opIndex[sym]
 			if !ok {
 				cookie = uint64(len(t.opFuncs))
@@ -184,7 +189,7 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 		var l link.Link
 		err := errors.New("one function")
 		if (len(opSyms) > 1 || opSyms[0] != ggml.SymDispatch) && t.usesPath(CapOps, 0) {
-			l, err = ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Cookies: cookies})
+			l, err = ex.UprobeMulti(opSyms, t.objs.OpBeginMulti, &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies})
 		}
 		if err == nil {
 			t.keepLink(l, true)
@@ -195,7 +200,7 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			// Kernels before 6.6 have no uprobe_multi (the op probes'
 			// second path): one uprobe each. The dispatcher comes here too.
 			for i, sym := range opSyms {
-				p, _ := t.attachUprobe(ex, real, "uprobe", sym, t.objs.OpBegin, cookies[i])
+				p, _ := t.attachUprobe(ex, real, "uprobe", sym, offsets[i], t.objs.OpBegin, cookies[i])
 				out = append(out, p)
 			}
 		}
@@ -203,12 +208,14 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 	return out
 }
 
-// attachUprobe attaches prog to sym of the executable real as a uprobe
-// or uretprobe (kind) and records the probe, failed or not.
-func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, prog *ebpf.Program, cookie uint64) (Probe, error) {
+// attachUprobe attaches prog to sym of the executable real, which begins
+// at offset off of the file (ggml.Symbols.Offset), as a uprobe or
+// uretprobe (kind) and records the probe, failed or not.
+func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, off uint64, prog *ebpf.Program, cookie uint64) (Probe, error) {
 	var l link.Link
 	var err error
-	opts := &link.UprobeOptions{Cookie: cookie}
+	// The offset spares cilium/ebpf a second read of the symbol tables.
+	opts := &link.UprobeOptions{Address: off, Cookie: cookie}
 	if kind == "uretprobe" {
 		l, err = ex.Uretprobe(sym, prog, opts)
 	} else {

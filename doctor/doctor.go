@@ -263,11 +263,11 @@ func commandChecks(argv, libs []string) []check {
 			continue
 		}
 		seen[f] = true
-		probe, ops, _, err := ggml.FileSymbols(f)
-		if err != nil || (len(probe) == 0 && len(ops) == 0) {
+		syms, err := ggml.FileSymbols(f)
+		if err != nil || (len(syms.Probe) == 0 && len(syms.Ops) == 0) {
 			continue
 		}
-		hits = append(hits, hit{f, fmt.Sprintf("%s + %d ggml_compute_forward_* op functions", strings.Join(probe, ", "), len(ops))})
+		hits = append(hits, hit{f, fmt.Sprintf("%s + %d ggml_compute_forward_* op functions", strings.Join(syms.Probe, ", "), len(syms.Ops))})
 	}
 	// The CPU backend comes in a dozen variants of which one is loaded:
 	// one line for all of them.

@@ -2,14 +2,16 @@ package ggml
 
 import (
 	"debug/elf"
+	"maps"
 	"sort"
 	"strings"
 )
 
 // eachDefinedSymbol calls fn once per name for every symbol an ELF file
 // defines, from .symtab (local functions of a build that kept it) and
-// .dynsym (exported ones).
-func eachDefinedSymbol(path string, fn func(elf.Symbol)) error {
+// .dynsym (exported ones), with the symbol's offset in the file when
+// inFile (its address lies in an executable segment's bytes in the file).
+func eachDefinedSymbol(path string, fn func(s elf.Symbol, off uint64, inFile bool)) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return err
@@ -26,10 +28,23 @@ func eachDefinedSymbol(path string, fn func(elf.Symbol)) error {
 				continue
 			}
 			seen[s.Name] = true
-			fn(s)
+			off, inFile := codeOffset(f, s.Value)
+			fn(s, off, inFile)
 		}
 	}
 	return nil
+}
+
+// codeOffset is where the code at address vaddr lies in the file: an
+// executable segment's offset plus vaddr's distance from its start, when
+// vaddr lies within the segment's bytes in the file.
+func codeOffset(f *elf.File, vaddr uint64) (uint64, bool) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr-p.Vaddr < p.Filesz {
+			return p.Off + (vaddr - p.Vaddr), true
+		}
+	}
+	return 0, false
 }
 
 // ProbePoint is a probe point as a file defines it.
@@ -44,7 +59,7 @@ type ProbePoint struct {
 // as functions, and how many ggml_compute_forward_* op functions it has
 // (global ones, the ones --probe ops attaches to; local ones apart).
 func ProbePoints(path string) (points []ProbePoint, globalOps, localOps int, err error) {
-	err = eachDefinedSymbol(path, func(s elf.Symbol) {
+	err = eachDefinedSymbol(path, func(s elf.Symbol, _ uint64, _ bool) {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
 			return
 		}
@@ -71,36 +86,57 @@ func ProbePoints(path string) (points []ProbePoint, globalOps, localOps int, err
 	return points, globalOps, localOps, err
 }
 
-// FileSymbols lists which probe symbols an ELF file defines (local ones
-// in .symtab too), plus the op probe points: the dispatcher alone
-// (SymDispatch) where the file has it, every exported
-// ggml_compute_forward_* function otherwise.
-func FileSymbols(path string) (probe []string, ops []string, hasOpNames bool, err error) {
-	dispatch := false
-	err = eachDefinedSymbol(path, func(s elf.Symbol) {
+// Symbols is what an ELF file offers the probes.
+type Symbols struct {
+	// Probe are the ProbeSymbols it defines as functions (local ones in
+	// .symtab too), sorted.
+	Probe []string
+	// Ops are the op probe points, sorted: the dispatcher alone
+	// (SymDispatch) where the file has it, every exported
+	// ggml_compute_forward_* function otherwise.
+	Ops []string
+	// HasOpNames: it holds ggml's op name table (SymOpNames).
+	HasOpNames bool
+	// Offset is where each function of Probe and Ops begins in the file,
+	// where a uprobe on it is placed: given to the attach, it spares a
+	// second read of the symbol tables.
+	Offset map[string]uint64
+}
+
+// FileSymbols reads what an ELF file offers the probes.
+func FileSymbols(path string) (Symbols, error) {
+	s := Symbols{Offset: map[string]uint64{}}
+	var dispatch bool
+	var dispatchOff uint64
+	opOff := map[string]uint64{}
+	err := eachDefinedSymbol(path, func(sym elf.Symbol, off uint64, inFile bool) {
 		switch {
-		case s.Name == SymOpNames:
-			hasOpNames = true
-		case elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0:
-		case s.Name == SymDecode || s.Name == SymGraphCompute:
-			probe = append(probe, s.Name)
-		case s.Name == SymDispatch:
-			dispatch = true
+		case sym.Name == SymOpNames:
+			s.HasOpNames = true
+		case elf.ST_TYPE(sym.Info) != elf.STT_FUNC || sym.Value == 0 || !inFile:
+		case sym.Name == SymDecode || sym.Name == SymGraphCompute:
+			s.Probe = append(s.Probe, sym.Name)
+			s.Offset[sym.Name] = off
+		case sym.Name == SymDispatch:
+			dispatch, dispatchOff = true, off
 		default:
 			// get_rows is a probe point in any binding: a build that
 			// keeps .symtab has it local.
-			if s.Name == SymGetRows {
-				probe = append(probe, s.Name)
+			if sym.Name == SymGetRows {
+				s.Probe = append(s.Probe, sym.Name)
+				s.Offset[sym.Name] = off
 			}
-			if strings.HasPrefix(s.Name, OpPrefix) && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
-				ops = append(ops, s.Name)
+			if strings.HasPrefix(sym.Name, OpPrefix) && elf.ST_BIND(sym.Info) == elf.STB_GLOBAL {
+				s.Ops = append(s.Ops, sym.Name)
+				opOff[sym.Name] = off
 			}
 		}
 	})
 	if dispatch {
-		ops = []string{SymDispatch}
+		s.Ops, opOff = []string{SymDispatch}, map[string]uint64{SymDispatch: dispatchOff}
 	}
-	sort.Strings(probe)
-	sort.Strings(ops)
-	return probe, ops, hasOpNames, err
+	maps.Copy(s.Offset, opOff)
+	sort.Strings(s.Probe)
+	sort.Strings(s.Ops)
+	return s, err
 }

@@ -1,7 +1,10 @@
 package ggml
 
 import (
+	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -22,17 +25,17 @@ const char *op_name(int i) { return GGML_OP_NAME[i]; }
 
 func TestFileSymbolsFindsProbePointsInAnyBindingAndOnlyExportedOps(t *testing.T) {
 	so := buildSharedObject(t, probedGGML, false)
-	probe, ops, hasOpNames, err := FileSymbols(so)
+	syms, err := FileSymbols(so)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{SymGetRows, SymGraphCompute, SymDecode}; !slices.Equal(probe, want) {
-		t.Errorf("probe symbols %q, want %q", probe, want)
+	if want := []string{SymGetRows, SymGraphCompute, SymDecode}; !slices.Equal(syms.Probe, want) {
+		t.Errorf("probe symbols %q, want %q", syms.Probe, want)
 	}
-	if want := []string{"ggml_compute_forward_add", "ggml_compute_forward_mul"}; !slices.Equal(ops, want) {
-		t.Errorf("op probe points %q, want %q (the static dup is not probed)", ops, want)
+	if want := []string{"ggml_compute_forward_add", "ggml_compute_forward_mul"}; !slices.Equal(syms.Ops, want) {
+		t.Errorf("op probe points %q, want %q (the static dup is not probed)", syms.Ops, want)
 	}
-	if !hasOpNames {
+	if !syms.HasOpNames {
 		t.Error("the op name table was not found")
 	}
 }
@@ -41,12 +44,12 @@ func TestFileSymbolsTakesTheDispatcherAloneWhereTheBuildHasIt(t *testing.T) {
 	so := buildSharedObject(t, probedGGML+`
 __attribute__((used)) static void ggml_compute_forward(void *p, void *t) { (void)p; (void)t; }
 `, false)
-	_, ops, _, err := FileSymbols(so)
+	syms, err := FileSymbols(so)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{SymDispatch}; !slices.Equal(ops, want) {
-		t.Errorf("op probe points %q, want %q", ops, want)
+	if want := []string{SymDispatch}; !slices.Equal(syms.Ops, want) {
+		t.Errorf("op probe points %q, want %q", syms.Ops, want)
 	}
 }
 
@@ -71,5 +74,56 @@ func TestProbePointsSaysHowEachIsBound(t *testing.T) {
 	}
 	if globalOps != 2 || localOps != 1 {
 		t.Errorf("%d global and %d local op functions, want 2 and 1 (get_rows is no op probe point)", globalOps, localOps)
+	}
+}
+
+// The offsets given to the attach are where binutils says each function
+// lies in the file (objdump -F): a wrong one would put the breakpoint in
+// the middle of some other code.
+func TestFileSymbolsGivesEachFunctionsOffsetInTheFileAsObjdumpDoes(t *testing.T) {
+	objdump, err := exec.LookPath("objdump")
+	if err != nil {
+		t.Fatalf("objdump (binutils, with gcc) is needed: %v", err)
+	}
+	dispatcher := probedGGML + `
+__attribute__((used)) static void ggml_compute_forward(void *p, void *t) { (void)p; (void)t; }
+`
+	for _, c := range []struct {
+		name, src string
+		ldflags   []string
+	}{
+		{"op functions", probedGGML, nil},
+		{"the dispatcher", dispatcher, nil},
+		// Linked to load at 4 MiB: no address is its file offset.
+		{"code linked away from its file offset", probedGGML, []string{"-Wl,-Ttext-segment=0x400000"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			so := buildSharedObject(t, c.src, false, c.ldflags...)
+			syms, err := FileSymbols(so)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(objdump, "-d", "-F", so).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 0000000000001119 <llama_decode> (File Offset: 0x1119):
+			re := regexp.MustCompile(`(?m)^[0-9a-f]+ <([^>]+)> \(File Offset: 0x([0-9a-f]+)\):$`)
+			want := map[string]uint64{}
+			for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+				off, _ := strconv.ParseUint(m[2], 16, 64)
+				want[m[1]] = off
+			}
+			names := append(slices.Clone(syms.Probe), syms.Ops...)
+			if len(syms.Offset) != len(names) {
+				t.Errorf("offsets of %d functions, want one for each of %q", len(syms.Offset), names)
+			}
+			for _, n := range names {
+				got, ok := syms.Offset[n]
+				if w, found := want[n]; !ok || !found || got != w {
+					t.Errorf("%s: offset %#x (given %v), objdump says %#x (found %v)", n, got, ok, w, found)
+				}
+			}
+		})
 	}
 }

@@ -186,11 +186,11 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			wantFuncs := map[string]bool{}
 			if m.OpProbes != nil {
 				for _, lib := range m.OpProbes.Files {
-					_, ops, _, err := ggml.FileSymbols(lib)
+					syms, err := ggml.FileSymbols(lib)
 					if err != nil {
 						t.Fatal(err)
 					}
-					for _, o := range ops {
+					for _, o := range syms.Ops {
 						wantFuncs[o] = true
 					}
 				}
