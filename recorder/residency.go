@@ -40,8 +40,8 @@ const (
 
 // snapshotter takes the page-cache residency of the model files at token
 // starts, in the recorder: cachestat(2) of its own descriptor, with mincore
-// of its own read-only mapping of each model for the chunks cachestat finds
-// partly resident, or mincore alone where the kernel has no cachestat
+// of its own read-only mapping of each model for the chunks partly
+// resident (cachestatPages), or mincore alone where the kernel has no cachestat
 // (neither brings anything in nor pins it), on its own goroutine,
 // so that neither the traced process nor the ring's reader waits for it.
 // It learns of a token start from the ring (the drain goroutine calls
@@ -103,8 +103,8 @@ type modelMapping struct {
 	mem []byte
 	vec []byte
 	err error
-	// whole: its last snapshot found every page resident.
-	whole bool
+	// chunks: what its last snapshot found of each chunk.
+	chunks []chunkState
 }
 
 // startSnapshots opens DIR/residency.jsonl and starts the goroutine.
@@ -312,8 +312,8 @@ func (s *snapshotter) take(m tokenMark) (snap rundir.Snapshot, whole bool) {
 }
 
 // resident is one model's resident pages, nil when they cannot be read:
-// through cachestat(2) and mincore of the chunks it finds partly resident
-// while the kernel has cachestat, else through mincore alone, of a
+// through cachestat(2) and mincore of the chunks partly resident while
+// the kernel has cachestat, else through mincore alone, of a
 // read-only mapping of the model (made at its first snapshot).
 func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
 	mm := s.maps[mf.Path]
@@ -337,10 +337,12 @@ func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
 		mm.vec = make([]byte, len(mm.mem)/kernel.PageSize+1)
 	}
 	if s.method != methodMincore {
-		pm, err := cachestatPages(mm.f, mm.mem, mm.vec, cachestatChunk, mm.whole)
+		if mm.chunks == nil {
+			mm.chunks = newChunkStates(int64(len(mm.mem)), cachestatChunk)
+		}
+		pm, err := cachestatPages(mm.f, mm.mem, mm.vec, cachestatChunk, mm.chunks)
 		if err == nil {
 			s.method = methodCachestat
-			mm.whole = pm.Resident*kernel.PageSize >= mf.Size
 			return pm
 		}
 		if !errors.Is(err, errNoCachestat) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,10 @@ import (
 // shared): 1.5–1.7 ms a snapshot against mincore's 1.4–3.6 ms; chunks of
 // 64 pages cost 2.9–4.3 ms (a call each). Halving the partly resident
 // ranges down to single pages with cachestat alone walks the tree once
-// per level: 4 times mincore's cost.
+// per level: 4 times mincore's cost. Under a memory limit most chunks
+// stay partly resident from token to token, and a count first only adds
+// a walk: a chunk the last snapshot found partly resident goes to mincore
+// at once (BenchmarkSnapshotOfAPartlyResidentModel).
 
 // Snapshot methods, as meta.json's residency_snapshots.method says them.
 const (
@@ -76,17 +80,41 @@ var errNoCachestat = errors.New("cachestat is not available")
 // rarely cuts one.
 const cachestatChunk = 512
 
+// chunkState is what a snapshot found of a chunk: the next snapshot of
+// the same file starts from it.
+type chunkState uint8
+
+const (
+	chunkUnknown chunkState = iota // no snapshot yet
+	chunkNone                      // no page resident
+	chunkAll                       // every page resident
+	chunkPart                      // some pages resident
+)
+
+// newChunkStates is the history of a file of size bytes before its
+// first snapshot.
+func newChunkStates(size, chunk int64) []chunkState {
+	return make([]chunkState, (size+chunk*kernel.PageSize-1)/(chunk*kernel.PageSize))
+}
+
 // cachestatPages reads the resident pages of mem, a read-only mapping of
-// the whole of f, as mincorePages does: a cachestat call per chunk, and
-// mincore of the chunks that are partly resident only. cachestat walks
-// every page of its range, so one call over the whole file costs what
-// the chunks cost together: with whole set (the last snapshot found the
-// file wholly resident, as in a run in RAM) that one call is tried first,
-// and the chunks are walked only when it finds a page missing.
-func cachestatPages(f *os.File, mem, vec []byte, chunk int64, whole bool) (*rundir.PageMap, error) {
+// the whole of f, as mincorePages does. Both calls walk every page of
+// their range; cachestat only counts, so a chunk it finds partly
+// resident costs a second walk by mincore. Residency changes little from
+// one token to the next, so the chunks' last states (last, one per
+// chunk, updated here; a nil or short one is no history) choose the
+// first walk: mincore at once for a chunk last partly resident, cachestat
+// for the others, and one cachestat call over the whole file when every
+// chunk was wholly resident (a run in RAM), walking the chunks only when
+// it finds a page missing.
+func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState) (*rundir.PageMap, error) {
 	b := newPageMapBuilder()
 	pages := (int64(len(mem)) + kernel.PageSize - 1) / kernel.PageSize
-	if whole && pages > 0 {
+	chunks := (pages + chunk - 1) / chunk
+	if int64(len(last)) < chunks {
+		last = newChunkStates(int64(len(mem)), chunk)
+	}
+	if pages > 0 && !slices.ContainsFunc(last[:chunks], func(c chunkState) bool { return c != chunkAll }) {
 		n, err := cachestatCount(f, 0, pages)
 		if err != nil {
 			return nil, err
@@ -96,22 +124,35 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, whole bool) (*rund
 			return b.pm, nil
 		}
 	}
-	for lo := int64(0); lo < pages; lo += chunk {
+	for c := int64(0); c < chunks; c++ {
+		lo := c * chunk
 		hi := min(lo+chunk, pages)
-		n, err := cachestatCount(f, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case n == 0:
-			continue
-		case n >= hi-lo:
-			b.add(lo, hi)
-			continue
+		if last[c] != chunkPart {
+			n, err := cachestatCount(f, lo, hi)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case n == 0:
+				last[c] = chunkNone
+				continue
+			case n >= hi-lo:
+				last[c] = chunkAll
+				b.add(lo, hi)
+				continue
+			}
 		}
 		part, err := mincorePages(mem[lo*kernel.PageSize:min(hi*kernel.PageSize, int64(len(mem)))], vec)
 		if err != nil {
 			return nil, err
+		}
+		switch part.Resident {
+		case 0:
+			last[c] = chunkNone
+		case hi - lo:
+			last[c] = chunkAll
+		default:
+			last[c] = chunkPart
 		}
 		for _, pr := range part.Ranges {
 			b.add(lo+pr[0], lo+pr[1])

@@ -15,7 +15,7 @@ import (
 
 // coldFile writes a file of size bytes to disk (not tmpfs: its pages must
 // be evictable), syncs it and drops it from the page cache.
-func coldFile(t *testing.T, size int64) *os.File {
+func coldFile(t testing.TB, size int64) *os.File {
 	t.Helper()
 	dir, err := os.MkdirTemp(filepath.Dir(os.Args[0]), "residency-")
 	if err != nil {
@@ -57,7 +57,7 @@ func cachestatOrSkip(t *testing.T, f *os.File) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(mem)
-	if _, err := cachestatPages(f, mem, make([]byte, 1), cachestatChunk, false); errors.Is(err, errNoCachestat) {
+	if _, err := cachestatPages(f, mem, make([]byte, 1), cachestatChunk, nil); errors.Is(err, errNoCachestat) {
 		t.Skipf("this kernel has no cachestat: %v", err)
 	}
 }
@@ -111,16 +111,36 @@ func TestCachestatReadsTheResidentPagesMincoreReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Chunks of one page, of some that end inside the file's last
-			// chunk, and the recorder's, larger than the file; each with
-			// and without the whole file's call first.
+			// chunk, and the recorder's, larger than the file; each from
+			// no history, from a last snapshot that found every chunk in
+			// each state (whatever it found, the pages are read again),
+			// and from the history the first snapshot left.
 			var byCachestat *rundir.PageMap
 			for _, chunk := range []int64{1, 64, cachestatChunk * 4} {
-				for _, whole := range []bool{false, true} {
-					if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk, whole); err != nil {
+				filled := func(st chunkState) []chunkState {
+					h := newChunkStates(c.size, chunk)
+					for i := range h {
+						h[i] = st
+					}
+					return h
+				}
+				carried := newChunkStates(c.size, chunk)
+				for _, h := range []struct {
+					name string
+					last []chunkState
+				}{
+					{"none", nil},
+					{"carried from call to call", carried},
+					{"every chunk empty", filled(chunkNone)},
+					{"every chunk whole", filled(chunkAll)},
+					{"every chunk partly resident", filled(chunkPart)},
+					{"carried from call to call", carried},
+				} {
+					if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk, h.last); err != nil {
 						t.Fatal(err)
 					}
 					if got, wantS := fmt.Sprint(byCachestat), fmt.Sprint(byMincore); got != wantS {
-						t.Errorf("cachestat by chunks of %d pages (whole file first: %v): %s\nmincore: %s", chunk, whole, got, wantS)
+						t.Errorf("cachestat by chunks of %d pages (history: %s): %s\nmincore: %s", chunk, h.name, got, wantS)
 					}
 				}
 			}
@@ -136,4 +156,53 @@ func TestCachestatReadsTheResidentPagesMincoreReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkSnapshotOfAPartlyResidentModel reads the residency of a file
+// the size of the bench's model with 40% of it resident in 128 KiB runs
+// (readahead's windows under a memory limit), the way a cold run leaves
+// it: from no history (every chunk counted first, as before the chunks'
+// states were kept), from the last snapshot's states, and by mincore of
+// the whole mapping alone (the way of a kernel without cachestat).
+func BenchmarkSnapshotOfAPartlyResidentModel(b *testing.B) {
+	const size = 326 << 20
+	f := coldFile(b, size)
+	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
+		b.Fatal(err)
+	}
+	const run = 32 * kernel.PageSize
+	for off, i := 0, 0; off < size; off, i = off+run, i+1 {
+		if (i*7919)%5 < 2 {
+			if err := unix.Mlock(mem[off : off+run]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	vec := make([]byte, size/kernel.PageSize+1)
+	for _, carried := range []bool{false, true} {
+		b.Run(fmt.Sprintf("history=%v", carried), func(b *testing.B) {
+			last := newChunkStates(size, cachestatChunk)
+			for b.Loop() {
+				h := last
+				if !carried {
+					h = newChunkStates(size, cachestatChunk)
+				}
+				if _, err := cachestatPages(f, mem, vec, cachestatChunk, h); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("mincore", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := mincorePages(mem, vec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
