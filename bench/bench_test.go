@@ -78,7 +78,7 @@ PASS
 	}
 }
 
-func TestFloorScriptCountsOnTheKernelProbesTheRunAttached(t *testing.T) {
+func TestFloorScriptCountsOnTheProbesTheRunAttached(t *testing.T) {
 	dir := t.TempDir()
 	m := &rundir.Meta{Probes: []rundir.Probe{
 		{Kind: "tp_btf", Target: "page_fault_user"},
@@ -86,6 +86,9 @@ func TestFloorScriptCountsOnTheKernelProbesTheRunAttached(t *testing.T) {
 		{Kind: "tracepoint", Target: "readahead/page_cache_sync_ra", Error: "not attached"},
 		{Kind: "perf_event", Target: "page-faults-major"},
 		{Kind: "uprobe", Target: "/lib/libllama.so", Symbol: "llama_decode"},
+		{Kind: "uretprobe", Target: "/lib/libllama.so", Symbol: "llama_decode"},
+		{Kind: "uprobe", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_get_rows", Error: "no such symbol"},
+		{Kind: "capability", Target: "page_cache", Error: "NA: not in this tier"},
 	}}
 	if err := rundir.WriteMeta(dir, m); err != nil {
 		t.Fatal(err)
@@ -97,16 +100,23 @@ func TestFloorScriptCountsOnTheKernelProbesTheRunAttached(t *testing.T) {
 	want := `software:major-faults:1 { @n["software:major-faults:1"] = count(); }` + "\n" +
 		`tracepoint:*:page_fault_user { @n["tracepoint:*:page_fault_user"] = count(); }` + "\n" +
 		`tracepoint:filemap:mm_filemap_fault { @n["tracepoint:filemap:mm_filemap_fault"] = count(); }` + "\n" +
+		`uprobe:"/lib/libllama.so":llama_decode { @n["uprobe:\"/lib/libllama.so\":llama_decode"] = count(); }` + "\n" +
+		`uretprobe:"/lib/libllama.so":llama_decode { @n["uretprobe:\"/lib/libllama.so\":llama_decode"] = count(); }` + "\n" +
 		"END { clear(@n); }\n"
 	if got != want {
 		t.Errorf("script\n%s\nwant\n%s", got, want)
 	}
-	m.Probes = []rundir.Probe{{Kind: "perf_event", Target: "cpu-cycles"}}
-	if err := rundir.WriteMeta(dir, m); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := floorScript(dir); err == nil {
-		t.Error("a perf event without a bpftrace name gave no error")
+	for _, p := range []rundir.Probe{
+		{Kind: "perf_event", Target: "cpu-cycles"},
+		{Kind: "uprobe_multi", Target: "/lib/libggml-cpu.so", Symbol: "ggml_compute_forward_* (80 functions)"},
+	} {
+		m.Probes = []rundir.Probe{p}
+		if err := rundir.WriteMeta(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := floorScript(dir); err == nil {
+			t.Errorf("a %s probe without a bpftrace floor gave no error", p.Kind)
+		}
 	}
 	if _, err := floorScript(filepath.Join(dir, "none")); err == nil {
 		t.Error("no run directory gave no error")

@@ -13,9 +13,12 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// floorScript is a bpftrace program on the kernel probes a recorded run
-// attached (its meta.json lists them), each only counting into a map:
-// the least any tracer of those events costs.
+// floorScript is a bpftrace program on the probes a recorded run attached
+// (its meta.json lists them), the kernel's and the user-space ones on
+// llama.cpp, each only counting into a map: the least any tracer of
+// those events costs. A uprobe's trap is most of what one costs, and it
+// is the same whatever the program does: a floor without them would
+// count iocorr's uprobes as its own excess.
 func floorScript(runDir string) (string, error) {
 	m, err := rundir.ReadMeta(runDir)
 	if err != nil {
@@ -42,13 +45,18 @@ func floorScript(runDir string) (string, error) {
 			default:
 				return "", fmt.Errorf("no bpftrace equivalent of perf event %s", p.Target)
 			}
+		case "uprobe", "uretprobe":
+			// Quoted: a library's path may hold what bpftrace would parse.
+			spec = fmt.Sprintf("%s:%q:%s", p.Kind, p.Target, p.Symbol)
+		case "uprobe_multi":
+			return "", fmt.Errorf("no bpftrace floor of the op probes (%s in %s)", p.Symbol, p.Target)
 		default:
-			continue // user-space probes are not part of the kernel floor
+			continue // not a probe of its own (a capability's NA)
 		}
 		seen[spec] = true
 	}
 	if len(seen) == 0 {
-		return "", fmt.Errorf("%s attached no kernel probe", runDir)
+		return "", fmt.Errorf("%s attached no probe", runDir)
 	}
 	specs := make([]string, 0, len(seen))
 	for s := range seen {
