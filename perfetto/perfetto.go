@@ -177,7 +177,8 @@ func (b *builder) readTimeline() error {
 		return fmt.Errorf("reading the timeline: %w", err)
 	}
 	// A call still open when recording stopped ends at its last event.
-	for tid, d := range open {
+	for _, tid := range slices.Sorted(maps.Keys(open)) {
+		d := open[tid]
 		b.decodes = append(b.decodes, threadSlice{tid: tid, start: d.Begin, end: d.Begin + 1,
 			name: fmt.Sprintf("token %d (unfinished)", d.Token)})
 	}
@@ -348,14 +349,16 @@ func (b *builder) llamaSlices() {
 			ss[i].end = end
 		}
 	}
-	for tid, ds := range decodes {
+	// Threads in order: their tracks are numbered as they are made.
+	for _, tid := range slices.Sorted(maps.Keys(decodes)) {
 		tr := b.threadTrack(tid)
-		for _, d := range ds {
+		for _, d := range decodes[tid] {
 			b.slice(tr, d.start, d.end, d.name, ggml.SymDecode, d.anns, nil)
 			b.sum.Tokens++
 		}
 	}
-	for tid, gs := range graphs {
+	for _, tid := range slices.Sorted(maps.Keys(graphs)) {
+		gs := graphs[tid]
 		close(gs, decodes[tid])
 		tr := b.childTrack(b.threadTrack(tid), "ggml graphs")
 		for _, g := range gs {
@@ -363,7 +366,8 @@ func (b *builder) llamaSlices() {
 			b.sum.Graphs++
 		}
 	}
-	for tid, os := range ops {
+	for _, tid := range slices.Sorted(maps.Keys(ops)) {
+		os := ops[tid]
 		close(os, graphs[tid])
 		tr := b.childTrack(b.threadTrack(tid), "ggml ops")
 		for _, o := range os {

@@ -184,3 +184,36 @@ func TestTheTraceDrawsTheStoresTimeline(t *testing.T) {
 		t.Errorf("not in trace %q, want only ops", sum.NotInTrace)
 	}
 }
+
+// The same store exports the same bytes every time: tracks are numbered
+// in an order of their own, not in the order a map hands out threads
+// (two exports of one run must diff clean).
+func TestTheSameStoreExportsTheSameBytes(t *testing.T) {
+	var marks []event.Mark
+	for tid := uint32(9); tid < 17; tid++ {
+		ts := uint64(tid) * 100
+		marks = append(marks,
+			event.Mark{Ts: ts, Kind: event.MarkThread, Tid: tid, Tgid: 9},
+			event.Mark{Ts: ts + 1, Kind: event.MarkDecodeBegin, Tid: tid, Tgid: 9, Token: tid, Begin: ts + 1, NTokens: 1},
+			event.Mark{Ts: ts + 2, Kind: event.MarkGraph, Tid: tid, Tgid: 9, Token: tid},
+			event.Mark{Ts: ts + 50, Kind: event.MarkDecodeEnd, Tid: tid, Tgid: 9, Token: tid, Phase: event.PhaseDecode, Begin: ts + 1, NTokens: 1},
+		)
+	}
+	// One call still open at the end.
+	marks = append(marks, event.Mark{Ts: 2000, Kind: event.MarkDecodeBegin, Tid: 20, Tgid: 9, Token: 99, Begin: 2000, NTokens: 1},
+		event.Mark{Ts: 2001, Kind: event.MarkDecodeBegin, Tid: 21, Tgid: 9, Token: 100, Begin: 2001, NTokens: 1},
+		event.Mark{Ts: 3000, Kind: event.MarkEnd})
+	st := storeOf(t, nil, marks)
+	var first []byte
+	for i := range 8 {
+		var buf bytes.Buffer
+		if _, err := Export(&buf, st, &rundir.Meta{ProbeSet: "graph"}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = buf.Bytes()
+		} else if !bytes.Equal(buf.Bytes(), first) {
+			t.Fatalf("export %d differs from the first (%d and %d bytes)", i+1, buf.Len(), len(first))
+		}
+	}
+}
