@@ -97,11 +97,11 @@ func TestFloorScriptCountsOnTheProbesTheRunAttached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `software:major-faults:1 { @n["software:major-faults:1"] = count(); }` + "\n" +
-		`tracepoint:*:page_fault_user { @n["tracepoint:*:page_fault_user"] = count(); }` + "\n" +
-		`tracepoint:filemap:mm_filemap_fault { @n["tracepoint:filemap:mm_filemap_fault"] = count(); }` + "\n" +
-		`uprobe:"/lib/libllama.so":llama_decode { @n["uprobe:\"/lib/libllama.so\":llama_decode"] = count(); }` + "\n" +
-		`uretprobe:"/lib/libllama.so":llama_decode { @n["uretprobe:\"/lib/libllama.so\":llama_decode"] = count(); }` + "\n" +
+	want := `software:major-faults:1 { @n["p0"] = count(); }` + "\n" +
+		`tracepoint:*:page_fault_user { @n["p1"] = count(); }` + "\n" +
+		`tracepoint:filemap:mm_filemap_fault { @n["p2"] = count(); }` + "\n" +
+		`uprobe:"/lib/libllama.so":llama_decode { @n["p3"] = count(); }` + "\n" +
+		`uretprobe:"/lib/libllama.so":llama_decode { @n["p4"] = count(); }` + "\n" +
 		"END { clear(@n); }\n"
 	if got != want {
 		t.Errorf("script\n%s\nwant\n%s", got, want)

@@ -64,10 +64,11 @@ func floorScript(runDir string) (string, error) {
 	}
 	sort.Strings(specs)
 	// One block per probe, keyed by a literal: bpftrace 0.17 generates
-	// no code for its probe builtin on software events.
+	// no code for its probe builtin on software events, and refuses a
+	// string literal over 64 bytes (a library's path is longer).
 	var b strings.Builder
-	for _, s := range specs {
-		fmt.Fprintf(&b, "%s { @n[%q] = count(); }\n", s, s)
+	for i, s := range specs {
+		fmt.Fprintf(&b, "%s { @n[\"p%d\"] = count(); }\n", s, i)
 	}
 	b.WriteString("END { clear(@n); }\n")
 	return b.String(), nil
