@@ -74,30 +74,35 @@ func floorScript(runDir string) (string, error) {
 	return b.String(), nil
 }
 
-// bpftraceFloor runs llama-bench untraced while bpftrace counts the
-// script's probes; the CPU is the child's plus bpftrace's.
-func bpftraceFloor(cfg Config, model string, cold bool, script string) (sample, error) {
-	var s sample
+// bpftraceRun is a bpftrace that has attached its script's probes.
+type bpftraceRun struct {
+	cmd    *exec.Cmd
+	stderr *strings.Builder
+}
+
+// startBpftrace starts bpftrace on script and returns once its probes are
+// attached; an error names what bpftrace said last.
+func startBpftrace(script string) (*bpftraceRun, error) {
 	cmd := exec.Command("bpftrace", "-e", script)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return s, err
+		return nil, err
 	}
-	var errb strings.Builder
-	cmd.Stderr = &errb
+	run := &bpftraceRun{cmd: cmd, stderr: &strings.Builder{}}
+	cmd.Stderr = run.stderr
 	if err := cmd.Start(); err != nil {
-		return s, err
+		return nil, err
 	}
 	// bpftrace's first line is "Attaching N probes...".
 	attached := make(chan error, 1)
 	go func() {
 		rd := bufio.NewReader(stdout)
 		line, err := rd.ReadString('\n')
-		if err != nil {
-			attached <- fmt.Errorf("bpftrace: %w: %s", err, errb.String())
+		switch {
+		case err != nil:
+			attached <- fmt.Errorf("bpftrace: %w", err)
 			return
-		}
-		if !strings.HasPrefix(line, "Attaching") {
+		case !strings.HasPrefix(line, "Attaching"):
 			attached <- fmt.Errorf("bpftrace said %q", line)
 			return
 		}
@@ -112,18 +117,50 @@ func bpftraceFloor(cfg Config, model string, cold bool, script string) (sample, 
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return s, err
+		return nil, fmt.Errorf("%w: %s", err, bpftraceError(run.stderr.String()))
 	}
 	// It prints that line before it attaches, and says nothing after.
 	time.Sleep(2 * time.Second)
+	return run, nil
+}
+
+// bpftraceError is the last line of bpftrace's stderr that holds
+// "ERROR:", its own words (around them: warnings, the source it quotes
+// and underlines), or its last line.
+func bpftraceError(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "ERROR:") && !strings.Contains(lines[i], "RLIMIT_MEMLOCK") {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return lines[len(lines)-1]
+}
+
+// stop ends bpftrace with SIGINT, as Ctrl-C does, and waits for it.
+func (b *bpftraceRun) stop() error {
+	b.cmd.Process.Signal(syscall.SIGINT)
+	if err := b.cmd.Wait(); err != nil {
+		return fmt.Errorf("bpftrace: %w: %s", err, bpftraceError(b.stderr.String()))
+	}
+	return nil
+}
+
+// bpftraceFloor runs llama-bench untraced while bpftrace counts the
+// script's probes; the CPU is the child's plus bpftrace's.
+func bpftraceFloor(cfg Config, model string, cold bool, script string) (sample, error) {
+	var s sample
+	bt, err := startBpftrace(script)
+	if err != nil {
+		return s, err
+	}
 	s, runErr := untraced(cfg, model, cold)
-	cmd.Process.Signal(syscall.SIGINT)
-	if err := cmd.Wait(); err != nil {
-		return s, fmt.Errorf("bpftrace: %w: %s", err, lastLine([]byte(errb.String())))
+	if err := bt.stop(); err != nil {
+		return s, err
 	}
 	if runErr != nil {
 		return s, runErr
 	}
-	s.cpu += cpuSeconds(cmd.ProcessState.SysUsage().(*syscall.Rusage))
+	s.cpu += cpuSeconds(bt.cmd.ProcessState.SysUsage().(*syscall.Rusage))
 	return s, nil
 }

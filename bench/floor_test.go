@@ -1,15 +1,11 @@
 package bench
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/iocorr/iocorr/internal/testenv"
 	"github.com/iocorr/iocorr/rundir"
@@ -21,8 +17,7 @@ import (
 // floor NA.
 func TestFloorScriptIsOneBpftraceAttaches(t *testing.T) {
 	testenv.RequireBPF(t)
-	bpftrace, err := exec.LookPath("bpftrace")
-	if err != nil {
+	if _, err := exec.LookPath("bpftrace"); err != nil {
 		t.Fatalf("bpftrace (make setup installs it) is needed: %v", err)
 	}
 	cc, err := exec.LookPath("gcc")
@@ -53,40 +48,11 @@ func TestFloorScriptIsOneBpftraceAttaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bpftrace, "-e", script)
-	stdout, err := cmd.StdoutPipe()
+	bt, err := startBpftrace(script)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nscript:\n%s", err, script)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan string, 1)
-	go func() {
-		rd := bufio.NewReader(stdout)
-		line, _ := rd.ReadString('\n')
-		first <- line
-		io.Copy(io.Discard, rd)
-	}()
-	select {
-	case line := <-first:
-		if !strings.HasPrefix(line, "Attaching 4 probes") {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("bpftrace began with %q, want it attaching 4 probes\nscript:\n%s\nstderr: %s", line, script, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("bpftrace said nothing in 60 s\nstderr: %s", stderr.String())
-	}
-	// It says so before it attaches, and stops on SIGINT only once it
-	// has (as bpftraceFloor waits too).
-	time.Sleep(2 * time.Second)
-	cmd.Process.Signal(syscall.SIGINT)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("bpftrace: %v\nscript:\n%s\nstderr: %s", err, script, stderr.String())
+	if err := bt.stop(); err != nil {
+		t.Errorf("%v\nscript:\n%s", err, script)
 	}
 }
