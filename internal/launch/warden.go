@@ -172,14 +172,50 @@ func (w *warden) drop(tid int) {
 	}
 }
 
+// threadState is a thread's state letter (/proc/TID/stat field 3), 0
+// when it cannot be read (the thread is gone).
+func threadState(tid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
+	if err != nil {
+		return 0
+	}
+	// The command name is in parentheses and may hold anything.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
 // stoppedNow reads whether a thread is in a group stop.
 func stoppedNow(tid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
+	return threadState(tid) == 'T'
+}
+
+// threadEnded says whether a thread has exited: gone, or a zombie (dead,
+// still listed until its process reaps it), which the kernel refuses to
+// trace with EPERM, not ESRCH.
+func threadEnded(tid int) bool {
+	st := threadState(tid)
+	return st == 0 || st == 'Z' || st == 'X'
+}
+
+// tracedByMe says whether this thread traces thread tid already: a clone
+// of a seized thread is traced from its start (PTRACE_O_TRACECLONE), and a
+// listing can see it before its first stop is reported; a second seize of
+// it fails with EPERM.
+func tracedByMe(tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
 	if err != nil {
 		return false
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			return err == nil && pid == unix.Gettid()
+		}
+	}
+	return false
 }
 
 // seize traces every thread of pid, until a listing finds no new one (a
@@ -203,8 +239,11 @@ func (w *warden) seize(pid int) error {
 			// Read before the seize, which turns a stop into a ptrace stop.
 			pre := stoppedNow(tid)
 			if err := ptraceRaw(unix.PTRACE_SEIZE, tid, 0, ptraceOptions); err != nil {
-				if errors.Is(err, unix.ESRCH) {
+				if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EPERM) && threadEnded(tid) {
 					continue // the thread ended meanwhile
+				}
+				if errors.Is(err, unix.EPERM) && tracedByMe(tid) {
+					continue // a clone: its first stop registers it
 				}
 				return fmt.Errorf("ptrace seize of thread %d: %w", tid, err)
 			}
