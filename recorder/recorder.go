@@ -278,13 +278,7 @@ func (r *recording) continueStopped() int {
 	r.mu.Unlock()
 	n := 0
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// The state follows the command name, which is in parentheses
-		// and may itself contain spaces and parentheses.
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
+		if proc.State(pid) == 'T' {
 			r.cont(pid, "after the recording")
 			r.warn(fmt.Sprintf("process %d was left stopped after the recording; it was continued", pid))
 			n++

@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/proc"
 )
 
 // The warden holds the traced processes still while uprobes are attached,
@@ -172,31 +174,16 @@ func (w *warden) drop(tid int) {
 	}
 }
 
-// threadState is a thread's state letter (/proc/TID/stat field 3), 0
-// when it cannot be read (the thread is gone).
-func threadState(tid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
-	if err != nil {
-		return 0
-	}
-	// The command name is in parentheses and may hold anything.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
-}
-
 // stoppedNow reads whether a thread is in a group stop.
 func stoppedNow(tid int) bool {
-	return threadState(tid) == 'T'
+	return proc.State(tid) == 'T'
 }
 
 // threadEnded says whether a thread has exited: gone, or a zombie (dead,
 // still listed until its process reaps it), which the kernel refuses to
 // trace with EPERM, not ESRCH.
 func threadEnded(tid int) bool {
-	st := threadState(tid)
+	st := proc.State(tid)
 	return st == 0 || st == 'Z' || st == 'X'
 }
 

@@ -52,7 +52,7 @@ func QuantizedAs(t testing.TB, model, name, ftype string, args ...string) string
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		t.Fatalf("llama-quantize %s %s: %v\n%s", filepath.Base(model), strings.Join(argv[:len(argv)-4], " ")+" "+ftype, err, b)
+		t.Fatalf("llama-quantize %s %s: %v\n%s", filepath.Base(model), strings.Join(append(args, ftype), " "), err, b)
 	}
 	if err := atomicfile.Publish(tmp, out, 0o644, true); err != nil {
 		t.Fatal(err)
