@@ -69,7 +69,8 @@ package bpf
 //     records completions, and a request it saw issued may be missing
 //     from iocorr only if the observer did not see it complete either
 //     AND iocorr still holds it in blk_starts (it saw the issue, and no
-//     completion came); such requests are logged. Each completion the
+//     completion came) or recorded it with its completion unseen (when
+//     the request was issued again); such requests are logged. Each completion the
 //     observer missed but iocorr saw must be matched by a recursion miss
 //     the kernel counted for the observer's program. A request iocorr
 //     alone misses, reports wrong or invents still fails the test.
@@ -693,6 +694,9 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 	// iocorr's side, drained until quiet.
 	ioAddCounts := map[pageKey]uint64{}
 	ioDiskReads := map[reqKey]uint64{}
+	// Requests iocorr recorded without their completion (issued again
+	// before it came): as pending as those still in blk_starts.
+	ioUnseen := map[reqKey]bool{}
 	drain(t, tr, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
 		case uint32(IocorrEventTypeEV_PAGE_ADD):
@@ -703,7 +707,11 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 		case uint32(IocorrEventTypeEV_BLOCK):
 			e := (*IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
 			// REQ_OP_READ is 0 in the low 8 bits (REQ_OP_MASK).
-			if e.Dev == disk && kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
+			switch {
+			case e.Dev != disk || kernel.BlockOpOf(e.CmdFlags) != kernel.BlockRead:
+			case e.CompletionUnseen():
+				ioUnseen[reqKey{e.Dev, e.Sector, e.Bytes}] = true
+			default:
 				ioDiskReads[reqKey{e.Dev, e.Sector, e.Bytes}]++
 			}
 		}
@@ -767,7 +775,7 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 	// observer either (see the top of the file): a request iocorr misses
 	// is an error unless the observer missed its completion too.
 	// iocorr's requests issued and not (yet) completed: its blk_starts map.
-	ioPending := map[reqKey]bool{}
+	ioPending := ioUnseen
 	{
 		var rq uint64
 		var bs IocorrBlkStart

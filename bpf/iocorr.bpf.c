@@ -54,6 +54,7 @@ const struct sched_event *unused_sched_event __attribute__((unused));
 const struct read_event *unused_read_event __attribute__((unused));
 enum event_type unused_event_type __attribute__((unused));
 enum phase unused_phase __attribute__((unused));
+enum block_completion unused_block_completion __attribute__((unused));
 enum fault_class unused_fault_class __attribute__((unused));
 enum ra_kind unused_ra_kind __attribute__((unused));
 enum task_kind unused_task_kind __attribute__((unused));

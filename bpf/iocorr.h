@@ -140,6 +140,12 @@ struct ra_event {
 	__u32 order;
 };
 
+/* block_event.error for a request whose completion BPF never saw: no
+ * blk_status_t is negative. */
+enum block_completion {
+	BLOCK_COMPLETION_UNSEEN = -1,
+};
+
 struct block_event {
 	struct event_hdr hdr; /* hdr.ts is the completion time */
 	__u64 issue_ts;
@@ -147,7 +153,7 @@ struct block_event {
 	__u32 dev;
 	__u32 bytes;     /* request size at issue */
 	__u32 cmd_flags; /* REQ_OP_* in the low bits */
-	__s32 error;     /* blk_status_t at completion */
+	__s32 error;     /* blk_status_t at completion, or BLOCK_COMPLETION_UNSEEN */
 };
 
 /* Sequences whose tokens decode_event.seq_tokens counts. */

@@ -15,13 +15,19 @@ import (
 
 type IocorrBlkStart struct {
 	_        structs.HostLayout
-	Ts       uint64
+	Hdr      IocorrEventHdr
 	Sector   uint64
 	Dev      uint32
 	Bytes    uint32
 	CmdFlags uint32
 	Pad      uint32
 }
+
+type IocorrBlockCompletion uint32
+
+const (
+	IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN IocorrBlockCompletion = 4294967295
+)
 
 type IocorrBlockEvent struct {
 	_        structs.HostLayout
@@ -437,115 +443,117 @@ type IocorrVmaCache struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	IocorrMapBlkStarts          = "blk_starts"
-	IocorrMapCalibHits          = "calib_hits"
-	IocorrMapCurOp              = "cur_op"
-	IocorrMapDecodeStarts       = "decode_starts"
-	IocorrMapDevs               = "devs"
-	IocorrMapEvents             = "events"
-	IocorrMapFaultStarts        = "fault_starts"
-	IocorrMapFilemapFaults      = "filemap_faults"
-	IocorrMapFiles              = "files"
-	IocorrMapForkers            = "forkers"
-	IocorrMapGraphWalks         = "graph_walks"
-	IocorrMapGraphsSeen         = "graphs_seen"
-	IocorrMapLoopsCut           = "loops_cut"
-	IocorrMapLost               = "lost"
-	IocorrMapMmapCalls          = "mmap_calls"
-	IocorrMapOpsPending         = "ops_pending"
-	IocorrMapReadStarts         = "read_starts"
-	IocorrMapRunsUnordered      = "runs_unordered"
-	IocorrMapSeenExec           = "seen_exec"
-	IocorrMapTokenStops         = "token_stops"
-	IocorrMapTokenWakeup        = "token_wakeup"
-	IocorrMapTraced             = "traced"
-	IocorrMapVmaCaches          = "vma_caches"
-	IocorrMapVmaZero            = "vma_zero"
-	IocorrProgBlockComplete     = "block_complete"
-	IocorrProgBlockIssue        = "block_issue"
-	IocorrProgCalibrate         = "calibrate"
-	IocorrProgDecodeBegin       = "decode_begin"
-	IocorrProgDecodeEnd         = "decode_end"
-	IocorrProgFaultBegin        = "fault_begin"
-	IocorrProgFaultBeginPerf    = "fault_begin_perf"
-	IocorrProgFaultMajor        = "fault_major"
-	IocorrProgFaultMinor        = "fault_minor"
-	IocorrProgFilemapFault      = "filemap_fault"
-	IocorrProgFlushPageRuns     = "flush_page_runs"
-	IocorrProgGetRowsBegin      = "get_rows_begin"
-	IocorrProgGraphCompute      = "graph_compute"
-	IocorrProgMmapExit          = "mmap_exit"
-	IocorrProgOpBegin           = "op_begin"
-	IocorrProgOpBeginMulti      = "op_begin_multi"
-	IocorrProgPageAdd           = "page_add"
-	IocorrProgPageDel           = "page_del"
-	IocorrProgProcExec          = "proc_exec"
-	IocorrProgProcExit          = "proc_exit"
-	IocorrProgProcFork          = "proc_fork"
-	IocorrProgRaAsync           = "ra_async"
-	IocorrProgRaOrder           = "ra_order"
-	IocorrProgRaSync            = "ra_sync"
-	IocorrProgRaUnbounded       = "ra_unbounded"
-	IocorrProgReadEnterPread64  = "read_enter_pread64"
-	IocorrProgReadEnterPreadv   = "read_enter_preadv"
-	IocorrProgReadEnterPreadv2  = "read_enter_preadv2"
-	IocorrProgReadEnterRead     = "read_enter_read"
-	IocorrProgReadEnterReadv    = "read_enter_readv"
-	IocorrProgReadExitPread64   = "read_exit_pread64"
-	IocorrProgReadExitPreadv    = "read_exit_preadv"
-	IocorrProgReadExitPreadv2   = "read_exit_preadv2"
-	IocorrProgReadExitRead      = "read_exit_read"
-	IocorrProgReadExitReadv     = "read_exit_readv"
-	IocorrProgSchedSwitch       = "sched_switch"
-	IocorrProgSchedWakeup       = "sched_wakeup"
-	IocorrProgUringComplete     = "uring_complete"
-	IocorrProgUringSubmit       = "uring_submit"
-	IocorrProgVmaEnterBrk       = "vma_enter_brk"
-	IocorrProgVmaEnterMmap      = "vma_enter_mmap"
-	IocorrProgVmaEnterMremap    = "vma_enter_mremap"
-	IocorrProgVmaEnterMunmap    = "vma_enter_munmap"
-	IocorrProgVmaEnterRemap     = "vma_enter_remap"
-	IocorrProgVmaEnterShmat     = "vma_enter_shmat"
-	IocorrProgVmaEnterShmdt     = "vma_enter_shmdt"
-	IocorrProgVmaExitBrk        = "vma_exit_brk"
-	IocorrProgVmaExitMremap     = "vma_exit_mremap"
-	IocorrProgVmaExitMunmap     = "vma_exit_munmap"
-	IocorrProgVmaExitRemap      = "vma_exit_remap"
-	IocorrProgVmaExitShmat      = "vma_exit_shmat"
-	IocorrProgVmaExitShmdt      = "vma_exit_shmdt"
-	IocorrVarFilterDevs         = "filter_devs"
-	IocorrVarLastStamp          = "last_stamp"
-	IocorrVarLayout             = "layout"
-	IocorrVarPageRecords        = "page_records"
-	IocorrVarPageShift          = "page_shift"
-	IocorrVarProbeOps           = "probe_ops"
-	IocorrVarRunSlots           = "run_slots"
-	IocorrVarRuns               = "runs"
-	IocorrVarSelfTgid           = "self_tgid"
-	IocorrVarStopAtTokens       = "stop_at_tokens"
-	IocorrVarUnusedBlockEvent   = "unused_block_event"
-	IocorrVarUnusedDecodeEvent  = "unused_decode_event"
-	IocorrVarUnusedEventType    = "unused_event_type"
-	IocorrVarUnusedExpertsEvent = "unused_experts_event"
-	IocorrVarUnusedFaultClass   = "unused_fault_class"
-	IocorrVarUnusedFaultEvent   = "unused_fault_event"
-	IocorrVarUnusedGraphEvent   = "unused_graph_event"
-	IocorrVarUnusedMmapEvent    = "unused_mmap_event"
-	IocorrVarUnusedNodeEvent    = "unused_node_event"
-	IocorrVarUnusedOpEvent      = "unused_op_event"
-	IocorrVarUnusedPageEvent    = "unused_page_event"
-	IocorrVarUnusedPageRunEvent = "unused_page_run_event"
-	IocorrVarUnusedPhase        = "unused_phase"
-	IocorrVarUnusedRaEvent      = "unused_ra_event"
-	IocorrVarUnusedRaKind       = "unused_ra_kind"
-	IocorrVarUnusedReadEvent    = "unused_read_event"
-	IocorrVarUnusedReadKind     = "unused_read_kind"
-	IocorrVarUnusedSchedEvent   = "unused_sched_event"
-	IocorrVarUnusedSchedKind    = "unused_sched_kind"
-	IocorrVarUnusedTaskEvent    = "unused_task_event"
-	IocorrVarUnusedTaskKind     = "unused_task_kind"
-	IocorrVarUseBpfLoop         = "use_bpf_loop"
-	IocorrVarUseFindVma         = "use_find_vma"
+	IocorrMapBlkStarts             = "blk_starts"
+	IocorrMapBlkUnseen             = "blk_unseen"
+	IocorrMapCalibHits             = "calib_hits"
+	IocorrMapCurOp                 = "cur_op"
+	IocorrMapDecodeStarts          = "decode_starts"
+	IocorrMapDevs                  = "devs"
+	IocorrMapEvents                = "events"
+	IocorrMapFaultStarts           = "fault_starts"
+	IocorrMapFilemapFaults         = "filemap_faults"
+	IocorrMapFiles                 = "files"
+	IocorrMapForkers               = "forkers"
+	IocorrMapGraphWalks            = "graph_walks"
+	IocorrMapGraphsSeen            = "graphs_seen"
+	IocorrMapLoopsCut              = "loops_cut"
+	IocorrMapLost                  = "lost"
+	IocorrMapMmapCalls             = "mmap_calls"
+	IocorrMapOpsPending            = "ops_pending"
+	IocorrMapReadStarts            = "read_starts"
+	IocorrMapRunsUnordered         = "runs_unordered"
+	IocorrMapSeenExec              = "seen_exec"
+	IocorrMapTokenStops            = "token_stops"
+	IocorrMapTokenWakeup           = "token_wakeup"
+	IocorrMapTraced                = "traced"
+	IocorrMapVmaCaches             = "vma_caches"
+	IocorrMapVmaZero               = "vma_zero"
+	IocorrProgBlockComplete        = "block_complete"
+	IocorrProgBlockIssue           = "block_issue"
+	IocorrProgCalibrate            = "calibrate"
+	IocorrProgDecodeBegin          = "decode_begin"
+	IocorrProgDecodeEnd            = "decode_end"
+	IocorrProgFaultBegin           = "fault_begin"
+	IocorrProgFaultBeginPerf       = "fault_begin_perf"
+	IocorrProgFaultMajor           = "fault_major"
+	IocorrProgFaultMinor           = "fault_minor"
+	IocorrProgFilemapFault         = "filemap_fault"
+	IocorrProgFlushPageRuns        = "flush_page_runs"
+	IocorrProgGetRowsBegin         = "get_rows_begin"
+	IocorrProgGraphCompute         = "graph_compute"
+	IocorrProgMmapExit             = "mmap_exit"
+	IocorrProgOpBegin              = "op_begin"
+	IocorrProgOpBeginMulti         = "op_begin_multi"
+	IocorrProgPageAdd              = "page_add"
+	IocorrProgPageDel              = "page_del"
+	IocorrProgProcExec             = "proc_exec"
+	IocorrProgProcExit             = "proc_exit"
+	IocorrProgProcFork             = "proc_fork"
+	IocorrProgRaAsync              = "ra_async"
+	IocorrProgRaOrder              = "ra_order"
+	IocorrProgRaSync               = "ra_sync"
+	IocorrProgRaUnbounded          = "ra_unbounded"
+	IocorrProgReadEnterPread64     = "read_enter_pread64"
+	IocorrProgReadEnterPreadv      = "read_enter_preadv"
+	IocorrProgReadEnterPreadv2     = "read_enter_preadv2"
+	IocorrProgReadEnterRead        = "read_enter_read"
+	IocorrProgReadEnterReadv       = "read_enter_readv"
+	IocorrProgReadExitPread64      = "read_exit_pread64"
+	IocorrProgReadExitPreadv       = "read_exit_preadv"
+	IocorrProgReadExitPreadv2      = "read_exit_preadv2"
+	IocorrProgReadExitRead         = "read_exit_read"
+	IocorrProgReadExitReadv        = "read_exit_readv"
+	IocorrProgSchedSwitch          = "sched_switch"
+	IocorrProgSchedWakeup          = "sched_wakeup"
+	IocorrProgUringComplete        = "uring_complete"
+	IocorrProgUringSubmit          = "uring_submit"
+	IocorrProgVmaEnterBrk          = "vma_enter_brk"
+	IocorrProgVmaEnterMmap         = "vma_enter_mmap"
+	IocorrProgVmaEnterMremap       = "vma_enter_mremap"
+	IocorrProgVmaEnterMunmap       = "vma_enter_munmap"
+	IocorrProgVmaEnterRemap        = "vma_enter_remap"
+	IocorrProgVmaEnterShmat        = "vma_enter_shmat"
+	IocorrProgVmaEnterShmdt        = "vma_enter_shmdt"
+	IocorrProgVmaExitBrk           = "vma_exit_brk"
+	IocorrProgVmaExitMremap        = "vma_exit_mremap"
+	IocorrProgVmaExitMunmap        = "vma_exit_munmap"
+	IocorrProgVmaExitRemap         = "vma_exit_remap"
+	IocorrProgVmaExitShmat         = "vma_exit_shmat"
+	IocorrProgVmaExitShmdt         = "vma_exit_shmdt"
+	IocorrVarFilterDevs            = "filter_devs"
+	IocorrVarLastStamp             = "last_stamp"
+	IocorrVarLayout                = "layout"
+	IocorrVarPageRecords           = "page_records"
+	IocorrVarPageShift             = "page_shift"
+	IocorrVarProbeOps              = "probe_ops"
+	IocorrVarRunSlots              = "run_slots"
+	IocorrVarRuns                  = "runs"
+	IocorrVarSelfTgid              = "self_tgid"
+	IocorrVarStopAtTokens          = "stop_at_tokens"
+	IocorrVarUnusedBlockCompletion = "unused_block_completion"
+	IocorrVarUnusedBlockEvent      = "unused_block_event"
+	IocorrVarUnusedDecodeEvent     = "unused_decode_event"
+	IocorrVarUnusedEventType       = "unused_event_type"
+	IocorrVarUnusedExpertsEvent    = "unused_experts_event"
+	IocorrVarUnusedFaultClass      = "unused_fault_class"
+	IocorrVarUnusedFaultEvent      = "unused_fault_event"
+	IocorrVarUnusedGraphEvent      = "unused_graph_event"
+	IocorrVarUnusedMmapEvent       = "unused_mmap_event"
+	IocorrVarUnusedNodeEvent       = "unused_node_event"
+	IocorrVarUnusedOpEvent         = "unused_op_event"
+	IocorrVarUnusedPageEvent       = "unused_page_event"
+	IocorrVarUnusedPageRunEvent    = "unused_page_run_event"
+	IocorrVarUnusedPhase           = "unused_phase"
+	IocorrVarUnusedRaEvent         = "unused_ra_event"
+	IocorrVarUnusedRaKind          = "unused_ra_kind"
+	IocorrVarUnusedReadEvent       = "unused_read_event"
+	IocorrVarUnusedReadKind        = "unused_read_kind"
+	IocorrVarUnusedSchedEvent      = "unused_sched_event"
+	IocorrVarUnusedSchedKind       = "unused_sched_kind"
+	IocorrVarUnusedTaskEvent       = "unused_task_event"
+	IocorrVarUnusedTaskKind        = "unused_task_kind"
+	IocorrVarUseBpfLoop            = "use_bpf_loop"
+	IocorrVarUseFindVma            = "use_find_vma"
 )
 
 // LoadIocorr returns the embedded CollectionSpec for Iocorr.
@@ -649,6 +657,7 @@ type IocorrProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrMapSpecs struct {
 	BlkStarts     *ebpf.MapSpec `ebpf:"blk_starts"`
+	BlkUnseen     *ebpf.MapSpec `ebpf:"blk_unseen"`
 	CalibHits     *ebpf.MapSpec `ebpf:"calib_hits"`
 	CurOp         *ebpf.MapSpec `ebpf:"cur_op"`
 	DecodeStarts  *ebpf.MapSpec `ebpf:"decode_starts"`
@@ -678,39 +687,40 @@ type IocorrMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrVariableSpecs struct {
-	FilterDevs         *ebpf.VariableSpec `ebpf:"filter_devs"`
-	LastStamp          *ebpf.VariableSpec `ebpf:"last_stamp"`
-	Layout             *ebpf.VariableSpec `ebpf:"layout"`
-	PageRecords        *ebpf.VariableSpec `ebpf:"page_records"`
-	PageShift          *ebpf.VariableSpec `ebpf:"page_shift"`
-	ProbeOps           *ebpf.VariableSpec `ebpf:"probe_ops"`
-	RunSlots           *ebpf.VariableSpec `ebpf:"run_slots"`
-	Runs               *ebpf.VariableSpec `ebpf:"runs"`
-	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
-	StopAtTokens       *ebpf.VariableSpec `ebpf:"stop_at_tokens"`
-	UnusedBlockEvent   *ebpf.VariableSpec `ebpf:"unused_block_event"`
-	UnusedDecodeEvent  *ebpf.VariableSpec `ebpf:"unused_decode_event"`
-	UnusedEventType    *ebpf.VariableSpec `ebpf:"unused_event_type"`
-	UnusedExpertsEvent *ebpf.VariableSpec `ebpf:"unused_experts_event"`
-	UnusedFaultClass   *ebpf.VariableSpec `ebpf:"unused_fault_class"`
-	UnusedFaultEvent   *ebpf.VariableSpec `ebpf:"unused_fault_event"`
-	UnusedGraphEvent   *ebpf.VariableSpec `ebpf:"unused_graph_event"`
-	UnusedMmapEvent    *ebpf.VariableSpec `ebpf:"unused_mmap_event"`
-	UnusedNodeEvent    *ebpf.VariableSpec `ebpf:"unused_node_event"`
-	UnusedOpEvent      *ebpf.VariableSpec `ebpf:"unused_op_event"`
-	UnusedPageEvent    *ebpf.VariableSpec `ebpf:"unused_page_event"`
-	UnusedPageRunEvent *ebpf.VariableSpec `ebpf:"unused_page_run_event"`
-	UnusedPhase        *ebpf.VariableSpec `ebpf:"unused_phase"`
-	UnusedRaEvent      *ebpf.VariableSpec `ebpf:"unused_ra_event"`
-	UnusedRaKind       *ebpf.VariableSpec `ebpf:"unused_ra_kind"`
-	UnusedReadEvent    *ebpf.VariableSpec `ebpf:"unused_read_event"`
-	UnusedReadKind     *ebpf.VariableSpec `ebpf:"unused_read_kind"`
-	UnusedSchedEvent   *ebpf.VariableSpec `ebpf:"unused_sched_event"`
-	UnusedSchedKind    *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
-	UnusedTaskEvent    *ebpf.VariableSpec `ebpf:"unused_task_event"`
-	UnusedTaskKind     *ebpf.VariableSpec `ebpf:"unused_task_kind"`
-	UseBpfLoop         *ebpf.VariableSpec `ebpf:"use_bpf_loop"`
-	UseFindVma         *ebpf.VariableSpec `ebpf:"use_find_vma"`
+	FilterDevs            *ebpf.VariableSpec `ebpf:"filter_devs"`
+	LastStamp             *ebpf.VariableSpec `ebpf:"last_stamp"`
+	Layout                *ebpf.VariableSpec `ebpf:"layout"`
+	PageRecords           *ebpf.VariableSpec `ebpf:"page_records"`
+	PageShift             *ebpf.VariableSpec `ebpf:"page_shift"`
+	ProbeOps              *ebpf.VariableSpec `ebpf:"probe_ops"`
+	RunSlots              *ebpf.VariableSpec `ebpf:"run_slots"`
+	Runs                  *ebpf.VariableSpec `ebpf:"runs"`
+	SelfTgid              *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StopAtTokens          *ebpf.VariableSpec `ebpf:"stop_at_tokens"`
+	UnusedBlockCompletion *ebpf.VariableSpec `ebpf:"unused_block_completion"`
+	UnusedBlockEvent      *ebpf.VariableSpec `ebpf:"unused_block_event"`
+	UnusedDecodeEvent     *ebpf.VariableSpec `ebpf:"unused_decode_event"`
+	UnusedEventType       *ebpf.VariableSpec `ebpf:"unused_event_type"`
+	UnusedExpertsEvent    *ebpf.VariableSpec `ebpf:"unused_experts_event"`
+	UnusedFaultClass      *ebpf.VariableSpec `ebpf:"unused_fault_class"`
+	UnusedFaultEvent      *ebpf.VariableSpec `ebpf:"unused_fault_event"`
+	UnusedGraphEvent      *ebpf.VariableSpec `ebpf:"unused_graph_event"`
+	UnusedMmapEvent       *ebpf.VariableSpec `ebpf:"unused_mmap_event"`
+	UnusedNodeEvent       *ebpf.VariableSpec `ebpf:"unused_node_event"`
+	UnusedOpEvent         *ebpf.VariableSpec `ebpf:"unused_op_event"`
+	UnusedPageEvent       *ebpf.VariableSpec `ebpf:"unused_page_event"`
+	UnusedPageRunEvent    *ebpf.VariableSpec `ebpf:"unused_page_run_event"`
+	UnusedPhase           *ebpf.VariableSpec `ebpf:"unused_phase"`
+	UnusedRaEvent         *ebpf.VariableSpec `ebpf:"unused_ra_event"`
+	UnusedRaKind          *ebpf.VariableSpec `ebpf:"unused_ra_kind"`
+	UnusedReadEvent       *ebpf.VariableSpec `ebpf:"unused_read_event"`
+	UnusedReadKind        *ebpf.VariableSpec `ebpf:"unused_read_kind"`
+	UnusedSchedEvent      *ebpf.VariableSpec `ebpf:"unused_sched_event"`
+	UnusedSchedKind       *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
+	UnusedTaskEvent       *ebpf.VariableSpec `ebpf:"unused_task_event"`
+	UnusedTaskKind        *ebpf.VariableSpec `ebpf:"unused_task_kind"`
+	UseBpfLoop            *ebpf.VariableSpec `ebpf:"use_bpf_loop"`
+	UseFindVma            *ebpf.VariableSpec `ebpf:"use_find_vma"`
 }
 
 // IocorrObjects contains all objects after they have been loaded into the kernel.
@@ -734,6 +744,7 @@ func (o *IocorrObjects) Close() error {
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrMaps struct {
 	BlkStarts     *ebpf.Map `ebpf:"blk_starts"`
+	BlkUnseen     *ebpf.Map `ebpf:"blk_unseen"`
 	CalibHits     *ebpf.Map `ebpf:"calib_hits"`
 	CurOp         *ebpf.Map `ebpf:"cur_op"`
 	DecodeStarts  *ebpf.Map `ebpf:"decode_starts"`
@@ -762,6 +773,7 @@ type IocorrMaps struct {
 func (m *IocorrMaps) Close() error {
 	return _IocorrClose(
 		m.BlkStarts,
+		m.BlkUnseen,
 		m.CalibHits,
 		m.CurOp,
 		m.DecodeStarts,
@@ -792,39 +804,40 @@ func (m *IocorrMaps) Close() error {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrVariables struct {
-	FilterDevs         *ebpf.Variable `ebpf:"filter_devs"`
-	LastStamp          *ebpf.Variable `ebpf:"last_stamp"`
-	Layout             *ebpf.Variable `ebpf:"layout"`
-	PageRecords        *ebpf.Variable `ebpf:"page_records"`
-	PageShift          *ebpf.Variable `ebpf:"page_shift"`
-	ProbeOps           *ebpf.Variable `ebpf:"probe_ops"`
-	RunSlots           *ebpf.Variable `ebpf:"run_slots"`
-	Runs               *ebpf.Variable `ebpf:"runs"`
-	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
-	StopAtTokens       *ebpf.Variable `ebpf:"stop_at_tokens"`
-	UnusedBlockEvent   *ebpf.Variable `ebpf:"unused_block_event"`
-	UnusedDecodeEvent  *ebpf.Variable `ebpf:"unused_decode_event"`
-	UnusedEventType    *ebpf.Variable `ebpf:"unused_event_type"`
-	UnusedExpertsEvent *ebpf.Variable `ebpf:"unused_experts_event"`
-	UnusedFaultClass   *ebpf.Variable `ebpf:"unused_fault_class"`
-	UnusedFaultEvent   *ebpf.Variable `ebpf:"unused_fault_event"`
-	UnusedGraphEvent   *ebpf.Variable `ebpf:"unused_graph_event"`
-	UnusedMmapEvent    *ebpf.Variable `ebpf:"unused_mmap_event"`
-	UnusedNodeEvent    *ebpf.Variable `ebpf:"unused_node_event"`
-	UnusedOpEvent      *ebpf.Variable `ebpf:"unused_op_event"`
-	UnusedPageEvent    *ebpf.Variable `ebpf:"unused_page_event"`
-	UnusedPageRunEvent *ebpf.Variable `ebpf:"unused_page_run_event"`
-	UnusedPhase        *ebpf.Variable `ebpf:"unused_phase"`
-	UnusedRaEvent      *ebpf.Variable `ebpf:"unused_ra_event"`
-	UnusedRaKind       *ebpf.Variable `ebpf:"unused_ra_kind"`
-	UnusedReadEvent    *ebpf.Variable `ebpf:"unused_read_event"`
-	UnusedReadKind     *ebpf.Variable `ebpf:"unused_read_kind"`
-	UnusedSchedEvent   *ebpf.Variable `ebpf:"unused_sched_event"`
-	UnusedSchedKind    *ebpf.Variable `ebpf:"unused_sched_kind"`
-	UnusedTaskEvent    *ebpf.Variable `ebpf:"unused_task_event"`
-	UnusedTaskKind     *ebpf.Variable `ebpf:"unused_task_kind"`
-	UseBpfLoop         *ebpf.Variable `ebpf:"use_bpf_loop"`
-	UseFindVma         *ebpf.Variable `ebpf:"use_find_vma"`
+	FilterDevs            *ebpf.Variable `ebpf:"filter_devs"`
+	LastStamp             *ebpf.Variable `ebpf:"last_stamp"`
+	Layout                *ebpf.Variable `ebpf:"layout"`
+	PageRecords           *ebpf.Variable `ebpf:"page_records"`
+	PageShift             *ebpf.Variable `ebpf:"page_shift"`
+	ProbeOps              *ebpf.Variable `ebpf:"probe_ops"`
+	RunSlots              *ebpf.Variable `ebpf:"run_slots"`
+	Runs                  *ebpf.Variable `ebpf:"runs"`
+	SelfTgid              *ebpf.Variable `ebpf:"self_tgid"`
+	StopAtTokens          *ebpf.Variable `ebpf:"stop_at_tokens"`
+	UnusedBlockCompletion *ebpf.Variable `ebpf:"unused_block_completion"`
+	UnusedBlockEvent      *ebpf.Variable `ebpf:"unused_block_event"`
+	UnusedDecodeEvent     *ebpf.Variable `ebpf:"unused_decode_event"`
+	UnusedEventType       *ebpf.Variable `ebpf:"unused_event_type"`
+	UnusedExpertsEvent    *ebpf.Variable `ebpf:"unused_experts_event"`
+	UnusedFaultClass      *ebpf.Variable `ebpf:"unused_fault_class"`
+	UnusedFaultEvent      *ebpf.Variable `ebpf:"unused_fault_event"`
+	UnusedGraphEvent      *ebpf.Variable `ebpf:"unused_graph_event"`
+	UnusedMmapEvent       *ebpf.Variable `ebpf:"unused_mmap_event"`
+	UnusedNodeEvent       *ebpf.Variable `ebpf:"unused_node_event"`
+	UnusedOpEvent         *ebpf.Variable `ebpf:"unused_op_event"`
+	UnusedPageEvent       *ebpf.Variable `ebpf:"unused_page_event"`
+	UnusedPageRunEvent    *ebpf.Variable `ebpf:"unused_page_run_event"`
+	UnusedPhase           *ebpf.Variable `ebpf:"unused_phase"`
+	UnusedRaEvent         *ebpf.Variable `ebpf:"unused_ra_event"`
+	UnusedRaKind          *ebpf.Variable `ebpf:"unused_ra_kind"`
+	UnusedReadEvent       *ebpf.Variable `ebpf:"unused_read_event"`
+	UnusedReadKind        *ebpf.Variable `ebpf:"unused_read_kind"`
+	UnusedSchedEvent      *ebpf.Variable `ebpf:"unused_sched_event"`
+	UnusedSchedKind       *ebpf.Variable `ebpf:"unused_sched_kind"`
+	UnusedTaskEvent       *ebpf.Variable `ebpf:"unused_task_event"`
+	UnusedTaskKind        *ebpf.Variable `ebpf:"unused_task_kind"`
+	UseBpfLoop            *ebpf.Variable `ebpf:"use_bpf_loop"`
+	UseFindVma            *ebpf.Variable `ebpf:"use_find_vma"`
 }
 
 // IocorrPrograms contains all programs after they have been loaded into the kernel.

@@ -1,11 +1,13 @@
 package bpf
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math/bits"
 	"os"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -412,6 +414,65 @@ func (t *Tracer) PendingBlockRequests() (int, error) {
 		return n, fmt.Errorf("reading pending block requests: %w", err)
 	}
 	return n, nil
+}
+
+// CompletionUnseen says whether BPF recorded the request without seeing
+// its completion (block.bpf.h's block__emit_unseen, or
+// TakeUnfinishedBlockRequests): it has no latency.
+func (e *IocorrBlockEvent) CompletionUnseen() bool {
+	return uint32(e.Error) == uint32(IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN)
+}
+
+// BlockCompletionsUnseen counts the requests the kernel side recorded
+// with their completion unseen, when their request was issued again.
+func (t *Tracer) BlockCompletionsUnseen() (uint64, error) {
+	var per []uint64
+	if err := t.objs.BlkUnseen.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading the count of block completions unseen: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+// TakeUnfinishedBlockRequests removes the block requests still held as
+// issued and returns them as block events with their completion unseen,
+// timed now (CLOCK_MONOTONIC ns, as bpf_ktime_get_ns): at a record's end
+// they were read or written all the same, whether their completion is yet
+// to come or never reached BPF.
+func (t *Tracer) TakeUnfinishedBlockRequests(now uint64) ([]IocorrBlockEvent, error) {
+	var (
+		k   uint64
+		v   IocorrBlkStart
+		all = map[uint64]IocorrBlkStart{}
+		out []IocorrBlockEvent
+		it  = t.objs.BlkStarts.Iterate()
+	)
+	for it.Next(&k, &v) {
+		all[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading unfinished block requests: %w", err)
+	}
+	for k, v := range all {
+		// One whose completion came meanwhile was recorded by BPF: it is
+		// gone, and not taken twice.
+		if err := t.objs.BlkStarts.Delete(k); errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("removing an unfinished block request: %w", err)
+		}
+		unseen := IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN
+		e := IocorrBlockEvent{Hdr: v.Hdr, IssueTs: v.Hdr.Ts, Sector: v.Sector, Dev: v.Dev, Bytes: v.Bytes, CmdFlags: v.CmdFlags,
+			Error: int32(unseen)}
+		e.Hdr.Ts = max(now, v.Hdr.Ts)
+		out = append(out, e)
+	}
+	// In issue order, as the ring would have had them.
+	slices.SortFunc(out, func(a, b IocorrBlockEvent) int { return cmp.Compare(a.IssueTs, b.IssueTs) })
+	return out, nil
 }
 
 // OpFuncs maps an op event's fn (the uprobe cookie) to its symbol.

@@ -709,7 +709,11 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 	}
 	base := event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
 		Expert: -1, Kind: event.KindBlock, Phase: hdr.Phase, Class: class}
-	if b.IssueTs != 0 && b.IssueTs <= hdr.Ts {
+	if b.CompletionUnseen() {
+		// Recorded when BPF learned the request was done (its reissue,
+		// or the run's end): the time between is no latency.
+		base.Class |= event.ClassCompletionUnseen
+	} else if b.IssueTs != 0 && b.IssueTs <= hdr.Ts {
 		base.Dur = hdr.Ts - b.IssueTs
 	}
 	t := c.token(hdr)

@@ -224,6 +224,33 @@ func TestBlockRequestsNotOfModelFiles(t *testing.T) {
 	}
 }
 
+func TestBlockRequestWithItsCompletionUnseenKeepsItsBytesAndHasNoLatency(t *testing.T) {
+	seen := block(100, physBase+4096, 4096, 0)
+	unseen := bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, 500, 0, 1), IssueTs: 120,
+		Sector: (partStart*512 + physBase + 4096) / 512, Dev: diskDev, Bytes: 4096, Error: -1}
+	if !unseen.CompletionUnseen() {
+		t.Fatal("error -1 is not BLOCK_COMPLETION_UNSEEN")
+	}
+	res, evs := run(t, seen, ingest.Bytes(&unseen))
+	if len(evs) != 2 {
+		t.Fatalf("got %d events, want 2: %+v", len(evs), evs)
+	}
+	if e := evs[0]; e.CompletionUnseen() || e.Dur != 10 || e.ClassName() != "read" {
+		t.Errorf("seen request %+v (%s), want latency 10 and class read", e, e.ClassName())
+	}
+	// 380 ns passed between its issue and the time BPF learned it was
+	// done: that is no latency, and must not read as one.
+	if e := evs[1]; !e.CompletionUnseen() || e.Dur != 0 || e.ClassName() != "read, completion unseen" || event.BlockWrite(e.Class) {
+		t.Errorf("unseen request %+v (%s), want no latency and class \"read, completion unseen\"", e, e.ClassName())
+	}
+	if tok := res.Tokens[0]; tok.ReadBytes != 8192 || tok.BlockReqs != 2 {
+		t.Errorf("token %+v, want both requests' 8192 bytes", tok)
+	}
+	if evs[0].Tensor != evs[1].Tensor || evs[1].Bytes != 4096 {
+		t.Errorf("slices %+v, want the same tensor's 4096 bytes twice", evs)
+	}
+}
+
 func TestReadaheadIsChargedToTheFaultAsTriggerAndToItsTensorAsLanded(t *testing.T) {
 	res, evs := run(t,
 		page(bpf.IocorrEventTypeEV_PAGE_ADD, 50, 7, modelIno, 1, 0),  // tid 7, before the fault began

@@ -84,7 +84,21 @@ const (
 	ClassUnaccounted uint8 = 2
 	ClassRead        uint8 = 0
 	ClassWrite       uint8 = 1
+	// ClassCompletionUnseen is added to a block request's direction when
+	// BPF never saw it complete: its bytes were read or written, its
+	// latency is unknown (Dur 0, shown NA).
+	ClassCompletionUnseen uint8 = 2
 )
+
+// BlockWrite says whether a block event's class is a write (or another
+// operation that is not a read).
+func BlockWrite(class uint8) bool { return class&ClassWrite != 0 }
+
+// CompletionUnseen says whether a block event's completion was never seen,
+// so that it has no latency.
+func (e *Event) CompletionUnseen() bool {
+	return e.Kind == KindBlock && e.Class&ClassCompletionUnseen != 0
+}
 
 // Read call kinds (enum read_kind), as in a read event's Class.
 const (
@@ -120,10 +134,14 @@ func (e *Event) ClassName() string {
 		}
 		return "unaccounted"
 	case KindBlock:
-		if e.Class == ClassRead {
-			return "read"
+		dir := "read"
+		if BlockWrite(e.Class) {
+			dir = "write"
 		}
-		return "write"
+		if e.CompletionUnseen() {
+			return dir + ", completion unseen"
+		}
+		return dir
 	}
 	return ""
 }

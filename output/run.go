@@ -132,7 +132,7 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {"class", String, false},
 	{"token", Uint32, false}, {"phase", String, false}, {"op", String, false}, {"tid", Uint32, false},
 	{"tensor", String, false}, {"layer", Int32, false}, {"expert", Int32, false}, {"offset", Int64, false},
-	{"bytes", Uint64, false}, {"duration_ns", Uint64, false}, {"trigger_tensor", String, false}}
+	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, false}}
 
 // Events writes a row per attributed event that f selects.
 func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, f index.EventFilter) error {
@@ -149,9 +149,13 @@ func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 		if e.Trigger != event.NoTensor {
 			trig = st.TensorName(e.Trigger)
 		}
+		dur := Duration(e.Dur)
+		if e.CompletionUnseen() { // no latency measured, not a zero one
+			dur = NA()
+		}
 		cells = append(cells[:0], Num(e.Ts), Text(e.Kind.String()), Text(e.ClassName()), Num(e.Token), Text(event.PhaseName(e.Phase)),
 			Text(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), Num(t.Layer), Num(e.Expert),
-			Num(e.Offset), Bytes(e.Bytes), Duration(e.Dur), Text(trig))
+			Num(e.Offset), Bytes(e.Bytes), dur, Text(trig))
 		return rw.Row(cells...)
 	})
 	if err != nil {

@@ -625,7 +625,7 @@ func boolRank(v bool) int {
 // blockSums counts a block request's read bytes in the device's and its
 // layers' series, and writes the pages a read read as join keys.
 func (b *builder) blockSums(rec []event.Event, sc *storeScan, idx uint32) error {
-	write := rec[0].Class == event.ClassWrite
+	write := event.BlockWrite(rec[0].Class)
 	issue, done := rec[0].Ts-rec[0].Dur, rec[0].Ts
 	for i := range rec {
 		e := &rec[i]
@@ -719,7 +719,7 @@ func (b *builder) requests(byReq *extsort.Sorter[flow]) (*extsort.Sorter[request
 		if rec[0].Kind != event.KindBlock {
 			return nil
 		}
-		r := request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: rec[0].Class == event.ClassWrite, dev: -1}
+		r := request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: event.BlockWrite(rec[0].Class), dev: -1}
 		for i := range rec {
 			e := &rec[i]
 			r.bytes += e.Bytes

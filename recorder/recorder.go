@@ -164,6 +164,9 @@ type recording struct {
 	// run that fills the disk still says what it captured.
 	reserve string
 	meta    *metaWriter
+	// blockUnfinished counts the block requests put in the spool from
+	// BPF's pending map at the end (takeUnfinishedBlockRequests).
+	blockUnfinished uint64
 	// snaps takes the models' residency at token starts (residency.go);
 	// filemapFaults is what the kernel counted instead of recording.
 	snaps         *snapshotter
@@ -488,13 +491,15 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.m.PageRunsUnordered = n
 			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (their CPU kept changing their slot past the flush's tries): nothing was lost, and the store orders each chunk of events by time", n))
 		}
-		// Requests issued while the child ran whose completion never
-		// reached BPF (seen on this VM for a few completions run in
-		// softirq) are not in the record: say how many instead of losing
-		// them silently.
-		if n, err := r.tr.PendingBlockRequests(); err == nil && n > 0 {
-			r.m.BlockIncomplete = uint64(n)
-			r.warn(fmt.Sprintf("%d block requests were seen issued but never completed; they are not in the record", n))
+		// Requests whose completion never reached BPF (seen on this VM
+		// for a few completions run in softirq), or had not come by the
+		// end, are recorded from their issue, without a latency: say how
+		// many.
+		if n, err := r.tr.BlockCompletionsUnseen(); err != nil {
+			r.warn(err.Error())
+		} else if n += r.blockUnfinished; n > 0 {
+			r.m.BlockIncomplete = n
+			r.warn(fmt.Sprintf("%d block requests were recorded without their completion (never seen by BPF, or not yet come at the end): their bytes are in the record, their latency is NA", n))
 		}
 		if exit != nil && !r.hasUserProbes() {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -419,6 +420,9 @@ func (r *recording) end(tr tracing, drained bool) error {
 			err = nil
 		}
 	}
+	if !drained {
+		r.takeUnfinishedBlockRequests()
+	}
 	// After the drain: it hands the snapshotter its token starts.
 	r.stopSnapshots()
 	r.filemapFaults = r.kernelCounts()
@@ -428,6 +432,24 @@ func (r *recording) end(tr tracing, drained bool) error {
 		err = cerr
 	}
 	return err
+}
+
+// takeUnfinishedBlockRequests puts the block requests BPF saw issued and
+// not complete, after the ring's last record, in the spool: their bytes
+// were moved whether or not their completion reached BPF.
+func (r *recording) takeUnfinishedBlockRequests() {
+	evs, err := r.tr.TakeUnfinishedBlockRequests(proc.MonotonicNS())
+	if err != nil {
+		r.warn(err.Error())
+	}
+	for i := range evs {
+		if err := r.spool.Write(ingest.Bytes(&evs[i])); err != nil {
+			r.warn(fmt.Sprintf("the run's %d unfinished block requests are missing: %v", len(evs)-i, err))
+			return
+		}
+		atomic.AddUint64(&r.counts[bpf.IocorrEventTypeEV_BLOCK], 1)
+		r.blockUnfinished++
+	}
 }
 
 // wait waits for the command to end. The drain ends early only on a spool

@@ -334,7 +334,7 @@ func (r *run) eventPass() error {
 				}
 			}
 		case event.KindBlock:
-			if rec[0].Class == event.ClassRead {
+			if !event.BlockWrite(rec[0].Class) {
 				q := r.readRequest(rec, readSeen)
 				r.reqHist[bits.Len64(q.bytes)]++
 				r.reqs++
