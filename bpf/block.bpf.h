@@ -45,6 +45,17 @@ struct {
 	__type(value, __u64);
 } blk_unseen SEC(".maps");
 
+/* block__fill writes what a block record says of its request. */
+static __always_inline void block__fill(struct block_event *e, const struct blk_start *bs, __s32 error)
+{
+	e->issue_ts = bs->hdr.ts;
+	e->sector = bs->sector;
+	e->dev = bs->dev;
+	e->bytes = bs->bytes;
+	e->cmd_flags = bs->cmd_flags;
+	e->error = error;
+}
+
 /* block__emit_unseen records a request whose completion BPF never saw:
  * stamped as at its issue, but timed now (the ring stays in time order),
  * with no latency, and error BLOCK_COMPLETION_UNSEEN saying so. On this
@@ -61,12 +72,7 @@ static __always_inline void block__emit_unseen(struct blk_start *bs)
 		return;
 	e->hdr = bs->hdr;
 	e->hdr.ts = bpf_ktime_get_ns();
-	e->issue_ts = bs->hdr.ts;
-	e->sector = bs->sector;
-	e->dev = bs->dev;
-	e->bytes = bs->bytes;
-	e->cmd_flags = bs->cmd_flags;
-	e->error = BLOCK_COMPLETION_UNSEEN;
+	block__fill(e, bs, BLOCK_COMPLETION_UNSEEN);
 	ring__submit(e, EV_BLOCK);
 	n = bpf_map_lookup_elem(&blk_unseen, &zero);
 	if (n)
@@ -134,12 +140,7 @@ int BPF_PROG(block_complete, struct request *rq, blk_status_t error, unsigned in
 		return 0;
 	e = event__reserve(sizeof(*e), EV_BLOCK);
 	if (e) {
-		e->issue_ts = bs->hdr.ts;
-		e->sector = bs->sector;
-		e->dev = bs->dev;
-		e->bytes = bs->bytes;
-		e->cmd_flags = bs->cmd_flags;
-		e->error = error;
+		block__fill(e, bs, error);
 		ring__submit(e, EV_BLOCK);
 	}
 	bpf_map_delete_elem(&blk_starts, &key);

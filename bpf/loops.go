@@ -31,13 +31,11 @@ type LoopsCut struct {
 func (t *Tracer) LoopsCut() (LoopsCut, error) {
 	var out LoopsCut
 	for key, dst := range map[uint32]*uint64{loopCutGraphNodes: &out.GraphNodes, loopCutExpertRows: &out.ExpertRows} {
-		var per []uint64
-		if err := t.objs.LoopsCut.Lookup(key, &per); err != nil {
+		n, err := perCPUSum(t.objs.LoopsCut, key)
+		if err != nil {
 			return out, fmt.Errorf("reading the bounded loops' cut counts: %w", err)
 		}
-		for _, v := range per {
-			*dst += v
-		}
+		*dst = n
 	}
 	var (
 		id uint64

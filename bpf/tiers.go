@@ -76,15 +76,11 @@ func (t *Tracer) CountsFilemapFaults() bool {
 // processes, summed over every CPU: the kernel counts them instead of
 // writing a record per fault, since a count is all anyone read of them.
 func (t *Tracer) FilemapFaults() (uint64, error) {
-	var per []uint64
-	if err := t.objs.FilemapFaults.Lookup(uint32(0), &per); err != nil {
+	n, err := perCPUSum(t.objs.FilemapFaults, 0)
+	if err != nil {
 		return 0, fmt.Errorf("reading the filemap-fault counter: %w", err)
 	}
-	var sum uint64
-	for _, v := range per {
-		sum += v
-	}
-	return sum, nil
+	return n, nil
 }
 
 // TokenStops is how many times the kernel stopped process tgid at a

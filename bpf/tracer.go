@@ -357,17 +357,26 @@ func (t *Tracer) Probes() []Probe {
 func (t *Tracer) Lost() (map[string]uint64, error) {
 	out := make(map[string]uint64, EventTypeCount)
 	for typ := uint32(1); typ < EventTypeCount; typ++ {
-		var per []uint64
-		if err := t.objs.Lost.Lookup(typ, &per); err != nil {
+		n, err := perCPUSum(t.objs.Lost, typ)
+		if err != nil {
 			return nil, fmt.Errorf("reading lost-event counters: %w", err)
 		}
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[EventTypeName(typ)] = sum
+		out[EventTypeName(typ)] = n
 	}
 	return out, nil
+}
+
+// perCPUSum is a per-CPU array counter's value summed over every CPU.
+func perCPUSum(m *ebpf.Map, key uint32) (uint64, error) {
+	var per []uint64
+	if err := m.Lookup(key, &per); err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for _, v := range per {
+		sum += v
+	}
+	return sum, nil
 }
 
 // UnorderedPageRuns reports the page-cache runs that a page event of the
@@ -376,15 +385,11 @@ func (t *Tracer) Lost() (map[string]uint64, error) {
 // not lost, but may follow that event in the ring (the store orders each
 // chunk by time).
 func (t *Tracer) UnorderedPageRuns() (uint64, error) {
-	var per []uint64
-	if err := t.objs.RunsUnordered.Lookup(uint32(0), &per); err != nil {
+	n, err := perCPUSum(t.objs.RunsUnordered, 0)
+	if err != nil {
 		return 0, fmt.Errorf("reading the unordered page-run counter: %w", err)
 	}
-	var sum uint64
-	for _, v := range per {
-		sum += v
-	}
-	return sum, nil
+	return n, nil
 }
 
 // FlushPageRuns puts the page-cache runs still pending in the kernel into
@@ -426,13 +431,9 @@ func (e *IocorrBlockEvent) CompletionUnseen() bool {
 // BlockCompletionsUnseen counts the requests the kernel side recorded
 // with their completion unseen, when their request was issued again.
 func (t *Tracer) BlockCompletionsUnseen() (uint64, error) {
-	var per []uint64
-	if err := t.objs.BlkUnseen.Lookup(uint32(0), &per); err != nil {
+	n, err := perCPUSum(t.objs.BlkUnseen, 0)
+	if err != nil {
 		return 0, fmt.Errorf("reading the count of block completions unseen: %w", err)
-	}
-	var n uint64
-	for _, v := range per {
-		n += v
 	}
 	return n, nil
 }
