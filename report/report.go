@@ -163,7 +163,7 @@ func header(m *rundir.Meta, opt Options) []Field {
 	for _, n := range m.Lost {
 		lost += n
 	}
-	h.add("lost events", "%d lost by the ring buffer (%s); %d block requests seen issued but never completed", lost, sortedKV(m.Lost), m.BlockIncomplete)
+	h.add("lost events", "%d lost by the ring buffer (%s); %d block requests recorded without their completion (latency NA)", lost, sortedKV(m.Lost), m.BlockIncomplete)
 	ch := &m.Child
 	exit := fmt.Sprintf("exit status %d", ch.ExitCode)
 	if ch.Signal != "" {

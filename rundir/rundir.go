@@ -105,8 +105,9 @@ type Meta struct {
 	// Lost the events the kernel could not put in the ring buffer. Lost is
 	// always present, also when all are zero.
 	Counts map[string]uint64 `json:"counts"`
-	// BlockIncomplete counts block requests seen issued whose completion
-	// never reached the tracer: they are missing from the record.
+	// BlockIncomplete counts block requests whose completion never
+	// reached the tracer (or had not come at the end): they are recorded
+	// from their issue, their bytes counted, their latency NA.
 	BlockIncomplete uint64            `json:"block_incomplete"`
 	Lost            map[string]uint64 `json:"lost"`
 	// PageRunsUnordered counts page-cache runs recorded, not lost, but
