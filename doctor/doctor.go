@@ -18,6 +18,7 @@ import (
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/elfinfo"
+	"github.com/iocorr/iocorr/internal/proc"
 )
 
 // Status is a check's outcome.
@@ -200,20 +201,14 @@ func errText(err error) string {
 // bpfCapabilities reports whether the process may load tracing programs:
 // root, or CAP_BPF with CAP_PERFMON (kernel 5.8+).
 func bpfCapabilities() (bool, string) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return os.Geteuid() == 0, "uid " + strconv.Itoa(os.Geteuid())
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			capEff, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			const capSysAdmin, capPerfmon, capBPF = 21, 38, 39
-			has := func(c uint) bool { return capEff&(1<<c) != 0 }
-			if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
-				return true, fmt.Sprintf("uid %d, CapEff %s", os.Geteuid(), strings.TrimSpace(v))
-			}
-			return false, fmt.Sprintf("uid %d lacks CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN): run as root", os.Geteuid())
+	if v, ok := proc.StatusField("self", "CapEff"); ok {
+		capEff, _ := strconv.ParseUint(v, 16, 64)
+		const capSysAdmin, capPerfmon, capBPF = 21, 38, 39
+		has := func(c uint) bool { return capEff&(1<<c) != 0 }
+		if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
+			return true, fmt.Sprintf("uid %d, CapEff %s", os.Geteuid(), v)
 		}
+		return false, fmt.Sprintf("uid %d lacks CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN): run as root", os.Geteuid())
 	}
 	return os.Geteuid() == 0, "uid " + strconv.Itoa(os.Geteuid())
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,23 +15,6 @@ import (
 	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 )
-
-// procStat is what record -p reads of a process: its state letter and
-// its own major-fault count (/proc/PID/stat fields 3 and 12).
-func procStat(pid int) (state byte, majflt uint64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name is in parentheses and may hold both.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 10 {
-		return 0, 0, fmt.Errorf("process %d: unreadable stat %q", pid, b)
-	}
-	majflt, err = strconv.ParseUint(f[9], 10, 64)
-	return f[0][0], majflt, err
-}
 
 func cmdlineOf(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -78,7 +60,8 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	if err := r.warden.Freeze(pid); err != nil {
 		return Result{}, r.abort(err)
 	}
-	_, before, err := procStat(pid)
+	st, err := proc.ReadStat(pid)
+	before := st.MajFlt
 	if err == nil {
 		err = r.tr.TracePID(pid)
 	}
@@ -101,7 +84,8 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 			r.warn(err.Error())
 		}
 	}
-	if _, after, err := procStat(pid); err == nil {
+	if st, err := proc.ReadStat(pid); err == nil {
+		after := st.MajFlt
 		r.m.Attached.MajFltAfter = after
 	} else {
 		r.warn(fmt.Sprintf("process %d ended and was reaped within the window: its major-fault count at the end is unknown", pid))
@@ -160,7 +144,7 @@ func (r *recording) watch(ctx context.Context, pid int, drainErr chan error) (ex
 			drainErr <- derr
 			return false
 		case <-tick.C:
-			if st, _, err := procStat(pid); err != nil || st == 'Z' || st == 'X' {
+			if st, err := proc.ReadStat(pid); err != nil || st.State == 'Z' || st.State == 'X' {
 				return true
 			}
 		}

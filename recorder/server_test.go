@@ -7,16 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -141,8 +140,8 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 	if err := complete(context.Background(), base, 4); err != nil {
 		t.Errorf("llama-server after the detach: %v\n%s", err, srvLog.String())
 	}
-	if st, _, err := procStatOf(pid); err != nil || st == 'T' || st == 't' || st == 'Z' {
-		t.Errorf("llama-server after the detach: state %c (%v)", st, err)
+	if st, err := proc.ReadStat(pid); err != nil || st.State == 'T' || st.State == 't' || st.State == 'Z' {
+		t.Errorf("llama-server after the detach: state %c (%v)", st.State, err)
 	}
 	interruptTrace()
 	ts := <-calls
@@ -165,17 +164,4 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 	}
 	t.Logf("window %.2fs: %d llama_decode calls (%d prefill), bpftrace %d of %d; %d pauses held",
 		float64(m.MonoEndNS-m.MonoStartNS)/1e9, prefill+decode, prefill, inWindow, len(ts), m.Pauses.Held)
-}
-
-// procStatOf reads a process's state letter.
-func procStatOf(pid int) (byte, string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, "", fmt.Errorf("unreadable stat %q", b)
-	}
-	return b[i+2], string(b), nil
 }

@@ -130,16 +130,9 @@ func ptraceRaw(req, pid int, addr, data uintptr) error {
 
 // tgidOf reads a thread's process id.
 func tgidOf(tid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return tid
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
-			}
-		}
+	v, _ := proc.StatusField(strconv.Itoa(tid), "Tgid")
+	if n, err := strconv.Atoi(v); err == nil {
+		return n
 	}
 	return tid
 }
@@ -192,17 +185,9 @@ func threadEnded(tid int) bool {
 // listing can see it before its first stop is reported; a second seize of
 // it fails with EPERM.
 func tracedByMe(tid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			pid, err := strconv.Atoi(strings.TrimSpace(v))
-			return err == nil && pid == unix.Gettid()
-		}
-	}
-	return false
+	v, _ := proc.StatusField(strconv.Itoa(tid), "TracerPid")
+	pid, err := strconv.Atoi(v)
+	return err == nil && pid == unix.Gettid()
 }
 
 // seize traces every thread of pid, until a listing finds no new one (a
