@@ -47,7 +47,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		return nil, fmt.Errorf("reading symbols of %s: %w", real, err)
 	}
 	if syms.HasOpNames {
-		if names, err := ggml.OpNamesFromELF(real); err == nil {
+		if names, err := syms.OpNames(real); err == nil {
 			t.mu.Lock()
 			t.opNames, t.opSource = names, real
 			t.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,6 +91,13 @@ func TestOpNamesFromELFRejectsALibraryWithoutTheTable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GGML_OP_NAME") {
 		t.Fatalf("err = %v, want a missing GGML_OP_NAME error", err)
 	}
+	syms, err := FileSymbols(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syms.OpNames(so); err == nil || !strings.Contains(err.Error(), "GGML_OP_NAME") {
+		t.Fatalf("FileSymbols' OpNames: err = %v, want a missing GGML_OP_NAME error", err)
+	}
 }
 
 func TestOpNamesFromELFFollowsRelocations(t *testing.T) {
@@ -105,5 +113,13 @@ const char *name_of(int i) { return GGML_OP_NAME[i]; }
 	}
 	if strings.Join(got, ",") != "NONE,DUP,ADD,MUL_MAT" {
 		t.Fatalf("op names = %q", got)
+	}
+	// The attach reads the table from the symbol FileSymbols found.
+	syms, err := FileSymbols(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := syms.OpNames(so); err != nil || !slices.Equal(again, got) {
+		t.Fatalf("FileSymbols' OpNames = %q, %v; want %q", again, err, got)
 	}
 }

@@ -22,16 +22,31 @@ func OpNamesFromELF(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading symbols: %w", path, err)
 	}
-	var sym *elf.Symbol
-	for i := range syms {
-		if syms[i].Name == "GGML_OP_NAME" && syms[i].Size > 0 {
-			sym = &syms[i]
-			break
+	for _, s := range syms {
+		if s.Name == SymOpNames && s.Size > 0 {
+			return opNamesAt(f, path, s)
 		}
 	}
-	if sym == nil {
+	return nil, fmt.Errorf("%s: no GGML_OP_NAME symbol", path)
+}
+
+// OpNames reads the op name table FileSymbols found in the file at path
+// (HasOpNames), as OpNamesFromELF does, without reading the file's symbol
+// tables again.
+func (s Symbols) OpNames(path string) ([]string, error) {
+	if !s.HasOpNames || s.opNameSym.Size == 0 {
 		return nil, fmt.Errorf("%s: no GGML_OP_NAME symbol", path)
 	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return opNamesAt(f, path, s.opNameSym)
+}
+
+// opNamesAt reads the table at sym of the open ELF file f (named path).
+func opNamesAt(f *elf.File, path string, sym elf.Symbol) ([]string, error) {
 	if f.Machine != elf.EM_X86_64 || sym.Size%8 != 0 || sym.Size > 8*4096 {
 		return nil, fmt.Errorf("%s: GGML_OP_NAME of %d bytes on %v not understood", path, sym.Size, f.Machine)
 	}

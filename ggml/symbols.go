@@ -95,8 +95,10 @@ type Symbols struct {
 	// (SymDispatch) where the file has it, every exported
 	// ggml_compute_forward_* function otherwise.
 	Ops []string
-	// HasOpNames: it holds ggml's op name table (SymOpNames).
+	// HasOpNames: it holds ggml's op name table (SymOpNames), which
+	// OpNames reads.
 	HasOpNames bool
+	opNameSym  elf.Symbol
 	// Offset is where each function of Probe and Ops begins in the file,
 	// where a uprobe on it is placed: given to the attach, it spares a
 	// second read of the symbol tables.
@@ -112,7 +114,7 @@ func FileSymbols(path string) (Symbols, error) {
 	err := eachDefinedSymbol(path, func(sym elf.Symbol, off uint64, inFile bool) {
 		switch {
 		case sym.Name == SymOpNames:
-			s.HasOpNames = true
+			s.HasOpNames, s.opNameSym = true, sym
 		case elf.ST_TYPE(sym.Info) != elf.STT_FUNC || sym.Value == 0 || !inFile:
 		case sym.Name == SymDecode || sym.Name == SymGraphCompute:
 			s.Probe = append(s.Probe, sym.Name)
