@@ -382,6 +382,7 @@ type request struct {
 	issue, done uint64
 	bytes       uint64
 	write       bool
+	unseen      bool     // its completion never reached BPF: no latency
 	dev         int      // model index whose device, -1 other
 	flows       []uint64 // of the major faults it served
 }
@@ -719,7 +720,8 @@ func (b *builder) requests(byReq *extsort.Sorter[flow]) (*extsort.Sorter[request
 		if rec[0].Kind != event.KindBlock {
 			return nil
 		}
-		r := request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: event.BlockWrite(rec[0].Class), dev: -1}
+		r := request{issue: rec[0].Ts - rec[0].Dur, done: rec[0].Ts, write: event.BlockWrite(rec[0].Class),
+			unseen: rec[0].CompletionUnseen(), dev: -1}
 		for i := range rec {
 			e := &rec[i]
 			r.bytes += e.Bytes
@@ -748,18 +750,22 @@ var requestCodec = extsort.Codec[request]{
 		b = binary.AppendUvarint(b, r.issue)
 		b = binary.AppendUvarint(b, r.done)
 		b = binary.AppendUvarint(b, r.bytes)
+		var flags byte
 		if r.write {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
+			flags |= 1
 		}
+		if r.unseen {
+			flags |= 2
+		}
+		b = append(b, flags)
 		b = binary.AppendVarint(b, int64(r.dev))
 		return appendIDs(b, r.flows)
 	},
 	Decode: func(b []byte, q *request) error {
 		r := reader{b: b}
 		q.issue, q.done, q.bytes = r.uvarint(), r.uvarint(), r.uvarint()
-		q.write = r.byte() == 1
+		flags := r.byte()
+		q.write, q.unseen = flags&1 != 0, flags&2 != 0
 		q.dev = int(r.varint())
 		q.flows = r.ids()
 		if r.err == nil && len(r.b) != 0 {
@@ -999,8 +1005,13 @@ func (b *builder) blockSlices(reqs *extsort.Sorter[request]) error {
 		if r.write {
 			op = "write"
 		}
-		b.slice(tr, r.issue, r.done, fmt.Sprintf("%s %d KiB", op, r.bytes>>10), "block",
-			[]annotation{annU("bytes", r.bytes), annU("latency_ns", r.done-r.issue)}, r.flows)
+		name, anns := fmt.Sprintf("%s %d KiB", op, r.bytes>>10), []annotation{annU("bytes", r.bytes), annU("latency_ns", r.done-r.issue)}
+		if r.unseen {
+			// Placed when BPF learned it was done: no latency to show.
+			name += " (completion unseen)"
+			anns[1] = annS("latency_ns", "NA: completion not seen by BPF")
+		}
+		b.slice(tr, r.issue, r.done, name, "block", anns, r.flows)
 		b.sum.BlockRequests++
 		return nil
 	})

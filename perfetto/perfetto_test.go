@@ -152,6 +152,24 @@ func TestBlockRequestsAreOneSliceEachByRequestID(t *testing.T) {
 	}
 }
 
+// A request whose completion BPF never saw is drawn where it was learned
+// of, and says so in its name: its zero width is no latency.
+func TestABlockRequestWithItsCompletionUnseenSaysSo(t *testing.T) {
+	evs := []event.Event{
+		{Ts: 1000, Dur: 100, Tid: 7, Req: 1, Kind: event.KindBlock, Tensor: event.TensorOther, Bytes: 4096, Expert: -1, Trigger: event.NoTensor},
+		{Ts: 2000, Tid: 7, Req: 2, Kind: event.KindBlock, Class: event.ClassRead | event.ClassCompletionUnseen, Tensor: event.TensorOther,
+			Offset: 1 << 20, Bytes: 8192, Expert: -1, Trigger: event.NoTensor},
+	}
+	b, sum := export(t, storeOf(t, evs, nil), &rundir.Meta{ProbeSet: "graph"})
+	if sum.BlockRequests != 2 {
+		t.Errorf("%d block request slices, want 2", sum.BlockRequests)
+	}
+	got := slicesOn(b, "queue slot 0")
+	if want := []string{"read 4 KiB", "read 8 KiB (completion unseen)"}; !slices.Equal(got, want) {
+		t.Errorf("block slices %q, want %q", got, want)
+	}
+}
+
 // Decode calls, a process's command and its threads' scheduler states
 // come from the store's timeline: a call is a slice from its begin to its
 // end, a thread switched out in D state is blocked until woken, then
