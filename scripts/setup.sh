@@ -38,10 +38,26 @@ fi
 if [ ${#need_apt[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-if [ ${#need_lean[@]} -gt 0 ]; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_lean[@]}" >/dev/null
-fi
 
-go mod download
-./testdata/llm/setup.sh
-./scripts/build-llama.sh
+# The llama.cpp builds (some 17 minutes of compiling on a fresh 2-CPU
+# machine) need only the compilers above and the bundle setup-demo.sh
+# installed: they run while the rest downloads (the chromium and qemu
+# packages, the Go modules, node-llama-cpp's older releases), which waits
+# on the network rather than the CPU.
+./scripts/build-llama.sh &
+build=$!
+rest() {
+	if [ ${#need_lean[@]} -gt 0 ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_lean[@]}" >/dev/null
+	fi
+	go mod download
+	./testdata/llm/setup.sh
+}
+# In the background too, so that set -e still stops it at its first
+# failure (a function called as `rest || ...` would run on past one).
+rest &
+others=$!
+failed=
+wait "$others" || failed="installing the packages, Go modules or node-llama-cpp releases"
+wait "$build" || failed="${failed:+$failed and }building llama.cpp"
+[ -z "$failed" ] || { echo "setup: $failed failed (above)" >&2; exit 1; }
