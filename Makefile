@@ -59,9 +59,9 @@ generate: ## regenerate the BPF objects with the toolchain in bpf/TOOLCHAIN (FOR
 BENCH_SHORT ?=
 BENCH_OUT   ?= bench.json
 
-bench: setup build ## overhead, scale, sweep, recorder, store and fidelity table (BENCH_SHORT=1: quick; BENCH_SECTION=sweep,...: only those)
+bench: setup build ## overhead, scale, sweep, recorder, store and fidelity table (BENCH_SHORT=1: quick; BENCH_SECTION=sweep,...: only those; BENCH_ARM=a,c: only those overhead arms)
 	$(GO) build -trimpath -o bin/iocorr-bench ./cmd/iocorr-bench
-	./bin/iocorr-bench $(if $(BENCH_SHORT),--short) $(if $(BENCH_SECTION),--section $(BENCH_SECTION)) -o $(BENCH_OUT)
+	./bin/iocorr-bench $(if $(BENCH_SHORT),--short) $(if $(BENCH_SECTION),--section $(BENCH_SECTION)) $(if $(BENCH_ARM),--arm $(BENCH_ARM)) -o $(BENCH_OUT)
 
 bench-go: setup ## the Go micro-benchmarks of every package
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...

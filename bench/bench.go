@@ -45,8 +45,17 @@ type Config struct {
 	// -n), shortest first.
 	ScaleTokens []int `json:"scale_tokens"`
 	// Sections, when any, are the only sections run (Sections lists them).
-	Sections []string  `json:"sections,omitempty"`
-	Log      io.Writer `json:"-"`
+	Sections []string `json:"sections,omitempty"`
+	// Arms, when any, are the only overhead arms run: each names an arm
+	// by its letter ("c") or its whole name ("c memlimit cold default").
+	Arms []string  `json:"arms,omitempty"`
+	Log  io.Writer `json:"-"`
+}
+
+// runsArm says whether the overhead arm of that name runs.
+func (c Config) runsArm(name string) bool {
+	letter, _, _ := strings.Cut(name, " ")
+	return len(c.Arms) == 0 || slices.Contains(c.Arms, letter) || slices.Contains(c.Arms, name)
 }
 
 // Sections are the benchmark's sections, in the order Run runs them.
@@ -236,7 +245,9 @@ func Run(cfg Config) *Report {
 					arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
 				}
 				for _, a := range arms {
-					Overhead(r, cfg, model, a)
+					if cfg.runsArm(a.Name) {
+						Overhead(r, cfg, model, a)
+					}
 				}
 			}
 			if cfg.runs("scale") {

@@ -147,3 +147,21 @@ func TestGoalJudgesTheNamedStatisticAndLeavesNAUnjudged(t *testing.T) {
 		t.Error("an NA figure was judged")
 	}
 }
+
+func TestAnArmRunsWhenNamedByItsLetterOrWholeNameOrWhenNoneAreNamed(t *testing.T) {
+	for _, tc := range []struct {
+		arms []string
+		name string
+		want bool
+	}{
+		{nil, "c memlimit cold default", true},
+		{[]string{"c"}, "c memlimit cold default", true},
+		{[]string{"c memlimit cold default"}, "c memlimit cold default", true},
+		{[]string{"a", "e"}, "c memlimit cold default", false},
+		{[]string{"memlimit"}, "c memlimit cold default", false},
+	} {
+		if got := (Config{Arms: tc.arms}).runsArm(tc.name); got != tc.want {
+			t.Errorf("arms %q: runsArm(%q) = %v, want %v", tc.arms, tc.name, got, tc.want)
+		}
+	}
+}
