@@ -724,16 +724,29 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 	c.slices = c.slices[:0]
 	disk, n := b.Sector*512, uint64(b.Bytes)
 	var inside uint64
+	// The slice holding the request's first byte: in no model's extent,
+	// the "[other file]" slice appended last.
+	start := -1
 	for _, m := range c.models {
 		if !m.onDisk(b.Dev) {
 			continue
 		}
+		before := len(c.slices)
 		var k uint64
-		c.slices, k = m.appendDiskSlices(c.slices, disk, n)
+		var first bool
+		c.slices, k, first = m.appendDiskSlices(c.slices, disk, n)
 		inside += k
+		if first && len(c.slices) > before {
+			start = before
+		}
 	}
-	if inside < n {
+	// A request of no bytes is kept too, as one of the "[other file]", so
+	// that the tensors' requests add up to the token's.
+	if inside < n || len(c.slices) == 0 {
 		c.slices = append(c.slices, slice{tensor: event.TensorOther, expert: -1, off: int64(disk), file: int64(disk), n: int64(n - inside)})
+	}
+	if start < 0 {
+		start = len(c.slices) - 1
 	}
 	for i := range c.slices {
 		s := &c.slices[i]
@@ -742,15 +755,12 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 		if class == 0 {
 			a := c.agg(ev.Token, s.tensor, s.expert, ev.Op)
 			a.ReadBytes += uint64(s.n)
-			// A request is counted once per (tensor, expert) it touches.
-			first := true
-			for _, p := range c.slices[:i] {
-				if p.tensor == s.tensor && p.expert == s.expert {
-					first = false
-					break
-				}
-			}
-			if first {
+			// A request counts where its first byte lies, as a page
+			// added does, so that any grouping of the aggregates (by
+			// token, layer, expert...) sums to the requests it holds:
+			// counted once per (tensor, expert) touched, a token's
+			// requests summed 11 213 where the disk served 6 662.
+			if i == start {
 				a.BlockReqs++
 			}
 		}

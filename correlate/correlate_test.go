@@ -197,6 +197,52 @@ func TestBlockRequestAcrossTwoExtentsWithPartitionOffset(t *testing.T) {
 	}
 }
 
+// A block request is one request wherever its bytes land: it counts where
+// its first byte lies, so that the requests of any grouping of the
+// aggregates (by token, tensor, layer, expert) add up to the disk's.
+func TestABlockRequestCountsOnceWhereItsFirstByteLies(t *testing.T) {
+	type at struct {
+		tensor uint32
+		expert int16
+	}
+	tests := []struct {
+		name       string
+		disk       uint64 // partition byte
+		n          uint32
+		counted    at
+		notCounted []at // read from, but not counted in
+	}{
+		{"from a tensor's tail into an expert slice", physBase + 8192, 12288,
+			at{idQ, -1}, []at{{idExps, 0}, {event.TensorOther, -1}}},
+		{"across two expert slices of one tensor", physBase + 20480 + 4096, 16384,
+			at{idExps, 1}, []at{{idExps, 2}}},
+		{"from a disk gap into the model", physBase + 16384, 8192,
+			at{event.TensorOther, -1}, []at{{idExps, 0}}},
+		{"of no bytes", physBase, 0,
+			at{event.TensorOther, -1}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := run(t, block(100, tc.disk, tc.n, 0))
+			if c := aggOf(res, tc.counted.tensor, tc.counted.expert); c.BlockReqs != 1 {
+				t.Errorf("tensor %d expert %d %+v, want the request", tc.counted.tensor, tc.counted.expert, c)
+			}
+			for _, o := range tc.notCounted {
+				if c := aggOf(res, o.tensor, o.expert); c.ReadBytes == 0 || c.BlockReqs != 0 {
+					t.Errorf("tensor %d expert %d %+v, want bytes read and no request", o.tensor, o.expert, c)
+				}
+			}
+			var sum uint64
+			for _, a := range res.Aggs {
+				sum += a.BlockReqs
+			}
+			if tok := res.Tokens[0]; tok.BlockReqs != 1 || sum != 1 {
+				t.Errorf("token counts %d requests, its aggregates %d: want 1 and 1", tok.BlockReqs, sum)
+			}
+		})
+	}
+}
+
 func TestBlockRequestsNotOfModelFiles(t *testing.T) {
 	tests := []struct {
 		name  string

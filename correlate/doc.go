@@ -69,9 +69,11 @@
 // cut at the boundary. Extents without a physical location (unknown,
 // delayed allocation, encoded, inline) are skipped. Bytes in no model's
 // extent, and requests on other disks, are "[other file]", at the
-// request's disk byte. Reads (REQ_OP 0) are charged as bytes read and as
-// one request per (tensor, expert) they touch; writes, flushes and
-// discards are kept as events (class 1) and never charged as reads.
+// request's disk byte. Reads (REQ_OP 0) are charged as bytes read to every
+// slice, and as one request to the slice holding their first byte (so
+// that requests add up over any grouping, as pages added do); writes,
+// flushes and discards are kept as events (class 1) and never charged as
+// reads.
 //
 // Readahead. Pages that the kernel adds while a thread is inside a fault
 // (same tid, add ts within the fault's [start_ts, ts]; for a run, from its

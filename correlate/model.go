@@ -116,11 +116,12 @@ func (mi *modelIndex) onDisk(dev uint32) bool {
 
 // appendDiskSlices cuts the disk byte range [d, d+n) into this model's
 // tensor slices through its partition start and FIEMAP extents, and
-// returns how many of the bytes lie in the model's extents.
-func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) ([]slice, uint64) {
+// returns how many of the bytes lie in the model's extents and whether
+// the first slice it appended holds byte d.
+func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) (_ []slice, inside uint64, first bool) {
 	end := d + n
 	if end <= mi.partOff || len(mi.extents) == 0 {
-		return dst, 0
+		return dst, 0, false
 	}
 	p, pend := max(d, mi.partOff)-mi.partOff, end-mi.partOff
 	// First extent that ends after p.
@@ -128,7 +129,7 @@ func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) ([]slice, uint6
 		e := mi.extents[i]
 		return e.Physical+e.Length > p
 	})
-	var inside uint64
+	first = d >= mi.partOff && i < len(mi.extents) && mi.extents[i].Physical <= p
 	for ; p < pend && i < len(mi.extents); i++ {
 		e := mi.extents[i]
 		if e.Physical >= pend {
@@ -140,5 +141,5 @@ func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) ([]slice, uint6
 		inside += stop - p
 		p = stop
 	}
-	return dst, inside
+	return dst, inside, first
 }

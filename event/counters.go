@@ -13,7 +13,7 @@ type Counters struct {
 	PagesEvicted uint64 // page-cache pages removed whose first byte is here
 	EvictedBytes uint64
 	ReadBytes    uint64 // bytes read from the device
-	BlockReqs    uint64 // block read requests touching it
+	BlockReqs    uint64 // block read requests whose first byte is here
 	// RequestedBytes are bytes read(2)/pread(2)/io_uring read of it: what
 	// a load without mmap (llama.cpp --load-mode none, dio) asks for.
 	RequestedBytes uint64
@@ -76,7 +76,7 @@ var CounterFields = [NumCounters]Counter{
 	{"pages_evicted", UnitPages, "page-cache pages removed whose first byte is here", true, func(c *Counters) *uint64 { return &c.PagesEvicted }},
 	{"bytes_evicted", UnitBytes, "page-cache bytes removed here", false, func(c *Counters) *uint64 { return &c.EvictedBytes }},
 	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
-	{"block_requests", UnitCount, "block read requests touching it", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
+	{"block_requests", UnitCount, "block read requests whose first byte is here", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
 	{"bytes_requested", UnitBytes, "bytes read from the model file by read syscalls and io_uring (loads without mmap)", true, func(c *Counters) *uint64 { return &c.RequestedBytes }},
 }
 

@@ -43,7 +43,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 8
+const FormatVersion = 9 // 9: a block request counts where its first byte lies
 
 var be = binary.BigEndian
 
