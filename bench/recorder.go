@@ -25,7 +25,7 @@ const mb100 = 100e6 / (1 << 20)
 // ingests the last of them in a child of its own (`iocorr ingest`, whose
 // wait4 maxrss is the ingest's alone) and checks its fidelity.
 func Recorder(r *Report, cfg Config, sec string, runs []sample) {
-	var cpu, rss, records, spoolPerGiB, recPerGiB, lost []float64
+	var cpu, before, while, rss, records, spoolPerGiB, recPerGiB, lost []float64
 	var opHits, opHere, opBareLo, opBareHi []float64
 	var perGiBNA string
 	for _, t := range runs {
@@ -41,6 +41,10 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 		// traced runs only. An iocorr too old to write it has none.
 		if m.Recorder != nil {
 			rss = append(rss, float64(m.Recorder.MaxRSSKiB)/1024)
+			if m.Recorder.BeforeNS > 0 {
+				before = append(before, time.Duration(m.Recorder.BeforeNS).Seconds())
+				while = append(while, time.Duration(m.Recorder.WhileNS).Seconds())
+			}
 		}
 		var n, l uint64
 		for _, c := range m.Counts {
@@ -76,6 +80,14 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 		}
 	}
 	r.Add(sec, "recorder CPU (traced run - child's rusage)", "s", cpu, "")
+	// Its own CPU apart (meta.json): the start-up (probes, controls),
+	// paid once a run, and what competed with the command while it ran.
+	beforeNA := ""
+	if len(before) != len(runs) {
+		before, while, beforeNA = nil, nil, "this iocorr writes no recorder CPU before and while the command ran in meta.json"
+	}
+	r.Add(sec, "recorder CPU before the command ran (its own)", "s", before, beforeNA)
+	r.Add(sec, "recorder CPU while the command ran (its own)", "s", while, beforeNA)
 	if len(rss) == len(runs) {
 		r.Add(sec, "recorder peak RSS while recording (its own maxrss)", "MiB", rss, "")
 	} else {

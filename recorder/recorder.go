@@ -167,6 +167,9 @@ type recording struct {
 	// blockUnfinished counts the block requests put in the spool from
 	// BPF's pending map at the end (takeUnfinishedBlockRequests).
 	blockUnfinished uint64
+	// cpuAtRelease and cpuAtExit are the recorder's own CPU when it let
+	// the command run and when the command exited (rundir.Recorder).
+	cpuAtRelease, cpuAtExit int64
 	// snaps takes the models' residency at token starts (residency.go);
 	// filemapFaults is what the kernel counted instead of recording.
 	snaps         *snapshotter
@@ -536,6 +539,9 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 	var self unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err == nil {
 		r.m.Recorder = &rundir.Recorder{MaxRSSKiB: self.Maxrss, UserNS: unix.TimevalToNsec(self.Utime), SystemNS: unix.TimevalToNsec(self.Stime)}
+		if r.cpuAtRelease > 0 && r.cpuAtExit >= r.cpuAtRelease {
+			r.m.Recorder.BeforeNS, r.m.Recorder.WhileNS = r.cpuAtRelease, r.cpuAtExit-r.cpuAtRelease
+		}
 	}
 	// The reserve goes first: on a full disk it is what meta.json fits in.
 	if r.reserve != "" {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/blockdev"
@@ -345,6 +347,7 @@ type ended struct {
 func (r *recording) trace(ctx context.Context) (ended, error) {
 	tr := r.begin()
 	stopForward := r.child.ForwardSignals()
+	r.cpuAtRelease = selfCPUNS()
 	if err := r.child.Release(); err != nil {
 		stopForward()
 		tr.stopDrain()
@@ -360,6 +363,7 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 	e.err = derr
 	e.sigs = stopForward()
 	e.exit = r.child.Wait()
+	r.cpuAtExit = selfCPUNS()
 	if !drained {
 		r.awaitFamily(ctx)
 	}
@@ -535,4 +539,13 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 		}
 		r.warn(fmt.Sprintf("the command was killed by %s%s", e.exit.Signal, hint))
 	}
+}
+
+// selfCPUNS is the recorder's own CPU so far (user+sys), 0 when unknown.
+func selfCPUNS() int64 {
+	var self unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err != nil {
+		return 0
+	}
+	return unix.TimevalToNsec(self.Utime) + unix.TimevalToNsec(self.Stime)
 }

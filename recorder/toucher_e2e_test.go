@@ -132,6 +132,11 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 	// rusage (here the test binary's, the recorder running in it).
 	if r := m.Recorder; r == nil || r.MaxRSSKiB <= 0 || r.UserNS+r.SystemNS <= 0 {
 		t.Errorf("meta.json has no recorder rusage: %+v", m.Recorder)
+	} else if r.BeforeNS <= 0 || r.WhileNS < 0 || r.BeforeNS+r.WhileNS > r.UserNS+r.SystemNS {
+		// Loading the probes always costs CPU before the command runs;
+		// both parts lie within the recorder's whole CPU.
+		t.Errorf("recorder CPU before the command %d ns, while it ran %d ns, in all %d ns: want a positive start-up and both within the whole",
+			r.BeforeNS, r.WhileNS, r.UserNS+r.SystemNS)
 	}
 
 	// The record: exactly the touched offsets, each a major fault.

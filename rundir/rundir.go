@@ -374,6 +374,12 @@ type Recorder struct {
 	MaxRSSKiB int64 `json:"maxrss_kib"`
 	UserNS    int64 `json:"utime_ns"`
 	SystemNS  int64 `json:"stime_ns"`
+	// Of that CPU (user+sys), what it had spent before it let the command
+	// run (loading the probes, the controls), and what while the command
+	// ran, up to its exit: only the latter competed with the command.
+	// The rest came after. Absent where not measured (record -p).
+	BeforeNS int64 `json:"cpu_before_ns,omitempty"`
+	WhileNS  int64 `json:"cpu_while_ns,omitempty"`
 }
 
 // Pauses: Invisible when every traced process was ptraced by iocorr's

@@ -33,7 +33,7 @@ func fullMeta() Meta {
 		}},
 		Maps:     []MapsSnapshot{{MonoNS: 5, PID: 42, File: "maps/0001-42.txt"}},
 		Child:    Child{PID: 42, ExitCode: 137, Signal: "SIGKILL", UID: 1000, GID: 1000, MajFlt: 3, MinFlt: 4, InBlock: 5, OutBlock: 6, MaxRSSKiB: 7, UserNS: 8, SystemNS: 9},
-		Recorder: &Recorder{MaxRSSKiB: 10, UserNS: 11, SystemNS: 12},
+		Recorder: &Recorder{MaxRSSKiB: 10, UserNS: 11, SystemNS: 12, BeforeNS: 13, WhileNS: 14},
 		Controls: Controls{Cold: true, DropCaches: true, MemLimit: 1 << 27, Cgroup: "/sys/fs/cgroup/memory/x", CgroupVer: 1,
 			CgroupCounters: map[string]uint64{"memory.failcnt": 2}},
 		DiskBefore: []DiskStat{{Name: "vda", Major: 254, Reads: 1}}, DiskAfter: []DiskStat{{Name: "vda", Major: 254, Reads: 2}},

@@ -1,0 +1,49 @@
+package recorder
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// A burst of changes costs at most two writes (one at once, if the last
+// write is an interval old, and one for the rest), and the last change
+// is on disk once the interval has passed: folded, never lost.
+func TestMetaChangesInABurstAreFoldedIntoOneWriteAndTheLastIsKept(t *testing.T) {
+	dir := t.TempDir()
+	var writes, version atomic.Int64
+	w := newMetaWriter(dir, func() rundir.Meta {
+		writes.Add(1)
+		return rundir.Meta{Command: []string{"v", string(rune('0' + version.Load()))}}
+	}, func(err error) { t.Error(err) })
+	w.start()
+	defer w.stop()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for start := time.Now(); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("%s: not within 5 s (%d writes)", what, writes.Load())
+			}
+		}
+	}
+	w.changed()
+	waitFor("the first change written at once", func() bool { return writes.Load() == 1 })
+	version.Store(1)
+	for range 10 {
+		w.changed()
+	}
+	onDisk := func() string {
+		m, err := rundir.ReadMeta(dir)
+		if err != nil || len(m.Command) != 2 {
+			return ""
+		}
+		return m.Command[1]
+	}
+	waitFor("the burst's last change written", func() bool { return onDisk() == "1" })
+	time.Sleep(2 * metaMinInterval)
+	if n := writes.Load() - 1; n < 1 || n > 2 {
+		t.Errorf("%d writes for a burst of 10 changes, want 1 or 2", n)
+	}
+}
