@@ -477,6 +477,27 @@ static __always_inline void run__start(struct page_run *r, struct run_key *k, st
 		r->pages[w] = run__word_mask(w, 0, k->nr);
 }
 
+/* run__replace_cb takes the full run of a way out as the new run in its
+ * spare copy replaces it (run__take to the published state). A bpf_loop
+ * callback of one iteration, not inlined in run__add_folio: the record it
+ * builds on its stack would otherwise sit in the program's own frame,
+ * whose stack a verifier before 6.2 or so counts together with that of
+ * the flush's callback (6.1 refused page_add at 544 bytes, page_del at
+ * 576, over its 512). */
+struct run_replace {
+	__u64 st;
+	__u32 slot;
+	__u32 taken;
+};
+
+static long run__replace_cb(__u64 i, void *data)
+{
+	struct run_replace *rp = data;
+
+	rp->taken = run__take(&runs[rp->slot & (RUN_SLOTS - 1)], rp->st, state__publish(rp->st));
+	return 1;
+}
+
 static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u32 order)
 {
 	__u32 cpu, slot, base, first, ways, victim;
@@ -563,8 +584,13 @@ start:
 	run__start(slot__spare(s, st), &k, &h);
 	/* The run in the way goes to the ring as the new one replaces it, in
 	 * one swap; a flush that took it out first leaves the way empty. */
-	if ((st & RUN_FULL) && run__take(s, st, state__publish(st)))
-		return 0;
+	if (st & RUN_FULL) {
+		struct run_replace rp = {.st = st, .slot = victim};
+
+		bpf_loop(1, run__replace_cb, &rp, 0);
+		if (rp.taken)
+			return 0;
+	}
 	st = *(volatile __u64 *)&s->state;
 	if (__sync_val_compare_and_swap(&s->state, st, state__publish(st)) != st)
 		/* Impossible: only this program fills an empty way. */
