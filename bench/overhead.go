@@ -153,7 +153,7 @@ func runHeld(cfg Config, argv []string, model string, cold bool) (s sample, stdo
 	return s, out.Bytes(), errb.Bytes(), nil
 }
 
-// threadCPU runs fn on a thread of its own and adds the CPU (user+sys)
+// threadCPU runs fn locked to the calling goroutine's thread and adds the CPU (user+sys)
 // the thread spent in it to *sum.
 func threadCPU(sum *float64, fn func() error) error {
 	runtime.LockOSThread()
