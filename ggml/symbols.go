@@ -63,7 +63,9 @@ type ProbePoint struct {
 // as functions, and how many ggml_compute_forward_* op functions it has
 // (global ones, the ones --probe ops attaches to; local ones apart).
 func ProbePoints(path string) (points []ProbePoint, globalOps, localOps int, err error) {
-	want := func(name string) bool { return strings.HasPrefix(name, OpPrefix) || slices.Contains(ProbeSymbols, name) }
+	want := func(name string) bool {
+		return strings.HasPrefix(name, OpPrefix) || slices.Contains(ProbeSymbols, name)
+	}
 	err = eachDefinedSymbol(path, want, func(s elf.Symbol, _ uint64, _ bool) {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
 			return
