@@ -51,6 +51,15 @@ func (b pageMapBuilder) add(lo, hi int64) {
 	pm.Ranges = append(pm.Ranges, [2]int64{lo, hi})
 }
 
+// Both calls are made raw, without telling the Go scheduler: neither
+// sleeps (mincore faults nothing in, cachestat only reads the page-cache
+// tree), and a snapshot makes hundreds of them. Each one announced as a
+// system call that lasted past a tick of the runtime's monitor while the
+// ring's drain ran on the other P got its P handed off to another thread
+// and taken back on return, and set the monitor polling every 20 µs
+// again: 40–50 ms of the recorder's CPU in a cold 16-token run went to
+// that churn (perf, session 11).
+
 // mincorePages reads the resident pages of mem, a read-only mapping of a
 // whole file; vec has room for one byte per page.
 func mincorePages(mem, vec []byte) (*rundir.PageMap, error) {
@@ -59,7 +68,7 @@ func mincorePages(mem, vec []byte) (*rundir.PageMap, error) {
 		return b.pm, nil
 	}
 	vec = vec[:(len(mem)+kernel.PageSize-1)/kernel.PageSize]
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+	if _, _, errno := unix.RawSyscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
 		return nil, fmt.Errorf("mincore: %w", errno)
 	}
 	for p, v := range vec {
@@ -165,11 +174,11 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState)
 func cachestatCount(f *os.File, lo, hi int64) (int64, error) {
 	r := unix.CachestatRange{Off: uint64(lo) * kernel.PageSize, Len: uint64(hi-lo) * kernel.PageSize}
 	var cs unix.Cachestat_t
-	if err := unix.Cachestat(uint(f.Fd()), &r, &cs, 0); err != nil {
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
-			return 0, fmt.Errorf("%w: %w", errNoCachestat, err)
+	if _, _, errno := unix.RawSyscall6(unix.SYS_CACHESTAT, f.Fd(), uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&cs)), 0, 0, 0); errno != 0 {
+		if errno == unix.ENOSYS || errno == unix.EOPNOTSUPP {
+			return 0, fmt.Errorf("%w: %w", errNoCachestat, errno)
 		}
-		return 0, fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, err)
+		return 0, fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, errno)
 	}
 	return int64(cs.Cache), nil
 }
