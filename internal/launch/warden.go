@@ -483,6 +483,16 @@ func (w *warden) expire() {
 	}
 }
 
+// holding says whether a pause is held, which expire may have to end.
+func (w *warden) holding() bool {
+	for _, hs := range w.held {
+		if len(hs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // detachAll lets every tracee go: each is interrupted into a ptrace stop
 // (the only state it can be detached in) and detached from it, with a
 // signal it was about to receive passed on.
@@ -533,9 +543,15 @@ func runWarden() {
 	}()
 	// A stop reported between a poll and the next SIGCHLD is still seen:
 	// the signal stays pending until then. The tick only bounds how long
-	// an expired pause waits.
+	// an expired pause waits, so it runs only while a pause is held:
+	// every wake of this process took CPU from the traced command.
 	tick := time.NewTicker(100 * time.Millisecond)
 	for {
+		if w.holding() {
+			tick.Reset(100 * time.Millisecond)
+		} else {
+			tick.Stop()
+		}
 		select {
 		case c, ok := <-cmds:
 			if !ok {
