@@ -202,9 +202,9 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 // every mode alike; the ratios are taken within a round.
 func Overhead(r *Report, cfg Config, model string, a Arm) {
 	sec := "overhead " + a.Name
-	var tok, cpu, read, floorCPU, floorTok []float64
+	var tok, cpu, read, floorCPU, floorTok, stolen []float64
 	var runs []sample
-	var floorNA string
+	var floorNA, stolenNA string
 	floor := a.Floor
 	if floor {
 		if _, err := exec.LookPath("bpftrace"); err != nil {
@@ -223,6 +223,7 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 	for i := 0; i < cfg.Pairs; i++ {
 		var u, t, f sample
 		var err error
+		before, herr := readHostCPU()
 		modes := []string{"untraced", "traced"}
 		if floor {
 			modes = append(modes, "floor")
@@ -259,7 +260,21 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 			r.NA(sec, "tokens/s traced/untraced", "ratio", orNA(err))
 			return
 		}
-		logf(cfg, "%s round %d: untraced %.2f tok/s %.2f s CPU, traced %.2f tok/s %.2f s CPU", a.Name, i, u.tokPerS, u.cpu, t.tokPerS, t.cpu)
+		steal := "steal NA"
+		if herr == nil {
+			var after hostCPU
+			if after, herr = readHostCPU(); herr == nil {
+				var share float64
+				if share, herr = stolenShare(before, after); herr == nil {
+					stolen = append(stolen, share)
+					steal = fmt.Sprintf("steal %.0f%%", 100*share)
+				}
+			}
+		}
+		if herr != nil {
+			stolenNA = herr.Error()
+		}
+		logf(cfg, "%s round %d: untraced %.2f tok/s %.2f s CPU, traced %.2f tok/s %.2f s CPU, %s", a.Name, i, u.tokPerS, u.cpu, t.tokPerS, t.cpu, steal)
 		tok = append(tok, t.tokPerS/u.tokPerS)
 		cpu = append(cpu, t.cpu/u.cpu)
 		if u.read >= minRead {
@@ -311,6 +326,12 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 		r.Add(sec, "added CPU iocorr/floor ((traced-1)/(floor-1))", "ratio", added, "floor added no CPU or was not measured")
 		r.goal("<=", 1.5, "median")
 	}
+	// A round whose CPUs the hypervisor gave to other guests measures
+	// the host: its ratios are as noisy as that share.
+	if len(stolen) < len(tok) {
+		stolen = nil
+	}
+	r.Add(sec, "host CPU time stolen by other guests during a round (/proc/stat steal)", "share", stolen, stolenNA)
 	Recorder(r, cfg, sec, runs)
 }
 
