@@ -9,9 +9,9 @@ import (
 
 func TestStolenShareIsStealOverAllCPUTimeBetweenTwoReads(t *testing.T) {
 	tests := []struct {
-		name      string
-		a, b      hostCPU
-		want      float64
+		name       string
+		a, b       hostCPU
+		want       float64
 		wantNoTime bool
 	}{
 		{"no steal", hostCPU{total: 100, steal: 5}, hostCPU{total: 300, steal: 5}, 0, false},

@@ -51,14 +51,30 @@ func (b pageMapBuilder) add(lo, hi int64) {
 	pm.Ranges = append(pm.Ranges, [2]int64{lo, hi})
 }
 
-// Both calls are made raw, without telling the Go scheduler: neither
-// sleeps (mincore faults nothing in, cachestat only reads the page-cache
-// tree), and a snapshot makes hundreds of them. Each one announced as a
-// system call that lasted past a tick of the runtime's monitor while the
-// ring's drain ran on the other P got its P handed off to another thread
-// and taken back on return, and set the monitor polling every 20 µs
-// again: 40–50 ms of the recorder's CPU in a cold 16-token run went to
-// that churn (perf, session 11).
+// Calls of a chunk or less are made raw, without telling the Go
+// scheduler: neither call sleeps (mincore faults nothing in, cachestat
+// only reads the page-cache tree), a chunk takes 20–50 µs, and a
+// snapshot makes hundreds of them. Announced as system calls, each one
+// that outlasted a tick of the runtime's monitor while the ring's drain
+// ran on the other P had its P handed to another thread and back, and
+// set the monitor polling every 20 µs again (sysmon and the scheduler
+// took 40–50 ms of a cold 16-token run's recorder CPU, perf, session
+// 11). A larger call (a whole file: seconds for a model of 100 GiB) goes
+// through the scheduler: a raw call holds off every stop of the world
+// until it returns.
+const rawMaxPages = cachestatChunk
+
+// pageSyscall makes a residency call over pages pages, raw if it is
+// short (rawMaxPages).
+func pageSyscall(pages int64, trap, a1, a2, a3, a4 uintptr) unix.Errno {
+	var errno unix.Errno
+	if pages <= rawMaxPages {
+		_, _, errno = unix.RawSyscall6(trap, a1, a2, a3, a4, 0, 0)
+	} else {
+		_, _, errno = unix.Syscall6(trap, a1, a2, a3, a4, 0, 0)
+	}
+	return errno
+}
 
 // mincorePages reads the resident pages of mem, a read-only mapping of a
 // whole file; vec has room for one byte per page.
@@ -68,7 +84,7 @@ func mincorePages(mem, vec []byte) (*rundir.PageMap, error) {
 		return b.pm, nil
 	}
 	vec = vec[:(len(mem)+kernel.PageSize-1)/kernel.PageSize]
-	if _, _, errno := unix.RawSyscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+	if errno := pageSyscall(int64(len(vec)), unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])), 0); errno != 0 {
 		return nil, fmt.Errorf("mincore: %w", errno)
 	}
 	for p, v := range vec {
@@ -174,7 +190,7 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState)
 func cachestatCount(f *os.File, lo, hi int64) (int64, error) {
 	r := unix.CachestatRange{Off: uint64(lo) * kernel.PageSize, Len: uint64(hi-lo) * kernel.PageSize}
 	var cs unix.Cachestat_t
-	if _, _, errno := unix.RawSyscall6(unix.SYS_CACHESTAT, f.Fd(), uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&cs)), 0, 0, 0); errno != 0 {
+	if errno := pageSyscall(hi-lo, unix.SYS_CACHESTAT, f.Fd(), uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&cs)), 0); errno != 0 {
 		if errno == unix.ENOSYS || errno == unix.EOPNOTSUPP {
 			return 0, fmt.Errorf("%w: %w", errNoCachestat, errno)
 		}
