@@ -87,7 +87,7 @@ func plainRun(cfg Config, argv []string, model string) (float64, error) {
 	}
 	tps, ok := sweep.ReportedTokensPerS(append(out, errOut...))
 	if !ok {
-		return 0, fmt.Errorf("plain run: %s", sweep.NoReportedTokensPerS)
+		return 0, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, lastLine(append(out, errOut...)))
 	}
 	return tps, nil
 }
