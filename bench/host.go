@@ -39,3 +39,16 @@ func stolenShare(a, b hostCPU) (float64, error) {
 	}
 	return (b.steal - a.steal) / total, nil
 }
+
+// stolenSince is the share stolen from before (read with error err) to
+// now.
+func stolenSince(before hostCPU, err error) (float64, error) {
+	if err != nil {
+		return 0, err
+	}
+	after, err := readHostCPU()
+	if err != nil {
+		return 0, err
+	}
+	return stolenShare(before, after)
+}

@@ -261,18 +261,11 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 			return
 		}
 		steal := "steal NA"
-		if herr == nil {
-			var after hostCPU
-			if after, herr = readHostCPU(); herr == nil {
-				var share float64
-				if share, herr = stolenShare(before, after); herr == nil {
-					stolen = append(stolen, share)
-					steal = fmt.Sprintf("steal %.0f%%", 100*share)
-				}
-			}
-		}
-		if herr != nil {
-			stolenNA = herr.Error()
+		if share, err := stolenSince(before, herr); err == nil {
+			stolen = append(stolen, share)
+			steal = fmt.Sprintf("steal %.0f%%", 100*share)
+		} else {
+			stolenNA = err.Error()
 		}
 		logf(cfg, "%s round %d: untraced %.2f tok/s %.2f s CPU, traced %.2f tok/s %.2f s CPU, %s", a.Name, i, u.tokPerS, u.cpu, t.tokPerS, t.cpu, steal)
 		tok = append(tok, t.tokPerS/u.tokPerS)

@@ -85,9 +85,10 @@ func plainRun(cfg Config, argv []string, model string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	tps, ok := sweep.ReportedTokensPerS(append(out, errOut...))
+	all := append(out, errOut...)
+	tps, ok := sweep.ReportedTokensPerS(all)
 	if !ok {
-		return 0, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, lastLine(append(out, errOut...)))
+		return 0, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, lastLine(all))
 	}
 	return tps, nil
 }
