@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/elfinfo"
 )
 
 var calibrationSink uint64
@@ -22,6 +25,7 @@ type UprobeCost struct {
 	Min, Max time.Duration // the cheapest and dearest round
 	Bare     time.Duration // one call without the probe (median)
 	First    FirstInstruction
+	Pad      int // bytes of a landing pad the probe skipped
 	Calls    int // per arm and round
 	Rounds   int
 	PerRound []time.Duration // each round's (probed − bare) ÷ calls, in order
@@ -37,10 +41,11 @@ type FirstInstruction int
 
 const (
 	// Emulated: the compilers' usual prologue (elfinfo.UsualPrologue),
-	// which the kernel emulates in the trap.
+	// which the kernel emulates in the trap; in a CET build it follows
+	// an endbr64 the probe skips (elfinfo.ProbePoint).
 	Emulated FirstInstruction = iota
-	// Stepped: any other first instruction (endbr64 of CET builds), which
-	// the kernel copies out of line and single-steps.
+	// Stepped: any other probed instruction, which the kernel copies out
+	// of line and single-steps.
 	Stepped
 )
 
@@ -90,6 +95,11 @@ func MeasureUprobeCost(calls, rounds int, first FirstInstruction) (UprobeCost, e
 	if err != nil {
 		return UprobeCost{}, err
 	}
+	pad, err := probePad(self, off)
+	if err != nil {
+		return UprobeCost{}, err
+	}
+	off += uint64(pad)
 	ex, err := link.OpenExecutable(self)
 	if err != nil {
 		return UprobeCost{}, fmt.Errorf("opening %s for uprobes: %w", self, err)
@@ -134,8 +144,29 @@ func MeasureUprobeCost(calls, rounds int, first FirstInstruction) (UprobeCost, e
 	inOrder := slices.Clone(per)
 	slices.Sort(per)
 	slices.Sort(bare)
-	return UprobeCost{PerHit: per[len(per)/2], Min: per[0], Max: per[len(per)-1], Bare: bare[len(bare)/2], First: first, Calls: calls, Rounds: rounds,
+	return UprobeCost{PerHit: per[len(per)/2], Min: per[0], Max: per[len(per)-1], Bare: bare[len(bare)/2], First: first, Pad: pad, Calls: calls, Rounds: rounds,
 		PerRound: inOrder}, nil
+}
+
+// probePad is how many bytes of a landing pad open the code at offset
+// off of file: where the probe goes, as the recorder places it on
+// llama.cpp's functions (elfinfo.ProbePoint).
+func probePad(file string, off uint64) (int, error) {
+	machine, ok := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	if !ok {
+		return 0, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, fmt.Errorf("reading the calibration target: %w", err)
+	}
+	defer f.Close()
+	code := make([]byte, elfinfo.StartBytes)
+	if _, err := f.ReadAt(code, int64(off)); err != nil {
+		return 0, fmt.Errorf("reading the calibration target in %s: %w", file, err)
+	}
+	pad, _ := elfinfo.ProbePoint(machine, code)
+	return pad, nil
 }
 
 // mappedFileOffset finds the file and file offset an address of this

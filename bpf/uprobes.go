@@ -75,13 +75,13 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		return nil, fmt.Errorf("opening %s for uprobes: %w", real, err)
 	}
 	t.mu.Lock()
-	t.offsets[real] = syms.Offset
+	t.offsets[real], t.pads[real] = syms.Offset, syms.Pad
 	t.mu.Unlock()
 
 	var out []Probe
 	var errs []error
 	attach := func(kind, sym string, prog *ebpf.Program, cookie uint64) {
-		p, err := t.attachUprobe(ex, real, kind, sym, syms.Offset[sym], prog, cookie)
+		p, err := t.attachUprobe(ex, real, kind, sym, syms.Offset[sym], syms.Pad[sym], prog, cookie)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -172,10 +172,10 @@ func (t *Tracer) OpProbeFiles() (attached, waiting []string) {
 func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []Probe {
 	var out []Probe
 	if t.opts.ProbeOps && len(opSyms) > 0 {
-		cookies, offsets := make([]uint64, len(opSyms)), make([]uint64, len(opSyms))
+		cookies, offsets, pads := make([]uint64, len(opSyms)), make([]uint64, len(opSyms)), make([]int, len(opSyms))
 		t.mu.Lock()
 		for i, sym := range opSyms {
-			offsets[i] = t.offsets[real][sym]
+			offsets[i], pads[i] = t.offsets[real][sym], t.pads[real][sym]
 			cookie, ok := t.opIndex[sym]
 			if !ok {
 				cookie = uint64(len(t.opFuncs))
@@ -200,7 +200,7 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 			// Kernels before 6.6 have no uprobe_multi (the op probes'
 			// second path): one uprobe each. The dispatcher comes here too.
 			for i, sym := range opSyms {
-				p, _ := t.attachUprobe(ex, real, "uprobe", sym, offsets[i], t.objs.OpBegin, cookies[i])
+				p, _ := t.attachUprobe(ex, real, "uprobe", sym, offsets[i], pads[i], t.objs.OpBegin, cookies[i])
 				out = append(out, p)
 			}
 		}
@@ -208,10 +208,11 @@ func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []
 	return out
 }
 
-// attachUprobe attaches prog to sym of the executable real, which begins
-// at offset off of the file (ggml.Symbols.Offset), as a uprobe or
-// uretprobe (kind) and records the probe, failed or not.
-func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, off uint64, prog *ebpf.Program, cookie uint64) (Probe, error) {
+// attachUprobe attaches prog to sym of the executable real at offset off
+// of the file, pad bytes past where sym begins (ggml.Symbols.Offset and
+// Pad), as a uprobe or uretprobe (kind) and records the probe, failed or
+// not.
+func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, off uint64, pad int, prog *ebpf.Program, cookie uint64) (Probe, error) {
 	var l link.Link
 	var err error
 	// The offset spares cilium/ebpf a second read of the symbol tables.
@@ -221,7 +222,7 @@ func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, off u
 	} else {
 		l, err = ex.Uprobe(sym, prog, opts)
 	}
-	p := Probe{Kind: kind, Target: real, Symbol: sym}
+	p := Probe{Kind: kind, Target: real, Symbol: sym, Pad: pad}
 	if err != nil {
 		p.Error = err.Error()
 		err = fmt.Errorf("attaching %s %s: %w", kind, sym, err)

@@ -448,11 +448,11 @@ func nodeLlamaAddons(dirs []string) []string {
 	return out
 }
 
-// uprobeCostText measures what one uprobe hit costs here, on a function
-// that begins with the compilers' usual prologue (which the kernel may
-// emulate) and on one that begins otherwise (endbr64 of a CET build,
-// stepped out of line), and says what that means for --probe ops (one
-// hit per op per compute thread).
+// uprobeCostText measures what one uprobe hit costs here, on the
+// compilers' usual prologue (which the kernel may emulate; iocorr probes
+// it past a CET build's endbr64) and on an instruction stepped out of
+// line, and says what that means for --probe ops (one hit per op per
+// compute thread).
 func uprobeCostText() string {
 	var c [2]bpf.UprobeCost
 	for _, first := range []bpf.FirstInstruction{bpf.Emulated, bpf.Stepped} {
@@ -461,7 +461,7 @@ func uprobeCostText() string {
 			return "NA: could not be measured: " + err.Error()
 		}
 	}
-	return fmt.Sprintf("%s per hit here on a function beginning with a push (rounds %s–%s), %s on one beginning otherwise, as CET builds' endbr64 (rounds %s–%s); bare metal: %s–%s; --probe ops pays one per op per compute thread, the default probes a few per token and graph",
+	return fmt.Sprintf("%s per hit here on a push, where llama.cpp's functions are probed (past a CET build's endbr64) (rounds %s–%s), %s on an instruction stepped out of line (rounds %s–%s); bare metal: %s–%s; --probe ops pays one per op per compute thread, the default probes a few per token and graph",
 		c[bpf.Emulated].PerHit, c[bpf.Emulated].Min, c[bpf.Emulated].Max, c[bpf.Stepped].PerHit, c[bpf.Stepped].Min, c[bpf.Stepped].Max,
 		bpf.BareMetalUprobeCost[0], bpf.BareMetalUprobeCost[1])
 }

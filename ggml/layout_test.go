@@ -40,7 +40,7 @@ int ggml_graph_compute(struct ggml_cgraph *g, void *plan) { return g->n_nodes + 
 size_t probe_me(struct ggml_tensor *t) { return t->ne[0]; }
 `
 
-func buildSharedObject(t *testing.T, src string, debug bool, ldflags ...string) string {
+func buildSharedObject(t *testing.T, src string, debug bool, flags ...string) string {
 	t.Helper()
 	cc, err := exec.LookPath("gcc")
 	if err != nil {
@@ -52,7 +52,7 @@ func buildSharedObject(t *testing.T, src string, debug bool, ldflags ...string) 
 	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"-shared", "-fPIC", "-O0", "-o", so, c}, ldflags...)
+	args := append([]string{"-shared", "-fPIC", "-O0", "-o", so, c}, flags...)
 	if debug {
 		args = append([]string{"-g"}, args...)
 	}

@@ -6,16 +6,17 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/iocorr/iocorr/internal/elfinfo"
 )
 
 // eachDefinedSymbol calls fn once per name for every symbol an ELF file
 // defines whose name want takes, from .symtab (local functions of a build
-// that kept it) and .dynsym (exported ones), with the symbol's offset in
-// the file when inFile (its address lies in an executable segment's bytes
-// in the file). want comes first so that only the names wanted are
-// remembered: a set of every name (20 000 in libllama's two tables) was
-// 15 ms of each recording's start.
-func eachDefinedSymbol(path string, want func(name string) bool, fn func(s elf.Symbol, off uint64, inFile bool)) error {
+// that kept it) and .dynsym (exported ones), with where a uprobe on it
+// goes. want comes first so that only the names wanted are remembered: a
+// set of every name (20 000 in libllama's two tables) was 15 ms of each
+// recording's start.
+func eachDefinedSymbol(path string, want func(name string) bool, fn func(s elf.Symbol, at probeAt)) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return err
@@ -32,23 +33,25 @@ func eachDefinedSymbol(path string, want func(name string) bool, fn func(s elf.S
 				continue
 			}
 			seen[s.Name] = true
-			off, inFile := codeOffset(f, s.Value)
-			fn(s, off, inFile)
+			var at probeAt
+			var code []byte
+			code, at.off, at.inFile = elfinfo.CodeAt(f, s.Value, elfinfo.StartBytes)
+			if at.inFile && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				at.pad, _ = elfinfo.ProbePoint(f.Machine, code)
+			}
+			fn(s, at)
 		}
 	}
 	return nil
 }
 
-// codeOffset is where the code at address vaddr lies in the file: an
-// executable segment's offset plus vaddr's distance from its start, when
-// vaddr lies within the segment's bytes in the file.
-func codeOffset(f *elf.File, vaddr uint64) (uint64, bool) {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr-p.Vaddr < p.Filesz {
-			return p.Off + (vaddr - p.Vaddr), true
-		}
-	}
-	return 0, false
+// probeAt is where a symbol's uprobe goes: pad bytes (a landing pad,
+// elfinfo.ProbePoint) past off, the symbol's offset in the file, when
+// inFile (its address lies in an executable segment's bytes in the file).
+type probeAt struct {
+	off    uint64
+	pad    int
+	inFile bool
 }
 
 // ProbePoint is a probe point as a file defines it.
@@ -66,7 +69,7 @@ func ProbePoints(path string) (points []ProbePoint, globalOps, localOps int, err
 	want := func(name string) bool {
 		return strings.HasPrefix(name, OpPrefix) || slices.Contains(ProbeSymbols, name)
 	}
-	err = eachDefinedSymbol(path, want, func(s elf.Symbol, _ uint64, _ bool) {
+	err = eachDefinedSymbol(path, want, func(s elf.Symbol, _ probeAt) {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
 			return
 		}
@@ -106,15 +109,18 @@ type Symbols struct {
 	// OpNames reads.
 	HasOpNames bool
 	opNameSym  elf.Symbol
-	// Offset is where each function of Probe and Ops begins in the file,
-	// where a uprobe on it is placed: given to the attach, it spares a
-	// second read of the symbol tables.
+	// Offset is where a uprobe on each function of Probe and Ops is
+	// placed in the file: where it begins, or past its landing pad (Pad).
+	// Given to the attach, it spares a second read of the symbol tables.
 	Offset map[string]uint64
+	// Pad is how many bytes of a landing pad (endbr64) open each function
+	// that has one: its uprobe sits past them (elfinfo.ProbePoint).
+	Pad map[string]int
 }
 
 // FileSymbols reads what an ELF file offers the probes.
 func FileSymbols(path string) (Symbols, error) {
-	s := Symbols{Offset: map[string]uint64{}}
+	s := Symbols{Offset: map[string]uint64{}, Pad: map[string]int{}}
 	var dispatch bool
 	var dispatchOff uint64
 	opOff := map[string]uint64{}
@@ -125,7 +131,11 @@ func FileSymbols(path string) (Symbols, error) {
 		}
 		return strings.HasPrefix(name, OpPrefix)
 	}
-	err := eachDefinedSymbol(path, want, func(sym elf.Symbol, off uint64, inFile bool) {
+	err := eachDefinedSymbol(path, want, func(sym elf.Symbol, at probeAt) {
+		off, inFile := at.off+uint64(at.pad), at.inFile
+		if at.pad > 0 {
+			s.Pad[sym.Name] = at.pad
+		}
 		switch {
 		case sym.Name == SymOpNames:
 			s.HasOpNames, s.opNameSym = true, sym

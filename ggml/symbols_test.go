@@ -3,6 +3,7 @@ package ggml
 import (
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -78,8 +79,9 @@ func TestProbePointsSaysHowEachIsBound(t *testing.T) {
 }
 
 // The offsets given to the attach are where binutils says each function
-// lies in the file (objdump -F): a wrong one would put the breakpoint in
-// the middle of some other code.
+// lies in the file (objdump -F), past the endbr64 a CET build opens it
+// with: a wrong one would put the breakpoint in the middle of some other
+// code.
 func TestFileSymbolsGivesEachFunctionsOffsetInTheFileAsObjdumpDoes(t *testing.T) {
 	objdump, err := exec.LookPath("objdump")
 	if err != nil {
@@ -90,15 +92,20 @@ __attribute__((used)) static void ggml_compute_forward(void *p, void *t) { (void
 `
 	for _, c := range []struct {
 		name, src string
-		ldflags   []string
+		flags     []string
+		pad       int // bytes of endbr64 the probes skip
 	}{
-		{"op functions", probedGGML, nil},
-		{"the dispatcher", dispatcher, nil},
+		{"op functions", probedGGML, []string{"-fcf-protection=none"}, 0},
+		{"the dispatcher", dispatcher, []string{"-fcf-protection=none"}, 0},
 		// Linked to load at 4 MiB: no address is its file offset.
-		{"code linked away from its file offset", probedGGML, []string{"-Wl,-Ttext-segment=0x400000"}},
+		{"code linked away from its file offset", probedGGML, []string{"-fcf-protection=none", "-Wl,-Ttext-segment=0x400000"}, 0},
+		{"a CET build", probedGGML, []string{"-fcf-protection=full"}, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			so := buildSharedObject(t, c.src, false, c.ldflags...)
+			if c.pad > 0 && runtime.GOARCH != "amd64" {
+				t.Skip("endbr64 is x86-64's")
+			}
+			so := buildSharedObject(t, c.src, false, c.flags...)
 			syms, err := FileSymbols(so)
 			if err != nil {
 				t.Fatal(err)
@@ -108,20 +115,24 @@ __attribute__((used)) static void ggml_compute_forward(void *p, void *t) { (void
 				t.Fatal(err)
 			}
 			// 0000000000001119 <llama_decode> (File Offset: 0x1119):
-			re := regexp.MustCompile(`(?m)^[0-9a-f]+ <([^>]+)> \(File Offset: 0x([0-9a-f]+)\):$`)
-			want := map[string]uint64{}
+			//     1119:	f3 0f 1e fa          	endbr64
+			re := regexp.MustCompile(`(?m)^[0-9a-f]+ <([^>]+)> \(File Offset: 0x([0-9a-f]+)\):\n.*\t(\S+)`)
+			want, first := map[string]uint64{}, map[string]string{}
 			for _, m := range re.FindAllStringSubmatch(string(out), -1) {
 				off, _ := strconv.ParseUint(m[2], 16, 64)
-				want[m[1]] = off
+				want[m[1]], first[m[1]] = off, m[3]
 			}
 			names := append(slices.Clone(syms.Probe), syms.Ops...)
 			if len(syms.Offset) != len(names) {
 				t.Errorf("offsets of %d functions, want one for each of %q", len(syms.Offset), names)
 			}
 			for _, n := range names {
+				if c.pad > 0 && first[n] != "endbr64" {
+					t.Errorf("%s begins with %q in a CET build, objdump says", n, first[n])
+				}
 				got, ok := syms.Offset[n]
-				if w, found := want[n]; !ok || !found || got != w {
-					t.Errorf("%s: offset %#x (given %v), objdump says %#x (found %v)", n, got, ok, w, found)
+				if w, found := want[n]; !ok || !found || got != w+uint64(c.pad) || syms.Pad[n] != c.pad {
+					t.Errorf("%s: offset %#x (given %v) past a pad of %d, objdump says %#x (found %v) and a pad of %d", n, got, ok, syms.Pad[n], w, found, c.pad)
 				}
 			}
 		})

@@ -335,7 +335,7 @@ func (r *recording) snapshot() rundir.Meta {
 		m.Capabilities = capabilities(r.tr.Capabilities())
 		seenLib := map[string]bool{}
 		for _, p := range probes {
-			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error})
+			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error, LandingPad: p.Pad})
 			if (strings.HasPrefix(p.Kind, "uprobe") || p.Kind == "uretprobe") && p.Error == "" && !seenLib[p.Target] {
 				seenLib[p.Target] = true
 				lib, ok := r.libs[p.Target]
@@ -362,9 +362,9 @@ func (r *recording) snapshot() rundir.Meta {
 	return m
 }
 
-// opFirstInstructions counts the op functions of files that begin with
-// an instruction the kernel emulates on a hit and with one it steps;
-// r.mu is held.
+// opFirstInstructions counts the op functions of files whose probed
+// instruction (past a landing pad) is one the kernel emulates on a hit
+// and one it steps; r.mu is held.
 func (r *recording) opFirstInstructions(files, opFuncs []string) [2]int {
 	var n [2]int
 	for _, f := range files {
@@ -375,7 +375,7 @@ func (r *recording) opFirstInstructions(files, opFuncs []string) [2]int {
 				r.warnings = append(r.warnings, fmt.Sprintf("op probes: %v; their cost per hit is NA", err))
 			}
 			for _, b := range code {
-				if elfinfo.UsualPrologue(m, b) {
+				if _, emulated := elfinfo.ProbePoint(m, b); emulated {
 					c[bpf.Emulated]++
 				} else {
 					c[bpf.Stepped]++

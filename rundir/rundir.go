@@ -169,6 +169,10 @@ type Probe struct {
 	Target string `json:"target"` // tracepoint name, or file for uprobes
 	Symbol string `json:"symbol,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// LandingPad is how many bytes into the function a uprobe sits: past
+	// the endbr64 a CET build opens functions with, which the kernel
+	// single-steps on every hit where it emulates the push after it.
+	LandingPad int `json:"landing_pad,omitempty"`
 }
 
 // Capability is one capability of the tracer as a run had it: the path

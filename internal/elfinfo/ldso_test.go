@@ -1,4 +1,4 @@
-package elfinfo
+package elfinfo_test
 
 import (
 	"os"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/internal/elfinfo"
 	"github.com/iocorr/iocorr/internal/llmtest"
 )
 
@@ -31,7 +32,7 @@ func TestNeededLibsAgreesWithTheDynamicLoader(t *testing.T) {
 					}
 				}
 			}
-			got := NeededLibs(bin)
+			got := elfinfo.NeededLibs(bin)
 			sort.Strings(want)
 			sort.Strings(got)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {

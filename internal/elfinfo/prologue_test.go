@@ -37,6 +37,34 @@ func TestUsualPrologueKnowsTheCompilersFirstInstructions(t *testing.T) {
 	}
 }
 
+func TestProbePointSkipsOnlyALandingPad(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		machine  elf.Machine
+		code     []byte
+		pad      int
+		emulated bool
+	}{
+		{"endbr64 then push rbp", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5}, 4, true},
+		{"endbr64 then push r15", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x57}, 4, true},
+		{"endbr64 then mov", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x89, 0xc0}, 4, false},
+		{"endbr64 alone", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e, 0xfa}, 4, false},
+		{"push rbp", elf.EM_X86_64, []byte{0x55, 0x48, 0x89, 0xe5}, 0, true},
+		{"endbr32 is no 64-bit pad", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e, 0xfb, 0x55}, 0, false},
+		{"endbr64 cut short", elf.EM_X86_64, []byte{0xf3, 0x0f, 0x1e}, 0, false},
+		{"endbr64's bytes on arm64", elf.EM_AARCH64, []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xfd, 0x7b, 0xbf, 0xa9}, 0, false},
+		{"bti c stays probed on arm64", elf.EM_AARCH64, []byte{0x5f, 0x24, 0x03, 0xd5, 0xfd, 0x7b, 0xbf, 0xa9}, 0, false},
+		{"nothing", elf.EM_X86_64, nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pad, emulated := ProbePoint(tc.machine, tc.code)
+			if pad != tc.pad || emulated != tc.emulated {
+				t.Errorf("ProbePoint(% x) = %d, %v; want %d, %v", tc.code, pad, emulated, tc.pad, tc.emulated)
+			}
+		})
+	}
+}
+
 // FuncStarts reads what a uprobe on each function is placed on: a C
 // file compiled here, whose two functions begin with instructions of
 // its own choosing.
@@ -76,5 +104,22 @@ int main(int argc, char **argv) { return (int)(pushes(argc) + moves(argc)); }
 	}
 	if _, ok := code["absent"]; ok {
 		t.Error("a function the file does not define has code")
+	}
+
+	// The same functions in a CET build open with endbr64: the probe
+	// goes past it, onto the same instructions.
+	cet := filepath.Join(dir, "f-cet")
+	if out, err := exec.Command(gcc, "-O2", "-fcf-protection=full", "-o", cet, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	m, code, err = FuncStarts(cet, []string{"pushes", "moves"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, emulated := range map[string]bool{"pushes": true, "moves": false} {
+		pad, emu := ProbePoint(m, code[name])
+		if !bytes.HasPrefix(code[name], endbr64) || pad != 4 || emu != emulated {
+			t.Errorf("%s of the CET build begins % x: probed %d bytes in, emulated %v; want past endbr64, %v", name, code[name], pad, emu, emulated)
+		}
 	}
 }
