@@ -62,6 +62,7 @@ enum task_kind {
 	TASKEV_FORK = 1,
 	TASKEV_EXEC = 2,
 	TASKEV_EXIT = 3,
+	TASKEV_THREAD = 4, /* a thread started in a process under the warden */
 };
 
 struct event_hdr {

@@ -411,9 +411,10 @@ type IocorrTaskEvent struct {
 type IocorrTaskKind uint32
 
 const (
-	IocorrTaskKindTASKEV_FORK IocorrTaskKind = 1
-	IocorrTaskKindTASKEV_EXEC IocorrTaskKind = 2
-	IocorrTaskKindTASKEV_EXIT IocorrTaskKind = 3
+	IocorrTaskKindTASKEV_FORK   IocorrTaskKind = 1
+	IocorrTaskKindTASKEV_EXEC   IocorrTaskKind = 2
+	IocorrTaskKindTASKEV_EXIT   IocorrTaskKind = 3
+	IocorrTaskKindTASKEV_THREAD IocorrTaskKind = 4
 )
 
 type IocorrTokenStop struct {
@@ -463,6 +464,7 @@ const (
 	IocorrMapReadStarts            = "read_starts"
 	IocorrMapRunsUnordered         = "runs_unordered"
 	IocorrMapSeenExec              = "seen_exec"
+	IocorrMapStopsUnheld           = "stops_unheld"
 	IocorrMapTokenStops            = "token_stops"
 	IocorrMapTokenWakeup           = "token_wakeup"
 	IocorrMapTraced                = "traced"
@@ -676,6 +678,7 @@ type IocorrMapSpecs struct {
 	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
 	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.MapSpec `ebpf:"seen_exec"`
+	StopsUnheld   *ebpf.MapSpec `ebpf:"stops_unheld"`
 	TokenStops    *ebpf.MapSpec `ebpf:"token_stops"`
 	TokenWakeup   *ebpf.MapSpec `ebpf:"token_wakeup"`
 	Traced        *ebpf.MapSpec `ebpf:"traced"`
@@ -763,6 +766,7 @@ type IocorrMaps struct {
 	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
 	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
 	SeenExec      *ebpf.Map `ebpf:"seen_exec"`
+	StopsUnheld   *ebpf.Map `ebpf:"stops_unheld"`
 	TokenStops    *ebpf.Map `ebpf:"token_stops"`
 	TokenWakeup   *ebpf.Map `ebpf:"token_wakeup"`
 	Traced        *ebpf.Map `ebpf:"traced"`
@@ -792,6 +796,7 @@ func (m *IocorrMaps) Close() error {
 		m.ReadStarts,
 		m.RunsUnordered,
 		m.SeenExec,
+		m.StopsUnheld,
 		m.TokenStops,
 		m.TokenWakeup,
 		m.Traced,

@@ -38,9 +38,14 @@ int BPF_PROG(proc_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	struct proc_state ps = {};
 
-	/* Threads share their process's state; only new processes join. */
-	if (ptgid == ctgid)
+	/* Threads share their process's state; only new processes join. A
+	 * thread of a process under the warden (its leader ptraced) is told
+	 * of, for the warden to seize: it is not stopped at its clone. */
+	if (ptgid == ctgid) {
+		if (proc__is_traced(ctgid) && (BPF_CORE_READ(parent, group_leader, ptrace) & PT_PTRACED))
+			task__emit(TASKEV_THREAD, BPF_CORE_READ(child, pid), 0);
 		return 0;
+	}
 	if (bpf_map_lookup_elem(&forkers, &ptid)) {
 		/* The command iocorr starts: no fork event, since its parent is
 		 * not traced and user space knows the pid from the fork. */

@@ -109,3 +109,14 @@ func (t *Tracer) ArmTokenWakeup() error {
 	}
 	return nil
 }
+
+// StopsUnheld counts the pauses not taken because the thread that asked
+// for one was not under the warden yet (proc__stop): what ran in it
+// before its uprobe attach finished was not held back.
+func (t *Tracer) StopsUnheld() (uint64, error) {
+	n, err := perCPUSum(t.objs.StopsUnheld, 0)
+	if err != nil {
+		return 0, fmt.Errorf("reading the count of pauses not held: %w", err)
+	}
+	return n, nil
+}

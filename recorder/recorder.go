@@ -488,6 +488,12 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.m.LoopsCut = &rundir.LoopsCut{GraphNodes: cut.GraphNodes, ExpertRows: cut.ExpertRows}
 			r.warn(fmt.Sprintf("the kernel has no bpf_loop and its bounded loops left %d graph nodes unwalked and %d token rows of expert ids unread", cut.GraphNodes, cut.ExpertRows))
 		}
+		if n, err := r.tr.StopsUnheld(); err != nil {
+			r.warn(err.Error())
+		} else if n > 0 && r.m.Pauses != nil {
+			r.m.Pauses.Unheld = n
+			r.warn(fmt.Sprintf("%d pauses for a uprobe attach were not taken: the thread that asked began less than 100 ms before, and the warden seizes threads only once they have run that long; the file it mapped was probed while it ran on (up to the recorder's wakeup later)", n))
+		}
 		if n, err := r.tr.UnorderedPageRuns(); err != nil {
 			r.warn(err.Error())
 		} else if n > 0 {
@@ -674,6 +680,10 @@ func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
 		delete(r.procs, int(e.Hdr.Tgid))
 	}
 	r.mu.Unlock()
+	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_THREAD) && r.warden != nil {
+		// A warden already gone holds nothing: nothing to say.
+		_ = r.warden.SeizeThreads(int(e.Hdr.Tgid))
+	}
 	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
 		r.modelsInCmdline(int(e.Hdr.Tgid))
 	}

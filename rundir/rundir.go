@@ -394,6 +394,10 @@ type Pauses struct {
 	VisibleWhy string `json:"visible_why,omitempty"`
 	Held       int    `json:"held"`
 	MaxHoldNS  int64  `json:"max_hold_ns"`
+	// Unheld counts pauses not taken: the thread that asked for one had
+	// not been seized by the warden yet (it seizes threads a little after
+	// they start, rather than stopping every clone).
+	Unheld uint64 `json:"unheld,omitempty"`
 }
 
 // Attached: the process, and its own major-fault count (/proc/PID/stat)

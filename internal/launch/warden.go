@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,9 +31,15 @@ import (
 // (SIGCHLD with CLD_STOPPED, a wait with WUNTRACED): `perf trace --` took
 // it for the end of its workload and quit. The warden ptraces (PTRACE_SEIZE)
 // every traced process instead, from its first instruction on, and
-// follows its threads and children (PTRACE_O_TRACECLONE, FORK, VFORK). A
-// SIGSTOP sent to a ptraced thread first stops it in a signal-delivery
-// stop, which only its tracer sees; the warden keeps it there until the
+// follows its children (PTRACE_O_TRACEFORK, VFORK). Threads it seizes a
+// little after they start (`threads`), not at their clone: a clone under
+// PTRACE_O_TRACECLONE stops the parent and the new thread until the
+// tracer runs, and llama.cpp without a thread pool (node-llama-cpp, the
+// server) starts its compute threads for every graph: on two busy CPUs
+// that cost 20% of the tokens a second. A thread not seized yet is not
+// stopped (bpf's proc__stop counts it). A SIGSTOP sent to a ptraced
+// thread first stops it in a signal-delivery stop, which only its tracer
+// sees; the warden keeps it there until the
 // recorder says the probes are on, then resumes it with the signal
 // suppressed. The parent, the siblings and the process itself never see a
 // stop. Every other signal is passed on as it came, and real group stops
@@ -48,6 +55,7 @@ import (
 // It speaks lines over its standard input and output:
 //
 //	seize PID          → ok PID | err PID MESSAGE
+//	threads TGID       (seize the threads TGID started, rescanDelay later)
 //	freeze TGID        → ok TGID | err TGID MESSAGE (every thread stopped)
 //	thaw TGID          (resume what freeze stopped)
 //	release TGID       (resume one held stop of the process; if none is
@@ -80,7 +88,13 @@ const (
 	siKernel   = 0x80
 )
 
-const ptraceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC
+const ptraceOptions = unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC
+
+// rescanDelay is how long after a thread starts the warden looks for it:
+// the compute threads llama.cpp starts for one graph are gone by then
+// (a token in RAM is milliseconds), so seizing is paid by the threads that
+// last, not by every token.
+const rescanDelay = 100 * time.Millisecond
 
 // maxHold is how long a pause waits for the recorder's release before
 // the warden lets the process go by itself: the event that asked for the
@@ -102,14 +116,15 @@ type held struct {
 
 type warden struct {
 	out      *bufio.Writer
-	tracees  map[int]tracee // by tid
-	procs    map[int]int    // tgid → threads traced
-	held     map[int][]held // tgid → threads held in our SIGSTOP
-	credits  map[int]int    // tgid → releases that came before their stop
-	leaving  map[int]bool   // tgid → stopped for real: being detached
-	pre      map[int]bool   // tid → in a pause of ours when it was seized
-	freezing map[int]bool   // tgid → being frozen (freeze), until thawed
-	frozen   map[int]bool   // tid → in the interrupt stop of a freeze
+	tracees  map[int]tracee    // by tid
+	procs    map[int]int       // tgid → threads traced
+	held     map[int][]held    // tgid → threads held in our SIGSTOP
+	credits  map[int]int       // tgid → releases that came before their stop
+	leaving  map[int]bool      // tgid → stopped for real: being detached
+	pre      map[int]bool      // tid → in a pause of ours when it was seized
+	freezing map[int]bool      // tgid → being frozen (freeze), until thawed
+	frozen   map[int]bool      // tid → in the interrupt stop of a freeze
+	rescan   map[int]time.Time // tgid → when to seize the threads it started
 	nHeld    int
 	maxHold  time.Duration
 	detached bool
@@ -180,10 +195,10 @@ func threadEnded(tid int) bool {
 	return st == 0 || st == 'Z' || st == 'X'
 }
 
-// tracedByMe says whether this thread traces thread tid already: a clone
-// of a seized thread is traced from its start (PTRACE_O_TRACECLONE), and a
-// listing can see it before its first stop is reported; a second seize of
-// it fails with EPERM.
+// tracedByMe says whether this thread traces thread tid already: a child
+// process of a seized thread is traced from its start (PTRACE_O_TRACEFORK),
+// and a listing can see it before its first stop is reported; a second
+// seize of it fails with EPERM.
 func tracedByMe(tid int) bool {
 	v, _ := proc.StatusField(strconv.Itoa(tid), "TracerPid")
 	pid, err := strconv.Atoi(v)
@@ -191,8 +206,7 @@ func tracedByMe(tid int) bool {
 }
 
 // seize traces every thread of pid, until a listing finds no new one (a
-// thread may start while the others are seized; it is then traced as a
-// clone of a seized one, or seen by the next listing).
+// thread may start while the others are seized; the next listing sees it).
 func (w *warden) seize(pid int) error {
 	for {
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -215,7 +229,7 @@ func (w *warden) seize(pid int) error {
 					continue // the thread ended meanwhile
 				}
 				if errors.Is(err, unix.EPERM) && tracedByMe(tid) {
-					continue // a clone: its first stop registers it
+					continue // a child: its first stop registers it
 				}
 				return fmt.Errorf("ptrace seize of thread %d: %w", tid, err)
 			}
@@ -348,10 +362,22 @@ func (w *warden) stopped(tid int, status int32) {
 // no fault and no call happens in the process until thaw.
 func (w *warden) freeze(tgid int) error {
 	w.freezing[tgid] = true
-	for tid, t := range w.tracees {
-		if t.tgid == tgid {
-			unix.PtraceInterrupt(tid)
+	interrupted := map[int]bool{}
+	interrupt := func() error {
+		// Threads started since the last seize are not traced yet.
+		if err := w.seize(tgid); err != nil {
+			return err
 		}
+		for tid, t := range w.tracees {
+			if t.tgid == tgid && !interrupted[tid] {
+				interrupted[tid] = true
+				unix.PtraceInterrupt(tid)
+			}
+		}
+		return nil
+	}
+	if err := interrupt(); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -363,7 +389,16 @@ func (w *warden) freeze(tgid int) error {
 			}
 		}
 		if still == 0 {
-			return nil
+			// Once every thread is stopped none starts another: a last
+			// listing finds any started before the stops.
+			n := len(interrupted)
+			if err := interrupt(); err != nil {
+				return err
+			}
+			if len(interrupted) == n {
+				return nil
+			}
+			continue
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d threads of process %d did not stop in 5s", still, tgid)
@@ -471,6 +506,23 @@ func (w *warden) pollOne(tid int) {
 	}
 }
 
+// rescanDue seizes the threads of processes whose threads started at
+// least rescanDelay ago (threads): those still running by then.
+func (w *warden) rescanDue() {
+	for tg, at := range w.rescan {
+		if time.Now().Before(at) {
+			continue
+		}
+		delete(w.rescan, tg)
+		if w.procs[tg] == 0 {
+			continue // gone, or never ours
+		}
+		if err := w.seize(tg); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			w.say("warn the threads process %d started could not be seized: %v; a pause they need is skipped, and counted", tg, err)
+		}
+	}
+}
+
 // expire lets go of pauses the recorder never released.
 func (w *warden) expire() {
 	for tg, hs := range w.held {
@@ -527,7 +579,7 @@ func runWarden() {
 	runtime.LockOSThread()
 	w := &warden{out: bufio.NewWriter(os.Stdout), tracees: map[int]tracee{}, procs: map[int]int{},
 		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{},
-		freezing: map[int]bool{}, frozen: map[int]bool{}}
+		freezing: map[int]bool{}, frozen: map[int]bool{}, rescan: map[int]time.Time{}}
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGCHLD)
 	// The recorder's terminal signals are for the command and the
@@ -543,12 +595,13 @@ func runWarden() {
 	}()
 	// A stop reported between a poll and the next SIGCHLD is still seen:
 	// the signal stays pending until then. The tick only bounds how long
-	// an expired pause waits, so it runs only while a pause is held:
-	// every wake of this process took CPU from the traced command.
-	tick := time.NewTicker(100 * time.Millisecond)
+	// an expired pause waits and when new threads are seized, so it runs
+	// only while a pause is held or threads wait: every wake of this
+	// process took CPU from the traced command.
+	tick := time.NewTicker(rescanDelay / 2)
 	for {
-		if w.holding() {
-			tick.Reset(100 * time.Millisecond)
+		if w.holding() || len(w.rescan) > 0 {
+			tick.Reset(rescanDelay / 2)
 		} else {
 			tick.Stop()
 		}
@@ -566,6 +619,11 @@ func runWarden() {
 					w.say("err %d %v", pid, err)
 				} else {
 					w.say("ok %d", pid)
+				}
+			case len(f) == 2 && f[0] == "threads":
+				tg, _ := strconv.Atoi(f[1])
+				if _, ok := w.rescan[tg]; !ok {
+					w.rescan[tg] = time.Now().Add(rescanDelay)
 				}
 			case len(f) == 2 && f[0] == "freeze":
 				tg, _ := strconv.Atoi(f[1])
@@ -590,6 +648,7 @@ func runWarden() {
 		}
 		w.poll()
 		w.expire()
+		w.rescanDue()
 	}
 }
 
@@ -666,8 +725,12 @@ func (w *Warden) send(line string) error {
 	return err
 }
 
-// Seize traces pid and everything it starts from now on.
+// Seize traces pid's threads and every process it starts from now on.
 func (w *Warden) Seize(pid int) error { return w.ask("seize", pid) }
+
+// SeizeThreads has the warden seize the threads process tgid started,
+// rescanDelay from now (those still running then); no answer is awaited.
+func (w *Warden) SeizeThreads(tgid int) error { return w.send(fmt.Sprintf("threads %d", tgid)) }
 
 // Freeze stops every thread of a seized process, unseen by its family,
 // until Thaw: what is read of it meanwhile (its fault counters) is read
