@@ -562,6 +562,10 @@ func BuildMoEToucher(t testing.TB) string { return buildC(t, "moetoucher") }
 // with each read syscall and io_uring).
 func BuildReader(t testing.TB) string { return buildC(t, "reader") }
 
+// BuildExecMapper compiles testdata/execmapper (maps files executable
+// from its main thread, a thread just started and one that ran a second).
+func BuildExecMapper(t testing.TB) string { return buildC(t, "execmapper", "-pthread") }
+
 // buildC compiles testdata/NAME/NAME.c with the system's C compiler,
 // without debug info, and syncs it to disk before anything probes it;
 // flags (headers, libraries) follow the source on cc's command line.
