@@ -62,13 +62,15 @@ int main(int argc, char **argv)
 }
 `
 
-// Warden prices the ptrace warden: every thread and process a traced
-// command starts stops in the warden (PTRACE_EVENT_CLONE or FORK, the new
-// task's first stop, PTRACE_EVENT_EXEC) and waits for it to resume it.
-// A program starting N threads, N processes and N exec'ed processes one
-// at a time runs untraced and under `iocorr record` in interleaved
-// rounds; the difference of its own loop time, per task, is the figure
-// (it holds the kernel's fork/exec/exit hooks too, a few µs of it).
+// Warden prices the ptrace warden: every process a traced command starts
+// stops in the warden (PTRACE_EVENT_FORK, the new task's first stop,
+// PTRACE_EVENT_EXEC) and waits for it to resume it; a thread does not
+// stop (the warden seizes the threads still running ~100 ms after they
+// start), and costs its event to the recorder. A program starting N
+// threads, N processes and N exec'ed processes one at a time runs
+// untraced and under `iocorr record` in interleaved rounds; the
+// difference of its own loop time, per task, is the figure (it holds the
+// kernel's fork/exec/exit hooks too, a few µs of it).
 func Warden(r *Report, cfg Config) {
 	const sec = "warden"
 	bin, err := buildSpawner(cfg)
