@@ -241,6 +241,7 @@ func Run(cfg Config) *Report {
 					{Name: "c memlimit cold default", Cold: true, Floor: true},
 				}
 				arms = append(arms, tierArms(cfg)...)
+				arms = append(arms, driverArms()...)
 				if cfg.Sched {
 					arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
 				}

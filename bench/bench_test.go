@@ -62,6 +62,37 @@ func TestTokensPerSecondReadsLlamaBenchJSON(t *testing.T) {
 	}
 }
 
+func TestEachArmReadsItsOwnCommandsTokensPerSecond(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arm  Arm
+		out  string
+		want float64 // 0: an error
+	}{
+		{"llama-bench", Arm{}, `[{"n_gen": 16, "avg_ts": 12.5}]`, 12.5},
+		{"the driver, after its progress", Arm{Driver: true}, "loading\n{\"generated\": 128, \"tokens_per_s\": 98.5}\n", 98.5},
+		{"the driver, no speed", Arm{Driver: true}, `{"generated": 0, "tokens_per_s": 0}`, 0},
+		{"the driver, no report", Arm{Driver: true}, `Error: model not found`, 0},
+		{"llama-bench's report read as the driver's", Arm{Driver: true}, `[{"avg_ts": 12.5}]`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.arm.tokensPerSecond([]byte(tc.out))
+			if got != tc.want || (err == nil) != (tc.want > 0) {
+				t.Errorf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	cfg := Config{LlamaBench: "/b/llama-bench", Tokens: 16, RAMTokens: 128, Threads: 2}
+	driver, cold := Arm{Driver: true}, Arm{Cold: true}
+	if got := strings.Join(driver.argv(cfg, "m.gguf"), " "); !strings.HasPrefix(got, "node ") ||
+		!strings.Contains(got, "generate.mjs --model m.gguf --tokens 128 --threads 2 --json") {
+		t.Errorf("the driver arm runs %q", got)
+	}
+	if got := cold.argv(cfg, "m.gguf"); got[0] != cfg.LlamaBench || !slices.Contains(got, "16") {
+		t.Errorf("a cold llama-bench arm runs %q", got)
+	}
+}
+
 func TestMetricCollectsOneSamplePerBenchmarkLine(t *testing.T) {
 	out := []byte(`goos: linux
 BenchmarkIngest-2         	       1	9000000000 ns/op	   1111111 events/s

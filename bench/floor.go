@@ -146,15 +146,15 @@ func (b *bpftraceRun) stop() error {
 	return nil
 }
 
-// bpftraceFloor runs llama-bench untraced while bpftrace counts the
+// bpftraceFloor runs the arm's command untraced while bpftrace counts the
 // script's probes; the CPU is the child's plus bpftrace's.
-func bpftraceFloor(cfg Config, model string, cold bool, script string) (sample, error) {
+func bpftraceFloor(cfg Config, model string, a Arm, script string) (sample, error) {
 	var s sample
 	bt, err := startBpftrace(script)
 	if err != nil {
 		return s, err
 	}
-	s, runErr := untraced(cfg, model, cold)
+	s, runErr := untraced(cfg, model, a)
 	if err := bt.stop(); err != nil {
 		return s, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/internal/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -32,6 +33,32 @@ type Arm struct {
 	Probe string // iocorr record --probe; "" for the default set
 	Cold  bool   // under Config.MemLimit, model evicted before every run
 	Floor bool
+	// Driver runs node-llama-cpp's prebuilt llama.cpp through the tests'
+	// driver (testdata/llm/generate.mjs) instead of llama-bench: a CET
+	// build (every function opens with endbr64) with no thread pool (its
+	// compute threads start for every graph), as the server's are too.
+	Driver bool
+}
+
+// argv is the arm's command line.
+func (a Arm) argv(cfg Config, model string) []string {
+	if a.Driver {
+		return []string{"node", llmtest.Driver(), "--model", model, "--tokens", strconv.Itoa(cfg.tokens(a.Cold)),
+			"--threads", strconv.Itoa(cfg.Threads), "--json"}
+	}
+	return cfg.benchArgv(model, a.Cold)
+}
+
+// tokensPerSecond reads the arm's command's report.
+func (a Arm) tokensPerSecond(out []byte) (float64, error) {
+	if !a.Driver {
+		return tokensPerSecond(out)
+	}
+	res, err := llmtest.ParseResult(out)
+	if err != nil || res.TokensPerS <= 0 {
+		return 0, fmt.Errorf("the driver reported no tokens/s (%v): %.200q", err, out)
+	}
+	return res.TokensPerS, nil
 }
 
 // Model synthesizes the demo's MoE model (8 layers, 8 experts, 2 used,
@@ -94,13 +121,14 @@ func cpuSeconds(ru *syscall.Rusage) float64 {
 	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)).Seconds()
 }
 
-// untraced runs llama-bench the way iocorr record launches it (runHeld).
-func untraced(cfg Config, model string, cold bool) (sample, error) {
-	s, out, _, err := runHeld(cfg, cfg.benchArgv(model, cold), model, cold)
+// untraced runs the arm's command the way iocorr record launches it
+// (runHeld).
+func untraced(cfg Config, model string, a Arm) (sample, error) {
+	s, out, _, err := runHeld(cfg, a.argv(cfg, model), model, a.Cold)
 	if err != nil {
 		return s, err
 	}
-	s.tokPerS, err = tokensPerSecond(out)
+	s.tokPerS, err = a.tokensPerSecond(out)
 	return s, err
 }
 
@@ -183,7 +211,7 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	if a.Cold {
 		args = append(args, "--cold", "--mem-limit", strconv.FormatInt(cfg.MemLimit, 10))
 	}
-	cmd := exec.Command(cfg.Iocorr, append(append(args, "--"), cfg.benchArgv(model, a.Cold)...)...)
+	cmd := exec.Command(cfg.Iocorr, append(append(args, "--"), a.argv(cfg, model)...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -192,7 +220,7 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	s.cpu, s.read = cpuSeconds(ru), ru.Inblock*512
 	var err error
-	s.tokPerS, err = tokensPerSecond(out.Bytes())
+	s.tokPerS, err = a.tokensPerSecond(out.Bytes())
 	return s, err
 }
 
@@ -209,6 +237,12 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 	if floor {
 		if _, err := exec.LookPath("bpftrace"); err != nil {
 			floor, floorNA = false, "bpftrace not found"
+		}
+	}
+	if a.Driver {
+		if err := llmtest.Installed(); err != nil {
+			r.NA(sec, "tokens/s traced/untraced", "ratio", orNA(err))
+			return
 		}
 	}
 	if !a.Cold {
@@ -232,7 +266,7 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 			m := modes[(i+k)%len(modes)]
 			switch m {
 			case "untraced":
-				u, err = untraced(cfg, model, a.Cold)
+				u, err = untraced(cfg, model, a)
 			case "traced":
 				dir := filepath.Join(cfg.WorkDir, strings.ReplaceAll(a.Name, " ", "-")+fmt.Sprintf("-%d", i))
 				t, err = traced(cfg, model, a, dir)
@@ -244,7 +278,7 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 						break
 					}
 				}
-				f, err = bpftraceFloor(cfg, model, a.Cold, script)
+				f, err = bpftraceFloor(cfg, model, a, script)
 			}
 			if err != nil {
 				logf(cfg, "%s round %d %s: %v", a.Name, i, m, err)

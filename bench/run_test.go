@@ -36,7 +36,7 @@ func TestUntracedRunsRereadTheModelOnlyWhenColdUnderTheLimit(t *testing.T) {
 	if err := warm(model); err != nil {
 		t.Fatal(err)
 	}
-	w, err := untraced(cfg, model, false)
+	w, err := untraced(cfg, model, Arm{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestUntracedRunsRereadTheModelOnlyWhenColdUnderTheLimit(t *testing.T) {
 	if w.read >= st.Size()/10 || w.tokPerS <= 0 || w.cpu <= 0 {
 		t.Errorf("warm run in RAM: read %d bytes, %v tokens/s, %v s CPU; want under a tenth of the model and positive speed and CPU", w.read, w.tokPerS, w.cpu)
 	}
-	c, err := untraced(cfg, model, true)
+	c, err := untraced(cfg, model, Arm{Cold: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,3 +18,12 @@ func tierArms(cfg Config) []Arm {
 		{Name: "f ram pagecache", Probe: "pagecache", Floor: true},
 	}
 }
+
+// driverArms price the default tier on node-llama-cpp's prebuilt
+// llama.cpp in RAM (Arm.Driver): the probes sit past endbr64, and the
+// compute threads it starts for every graph are not stopped by the
+// warden. Where the tests' npm packages are not installed, the arm says
+// so (NA) instead of running.
+func driverArms() []Arm {
+	return []Arm{{Name: "g ram node-llama-cpp", Driver: true}}
+}
