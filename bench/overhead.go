@@ -36,7 +36,8 @@ type Arm struct {
 	// Driver runs node-llama-cpp's prebuilt llama.cpp through the tests'
 	// driver (testdata/llm/generate.mjs) instead of llama-bench: a CET
 	// build (every function opens with endbr64) with no thread pool (its
-	// compute threads start for every graph), as the server's are too.
+	// compute threads start for every graph, as in any program on llama.h
+	// that attaches none).
 	Driver bool
 }
 

@@ -34,8 +34,9 @@ import (
 // follows its children (PTRACE_O_TRACEFORK, VFORK). Threads it seizes a
 // little after they start (`threads`), not at their clone: a clone under
 // PTRACE_O_TRACECLONE stops the parent and the new thread until the
-// tracer runs, and llama.cpp without a thread pool (node-llama-cpp, the
-// server) starts its compute threads for every graph: on two busy CPUs
+// tracer runs, and llama.cpp without a thread pool attached (node-llama-cpp,
+// any program on llama.h that attaches none) starts its compute threads
+// for every graph: on two busy CPUs
 // that cost 20% of the tokens a second. A thread not seized yet is not
 // stopped (bpf's proc__stop counts it). A SIGSTOP sent to a ptraced
 // thread first stops it in a signal-delivery stop, which only its tracer
