@@ -22,29 +22,29 @@ import (
 	"github.com/iocorr/iocorr/internal/proc"
 )
 
-// The warden holds the traced processes still while uprobes are attached,
-// without anyone else seeing it.
+// The warden holds the traced processes still while uprobes are
+// attached, without anyone else seeing it.
 //
-// The BPF side pauses a process that maps a new executable file (or runs
-// its first graph, with op probes) by sending it SIGSTOP. For a process
-// nobody ptraces, that is a group stop, and its parent hears of it
-// (SIGCHLD with CLD_STOPPED, a wait with WUNTRACED): `perf trace --` took
-// it for the end of its workload and quit. The warden ptraces (PTRACE_SEIZE)
-// every traced process instead, from its first instruction on, and
-// follows its children (PTRACE_O_TRACEFORK, VFORK). Threads it seizes a
-// little after they start (`threads`), not at their clone: a clone under
-// PTRACE_O_TRACECLONE stops the parent and the new thread until the
-// tracer runs, and llama.cpp without a thread pool attached (node-llama-cpp,
-// any program on llama.h that attaches none) starts its compute threads
-// for every graph: on two busy CPUs
-// that cost 20% of the tokens a second. A thread not seized yet is not
+// The BPF side pauses a process that maps a new executable file (or
+// runs its first graph, with op probes) by sending it SIGSTOP. For a
+// process nobody ptraces, that is a group stop, and its parent hears of
+// it (SIGCHLD with CLD_STOPPED, a wait with WUNTRACED): `perf trace --`
+// took it for the end of its workload and quit. The warden ptraces
+// (PTRACE_SEIZE) every traced process instead, from its first
+// instruction on, and follows its children (PTRACE_O_TRACEFORK, VFORK).
+// Threads it seizes a little after they start (`threads`), not at their
+// clone: a clone under PTRACE_O_TRACECLONE stops the parent and the new
+// thread until the tracer runs, and llama.cpp without a thread pool
+// attached (node-llama-cpp, any program on llama.h that attaches none)
+// starts its compute threads for every graph: on two busy CPUs that
+// cost 20% of the tokens a second. A thread not seized yet is not
 // stopped (bpf's proc__stop counts it). A SIGSTOP sent to a ptraced
-// thread first stops it in a signal-delivery stop, which only its tracer
-// sees; the warden keeps it there until the
-// recorder says the probes are on, then resumes it with the signal
-// suppressed. The parent, the siblings and the process itself never see a
-// stop. Every other signal is passed on as it came, and real group stops
-// stay group stops (PTRACE_LISTEN).
+// thread first stops it in a signal-delivery stop, which only its
+// tracer sees; the warden keeps it there until the recorder says the
+// probes are on, then resumes it with the signal suppressed. The
+// parent, the siblings and the process itself never see a stop. Every
+// other signal is passed on as it came, and real group stops stay group
+// stops (PTRACE_LISTEN).
 //
 // The warden is a process of its own, not a thread of the recorder: a
 // ptraced child of its own tracer's thread group has its ptrace stops
