@@ -17,32 +17,20 @@ import (
 // set of every name (20 000 in libllama's two tables) was 15 ms of each
 // recording's start.
 func eachDefinedSymbol(path string, want func(name string) bool, fn func(s elf.Symbol, at probeAt)) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	seen := map[string]bool{}
-	for _, get := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, err := get()
-		if err != nil {
-			continue // a stripped file has no .symtab; .dynsym may remain
+	return elfinfo.EachSymbol(path, func(name string) bool { return want(name) && !seen[name] }, func(f *elf.File, s elf.Symbol) {
+		if s.Section == elf.SHN_UNDEF {
+			return
 		}
-		for _, s := range syms {
-			if s.Section == elf.SHN_UNDEF || !want(s.Name) || seen[s.Name] {
-				continue
-			}
-			seen[s.Name] = true
-			var at probeAt
-			var code []byte
-			code, at.off, at.inFile = elfinfo.CodeAt(f, s.Value, elfinfo.StartBytes)
-			if at.inFile && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-				at.pad, _ = elfinfo.ProbePoint(f.Machine, code)
-			}
-			fn(s, at)
+		seen[s.Name] = true
+		var at probeAt
+		var code []byte
+		code, at.off, at.inFile = elfinfo.CodeAt(f, s.Value, elfinfo.StartBytes)
+		if at.inFile && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			at.pad, _ = elfinfo.ProbePoint(f.Machine, code)
 		}
-	}
-	return nil
+		fn(s, at)
+	})
 }
 
 // probeAt is where a symbol's uprobe goes: pad bytes (a landing pad,
