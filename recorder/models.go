@@ -161,6 +161,16 @@ func (m *models) mapped(dev uint32, ino uint64, path string) (isModel, isNew boo
 	return true, true
 }
 
+// decided says whether (dev, ino) is known for a model or known for not
+// being one: mapped needs no path for it then.
+func (m *models) decided(dev uint32, ino uint64) bool {
+	key := [2]uint64{uint64(dev), ino}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, known := m.byID[key]
+	return known || m.notGG[key]
+}
+
 // has reports whether the file at path is a model already.
 func (m *models) has(path string) bool {
 	id, err := blockdev.StatFile(path)

@@ -634,7 +634,14 @@ func (r *recording) act(typ uint16, rec []byte) {
 // the maps of a process that mapped a model.
 func (r *recording) onMmap(e *bpf.IocorrMmapEvent) {
 	pid := int(e.Hdr.Tgid)
-	path := mappedPath(pid, e.Start, e.End)
+	// Naming the mapping's file may read the whole of /proc/PID/maps
+	// (mappedPath): node maps its files in a few hundred calls, and
+	// reading its maps for each was most of the recorder's CPU while it
+	// ran. A file decided already needs no name, unless it is probed.
+	path := ""
+	if e.Stopped == 1 || !r.models.decided(e.Dev, e.Ino) {
+		path = mappedPath(pid, e.Start, e.End)
+	}
 	if e.Stopped == 1 {
 		// The kernel stopped the process before it could run code
 		// of this file: probe it, then let it go — always.
