@@ -126,9 +126,11 @@ type warden struct {
 	freezing map[int]bool      // tgid → being frozen (freeze), until thawed
 	frozen   map[int]bool      // tid → in the interrupt stop of a freeze
 	rescan   map[int]time.Time // tgid → when to seize the threads it started
-	nHeld    int
-	maxHold  time.Duration
-	detached bool
+	// rescanFailed: tgid → a seize of its new threads failed, and was said.
+	rescanFailed map[int]bool
+	nHeld        int
+	maxHold      time.Duration
+	detached     bool
 }
 
 func (w *warden) say(format string, a ...any) {
@@ -518,7 +520,9 @@ func (w *warden) rescanDue() {
 		if w.procs[tg] == 0 {
 			continue // gone, or never ours
 		}
-		if err := w.seize(tg); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := w.seize(tg); err != nil && !errors.Is(err, fs.ErrNotExist) && !w.rescanFailed[tg] {
+			// Once a process: a thread traced by someone else stays so.
+			w.rescanFailed[tg] = true
 			w.say("warn the threads process %d started could not be seized: %v; a pause they need is skipped, and counted", tg, err)
 		}
 	}
@@ -580,7 +584,7 @@ func runWarden() {
 	runtime.LockOSThread()
 	w := &warden{out: bufio.NewWriter(os.Stdout), tracees: map[int]tracee{}, procs: map[int]int{},
 		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{},
-		freezing: map[int]bool{}, frozen: map[int]bool{}, rescan: map[int]time.Time{}}
+		freezing: map[int]bool{}, frozen: map[int]bool{}, rescan: map[int]time.Time{}, rescanFailed: map[int]bool{}}
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGCHLD)
 	// The recorder's terminal signals are for the command and the
