@@ -152,8 +152,8 @@ func MeasureUprobeCost(calls, rounds int, first FirstInstruction) (UprobeCost, e
 // off of file: where the probe goes, as the recorder places it on
 // llama.cpp's functions (elfinfo.ProbePoint).
 func probePad(file string, off uint64) (int, error) {
-	machine, ok := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
-	if !ok {
+	machine := hostMachine()
+	if machine == elf.EM_NONE {
 		return 0, nil
 	}
 	f, err := os.Open(file)
@@ -167,6 +167,12 @@ func probePad(file string, off uint64) (int, error) {
 	}
 	pad, _ := elfinfo.ProbePoint(machine, code)
 	return pad, nil
+}
+
+// hostMachine is the ELF machine of this binary's architecture, EM_NONE
+// where the calibration targets are not assembly (calibrate_other.go).
+func hostMachine() elf.Machine {
+	return map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
 }
 
 // mappedFileOffset finds the file and file offset an address of this

@@ -47,7 +47,7 @@ func TestMeasureUprobeCostTimesEveryHitOfTheProbedArm(t *testing.T) {
 // llama's probed functions have it): the kernel emulates some first
 // instructions and steps others out of line, at different costs.
 func TestCalibrationTargetBeginsWithTheCompilersPrologue(t *testing.T) {
-	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	machine := hostMachine()
 	if machine == elf.EM_NONE {
 		t.Skipf("no assembly calibration target on %s", runtime.GOARCH)
 	}
