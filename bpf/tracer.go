@@ -113,8 +113,10 @@ type Tracer struct {
 	// offsets: where each probed function of a file (by its real path)
 	// begins in it.
 	offsets map[string]map[string]uint64
-	// pads: how many bytes of a landing pad each one's probe skips.
-	pads map[string]map[string]int
+	// pads: how many bytes of a landing pad each one's probe skips;
+	// emulated: whether the kernel emulates the instruction it sits on.
+	pads     map[string]map[string]int
+	emulated map[string]map[string]bool
 	// layoutLinks are the probes that read ggml structs with the layout
 	// (graphs, expert picks, ops); DisableLayoutProbes closes them and
 	// sets layoutOff, after which such probes are not kept.
@@ -219,7 +221,7 @@ func Open(opts Options) (*Tracer, error) {
 	}
 
 	t := &Tracer{opts: opts, attached: map[fileID]bool{}, layout: lay, layoutFixed: opts.Layout != nil, opIndex: map[string]uint64{},
-		pendingOps: map[uint32][]string{}, offsets: map[string]map[string]uint64{}, pads: map[string]map[string]int{}, caps: caps}
+		pendingOps: map[uint32][]string{}, offsets: map[string]map[string]uint64{}, pads: map[string]map[string]int{}, emulated: map[string]map[string]bool{}, caps: caps}
 	load := ebpf.CollectionOptions{Cache: d.types}
 	coll, err := ebpf.NewCollectionWithOptions(spec, load)
 	// An optional capability's program the verifier refuses makes that

@@ -75,7 +75,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 		return nil, fmt.Errorf("opening %s for uprobes: %w", real, err)
 	}
 	t.mu.Lock()
-	t.offsets[real], t.pads[real] = syms.Offset, syms.Pad
+	t.offsets[real], t.pads[real], t.emulated[real] = syms.Offset, syms.Pad, syms.Emulated
 	t.mu.Unlock()
 
 	var out []Probe
@@ -231,6 +231,24 @@ func (t *Tracer) attachUprobe(ex *link.Executable, real, kind, sym string, off u
 	}
 	t.addProbe(p)
 	return p, err
+}
+
+// ProbedInstructions counts the functions of syms in file (a real path
+// AttachUser read) whose uprobe sits on an instruction the kernel
+// emulates, and those whose sits on one it steps out of line; ok is false
+// for a file never read.
+func (t *Tracer) ProbedInstructions(file string, syms []string) (emulated, stepped int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	em, ok := t.emulated[file]
+	for _, sym := range syms {
+		if e, has := em[sym]; has && e {
+			emulated++
+		} else if has {
+			stepped++
+		}
+	}
+	return emulated, stepped, ok
 }
 
 // OpNames returns the target's op names (index = enum ggml_op value) and

@@ -18,7 +18,7 @@ import (
 // recording's start.
 func eachDefinedSymbol(path string, want func(name string) bool, fn func(s elf.Symbol, at probeAt)) error {
 	seen := map[string]bool{}
-	return elfinfo.EachSymbol(path, func(name string) bool { return want(name) && !seen[name] }, func(f *elf.File, s elf.Symbol) {
+	_, err := elfinfo.EachSymbol(path, func(name string) bool { return want(name) && !seen[name] }, func(f *elf.File, s elf.Symbol) {
 		if s.Section == elf.SHN_UNDEF {
 			return
 		}
@@ -27,19 +27,22 @@ func eachDefinedSymbol(path string, want func(name string) bool, fn func(s elf.S
 		var code []byte
 		code, at.off, at.inFile = elfinfo.CodeAt(f, s.Value, elfinfo.StartBytes)
 		if at.inFile && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			at.pad, _ = elfinfo.ProbePoint(f.Machine, code)
+			at.pad, at.emulated = elfinfo.ProbePoint(f.Machine, code)
 		}
 		fn(s, at)
 	})
+	return err
 }
 
 // probeAt is where a symbol's uprobe goes: pad bytes (a landing pad,
 // elfinfo.ProbePoint) past off, the symbol's offset in the file, when
-// inFile (its address lies in an executable segment's bytes in the file).
+// inFile (its address lies in an executable segment's bytes in the file);
+// emulated, whether the kernel emulates the instruction there.
 type probeAt struct {
-	off    uint64
-	pad    int
-	inFile bool
+	off      uint64
+	pad      int
+	inFile   bool
+	emulated bool
 }
 
 // ProbePoint is a probe point as a file defines it.
@@ -104,11 +107,15 @@ type Symbols struct {
 	// Pad is how many bytes of a landing pad (endbr64) open each function
 	// that has one: its uprobe sits past them (elfinfo.ProbePoint).
 	Pad map[string]int
+	// Emulated says, for each function, whether the kernel emulates the
+	// instruction its uprobe sits on (elfinfo.ProbePoint): a hit there
+	// costs a fraction of one stepped out of line.
+	Emulated map[string]bool
 }
 
 // FileSymbols reads what an ELF file offers the probes.
 func FileSymbols(path string) (Symbols, error) {
-	s := Symbols{Offset: map[string]uint64{}, Pad: map[string]int{}}
+	s := Symbols{Offset: map[string]uint64{}, Pad: map[string]int{}, Emulated: map[string]bool{}}
 	var dispatch bool
 	var dispatchOff uint64
 	opOff := map[string]uint64{}
@@ -123,6 +130,9 @@ func FileSymbols(path string) (Symbols, error) {
 		off, inFile := at.off+uint64(at.pad), at.inFile
 		if at.pad > 0 {
 			s.Pad[sym.Name] = at.pad
+		}
+		if inFile && elf.ST_TYPE(sym.Info) == elf.STT_FUNC {
+			s.Emulated[sym.Name] = at.emulated
 		}
 		switch {
 		case sym.Name == SymOpNames:

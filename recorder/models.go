@@ -135,14 +135,10 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 // it became one just now.
 func (m *models) mapped(dev uint32, ino uint64, path string) (isModel, isNew bool) {
 	key := [2]uint64{uint64(dev), ino}
-	m.mu.Lock()
-	_, known := m.byID[key]
-	no := m.notGG[key]
-	m.mu.Unlock()
-	if known {
+	if m.known(dev, ino) {
 		return true, false
 	}
-	if no || path == "" {
+	if path == "" || m.decided(dev, ino) {
 		return false, false
 	}
 	if !isGGUF(path) {

@@ -26,7 +26,6 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/ingest"
-	"github.com/iocorr/iocorr/internal/elfinfo"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
@@ -199,12 +198,9 @@ type recording struct {
 	forked []int
 	// With --probe ops: the calibrated cost of a hit, and per decode call
 	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
-	// The cost by what the kernel does with the probed function's first
-	// instruction, and, by file, how many op functions begin with an
-	// emulated and a stepped one (read once, as meta is rewritten often).
+	// The cost by what the kernel does with the probed instruction.
 	opCost    [2]bpf.UprobeCost
 	opCostErr error
-	opFirst   map[string][2]int
 	hitsAt    map[uint32]uint64
 	nodeOps   map[uint64]uint32 // weight-reading nodes seen → their op
 	opNodes   map[uint64]bool   // nodes an op event was seen for
@@ -364,27 +360,13 @@ func (r *recording) snapshot() rundir.Meta {
 
 // opFirstInstructions counts the op functions of files whose probed
 // instruction (past a landing pad) is one the kernel emulates on a hit
-// and one it steps; r.mu is held.
+// and one it steps, as the attach read them with the files' symbols.
 func (r *recording) opFirstInstructions(files, opFuncs []string) [2]int {
 	var n [2]int
 	for _, f := range files {
-		c, ok := r.opFirst[f]
-		if !ok {
-			m, code, err := elfinfo.FuncStarts(f, opFuncs)
-			if err != nil {
-				r.warnings = append(r.warnings, fmt.Sprintf("op probes: %v; their cost per hit is NA", err))
-			}
-			for _, b := range code {
-				if _, emulated := elfinfo.ProbePoint(m, b); emulated {
-					c[bpf.Emulated]++
-				} else {
-					c[bpf.Stepped]++
-				}
-			}
-			r.opFirst[f] = c
-		}
-		n[bpf.Emulated] += c[bpf.Emulated]
-		n[bpf.Stepped] += c[bpf.Stepped]
+		emu, step, _ := r.tr.ProbedInstructions(f, opFuncs)
+		n[bpf.Emulated] += emu
+		n[bpf.Stepped] += step
 	}
 	return n
 }

@@ -391,12 +391,15 @@ func TestSnapshotsBackOffWhileTheModelsStayWhollyResident(t *testing.T) {
 	}
 }
 
-// pageReads are the model pages each device read of a run covered, with
+// pageRead is the model pages [first, end) a device read covered, with
 // the read's issue and completion times.
-type pageReads []struct {
+type pageRead struct {
 	model, first, end int
 	issue, done       uint64
 }
+
+// pageReads are a run's device reads of model pages.
+type pageReads []pageRead
 
 // deviceReads collects the run's block reads of model pages.
 func deviceReads(t *testing.T, st *index.Store, meta *rundir.Meta) pageReads {
@@ -413,10 +416,7 @@ func deviceReads(t *testing.T, st *index.Store, meta *rundir.Meta) pageReads {
 			if !ok || m >= len(meta.Models) {
 				continue
 			}
-			out = append(out, struct {
-				model, first, end int
-				issue, done       uint64
-			}{m, int(off / ps), int((off + int64(e.Bytes) + ps - 1) / ps), e.Ts - e.Dur, e.Ts})
+			out = append(out, pageRead{m, int(off / ps), int((off + int64(e.Bytes) + ps - 1) / ps), e.Ts - e.Dur, e.Ts})
 		}
 		return nil
 	})

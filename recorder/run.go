@@ -176,7 +176,6 @@ func prepare(o *Options) (*recording, error) {
 				r.opCost[first], r.opCostErr = bpf.MeasureUprobeCost(2000, 3, first)
 			}
 		}
-		r.opFirst = map[string][2]int{}
 		r.hitsAt, r.nodeOps, r.opNodes = map[uint32]uint64{}, map[uint64]uint32{}, map[uint64]bool{}
 	}
 	return r, nil

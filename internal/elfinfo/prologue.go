@@ -74,30 +74,30 @@ func CodeAt(f *elf.File, vaddr uint64, n int) (code []byte, off uint64, ok bool)
 // gives the file's machine with them. A name the file does not define in
 // an executable segment is absent from the map.
 func FuncStarts(path string, names []string) (elf.Machine, map[string][]byte, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return elf.EM_NONE, nil, err
-	}
-	defer f.Close()
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
 	}
 	code := map[string][]byte{}
-	for _, get := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, _ := get() // a stripped file has no .symtab
-		for _, s := range syms {
-			if !want[s.Name] || code[s.Name] != nil || elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF {
-				continue
-			}
-			b, _, ok := CodeAt(f, s.Value, StartBytes)
-			if !ok || len(b) == 0 {
-				return f.Machine, nil, fmt.Errorf("%s: %s at %#x is in no executable segment's bytes", path, s.Name, s.Value)
-			}
-			code[s.Name] = b
+	var bad error
+	machine, err := EachSymbol(path, func(name string) bool { return want[name] && code[name] == nil }, func(f *elf.File, s elf.Symbol) {
+		if bad != nil || elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF {
+			return
 		}
+		b, _, ok := CodeAt(f, s.Value, StartBytes)
+		if !ok || len(b) == 0 {
+			bad = fmt.Errorf("%s: %s at %#x is in no executable segment's bytes", path, s.Name, s.Value)
+			return
+		}
+		code[s.Name] = b
+	})
+	if err == nil {
+		err = bad
 	}
-	return f.Machine, code, nil
+	if err != nil {
+		return machine, nil, err
+	}
+	return machine, code, nil
 }
 
 // StartBytes is how much of a function's code ProbePoint needs: a landing

@@ -20,16 +20,17 @@ import (
 // (190 000 entries) took 35 MiB and 80 ms of a recording's start so. The
 // name keep gets is valid during the call only; fn gets its own copy.
 // Every offset and count of the tables is checked against the file's
-// size. Files other than 64-bit ones go through debug/elf.
-func EachSymbol(path string, keep func(name string) bool, fn func(f *elf.File, s elf.Symbol)) error {
+// size. Files other than 64-bit ones go through debug/elf. It gives the
+// file's machine.
+func EachSymbol(path string, keep func(name string) bool, fn func(f *elf.File, s elf.Symbol)) (elf.Machine, error) {
 	file, err := os.Open(path)
 	if err != nil {
-		return err
+		return elf.EM_NONE, err
 	}
 	defer file.Close()
 	f, err := elf.NewFile(file)
 	if err != nil {
-		return err
+		return elf.EM_NONE, err
 	}
 	defer f.Close()
 	if f.Class != elf.ELFCLASS64 {
@@ -41,15 +42,15 @@ func EachSymbol(path string, keep func(name string) bool, fn func(f *elf.File, s
 				}
 			}
 		}
-		return nil
+		return f.Machine, nil
 	}
 	st, err := file.Stat()
 	if err != nil {
-		return err
+		return elf.EM_NONE, err
 	}
 	data, err := unix.Mmap(int(file.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("mapping %s: %w", path, err)
+		return f.Machine, fmt.Errorf("mapping %s: %w", path, err)
 	}
 	defer unix.Munmap(data)
 	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
@@ -59,14 +60,14 @@ func EachSymbol(path string, keep func(name string) bool, fn func(f *elf.File, s
 		}
 		tab, err := sectionBytes(data, f, sec)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return f.Machine, fmt.Errorf("%s: %w", path, err)
 		}
 		if int(sec.Link) >= len(f.Sections) {
-			return fmt.Errorf("%s: %s links to section %d of %d", path, sec.Name, sec.Link, len(f.Sections))
+			return f.Machine, fmt.Errorf("%s: %s links to section %d of %d", path, sec.Name, sec.Link, len(f.Sections))
 		}
 		strtab, err := sectionBytes(data, f, f.Sections[sec.Link])
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return f.Machine, fmt.Errorf("%s: %w", path, err)
 		}
 		// Entry 0 is the undefined symbol, as debug/elf leaves it out.
 		for e := elf.Sym64Size; e+elf.Sym64Size <= len(tab); e += elf.Sym64Size {
@@ -96,7 +97,7 @@ func EachSymbol(path string, keep func(name string) bool, fn func(f *elf.File, s
 			})
 		}
 	}
-	return nil
+	return f.Machine, nil
 }
 
 // sectionBytes is a section's bytes in data, the whole file mapped; a

@@ -37,7 +37,7 @@ func TestEachSymbolWalksWhatDebugELFReads(t *testing.T) {
 				t.Fatalf("%s has no symbols: the comparison tests nothing", path)
 			}
 			var got []elf.Symbol
-			err = EachSymbol(path, func(string) bool { return true }, func(_ *elf.File, s elf.Symbol) { got = append(got, s) })
+			_, err = EachSymbol(path, func(string) bool { return true }, func(_ *elf.File, s elf.Symbol) { got = append(got, s) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestEachSymbolRefusesTablesPastTheFilesEnd(t *testing.T) {
 			if err := os.WriteFile(path, bad, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := EachSymbol(path, func(string) bool { return true }, func(*elf.File, elf.Symbol) {})
+			_, err := EachSymbol(path, func(string) bool { return true }, func(*elf.File, elf.Symbol) {})
 			if err == nil {
 				t.Error("read without an error")
 			}

@@ -146,15 +146,6 @@ func ptraceRaw(req, pid int, addr, data uintptr) error {
 	return nil
 }
 
-// tgidOf reads a thread's process id.
-func tgidOf(tid int) int {
-	v, _ := proc.StatusField(strconv.Itoa(tid), "Tgid")
-	if n, err := strconv.Atoi(v); err == nil {
-		return n
-	}
-	return tid
-}
-
 func (w *warden) add(tid, tgid int) {
 	if _, ok := w.tracees[tid]; ok {
 		return
@@ -301,16 +292,12 @@ func (w *warden) release(tgid int) {
 func (w *warden) stopped(tid int, status int32) {
 	sig, ev := int(status&0xff), int(status>>8)&0xff
 	switch ev {
-	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK, unix.PTRACE_EVENT_CLONE:
-		// The new task is traced already and waits in its first stop;
-		// known from now on, it is resumed when that stop is seen.
+	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+		// The new process is traced already and waits in its first
+		// stop; known from now on, it is resumed when that stop is seen.
+		// (Threads are not followed at their clone: see threads.)
 		if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
-			n := int(msg)
-			tg := n
-			if ev == unix.PTRACE_EVENT_CLONE {
-				tg = tgidOf(n)
-			}
-			w.add(n, tg)
+			w.add(int(msg), int(msg))
 		}
 	case unix.PTRACE_EVENT_EXEC:
 		// A thread other than the leader that execs takes the leader's
