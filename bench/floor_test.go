@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 

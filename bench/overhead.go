@@ -21,7 +21,7 @@ import (
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/launch"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
 )

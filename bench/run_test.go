@@ -6,8 +6,8 @@ import (
 
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/launch"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // The untraced runs are launched held: the test binary is their shim.

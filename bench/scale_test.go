@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // The scale section records two run lengths of real llama.cpp and gives,

@@ -12,7 +12,7 @@ package bpf
 // the frame pointer and link register on arm64: elfinfo.UsualPrologue),
 // past the endbr64 a CET build puts before it on x86-64, as
 // llama_decode, ggml_graph_compute and ggml_compute_forward_get_rows are
-// in every build checked (internal/llmtest); calibrationStepped begins
+// in every build checked (testkit/llmtest); calibrationStepped begins
 // with a register move, which is stepped.
 func calibrationTarget(x uint64) uint64
 func calibrationStepped(x uint64) uint64

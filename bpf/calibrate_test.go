@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/internal/elfinfo"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // A uprobe hit is a trap into the kernel and back: dearer than a plain
@@ -43,7 +43,7 @@ func TestMeasureUprobeCostTimesEveryHitOfTheProbedArm(t *testing.T) {
 }
 
 // The calibration is the cost of a hit on the first instruction C
-// compilers give a function (internal/llmtest checks that ggml's and
+// compilers give a function (testkit/llmtest checks that ggml's and
 // llama's probed functions have it): the kernel emulates some first
 // instructions and steps others out of line, at different costs.
 func TestCalibrationTargetBeginsWithTheCompilersPrologue(t *testing.T) {

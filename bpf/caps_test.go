@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // The table names programs of the object, and every kernel-side program of

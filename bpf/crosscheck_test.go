@@ -102,7 +102,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // gobpf reads tracepoint ids from the debugfs path only.

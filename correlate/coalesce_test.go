@@ -22,9 +22,9 @@ import (
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 

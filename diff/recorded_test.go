@@ -9,8 +9,8 @@ import (
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // The recorder re-executes this test binary as the held child of the

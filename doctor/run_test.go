@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func byName(checks []Check) map[string]Check {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // buildOffsetsTool compiles testdata/llm/gguf_offsets.c, which asks

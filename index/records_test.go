@@ -5,7 +5,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // Records hands a reader each raw record whole, by request id alone: two

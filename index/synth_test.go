@@ -3,7 +3,7 @@ package index_test
 import (
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // The index tests' synthetic run is storetest's, under short names.

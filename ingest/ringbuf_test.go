@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // sink keeps the compiler from dropping the loads that fault.

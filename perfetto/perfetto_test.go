@@ -11,7 +11,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -14,12 +14,12 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/protowalk"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
-	"github.com/iocorr/iocorr/internal/storetest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/perfetto"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
@@ -29,7 +29,7 @@ import (
 // The tests of this file hold the trace of a run to the store it was
 // written from, read back by a decoder of their own (and protoc's): the
 // tiny run of known events, and real llama.cpp runs recorded through the
-// library (internal/rectest) with op or scheduler probes.
+// library (testkit/rectest) with op or scheduler probes.
 
 // The recorder re-executes this test binary as the held child.
 func TestMain(m *testing.M) { rectest.Main(m) }

@@ -8,10 +8,10 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // TestRealMoERunIsConsistent reads the shared recorded run (a MoE model

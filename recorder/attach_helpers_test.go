@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

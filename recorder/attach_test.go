@@ -19,11 +19,11 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/cgroup"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -83,7 +83,7 @@ func recordMoE(t *testing.T, f *gguf.File, probe string, more func(typ uint16, r
 //
 // llama-completion -n N calls llama_decode N times: once for the prompt,
 // one batch that yields the first token, and once per further token
-// (internal/llmtest's TestBuiltCompletionGeneratesTokensNonInteractively
+// (testkit/llmtest's TestBuiltCompletionGeneratesTokensNonInteractively
 // counts that with bpftrace). The prompt is several tokens, so the first
 // call is the prefill and the other N-1 decode one token each; in every
 // decode token each layer's router picks ExpertsUsed experts.

@@ -8,7 +8,7 @@ import (
 )
 
 // The end-to-end tests of this package record as `iocorr record` does,
-// through internal/rectest (Run with the CLI's defaults, then the one
+// through testkit/rectest (Run with the CLI's defaults, then the one
 // ingest), and read the run's store through index, as `query` and
 // `export` do.
 

@@ -11,8 +11,8 @@ import (
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 

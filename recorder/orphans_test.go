@@ -10,9 +10,9 @@ import (
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/spooltest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -23,9 +23,9 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/cgroup"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

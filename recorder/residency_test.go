@@ -10,9 +10,9 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/storetest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"

@@ -14,16 +14,16 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
 )
 
 // The tests of this file record testdata/routeoracle — llama.cpp's own
 // evaluation callback printing every MoE layer's picks — through the
-// library, as `iocorr record` does (internal/rectest), and hold the
+// library, as `iocorr record` does (testkit/rectest), and hold the
 // router probe's records and the store's picks to it.
 
 // archSpec is the model each architecture is recorded on: 16 experts of

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/proc"
-	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -16,10 +16,10 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/report"
-	"github.com/iocorr/iocorr/report/browsertest"
+	"github.com/iocorr/iocorr/testkit/browsertest"
 	"github.com/iocorr/iocorr/stats"
 )
 

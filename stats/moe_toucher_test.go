@@ -9,16 +9,16 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/storetest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )
 
-// The MoE figures' ground truth: a scripted router (internal/rectest's
+// The MoE figures' ground truth: a scripted router (testkit/rectest's
 // plan) played by llmtest's moetoucher under a memory limit, recorded
 // through the library, and the figures stats computes from its store set
 // against their definitions, written here apart from package stats.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 )

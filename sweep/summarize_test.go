@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/sweep"
 )
 

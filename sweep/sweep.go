@@ -3,7 +3,7 @@
 // per token over memory that SSD-offload studies plot), and the summary
 // file DIR/sweep.json that holds them. Each run is an ordinary run
 // directory (DIR/<budget>/) that every other iocorr command reads; the
-// recording of the runs is package sweep/record, apart so that readers of
+// recording of the runs is package recorder/sweeprun, apart so that readers of
 // a summary (the report, export) never link the BPF loader.
 package sweep
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/iocorr/iocorr/bench"
 	"github.com/iocorr/iocorr/internal/launch"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"github.com/iocorr/iocorr/stats"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/perfetto"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // checkStatsParquetEqualsJSON exports the stats tables of the run in dir

@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // record re-executes its own binary as the held child; in tests that

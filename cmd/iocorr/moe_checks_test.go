@@ -1,8 +1,8 @@
 package main
 
 import (
-	"github.com/iocorr/iocorr/internal/rectest"
-	"github.com/iocorr/iocorr/internal/spooltest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
 )
 
 // The end-to-end tests still in this package (the recorder's, moving

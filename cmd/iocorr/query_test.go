@@ -12,7 +12,7 @@ import (
 
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/rectest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

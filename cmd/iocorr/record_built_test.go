@@ -9,7 +9,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

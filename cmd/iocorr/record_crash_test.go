@@ -20,7 +20,7 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/cgroup"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

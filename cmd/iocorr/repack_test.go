@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // cpuHasAMX reads the oracle from the CPU itself: ggml's CPU backend

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/report"
-	"github.com/iocorr/iocorr/report/browsertest"
+	"github.com/iocorr/iocorr/testkit/browsertest"
 	"github.com/iocorr/iocorr/sweep"
 )
 

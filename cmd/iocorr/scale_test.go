@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/storetest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // scaleCommand is one command the scale test runs on a run directory,

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/sweep"
-	"github.com/iocorr/iocorr/sweep/record"
+	"github.com/iocorr/iocorr/recorder/sweeprun"
 )
 
 func init() {
@@ -38,13 +38,13 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if len(limits) == 0 {
 			return usagef("sweep: --mem-limit wants the budgets (e.g. --mem-limit 64MiB,96MiB,128MiB)")
 		}
-		var budgets []record.Budget
+		var budgets []sweeprun.Budget
 		for _, l := range limits {
 			n, err := units.ParseSize(l)
 			if err != nil {
 				return usagef("sweep: --mem-limit %q: %v", l, err)
 			}
-			budgets = append(budgets, record.Budget{Name: l, Bytes: n})
+			budgets = append(budgets, sweeprun.Budget{Name: l, Bytes: n})
 		}
 		o.out = *dir
 		stdout, stderr = shareable(stdout), shareable(stderr)
@@ -65,7 +65,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			}
 			return fmt.Errorf("sweep: %w", err)
 		}
-		sum, err := record.Run(ctx, record.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr})
+		sum, err := sweeprun.Run(ctx, sweeprun.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr})
 		if len(sum.Rows) > 0 {
 			if werr := writeSweepOutput(*dir, *format, sum.Rows); werr != nil && err == nil {
 				err = werr

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/sweep"
 )
 

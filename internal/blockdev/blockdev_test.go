@@ -14,7 +14,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {

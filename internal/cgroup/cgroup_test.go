@@ -15,7 +15,7 @@ import (
 
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func TestMemoryCgroupHoldsTheChildFromItsFirstInstructionAndIsRemoved(t *testing.T) {

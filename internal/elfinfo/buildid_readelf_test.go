@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/internal/elfinfo"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 var readelfBuildID = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)

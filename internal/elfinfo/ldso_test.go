@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/internal/elfinfo"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // The dynamic loader is the oracle: ldd lists what a binary loads.

@@ -20,7 +20,7 @@ import (
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func TestHeldChildRunsOnlyWhenReleased(t *testing.T) {

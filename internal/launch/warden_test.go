@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // wrapperScript is a parent that starts its argv, waits for it with

@@ -14,10 +14,10 @@ var floor = map[string]int{
 	// 0: the ground facts, each decoded once.
 	"internal/kernel": 0, "internal/units": 0, "internal/atomicfile": 0,
 	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0,
-	"internal/pagecache": 0, "internal/testenv": 0, "internal/layers": 0,
+	"internal/pagecache": 0, "testkit/testenv": 0, "internal/layers": 0,
 	"internal/extsort":   0,
 	"internal/protowalk": 0,
-	"report/browsertest": 0,
+	"testkit/browsertest": 0,
 	// 1: the data model and the model file format.
 	"event": 1, "gguf": 1,
 	// 2: target knowledge (llama.cpp and ggml), no BPF.
@@ -25,15 +25,15 @@ var floor = map[string]int{
 	// 3: the run directory's metadata and its NA reasons.
 	"rundir": 3,
 	// 4–6: facts in the run's types, the loader, the decoder, the joins.
-	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "internal/llmtest": 4,
+	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "testkit/llmtest": 4,
 	"internal/launch": 5, "ingest": 5,
-	"correlate": 6, "internal/spooltest": 6,
+	"correlate": 6, "testkit/spooltest": 6,
 	// 7–8: the store, and what reads it.
 	"index":    7,
-	"pipeline": 8, "stats": 8, "perfetto": 8, "internal/storetest": 8,
+	"pipeline": 8, "stats": 8, "perfetto": 8, "testkit/storetest": 8,
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
 	"sweep": 9, "recorder": 9, "diff": 9,
-	"output": 10, "report": 10, "doctor": 10, "sweep/record": 10, "internal/rectest": 10,
+	"output": 10, "report": 10, "doctor": 10, "recorder/sweeprun": 10, "testkit/rectest": 10,
 	"bench": 11,
 	// 12: the commands.
 	"cmd/iocorr": 12, "cmd/iocorr-bench": 12,

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func TestEvictEmptiesTheCacheOfOneFile(t *testing.T) {

@@ -3,7 +3,7 @@ package proc
 import (
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func TestSudoUserIsTheInvokingUser(t *testing.T) {

@@ -134,7 +134,7 @@ try {
 	// calls (no llama_encode). Checked with a bpftrace count of uprobe
 	// llama_decode: 33-token prompt, N=8 → 8; N=1 → 1; batch 4, N=5 → 13;
 	// batch 3, N=4 → 14; 1-token prompt, N=3 → 3; --only-eog N=6 → 6;
-	// --seed 42 N=4 → 4 (internal/llmtest's TestDriverPredicts... reruns these).
+	// --seed 42 N=4 → 4 (testkit/llmtest's TestDriverPredicts... reruns these).
 	// An end-of-generation token changes none of this: it is decoded
 	// like any other (verified with --only-eog).
 	const promptBatches = Math.ceil(prompt.length / batch);

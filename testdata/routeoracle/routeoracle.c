@@ -26,7 +26,7 @@
  * IQ4_NL and MXFP4 weights (expert tensors included) into anonymous
  * memory at load time, and inference never reads them from the file.
  *
- * Built by internal/llmtest (BuildRouteOracle) against the public headers
+ * Built by testkit/llmtest (BuildRouteOracle) against the public headers
  * and libllama of llama.cpp's shared build.
  */
 #include <stdbool.h>

@@ -16,7 +16,7 @@
 // stderr first. An end of stdin is not a go: it then waits for the signal.
 // -advice other than random lets the kernel read ahead: then the first
 // fault on a cold page reads read_ahead_kb around it, and touches inside
-// that window are not major faults (internal/llmtest measures this).
+// that window are not major faults (testkit/llmtest measures this).
 //
 // On a cold file majflt equals the number of distinct pages touched, as
 // long as: readahead is off (MADV_RANDOM: without it one fault reads up to

@@ -3,7 +3,7 @@
 // recorder.Run and ingested by pipeline.Ingest, summed up by
 // sweep.Summarize into DIR/sweep.json. It is the sweep's write side, the
 // one that links the BPF loader; package sweep reads what it writes.
-package record
+package sweeprun
 
 import (
 	"context"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
-	"github.com/iocorr/iocorr/internal/llmtest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"

@@ -8,9 +8,9 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/spooltest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // The checks the end-to-end tests of an MoE run share: each reads a run

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/llmtest"
-	"github.com/iocorr/iocorr/internal/testenv"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // SmallerMoE is the second model of the comparisons: llmtest.MoE cut to
