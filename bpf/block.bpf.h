@@ -6,13 +6,6 @@
  * issue, with its completion marked unseen (block__emit_unseen).
  */
 
-/* iocorr's own process, set at load time: its writes are left out. */
-const volatile __u32 self_tgid = 0;
-/* When set, block requests are kept only for devices in `devs`; otherwise
- * for every device (the model's device may not be known before the child
- * maps it), and user space sorts them out by extents. */
-const volatile bool filter_devs = false;
-
 struct blk_start {
 	struct event_hdr hdr; /* the issue's stamp: hdr.ts is the issue time */
 	__u64 sector;
@@ -109,10 +102,10 @@ int BPF_PROG(block_issue, struct request *rq)
 	 * are kept: the device's read total must add up to what diskstats
 	 * says. 0 means no filter: requests issued from softirq on an idle
 	 * CPU run as the idle task, whose tgid is 0. */
-	if (self_tgid && (bpf_get_current_pid_tgid() >> 32) == self_tgid && !rq__is_read(bs.cmd_flags))
+	if (cfg.self_tgid && (bpf_get_current_pid_tgid() >> 32) == cfg.self_tgid && !rq__is_read(bs.cmd_flags))
 		return 0;
 	bs.dev = rq__dev(rq);
-	if (filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
+	if (cfg.filter_devs && !bpf_map_lookup_elem(&devs, &bs.dev))
 		return 0;
 	bs.sector = BPF_CORE_READ(rq, __sector);
 	bs.bytes = BPF_CORE_READ(rq, __data_len);

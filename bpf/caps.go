@@ -173,7 +173,7 @@ var Capabilities = []Capability{
 			// than a third path for two releases.
 			{Name: "bpf_loop, ring-buffer dynptrs", Kernel: "5.19", needs: []Need{needLoop, needDynptr}},
 			{
-				// Every bpf_loop call is behind use_bpf_loop; the per-folio
+				// Every bpf_loop call is behind cfg.use_bpf_loop; the per-folio
 				// page-cache path has none, and the graph walk and the
 				// expert picks loop a compile-time number of times
 				// (ggml.bpf.h's GRAPH_WALK_BOUND, EXPERT_CHUNK_BOUND),

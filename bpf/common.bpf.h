@@ -12,18 +12,93 @@
 #define SIGSTOP 19
 #define RB_WAKEUP_BYTES (512 * 1024)
 
-/* Set at load time by user space: --probe ops, whose op stamps events. */
-const volatile bool probe_ops = false;
+/* page_records of struct config: what the page cache's programs
+ * record. Runs (the default), one page_event per folio as the kernel
+ * reports them, or both side by side in one ring, so that a test checks
+ * the runs against the folios of the very same events; or none, in the
+ * tiers without page-cache events (their programs are not attached, and
+ * the fault and token paths must not scan run slots that nothing fills). */
+#define PAGES_RUNS 0
+#define PAGES_FOLIOS 1
+#define PAGES_BOTH 2
+#define PAGES_NONE 3
 
-/* Set by user space when the kernel has bpf_loop (5.17, bpf/caps.go's
- * "loops"): every call is behind it, so that on an older kernel the
- * verifier drops them as dead code. Without it user space records the
- * page cache per folio (whose path has no loop), and the graph walk and
- * the expert picks take bounded loops (5.3): a compile-time number of
- * calls of a global function, which the verifier checks once rather than
- * once per iteration, so that the bound can be large. What lies past a
- * bound is counted in loops_cut, never dropped silently. */
-const volatile bool use_bpf_loop = false;
+/* Every setting of the programs, in one read-only struct that user space
+ * sets once before load (bpf/tracer.go, IocorrConfig): the kernel freezes
+ * it, so the verifier reads each field as a constant and drops the
+ * branches a setting turns off, helpers this kernel lacks included. */
+struct config {
+	/* iocorr's own process: its block writes are left out. */
+	__u32 self_tgid;
+	/* log2 of the page size (os.Getpagesize): vm_pgoff and page-cache
+	 * indexes count pages of this size. */
+	__u32 page_shift;
+	/* PAGES_*, above. */
+	__u32 page_records;
+	/* Page-cache run slots in use: RUN_WAYS per possible CPU, at most
+	 * RUN_SLOTS (pagecache.bpf.h). */
+	__u32 run_slots;
+	/* --probe ops: the thread's op stamps its events. */
+	bool probe_ops;
+	/* The kernel has bpf_loop (5.17, bpf/caps.go's "loops"): every call
+	 * is behind it, so that on an older kernel the verifier drops them as
+	 * dead code. Without it user space records the page cache per folio
+	 * (whose path has no loop), and the graph walk, the expert picks and
+	 * the batch's sequences take bounded loops (5.3, LOOP_BODY below).
+	 * What lies past a bound is counted in loops_cut, never dropped
+	 * silently. */
+	bool use_bpf_loop;
+	/* The kernel has bpf_find_vma (5.17, bpf/caps.go): without it faults
+	 * go unresolved to user space, which resolves them from the mappings
+	 * it saw, and mmap calls are read from their arguments. */
+	bool use_find_vma;
+	/* Exact residency snapshots: the token start stops its process
+	 * (SIGSTOP, held by the ptrace warden where there is one) until the
+	 * recorder has read the models' residency and resumes it, so that the
+	 * snapshot is the page cache at the token's start, not some
+	 * milliseconds later. A disturbance of the traced run: off by
+	 * default. */
+	bool stop_at_tokens;
+	/* Block requests are kept only for devices in `devs`; otherwise for
+	 * every device (the model's device may not be known before the child
+	 * maps it), and user space sorts them out by extents. */
+	bool filter_devs;
+	__u8 pad[3];
+};
+
+const volatile struct config cfg = {};
+
+/* LOOP_BODY(name, type, step) writes a loop body once in the two forms the
+ * loops need, for step(type *ctx, __u32 i), which returns 1 to stop:
+ * name##__cb, the bpf_loop callback, and name##__global, a global function
+ * for the bounded loops of kernels without bpf_loop (LOOP_BOUNDED): the
+ * verifier checks a global function once, by its arguments' types, where
+ * it walks an inlined body once per iteration (6.1's gave up past a
+ * million instructions), so that the bound can be large. */
+#define LOOP_BODY(name, type, step)                      \
+	static long name##__cb(__u32 i, void *ctx)       \
+	{                                                \
+		return step(ctx, i);                     \
+	}                                                \
+	__noinline int name##__global(type *ctx, __u32 i) \
+	{                                                \
+		if (!ctx)                                \
+			return 1;                        \
+		return step(ctx, i);                     \
+	}
+
+/* LOOP_BOUNDED(name, ctx, from, n, bound) runs name##__global(ctx, from + i)
+ * for i below n and below bound, until one returns 1: the iterations run,
+ * so that the caller counts what the bound cut. */
+#define LOOP_BOUNDED(name, ctx, from, n, bound)                             \
+	({                                                                  \
+		__u32 i__;                                                  \
+		for (i__ = 0; i__ < (bound); i__++) {                       \
+			if (i__ >= (n) || name##__global((ctx), (from) + i__)) \
+				break;                                      \
+		}                                                           \
+		i__;                                                        \
+	})
 
 /* loops_cut's keys: what the bounded loops (no bpf_loop) left unread. */
 enum loop_cut {
@@ -140,16 +215,6 @@ static __always_inline struct file *fd__file(__u32 fd)
 	return f;
 }
 
-/* Event types that user space must see at once: the process may be
- * stopped waiting for it, or they are rare. The rest wake the reader only
- * when enough has piled up; the reader also polls on a short deadline. */
-/* Exact residency snapshots (set at load time): the token start stops its
- * process (SIGSTOP, held by the ptrace warden where there is one) until
- * the recorder has read the models' residency and resumes it, so that the
- * snapshot is the page cache at the token's start, not some milliseconds
- * later. A disturbance of the traced run: off by default. */
-const volatile bool stop_at_tokens = false;
-
 /* Set to 1 by user space when its residency snapshotter is ready for the
  * next token: that token's start wakes the reader at once and clears it,
  * so a snapshot follows its token's start by the wakeup's latency rather
@@ -174,6 +239,9 @@ static __always_inline bool ring__token_wakeup_armed(void)
 	return true;
 }
 
+/* Event types that user space must see at once: the process may be
+ * stopped waiting for it, or they are rare. The rest wake the reader only
+ * when enough has piled up; the reader also polls on a short deadline. */
 static __always_inline __u64 ring__wakeup_flags(__u16 type)
 {
 	if (type == EV_MMAP || type == EV_TASK)
@@ -181,7 +249,7 @@ static __always_inline __u64 ring__wakeup_flags(__u16 type)
 	/* An exact snapshot holds the process until the recorder has read
 	 * the token's start: waiting for the reader's next poll would be
 	 * most of the pause. */
-	if (type == EV_DECODE_BEGIN && (stop_at_tokens || ring__token_wakeup_armed()))
+	if (type == EV_DECODE_BEGIN && (cfg.stop_at_tokens || ring__token_wakeup_armed()))
 		return BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
 		return BPF_RB_FORCE_WAKEUP;
@@ -271,7 +339,7 @@ static __always_inline void hdr__fill(struct event_hdr *h, __u16 type)
 	if (ps) {
 		h->token = ps->token;
 		h->phase = ps->phase;
-		if (probe_ops) {
+		if (cfg.probe_ops) {
 			__u32 *op = bpf_map_lookup_elem(&cur_op, &tid);
 			if (op)
 				h->op = *op;

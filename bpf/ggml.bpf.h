@@ -208,21 +208,7 @@ static __always_inline long graph__walk_one(struct walk_ctx *w, __u64 i)
 	return 0;
 }
 
-/* The bpf_loop callback. */
-static long graph__walk_node(__u64 i, void *data)
-{
-	return graph__walk_one(data, i);
-}
-
-/* The same as a global function, for the bounded loop: the verifier
- * checks a global function once, by its arguments' types, where it would
- * walk an inlined body once per iteration. */
-__noinline int graph__walk_node_global(struct walk_ctx *w, __u32 i)
-{
-	if (!w)
-		return 1;
-	return graph__walk_one(w, i);
-}
+LOOP_BODY(graph__walk_node, struct walk_ctx, graph__walk_one)
 
 /* Without bpf_loop a graph is walked GRAPH_WALK_BOUND nodes per
  * computation; where one stops, the graph's next computation goes on
@@ -268,10 +254,7 @@ static __always_inline __u32 graph__walk_bounded(struct walk_ctx *w, bool first_
 	from = gw->next;
 	if (from >= w->n_nodes)
 		return 0;
-	for (i = 0; i < GRAPH_WALK_BOUND; i++) {
-		if (graph__walk_node_global(w, from + i))
-			break;
-	}
+	i = LOOP_BOUNDED(graph__walk_node, w, from, w->n_nodes - from, GRAPH_WALK_BOUND);
 	gw->next = from + i;
 	return 1;
 }
@@ -343,9 +326,9 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 			e->stopped = proc__stop();
 	}
 	e->n_weight_nodes = 0;
-	if (use_bpf_loop && e->is_new && n_nodes > 0)
-		bpf_loop(n_nodes, graph__walk_node, &w, 0);
-	if (!use_bpf_loop && n_nodes > 0)
+	if (cfg.use_bpf_loop && e->is_new && n_nodes > 0)
+		bpf_loop(n_nodes, graph__walk_node__cb, &w, 0);
+	if (!cfg.use_bpf_loop && n_nodes > 0)
 		e->is_new = graph__walk_bounded(&w, e->is_new);
 	e->n_weight_nodes = w.n_weight;
 	/* The graph event follows its nodes in the ring buffer only if it is
@@ -461,20 +444,7 @@ static __always_inline long experts__emit(struct experts_ctx *x, __u64 chunk)
 	return 0;
 }
 
-/* The bpf_loop callback. */
-static long experts__emit_chunk(__u64 chunk, void *data)
-{
-	return experts__emit(data, chunk);
-}
-
-/* The same as a global function, for the bounded loop (see
- * graph__walk_node_global). */
-__noinline int experts__emit_chunk_global(struct experts_ctx *x, __u32 chunk)
-{
-	if (!x)
-		return 1;
-	return experts__emit(x, chunk);
-}
+LOOP_BODY(experts__emit_chunk, struct experts_ctx, experts__emit)
 
 /* Without bpf_loop one MoE node's ids are read EXPERT_CHUNK_BOUND events
  * at most: 512 tokens of a ubatch at 16 experts per token and more at
@@ -485,12 +455,9 @@ __noinline int experts__emit_chunk_global(struct experts_ctx *x, __u32 chunk)
 
 static __always_inline void experts__emit_bounded(struct experts_ctx *x)
 {
-	__u32 chunks = (x->n_tokens + x->rows_per_event - 1) / x->rows_per_event, c;
+	__u32 chunks = (x->n_tokens + x->rows_per_event - 1) / x->rows_per_event;
+	__u32 c = LOOP_BOUNDED(experts__emit_chunk, x, 0, chunks, EXPERT_CHUNK_BOUND);
 
-	for (c = 0; c < EXPERT_CHUNK_BOUND; c++) {
-		if (c >= chunks || experts__emit_chunk_global(x, c))
-			break;
-	}
 	if (c >= EXPERT_CHUNK_BOUND && chunks > EXPERT_CHUNK_BOUND)
 		loops__cut(LOOP_CUT_EXPERT_ROWS, x->n_tokens - EXPERT_CHUNK_BOUND * x->rows_per_event);
 }
@@ -529,8 +496,8 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	 * n_used * 4, so each token's row is read on its own. */
 	x.row_stride = nb[1];
 	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
-	if (use_bpf_loop)
-		bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk, &x, 0);
+	if (cfg.use_bpf_loop)
+		bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk__cb, &x, 0);
 	else
 		experts__emit_bounded(&x);
 	return 0;

@@ -40,6 +40,20 @@ type IocorrBlockEvent struct {
 	Error    int32
 }
 
+type IocorrConfig struct {
+	_            structs.HostLayout
+	SelfTgid     uint32
+	PageShift    uint32
+	PageRecords  uint32
+	RunSlots     uint32
+	ProbeOps     bool
+	UseBpfLoop   bool
+	UseFindVma   bool
+	StopAtTokens bool
+	FilterDevs   bool
+	Pad          [3]uint8
+}
+
 type IocorrDecodeEvent struct {
 	_         structs.HostLayout
 	Hdr       IocorrEventHdr
@@ -350,26 +364,32 @@ type IocorrRunSlot struct {
 	_     structs.HostLayout
 	State uint64
 	Copy  [2]struct {
-		_        structs.HostLayout
-		Kind     uint16
-		Phase    uint8
-		Pad      uint8
-		Tgid     uint32
-		Tid      uint32
-		Token    uint32
-		Op       uint32
-		Cpu      uint32
-		Dev      uint32
-		NrFolios uint32
-		NrPages  uint32
-		Span     uint32
+		_   structs.HostLayout
+		Hdr struct {
+			_     structs.HostLayout
+			Ts    uint64
+			Tgid  uint32
+			Tid   uint32
+			Token uint32
+			Op    uint32
+			Type  uint16
+			Phase uint8
+			Pad0  uint8
+			Cpu   uint32
+		}
 		Ino      uint64
 		Index    uint64
 		FirstTs  uint64
-		LastTs   uint64
+		Dev      uint32
+		Kind     uint16
+		Pad      uint16
+		NrPages  uint32
+		Span     uint32
+		NrFolios uint32
+		Pad2     uint32
 		Pages    [8]uint64
 	}
-	_ [40]byte
+	_ [24]byte
 }
 
 type IocorrSchedEvent struct {
@@ -522,16 +542,10 @@ const (
 	IocorrProgVmaExitRemap         = "vma_exit_remap"
 	IocorrProgVmaExitShmat         = "vma_exit_shmat"
 	IocorrProgVmaExitShmdt         = "vma_exit_shmdt"
-	IocorrVarFilterDevs            = "filter_devs"
+	IocorrVarCfg                   = "cfg"
 	IocorrVarLastStamp             = "last_stamp"
 	IocorrVarLayout                = "layout"
-	IocorrVarPageRecords           = "page_records"
-	IocorrVarPageShift             = "page_shift"
-	IocorrVarProbeOps              = "probe_ops"
-	IocorrVarRunSlots              = "run_slots"
 	IocorrVarRuns                  = "runs"
-	IocorrVarSelfTgid              = "self_tgid"
-	IocorrVarStopAtTokens          = "stop_at_tokens"
 	IocorrVarUnusedBlockCompletion = "unused_block_completion"
 	IocorrVarUnusedBlockEvent      = "unused_block_event"
 	IocorrVarUnusedDecodeEvent     = "unused_decode_event"
@@ -554,8 +568,6 @@ const (
 	IocorrVarUnusedSchedKind       = "unused_sched_kind"
 	IocorrVarUnusedTaskEvent       = "unused_task_event"
 	IocorrVarUnusedTaskKind        = "unused_task_kind"
-	IocorrVarUseBpfLoop            = "use_bpf_loop"
-	IocorrVarUseFindVma            = "use_find_vma"
 )
 
 // LoadIocorr returns the embedded CollectionSpec for Iocorr.
@@ -690,16 +702,10 @@ type IocorrMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrVariableSpecs struct {
-	FilterDevs            *ebpf.VariableSpec `ebpf:"filter_devs"`
+	Cfg                   *ebpf.VariableSpec `ebpf:"cfg"`
 	LastStamp             *ebpf.VariableSpec `ebpf:"last_stamp"`
 	Layout                *ebpf.VariableSpec `ebpf:"layout"`
-	PageRecords           *ebpf.VariableSpec `ebpf:"page_records"`
-	PageShift             *ebpf.VariableSpec `ebpf:"page_shift"`
-	ProbeOps              *ebpf.VariableSpec `ebpf:"probe_ops"`
-	RunSlots              *ebpf.VariableSpec `ebpf:"run_slots"`
 	Runs                  *ebpf.VariableSpec `ebpf:"runs"`
-	SelfTgid              *ebpf.VariableSpec `ebpf:"self_tgid"`
-	StopAtTokens          *ebpf.VariableSpec `ebpf:"stop_at_tokens"`
 	UnusedBlockCompletion *ebpf.VariableSpec `ebpf:"unused_block_completion"`
 	UnusedBlockEvent      *ebpf.VariableSpec `ebpf:"unused_block_event"`
 	UnusedDecodeEvent     *ebpf.VariableSpec `ebpf:"unused_decode_event"`
@@ -722,8 +728,6 @@ type IocorrVariableSpecs struct {
 	UnusedSchedKind       *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent       *ebpf.VariableSpec `ebpf:"unused_task_event"`
 	UnusedTaskKind        *ebpf.VariableSpec `ebpf:"unused_task_kind"`
-	UseBpfLoop            *ebpf.VariableSpec `ebpf:"use_bpf_loop"`
-	UseFindVma            *ebpf.VariableSpec `ebpf:"use_find_vma"`
 }
 
 // IocorrObjects contains all objects after they have been loaded into the kernel.
@@ -809,16 +813,10 @@ func (m *IocorrMaps) Close() error {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrVariables struct {
-	FilterDevs            *ebpf.Variable `ebpf:"filter_devs"`
+	Cfg                   *ebpf.Variable `ebpf:"cfg"`
 	LastStamp             *ebpf.Variable `ebpf:"last_stamp"`
 	Layout                *ebpf.Variable `ebpf:"layout"`
-	PageRecords           *ebpf.Variable `ebpf:"page_records"`
-	PageShift             *ebpf.Variable `ebpf:"page_shift"`
-	ProbeOps              *ebpf.Variable `ebpf:"probe_ops"`
-	RunSlots              *ebpf.Variable `ebpf:"run_slots"`
 	Runs                  *ebpf.Variable `ebpf:"runs"`
-	SelfTgid              *ebpf.Variable `ebpf:"self_tgid"`
-	StopAtTokens          *ebpf.Variable `ebpf:"stop_at_tokens"`
 	UnusedBlockCompletion *ebpf.Variable `ebpf:"unused_block_completion"`
 	UnusedBlockEvent      *ebpf.Variable `ebpf:"unused_block_event"`
 	UnusedDecodeEvent     *ebpf.Variable `ebpf:"unused_decode_event"`
@@ -841,8 +839,6 @@ type IocorrVariables struct {
 	UnusedSchedKind       *ebpf.Variable `ebpf:"unused_sched_kind"`
 	UnusedTaskEvent       *ebpf.Variable `ebpf:"unused_task_event"`
 	UnusedTaskKind        *ebpf.Variable `ebpf:"unused_task_kind"`
-	UseBpfLoop            *ebpf.Variable `ebpf:"use_bpf_loop"`
-	UseFindVma            *ebpf.Variable `ebpf:"use_find_vma"`
 }
 
 // IocorrPrograms contains all programs after they have been loaded into the kernel.

@@ -87,21 +87,7 @@ static __always_inline long seq__token_of(struct seq_walk *w, __u32 i)
 	return 0;
 }
 
-/* The bpf_loop callback. */
-static long seq__token(__u32 i, void *arg)
-{
-	return seq__token_of(arg, i);
-}
-
-/* The same as a global function, for the bounded loop: the verifier
- * checks it once, by its arguments' types; inlined, 6.1's verifier walked
- * its body for every token and gave up past a million instructions. */
-__noinline int seq__token_global(struct seq_walk *w, __u32 i)
-{
-	if (!w)
-		return 1;
-	return seq__token_of(w, i);
-}
+LOOP_BODY(seq__token, struct seq_walk, seq__token_of)
 
 /* seq__read fills the batch's sequence set and its tokens per sequence;
  * a batch without seq_id is sequence 0 to llama.cpp
@@ -126,13 +112,10 @@ static __always_inline void seq__read(void *batch, struct decode_event *e)
 		n = SEQ_MAX_TOKENS;
 		w.state |= SEQ_PARTIAL;
 	}
-	if (use_bpf_loop) {
-		bpf_loop(n, seq__token, &w, 0);
+	if (cfg.use_bpf_loop) {
+		bpf_loop(n, seq__token__cb, &w, 0);
 	} else {
-		for (__u32 i = 0; i < SEQ_FALLBACK_TOKENS; i++) {
-			if (i >= n || seq__token_global(&w, i))
-				break;
-		}
+		(void)LOOP_BOUNDED(seq__token, &w, 0, n, SEQ_FALLBACK_TOKENS);
 		if (n > SEQ_FALLBACK_TOKENS)
 			w.state |= SEQ_PARTIAL;
 	}

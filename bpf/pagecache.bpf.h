@@ -86,48 +86,14 @@ static __always_inline int page__emit(__u16 type, __u32 dev, __u64 ino, __u64 in
  * try is already rare. */
 #define RUN_TRIES 8
 
-/* Set at load time: runs (the default), one page_event per folio as the
- * kernel reports them, or both side by side in one ring, so that a test
- * checks the runs against the folios of the very same events; or none,
- * in the tiers without page-cache events (their programs are not
- * attached, and the fault and token paths must not scan run slots that
- * nothing fills). */
-#define PAGES_RUNS 0
-#define PAGES_FOLIOS 1
-#define PAGES_BOTH 2
-#define PAGES_NONE 3
-const volatile __u32 page_records = PAGES_RUNS;
-
 /* runs__kept says whether page-cache runs are recorded at all: a
  * constant at load time, so the verifier drops the flushes without them. */
 static __always_inline bool runs__kept(void)
 {
-	return page_records == PAGES_RUNS || page_records == PAGES_BOTH;
+	return cfg.page_records == PAGES_RUNS || cfg.page_records == PAGES_BOTH;
 }
-/* Slots in use: RUN_WAYS per possible CPU, at most RUN_SLOTS. */
-const volatile __u32 run_slots = RUN_SLOTS;
-
 #define RUN_WORDS (IOCORR_RUN_PAGES / 64)
 
-struct page_run {
-	__u16 kind; /* EV_PAGE_ADD or EV_PAGE_DEL */
-	__u8 phase;
-	__u8 pad;
-	__u32 tgid;
-	__u32 tid;
-	__u32 token;
-	__u32 op;
-	__u32 cpu;
-	__u32 dev;
-	__u32 nr_folios;
-	__u32 nr_pages;
-	__u32 span;
-	__u64 ino;
-	__u64 index;
-	__u64 first_ts;
-	__u64 last_ts;
-	__u64 pages[RUN_WORDS]; /* as in struct page_run_event */
-};
 
 /* The state word of a slot: bit 0 full, bit 1 the current copy, the rest
  * a sequence number that every change advances (so that a swap from a
@@ -136,19 +102,21 @@ struct page_run {
 #define RUN_COPY 2ULL
 #define RUN_SEQ 4ULL
 
+/* A slot's run is kept as the record it becomes (hdr.ts: its last
+ * folio), so that taking it out is one copy. */
 struct run_slot {
 	__u64 state;
-	struct page_run copy[2];
+	struct page_run_event copy[2];
 } __attribute__((aligned(64)));
 
 struct run_slot runs[RUN_SLOTS] = {};
 
-static __always_inline struct page_run *slot__run(struct run_slot *s, __u64 st)
+static __always_inline struct page_run_event *slot__run(struct run_slot *s, __u64 st)
 {
 	return &s->copy[(st >> 1) & 1];
 }
 
-static __always_inline struct page_run *slot__spare(struct run_slot *s, __u64 st)
+static __always_inline struct page_run_event *slot__spare(struct run_slot *s, __u64 st)
 {
 	return &s->copy[((st >> 1) & 1) ^ 1];
 }
@@ -165,37 +133,18 @@ static __always_inline __u64 state__empty(__u64 st)
 	return ((st & ~RUN_FULL) + RUN_SEQ);
 }
 
-/* run__event fills record e from run r and returns its size: it ends after
- * the bitmap words its span needs (none for a run without holes). */
-static __always_inline __u32 run__event(struct page_run *r, struct page_run_event *e)
+/* run__event copies run r into record e and returns the record's size:
+ * it ends after the bitmap words its span needs (none for a run without
+ * holes). */
+static __always_inline __u32 run__event(struct page_run_event *r, struct page_run_event *e)
 {
 	__u32 words = 0;
 
-	e->hdr.ts = r->last_ts;
-	e->hdr.tgid = r->tgid;
-	e->hdr.tid = r->tid;
-	e->hdr.token = r->token;
-	e->hdr.op = r->op;
-	e->hdr.type = EV_PAGE_RUN;
-	e->hdr.phase = r->phase;
-	e->hdr.pad0 = 0;
-	e->hdr.cpu = r->cpu;
-	e->ino = r->ino;
-	e->index = r->index;
-	e->first_ts = r->first_ts;
-	e->dev = r->dev;
-	e->kind = r->kind;
-	e->pad = 0;
-	e->nr_pages = r->nr_pages;
-	e->span = r->span;
-	e->nr_folios = r->nr_folios;
-	e->pad2 = 0;
-	if (r->nr_pages < r->span)
-		words = (r->span + 63) / 64;
+	*e = *r;
+	if (e->nr_pages < e->span)
+		words = (e->span + 63) / 64;
 	if (words > RUN_WORDS)
 		words = RUN_WORDS;
-	for (int w = 0; w < RUN_WORDS; w++)
-		e->pages[w] = w < words ? r->pages[w] : 0;
 	return offsetof(struct page_run_event, pages) + words * 8;
 }
 
@@ -280,7 +229,7 @@ static __always_inline __u64 run__word_mask(int w, __u64 lo, __u64 hi)
 }
 
 /* run__holds says whether one of pages [index, index + n) is in run r. */
-static __always_inline bool run__holds(struct page_run *r, __u64 index, __u64 n)
+static __always_inline bool run__holds(struct page_run_event *r, __u64 index, __u64 n)
 {
 	__u64 lo, hi;
 
@@ -296,19 +245,19 @@ static __always_inline bool run__holds(struct page_run *r, __u64 index, __u64 n)
 	return false;
 }
 
-static __always_inline void run__set(struct page_run *r, __u64 lo, __u64 hi)
+static __always_inline void run__set(struct page_run_event *r, __u64 lo, __u64 hi)
 {
 	for (int w = 0; w < RUN_WORDS; w++)
 		r->pages[w] |= run__word_mask(w, lo, hi);
 }
 
-static __always_inline bool run__matches(struct page_run *r, struct run_flush *f)
+static __always_inline bool run__matches(struct page_run_event *r, struct run_flush *f)
 {
 	switch (f->match) {
 	case RUN_OVERLAP:
 		return r->ino == f->ino && r->dev == f->dev && run__holds(r, f->index, f->nr_pages);
 	case RUN_TID_ADDS:
-		return r->kind == EV_PAGE_ADD && r->tid == f->tid;
+		return r->kind == EV_PAGE_ADD && r->hdr.tid == f->tid;
 	}
 	return true;
 }
@@ -319,7 +268,7 @@ static long run__flush_slot(__u64 i, void *data)
 	struct run_slot *s;
 	__u64 st;
 
-	if (i >= run_slots || i >= RUN_SLOTS)
+	if (i >= cfg.run_slots || i >= RUN_SLOTS)
 		return 1;
 	s = &runs[i];
 	for (int t = 0; t < RUN_TRIES; t++) {
@@ -425,7 +374,7 @@ static __always_inline void token__stop(void)
 static __always_inline void runs__flush_all(void)
 {
 	runs__flush_every();
-	if (stop_at_tokens)
+	if (cfg.stop_at_tokens)
 		token__stop();
 }
 
@@ -446,33 +395,28 @@ struct run_key {
 /* run__extends says whether the folio extends run r: same kind, file,
  * thread and stamp, and it comes after the run, right after it while the
  * run has no hole, or anywhere in the run's window. */
-static __always_inline bool run__extends(struct page_run *r, struct run_key *k)
+static __always_inline bool run__extends(struct page_run_event *r, struct run_key *k)
 {
-	return r->kind == k->kind && r->ino == k->ino && r->dev == k->dev && r->tid == k->tid &&
-	       r->token == k->token && r->phase == k->phase && r->op == k->op && k->index >= r->index + r->span &&
+	return r->kind == k->kind && r->ino == k->ino && r->dev == k->dev && r->hdr.tid == k->tid &&
+	       r->hdr.token == k->token && r->hdr.phase == k->phase && r->hdr.op == k->op && k->index >= r->index + r->span &&
 	       ((k->index == r->index + r->span && r->nr_pages == r->span) ||
 		k->index + k->nr <= r->index + IOCORR_RUN_PAGES);
 }
 
 /* run__start writes a run of the one folio of key k into r. */
-static __always_inline void run__start(struct page_run *r, struct run_key *k, struct event_hdr *h)
+static __always_inline void run__start(struct page_run_event *r, struct run_key *k, struct event_hdr *h)
 {
-	r->kind = k->kind;
-	r->phase = k->phase;
-	r->pad = 0;
-	r->tgid = h->tgid;
-	r->tid = k->tid;
-	r->token = k->token;
-	r->op = k->op;
-	r->cpu = h->cpu;
-	r->dev = k->dev;
-	r->nr_folios = 1;
-	r->nr_pages = k->nr;
-	r->span = k->nr;
+	r->hdr = *h;
 	r->ino = k->ino;
 	r->index = k->index;
 	r->first_ts = h->ts;
-	r->last_ts = h->ts;
+	r->dev = k->dev;
+	r->kind = k->kind;
+	r->pad = 0;
+	r->nr_pages = k->nr;
+	r->span = k->nr;
+	r->nr_folios = 1;
+	r->pad2 = 0;
 	for (int w = 0; w < RUN_WORDS; w++)
 		r->pages[w] = run__word_mask(w, 0, k->nr);
 }
@@ -505,7 +449,7 @@ static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u6
 	struct run_flush f = {.ino = ino, .index = index, .nr_pages = nr, .dev = dev, .match = RUN_OVERLAP};
 	struct run_key k = {};
 	struct event_hdr h;
-	struct page_run *r, *n;
+	struct page_run_event *r, *n;
 	struct run_slot *s;
 
 	runs__flush(&f);
@@ -524,7 +468,7 @@ static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u6
 	k.nr = nr;
 	/* CPUs without slots of their own record their folios one by one:
 	 * slots shared by two CPUs would have two writers. */
-	if (cpu >= RUN_CPUS || cpu * RUN_WAYS >= run_slots)
+	if (cpu >= RUN_CPUS || cpu * RUN_WAYS >= cfg.run_slots)
 		return page__emit(kind, dev, ino, index, 0, order);
 	/* Adds and deletions keep apart runs: under a memory limit the
 	 * thread that reads ahead also reclaims, between two of its adds. */
@@ -550,7 +494,7 @@ static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u6
 		n->span = index + nr - n->index;
 		n->nr_pages += nr;
 		n->nr_folios += 1;
-		n->last_ts = h.ts;
+		n->hdr.ts = h.ts;
 		if (__sync_val_compare_and_swap(&s->state, st, state__publish(st)) == st)
 			return 0;
 		/* A flush took the run out meanwhile: the folio starts a new
@@ -573,8 +517,8 @@ static __always_inline int run__add_folio(__u16 kind, __u32 dev, __u64 ino, __u6
 			break;
 		}
 		r = slot__run(s, st);
-		if (r->last_ts < oldest) {
-			oldest = r->last_ts;
+		if (r->hdr.ts < oldest) {
+			oldest = r->hdr.ts;
 			victim = slot;
 		}
 	}
@@ -600,9 +544,9 @@ start:
 
 static __always_inline int folio__record(__u16 kind, __u32 dev, __u64 ino, __u64 index, __u64 pfn, __u32 order)
 {
-	if (page_records != PAGES_RUNS) {
+	if (cfg.page_records != PAGES_RUNS) {
 		page__emit(kind, dev, ino, index, pfn, order);
-		if (page_records == PAGES_FOLIOS)
+		if (cfg.page_records == PAGES_FOLIOS)
 			return 0;
 	}
 	/* The cheap test first: most page-cache events are of other files. */

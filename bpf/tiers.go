@@ -17,7 +17,7 @@ import (
 // default. Op and scheduler probes (Options.ProbeOps, ProbeSched) stay
 // apart, as before.
 
-// pagesNone is PAGES_NONE of pagecache.bpf.h: no page-cache records, and
+// pagesNone is PAGES_NONE of common.bpf.h: no page-cache records, and
 // no run slots scanned on the fault and token paths.
 const pagesNone = 3
 
@@ -28,7 +28,7 @@ func (o *Options) RecordsPageCache() bool {
 	return o.PageCache || o.PageRecords != PageRuns
 }
 
-// pageRecordsConst is page_records of pagecache.bpf.h for these options
+// pageRecordsConst is cfg.page_records (common.bpf.h) for these options
 // and the capabilities the kernel gave.
 func (o *Options) pageRecordsConst(caps []capChoice) (uint32, error) {
 	if o.PageRecords > PageRunsAndFolios {

@@ -189,30 +189,28 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	consts := map[string]any{
-		"self_tgid":    uint32(opts.SelfPID),
-		"probe_ops":    opts.ProbeOps,
-		"filter_devs":  len(opts.Devices) > 0,
-		"layout":       layoutBPF(lay),
-		"page_shift":   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
-		"page_records": pageRecords,
-		"use_bpf_loop": chosenPrimary(caps, CapLoops),
+	// Every setting the programs read, set once before load (read-only
+	// data the kernel freezes: the verifier drops what a setting turns off).
+	cfg := IocorrConfig{
+		SelfTgid:    uint32(opts.SelfPID),
+		PageShift:   uint32(bits.TrailingZeros(uint(os.Getpagesize()))),
+		PageRecords: pageRecords,
 		// Slots beyond the CPUs would never be used: flushes scan only these.
-		"run_slots": uint32(min(runWays*cpus, runSlots)),
+		RunSlots:   uint32(min(runWays*cpus, runSlots)),
+		ProbeOps:   opts.ProbeOps,
+		UseBpfLoop: chosenPrimary(caps, CapLoops),
 		// The fault and mmap programs resolve mappings in the kernel
 		// only where it has the helper (the fault offsets' primary path).
-		"use_find_vma": chosenPrimary(caps, CapOffsets),
+		UseFindVma: chosenPrimary(caps, CapOffsets),
 		// Exact residency snapshots (tiers.go).
-		"stop_at_tokens": opts.StopAtTokens,
+		StopAtTokens: opts.StopAtTokens,
+		FilterDevs:   len(opts.Devices) > 0,
 	}
-	for name, v := range consts {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return nil, fmt.Errorf("BPF object has no variable %s", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
-		}
+	if err := setConfig(spec, cfg); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables[IocorrVarLayout].Set(layoutBPF(lay)); err != nil {
+		return nil, fmt.Errorf("setting layout: %w", err)
 	}
 	// Programs of paths not taken are not loaded: the kernel may not
 	// know their helpers, hooks or attach types.
@@ -236,10 +234,13 @@ func Open(opts Options) (*Tracer, error) {
 		}
 		// Without the page cache's programs nothing keeps runs: the
 		// other programs' flushes are pruned, as in the default tier.
-		if pr, perr := opts.pageRecordsConst(caps); perr != nil {
+		pr, perr := opts.pageRecordsConst(caps)
+		if perr != nil {
 			return nil, perr
-		} else if serr := spec.Variables["page_records"].Set(pr); serr != nil {
-			return nil, fmt.Errorf("setting page_records: %w", serr)
+		}
+		cfg.PageRecords = pr
+		if perr := setConfig(spec, cfg); perr != nil {
+			return nil, perr
 		}
 		coll, err = ebpf.NewCollectionWithOptions(spec, load)
 	}
@@ -274,6 +275,15 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("opening ring buffer: %w", err)
 	}
 	return t, nil
+}
+
+// setConfig sets the programs' one settings struct (struct config
+// of common.bpf.h) in spec.
+func setConfig(spec *ebpf.CollectionSpec, cfg IocorrConfig) error {
+	if err := spec.Variables[IocorrVarCfg].Set(cfg); err != nil {
+		return fmt.Errorf("setting the BPF config: %w", err)
+	}
+	return nil
 }
 
 func (t *Tracer) addProbe(p Probe) {

@@ -8,18 +8,6 @@
 #define VM_EXEC 0x00000004
 #define EINVAL_ADDR_MAX (-4095UL)
 
-/* log2 of the page size, from user space (os.Getpagesize): vm_pgoff and
- * page-cache indexes count pages of this size. */
-const volatile __u32 page_shift = 0;
-
-/* Set by user space when the kernel has bpf_find_vma (5.17, see
- * bpf/caps.go): without it the verifier must never meet the call, so
- * every use is behind this constant (a frozen .rodata value, whose dead
- * branch the verifier drops), faults go unresolved to user space, which
- * resolves them from the mappings it saw, and mmap calls are read from
- * their arguments. */
-const volatile bool use_find_vma = false;
-
 /* Executable files already reported, so a process is stopped once per
  * file for uprobe attachment. */
 struct {
@@ -45,7 +33,7 @@ struct vma_info {
  * that starts at vm_start with page offset vm_pgoff (mid-file mappings too). */
 static __always_inline __u64 vma__file_offset(__u64 addr, __u64 vm_start, __u64 vm_pgoff)
 {
-	return addr - vm_start + (vm_pgoff << page_shift);
+	return addr - vm_start + (vm_pgoff << cfg.page_shift);
 }
 
 static long vma__find_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
@@ -70,7 +58,7 @@ static long vma__find_cb(struct task_struct *task, struct vm_area_struct *vma, v
  * kernel's own tree (no cache): vi->found says whether there is one. */
 static __always_inline void vma__find(struct vma_info *vi)
 {
-	if (!use_find_vma)
+	if (!cfg.use_find_vma)
 		return;
 	bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma__find_cb, vi, 0);
 }
@@ -166,7 +154,7 @@ static __always_inline void vma__resolve(__u32 tgid, struct proc_state *ps, stru
 	struct vma_cache *c;
 	__u64 gen = *(volatile __u64 *)&ps->vma_gen;
 
-	if (!use_find_vma)
+	if (!cfg.use_find_vma)
 		return;
 	c = bpf_map_lookup_elem(&vma_caches, &tgid);
 	if (c && vma_cache__lookup(c, gen, vi))
@@ -263,7 +251,7 @@ int vma_enter_mmap(struct sys_enter_args *ctx)
 	struct file *f;
 
 	vma_cache__invalidate(id >> 32);
-	if (use_find_vma || !proc__is_traced(id >> 32))
+	if (cfg.use_find_vma || !proc__is_traced(id >> 32))
 		return 0;
 	/* mmap(addr, len, prot, flags, fd, off) */
 	f = fd__file(ctx->args[4]);
@@ -289,19 +277,19 @@ static __always_inline void mmap__from_call(struct vma_info *vi)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct mmap_call *mc = bpf_map_lookup_elem(&mmap_calls, &tid);
-	__u64 page = 1ULL << page_shift;
+	__u64 page = 1ULL << cfg.page_shift;
 
 	if (!mc)
 		return;
 	vi->found = 1;
 	vi->start = vi->addr;
 	vi->end = vi->addr + ((mc->len + page - 1) & ~(page - 1));
-	vi->pgoff = mc->off >> page_shift;
+	vi->pgoff = mc->off >> cfg.page_shift;
 	vi->ino = mc->ino;
 	vi->dev = mc->dev;
 	/* PROT_READ/WRITE/EXEC are VM_READ/WRITE/EXEC's bits. */
 	vi->flags = (mc->prot & (VM_READ | 0x2 | PROT_EXEC_FLAG)) | ((mc->flags & MAP_SHARED_FLAG) ? VM_SHARED : 0);
-	vi->file_off = vi->pgoff << page_shift;
+	vi->file_off = vi->pgoff << cfg.page_shift;
 	bpf_map_delete_elem(&mmap_calls, &tid);
 }
 
@@ -319,7 +307,7 @@ int mmap_exit(struct sys_exit_args *ctx)
 	if (!proc__is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
 		return 0;
 	vi.addr = addr;
-	if (use_find_vma)
+	if (cfg.use_find_vma)
 		vma__find(&vi);
 	else
 		mmap__from_call(&vi);
