@@ -12,13 +12,42 @@ DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 SETUP_DEMO_OK := .setup-demo-done
 
-.PHONY: help build test lint arm64 generate setup setup-demo demo bench bench-go fuzz clean
+.PHONY: help build release version test lint arm64 generate setup setup-demo demo bench bench-go fuzz clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build bin/iocorr (no clang needed: the BPF objects are committed)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/iocorr
+
+# A release: for each of RELEASE_ARCHS a static (CGO_ENABLED=0: DuckDB's
+# cgo is the tests' only), stripped binary, a tarball of it with the README,
+# and SHA256SUMS of them all, in dist/. scripts/oldkernel.sh boots these
+# very binaries in Debian 12's kernel (x86-64 and arm64).
+DIST          := dist
+RELEASE_ARCHS := amd64 arm64
+RELEASE       := $(DIST)/iocorr-$(VERSION)-linux
+
+release: $(foreach a,$(RELEASE_ARCHS),$(RELEASE)-$(a).tar.gz) ## static, stripped linux/amd64 and linux/arm64 binaries, tarballs and SHA256SUMS in dist/
+	cd $(DIST) && sha256sum $(foreach a,$(RELEASE_ARCHS),$(notdir $(RELEASE))-$(a) $(notdir $(RELEASE))-$(a).tar.gz) >SHA256SUMS
+	@ls -l $(DIST)
+
+# The binary is rebuilt each time (go's cache makes that quick), so that
+# it never lags the source.
+$(RELEASE_ARCHS:%=$(RELEASE)-%): $(RELEASE)-%: FORCE
+	@mkdir -p $(DIST)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $@ ./cmd/iocorr
+
+$(RELEASE_ARCHS:%=$(RELEASE)-%.tar.gz): $(RELEASE)-%.tar.gz: $(RELEASE)-%
+	rm -rf $(DIST)/stage-$* && mkdir -p $(DIST)/stage-$*/$(notdir $<)
+	cp $< $(DIST)/stage-$*/$(notdir $<)/iocorr && cp README.md $(DIST)/stage-$*/$(notdir $<)/
+	tar -C $(DIST)/stage-$* --owner=0 --group=0 -czf $@ $(notdir $<)
+	rm -rf $(DIST)/stage-$*
+
+version: ## print the version the binaries are built as
+	@echo $(VERSION)
+
+FORCE:
 
 setup-demo: $(SETUP_DEMO_OK) ## install what the build and the demo need
 
@@ -73,4 +102,4 @@ demo: setup-demo build ## synthesize a model, record llama.cpp under memory pres
 	./scripts/demo.sh $(DEMO_DIR) $(DEMO_TOKENS)
 
 clean:
-	rm -rf bin $(DEMO_DIR) $(SETUP_OK) $(SETUP_DEMO_OK) .testmodels
+	rm -rf bin $(DIST) $(DEMO_DIR) $(SETUP_OK) $(SETUP_DEMO_OK) .testmodels

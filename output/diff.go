@@ -14,7 +14,7 @@ import (
 
 // Diff writes a comparison of two runs (package diff) as one row per
 // group and counter: the group's key under the name of what it is grouped
-// by (as query names it), which runs have the group ("both", "a" or "b"),
+// by (as query names it; a layer or expert an integer, null for none), which runs have the group ("both", "a" or "b"),
 // the counter, its value in A and B, the change B − A and the ratio B / A.
 // An NA cell is NA in a table, empty in CSV, null in JSON; na_reason says
 // why. A table leaves na_reason out and lists the reasons after the rows,
@@ -22,7 +22,14 @@ import (
 // rows (in) and leave the list to the caller.
 func Diff(w io.Writer, r *diff.Result, format Format) error {
 	table := format == Table
-	cols := []Column{{Name: r.By}, {Name: "in"}, {Name: "counter"}, {Name: "a", Type: Uint64, Nullable: true},
+	key := Column{Name: r.By}
+	switch r.By {
+	case "token":
+		key.Type = Uint32
+	case "layer", "expert":
+		key.Type, key.Nullable = Int32, true
+	}
+	cols := []Column{key, {Name: "in"}, {Name: "counter"}, {Name: "a", Type: Uint64, Nullable: true},
 		{Name: "b", Type: Uint64, Nullable: true}, {Name: "delta", Type: Int64, Nullable: true}, {Name: "ratio", Type: Float64, Nullable: true}}
 	if !table {
 		cols = append(cols, Column{Name: "na_reason"})
@@ -34,10 +41,13 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 	for gi := range r.Groups {
 		g := &r.Groups[gi]
 		key := Text(g.Key)
-		if r.By == "token" {
+		switch r.By {
+		case "token":
 			if n, err := strconv.ParseUint(g.Key, 10, 32); err == nil {
 				key = Num(n)
 			}
+		case "layer", "expert":
+			key = Key(g.Key)
 		}
 		for ci := range g.Cells {
 			c := &g.Cells[ci]

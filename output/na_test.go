@@ -4,22 +4,24 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
 )
 
-// A counter the run's tier did not measure is NA in every row, and every
-// format a program reads carries why, beside the rows.
-func TestAnUnmeasuredCounterIsNAWithItsReasonInEveryFormat(t *testing.T) {
-	na := CounterNA{"pages_added": "not measured: the default tier"}
-	cols := CounterColumns([]Column{{Name: "token", Type: Uint32}}, true, na)
+// A counter the run's tier did not measure is left out of a table unless
+// asked for; asked for, it is NA in every row, and only Parquet carries
+// why inside the file (its metadata): the rows never do.
+func TestAnUnmeasuredCounterIsLeftOutOrNAWithItsReasonBesideTheRows(t *testing.T) {
+	const why = "not measured: the default tier"
 	c := event.Counters{Faults: 7, PagesAdded: 9}
-	row := CounterCells([]Cell{Num(1)}, &c, true, na)
-	render := func(format Format) string {
+	render := func(format Format, u *Unmeasured) string {
+		cols := CounterColumns([]Column{{Name: "token", Type: Uint32}}, true, u)
+		row := CounterCells([]Cell{Num(1)}, &c, true, u)
 		var b bytes.Buffer
 		rw := New(&b, format, cols)
-		NoteNA(rw, na)
+		NoteNA(rw, u)
 		if err := rw.Row(row...); err != nil {
 			t.Fatal(err)
 		}
@@ -28,26 +30,43 @@ func TestAnUnmeasuredCounterIsNAWithItsReasonInEveryFormat(t *testing.T) {
 		}
 		return b.String()
 	}
+	left := &Unmeasured{Counters: CounterNA{"pages_added": why}}
+	kept := &Unmeasured{Counters: CounterNA{"pages_added": why}, All: true}
 	tests := []struct {
+		name   string
 		format Format
+		u      *Unmeasured
 		want   string
 	}{
-		{CSV, "# pages_added NA: not measured: the default tier\r\ntoken,faults,major_faults,minor_faults,fault_stall_ns,pages_added,readahead_trigger_bytes,pages_evicted,bytes_read,block_requests,bytes_requested\r\n1,7,0,0,0,,0,0,0,0,0\r\n"},
-		{JSONL, `{"token":1,"faults":7,"major_faults":0,"minor_faults":0,"fault_stall_ns":0,"pages_added":null,"readahead_trigger_bytes":0,"pages_evicted":0,"bytes_read":0,"block_requests":0,"bytes_requested":0,"pages_added_na_reason":"not measured: the default tier"}` + "\n"},
-		{Table, "TOKEN  FAULTS  MAJOR_FAULTS  MINOR_FAULTS  FAULT_STALL_NS  PAGES_ADDED  READAHEAD_TRIGGER_BYTES  PAGES_EVICTED  BYTES_READ  BLOCK_REQUESTS  BYTES_REQUESTED  \n1      7       0             0             0 ns            NA           0 B                      0              0 B         0               0 B              \n"},
+		{"csv left out", CSV, left, "token,faults,major_faults,minor_faults,fault_stall_ns,readahead_trigger_bytes,pages_evicted,bytes_read,block_requests,bytes_requested\r\n1,7,0,0,0,0,0,0,0,0\r\n"},
+		{"csv kept", CSV, kept, "token,faults,major_faults,minor_faults,fault_stall_ns,pages_added,readahead_trigger_bytes,pages_evicted,bytes_read,block_requests,bytes_requested\r\n1,7,0,0,0,,0,0,0,0,0\r\n"},
+		{"jsonl kept", JSONL, kept, `{"token":1,"faults":7,"major_faults":0,"minor_faults":0,"fault_stall_ns":0,"pages_added":null,"readahead_trigger_bytes":0,"pages_evicted":0,"bytes_read":0,"block_requests":0,"bytes_requested":0}` + "\n"},
+		{"table kept", Table, kept, "TOKEN  FAULTS  MAJOR_FAULTS  MINOR_FAULTS  FAULT_STALL_NS  PAGES_ADDED  READAHEAD_TRIGGER_BYTES  PAGES_EVICTED  BYTES_READ  BLOCK_REQUESTS  BYTES_REQUESTED  \n1      7       0             0             0 ns            NA           0 B                      0              0 B         0               0 B              \n"},
 	}
 	for _, tc := range tests {
-		t.Run(string(tc.format), func(t *testing.T) {
-			if got := render(tc.format); got != tc.want {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := render(tc.format, tc.u); got != tc.want {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})
 	}
+	for _, tc := range []struct {
+		u    *Unmeasured
+		want string
+	}{
+		{left, "pages_added left out (--all-columns keeps them, NA): " + why},
+		{kept, "pages_added NA: " + why},
+	} {
+		if got := tc.u.Notes(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("notes %q, want one: %q", got, tc.want)
+		}
+	}
 	// Parquet: the column is null and the file's metadata says why.
+	cols := CounterColumns([]Column{{Name: "token", Type: Uint32}}, true, kept)
 	var buf bytes.Buffer
 	pw := New(&buf, Parquet, cols)
-	NoteNA(pw, na)
-	if err := pw.Row(row...); err != nil {
+	NoteNA(pw, kept)
+	if err := pw.Row(CounterCells([]Cell{Num(1)}, &c, true, kept)...); err != nil {
 		t.Fatal(err)
 	}
 	if err := pw.Close(); err != nil {
@@ -65,7 +84,41 @@ func TestAnUnmeasuredCounterIsNAWithItsReasonInEveryFormat(t *testing.T) {
 	if err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'pages_added_na_reason'`, path)).Scan(&reason); err != nil {
 		t.Fatal(err)
 	}
-	if nulls != 1 || faults != 7 || reason != na["pages_added"] {
-		t.Errorf("parquet: %d nulls, faults %d, reason %q; want 1 null, 7 faults, %q", nulls, faults, reason, na["pages_added"])
+	if nulls != 1 || faults != 7 || reason != why {
+		t.Errorf("parquet: %d nulls, faults %d, reason %q; want 1 null, 7 faults, %q", nulls, faults, reason, why)
+	}
+}
+
+// A layer or an expert is an integer key; none (-1) is null to a program
+// and "-" to a person, never the text "-1".
+func TestLayerAndExpertKeysAreIntegersAndNullForNone(t *testing.T) {
+	cols := []Column{{Name: "layer", Type: Int32, Nullable: true}}
+	for _, tc := range []struct {
+		format Format
+		want   string
+	}{
+		{CSV, "layer\r\n3\r\n\r\n"},
+		{JSONL, "{\"layer\":3}\n{\"layer\":null}\n"},
+		{Table, "LAYER  \n3      \n-      \n"},
+	} {
+		var b bytes.Buffer
+		rw := New(&b, tc.format, cols)
+		for _, k := range []string{"3", "-1"} {
+			if err := rw.Row(Key(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.format, b.String(), tc.want)
+		}
+	}
+	if got := SidecarPath("out/faults-per-token.csv"); got != "out/faults-per-token.na.json" {
+		t.Errorf("sidecar of out/faults-per-token.csv: %s", got)
+	}
+	if got := SidecarPath("./x"); !strings.HasSuffix(got, "x.na.json") {
+		t.Errorf("sidecar of ./x: %s", got)
 	}
 }

@@ -4,11 +4,17 @@
 // rows (query, export, stats, sweep, doctor, inspect), so a column has the
 // same name and an unmeasured figure the same spelling in every format.
 //
-// A partial run says so in every format that a program reads (Writer's
-// SetStatus): a leading "# " comment line in CSV, a "run_status" field of
-// every JSON row, the key-value metadata "run_status" of a Parquet file.
-// An unmeasured number is NA in tables, an empty CSV field, a JSON null and
-// a Parquet null, never a zero.
+// Every format loads with its readers' defaults (Python's csv and json,
+// pandas, DuckDB's read_csv, read_json and read_parquet): CSV is RFC 4180,
+// a header line then rows, with no comment lines; keys are typed (a layer,
+// an expert, a token is an integer, null for none). An unmeasured number
+// is NA in tables, an empty CSV field, a JSON null and a Parquet null,
+// never a zero; why it is NA travels beside the rows (the command's note
+// on stderr, the export's sidecar, Parquet's key-value metadata), never
+// in them. A partial run says so in the formats that have a place for it
+// outside the rows' values: a "run_status" field of every JSON row, the
+// key-value metadata "run_status" of a Parquet file; CSV leaves it to the
+// sidecar and stderr.
 package output
 
 import (
@@ -137,30 +143,64 @@ func Counter(d *event.Counter, c *event.Counters) Cell {
 
 // CounterColumns appends every counter (event.CounterFields; with
 // tableOnly those a table shows) as an unsigned 64-bit column named as
-// the counter; a counter the run did not measure (in na) is nullable.
-func CounterColumns(dst []Column, tableOnly bool, na CounterNA) []Column {
+// the counter; a counter the run did not measure is left out, or with
+// na.All kept as a nullable column.
+func CounterColumns(dst []Column, tableOnly bool, na *Unmeasured) []Column {
 	for _, d := range event.CounterFields {
 		if d.Table || !tableOnly {
-			_, unmeasured := na[d.Name]
-			dst = append(dst, Column{Name: d.Name, Type: Uint64, Nullable: unmeasured})
+			if keep, unmeasured := na.keeps(d.Name); keep {
+				dst = append(dst, Column{Name: d.Name, Type: Uint64, Nullable: unmeasured})
+			}
 		}
 	}
 	return dst
 }
 
 // CounterCells appends c's counters in CounterColumns order: NA for those
-// in na.
-func CounterCells(dst []Cell, c *event.Counters, tableOnly bool, na CounterNA) []Cell {
+// the run did not measure.
+func CounterCells(dst []Cell, c *event.Counters, tableOnly bool, na *Unmeasured) []Cell {
 	for i := range event.CounterFields {
 		if d := &event.CounterFields[i]; d.Table || !tableOnly {
-			if _, unmeasured := na[d.Name]; unmeasured {
+			switch keep, unmeasured := na.keeps(d.Name); {
+			case !keep:
+			case unmeasured:
 				dst = append(dst, NA())
-				continue
+			default:
+				dst = append(dst, Counter(d, c))
 			}
-			dst = append(dst, Counter(d, c))
 		}
 	}
 	return dst
+}
+
+// Key is a typed group key, a layer or an expert: an integer, or, for
+// none (-1: a tensor of no layer, a dense tensor), null in the formats a
+// program reads and "-" in a table. Text that is no integer stays text.
+func Key(k string) Cell {
+	n, err := strconv.ParseInt(k, 10, 32)
+	switch {
+	case err != nil:
+		return Text(k)
+	case n < 0:
+		return None()
+	}
+	return Num(n)
+}
+
+// None is a key that has no value (no layer, no expert): null, "-" in a
+// table.
+func None() Cell {
+	c := NA()
+	c.Human = "-"
+	return c
+}
+
+// KeyOf is Key of an integer key.
+func KeyOf[T int | int16 | int32](v T) Cell {
+	if v < 0 {
+		return None()
+	}
+	return Num(v)
 }
 
 func (c *Cell) human() string {
@@ -201,10 +241,9 @@ type Writer interface {
 	// a whole run). Call it before the first row.
 	SetStatus(string)
 	// SetNA says why column col is NA in every row (the run did not
-	// measure it): a leading "# col NA: reason" comment line in CSV, a
-	// "col_na_reason" field of every JSON row, key-value metadata
-	// "col_na_reason" in Parquet. Tables leave it to the caller's note on
-	// stderr. Call it before the first row.
+	// measure it): key-value metadata "col_na_reason" in Parquet. The
+	// text formats leave it to the caller's note on stderr and sidecar.
+	// Call it before the first row.
 	SetNA(col, reason string)
 	// Row writes one row; the cells must match the columns.
 	Row(cells ...Cell) error
@@ -227,21 +266,20 @@ type textWriter struct {
 	format  Format
 	cols    []Column
 	status  string
-	na      []naNote
 	started bool
 	tw      *tabwriter.Writer
 	n       int
 	buf     []byte
 }
 
-// SetStatus: CSV gets the status as a leading "# " comment line (pandas
-// comment='#', duckdb comment='#', Go's csv.Reader Comment), JSON and
-// JSON lines as a "run_status" field of every row, so that no row read
-// alone passes for a whole run's. Tables leave it to the caller's warning
-// on stderr.
+// SetStatus: JSON and JSON lines get the status as a "run_status" field
+// of every row, so that no row read alone passes for a whole run's. CSV,
+// whose readers take a first line as the header, and tables leave it to
+// the caller's warning on stderr and sidecar.
 func (rw *textWriter) SetStatus(s string) { rw.status = s }
 
-func (rw *textWriter) SetNA(col, reason string) { rw.na = append(rw.na, naNote{col, reason}) }
+// SetNA: the text formats carry no reasons in their rows.
+func (rw *textWriter) SetNA(string, string) {}
 
 func (rw *textWriter) start() error {
 	if rw.started {
@@ -258,18 +296,6 @@ func (rw *textWriter) start() error {
 		fmt.Fprintln(rw.tw)
 		return nil
 	case CSV:
-		if rw.status != "" {
-			b = append(b, "# "...)
-			b = append(b, strings.ReplaceAll(rw.status, "\n", " ")...)
-			b = append(b, '\r', '\n')
-		}
-		for _, n := range rw.na {
-			b = append(b, "# "...)
-			b = append(b, n.col...)
-			b = append(b, " NA: "...)
-			b = append(b, strings.ReplaceAll(n.reason, "\n", " ")...)
-			b = append(b, '\r', '\n')
-		}
 		for i, c := range rw.cols {
 			if i > 0 {
 				b = append(b, ',')
@@ -335,12 +361,6 @@ func (rw *textWriter) Row(cells ...Cell) error {
 		if rw.status != "" {
 			b = append(b, `,"run_status":`...)
 			b = appendJSONString(b, rw.status)
-		}
-		for _, n := range rw.na {
-			b = append(b, ',')
-			b = appendJSONString(b, naKey(n.col))
-			b = append(b, ':')
-			b = appendJSONString(b, n.reason)
 		}
 		b = append(b, '}')
 		if rw.format == JSONL {

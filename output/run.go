@@ -11,20 +11,28 @@ import (
 // QueryRows writes the rows of index.Store.Query grouped by by. A table
 // shows what a person reads first (event.Counter.Table); the other
 // formats carry every counter as a raw number. Columns are the counters'
-// names everywhere. selNA, when set, says why the router's picks were not
-// recorded (rundir.Meta.PicksNA): the selected column is then NA, not a
-// count of zero; so are the counters in na, which the run did not measure.
-func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, selNA string, na CounterNA) error {
+// names everywhere. A layer or expert key is an integer, null for none.
+// What the run did not measure (na: its counters, and for a query by
+// expert the router's picks) is left out, or NA, never a count of zero.
+func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured) error {
 	if by == "" {
 		by = "token"
 	}
 	tableOnly := format == Table
-	cols := []Column{{Name: by}}
-	if by == "token" {
-		cols = append(cols, Column{Name: "phase"})
+	cols := []Column{{Name: by, Type: String}}
+	intKey := by == "layer" || by == "expert"
+	switch {
+	case by == "token":
+		cols = []Column{{Name: by, Type: Uint32}, {Name: "phase", Type: String}}
+	case intKey:
+		cols[0] = Column{Name: by, Type: Int32, Nullable: true}
 	}
+	selected := false
 	if by == "expert" {
-		cols = append(cols, Column{Name: index.Selected})
+		keep, unmeasured := na.keeps(index.Selected)
+		if selected = keep; keep {
+			cols = append(cols, Column{Name: index.Selected, Type: Uint64, Nullable: unmeasured})
+		}
 	}
 	cols = CounterColumns(cols, tableOnly, na)
 	rw := New(w, format, cols)
@@ -33,12 +41,15 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, 
 	cells := make([]Cell, 0, len(cols))
 	for _, r := range rows {
 		cells = append(cells[:0], Text(r.Key))
-		if by == "token" {
+		switch {
+		case by == "token":
 			cells[0] = Num(r.Token)
 			cells = append(cells, Text(event.PhaseName(r.Phase)))
+		case intKey:
+			cells[0] = Key(r.Key)
 		}
-		if by == "expert" {
-			if selNA != "" {
+		if selected {
+			if na.reason(index.Selected) != "" {
 				cells = append(cells, NA())
 			} else {
 				cells = append(cells, Num(r.Selected))
@@ -57,7 +68,7 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status, 
 
 // Tokens writes a row per token of the run in st; the counters in na
 // were not measured.
-func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na CounterNA) error {
+func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
 		{"request", String, false}, {"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
 	cols = append(CounterColumns(cols, false, na), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
@@ -92,10 +103,11 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 }
 
 // TokenTensors writes a row per token and tensor (and expert) the token
-// touched; the counters in na were not measured.
-func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na CounterNA) error {
+// touched; the counters in na were not measured. A tensor of no layer
+// has a null layer, a dense tensor a null expert.
+func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	cols := CounterColumns([]Column{{"token", Uint32, false}, {"phase", String, false}, {"tensor", String, false},
-		{"layer", Int32, false}, {"expert", Int32, false}, {"op", String, false}}, false, na)
+		{"layer", Int32, true}, {"expert", Int32, true}, {"op", String, false}}, false, na)
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
 	NoteNA(rw, na)
@@ -115,8 +127,8 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 		}
 		t := st.Tensor(a.Tensor)
 		// The op is the one of the graph node reading the weight.
-		cells = append(cells[:0], Num(a.Token), Text(event.PhaseName(phase[a.Token])), Text(t.Name), Num(t.Layer),
-			Num(a.Expert), Text(st.OpName(t.Op)))
+		cells = append(cells[:0], Num(a.Token), Text(event.PhaseName(phase[a.Token])), Text(t.Name), KeyOf(t.Layer),
+			KeyOf(a.Expert), Text(st.OpName(t.Op)))
 		cells = CounterCells(cells, &a.Counters, false, na)
 		return rw.Row(cells...)
 	})
@@ -128,10 +140,11 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 
 // eventColumns are an events export's columns. Strings that do not apply
 // (the class of a page-cache event, the trigger of a fault) are empty, as
-// in CSV and JSON; only unmeasured numbers are NA.
+// in CSV and JSON; unmeasured numbers are NA, and a layer or expert that
+// is none (a tensor of no layer, a dense tensor) null.
 var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {"class", String, false},
 	{"token", Uint32, false}, {"phase", String, false}, {"op", String, false}, {"tid", Uint32, false},
-	{"tensor", String, false}, {"layer", Int32, false}, {"expert", Int32, false}, {"offset", Int64, false},
+	{"tensor", String, false}, {"layer", Int32, true}, {"expert", Int32, true}, {"offset", Int64, false},
 	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, false}}
 
 // Events writes a row per attributed event that f selects.
@@ -154,7 +167,7 @@ func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 			dur = NA()
 		}
 		cells = append(cells[:0], Num(e.Ts), Text(e.Kind.String()), Text(e.ClassName()), Num(e.Token), Text(event.PhaseName(e.Phase)),
-			Text(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), Num(t.Layer), Num(e.Expert),
+			Text(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), KeyOf(t.Layer), KeyOf(e.Expert),
 			Num(e.Offset), Bytes(e.Bytes), dur, Text(trig))
 		return rw.Row(cells...)
 	})

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # oldkernel.sh: iocorr on a real older kernel. Boots Debian 12's own kernel
 # (6.1, the package linux-image-amd64 depends on) in qemu (TCG: no KVM
-# needed) with an initramfs of busybox, a static iocorr and the ground-truth
-# toucher, and an ext4 image on a virtio disk holding a small model. In the
+# needed) with an initramfs of busybox, the release's static iocorr (make
+# release) and the ground-truth toucher, and an ext4 image on a virtio disk holding a small model. In the
 # guest it runs `iocorr doctor` and `iocorr record --cold` of the toucher
 # (which ingests), then `iocorr query --by tensor`; here it checks that:
 #   - the kernel booted is the one asked for, and iocorr started on it;
@@ -80,7 +80,16 @@ else
 	dpkg-deb -x "$(fetch busybox-static)" "$work/busybox"
 	cp "$work/busybox/bin/busybox" "$root/bin/busybox"
 fi
-CGO_ENABLED=0 GOARCH=$goarch go build -trimpath -o "$root/bin/iocorr" ./cmd/iocorr
+# The guest runs the release binary itself (make release's, static and
+# stripped): it proves what a user downloads runs doctor and records on a
+# machine with no Go, clang or node. Only this arch's binary is made, so
+# that the two guests of CI, started at once, never build the same file.
+bin="dist/iocorr-$(make -s version)-linux-$goarch"
+make -s "$bin" >&2
+# A static binary has no program interpreter (no PT_INTERP).
+! readelf -l "$bin" | grep -q INTERP || fail "$bin is not static: it names an interpreter"
+echo "oldkernel.sh: the guest runs $bin ($(stat -c %s "$bin") bytes)" >&2
+cp "$bin" "$root/bin/iocorr"
 CGO_ENABLED=0 GOARCH=$goarch go build -trimpath -o "$root/bin/toucher" ./testdata/toucher
 go build -trimpath -o "$work/iocorr" ./cmd/iocorr
 for m in drivers/virtio/virtio drivers/virtio/virtio_ring drivers/virtio/virtio_mmio drivers/virtio/virtio_pci_modern_dev \

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -78,47 +77,7 @@ func TestACapabilityWithNoPathIsNAWithItsReasonInEveryOutput(t *testing.T) {
 				{"query", "-i", dir, "--by", "tensor"},
 				{"export", "-i", dir, "faults-per-token-tensor"},
 			} {
-				out, errOut, err := runCmd(t, append(args, "--format", "csv")...)
-				if err != nil {
-					t.Fatalf("%v: %v\n%s", args, err, errOut)
-				}
-				r := csv.NewReader(strings.NewReader(out))
-				r.Comment = '#'
-				recs, err := r.ReadAll()
-				if err != nil || len(recs) < 2 {
-					t.Fatalf("%v: bad CSV (%v):\n%s", args, err, out)
-				}
-				for _, rec := range recs[1:] {
-					for i, col := range recs[0] {
-						switch {
-						case slices.Contains(tc.na, col) && rec[i] != "":
-							t.Errorf("%v: %s = %q, want NA (empty)", args, col, rec[i])
-						case col == tc.measured && rec[i] == "":
-							t.Errorf("%v: %s NA, but the run measured it", args, col)
-						}
-					}
-				}
-				for _, col := range tc.na {
-					if !strings.Contains(out, "# "+col+" NA: not measured: "+why) {
-						t.Errorf("%v: the CSV does not say why %s is NA:\n%s", args, col, out)
-					}
-				}
-				if !strings.Contains(errOut, why) {
-					t.Errorf("%v: stderr does not say why: %q", args, errOut)
-				}
-				js, _, err := runCmd(t, append(args, "--format", "jsonl")...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var row map[string]any
-				if err := json.Unmarshal([]byte(strings.SplitN(js, "\n", 2)[0]), &row); err != nil {
-					t.Fatal(err)
-				}
-				for _, col := range tc.na {
-					if reason, _ := row[col+"_na_reason"].(string); row[col] != nil || !strings.Contains(reason, why) {
-						t.Errorf("%v: JSON row %s = %v, reason %q", args, col, row[col], reason)
-					}
-				}
+				checkUnmeasured(t, args, tc.na, tc.measured, why)
 			}
 			// Sorting by an unmeasured counter would order zeros.
 			if _, _, err := runCmd(t, "query", "-i", dir, "--sort", tc.na[0]); err == nil || !strings.Contains(err.Error(), why) {

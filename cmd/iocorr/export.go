@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/output"
@@ -21,7 +22,7 @@ func init() {
 	register(&command{
 		name:    "export",
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
-		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--table NAME] [event filters]",
+		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--all-columns] [--table NAME] [event filters]",
 		flags:   exportFlags,
 	})
 }
@@ -36,6 +37,7 @@ type exportOptions struct {
 	// default.
 	tensor, token, op string
 	layer, expert     int
+	allColumns        bool
 }
 
 func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
@@ -48,6 +50,7 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 	fs.IntVar(&o.layer, "layer", -1, "events: only of tensors of layer L")
 	fs.IntVar(&o.expert, "expert", -1, "events: only of expert E")
 	fs.StringVar(&o.op, "op", "", "events: only of op NAME")
+	fs.BoolVar(&o.allColumns, "all-columns", false, "keep the columns the run did not measure (NA in every row) rather than leave them out")
 	fs.StringVar(&o.table, "table", "", "stats: only table NAME (required unless --format parquet, which writes every table into the directory -o)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
@@ -96,11 +99,12 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 
 // exportRun writes one of exportKinds of the run in o.dir.
 func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind string) error {
-	st, status, err := openRun(o.dir)
+	st, meta, err := openRunMeta(o.dir)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer st.Close()
+	status := meta.Status()
 	var filter index.EventFilter
 	if kind == "events" {
 		if filter, err = eventFilter(fs, st, o); err != nil {
@@ -108,11 +112,13 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 		}
 	}
 	format := *o.format
-	na, err := countersNA(o.dir)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
+	// The events have no counter columns: nothing of theirs is left out.
+	var na *output.Unmeasured
+	if kind != "events" {
+		na = unmeasured(meta, o.allColumns)
+		noteUnmeasured(na)
 	}
-	return writeExport(o.out, func(w io.Writer) error {
+	err = writeExport(o.out, func(w io.Writer) error {
 		switch kind {
 		case "faults-per-token":
 			return output.Tokens(ctx, st, w, format, status, na)
@@ -121,6 +127,37 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 		}
 		return output.Events(ctx, st, w, format, status, filter)
 	})
+	if err != nil {
+		return err
+	}
+	return writeSidecar(o.out, output.NewSidecar(o.dir, status, na))
+}
+
+// unmeasured is what the run of meta did not measure of the counters,
+// with the columns kept when all; its notes go to stderr once.
+func unmeasured(meta *rundir.Meta, all bool) *output.Unmeasured {
+	names := make([]string, len(event.CounterFields))
+	for i := range event.CounterFields {
+		names[i] = event.CounterFields[i].Name
+	}
+	return &output.Unmeasured{Counters: meta.CountersNA(names), All: all}
+}
+
+// noteUnmeasured says on stderr, once per command and one line per
+// reason, which columns are NA or left out and why.
+func noteUnmeasured(u *output.Unmeasured) {
+	for _, n := range u.Notes() {
+		fmt.Fprintf(stderr, "iocorr: note: %s\n", n)
+	}
+}
+
+// writeSidecar writes s beside an export written to out (not stdout,
+// whose reader has stderr's notes): NAME.na.json.
+func writeSidecar(out string, s *output.Sidecar) error {
+	if out == "-" || out == "" {
+		return nil
+	}
+	return writeExport(output.SidecarPath(out), s.Write)
 }
 
 // eventFilter turns the export's filter flags into an index.EventFilter.

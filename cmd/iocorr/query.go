@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "query",
 		summary: "per-token faults, page-cache and device I/O of tensors, layers, experts or ops of a run",
-		usage:   "[-i DIR] [--tensor NAME|GLOB] [--token N|A-B] [--layer L] [--expert E] [--op NAME] [--phase prefill|decode] [--by DIM] [--sort COL] [--top K] [--format table|csv|json|jsonl]",
+		usage:   "[-i DIR] [--tensor NAME|GLOB] [--token N|A-B] [--layer L] [--expert E] [--op NAME] [--phase prefill|decode] [--by DIM] [--sort COL] [--top K] [--all-columns] [--format table|csv|json|jsonl]",
 		flags:   queryFlags,
 	})
 }
@@ -51,6 +51,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 	fs.StringVar(&q.Sort, "sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
 	fs.IntVar(&q.Top, "top", 0, "keep the first K rows")
 	fs.BoolVar(&q.Pseudos, "all", false, "include [other file], [anonymous] and [model header] without --tensor")
+	allColumns := fs.Bool("all-columns", false, "keep the columns the run did not measure (NA in every row) rather than leave them out")
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -75,33 +76,24 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if fs.Changed("expert") && *expert < 0 {
 			return usagef("query: --expert must not be negative")
 		}
-		st, status, err := openRun(*dir)
+		st, meta, err := openRunMeta(*dir)
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
 		defer st.Close()
-		na, err := countersNA(*dir)
-		if err != nil {
-			return fmt.Errorf("query: %w", err)
+		na := unmeasured(meta, *allColumns)
+		if q.By == "expert" {
+			na.Selected = meta.PicksNA()
 		}
 		// Sorting by a counter the run did not measure would order zeros.
-		if why, ok := na[q.Sort]; ok {
+		if why, ok := na.Counters[q.Sort]; ok {
 			return usagef("query: --sort %s: %s", q.Sort, why)
 		}
 		rows, err := st.Query(q)
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
-		selNA := ""
-		if q.By == "expert" {
-			meta, err := rundir.ReadMeta(*dir)
-			if err != nil {
-				return fmt.Errorf("query: %w", err)
-			}
-			if selNA = meta.PicksNA(); selNA != "" {
-				fmt.Fprintf(stderr, "iocorr: note: %s is NA: %s\n", index.Selected, selNA)
-			}
-		}
-		return output.QueryRows(stdout, rows, q.By, *format, status, selNA, na)
+		noteUnmeasured(na)
+		return output.QueryRows(stdout, rows, q.By, *format, meta.Status(), na)
 	}
 }

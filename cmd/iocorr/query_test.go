@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -376,8 +377,13 @@ func TestExportToAFileLeavesNothingElse(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(b), "token,") {
 		t.Fatalf("export file %q, %v", b, err)
 	}
-	if ents, _ := os.ReadDir(outDir); len(ents) != 1 {
-		t.Errorf("%d files in the output directory, want only the export", len(ents))
+	var names []string
+	ents, _ := os.ReadDir(outDir)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"tokens.csv", "tokens.na.json"}) {
+		t.Errorf("the output directory holds %v, want only the export and its sidecar", names)
 	}
 	if _, _, err := runCmd(t, "export", "-i", dir, "faults-per-token", "-o", filepath.Join(outDir, "missing", "x.csv")); err == nil ||
 		!strings.HasPrefix(err.Error(), "export: ") {
@@ -445,13 +451,11 @@ func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
 						t.Errorf("the table carries the status:\n%s", out)
 					}
 				case "csv":
-					if !strings.HasPrefix(out, "# "+status+"\r\n") {
-						t.Errorf("CSV does not start with the status comment:\n%s", out)
-					}
-					r := csv.NewReader(strings.NewReader(out))
-					r.Comment = '#'
-					if recs, err := r.ReadAll(); err != nil || len(recs) < 2 {
-						t.Errorf("CSV read with comments skipped: %d records, %v", len(recs), err)
+					// RFC 4180 has no comments: the status is stderr's (and
+					// the sidecar's), the first line the header.
+					recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+					if err != nil || len(recs) < 2 || strings.Contains(out, status) || !slices.Contains(recs[0], "token") && !slices.Contains(recs[0], "tensor") && !slices.Contains(recs[0], "ts_ns") {
+						t.Errorf("CSV: %d records, %v; want a header first and no status:\n%s", len(recs), err, out)
 					}
 				default:
 					var rows []map[string]any
@@ -557,17 +561,32 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 			if err := rundir.WriteMeta(dir, m); err != nil {
 				t.Fatal(err)
 			}
-			rows, errOut := jsonOut(t, "query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert")
-			if len(rows) != 3 {
-				t.Fatalf("%d rows: %v", len(rows), rows)
-			}
-			for _, r := range rows {
-				if got := r[index.Selected]; (got == nil) != tc.na {
-					t.Errorf("expert %v: selected %v, want NA %v", r["expert"], got, tc.na)
+			// Left out by default, NA with --all-columns; said once on stderr.
+			for _, all := range []bool{false, true} {
+				args := []string{"query", "-i", dir, "--tensor", "blk.1.ffn_down_exps.weight", "--by", "expert"}
+				if all {
+					args = append(args, "--all-columns")
 				}
-			}
-			if noted := strings.Contains(errOut, "NA: the router's expert picks were not recorded"); noted != tc.na {
-				t.Errorf("stderr %q: want a note %v", errOut, tc.na)
+				rows, errOut := jsonOut(t, args...)
+				if len(rows) != 3 {
+					t.Fatalf("%d rows: %v", len(rows), rows)
+				}
+				for _, r := range rows {
+					got, present := r[index.Selected]
+					if present != (all || !tc.na) || (got == nil) != tc.na {
+						t.Errorf("all-columns %v: expert %v: selected %v (present %v), want NA %v", all, r["expert"], got, present, tc.na)
+					}
+					if _, isInt := r["expert"].(json.Number); !isInt {
+						t.Errorf("expert key %v (%T), want an integer", r["expert"], r["expert"])
+					}
+				}
+				note := "selected left out (--all-columns keeps them, NA): the router's expert picks were not recorded"
+				if all {
+					note = "selected NA: the router's expert picks were not recorded"
+				}
+				if noted := strings.Count(errOut, note); noted != map[bool]int{true: 1}[tc.na] {
+					t.Errorf("stderr %q: said %d times, want a note %v", errOut, noted, tc.na)
+				}
 			}
 		})
 	}

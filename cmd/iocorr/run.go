@@ -23,20 +23,10 @@ func boundHeap() {
 	}
 }
 
-// openRunMeta opens DIR's store and reads its metadata, for the commands
-// that need both (the status goes to stderr as with openRun).
+// openRunMeta opens DIR's store and reads its metadata; a partial run's
+// status goes to stderr.
 func openRunMeta(dir string) (*index.Store, *rundir.Meta, error) {
 	return openRunAs(dir, "")
-}
-
-// openRun opens DIR's store and its run status (rundir.Meta.Status: ""
-// for a run recorded to its end), which it also prints on stderr.
-func openRun(dir string) (*index.Store, string, error) {
-	st, meta, err := openRunAs(dir, "")
-	if err != nil {
-		return nil, "", err
-	}
-	return st, meta.Status(), nil
 }
 
 // openRunAs opens DIR's store and metadata, under the read side's heap
