@@ -34,6 +34,11 @@ type SynthSpec struct {
 	Vocab       int  // at least 259 (3 specials + 256 byte tokens); default 512
 	Ctx         int  // context length; default 2048
 	Seed        uint64
+	// RouterSkew S > 0 makes the router prefer a few experts per layer:
+	// the expert of rank r gets a logit bias of −S·ln(1+r) noise units,
+	// so shares fall off about as (1+r)^−S (synth_skew.go says how).
+	// 0 routes near uniformly, as random weights do.
+	RouterSkew float64
 }
 
 // SynthTypes are the tensor types synth can fill with random values.
@@ -151,6 +156,10 @@ func (s SynthSpec) Validate() error {
 		return fmt.Errorf("vocab %d: want %d (3 special + 256 byte tokens) to %d", s.Vocab, synthMinVocab, 1<<20)
 	case s.Ctx < 1:
 		return fmt.Errorf("ctx %d: want at least 1", s.Ctx)
+	case !(s.RouterSkew >= 0 && s.RouterSkew <= 100):
+		return fmt.Errorf("router skew %g: want 0 (none) to 100", s.RouterSkew)
+	case s.RouterSkew > 0 && s.Experts == 0:
+		return fmt.Errorf("router skew %g without experts", s.RouterSkew)
 	}
 	ok := false
 	for _, t := range SynthTypes {
@@ -384,8 +393,9 @@ func WriteSynth(w io.Writer, s SynthSpec) (int64, error) {
 		return 0, err
 	}
 	buf := make([]byte, synthChunk)
+	skew := newSynthSkew(s.WithDefaults())
 	return gw.Write(w, func(t *Tensor, w io.Writer) error {
-		return synthData(w, t, s.Seed, buf)
+		return synthData(w, t, s.Seed, buf, skew)
 	})
 }
 
@@ -458,14 +468,18 @@ var q8Scale = float32ToFloat16(0.02 / 128)
 
 // synthData writes t.Size bytes of small random values: weights of
 // magnitude below 0.03 with random sign, so activations stay sane, and
-// norm weights of exactly 1.
-func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte) error {
+// norm weights of exactly 1; a router skew (nil for none) zeroes some
+// tensors and sets some elements.
+func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte, skew *synthSkew) error {
 	r := rng{s: seed*0x9e3779b97f4a7c15 + uint64(t.Index)*0xbf58476d1ce4e5b9 + 1}
 	norm := strings.HasSuffix(t.Role, "norm")
+	zero := skew != nil && skew.zero(t)
 	left := t.Size
 	for left > 0 {
 		b := buf[:min(int64(len(buf)), left)]
 		switch {
+		case zero:
+			clear(b)
 		case norm && t.Type == TypeF32:
 			for i := 0; i+4 <= len(b); i += 4 {
 				binary.LittleEndian.PutUint32(b[i:], 0x3f800000) // 1.0
@@ -502,6 +516,9 @@ func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte) error {
 			}
 		default:
 			return fmt.Errorf("synth cannot fill %s", t.Type)
+		}
+		if skew != nil && !zero {
+			skew.patch(t, b, t.Size-left)
 		}
 		if _, err := w.Write(b); err != nil {
 			return err

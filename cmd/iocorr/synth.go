@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "synth",
 		summary: "write a random-weight model (llama, qwen3moe, qwen2moe, gpt-oss) that llama.cpp loads and runs",
-		usage:   "-o MODEL.gguf [--arch llama|qwen3moe|qwen2moe|gpt-oss] [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N] [--type f16|f32|bf16|q8_0]",
+		usage:   "-o MODEL.gguf [--arch llama|qwen3moe|qwen2moe|gpt-oss] [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N [--router-skew S]] [--type f16|f32|bf16|q8_0]",
 		flags:   synthFlags,
 	})
 }
@@ -38,6 +38,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.Uint64Var(&spec.Seed, "seed", 1, "random seed; the same flags and seed give the same file")
 	fs.StringVar(&spec.Name, "name", "iocorr-synth", "general.name")
 	fs.StringVar(&spec.Arch, "arch", gguf.ArchLlama, "architecture: llama, or MoE only: qwen3moe, qwen2moe (shared expert), gpt-oss (expert biases, attention sinks)")
+	fs.Float64Var(&spec.RouterSkew, "router-skew", 0, "make a few experts hot: picks fall off about as (1+rank)^-S per layer (0: near uniform, as random weights route)")
 	size := fs.String("size", "", "target file size (e.g. 500MiB, 2GiB): picks the shape flags not given explicitly")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
