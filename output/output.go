@@ -80,6 +80,9 @@ const (
 	Int64
 	// Float64 columns hold Float cells.
 	Float64
+	// Time columns hold microseconds since the Unix epoch (Num): a
+	// Parquet timestamp (UTC), an integer in the text formats.
+	Time
 )
 
 // Column is one column of a result: its name (the same in every format),

@@ -109,6 +109,8 @@ func orderedGroup(cols []Column) parquetGroup {
 			n = parquet.Int(32)
 		case Float64:
 			n = parquet.Leaf(parquet.DoubleType)
+		case Time:
+			n = parquet.Timestamp(parquet.Microsecond)
 		default:
 			n = parquet.Int(64)
 		}

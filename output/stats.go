@@ -231,3 +231,49 @@ func statsColumns(t *stats.Table) (cols []Column, reasons []bool, err error) {
 	}
 	return cols, reasons, nil
 }
+
+// statsLongColumns are StatsLong's: every figure of every table in one
+// schema, so that the tables of many runs, whose NA columns differ, read
+// as one.
+var statsLongColumns = []Column{{"table", String, false}, {"row", Uint32, false}, {"figure", String, false},
+	{"int", Int64, true}, {"float", Float64, true}, {"text", String, true}, {"na_reason", String, true}}
+
+// StatsLong writes every table of rep as one long table: a row per
+// table, row and figure, its value in the column of its kind (int, float
+// or text) and, when NA, null there with na_reason saying why. Tables
+// whose rows come as they are read (Long) are left out.
+func StatsLong(w io.Writer, format Format, rep *stats.Report) error {
+	rw := New(w, format, statsLongColumns)
+	rw.SetStatus(rep.Status)
+	for ti := range rep.Tables {
+		t := &rep.Tables[ti]
+		if t.Long {
+			continue
+		}
+		n := 0
+		if err := t.Each(func(r []stats.Value) error {
+			n++
+			for i, c := range t.Columns {
+				v := r[i]
+				cells := []Cell{Text(t.Name), Num(n), Text(c.Name), NA(), NA(), NA(), NA()}
+				switch {
+				case v.NA != "":
+					cells[6] = Text(v.NA)
+				case c.Kind == stats.String:
+					cells[5] = Text(v.S)
+				case c.Kind == stats.Float:
+					cells[4] = Float(v.F)
+				default:
+					cells[3] = Num(v.I)
+				}
+				if err := rw.Row(cells...); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("table %s: %w", t.Name, err)
+		}
+	}
+	return rw.Close()
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/iocorr/iocorr/dataset"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
@@ -22,7 +23,7 @@ func init() {
 	register(&command{
 		name:    "export",
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
-		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--all-columns] [--table NAME] [event filters]",
+		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto|dataset [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--all-columns] [--table NAME] [event filters]",
 		flags:   exportFlags,
 	})
 }
@@ -64,8 +65,8 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		if fs.NArg() > 0 {
 			return usagef("export: want one KIND, got also %q", fs.Args())
 		}
-		if !slices.Contains(exportKinds, kind) && kind != "sweep" && kind != "stats" && kind != "perfetto" {
-			return usagef("export: unknown kind %q (want %s, stats, sweep or perfetto)", kind, strings.Join(exportKinds, ", "))
+		if !slices.Contains(exportKinds, kind) && kind != "sweep" && kind != "stats" && kind != "perfetto" && kind != "dataset" {
+			return usagef("export: unknown kind %q (want %s, stats, sweep, perfetto or dataset)", kind, strings.Join(exportKinds, ", "))
 		}
 		if fs.Changed("table") && kind != "stats" {
 			return usagef("export: --table names a table of stats")
@@ -85,6 +86,11 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 			return exportStats(o.dir, o.out, o.table, *o.format)
 		case "perfetto":
 			return exportPerfetto(o.dir, o.out, fs.Changed("format"))
+		case "dataset":
+			if o.out == "-" || fs.Changed("format") || fs.Changed("all-columns") {
+				return usagef("export: dataset adds the run to the Parquet dataset -o DIR, every column kept: give -o DIR, no --format or --all-columns")
+			}
+			return addToDataset(ctx, o.out, o.dir)
 		case "sweep":
 			// -i is a sweep directory: its summary (sweep.json).
 			sum, err := sweep.ReadSummary(o.dir)
@@ -131,6 +137,21 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 		return err
 	}
 	return writeSidecar(o.out, output.NewSidecar(o.dir, status, na))
+}
+
+// addToDataset adds the run in run to the study dataset in dir and says
+// which run it was, or that it was there already.
+func addToDataset(ctx context.Context, dir, run string) error {
+	id, added, err := dataset.Add(ctx, dir, run)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	how := "added to"
+	if !added {
+		how = "already in"
+	}
+	fmt.Fprintf(stderr, "iocorr: run %s (%s) %s the dataset %s\n", id, run, how, dir)
+	return nil
 }
 
 // unmeasured is what the run of meta did not measure of the counters,

@@ -1,0 +1,159 @@
+// Package dataset keeps a study's runs as one hive-partitioned Parquet
+// dataset: DIR/TABLE/run=ID/data.parquet for each table of a run, and
+// DIR/runs/run=ID/data.parquet with one row describing the run (model,
+// quantization, budget, tier, kernel, llama.cpp build, host, speed). A
+// reader that knows hive partitioning (DuckDB, Spark, Trino, ClickHouse,
+// pandas through pyarrow) reads each table of every run as one table with
+// a run column, and joins it to runs on run.
+//
+// A run's ID comes from its meta.json (its start and a hash of the file),
+// so adding a run again finds it there and leaves it: Add is idempotent.
+// A run's files are written aside and moved into place table by table,
+// its runs row last: a run without its runs row was not wholly added, and
+// the next Add of it writes it again.
+package dataset
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/atomicfile"
+	"github.com/iocorr/iocorr/output"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/sweep"
+)
+
+// The dataset's tables (directories of DIR).
+const (
+	Runs         = "runs"          // a row per run: what it ran, where, how fast
+	Tokens       = "tokens"        // a row per token (export faults-per-token)
+	TokenTensors = "token_tensors" // a row per token × tensor × expert (export faults-per-token-tensor)
+	Experts      = "experts"       // a row per expert (query --by expert)
+	Stats        = "stats"         // every figure of iocorr stats, a row each (output.StatsLong)
+)
+
+// Tables are the tables of a run, Runs last (it is written last).
+var Tables = []string{Tokens, TokenTensors, Experts, Stats, Runs}
+
+// FileName is the name of a table's file in a run's partition.
+const FileName = "data.parquet"
+
+// RunID is the ID of the run whose meta.json holds b: its start (UTC, to
+// the second) and the first 8 bytes of the SHA-256 of b, in hex, e.g.
+// 20261127T061502Z-1f2e3d4c5b6a7980. Text no hive reader takes for a
+// number or a date, sorted by start.
+func RunID(m *rundir.Meta, b []byte) string {
+	return m.Start.UTC().Format("20060102T150405Z") + "-" + sha256Hex(b)[:16]
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Partition is the directory of table's rows of run id in dir.
+func Partition(dir, table, id string) string {
+	return filepath.Join(dir, table, "run="+id)
+}
+
+// Add adds the run in run to the dataset in dir (made if missing) and
+// returns its ID; added is false when the run was there already.
+func Add(ctx context.Context, dir, run string) (id string, added bool, err error) {
+	b, err := os.ReadFile(filepath.Join(run, rundir.MetaFile))
+	if err != nil {
+		return "", false, err
+	}
+	meta, err := rundir.ReadMeta(run)
+	if err != nil {
+		return "", false, err
+	}
+	id = RunID(meta, b)
+	if _, err := os.Stat(filepath.Join(Partition(dir, Runs, id), FileName)); err == nil {
+		return id, false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	// The sweep's figures first: they open the store themselves.
+	var sum sweep.Row
+	if err := sweep.Summarize(run, &sum); err != nil {
+		return "", false, err
+	}
+	st, err := index.Open(run)
+	if err != nil {
+		return "", false, err
+	}
+	defer st.Close()
+	w := &writer{ctx: ctx, dir: dir, id: id, run: run, st: st, meta: meta, sum: &sum}
+	for _, t := range Tables {
+		if err := w.table(t); err != nil {
+			return "", false, fmt.Errorf("dataset %s: table %s: %w", dir, t, err)
+		}
+	}
+	return id, true, nil
+}
+
+// writer writes the tables of one run.
+type writer struct {
+	ctx  context.Context
+	dir  string
+	id   string
+	run  string
+	st   *index.Store
+	meta *rundir.Meta
+	sum  *sweep.Row
+}
+
+// table writes one table of the run into its partition, replacing what
+// an interrupted Add left there.
+func (w *writer) table(name string) error {
+	part := Partition(w.dir, name, w.id)
+	if err := os.RemoveAll(part); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(part, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(part, FileName), 0o644, false, func(f io.Writer) error {
+		return w.write(name, f)
+	})
+}
+
+func (w *writer) write(name string, f io.Writer) error {
+	status := w.meta.Status()
+	// Every column stays, NA where the run did not measure it, so that
+	// the files of runs of any tier share one schema; why is in the
+	// runs table's na.
+	na := unmeasured(w.meta)
+	switch name {
+	case Tokens:
+		return output.Tokens(w.ctx, w.st, f, output.Parquet, status, na)
+	case TokenTensors:
+		return output.TokenTensors(w.ctx, w.st, f, output.Parquet, status, na)
+	case Experts:
+		rows, err := w.st.Query(index.Query{By: "expert"})
+		if err != nil {
+			return err
+		}
+		return output.QueryRows(f, rows, "expert", output.Parquet, status, na)
+	case Stats:
+		snaps, err := rundir.ReadSnapshots(w.run)
+		if err != nil {
+			return err
+		}
+		rep, err := stats.Compute(w.st, w.meta, stats.Options{NoTokenResidency: true, Snapshots: snaps})
+		if err != nil {
+			return err
+		}
+		defer rep.Close()
+		return output.StatsLong(f, output.Parquet, rep)
+	}
+	return w.runRow(f, na, w.sum)
+}
