@@ -70,6 +70,9 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			if werr := writeSweepOutput(*dir, *format, sum.Rows); werr != nil && err == nil {
 				err = werr
 			}
+			if derr := addSweepToDataset(ctx, *dir, sum.Rows); derr != nil && err == nil {
+				err = derr
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)

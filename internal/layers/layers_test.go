@@ -34,7 +34,7 @@ var floor = map[string]int{
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
 	"sweep": 9, "recorder": 9, "diff": 9,
 	"output": 10, "report": 10, "doctor": 10, "recorder/sweeprun": 10, "testkit/rectest": 10,
-	"bench": 11,
+	"bench": 11, "dataset": 11,
 	// 12: the commands.
 	"cmd/iocorr": 12, "cmd/iocorr-bench": 12,
 }
@@ -43,7 +43,7 @@ var floor = map[string]int{
 // render it: none of them may link the BPF loader, its decoder, the
 // correlator or cilium/ebpf, so a report or an export builds and runs
 // where BPF does not.
-var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff"}
+var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff", "dataset"}
 
 var writeSide = []string{module + "bpf", module + "ingest", module + "correlate", module + "pipeline", module + "recorder", "github.com/cilium/ebpf"}
 
