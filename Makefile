@@ -57,7 +57,7 @@ $(SETUP_DEMO_OK): testdata/llm/package-lock.json testdata/llm/setup.sh scripts/s
 
 setup: $(SETUP_OK) ## install what the tests and the benchmarks need too
 
-$(SETUP_OK): $(SETUP_DEMO_OK) $(wildcard testdata/llm/versions/*/package-lock.json) scripts/setup.sh scripts/build-llama.sh
+$(SETUP_OK): $(SETUP_DEMO_OK) $(wildcard testdata/llm/versions/*/package-lock.json) testdata/llm/vulkan/package-lock.json scripts/setup.sh scripts/build-llama.sh
 	./scripts/setup.sh
 	@touch $@
 

@@ -4,7 +4,8 @@
 # first): every Go module (DuckDB's among them, for the Parquet tests),
 # the BPF toolchain, bpftrace, qemu-user-static (arm64 tests), a C/C++ toolchain and cmake for the
 # llama.cpp builds, chromium and protoc for the report's and the Perfetto
-# trace's tests, node-llama-cpp's older releases, and llama.cpp built from
+# trace's tests, node-llama-cpp's older releases and its Vulkan build with
+# Mesa's lavapipe (the hybrid-offload tests), and llama.cpp built from
 # source twice. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,10 @@ for cmd_pkg in chromium:chromium protoc:protobuf-compiler qemu-system-x86_64:qem
 	command -v "$cmd" >/dev/null 2>&1 || need_lean+=("$pkg")
 done
 command -v perf >/dev/null 2>&1 || need_lean+=(linux-perf) # the wrapper test runs perf trace --pf=maj
+# The hybrid-offload tests run llama.cpp's Vulkan backend on lavapipe,
+# Mesa's Vulkan device on the CPU (mesa-vulkan-drivers; vulkaninfo names it).
+[ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || [ "$(uname -m)" != x86_64 ] || need_lean+=(mesa-vulkan-drivers)
+command -v vulkaninfo >/dev/null 2>&1 || need_lean+=(vulkan-tools)
 add_arm64=
 dpkg --print-foreign-architectures | grep -qx arm64 || add_arm64=1
 if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_lean[@]} -gt 0 ] || [ -n "$add_arm64" ]; then

@@ -66,8 +66,30 @@ case "${1:-}" in
 *) echo "usage: testdata/llm/setup.sh [--default-only]" >&2; exit 2 ;;
 esac
 
+# vulkan installs node-llama-cpp 3.22.1's prebuilt Vulkan build
+# (@node-llama-cpp/linux-x64-vulkan: libggml-vulkan.so, the CPU variants
+# as loadable backends, libllama and libggml built with GGML_BACKEND_DL)
+# into vulkan/node_modules: the hybrid-offload tests run llama.cpp's
+# Vulkan backend on Mesa's lavapipe with it (testkit/llmtest/hybrid.go).
+# Its lock was written without --omit=optional (the package has no
+# optional dependencies), so `npm ci` takes it as it is.
+vulkan() (
+	cd vulkan
+	lib=node_modules/@node-llama-cpp/linux-x64-vulkan/bins/linux-x64-vulkan
+	stamp=node_modules/.iocorr-setup
+	want=$(cat package.json package-lock.json | sha256sum | cut -d' ' -f1)
+	if [ -f "$lib/libggml-vulkan.so" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+		exit 0
+	fi
+	echo "testdata/llm/setup.sh: installing @node-llama-cpp/linux-x64-vulkan from vulkan/package-lock.json" >&2
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	[ -f "$lib/libggml-vulkan.so" ] || { echo "testdata/llm/setup.sh: npm finished but vulkan/$lib has no libggml-vulkan.so" >&2; exit 1; }
+	echo "$want" >"$stamp"
+)
+
 install . 3.22.1
 $only_default && exit 0
+vulkan
 # The version matrix: node-llama-cpp releases whose prebuilt llama.cpp spans
 # late 2024 to mid 2025 (llama.cpp b4234, b4753, b5640; see README.md).
 for dir in versions/*/; do

@@ -3,6 +3,7 @@
  * token and layer by layer, as an oracle for iocorr's router probe.
  *
  *   routeoracle -m MODEL.gguf [-p PROMPT] [-n TOKENS] [-t THREADS] [-c CTX] [--no-repack]
+ *               [--backends DIR] [-ngl N] [--cpu-moe | --n-cpu-moe N]
  *
  * It decodes the prompt in one llama_decode call, then generates greedily,
  * one llama_decode per further token (TOKENS calls in all, like
@@ -26,6 +27,15 @@
  * IQ4_NL and MXFP4 weights (expert tensors included) into anonymous
  * memory at load time, and inference never reads them from the file.
  *
+ * Hybrid offload, as llama.cpp's tools spell it: -ngl N puts N layers on
+ * the first GPU backend; --cpu-moe keeps every layer's expert tensors
+ * (ffn_{up,down,gate,gate_up}_{,ch}exps) in the CPU's buffer, --n-cpu-moe N
+ * those of layers 0..N-1 (the patterns of llama.cpp's common library).
+ * --backends DIR loads ggml's backends from DIR (a GGML_BACKEND_DL build
+ * loads them at run time). The router's top-k then runs on the GPU: the
+ * callback reads it through ggml_backend_tensor_get, from whichever
+ * buffer holds it.
+ *
  * Built by testkit/llmtest (BuildRouteOracle) against the public headers
  * and libllama of llama.cpp's shared build.
  */
@@ -37,6 +47,10 @@
 #include "llama.h"
 
 static int calls;
+
+/* llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h): what --cpu-moe and
+ * --n-cpu-moe keep on the CPU. */
+#define EXPS "\\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 
 static void quiet(enum ggml_log_level level, const char *text, void *ud)
 {
@@ -89,20 +103,25 @@ static bool on_eval(struct ggml_tensor *t, bool ask, void *ud)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: routeoracle -m MODEL.gguf [-p PROMPT] [-n TOKENS] [-t THREADS] [-c CTX] [--no-repack]\n");
+	fprintf(stderr, "usage: routeoracle -m MODEL.gguf [-p PROMPT] [-n TOKENS] [-t THREADS] [-c CTX] [--no-repack]\n"
+			"                   [--backends DIR] [-ngl N] [--cpu-moe | --n-cpu-moe N]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *model_path = NULL, *prompt = "the quick brown fox";
-	int n_gen = 8, threads = 2, n_ctx = 256;
+	const char *model_path = NULL, *prompt = "the quick brown fox", *backends = NULL;
+	int n_gen = 8, threads = 2, n_ctx = 256, n_gpu_layers = 0, cpu_moe = 0;
 	bool repack = true;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--no-repack")) {
 			repack = false;
+			continue;
+		}
+		if (!strcmp(a, "--cpu-moe")) {
+			cpu_moe = -1;
 			continue;
 		}
 		if (i + 1 >= argc)
@@ -117,18 +136,48 @@ int main(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (!strcmp(a, "-c"))
 			n_ctx = atoi(argv[++i]);
+		else if (!strcmp(a, "-ngl"))
+			n_gpu_layers = atoi(argv[++i]);
+		else if (!strcmp(a, "--n-cpu-moe"))
+			cpu_moe = atoi(argv[++i]);
+		else if (!strcmp(a, "--backends"))
+			backends = argv[++i];
 		else
 			usage();
 	}
-	if (!model_path || n_gen < 1 || threads < 1 || n_ctx < 8)
+	if (!model_path || n_gen < 1 || threads < 1 || n_ctx < 8 || n_gpu_layers < 0 || cpu_moe < -1 || cpu_moe > 4096)
 		usage();
 
 	llama_log_set(quiet, NULL);
+	if (backends)
+		ggml_backend_load_all_from_path(backends);
 	llama_backend_init();
 
 	struct llama_model_params mp = llama_model_default_params();
-	mp.n_gpu_layers = 0;
+	mp.n_gpu_layers = n_gpu_layers;
 	mp.use_extra_bufts = repack;
+	/* The CPU's buffer type through the device registry: a
+	 * GGML_BACKEND_DL build exports no ggml_backend_cpu_buffer_type. */
+	struct llama_model_tensor_buft_override overrides[4097 + 1];
+	static char patterns[4096][48];
+	int n_over = 0;
+	if (cpu_moe != 0) {
+		ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+		if (!cpu) {
+			fprintf(stderr, "routeoracle: no CPU backend loaded\n");
+			return 1;
+		}
+		ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(cpu);
+		if (cpu_moe < 0) {
+			overrides[n_over++] = (struct llama_model_tensor_buft_override){ EXPS, buft };
+		}
+		for (int l = 0; l < cpu_moe; l++) {
+			snprintf(patterns[l], sizeof(patterns[l]), "blk\\.%d%s", l, EXPS);
+			overrides[n_over++] = (struct llama_model_tensor_buft_override){ patterns[l], buft };
+		}
+		overrides[n_over] = (struct llama_model_tensor_buft_override){ NULL, NULL };
+		mp.tensor_buft_overrides = overrides;
+	}
 	struct llama_model *model = llama_model_load_from_file(model_path, mp);
 	if (!model) {
 		fprintf(stderr, "routeoracle: llama.cpp could not load %s\n", model_path);

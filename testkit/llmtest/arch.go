@@ -71,7 +71,7 @@ func BuildRouteOracle(t testing.TB) string {
 	if _, err := os.Stat(filepath.Join(inc, "llama.h")); err != nil {
 		missing(t, "llama.cpp built from source", fmt.Errorf("no public headers in the shared build: %w", err))
 	}
-	return buildC(t, "routeoracle", "-I"+inc, "-L"+lib, "-lllama", "-lggml-base", "-Wl,-rpath,"+lib)
+	return buildC(t, "routeoracle", "-I"+inc, "-L"+lib, "-lllama", "-lggml", "-lggml-base", "-Wl,-rpath,"+lib)
 }
 
 // RouteOracleArgs is the oracle's command line generating n tokens on

@@ -1,0 +1,163 @@
+package llmtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Hybrid offload without a GPU: llama.cpp's Vulkan backend on Mesa's
+// lavapipe, a Vulkan device that runs on the CPU. The tools are the
+// Shared build's own (llama-completion and its impl library, built from
+// node-llama-cpp 3.22.1's source), run against the libraries of
+// @node-llama-cpp/linux-x64-vulkan 3.22.1, built from the same source with
+// GGML_VULKAN and GGML_BACKEND_DL: no third llama.cpp build, which would
+// add some 7 minutes of compiling to a fresh machine's setup (glslc and
+// every shader) for the same ggml code paths.
+
+// VulkanLibDir holds the Vulkan build's libraries testdata/llm/setup.sh
+// installs.
+func VulkanLibDir() string {
+	return filepath.Join(filepath.Dir(Driver()), "vulkan", "node_modules", "@node-llama-cpp", "linux-x64-vulkan", "bins", "linux-x64-vulkan")
+}
+
+// HybridEnv is what a hybrid run needs in its environment: ggml-vulkan
+// skips CPU-type devices such as lavapipe unless GGML_VK_VISIBLE_DEVICES
+// names them; Mesa keeps the pipelines it compiled in its shader cache,
+// kept here in one place per machine (lavapipe compiles ggml's ~45 s of
+// shaders once, not once per test: the first prompt took 53–85 s from an
+// empty cache here, 3.7 s from a warm one).
+func HybridEnv() []string {
+	return []string{"GGML_VK_VISIBLE_DEVICES=0", "MESA_SHADER_CACHE_DIR=" + ShaderCache()}
+}
+
+// ShaderCache is Mesa's shader cache of the hybrid runs, beside the
+// llama.cpp builds.
+func ShaderCache() string {
+	return filepath.Join(BuildCache(), "mesa-shader-cache")
+}
+
+// HybridDir is the directory a hybrid run's tools run from: hard links
+// to the Shared build's llama-completion and libllama-completion-impl.so
+// (their RUNPATH $ORIGIN then finds what lies beside them, and a hard
+// link is no new file to sync before a uprobe), symbolic links to every
+// library of the Vulkan build, and the sonames the tools were linked
+// against (libllama.so.0, libggml.so.0, libggml-base.so.0,
+// libllama-common.so.0) pointing at that build's files. ggml loads its
+// backends (libggml-vulkan.so, the best libggml-cpu-<arch>.so) from the
+// executable's directory: this one. Made once per build, published by a
+// rename.
+func HybridDir(t testing.TB) string {
+	t.Helper()
+	dir, err := hybridDir()
+	if err != nil {
+		missing(t, "llama.cpp's Vulkan build on lavapipe", err)
+	}
+	return dir
+}
+
+var hybridDir = sync.OnceValues(func() (string, error) {
+	if err := vulkanPresent(); err != nil {
+		return "", err
+	}
+	shared, err := BuildDir(Shared)
+	if err != nil {
+		return "", err
+	}
+	dest := filepath.Join(filepath.Dir(filepath.Dir(shared)), "vulkan-3.22.1", "bin")
+	if _, err := os.Stat(filepath.Join(dest, "llama-completion")); err == nil {
+		return dest, nil
+	}
+	lib := VulkanLibDir()
+	libs, err := filepath.Glob(filepath.Join(lib, "*.so"))
+	if err != nil || len(libs) == 0 {
+		return "", fmt.Errorf("no libraries in %s (run testdata/llm/setup.sh): %v", lib, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Dir(shared)), ".vulkan.")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	for _, f := range []string{"llama-completion", "libllama-completion-impl.so"} {
+		if err := os.Link(filepath.Join(shared, f), filepath.Join(tmp, f)); err != nil {
+			return "", fmt.Errorf("the shared build's %s: %w", f, err)
+		}
+	}
+	for _, l := range libs {
+		if err := os.Symlink(l, filepath.Join(tmp, filepath.Base(l))); err != nil {
+			return "", err
+		}
+	}
+	for soname, file := range map[string]string{
+		"libllama.so.0":        "libllama.vulkan.v0.5.0.so",
+		"libggml.so.0":         "libggml.vulkan.v0.5.0.so",
+		"libggml-base.so.0":    "libggml-base.so",
+		"libllama-common.so.0": "libllama-common.so",
+	} {
+		if _, err := os.Stat(filepath.Join(lib, file)); err != nil {
+			return "", fmt.Errorf("the Vulkan build has no %s: %w", file, err)
+		}
+		if err := os.Symlink(file, filepath.Join(tmp, soname)); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dest); err != nil && !errors.Is(err, os.ErrExist) {
+		// Another test binary published it first: theirs serves as well.
+		if _, serr := os.Stat(filepath.Join(dest, "llama-completion")); serr != nil {
+			return "", fmt.Errorf("publishing %s: %w", dest, err)
+		}
+	}
+	return dest, nil
+})
+
+// vulkanPresent says why lavapipe cannot run here, or nil.
+func vulkanPresent() error {
+	if _, err := os.Stat(filepath.Join(VulkanLibDir(), "libggml-vulkan.so")); err != nil {
+		return fmt.Errorf("no Vulkan build of node-llama-cpp (run testdata/llm/setup.sh): %w", err)
+	}
+	if _, err := os.Stat("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"); err != nil {
+		return fmt.Errorf("no lavapipe (apt-get install mesa-vulkan-drivers): %w", err)
+	}
+	return nil
+}
+
+// HybridArgs are the offload flags of llama.cpp's tools: every layer on
+// the GPU backend (-ngl 99), the experts of the first cpuMoE layers left
+// on the CPU (--n-cpu-moe; all of them with --cpu-moe when cpuMoE < 0).
+func HybridArgs(cpuMoE int) []string {
+	if cpuMoE < 0 {
+		return []string{"-ngl", "99", "--cpu-moe"}
+	}
+	return []string{"-ngl", "99", "--n-cpu-moe", fmt.Sprint(cpuMoE)}
+}
+
+// WarmShaderCache runs llama-completion of dir once on model, untraced,
+// so that the first recorded hybrid run does not spend its time in
+// lavapipe's shader compiler. A stamp in the cache says it was done.
+func WarmShaderCache(t testing.TB, dir, model string) {
+	t.Helper()
+	stamp := filepath.Join(ShaderCache(), ".iocorr-warm")
+	if _, err := os.Stat(stamp); err == nil {
+		return
+	}
+	if err := os.MkdirAll(ShaderCache(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append(CompletionArgs(filepath.Join(dir, "llama-completion"), model, 3), HybridArgs(-1)...)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), HybridEnv()...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("warming Mesa's shader cache: %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if err := os.WriteFile(stamp, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
