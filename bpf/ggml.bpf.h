@@ -189,6 +189,68 @@ __noinline int graph__emit_weight(struct walk_ctx *w, __u32 slot, __u64 src)
 	return 0;
 }
 
+/* The nodes of a graph whose expert ids come in from another backend, by
+ * graph_id: where a GPU backend runs the router (llama.cpp's -ngl with
+ * --cpu-moe, --n-cpu-moe or -ot exps=CPU), the CPU's split gets the ids
+ * as an input the scheduler copied over before the split runs, and no
+ * get_rows of the router's weights runs on the CPU. Found in the graph's
+ * first walk, read at each of its computations. */
+#define GRAPH_MOE_NODES 8
+
+struct graph_moe {
+	__u32 n;
+	__u32 idx[GRAPH_MOE_NODES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* graph_id */
+	__type(value, struct graph_moe);
+} graph_moes SEC(".maps");
+
+static __always_inline bool str__has_prefix(const char *name, const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (name[i] != prefix[i])
+			return false;
+	return true;
+}
+
+/* tensor__is_input_ids says whether ids, a node's src[2], holds expert ids
+ * that are already computed when the graph starts: an I32 leaf (op NONE;
+ * in a graph that computes its own router the ids are a view of the
+ * top-k, computed later in the graph) of 2 dimensions. */
+static __always_inline bool tensor__is_input_ids(__u64 ids)
+{
+	return ids && tensor__op(ids) == 0 && tensor__type(ids) == layout.type_i32;
+}
+
+/* graph__note_moe remembers node i of w's graph when it is a MoE node of
+ * llama.cpp (named ffn_moe_*: the expert matmuls, and gpt-oss's bias add,
+ * all of which take the ids in src[2]) whose ids are an input. */
+static __always_inline void graph__note_moe(struct walk_ctx *w, __u64 i, __u64 ids)
+{
+	struct graph_moe fresh = {}, *gm;
+	char name[16] = {};
+
+	if (!tensor__is_input_ids(ids))
+		return;
+	bpf_probe_read_user_str(name, sizeof(name), (void *)(w->node + layout.t_name));
+	if (!str__has_prefix(name, "ffn_moe_", 8))
+		return;
+	gm = bpf_map_lookup_elem(&graph_moes, &w->graph_id);
+	if (!gm) {
+		bpf_map_update_elem(&graph_moes, &w->graph_id, &fresh, BPF_NOEXIST);
+		gm = bpf_map_lookup_elem(&graph_moes, &w->graph_id);
+		if (!gm)
+			return;
+	}
+	if (gm->n < GRAPH_MOE_NODES)
+		gm->idx[gm->n & (GRAPH_MOE_NODES - 1)] = i;
+	gm->n += 1;
+}
+
 /* graph__walk_one emits the weights of node i: 1 past the last node. */
 static __always_inline long graph__walk_one(struct walk_ctx *w, __u64 i)
 {
@@ -205,6 +267,7 @@ static __always_inline long graph__walk_one(struct walk_ctx *w, __u64 i)
 	tensor__srcs(node, srcs);
 	for (int s = 0; s < GGML_MAX_SRC; s++)
 		graph__emit_weight(w, s, srcs[s]);
+	graph__note_moe(w, i, srcs[2]);
 	return 0;
 }
 
@@ -258,6 +321,8 @@ static __always_inline __u32 graph__walk_bounded(struct walk_ctx *w, bool first_
 	gw->next = from + i;
 	return 1;
 }
+
+static __always_inline void graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes);
 
 /* ggml_graph_compute(struct ggml_cgraph *cgraph, struct ggml_cplan *cplan):
  * once per graph, so reading the graph here costs one uprobe hit per
@@ -334,6 +399,7 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	/* The graph event follows its nodes in the ring buffer only if it is
 	 * submitted last; readers key nodes by graph_id, so order is free. */
 	ring__submit(e, EV_GRAPH);
+	graph__experts(w.nodes, id, n_nodes);
 	return 0;
 }
 
@@ -389,14 +455,6 @@ SEC("uprobe.multi")
 int BPF_KPROBE(op_begin_multi, void *params, void *dst)
 {
 	return op__enter(ctx, params, dst);
-}
-
-static __always_inline bool str__has_prefix(const char *name, const char *prefix, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (name[i] != prefix[i])
-			return false;
-	return true;
 }
 
 struct experts_ctx {
@@ -462,6 +520,104 @@ static __always_inline void experts__emit_bounded(struct experts_ctx *x)
 		loops__cut(LOOP_CUT_EXPERT_ROWS, x->n_tokens - EXPERT_CHUNK_BOUND * x->rows_per_event);
 }
 
+/* experts__emit_ids emits the rows of ids (an I32 [n_used, n_tokens]
+ * tensor) for node's layer: 0 when they are not what we take them for. */
+static __always_inline int experts__emit_ids(struct experts_ctx *x, __u64 node, __u64 ids)
+{
+	__s64 ne[4] = {}, nb[4] = {};
+
+	x->ids = ids;
+	x->data = tensor__data(ids);
+	tensor__shape(ids, ne, nb);
+	/* More than 32 experts per token is outside every MoE we know of;
+	 * such a tensor is not what we think it is. */
+	if (!x->data || ne[0] <= 0 || ne[0] > 32 || ne[1] <= 0 || nb[1] <= 0)
+		return 0;
+	x->n_used = ne[0];
+	x->n_tokens = ne[1] > 65536 ? 65536 : ne[1];
+	/* The ids are a view (top-k of an argsort), or a copy of one laid out
+	 * alike: rows are nb[1] apart, not n_used * 4, so each token's row is
+	 * read on its own. */
+	x->row_stride = nb[1];
+	x->rows_per_event = IOCORR_MAX_EXPERT_IDS / x->n_used;
+	if (cfg.use_bpf_loop)
+		bpf_loop((x->n_tokens + x->rows_per_event - 1) / x->rows_per_event, experts__emit_chunk__cb, x, 0);
+	else
+		experts__emit_bounded(x);
+	return 1;
+}
+
+/* Where graph__experts stands in a graph's noted MoE nodes. */
+struct moe_cursor {
+	__u64 nodes;
+	__u64 graph_id;
+	__u64 ids;  /* the last ids found */
+	__u64 node; /* the node that takes them */
+	__u32 k;    /* the next noted node to look at */
+	__s32 n_nodes;
+};
+
+/* moe__next moves c to the next noted node whose input ids differ from
+ * the last found (a layer's gate, up and down matmuls share one copy):
+ * 1 when there is one. A global function, checked once. */
+__noinline int moe__next(struct moe_cursor *c)
+{
+	struct graph_moe *gm;
+	__u64 node, ids;
+	__u32 n, i;
+
+	if (!c)
+		return 0;
+	gm = bpf_map_lookup_elem(&graph_moes, &c->graph_id);
+	if (!gm)
+		return 0;
+	n = gm->n < GRAPH_MOE_NODES ? gm->n : GRAPH_MOE_NODES;
+	for (int j = 0; j < GRAPH_MOE_NODES; j++) {
+		__u32 k = c->k;
+
+		if (k >= n || k >= GRAPH_MOE_NODES)
+			return 0;
+		c->k = k + 1;
+		i = gm->idx[k];
+		if (i >= (__u32)c->n_nodes)
+			continue;
+		node = user__read_ptr(c->nodes + (__u64)i * 8);
+		if (!node)
+			continue;
+		ids = tensor__src(node, 2);
+		if (ids == c->ids || !tensor__is_input_ids(ids))
+			continue;
+		c->ids = ids;
+		c->node = node;
+		return 1;
+	}
+	return 0;
+}
+
+/* A graph's distinct input ids read at most: one per layer whose experts
+ * the CPU computes in the split (one in llama.cpp's splits, where each
+ * layer's attention runs on the GPU in between). */
+#define GRAPH_MOE_IDS 4
+
+/* graph__experts reads the expert ids the graph's noted MoE nodes take
+ * as input, at the graph's start: the scheduler copied them in before it
+ * computes the split (the CPU backend computes synchronously). */
+static __always_inline void graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes)
+{
+	struct moe_cursor c = {.nodes = nodes, .graph_id = graph_id, .n_nodes = n_nodes};
+	struct experts_ctx x = {};
+
+	for (int d = 0; d < GRAPH_MOE_IDS; d++) {
+		if (!moe__next(&c))
+			return;
+		tensor__name(c.node, x.name);
+		experts__emit_ids(&x, c.node, c.ids);
+	}
+	/* More: counted as cut rows, so that the run's picks say NA. */
+	if (moe__next(&c))
+		loops__cut(LOOP_CUT_EXPERT_ROWS, 1);
+}
+
 /* ggml_compute_forward_get_rows(params, dst) for the node that gathers the
  * router weights of the selected experts (llama.cpp names it
  * "ffn_moe_weights-L"): its src[1] holds the expert ids, and they are
@@ -470,8 +626,7 @@ SEC("uprobe")
 int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u64 node = (__u64)dst;
-	__s64 ne[4] = {}, nb[4] = {};
+	__u64 node = (__u64)dst, ids;
 	struct experts_ctx x = {};
 
 	if (!proc__is_traced(tgid))
@@ -481,25 +636,10 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	tensor__name(node, x.name);
 	if (!str__has_prefix(x.name, "ffn_moe_weights", 15))
 		return 0;
-	x.ids = tensor__src(node, 1);
-	if (!x.ids || tensor__type(x.ids) != layout.type_i32)
+	ids = tensor__src(node, 1);
+	if (!ids || tensor__type(ids) != layout.type_i32)
 		return 0;
-	x.data = tensor__data(x.ids);
-	tensor__shape(x.ids, ne, nb);
-	/* More than 32 experts per token is outside every MoE we know of;
-	 * such a tensor is not what we think it is. */
-	if (!x.data || ne[0] <= 0 || ne[0] > 32 || ne[1] <= 0 || nb[1] <= 0)
-		return 0;
-	x.n_used = ne[0];
-	x.n_tokens = ne[1] > 65536 ? 65536 : ne[1];
-	/* The ids are a view (top-k of an argsort): rows are nb[1] apart, not
-	 * n_used * 4, so each token's row is read on its own. */
-	x.row_stride = nb[1];
-	x.rows_per_event = IOCORR_MAX_EXPERT_IDS / x.n_used;
-	if (cfg.use_bpf_loop)
-		bpf_loop((x.n_tokens + x.rows_per_event - 1) / x.rows_per_event, experts__emit_chunk__cb, &x, 0);
-	else
-		experts__emit_bounded(&x);
+	experts__emit_ids(&x, node, ids);
 	return 0;
 }
 

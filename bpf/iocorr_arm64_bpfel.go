@@ -194,6 +194,12 @@ type IocorrGraphEvent struct {
 	Stopped       uint32
 }
 
+type IocorrGraphMoe struct {
+	_   structs.HostLayout
+	N   uint32
+	Idx [8]uint32
+}
+
 type IocorrGraphWalk struct {
 	_       structs.HostLayout
 	Next    uint32
@@ -475,6 +481,7 @@ const (
 	IocorrMapFilemapFaults         = "filemap_faults"
 	IocorrMapFiles                 = "files"
 	IocorrMapForkers               = "forkers"
+	IocorrMapGraphMoes             = "graph_moes"
 	IocorrMapGraphWalks            = "graph_walks"
 	IocorrMapGraphsSeen            = "graphs_seen"
 	IocorrMapLoopsCut              = "loops_cut"
@@ -681,6 +688,7 @@ type IocorrMapSpecs struct {
 	FilemapFaults *ebpf.MapSpec `ebpf:"filemap_faults"`
 	Files         *ebpf.MapSpec `ebpf:"files"`
 	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
+	GraphMoes     *ebpf.MapSpec `ebpf:"graph_moes"`
 	GraphWalks    *ebpf.MapSpec `ebpf:"graph_walks"`
 	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
 	LoopsCut      *ebpf.MapSpec `ebpf:"loops_cut"`
@@ -761,6 +769,7 @@ type IocorrMaps struct {
 	FilemapFaults *ebpf.Map `ebpf:"filemap_faults"`
 	Files         *ebpf.Map `ebpf:"files"`
 	Forkers       *ebpf.Map `ebpf:"forkers"`
+	GraphMoes     *ebpf.Map `ebpf:"graph_moes"`
 	GraphWalks    *ebpf.Map `ebpf:"graph_walks"`
 	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
 	LoopsCut      *ebpf.Map `ebpf:"loops_cut"`
@@ -791,6 +800,7 @@ func (m *IocorrMaps) Close() error {
 		m.FilemapFaults,
 		m.Files,
 		m.Forkers,
+		m.GraphMoes,
 		m.GraphWalks,
 		m.GraphsSeen,
 		m.LoopsCut,
