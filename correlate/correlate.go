@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,12 @@ type Stats struct {
 type Result struct {
 	event.Result
 	Stats Stats
+	// PicksUnseen are the MoE layers (those with expert tensors) whose
+	// router picks no probe saw in a run whose tokens saw others': llama.cpp
+	// computed them on another backend (a GPU's, as -ngl without
+	// --cpu-moe for those layers leaves them), where no CPU graph reads
+	// the router's output.
+	PicksUnseen []uint16
 }
 
 // maxPending bounds the adds held back per thread while waiting for the
@@ -946,7 +953,30 @@ func (c *Correlator) Finish() (*Result, error) {
 			r.NotBacked = append(r.NotBacked, t.Name)
 		}
 	}
+	r.PicksUnseen = picksUnseen(c.tensors, r.Experts)
 	return r, nil
+}
+
+// picksUnseen are the layers with expert tensors and no pick in a run
+// with picks: none when no layer's picks were seen (the run's probe
+// attached nowhere, or it ran no token: rundir.Meta.PicksNA's case).
+func picksUnseen(tensors []event.Tensor, sel []event.ExpertSel) []uint16 {
+	if len(sel) == 0 {
+		return nil
+	}
+	seen := map[int]bool{}
+	for _, e := range sel {
+		seen[int(e.Layer)] = true
+	}
+	var unseen []uint16
+	for _, t := range tensors {
+		if t.Experts > 0 && t.Layer >= 0 && t.Layer <= 0xffff && !seen[t.Layer] {
+			seen[t.Layer] = true
+			unseen = append(unseen, uint16(t.Layer))
+		}
+	}
+	slices.Sort(unseen)
+	return unseen
 }
 
 // String summarises a Result for logs.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -37,6 +39,9 @@ type Summary struct {
 	AggRows       int               `json:"aggregate_rows"`
 	OpProbes      bool              `json:"op_probes"`
 	NotFileBacked []string          `json:"not_file_backed,omitempty"`
+	// PicksUnseen are the MoE layers whose router picks no probe saw
+	// (correlate.Result.PicksUnseen): their counts of picks are NA.
+	PicksUnseen []uint16 `json:"picks_unseen_layers,omitempty"`
 	PendingCapped uint64            `json:"readahead_windows_capped,omitempty"`
 	// HeldAggsPeak and HeldTokensPeak are the most aggregate rows, and
 	// tokens with rows, the correlator held at once while building: the
@@ -50,6 +55,19 @@ type Summary struct {
 	BuildNS    int64 `json:"build_ns"`
 	// AlreadyBuilt is set (not stored) when the ingest found a complete store.
 	AlreadyBuilt bool `json:"-"`
+}
+
+// PicksNA says why the run's picks are incomplete: "" when every MoE
+// layer's were seen (or none were: rundir.Meta.PicksNA says why).
+func (s *Summary) PicksNA() string {
+	if len(s.PicksUnseen) == 0 {
+		return ""
+	}
+	layers := make([]string, len(s.PicksUnseen))
+	for i, l := range s.PicksUnseen {
+		layers[i] = strconv.Itoa(int(l))
+	}
+	return fmt.Sprintf("the router's expert picks of layer %s were not seen: llama.cpp computed those layers' experts on another backend (a GPU's), where no CPU graph reads the router's output", strings.Join(layers, ", "))
 }
 
 // RecordsPerSecond is the ingest rate of the build.

@@ -101,6 +101,7 @@ func summarize(meta *rundir.Meta, res *correlate.Result) Summary {
 		AggRows:        len(res.Aggs),
 		OpProbes:       res.OpProbes,
 		NotFileBacked:  res.NotBacked,
+		PicksUnseen:    res.PicksUnseen,
 		PendingCapped:  st.PendingCapped,
 		HeldAggsPeak:   st.HeldAggsPeak,
 		HeldTokensPeak: st.HeldTokensPeak,

@@ -83,7 +83,9 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		defer st.Close()
 		na := unmeasured(meta, *allColumns)
 		if q.By == "expert" {
-			na.Selected = meta.PicksNA()
+			if na.Selected = meta.PicksNA(); na.Selected == "" {
+				na.Selected = st.Summary.PicksNA()
+			}
 		}
 		// Sorting by a counter the run did not measure would order zeros.
 		if why, ok := na.Counters[q.Sort]; ok {
