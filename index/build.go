@@ -41,8 +41,8 @@ type Summary struct {
 	NotFileBacked []string          `json:"not_file_backed,omitempty"`
 	// PicksUnseen are the MoE layers whose router picks no probe saw
 	// (correlate.Result.PicksUnseen): their counts of picks are NA.
-	PicksUnseen []uint16 `json:"picks_unseen_layers,omitempty"`
-	PendingCapped uint64            `json:"readahead_windows_capped,omitempty"`
+	PicksUnseen   []uint16 `json:"picks_unseen_layers,omitempty"`
+	PendingCapped uint64   `json:"readahead_windows_capped,omitempty"`
 	// HeldAggsPeak and HeldTokensPeak are the most aggregate rows, and
 	// tokens with rows, the correlator held at once while building: the
 	// build's memory, bounded whatever the run's length.
