@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Hybrid offload without a GPU: llama.cpp's Vulkan backend on Mesa's
@@ -139,24 +140,29 @@ func HybridArgs(cpuMoE int) []string {
 	return []string{"-ngl", "99", "--n-cpu-moe", fmt.Sprint(cpuMoE)}
 }
 
-// WarmShaderCache runs llama-completion of dir once on model, untraced,
-// so that the first recorded hybrid run does not spend its time in
-// lavapipe's shader compiler. A stamp in the cache says it was done.
-func WarmShaderCache(t testing.TB, dir, model string) {
+// WarmShaderCache runs argv once, untraced, with HybridEnv and env, so
+// that a recorded hybrid run neither spends its time in lavapipe's shader
+// compiler nor its memory limit on LLVM (a recording of the oracle under
+// 112 MiB was killed while compiling the pipelines its cb_eval's split
+// graphs need, which llama-completion's had not). The pipelines differ
+// with the command and its flags: name says which kind of run argv is,
+// and a stamp per name in the cache says it was done on this machine.
+func WarmShaderCache(t testing.TB, name string, argv []string, env ...string) {
 	t.Helper()
-	stamp := filepath.Join(ShaderCache(), ".iocorr-warm")
+	stamp := filepath.Join(ShaderCache(), ".iocorr-warm-"+name)
 	if _, err := os.Stat(stamp); err == nil {
 		return
 	}
 	if err := os.MkdirAll(ShaderCache(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := append(CompletionArgs(filepath.Join(dir, "llama-completion"), model, 3), HybridArgs(-1)...)
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), HybridEnv()...)
+	start := time.Now()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), HybridEnv()...), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("warming Mesa's shader cache: %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("warming Mesa's shader cache: %s: %v\n%s", strings.Join(argv, " "), err, out)
 	}
+	t.Logf("Mesa's shader cache warmed for %s in %v", name, time.Since(start).Round(time.Millisecond))
 	if err := os.WriteFile(stamp, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

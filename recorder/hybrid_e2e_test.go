@@ -1,0 +1,125 @@
+package recorder_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// TestRecordHybridOffloadPicksWhatLlamaCppRouted records the routing
+// oracle with every layer on llama.cpp's Vulkan backend (lavapipe, on the
+// CPU) and every layer's experts left in the model's mapping on the CPU
+// (-ngl 99 --cpu-moe), from a cold cache under a memory limit. The router
+// runs on the GPU backend there: its top-k and the gather of its weights
+// never reach the CPU's get_rows, and the CPU split of each layer gets
+// the ids as an input the scheduler copied over. In that one run:
+//   - the scheduler split each token's graph (more graph computations
+//     than llama_decode calls);
+//   - the store's picks per token, layer and expert equal the oracle's
+//     (read by its cb_eval through ggml_backend_tensor_get from the GPU's
+//     buffer), and decode picks are decode tokens × layers × experts used;
+//   - no layer's picks are NA;
+//   - the recorded major faults are the child's own (rusage), and the
+//     device read bytes of expert tensors, their faults charged to them.
+func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	hy := llmtest.HybridDir(t)
+	oracle := llmtest.BuildRouteOracle(t)
+	spec := llmtest.MoE
+	model := llmtest.Model(t, spec)
+	for _, kv := range llmtest.HybridEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	// The oracle was linked against the shared build: its libllama.so.0
+	// and libggml.so.0 are then the Vulkan build's, from the hybrid dir.
+	t.Setenv("LD_LIBRARY_PATH", hy)
+	dir := filepath.Join(t.TempDir(), "run")
+	args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
+	args = append(args, llmtest.HybridArgs(-1)...)
+	llmtest.WarmShaderCache(t, "routeoracle-cpu-moe", args, "LD_LIBRARY_PATH="+hy)
+	rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit}, args...)
+	routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
+	if err != nil {
+		t.Fatalf("the oracle's output: %v\n%s", err, rec.Stdout)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, n := range m.Lost {
+		if n > 0 {
+			t.Fatalf("lost %d %s events: the comparison needs every one", n, typ)
+		}
+	}
+	checkOracleRouting(t, spec, routing)
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkStoredPicks(t, st, routing)
+	decodeTok, picks := rectest.DecodePicks(t, st)
+	if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
+		t.Errorf("%d distinct decode picks, want %d", picks, want)
+	}
+	if why := m.PicksNA(); why != "" {
+		t.Errorf("picks NA: %s", why)
+	}
+	if why := st.Summary.PicksNA(); why != "" {
+		t.Errorf("picks NA: %s", why)
+	}
+
+	var graphs, decodes, major int
+	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(bpf.IocorrEventTypeEV_GRAPH):
+			graphs++
+		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+			decodes++
+		case uint32(bpf.IocorrEventTypeEV_FAULT):
+			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+			if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				major++
+			}
+		}
+	})
+	if decodes != archTokens || graphs <= decodes {
+		t.Errorf("%d graph computations for %d llama_decode calls: want %d calls, each split into several graphs", graphs, decodes, archTokens)
+	}
+	if int64(major) != m.Child.MajFlt || major == 0 {
+		t.Errorf("%d major faults recorded, the child's rusage says %d: want equal, not 0", major, m.Child.MajFlt)
+	}
+	var expertRead uint64
+	experts := map[uint32]bool{}
+	for _, tn := range st.Tensors {
+		if tn.Experts > 0 {
+			experts[tn.ID] = true
+		}
+	}
+	if err := st.Aggs(func(a *event.Agg) error {
+		if experts[a.Tensor] {
+			expertRead += a.ReadBytes
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
+	if expertRead == 0 {
+		t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
+	}
+	t.Logf("hybrid run: %d graphs for %d calls, %d major faults (rusage %d), %d decode picks; expert tensors read %.1f MiB; decode expert faults: %d in picked experts, %d on read-ahead pages, %d neither",
+		graphs, decodes, major, m.Child.MajFlt, picks, float64(expertRead)/(1<<20), ef.Picked, ef.ReadAhead, ef.Neither)
+}
