@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
@@ -259,5 +260,30 @@ func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
 	}
 	if _, err := parseTensor(tensorKey(8), tensorValue); err == nil {
 		t.Error("a tensor row under another id was accepted")
+	}
+}
+
+// The summary's unseen layers make the picks NA with the layers named,
+// through the JSON the store keeps; none leave them measured.
+func TestSummaryPicksNANamesTheUnseenLayers(t *testing.T) {
+	for _, tc := range []struct {
+		unseen []uint16
+		want   string
+	}{
+		{nil, ""},
+		{[]uint16{4, 5}, "layer 4, 5 were not seen"},
+	} {
+		b, err := summaryValue(&Summary{PicksUnseen: tc.unseen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s Summary
+		if err := parseSummary(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		got := s.PicksNA()
+		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("unseen %v: NA %q, want one saying %q", tc.unseen, got, tc.want)
+		}
 	}
 }
