@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // attachedRun is what `record -p` returned.

@@ -13,12 +13,12 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/pipeline"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // forcedPaths are the fallbacks this kernel (x86-64, 6.18, every primary
@@ -48,7 +48,7 @@ func recordForced(t *testing.T, without, capName string, set func(o *Options), a
 	t.Setenv(bpf.WithoutEnv, without)
 	dir := filepath.Join(t.TempDir(), "run")
 	o, errOut := cliOptions(dir, argv...)
-	o.PageCache = true
+	o.Probes.PageCache = true
 	set(&o)
 	if _, err := Run(t.Context(), o); err != nil {
 		t.Fatalf("record without %q: %v\n%s", without, err, errOut)
@@ -239,7 +239,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 	var primary map[string]uint64
 	for _, fp := range forcedPaths {
 		t.Run("without "+fp.without, func(t *testing.T) {
-			dir := recordForced(t, fp.without, fp.cap, func(o *Options) { o.Cold, o.ProbeOps, o.Models = true, true, []string{model} }, mt, model, planFile)
+			dir := recordForced(t, fp.without, fp.cap, func(o *Options) { o.Cold, o.Probes.Ops, o.Models = true, true, []string{model} }, mt, model, planFile)
 			// Model tensors only: a page of a library or of the program
 			// itself may be cold in one run and cached in the next, and
 			// outside a mapping seen the user-space fallback cannot name

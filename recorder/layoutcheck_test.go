@@ -11,9 +11,9 @@ import (
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // TestWrongLayoutDisablesWhatItReadsAndSaysWhy records real llama.cpp on
@@ -61,7 +61,7 @@ func TestWrongLayoutDisablesWhatItReadsAndSaysWhy(t *testing.T) {
 			o := options(dir, cmd.Args...)
 			var stderr bytes.Buffer
 			o.Stdout, o.Stderr = io.Discard, &stderr
-			o.ProbeOps, o.Models = true, []string{model}
+			o.Probes.Ops, o.Models = true, []string{model}
 			res, err := Run(t.Context(), o)
 			if err != nil {
 				t.Fatal(err)

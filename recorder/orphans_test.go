@@ -10,10 +10,10 @@ import (
 	"unsafe"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // TestRunReapsTheOrphansOfTheCommandWithTheirRusage records a wrapper

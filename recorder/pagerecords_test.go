@@ -10,9 +10,9 @@ import (
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge records real llama.cpp

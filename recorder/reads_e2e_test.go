@@ -11,13 +11,13 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/recorder"
-	"github.com/iocorr/iocorr/stats"
 )
 
 // Read calls of a model file, recorded through the library as `iocorr

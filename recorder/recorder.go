@@ -43,16 +43,10 @@ type Options struct {
 	// or until ctx ends or it exits.
 	PID      int
 	Duration time.Duration
-	// ProbeOps also probes every op function (costlier) besides one hit
-	// per graph.
-	ProbeOps bool
-	// ProbeSched records context switches and wakeups of traced threads.
-	ProbeSched bool
-	Libs       []string // further ELF files to probe
-	Models     []string // model files to trace from the start
-	// PageCache is the pagecache tier: page-cache adds and evictions of
-	// the model files are recorded (bpf.Options.PageCache).
-	PageCache bool
+	// Probes are the probe sets (--probe).
+	Probes Probes
+	Libs   []string // further ELF files to probe
+	Models []string // model files to trace from the start
 	// ExactSnapshots stops each traced process at every token's start
 	// until the recorder has taken its residency snapshot (residency.go):
 	// the snapshot is the page cache at the start, the run pays the pause.
@@ -74,6 +68,14 @@ type Options struct {
 	// Progress, when set, is called every ProgressInterval while the
 	// command runs, and once more with Done set when it has ended.
 	Progress func(Progress)
+
+	// NoIngest leaves the store unbuilt (Record): `iocorr ingest DIR`
+	// builds it later.
+	NoIngest bool
+	// Recorded, when set, is called by Record once the command has run
+	// and its recording ended, before the ingest: a summary of the
+	// recording need not wait for the store.
+	Recorded func(*Result)
 }
 
 // ProgressInterval is how often Options.Progress is called.
@@ -113,7 +115,10 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("process %d: %w", o.PID, err)
 		}
 	} else if len(o.Argv) == 0 {
-		return optionf("no command given")
+		return optionf("no command given (iocorr record [flags] -- CMD ARGS... or -p PID)")
+	}
+	if o.Duration < 0 || (o.Duration > 0 && o.PID == 0) {
+		return optionf("--duration needs -p and a positive length")
 	}
 	if o.Dir == "" {
 		return optionf("no run directory given")
@@ -351,7 +356,7 @@ func (r *recording) snapshot() rundir.Meta {
 			m.Layout.Invalid = r.layoutErr.Error()
 		}
 		m.OpNames, m.OpFuncs = opNames, opFuncs
-		if r.o.ProbeOps {
+		if r.o.Probes.Ops {
 			m.OpProbes = r.opProbes(opFiles, opIdle, opNames, opFuncs)
 		}
 	}
@@ -510,7 +515,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.mu.Lock()
 			searched := append([]string(nil), r.searched...)
 			r.mu.Unlock()
-			for _, w := range missingCapabilities(r.tr.Probes(), searched, r.o.ProbeOps, r.hasExperts()) {
+			for _, w := range missingCapabilities(r.tr.Probes(), searched, r.o.Probes.Ops, r.hasExperts()) {
 				r.warn(w)
 			}
 
@@ -704,7 +709,7 @@ func (r *recording) modelsInCmdline(pid int) {
 
 // onGraph puts the op probes on (--probe ops) at a file's first graph.
 func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
-	if !r.o.ProbeOps {
+	if !r.o.Probes.Ops {
 		return
 	}
 	// The first graph of a file: its op probes go on now, while the
@@ -726,7 +731,7 @@ func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
 // onDecode counts, with --probe ops, each decode call's op-probe hits and
 // wall time.
 func (r *recording) onDecode(e *bpf.IocorrDecodeEvent) {
-	if !r.o.ProbeOps {
+	if !r.o.Probes.Ops {
 		return
 	}
 	r.mu.Lock()
@@ -743,7 +748,7 @@ func (r *recording) onDecode(e *bpf.IocorrDecodeEvent) {
 // onNode validates the layout the probes read ggml's structs with against
 // each graph node; at the first node that fails, those probes come off.
 func (r *recording) onNode(e *bpf.IocorrNodeEvent) {
-	if r.o.ProbeOps {
+	if r.o.Probes.Ops {
 		r.mu.Lock()
 		r.nodeOps[e.Node] = e.Op
 		r.mu.Unlock()

@@ -10,12 +10,12 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/testkit/llmtest"
-	"github.com/iocorr/iocorr/testkit/storetest"
-	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // The recorder's residency snapshots (mincore of its own mapping, taken
@@ -242,7 +242,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	llmtest.Require(t)
 	model := llmtest.Model(t, llmtest.MoE)
 	dir, _, out := recordDriver(t, model, llmtest.Options{Tokens: llmtest.RecordedTokens, Threads: 2}, func(o *Options) {
-		o.PageCache, o.ExactSnapshots, o.Cold, o.MemLimit = true, true, true, llmtest.MemLimitBytes
+		o.Probes.PageCache, o.ExactSnapshots, o.Cold, o.MemLimit = true, true, true, llmtest.MemLimitBytes
 	})
 	if _, err := pipeline.Ingest(t.Context(), dir, pipeline.Options{}); err != nil {
 		t.Fatalf("ingest: %v\n%s", err, out)

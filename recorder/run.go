@@ -145,20 +145,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // end), and holds back the disk space its last one needs.
 func prepare(o *Options) (*recording, error) {
 	r := &recording{o: o, stderr: o.Stderr, procs: map[int]bool{}, libs: map[string]rundir.Library{}}
-	probeSet := "graph"
-	if o.ProbeOps {
-		probeSet = "ops"
-	}
-	tier := rundir.TierDefault
-	if o.PageCache {
-		probeSet += "," + rundir.TierPageCache
-		tier = rundir.TierPageCache
-	}
-	if o.ProbeSched {
-		probeSet += ",sched"
-	}
 	r.m = rundir.Meta{
-		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: probeSet, Tier: tier,
+		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: o.Probes.String(), Tier: o.Probes.Tier(),
 		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
 		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
 		Start: time.Now(),
@@ -168,7 +156,7 @@ func prepare(o *Options) (*recording, error) {
 		return nil, err
 	}
 	r.reserve = reserveSpace(o.Dir)
-	if o.ProbeOps {
+	if o.Probes.Ops {
 		// Before the command starts: the calibration's own hits must not
 		// land in the traced command's time.
 		for _, first := range []bpf.FirstInstruction{bpf.Emulated, bpf.Stepped} {
@@ -185,7 +173,7 @@ func prepare(o *Options) (*recording, error) {
 // the machine lacks where it can tell.
 func (r *recording) openTracer() error {
 	o := r.o
-	tr, err := openTracer(bpf.Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	tr, err := openTracer(bpf.Options{ProbeOps: o.Probes.Ops, ProbeSched: o.Probes.Sched, PageCache: o.Probes.PageCache, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)

@@ -18,10 +18,10 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // The tests of this file record real commands with Run as `iocorr record
@@ -127,7 +127,7 @@ func TestRunColdUnderAMemoryLimit(t *testing.T) {
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, Type: llmtest.WeightType})
 	dir := filepath.Join(t.TempDir(), "run")
 	o, errOut := cliOptions(dir, "dd", "if="+model, "of=/dev/null", "bs=1M")
-	o.Models, o.Cold, o.MemLimit, o.PageCache = []string{model}, true, 16<<20, true
+	o.Models, o.Cold, o.MemLimit, o.Probes.PageCache = []string{model}, true, 16<<20, true
 	if _, err := Run(t.Context(), o); err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
@@ -226,7 +226,7 @@ func TestRunLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			model := llmtest.Model(t, tc.spec)
 			const tokens = 6
-			dir, report, summary := recordDriver(t, model, llmtest.Options{Tokens: tokens, Threads: 2}, func(o *Options) { o.ProbeOps = tc.ops })
+			dir, report, summary := recordDriver(t, model, llmtest.Options{Tokens: tokens, Threads: 2}, func(o *Options) { o.Probes.Ops = tc.ops })
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -402,7 +402,7 @@ func TestOpProbesGoOnlyOnTheCPUBackendThatRuns(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: 3, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
-	dir, _, _ := recordDriver(t, model, llmtest.Options{Tokens: 5, Threads: 1}, func(o *Options) { o.ProbeOps = true })
+	dir, _, _ := recordDriver(t, model, llmtest.Options{Tokens: 5, Threads: 1}, func(o *Options) { o.Probes.Ops = true })
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)

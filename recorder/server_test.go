@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/proc"
-	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // complete sends one completion request to a llama-server, bounded in

@@ -271,7 +271,7 @@ func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	out, errOut, err := runCmd(t, "record", "-o", dir, "--no-ingest", "--user", "nobody", "--", "id", "-u")
+	out, errOut, err := runCmd(t, "record", "-o", dir, "--user", "nobody", "--", "id", "-u")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
@@ -285,10 +285,20 @@ func TestRecordRunsTheCommandAsTheGivenUserAndHandsThemTheRun(t *testing.T) {
 	if m.Child.UID != int(u.UID) {
 		t.Errorf("metadata says uid %d", m.Child.UID)
 	}
-	for _, f := range []string{"", rundir.MetaFile, rundir.SpoolFile} {
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(dir, f), &st); err != nil || st.Uid != u.UID {
-			t.Errorf("%s/%s belongs to uid %d (%v), want %d", dir, f, st.Uid, err, u.UID)
+	// The run and the store built after it, every file of them.
+	for _, f := range []string{"", rundir.MetaFile, rundir.SpoolFile, rundir.DBDir} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
 		}
 	}
+	filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		var st unix.Stat_t
+		if err == nil {
+			err = unix.Lstat(p, &st)
+		}
+		if err != nil || st.Uid != u.UID {
+			t.Errorf("%s belongs to uid %d (%v), want %d", p, st.Uid, err, u.UID)
+		}
+		return nil
+	})
 }

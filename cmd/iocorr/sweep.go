@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/output"
-	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/sweep"
 	"github.com/iocorr/iocorr/recorder/sweeprun"
 )
@@ -31,7 +28,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	var limits []string
 	fs.StringSliceVar(&limits, "mem-limit", nil, "memory budgets, comma-separated (e.g. 64MiB,96MiB,128MiB); one run each, in DIR/<budget>/")
 	dir := fs.StringP("output", "o", "iocorr.sweep", "sweep directory to write")
-	fs.BoolVarP(&o.force, "force", "f", false, "overwrite existing run directories of the sweep")
+	fs.BoolVarP(&o.rec.Force, "force", "f", false, "overwrite existing run directories of the sweep")
 	runFlags(fs, o, "before each run")
 	format := fileFormatFlag(fs, output.Table)
 	return func(ctx context.Context, argv []string) error {
@@ -46,25 +43,15 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			}
 			budgets = append(budgets, sweeprun.Budget{Name: l, Bytes: n})
 		}
-		o.out = *dir
 		stdout, stderr = shareable(stdout), shareable(stderr)
-		ro, err := o.recorderOptions(argv)
+		ro, err := o.options(argv)
 		if err != nil {
-			return usagef("sweep: %s", strings.TrimPrefix(err.Error(), "record: "))
+			return usagef("sweep: %v", err)
 		}
 		ro.Progress = nil
 		// stdout is the summary's: the command's own output goes to
 		// stderr, beside the sweep's progress.
 		ro.Stdout = stderr
-		probe := ro
-		probe.Dir, probe.MemLimit = filepath.Join(*dir, budgets[0].Name), budgets[0].Bytes
-		if err := probe.Validate(); err != nil {
-			var bad *recorder.OptionError
-			if errors.As(err, &bad) {
-				return usagef("sweep: %s", bad.Msg)
-			}
-			return fmt.Errorf("sweep: %w", err)
-		}
 		sum, err := sweeprun.Run(ctx, sweeprun.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr})
 		if len(sum.Rows) > 0 {
 			if werr := writeSweepOutput(*dir, *format, sum.Rows); werr != nil && err == nil {
@@ -75,7 +62,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("sweep: %w", err)
+			return commandErr("sweep", err)
 		}
 		return nil
 	}

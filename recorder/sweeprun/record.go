@@ -1,6 +1,6 @@
 // Package record records a memory-budget sweep: one command once per
 // budget, each run an ordinary run directory (DIR/<budget>/) recorded by
-// recorder.Run and ingested by pipeline.Ingest, summed up by
+// recorder.Record (recorded, then ingested), summed up by
 // sweep.Summarize into DIR/sweep.json. It is the sweep's write side, the
 // one that links the BPF loader; package sweep reads what it writes.
 package sweeprun
@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
@@ -45,6 +44,12 @@ type Options struct {
 func Run(ctx context.Context, opts Options) (sweep.Summary, error) {
 	sum := sweep.Summary{Command: opts.Record.Argv, Cold: opts.Record.Cold}
 	if err := checkBudgets(opts.Budgets); err != nil {
+		return sum, err
+	}
+	// Options that cannot work are said once, before any run.
+	first := opts.Record
+	first.Dir, first.MemLimit = filepath.Join(opts.Dir, opts.Budgets[0].Name), opts.Budgets[0].Bytes
+	if err := first.Validate(); err != nil {
 		return sum, err
 	}
 	if opts.Stderr == nil {
@@ -96,22 +101,23 @@ func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
 	// The command's own report of its speed, read beside the untraced run's.
 	var said syncBuffer
 	ro.Stdout, ro.Stderr = teeTo(ro.Stdout, os.Stdout, &said), teeTo(ro.Stderr, os.Stderr, &said)
-	res, err := recorder.Run(ctx, ro)
+	// Every run that ran is ingested, failed ones too: they stay
+	// queryable for why they failed.
+	ro.NoIngest = false
+	res, err := recorder.Record(ctx, ro)
 	row.ExitCode = res.Meta.Child.ExitCode
+	var ierr *recorder.IngestError
 	switch {
 	case err != nil && !res.Ran:
 		row.Status = "not run: " + err.Error()
+	case errors.As(err, &ierr):
+		if row.Status = runStatus(&res.Meta); row.Status == sweep.StatusOK {
+			row.Status = "ingest failed: " + ierr.Err.Error()
+		}
 	case err != nil:
 		row.Status = "recording failed: " + err.Error()
 	default:
 		row.Status = runStatus(&res.Meta)
-	}
-	if res.Ran {
-		// Every run that ran is ingested, failed ones too: they stay
-		// queryable for why they failed.
-		if _, ierr := pipeline.Ingest(ctx, ro.Dir, pipeline.Options{}); ierr != nil && row.Status == sweep.StatusOK {
-			row.Status = "ingest failed: " + ierr.Error()
-		}
 	}
 	if row.Status != sweep.StatusOK {
 		row.AllNA("the run failed (see status)")

@@ -1,12 +1,12 @@
 // Package rectest makes the runs the end-to-end tests of the library
 // read, through the library, as `iocorr record` and `iocorr ingest` make
-// them: recorder.Run with the command line's defaults, then the one
-// ingest (pipeline.Ingest). A test binary that records must call
+// them: recorder.Record with the command line's defaults. A test binary that records must call
 // launch.RunShimIfChild first thing in its TestMain: the recorder
 // re-executes that binary as the held child.
 package rectest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -18,10 +18,10 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // Main is the TestMain of a test binary that records: the recorder
@@ -62,7 +62,7 @@ func Record(t testing.TB, dir string, opts Options, argv ...string) Output {
 
 // RecordErr is Record returning the first error instead of failing. ctx
 // ending ends the recording, as Ctrl-C ends `iocorr record`, and not the
-// ingest after it.
+// ingest after it (recorder.Record).
 func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (Output, error) {
 	// Files, as a terminal would be: the command writes them itself, and
 	// the recorder's warnings go to the same stderr at the same time.
@@ -77,17 +77,10 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 		out[i] = f
 	}
 	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, RingBufBytes: bpf.DefaultRingBufBytes, Stdout: out[0], Stderr: out[1]}
-	for _, set := range strings.Split(opts.Probe, ",") {
-		switch set {
-		case "ops":
-			o.ProbeOps = true
-		case "sched":
-			o.ProbeSched = true
-		case "pagecache":
-			o.PageCache = true
-		}
-	}
 	var err error
+	if o.Probes, err = recorder.ParseProbes(cmp.Or(opts.Probe, "graph")); err != nil {
+		return Output{}, err
+	}
 	if opts.MemLimit != "" {
 		if o.MemLimit, err = units.ParseSize(opts.MemLimit); err != nil {
 			return Output{}, err
@@ -96,13 +89,7 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 	if opts.Set != nil {
 		opts.Set(&o)
 	}
-	if err = o.Validate(); err == nil {
-		_, err = recorder.Run(ctx, o)
-	}
-	var sum pipeline.Summary
-	if err == nil {
-		sum, err = pipeline.Ingest(context.WithoutCancel(ctx), dir, pipeline.Options{})
-	}
+	rec, err := recorder.Record(ctx, o)
 	var said [2][]byte
 	for i, f := range out {
 		if _, serr := f.Seek(0, io.SeekStart); serr != nil {
@@ -114,7 +101,7 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 		}
 		said[i] = b
 	}
-	return Output{string(said[0]), string(said[1]), sum}, err
+	return Output{string(said[0]), string(said[1]), rec.Store}, err
 }
 
 // RecordAttachedErr records the running process pid into dir and ingests

@@ -1,0 +1,49 @@
+package recorder
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func TestParseProbesReadsTheProbeSetsAndSpellsThemAsMetaDoes(t *testing.T) {
+	tests := []struct {
+		flag     string
+		want     Probes
+		probeSet string // meta.json's probe_set
+		tier     string
+	}{
+		{"graph", Probes{}, "graph", rundir.TierDefault},
+		{"ops", Probes{Ops: true}, "ops", rundir.TierDefault},
+		{"graph,ops", Probes{Ops: true}, "ops", rundir.TierDefault},
+		{"pagecache", Probes{PageCache: true}, "graph,pagecache", rundir.TierPageCache},
+		{"sched,ops", Probes{Ops: true, Sched: true}, "ops,sched", rundir.TierDefault},
+		{"ops,pagecache,sched", Probes{Ops: true, PageCache: true, Sched: true}, "ops,pagecache,sched", rundir.TierPageCache},
+	}
+	for _, tc := range tests {
+		t.Run(tc.flag, func(t *testing.T) {
+			got, err := ParseProbes(tc.flag)
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseProbes(%q) = %+v, %v; want %+v", tc.flag, got, err, tc.want)
+			}
+			if got.String() != tc.probeSet || got.Tier() != tc.tier {
+				t.Errorf("probe set %q, tier %q; want %q, %q", got.String(), got.Tier(), tc.probeSet, tc.tier)
+			}
+			// What meta.json says reads back as the same sets.
+			if again, err := ParseProbes(got.String()); err != nil || again != got {
+				t.Errorf("ParseProbes(%q) = %+v, %v", got.String(), again, err)
+			}
+		})
+	}
+}
+
+func TestParseProbesRefusesASetItDoesNotKnow(t *testing.T) {
+	for _, flag := range []string{"", "all", "ops,", "graph,Ops", "page cache"} {
+		_, err := ParseProbes(flag)
+		var bad *OptionError
+		if !errors.As(err, &bad) {
+			t.Errorf("ParseProbes(%q): %v, want an option error", flag, err)
+		}
+	}
+}
