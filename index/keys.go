@@ -15,9 +15,11 @@ package index
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/internal/varint"
 )
 
 // Table prefixes: the first byte of every key.
@@ -363,11 +365,13 @@ func appendChunk(b []byte, evs []event.Event) []byte {
 
 // chunkReader decodes a chunk value event by event.
 type chunkReader struct {
-	b    []byte
+	r    varint.Reader
 	n    int // events left
 	prev event.Event
 	err  error
 }
+
+var errChunkShort = errors.New("event chunk cut short")
 
 func newChunkReader(v []byte) (chunkReader, error) {
 	if len(v) < 2 || v[0] != chunkEncoding {
@@ -377,57 +381,31 @@ func newChunkReader(v []byte) (chunkReader, error) {
 	if k <= 0 || n > uint64(len(v)) {
 		return chunkReader{}, fmt.Errorf("event chunk with a bad count")
 	}
-	return chunkReader{b: v[1+k:], n: int(n)}, nil
-}
-
-func (r *chunkReader) uvarint() uint64 {
-	v, k := binary.Uvarint(r.b)
-	if k <= 0 {
-		r.err = fmt.Errorf("event chunk cut short")
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[k:]
-	return v
-}
-
-func (r *chunkReader) varint() int64 {
-	v, k := binary.Varint(r.b)
-	if k <= 0 {
-		r.err = fmt.Errorf("event chunk cut short")
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[k:]
-	return v
+	return chunkReader{r: varint.Reader{B: v[1+k:]}, n: int(n)}, nil
 }
 
 // next decodes the next event into e; false at the end or on an error.
-func (r *chunkReader) next(e *event.Event) bool {
-	if r.n == 0 || r.err != nil {
+func (c *chunkReader) next(e *event.Event) bool {
+	if c.n == 0 || c.err != nil {
 		return false
 	}
-	r.n--
-	p := &r.prev
-	e.Ts = p.Ts + r.uvarint()
-	if len(r.b) == 0 {
-		r.err = fmt.Errorf("event chunk cut short")
-		return false
-	}
-	f := r.b[0]
-	r.b = r.b[1:]
+	c.n--
+	p, r := &c.prev, &c.r
+	e.Ts = p.Ts + r.Uvarint()
+	f := r.Byte()
 	e.Kind, e.Phase, e.Class = event.Kind(f>>5), f>>3&3, f&7
-	e.Tensor = uint32(r.uvarint())
-	e.Expert = int16(uint16(r.uvarint())) - 1
-	e.Token = uint32(int64(p.Token) + r.varint())
-	e.Op = uint32(r.uvarint())
-	e.Tid = uint32(int64(p.Tid) + r.varint())
-	e.Trigger = uint32(r.uvarint()) - 1
-	e.Offset = r.varint()
-	e.Bytes = r.uvarint()
-	e.Dur = r.uvarint()
-	e.Req = p.Req + uint32(r.varint())
-	if r.err != nil {
+	e.Tensor = uint32(r.Uvarint())
+	e.Expert = int16(uint16(r.Uvarint())) - 1
+	e.Token = uint32(int64(p.Token) + r.Varint())
+	e.Op = uint32(r.Uvarint())
+	e.Tid = uint32(int64(p.Tid) + r.Varint())
+	e.Trigger = uint32(r.Uvarint()) - 1
+	e.Offset = r.Varint()
+	e.Bytes = r.Uvarint()
+	e.Dur = r.Uvarint()
+	e.Req = p.Req + uint32(r.Varint())
+	if r.Err != nil {
+		c.err = errChunkShort
 		return false
 	}
 	*p = *e
@@ -489,51 +467,46 @@ func parseMarkChunk(v []byte, fn func(*event.Mark) error) error {
 	if k <= 0 || n > uint64(len(v)) {
 		return fmt.Errorf("timeline chunk with a bad count")
 	}
-	r := chunkReader{b: v[1+k:]}
+	r := varint.Reader{B: v[1+k:]}
+	var bad error
 	u32 := func() uint32 {
-		x := r.uvarint()
+		x := r.Uvarint()
 		if x > 0xffffffff {
-			r.err = fmt.Errorf("timeline chunk field out of range")
+			bad = fmt.Errorf("timeline chunk field out of range")
 		}
 		return uint32(x)
 	}
 	i32 := func() int32 {
-		x := r.varint()
+		x := r.Varint()
 		if x != int64(int32(x)) {
-			r.err = fmt.Errorf("timeline chunk field out of range")
+			bad = fmt.Errorf("timeline chunk field out of range")
 		}
 		return int32(x)
 	}
 	var m event.Mark
 	var prevTs uint64
 	for range n {
-		m = event.Mark{Ts: prevTs + uint64(r.varint())}
+		m = event.Mark{Ts: prevTs + uint64(r.Varint())}
 		prevTs = m.Ts
-		if len(r.b) < 2 {
-			return fmt.Errorf("timeline chunk cut short")
-		}
-		m.Kind, m.Phase = event.MarkKind(r.b[0]), r.b[1]
-		r.b = r.b[2:]
-		m.Tid, m.Tgid, m.Token, m.Begin = u32(), u32(), u32(), r.uvarint()
+		m.Kind, m.Phase = event.MarkKind(r.Byte()), r.Byte()
+		m.Tid, m.Tgid, m.Token, m.Begin = u32(), u32(), u32(), r.Uvarint()
 		m.NTokens, m.Ret = i32(), i32()
 		m.Seq, m.Nodes, m.WeightNodes, m.Op = u32(), u32(), u32(), u32()
-		m.PrevState = r.varint()
+		m.PrevState = r.Varint()
 		m.NextTid, m.NextTgid = u32(), u32()
-		l := r.uvarint()
-		if r.err != nil {
-			return r.err
-		}
-		if l > uint64(len(r.b)) {
+		m.Name = r.String()
+		if r.Err != nil {
 			return fmt.Errorf("timeline chunk cut short")
 		}
-		m.Name = string(r.b[:l])
-		r.b = r.b[l:]
+		if bad != nil {
+			return bad
+		}
 		if err := fn(&m); err != nil {
 			return err
 		}
 	}
-	if len(r.b) != 0 {
-		return fmt.Errorf("timeline chunk has %d bytes too many", len(r.b))
+	if len(r.B) != 0 {
+		return fmt.Errorf("timeline chunk has %d bytes too many", len(r.B))
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/extsort"
+	"github.com/iocorr/iocorr/internal/varint"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -424,12 +425,9 @@ var seriesPointCodec = extsort.Codec[seriesPoint]{
 		return binary.AppendVarint(b, p.v)
 	},
 	Decode: func(b []byte, p *seriesPoint) error {
-		r := reader{b: b}
-		p.series, p.bucket, p.v = uint32(r.uvarint()), r.uvarint(), r.varint()
-		if r.err == nil && len(r.b) != 0 {
-			return errBadEvent
-		}
-		return r.err
+		r := varint.Reader{B: b}
+		p.series, p.bucket, p.v = uint32(r.Uvarint()), r.Uvarint(), r.Varint()
+		return whole(&r)
 	},
 }
 
@@ -525,15 +523,12 @@ var joinKeyCodec = extsort.Codec[joinKey]{
 		return binary.AppendUvarint(b, k.stop)
 	},
 	Decode: func(b []byte, k *joinKey) error {
-		r := reader{b: b}
-		k.page, k.end = r.varint(), r.varint()
-		k.req = r.byte() == 1
-		k.idx = uint32(r.uvarint())
-		k.start, k.stop = r.uvarint(), r.uvarint()
-		if r.err == nil && len(r.b) != 0 {
-			return errBadEvent
-		}
-		return r.err
+		r := varint.Reader{B: b}
+		k.page, k.end = r.Varint(), r.Varint()
+		k.req = r.Byte() == 1
+		k.idx = uint32(r.Uvarint())
+		k.start, k.stop = r.Uvarint(), r.Uvarint()
+		return whole(&r)
 	},
 }
 
@@ -545,12 +540,9 @@ var flowCodec = extsort.Codec[flow]{
 		return binary.AppendUvarint(binary.AppendUvarint(b, uint64(f.fault)), uint64(f.req))
 	},
 	Decode: func(b []byte, f *flow) error {
-		r := reader{b: b}
-		f.fault, f.req = uint32(r.uvarint()), uint32(r.uvarint())
-		if r.err == nil && len(r.b) != 0 {
-			return errBadEvent
-		}
-		return r.err
+		r := varint.Reader{B: b}
+		f.fault, f.req = uint32(r.Uvarint()), uint32(r.Uvarint())
+		return whole(&r)
 	},
 }
 
@@ -762,16 +754,13 @@ var requestCodec = extsort.Codec[request]{
 		return appendIDs(b, r.flows)
 	},
 	Decode: func(b []byte, q *request) error {
-		r := reader{b: b}
-		q.issue, q.done, q.bytes = r.uvarint(), r.uvarint(), r.uvarint()
-		flags := r.byte()
+		r := varint.Reader{B: b}
+		q.issue, q.done, q.bytes = r.Uvarint(), r.Uvarint(), r.Uvarint()
+		flags := r.Byte()
 		q.write, q.unseen = flags&1 != 0, flags&2 != 0
-		q.dev = int(r.varint())
-		q.flows = r.ids()
-		if r.err == nil && len(r.b) != 0 {
-			return errBadEvent
-		}
-		return r.err
+		q.dev = int(r.Varint())
+		q.flows = ids(&r)
+		return whole(&r)
 	},
 }
 

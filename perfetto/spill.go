@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/iocorr/iocorr/internal/extsort"
+	"github.com/iocorr/iocorr/internal/varint"
 )
 
 // The trace's events are made in passes over the store (calls, faults,
@@ -80,90 +81,49 @@ func appendEvent(b []byte, e *trackEvent) []byte {
 
 var errBadEvent = errors.New("a spilled trace event is malformed")
 
-// reader consumes a spilled event's encoding, remembering the first
-// error.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err, r.b = errBadEvent, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err, r.b = errBadEvent, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) string() string {
-	n := r.uvarint()
-	if uint64(len(r.b)) < n {
-		r.err, r.b = errBadEvent, nil
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-func (r *reader) byte() byte {
-	if len(r.b) == 0 {
-		r.err = errBadEvent
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *reader) ids() []uint64 {
-	n := r.uvarint()
-	if n == 0 || n > uint64(len(r.b)) {
+// ids reads a count and that many uvarints; a count past what is left
+// reads none.
+func ids(r *varint.Reader) []uint64 {
+	n := r.Uvarint()
+	if n == 0 || n > uint64(len(r.B)) {
 		return nil
 	}
 	ids := make([]uint64, n)
 	for i := range ids {
-		ids[i] = r.uvarint()
+		ids[i] = r.Uvarint()
 	}
 	return ids
 }
 
 func decodeEvent(b []byte, e *trackEvent) error {
-	r := reader{b: b}
-	e.ts, e.track, e.typ = r.uvarint(), r.uvarint(), r.uvarint()
-	e.name, e.category = r.string(), r.string()
-	e.counter = r.varint()
-	if n := r.uvarint(); n > 0 && n <= uint64(len(r.b)) {
+	r := varint.Reader{B: b}
+	e.ts, e.track, e.typ = r.Uvarint(), r.Uvarint(), r.Uvarint()
+	e.name, e.category = r.String(), r.String()
+	e.counter = r.Varint()
+	if n := r.Uvarint(); n > 0 && n <= uint64(len(r.B)) {
 		e.anns = make([]annotation, n)
 		for i := range e.anns {
 			a := &e.anns[i]
-			a.name = r.string()
-			a.kind = r.byte()
+			a.name = r.String()
+			a.kind = r.Byte()
 			switch a.kind {
 			case 'u':
-				a.u = r.uvarint()
+				a.u = r.Uvarint()
 			case 'i':
-				a.i = r.varint()
+				a.i = r.Varint()
 			default:
-				a.s = r.string()
+				a.s = r.String()
 			}
 		}
 	}
-	e.flows, e.endFlows = r.ids(), r.ids()
-	if r.err == nil && len(r.b) != 0 {
+	e.flows, e.endFlows = ids(&r), ids(&r)
+	return whole(&r)
+}
+
+// whole says whether r read its record whole: no error, nothing left.
+func whole(r *varint.Reader) error {
+	if r.Err != nil || len(r.B) != 0 {
 		return errBadEvent
 	}
-	return r.err
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/varint"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -187,25 +188,13 @@ var pageEvCodec = extsort.Codec[pageEv]{
 		return append(b, 0)
 	},
 	Decode: func(b []byte, v *pageEv) error {
-		var m uint64
-		var err error
-		if v.ts, b, err = uvarint(b); err != nil {
-			return err
-		}
-		if m, b, err = uvarint(b); err != nil {
-			return err
-		}
-		v.model = int32(m)
-		if v.first, b, err = varint(b); err != nil {
-			return err
-		}
-		if v.end, b, err = varint(b); err != nil {
-			return err
-		}
-		if len(b) != 1 {
+		r := varint.Reader{B: b}
+		v.ts, v.model = r.Uvarint(), int32(r.Uvarint())
+		v.first, v.end = r.Varint(), r.Varint()
+		v.add = r.Byte() == 1
+		if r.Err != nil || len(r.B) != 0 {
 			return errBadRecord
 		}
-		v.add = b[0] == 1
 		return nil
 	},
 }
@@ -223,19 +212,9 @@ var intervalCodec = extsort.Codec[interval]{
 		return binary.AppendUvarint(b, v.end)
 	},
 	Decode: func(b []byte, v *interval) error {
-		var t uint64
-		var err error
-		if t, b, err = uvarint(b); err != nil {
-			return err
-		}
-		v.token = uint32(t)
-		if v.start, b, err = uvarint(b); err != nil {
-			return err
-		}
-		if v.end, b, err = uvarint(b); err != nil {
-			return err
-		}
-		if len(b) != 0 {
+		r := varint.Reader{B: b}
+		v.token, v.start, v.end = uint32(r.Uvarint()), r.Uvarint(), r.Uvarint()
+		if r.Err != nil || len(r.B) != 0 {
 			return errBadRecord
 		}
 		return nil
@@ -251,25 +230,10 @@ var requestCodec = extsort.Codec[request]{
 		return binary.AppendVarint(b, v.end)
 	},
 	Decode: func(b []byte, v *request) error {
-		var m int64
-		var err error
-		if v.issue, b, err = uvarint(b); err != nil {
-			return err
-		}
-		if v.bytes, b, err = uvarint(b); err != nil {
-			return err
-		}
-		if m, b, err = varint(b); err != nil {
-			return err
-		}
-		v.model = int(m)
-		if v.start, b, err = varint(b); err != nil {
-			return err
-		}
-		if v.end, b, err = varint(b); err != nil {
-			return err
-		}
-		if len(b) != 0 {
+		r := varint.Reader{B: b}
+		v.issue, v.bytes, v.model = r.Uvarint(), r.Uvarint(), int(r.Varint())
+		v.start, v.end = r.Varint(), r.Varint()
+		if r.Err != nil || len(r.B) != 0 {
 			return errBadRecord
 		}
 		return nil
@@ -277,22 +241,6 @@ var requestCodec = extsort.Codec[request]{
 }
 
 var errBadRecord = errors.New("a sorted record of the wrong length")
-
-func uvarint(b []byte) (uint64, []byte, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, errBadRecord
-	}
-	return v, b[n:], nil
-}
-
-func varint(b []byte) (int64, []byte, error) {
-	v, n := binary.Varint(b)
-	if n <= 0 {
-		return 0, nil, errBadRecord
-	}
-	return v, b[n:], nil
-}
 
 // fileRange is where in its model file e's bytes start, when they are in
 // a model the metadata names.

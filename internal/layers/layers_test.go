@@ -16,6 +16,7 @@ var floor = map[string]int{
 	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0,
 	"internal/pagecache": 0, "testkit/testenv": 0, "internal/layers": 0,
 	"internal/extsort":   0,
+	"internal/varint":    0,
 	"internal/protowalk": 0,
 	"testkit/browsertest": 0,
 	// 1: the data model and the model file format.
