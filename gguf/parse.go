@@ -376,84 +376,31 @@ func (p *parser) array(depth int) (Array, error) {
 		return Array{}, err
 	}
 	a := Array{Elem: elem}
+	le := binary.LittleEndian
+	var fixedErr error
 	switch elem {
-	case ValueUint8, ValueInt8, ValueBool:
-		b := make([]byte, n)
-		if err := p.read(b, "array data"); err != nil {
-			return a, err
-		}
-		switch elem {
-		case ValueUint8:
-			a.Values = b
-		case ValueInt8:
-			v := make([]int8, n)
-			for i, x := range b {
-				v[i] = int8(x)
-			}
-			a.Values = v
-		default:
-			v := make([]bool, n)
-			for i, x := range b {
-				v[i] = x != 0
-			}
-			a.Values = v
-		}
-	case ValueUint16, ValueInt16:
-		u := make([]uint16, n)
-		if err := p.fixed(u, n, 2); err != nil {
-			return a, err
-		}
-		if elem == ValueInt16 {
-			v := make([]int16, n)
-			for i, x := range u {
-				v[i] = int16(x)
-			}
-			a.Values = v
-		} else {
-			a.Values = u
-		}
-	case ValueUint32, ValueInt32, ValueFloat32:
-		u := make([]uint32, n)
-		if err := p.fixed(u, n, 4); err != nil {
-			return a, err
-		}
-		switch elem {
-		case ValueUint32:
-			a.Values = u
-		case ValueInt32:
-			v := make([]int32, n)
-			for i, x := range u {
-				v[i] = int32(x)
-			}
-			a.Values = v
-		default:
-			v := make([]float32, n)
-			for i, x := range u {
-				v[i] = math.Float32frombits(x)
-			}
-			a.Values = v
-		}
-	case ValueUint64, ValueInt64, ValueFloat64:
-		u := make([]uint64, n)
-		if err := p.fixed(u, n, 8); err != nil {
-			return a, err
-		}
-		switch elem {
-		case ValueUint64:
-			a.Values = u
-		case ValueInt64:
-			v := make([]int64, n)
-			for i, x := range u {
-				v[i] = int64(x)
-			}
-			a.Values = v
-		default:
-			v := make([]float64, n)
-			for i, x := range u {
-				v[i] = math.Float64frombits(x)
-			}
-			a.Values = v
-		}
+	case ValueUint8:
+		a.Values, fixedErr = fixed(p, n, 1, func(b []byte) uint8 { return b[0] })
+	case ValueInt8:
+		a.Values, fixedErr = fixed(p, n, 1, func(b []byte) int8 { return int8(b[0]) })
+	case ValueBool:
+		a.Values, fixedErr = fixed(p, n, 1, func(b []byte) bool { return b[0] != 0 })
+	case ValueUint16:
+		a.Values, fixedErr = fixed(p, n, 2, le.Uint16)
+	case ValueInt16:
+		a.Values, fixedErr = fixed(p, n, 2, func(b []byte) int16 { return int16(le.Uint16(b)) })
+	case ValueUint32:
+		a.Values, fixedErr = fixed(p, n, 4, le.Uint32)
+	case ValueInt32:
+		a.Values, fixedErr = fixed(p, n, 4, func(b []byte) int32 { return int32(le.Uint32(b)) })
+	case ValueFloat32:
+		a.Values, fixedErr = fixed(p, n, 4, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) })
+	case ValueUint64:
+		a.Values, fixedErr = fixed(p, n, 8, le.Uint64)
+	case ValueInt64:
+		a.Values, fixedErr = fixed(p, n, 8, func(b []byte) int64 { return int64(le.Uint64(b)) })
+	case ValueFloat64:
+		a.Values, fixedErr = fixed(p, n, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) })
 	case ValueString:
 		// Grown as elements arrive rather than sized from the count: a
 		// count that merely fits the remaining bytes of a large file would
@@ -478,37 +425,27 @@ func (p *parser) array(depth int) (Array, error) {
 		}
 		a.Values = v
 	}
-	return a, nil
+	return a, fixedErr
 }
 
-// fixed reads n little-endian fixed-size elements into dst ([]uint16,
-// []uint32 or []uint64), in chunks so that no second copy of the array
-// is held.
-func (p *parser) fixed(dst any, n, size int64) error {
+// fixed reads n little-endian elements of size bytes each, each turned
+// into a T by conv, in chunks so that no second copy of the array is
+// held. On an error it returns nil (no array).
+func fixed[T any](p *parser, n, size int64, conv func([]byte) T) (any, error) {
+	v := make([]T, n)
 	var chunk [4096]byte
 	per := int64(len(chunk)) / size
 	for i := int64(0); i < n; i += per {
 		k := min(per, n-i)
 		b := chunk[:k*size]
 		if err := p.read(b, "array data"); err != nil {
-			return err
+			return nil, err
 		}
-		switch d := dst.(type) {
-		case []uint16:
-			for j := range k {
-				d[i+j] = binary.LittleEndian.Uint16(b[j*2:])
-			}
-		case []uint32:
-			for j := range k {
-				d[i+j] = binary.LittleEndian.Uint32(b[j*4:])
-			}
-		case []uint64:
-			for j := range k {
-				d[i+j] = binary.LittleEndian.Uint64(b[j*8:])
-			}
+		for j := range k {
+			v[i+j] = conv(b[j*size:])
 		}
 	}
-	return nil
+	return v, nil
 }
 
 func (p *parser) tensorInfo(i int) (*Tensor, error) {

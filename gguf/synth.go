@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"slices"
 	"strings"
 
 	"github.com/iocorr/iocorr/internal/atomicfile"
@@ -127,11 +126,8 @@ func defaultHeads(embd int) int {
 // Validate reports shape errors that would make llama.cpp refuse the
 // model or make a tensor unrepresentable. It expects WithDefaults applied.
 func (s SynthSpec) Validate() error {
-	if !slices.Contains(SynthArchs, s.Arch) {
-		return fmt.Errorf("arch %q: want one of %s", s.Arch, strings.Join(SynthArchs, ", "))
-	}
-	if s.Arch != ArchLlama && s.Experts == 0 {
-		return fmt.Errorf("arch %s is mixture-of-experts only: give experts", s.Arch)
+	if err := s.checkArch(); err != nil {
+		return err
 	}
 	switch {
 	case s.Layers < 1 || s.Layers > 1000:

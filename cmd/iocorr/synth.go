@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -23,7 +22,8 @@ func init() {
 }
 
 func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
-	var spec gguf.SynthSpec
+	o := gguf.SynthOptions{Given: fs.Changed}
+	spec := &o.Spec
 	out := fs.StringP("output", "o", "", "file to write (required); written to a temporary file, synced, then renamed")
 	fs.IntVar(&spec.Layers, "layers", 16, "transformer blocks")
 	fs.IntVar(&spec.Embd, "embd", 1024, "embedding width (n_embd)")
@@ -32,7 +32,7 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.IntVar(&spec.KVHeads, "kv-heads", 0, "key/value heads for GQA (default: heads)")
 	fs.IntVar(&spec.Experts, "experts", 0, "experts per layer (0: dense feed-forward)")
 	fs.IntVar(&spec.ExpertsUsed, "experts-used", 0, "experts used per token (default min(2, experts))")
-	typ := fs.String("type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32); llama-quantize makes the others")
+	fs.StringVar(&o.Type, "type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32); llama-quantize makes the others")
 	fs.IntVar(&spec.Vocab, "vocab", 512, "vocabulary size (at least 259: 3 special + 256 byte tokens)")
 	fs.IntVar(&spec.Ctx, "ctx", 2048, "context length")
 	fs.Uint64Var(&spec.Seed, "seed", 1, "random seed; the same flags and seed give the same file")
@@ -47,54 +47,14 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if *out == "" {
 			return usagef("synth: -o MODEL.gguf is required")
 		}
-		// Inside SynthSpec a zero means "the default", so a zero given on
-		// the command line would be replaced silently: refuse it instead.
-		for _, f := range []struct {
-			name string
-			v    int
-		}{{"layers", spec.Layers}, {"embd", spec.Embd}, {"ff", spec.FF}, {"heads", spec.Heads}, {"kv-heads", spec.KVHeads}, {"vocab", spec.Vocab}, {"ctx", spec.Ctx}} {
-			if fs.Changed(f.name) && f.v < 1 {
-				return usagef("synth: --%s %d: want at least 1 (leave the flag out for its default)", f.name, f.v)
-			}
-		}
-		switch {
-		case spec.Experts < 0:
-			return usagef("synth: --experts %d: want 0 (dense) or more", spec.Experts)
-		case fs.Changed("experts-used") && spec.Experts > 0 && (spec.ExpertsUsed < 1 || spec.ExpertsUsed > spec.Experts):
-			return usagef("synth: --experts-used %d: want 1 to --experts (%d)", spec.ExpertsUsed, spec.Experts)
-		case fs.Changed("experts-used") && spec.Experts == 0 && spec.ExpertsUsed != 0:
-			return usagef("synth: --experts-used %d without --experts", spec.ExpertsUsed)
-		case !slices.Contains(gguf.SynthArchs, spec.Arch):
-			return usagef("synth: --arch %q: want llama, qwen3moe, qwen2moe or gpt-oss", spec.Arch)
-		case spec.Arch != gguf.ArchLlama && spec.Experts == 0:
-			return usagef("synth: --arch %s is mixture-of-experts only: give --experts", spec.Arch)
-		case fs.Changed("name") && spec.Name == "":
-			return usagef("synth: --name is empty (leave the flag out for %q)", fs.Lookup("name").DefValue)
-		}
-		t, ok := gguf.ParseType(*typ)
-		if !ok || !slices.Contains(gguf.SynthTypes, t) {
-			return usagef("synth: --type %q: want f16, f32, bf16 or q8_0 (for K-quants, IQ or MXFP4 write bf16 and run llama.cpp's llama-quantize on it)", *typ)
-		}
-		spec.Type = t
 		if *size != "" {
-			target, err := units.ParseSize(*size)
-			if err != nil {
+			var err error
+			if o.Size, err = units.ParseSize(*size); err != nil {
 				return usagef("synth: --size: %v", err)
 			}
-			// Shape flags given on the command line are kept; the rest
-			// are chosen to reach the size.
-			for flag, field := range map[string]*int{"layers": &spec.Layers, "embd": &spec.Embd, "ff": &spec.FF, "heads": &spec.Heads} {
-				if !fs.Changed(flag) {
-					*field = 0
-				}
-			}
-			spec, err = gguf.SizeSynth(target, spec)
-			if err != nil {
-				return fmt.Errorf("synth: %w", err)
-			}
 		}
-		spec = spec.WithDefaults()
-		if err := spec.Validate(); err != nil {
+		spec, err := o.Resolve()
+		if err != nil {
 			return usagef("synth: %v", err)
 		}
 		start := time.Now()
@@ -102,15 +62,18 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("synth %s: %w", *out, err)
 		}
-		el := time.Since(start)
-		layout, _ := spec.Layout()
-		moe := ""
-		if spec.Experts > 0 {
-			moe = fmt.Sprintf(", %d experts (%d used)", spec.Experts, spec.ExpertsUsed)
-		}
-		fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%s, %d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
-			*out, units.Bytes(float64(n)), len(layout.Tensors), spec.Arch, spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
-			spec.Type, el.Seconds(), float64(n)/1e6/math.Max(el.Seconds(), 1e-9))
+		printSynthSummary(*out, spec, n, time.Since(start))
 		return nil
 	}
+}
+
+func printSynthSummary(out string, spec gguf.SynthSpec, n int64, el time.Duration) {
+	layout, _ := spec.Layout()
+	moe := ""
+	if spec.Experts > 0 {
+		moe = fmt.Sprintf(", %d experts (%d used)", spec.Experts, spec.ExpertsUsed)
+	}
+	fmt.Fprintf(stderr, "synth: %s: %s, %d tensors (%s, %d layers, embd %d, ff %d, heads %d/%d%s, %s) in %.2fs (%.0f MB/s incl. fsync)\n",
+		out, units.Bytes(float64(n)), len(layout.Tensors), spec.Arch, spec.Layers, spec.Embd, spec.FF, spec.Heads, spec.KVHeads, moe,
+		spec.Type, el.Seconds(), float64(n)/1e6/math.Max(el.Seconds(), 1e-9))
 }
