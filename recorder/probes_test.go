@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -45,5 +46,13 @@ func TestParseProbesRefusesASetItDoesNotKnow(t *testing.T) {
 		if !errors.As(err, &bad) {
 			t.Errorf("ParseProbes(%q): %v, want an option error", flag, err)
 		}
+	}
+}
+
+// The read side names the probe behind the router's picks without
+// importing ggml; it must be the symbol the recorder probes.
+func TestRundirNamesThePicksProbeAsGGMLDoes(t *testing.T) {
+	if rundir.SymbolGetRows != ggml.SymGetRows {
+		t.Errorf("rundir.SymbolGetRows %q, ggml.SymGetRows %q", rundir.SymbolGetRows, ggml.SymGetRows)
 	}
 }

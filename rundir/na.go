@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
-	"github.com/iocorr/iocorr/ggml"
 )
 
 // TracepointSysEnterRead is the tracepoint behind the bytes that read(2)
@@ -19,7 +17,7 @@ const TracepointSysEnterRead = "syscalls/sys_enter_read"
 // measured is never shown as a zero.
 
 // PicksNA says why the run has no record of the router's expert picks:
-// no probe on ggml.SymGetRows attached (a build that inlined or stripped it,
+// no probe on SymbolGetRows attached (a build that inlined or stripped it,
 // or no llama.cpp at all), a ggml struct layout that failed validation, or
 // rows of expert ids past the bounded loop a kernel without bpf_loop reads
 // them with (a partial record would undercount).
@@ -30,10 +28,10 @@ func (m *Meta) PicksNA() string {
 	if m.LoopsCut != nil && m.LoopsCut.ExpertRows > 0 {
 		return fmt.Sprintf("the router's expert picks are incomplete: %d token rows of expert ids lay past the bounded loop of the kernel's probe, which has no bpf_loop (5.17)", m.LoopsCut.ExpertRows)
 	}
-	if m.attached(func(p *Probe) bool { return p.Symbol == ggml.SymGetRows }) {
+	if m.attached(func(p *Probe) bool { return p.Symbol == SymbolGetRows }) {
 		return ""
 	}
-	return "the router's expert picks were not recorded: no probe on " + ggml.SymGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
+	return "the router's expert picks were not recorded: no probe on " + SymbolGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
 // LoopsCut is what the kernel's bounded loops left unread (Meta.LoopsCut).
@@ -85,6 +83,11 @@ const (
 	// TierPageCache adds every page-cache add and eviction of the models.
 	TierPageCache = "pagecache"
 )
+
+// SymbolGetRows is the ggml function whose probe records the router's
+// expert picks (ggml.SymGetRows), named as the recorder writes it in
+// Probe.Symbol.
+const SymbolGetRows = "ggml_compute_forward_get_rows"
 
 // TracepointPageAdd is the tracepoint behind page-cache adds, named as the
 // recorder writes it in Probe.Target.
