@@ -34,7 +34,7 @@ func TestReaderKeepsTheFirstErrorAndReadsNothingAfter(t *testing.T) {
 		{"varint cut short", []byte{0xff, 0xff}, func(r *Reader) { r.Varint() }},
 		{"uvarint overflows", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, func(r *Reader) { r.Uvarint() }},
 		{"no byte", nil, func(r *Reader) { r.Byte() }},
-		{"string longer than what is left", []byte{3, 'a', 'b'}, func(r *Reader) { r.String() }},
+		{"string longer than what is left", []byte{3, 'a', 'b'}, func(r *Reader) { _ = r.String() }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
