@@ -10,8 +10,8 @@ import (
 
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/output"
-	"github.com/iocorr/iocorr/sweep"
 	"github.com/iocorr/iocorr/recorder/sweeprun"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 func init() {
