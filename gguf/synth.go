@@ -21,18 +21,25 @@ type SynthSpec struct {
 	// Each writes the tensors and hyperparameters llama.cpp's loader of
 	// that architecture requires (src/models/<arch>.cpp of the shipped
 	// source), with the optional ones the released models have.
-	Arch        string
-	Layers      int  // default 16
-	Embd        int  // n_embd; default 1024
-	FF          int  // n_ff (per expert for MoE); default 2816
-	Heads       int  // default Embd/64
-	KVHeads     int  // default Heads (no GQA)
-	Experts     int  // 0 for a dense model
-	ExpertsUsed int  // default min(2, Experts)
-	Type        Type // weights: F32 (the zero value), F16, BF16 or Q8_0
-	Vocab       int  // at least 259 (3 specials + 256 byte tokens); default 512
-	Ctx         int  // context length; default 2048
-	Seed        uint64
+	Arch    string
+	Layers  int // default 16
+	Embd    int // n_embd; default 1024
+	FF      int // n_ff (per expert for MoE); default 2816
+	Heads   int // default Embd/64
+	KVHeads int // default Heads (no GQA)
+	// HeadDim is the size of a query/key/value head; default Embd/Heads.
+	// Real models may differ (Qwen3-30B-A3B: 32 heads of 128 on an
+	// embedding of 2048), making attn_q Heads·HeadDim wide.
+	HeadDim     int
+	Experts     int // 0 for a dense model
+	ExpertsUsed int // default min(2, Experts)
+	// Type is the weights' type: F32 (the zero value), F16, BF16, Q8_0,
+	// Q4_K, Q6_K, or MXFP4 (expert weights; the others Q8_0, as
+	// llama-quantize's MXFP4_MOE writes them).
+	Type  Type
+	Vocab int // at least 259 (3 specials + 256 byte tokens); default 512
+	Ctx   int // context length; default 2048
+	Seed  uint64
 	// RouterSkew S > 0 makes the router prefer a few experts per layer:
 	// the expert of rank r gets a logit bias of −S·ln(1+r) noise units,
 	// so shares fall off about as (1+r)^−S (synth_skew.go says how).
@@ -41,7 +48,11 @@ type SynthSpec struct {
 }
 
 // SynthTypes are the tensor types synth can fill with random values.
-var SynthTypes = []Type{TypeF32, TypeF16, TypeBF16, TypeQ8_0}
+var SynthTypes = []Type{TypeF32, TypeF16, TypeBF16, TypeQ8_0, TypeQ4_K, TypeQ6_K, TypeMXFP4}
+
+// synthBlockTypes are the quantized ones, written block by block
+// (synth_quant.go).
+var synthBlockTypes = []Type{TypeQ8_0, TypeQ4_K, TypeQ6_K, TypeMXFP4}
 
 // Architectures synth writes, as general.architecture names them.
 const (
@@ -93,6 +104,9 @@ func (s SynthSpec) WithDefaults() SynthSpec {
 	if s.KVHeads == 0 {
 		s.KVHeads = s.Heads
 	}
+	if s.HeadDim == 0 && s.Heads > 0 && s.Embd%s.Heads == 0 {
+		s.HeadDim = s.Embd / s.Heads
+	}
 	if s.Experts > 0 && s.ExpertsUsed == 0 {
 		s.ExpertsUsed = min(2, s.Experts)
 	}
@@ -136,10 +150,10 @@ func (s SynthSpec) Validate() error {
 		return fmt.Errorf("embd %d: want at least 2", s.Embd)
 	case s.FF < 1:
 		return fmt.Errorf("ff %d: want at least 1", s.FF)
-	case s.Heads < 1 || s.Embd%s.Heads != 0:
+	case s.Heads < 1 || s.HeadDim == 0 && s.Embd%s.Heads != 0:
 		return fmt.Errorf("heads %d must divide embd %d", s.Heads, s.Embd)
-	case (s.Embd/s.Heads)%2 != 0:
-		return fmt.Errorf("head size embd/heads = %d must be even (rotary embedding)", s.Embd/s.Heads)
+	case s.HeadDim < 1 || s.HeadDim%2 != 0:
+		return fmt.Errorf("head size %d must be even (rotary embedding)", s.HeadDim)
 	case s.KVHeads < 1 || s.Heads%s.KVHeads != 0:
 		return fmt.Errorf("kv-heads %d must divide heads %d", s.KVHeads, s.Heads)
 	case s.Experts < 0 || s.Experts > 1024:
@@ -162,14 +176,26 @@ func (s SynthSpec) Validate() error {
 		ok = ok || t == s.Type
 	}
 	if !ok {
-		return fmt.Errorf("type %s: synth writes only F32, F16, BF16 and Q8_0", s.Type)
+		return fmt.Errorf("type %s: synth writes only F32, F16, BF16, Q8_0, Q4_K, Q6_K and MXFP4", s.Type)
 	}
-	if b := s.Type.BlockSize(); b > 1 {
-		if s.Embd%int(b) != 0 {
-			return fmt.Errorf("embd %d must be a multiple of %d for %s", s.Embd, b, s.Type)
-		}
-		if s.FF%int(b) != 0 {
-			return fmt.Errorf("ff %d must be a multiple of %d for %s (ffn_down rows have ff elements)", s.FF, b, s.Type)
+	if s.Type == TypeMXFP4 && s.Experts == 0 {
+		return fmt.Errorf("type MXFP4 is for expert weights: give experts")
+	}
+	// Rows (ne[0]) hold whole blocks: n_embd for most weights, n_ff for
+	// ffn_down, heads × head size for attn_output.
+	for _, row := range []struct {
+		what string
+		n    int
+		typ  Type
+	}{
+		{"embd", s.Embd, s.weightType("attn_q")},
+		{"embd", s.Embd, s.weightType("ffn_up_exps")},
+		{"ff", s.FF, s.weightType("ffn_down")},
+		{"ff", s.FF, s.weightType("ffn_down_exps")},
+		{"heads × head size", s.Heads * s.HeadDim, s.weightType("attn_output")},
+	} {
+		if b := int(row.typ.BlockSize()); row.n%b != 0 {
+			return fmt.Errorf("%s %d must be a multiple of %d for %s", row.what, row.n, b, row.typ)
 		}
 	}
 	return nil
@@ -235,7 +261,15 @@ func synthVocab(n int) (tokens []string, scores []float32, types []int32) {
 	return tokens, scores, types
 }
 
-// fileType is llama_ftype for general.file_type.
+// weightType is the type synth writes a weight of this role in.
+func (s SynthSpec) weightType(role string) Type {
+	if s.Type == TypeMXFP4 && !isExpertRole(role) {
+		return TypeQ8_0
+	}
+	return s.Type
+}
+
+// fileType is llama_ftype for general.file_type (llama.h).
 func fileType(t Type) uint32 {
 	switch t {
 	case TypeF32:
@@ -244,8 +278,14 @@ func fileType(t Type) uint32 {
 		return 1
 	case TypeQ8_0:
 		return 7
+	case TypeQ4_K:
+		return 14 // LLAMA_FTYPE_MOSTLY_Q4_K_S: every weight Q4_K
+	case TypeQ6_K:
+		return 18
 	case TypeBF16:
 		return 32
+	case TypeMXFP4:
+		return 38 // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
 	}
 	return 0
 }
@@ -259,7 +299,7 @@ func (s SynthSpec) Writer() (*Writer, error) {
 	tokens, scores, types := synthVocab(s.Vocab)
 	u := func(v int) uint32 { return uint32(v) }
 	a := s.Arch + "."
-	hd := s.Embd / s.Heads // head size: q is heads × hd = n_embd wide
+	hd := s.HeadDim
 	md := Metadata{
 		{Key: "general.architecture", Value: s.Arch},
 		{Key: "general.name", Value: s.Name},
@@ -281,6 +321,11 @@ func (s SynthSpec) Writer() (*Writer, error) {
 		md = append(md,
 			KV{Key: a + "expert_count", Value: u(s.Experts)},
 			KV{Key: a + "expert_used_count", Value: u(s.ExpertsUsed)})
+	}
+	if hd*s.Heads != s.Embd && s.Arch != ArchQwen3MoE && s.Arch != ArchGPTOSS {
+		md = append(md,
+			KV{Key: a + "attention.key_length", Value: u(hd)},
+			KV{Key: a + "attention.value_length", Value: u(hd)})
 	}
 	switch s.Arch {
 	case ArchQwen3MoE:
@@ -315,11 +360,14 @@ func (s SynthSpec) Writer() (*Writer, error) {
 
 	e, ff, v := int64(s.Embd), int64(s.FF), int64(s.Vocab)
 	kv := int64(hd) * int64(s.KVHeads) // n_embd_k_gqa
+	q := int64(hd) * int64(s.Heads)    // n_embd_head_k · n_head
 	x := int64(s.Experts)
-	wt := s.Type
-	// Weights are wt; norms, biases, sinks and routers are F32, as
-	// converters write them and llama-quantize leaves them.
-	w := func(name string, dims ...int64) TensorInfo { return TensorInfo{Name: name, Type: wt, Dims: dims} }
+	// Weights are of weightType; norms, biases, sinks and routers are
+	// F32, as converters write them and llama-quantize leaves them.
+	w := func(name string, dims ...int64) TensorInfo {
+		_, role := ParseName(name)
+		return TensorInfo{Name: name, Type: s.weightType(role), Dims: dims}
+	}
 	f32 := func(name string, dims ...int64) TensorInfo { return TensorInfo{Name: name, Type: TypeF32, Dims: dims} }
 	ts := []TensorInfo{w("token_embd.weight", e, v)}
 	for l := 0; l < s.Layers; l++ {
@@ -328,11 +376,11 @@ func (s SynthSpec) Writer() (*Writer, error) {
 		if s.Arch == ArchGPTOSS {
 			ts = append(ts, f32(p+"post_attention_norm.weight", e))
 		}
-		ts = append(ts, w(p+"attn_q.weight", e, e), w(p+"attn_k.weight", e, kv), w(p+"attn_v.weight", e, kv))
+		ts = append(ts, w(p+"attn_q.weight", e, q), w(p+"attn_k.weight", e, kv), w(p+"attn_v.weight", e, kv))
 		if s.Arch == ArchQwen2MoE || s.Arch == ArchGPTOSS {
-			ts = append(ts, f32(p+"attn_q.bias", e), f32(p+"attn_k.bias", kv), f32(p+"attn_v.bias", kv))
+			ts = append(ts, f32(p+"attn_q.bias", q), f32(p+"attn_k.bias", kv), f32(p+"attn_v.bias", kv))
 		}
-		ts = append(ts, w(p+"attn_output.weight", e, e))
+		ts = append(ts, w(p+"attn_output.weight", q, e))
 		switch s.Arch {
 		case ArchQwen3MoE:
 			ts = append(ts, f32(p+"attn_q_norm.weight", int64(hd)), f32(p+"attn_k_norm.weight", int64(hd)))
@@ -459,9 +507,6 @@ func (r *rng) fill(b []byte) {
 	}
 }
 
-// q8Scale makes Q8_0 values d*q (q in -128..127) span about ±0.02.
-var q8Scale = float32ToFloat16(0.02 / 128)
-
 // synthData writes t.Size bytes of small random values: weights of
 // magnitude below 0.03 with random sign, so activations stay sane, and
 // norm weights of exactly 1; a router skew (nil for none) zeroes some
@@ -471,8 +516,9 @@ func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte, skew *synthSkew)
 	norm := strings.HasSuffix(t.Role, "norm")
 	zero := skew != nil && skew.zero(t)
 	left := t.Size
+	chunk := int64(len(buf)) / t.Type.TypeSize() * t.Type.TypeSize() // whole blocks
 	for left > 0 {
-		b := buf[:min(int64(len(buf)), left)]
+		b := buf[:min(chunk, left)]
 		switch {
 		case zero:
 			clear(b)
@@ -505,11 +551,8 @@ func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte, skew *synthSkew)
 				binary.LittleEndian.PutUint64(b[i:], x&0x80ff80ff80ff80ff|0x3c003c003c003c00)
 			}
 			fixTail(b, 2, func(x uint64) uint64 { return x&0x80ff | 0x3c00 })
-		case t.Type == TypeQ8_0:
-			r.fill(b)
-			for i := 0; i+34 <= len(b); i += 34 {
-				binary.LittleEndian.PutUint16(b[i:], q8Scale)
-			}
+		case slices.Contains(synthBlockTypes, t.Type):
+			fillBlocks(t.Type, b, &r)
 		default:
 			return fmt.Errorf("synth cannot fill %s", t.Type)
 		}

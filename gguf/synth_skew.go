@@ -1,7 +1,6 @@
 package gguf
 
 import (
-	"encoding/binary"
 	"math"
 	"strings"
 )
@@ -33,19 +32,31 @@ import (
 // synthSkew is what a router skew writes.
 type synthSkew struct {
 	spec  SynthSpec
-	embd0 float32 // element 0 of every token_embd row
-	sigma float64 // the router logits' noise, in the router's units
+	embd0 float32 // element 0 of every token_embd row, before rounding
+	// sigma is the router logits' noise in the router's units, divided by
+	// element 0 after RMSNorm: a bias of b noise units is weight b·sigma.
+	sigma float64
 }
 
 func newSynthSkew(s SynthSpec) *synthSkew {
 	if s.RouterSkew == 0 || s.Experts == 0 {
 		return nil
 	}
-	m := synthRMS(s.Type)
+	et := s.weightType("token_embd")
+	m := synthRMS(et)
+	// The value a block of et holds nearest m: after RMSNorm element 0 is
+	// about c/m, which the router's weight there divides out.
+	blk := make([]byte, et.TypeSize())
+	fillBlocks(et, blk, &rng{s: 1})
+	setElem0(et, blk, float32(m))
+	vals, err := dequantize(et, blk)
+	if err != nil || vals[0] <= 0 {
+		return nil // Validate admits no such type
+	}
 	return &synthSkew{
 		spec:  s,
 		embd0: float32(m),
-		sigma: synthRMS(TypeF32) * math.Sqrt(float64(s.Embd-1)),
+		sigma: synthRMS(TypeF32) * math.Sqrt(float64(s.Embd-1)) * m / float64(vals[0]),
 	}
 }
 
@@ -160,21 +171,6 @@ func (k *synthSkew) setRowStarts(t *Tensor, b []byte, off int64, v func(row int6
 	}
 	for row := (off + rowBytes - 1) / rowBytes; row*rowBytes < off+int64(len(b)); row++ {
 		setElem0(t.Type, b[row*rowBytes-off:], v(row))
-	}
-}
-
-// setElem0 sets the first element of the block at b to v.
-func setElem0(t Type, b []byte, v float32) {
-	switch t {
-	case TypeF32:
-		binary.LittleEndian.PutUint32(b, math.Float32bits(v))
-	case TypeF16:
-		binary.LittleEndian.PutUint16(b, float32ToFloat16(v))
-	case TypeBF16:
-		binary.LittleEndian.PutUint16(b, uint16(math.Float32bits(v)>>16))
-	case TypeQ8_0:
-		d := float16ToFloat32(binary.LittleEndian.Uint16(b))
-		b[2] = byte(int8(max(-127, min(127, math.Round(float64(v/d))))))
 	}
 }
 

@@ -98,6 +98,7 @@ func TestSynthRouterSkewShowsInLlamaCppsPicks(t *testing.T) {
 		{Arch: gguf.ArchQwen3MoE, Layers: 8, Embd: 256, FF: 128, Heads: 4, KVHeads: 2, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeBF16, RouterSkew: skew},
 		{Arch: gguf.ArchGPTOSS, Layers: 8, Embd: 256, FF: 128, Heads: 4, KVHeads: 2, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeQ8_0, RouterSkew: skew},
 		{Arch: gguf.ArchLlama, Layers: 8, Embd: 256, FF: 128, Heads: 4, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeF16, RouterSkew: skew},
+		{Arch: gguf.ArchQwen3MoE, Layers: 8, Embd: 256, FF: 256, Heads: 4, KVHeads: 2, HeadDim: 128, Experts: 8, ExpertsUsed: 2, Type: gguf.TypeQ4_K, RouterSkew: skew},
 	} {
 		t.Run(fmt.Sprintf("%s %s", spec.Arch, spec.Type), func(t *testing.T) {
 			model := llmtest.Model(t, spec)

@@ -208,7 +208,12 @@ func TestSynthRejectsBadShapes(t *testing.T) {
 		"q8 ff":              {SynthSpec{Embd: 64, FF: 40, Type: TypeQ8_0}, "ff 40 must be a multiple of 32"},
 		"vocab":              {SynthSpec{Vocab: 100}, "vocab 100"},
 		"experts used":       {SynthSpec{Experts: 2, ExpertsUsed: 3}, "experts-used 3"},
-		"type":               {SynthSpec{Type: TypeQ4_K}, "type Q4_K"},
+		"type":               {SynthSpec{Type: TypeIQ4_XS}, "type IQ4_XS"},
+		"q4_k embd":          {SynthSpec{Embd: 2880, Heads: 45, Type: TypeQ4_K}, "embd 2880 must be a multiple of 256 for Q4_K"},
+		"q4_k head dims":     {SynthSpec{Embd: 256, FF: 512, Heads: 3, HeadDim: 64, Type: TypeQ4_K}, "heads × head size 192 must be a multiple of 256"},
+		"mxfp4 dense":        {SynthSpec{Type: TypeMXFP4}, "type MXFP4 is for expert weights"},
+		"skew dense":         {SynthSpec{RouterSkew: 1}, "router skew 1 without experts"},
+		"skew nan":           {SynthSpec{Experts: 4, RouterSkew: math.NaN()}, "router skew NaN"},
 	} {
 		_, err := c.spec.Writer()
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

@@ -12,12 +12,16 @@ import (
 // replaced silently: Resolve refuses it instead.
 type SynthOptions struct {
 	Spec SynthSpec
-	Type string // f16, f32, bf16 or q8_0 (ParseType's names)
+	Type string // f16, f32, bf16, q8_0, q4_k, q6_k or mxfp4 (ParseType's names)
+	// Like is a released model's shape (SynthLikes): its fields but for
+	// those given, and its type unless Type is given; "" for none.
+	Like string
 	// Size is the file size to reach (SizeSynth): the shape fields not
 	// given are chosen for it; 0 keeps the shape as given.
 	Size int64
 	// Given says whether a field was given, by its name in the messages:
-	// layers, embd, ff, heads, kv-heads, experts-used, vocab, ctx, name.
+	// layers, embd, ff, heads, kv-heads, experts, experts-used, vocab,
+	// ctx, name, arch, type.
 	// Nil: none was.
 	Given func(name string) bool
 }
@@ -41,12 +45,35 @@ func (o SynthOptions) Resolve() (SynthSpec, error) {
 	if given("name") && s.Name == "" {
 		return s, fmt.Errorf("name is empty (leave it out for %q)", s.WithDefaults().Name)
 	}
+	if o.Like != "" {
+		base, err := SynthLike(o.Like)
+		if err != nil {
+			return s, err
+		}
+		if o.Size != 0 || given("arch") || given("embd") || given("heads") {
+			return s, fmt.Errorf("like fixes arch, embd, heads and the size: leave them out")
+		}
+		for name, f := range map[string][2]*int{"layers": {&s.Layers, &base.Layers}, "ff": {&s.FF, &base.FF},
+			"kv-heads": {&s.KVHeads, &base.KVHeads}, "experts": {&s.Experts, &base.Experts},
+			"experts-used": {&s.ExpertsUsed, &base.ExpertsUsed}, "vocab": {&s.Vocab, &base.Vocab}} {
+			if !given(name) {
+				*f[0] = *f[1]
+			}
+		}
+		s.Arch, s.Embd, s.Heads, s.HeadDim = base.Arch, base.Embd, base.Heads, base.HeadDim
+		if !given("type") {
+			o.Type = base.Type.String()
+		}
+		if !given("name") {
+			s.Name = base.Name
+		}
+	}
 	if err := s.checkArch(); err != nil {
 		return s, err
 	}
 	t, ok := ParseType(o.Type)
 	if !ok || !slices.Contains(SynthTypes, t) {
-		return s, fmt.Errorf("type %q: want f16, f32, bf16 or q8_0 (for K-quants, IQ or MXFP4 write bf16 and run llama.cpp's llama-quantize on it)", o.Type)
+		return s, fmt.Errorf("type %q: want f16, f32, bf16, q8_0, q4_k, q6_k or mxfp4 (for other types write bf16 and run llama.cpp's llama-quantize on it)", o.Type)
 	}
 	s.Type = t
 	if o.Size != 0 {

@@ -31,7 +31,7 @@ func TestResolveChecksWhatTheSpecCannotTellFromADefault(t *testing.T) {
 	}{
 		{"experts-used 0 given", SynthOptions{Spec: SynthSpec{Experts: 8}, Type: "f16", Given: givenOnly("experts-used")}, "experts-used 0: want 1 to experts (8)"},
 		{"empty name given", SynthOptions{Type: "f16", Given: givenOnly("name")}, `name is empty (leave it out for "iocorr-synth")`},
-		{"type by a name synth cannot fill", SynthOptions{Type: "q4_k"}, `type "q4_k": want f16, f32, bf16 or q8_0`},
+		{"type by a name synth cannot fill", SynthOptions{Type: "iq4_xs"}, `type "iq4_xs": want f16, f32, bf16, q8_0, q4_k, q6_k or mxfp4`},
 		{"an arch synth does not write, before sizing", SynthOptions{Spec: SynthSpec{Arch: "mixtral", Experts: 4}, Type: "f16", Size: 24 << 20}, `arch "mixtral"`},
 		{"a size out of reach", SynthOptions{Type: "f16", Size: 100}, "cannot reach 100 bytes"},
 	}

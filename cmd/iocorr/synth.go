@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -16,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "synth",
 		summary: "write a random-weight model (llama, qwen3moe, qwen2moe, gpt-oss) that llama.cpp loads and runs",
-		usage:   "-o MODEL.gguf [--arch llama|qwen3moe|qwen2moe|gpt-oss] [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N [--router-skew S]] [--type f16|f32|bf16|q8_0]",
+		usage:   "-o MODEL.gguf [--like qwen3-30b-a3b|gpt-oss-20b] [--arch llama|qwen3moe|qwen2moe|gpt-oss] [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N [--router-skew S]] [--type f16|f32|bf16|q8_0|q4_k|q6_k|mxfp4]",
 		flags:   synthFlags,
 	})
 }
@@ -32,7 +33,8 @@ func synthFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.IntVar(&spec.KVHeads, "kv-heads", 0, "key/value heads for GQA (default: heads)")
 	fs.IntVar(&spec.Experts, "experts", 0, "experts per layer (0: dense feed-forward)")
 	fs.IntVar(&spec.ExpertsUsed, "experts-used", 0, "experts used per token (default min(2, experts))")
-	fs.StringVar(&o.Type, "type", "f16", "weight type: f16, f32, bf16 or q8_0 (norms are always f32); llama-quantize makes the others")
+	fs.StringVar(&o.Type, "type", "f16", "weight type: f16, f32, bf16, q8_0, q4_k, q6_k or mxfp4 (experts; the rest q8_0); norms and routers are always f32")
+	fs.StringVar(&o.Like, "like", "", "a released model's shape and type: "+strings.Join(gguf.SynthLikes(), ", ")+" (--layers, --ff, --kv-heads, the expert flags and --type given override it)")
 	fs.IntVar(&spec.Vocab, "vocab", 512, "vocabulary size (at least 259: 3 special + 256 byte tokens)")
 	fs.IntVar(&spec.Ctx, "ctx", 2048, "context length")
 	fs.Uint64Var(&spec.Seed, "seed", 1, "random seed; the same flags and seed give the same file")
