@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/iocorr/iocorr/internal/atomicfile"
