@@ -242,6 +242,7 @@ func Run(cfg Config) *Report {
 				}
 				arms = append(arms, tierArms(cfg)...)
 				arms = append(arms, driverArms()...)
+				arms = append(arms, hybridArms()...)
 				if cfg.Sched {
 					arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
 				}

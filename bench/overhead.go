@@ -39,6 +39,11 @@ type Arm struct {
 	// compute threads start for every graph, as in any program on llama.h
 	// that attaches none).
 	Driver bool
+	// Hybrid runs llama-bench of llmtest.HybridBin with -ngl 99 -ncmoe 99
+	// in llmtest.HybridEnv (hybridArms); hybridDir is that directory,
+	// set by Overhead.
+	Hybrid    bool
+	hybridDir string
 }
 
 // argv is the arm's command line.
@@ -47,7 +52,12 @@ func (a Arm) argv(cfg Config, model string) []string {
 		return []string{"node", llmtest.Driver(), "--model", model, "--tokens", strconv.Itoa(cfg.tokens(a.Cold)),
 			"--threads", strconv.Itoa(cfg.Threads), "--json"}
 	}
-	return cfg.benchArgv(model, a.Cold)
+	argv := cfg.benchArgv(model, a.Cold)
+	if a.Hybrid {
+		argv[0] = filepath.Join(a.hybridDir, "llama-bench")
+		argv = append(argv, "-ngl", "99", "-ncmoe", "99")
+	}
+	return argv
 }
 
 // tokensPerSecond reads the arm's command's report.
@@ -225,6 +235,37 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	return s, err
 }
 
+// hybridSetUp readies a hybrid arm: its tools' directory, the environment
+// lavapipe needs (set in this process, which both modes' commands
+// inherit, until restore), and one untraced run first, so that no round
+// pays lavapipe's first compilation of ggml's shaders (a minute) when
+// Mesa's cache is cold.
+func hybridSetUp(cfg Config, model string, a *Arm) (restore func(), err error) {
+	if a.hybridDir, err = llmtest.HybridBin(); err != nil {
+		return nil, err
+	}
+	var undo []func()
+	restore = func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+	for _, kv := range llmtest.HybridEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		if old, had := os.LookupEnv(k); had {
+			undo = append(undo, func() { os.Setenv(k, old) })
+		} else {
+			undo = append(undo, func() { os.Unsetenv(k) })
+		}
+		os.Setenv(k, v)
+	}
+	if _, err := untraced(cfg, model, *a); err != nil {
+		restore()
+		return nil, fmt.Errorf("the warm-up run: %w", err)
+	}
+	return restore, nil
+}
+
 // Overhead runs the arm's rounds and adds its figures. Each round runs
 // untraced, traced and (with Floor) the bpftrace floor, in an order that
 // rotates from round to round, so that drift of the machine falls on
@@ -245,6 +286,14 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 			r.NA(sec, "tokens/s traced/untraced", "ratio", orNA(err))
 			return
 		}
+	}
+	if a.Hybrid {
+		restore, err := hybridSetUp(cfg, model, &a)
+		if err != nil {
+			r.NA(sec, "tokens/s traced/untraced", "ratio", orNA(err))
+			return
+		}
+		defer restore()
 	}
 	if !a.Cold {
 		// An arm in RAM after a cold one would find the model evicted

@@ -27,3 +27,13 @@ func tierArms(cfg Config) []Arm {
 func driverArms() []Arm {
 	return []Arm{{Name: "g ram node-llama-cpp", Driver: true}}
 }
+
+// hybridArms price the default tier on a hybrid run (Arm.Hybrid): every
+// layer on llama.cpp's Vulkan backend over Mesa's lavapipe, every layer's
+// experts left in the model's mapping on the CPU (-ngl 99 -ncmoe 99),
+// under the memory limit from a cold cache. lavapipe runs on the CPU and
+// is no GPU's speed: the ratio is iocorr's cost on such a run's CPU side,
+// where its probes are. Without the Vulkan build or lavapipe it is NA.
+func hybridArms() []Arm {
+	return []Arm{{Name: "h memlimit cold hybrid", Cold: true, Hybrid: true}}
+}

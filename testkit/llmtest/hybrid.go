@@ -1,7 +1,6 @@
 package llmtest
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,7 +43,8 @@ func ShaderCache() string {
 }
 
 // HybridDir is the directory a hybrid run's tools run from: hard links
-// to the Shared build's llama-completion and libllama-completion-impl.so
+// to the Shared build's llama-completion and llama-bench and their impl
+// libraries
 // (their RUNPATH $ORIGIN then finds what lies beside them, and a hard
 // link is no new file to sync before a uprobe), symbolic links to every
 // library of the Vulkan build, and the sonames the tools were linked
@@ -55,14 +55,20 @@ func ShaderCache() string {
 // rename.
 func HybridDir(t testing.TB) string {
 	t.Helper()
-	dir, err := hybridDir()
+	dir, err := HybridBin()
 	if err != nil {
 		missing(t, "llama.cpp's Vulkan build on lavapipe", err)
 	}
 	return dir
 }
 
-var hybridDir = sync.OnceValues(func() (string, error) {
+// hybridTools are the Shared build's files HybridBin links: the tools and
+// their impl libraries.
+var hybridTools = []string{"llama-completion", "libllama-completion-impl.so", "llama-bench", "libllama-bench-impl.so"}
+
+// HybridBin is HybridDir for a caller without a test (make bench): the
+// directory, or why it cannot be made.
+var HybridBin = sync.OnceValues(func() (string, error) {
 	if err := vulkanPresent(); err != nil {
 		return "", err
 	}
@@ -71,8 +77,12 @@ var hybridDir = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	dest := filepath.Join(filepath.Dir(filepath.Dir(shared)), "vulkan-3.22.1", "bin")
-	if _, err := os.Stat(filepath.Join(dest, "llama-completion")); err == nil {
+	if hybridComplete(dest) {
 		return dest, nil
+	}
+	// One made before it linked every tool: made again.
+	if err := os.RemoveAll(dest); err != nil {
+		return "", err
 	}
 	lib := VulkanLibDir()
 	libs, err := filepath.Glob(filepath.Join(lib, "*.so"))
@@ -84,7 +94,7 @@ var hybridDir = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	for _, f := range []string{"llama-completion", "libllama-completion-impl.so"} {
+	for _, f := range hybridTools {
 		if err := os.Link(filepath.Join(shared, f), filepath.Join(tmp, f)); err != nil {
 			return "", fmt.Errorf("the shared build's %s: %w", f, err)
 		}
@@ -110,14 +120,22 @@ var hybridDir = sync.OnceValues(func() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp, dest); err != nil && !errors.Is(err, os.ErrExist) {
-		// Another test binary published it first: theirs serves as well.
-		if _, serr := os.Stat(filepath.Join(dest, "llama-completion")); serr != nil {
-			return "", fmt.Errorf("publishing %s: %w", dest, err)
-		}
+	// Another test binary may have published it first: theirs serves as well.
+	if err := os.Rename(tmp, dest); err != nil && !hybridComplete(dest) {
+		return "", fmt.Errorf("publishing %s: %w", dest, err)
 	}
 	return dest, nil
 })
+
+// hybridComplete says whether dir links every tool.
+func hybridComplete(dir string) bool {
+	for _, f := range hybridTools {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // vulkanPresent says why lavapipe cannot run here, or nil.
 func vulkanPresent() error {
