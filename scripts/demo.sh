@@ -29,9 +29,12 @@ step "bytes read and faults per layer"
 step "the experts of every ffn_down_exps tensor"
 "$iocorr" query -i "$dir/iocorr.data" --tensor 'blk.*.ffn_down_exps.weight' --by expert
 
-step "per-token CSV: $dir/faults-per-token.csv"
+step "per-token CSV: $dir/faults-per-token.csv (why a column is left out: $dir/faults-per-token.na.json)"
 "$iocorr" export -i "$dir/iocorr.data" faults-per-token -o "$dir/faults-per-token.csv"
 head -n 5 "$dir/faults-per-token.csv"
+
+step "the run in a study dataset: $dir/study (hive-partitioned Parquet; sweep writes one too)"
+"$iocorr" export -i "$dir/iocorr.data" dataset -o "$dir/study"
 
 step "the report: $dir/report.html (one file; each chart also as $dir/charts/NAME.png)"
 "$iocorr" report -i "$dir/iocorr.data" -o "$dir/report.html" --png "$dir/charts"
