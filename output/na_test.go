@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/stats"
 )
 
 // A counter the run's tier did not measure is left out of a table unless
@@ -120,5 +121,33 @@ func TestLayerAndExpertKeysAreIntegersAndNullForNone(t *testing.T) {
 	}
 	if got := SidecarPath("./x"); !strings.HasSuffix(got, "x.na.json") {
 		t.Errorf("sidecar of ./x: %s", got)
+	}
+}
+
+// A stats figure NA in every row for one reason is left out of a stats
+// export (and named, with why); one NA in some rows keeps its reason
+// column; --all-columns keeps both.
+func TestAStatsColumnNAInEveryRowIsLeftOutUnlessAll(t *testing.T) {
+	tbl := &stats.Table{Name: "amp", Columns: []stats.Column{{Name: "layer", Kind: stats.Int}, {Name: "readahead_ratio", Kind: stats.Float},
+		{Name: "reread_ratio", Kind: stats.Float}}, Rows: [][]stats.Value{
+		{{I: 0}, stats.NA("not measured: the default tier"), {F: 1.5}},
+		{{I: 1}, stats.NA("not measured: the default tier"), stats.NA("no reads")},
+	}}
+	for _, tc := range []struct {
+		all  bool
+		want string
+		left map[string]string
+	}{
+		{false, "layer,reread_ratio,reread_ratio_na_reason\r\n0,1.5,\r\n1,,no reads\r\n", map[string]string{"readahead_ratio": "not measured: the default tier"}},
+		{true, "layer,readahead_ratio,readahead_ratio_na_reason,reread_ratio,reread_ratio_na_reason\r\n0,,not measured: the default tier,1.5,\r\n1,,not measured: the default tier,,no reads\r\n", map[string]string{}},
+	} {
+		var b bytes.Buffer
+		left, err := StatsTable(&b, CSV, "", tbl, tc.all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want || fmt.Sprint(left) != fmt.Sprint(tc.left) {
+			t.Errorf("all %v: got\n%q, left out %v\nwant\n%q, left out %v", tc.all, b.String(), left, tc.want, tc.left)
+		}
 	}
 }

@@ -164,12 +164,14 @@ func StatsJSON(w io.Writer, rep *stats.Report) error {
 }
 
 // StatsTable writes one table of stats in format, for programs: a column
-// that is NA in some row gets a <name>_na_reason column beside it, as in
-// StatsJSON, so that no reason is lost.
-func StatsTable(w io.Writer, format Format, status string, t *stats.Table) error {
-	cols, reasons, err := statsColumns(t)
+// that is NA in some rows gets a <name>_na_reason column beside it, as in
+// StatsJSON, so that no reason is lost. A column NA in every row for one
+// reason (a figure the run's tier did not measure) is left out, unless
+// all; left maps each column left out to its reason.
+func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all bool) (left map[string]string, err error) {
+	cols, reasons, left, err := statsColumns(t, all)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
@@ -178,6 +180,9 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table) error
 		cells = cells[:0]
 		for i, c := range t.Columns {
 			v := r[i]
+			if _, out := left[c.Name]; out {
+				continue
+			}
 			switch {
 			case v.NA != "":
 				cells = append(cells, NA())
@@ -199,24 +204,39 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table) error
 		return rw.Row(cells...)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return rw.Close()
+	return left, rw.Close()
 }
 
 // statsColumns types a stats table's columns and says which are NA in
-// some row (and so have a reason column).
-func statsColumns(t *stats.Table) (cols []Column, reasons []bool, err error) {
+// some row (and so have a reason column) and, unless all, which are NA
+// in every row for one reason (left out, with it).
+func statsColumns(t *stats.Table, all bool) (cols []Column, reasons []bool, left map[string]string, err error) {
 	reasons = make([]bool, len(t.Columns))
+	// only is a column's one reason while every row so far is NA for it.
+	only := make([]string, len(t.Columns))
+	rows := 0
 	if err := t.Each(func(r []stats.Value) error {
 		for i := range r {
 			reasons[i] = reasons[i] || r[i].NA != ""
+			if rows == 0 || only[i] == r[i].NA {
+				only[i] = r[i].NA
+			} else {
+				only[i] = ""
+			}
 		}
+		rows++
 		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	left = map[string]string{}
 	for i, c := range t.Columns {
+		if !all && rows > 0 && only[i] != "" {
+			left[c.Name] = only[i]
+			continue
+		}
 		typ := Int64
 		switch c.Kind {
 		case stats.String:
@@ -229,7 +249,7 @@ func statsColumns(t *stats.Table) (cols []Column, reasons []bool, err error) {
 			cols = append(cols, Column{Name: c.Name + "_na_reason", Type: String, Nullable: true})
 		}
 	}
-	return cols, reasons, nil
+	return cols, reasons, left, nil
 }
 
 // statsLongColumns are StatsLong's: every figure of every table in one

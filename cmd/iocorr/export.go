@@ -84,7 +84,7 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		}
 		switch kind {
 		case "stats":
-			return exportStats(o.dir, o.out, o.table, *o.format)
+			return exportStats(o.dir, o.out, o.table, *o.format, o.allColumns)
 		case "perfetto":
 			return exportPerfetto(o.dir, o.out, fs.Changed("format"))
 		case "dataset":

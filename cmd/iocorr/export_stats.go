@@ -13,8 +13,9 @@ import (
 // exportStats writes every table of iocorr stats for the run in dir: as
 // Parquet, one file per table in the directory out (<table>.parquet), so
 // that DuckDB, pandas or Spark read each with its own schema; in a text
-// format, the one table named table.
-func exportStats(dir, out, table string, format output.Format) error {
+// format, the one table named table. A column NA in every row is left
+// out unless all, said once on stderr and in each file's sidecar.
+func exportStats(dir, out, table string, format output.Format, all bool) error {
 	st, meta, err := openRunMeta(dir)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -34,12 +35,33 @@ func exportStats(dir, out, table string, format output.Format) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer rep.Close()
+	// Every column left out, as table.column, for the one note of each
+	// reason on stderr.
+	leftOut := &output.Unmeasured{Counters: output.CounterNA{}}
+	write := func(path string, t *stats.Table) error {
+		var left map[string]string
+		if err := writeExport(path, func(w io.Writer) (err error) {
+			left, err = output.StatsTable(w, format, rep.Status, t, all)
+			return err
+		}); err != nil {
+			return err
+		}
+		u := &output.Unmeasured{Counters: left}
+		for col, why := range left {
+			leftOut.Counters[t.Name+"."+col] = why
+		}
+		return writeSidecar(path, output.NewSidecar(dir, rep.Status, u))
+	}
 	if format != output.Parquet {
 		t := rep.Table(table)
 		if t == nil {
 			return usagef("export: stats has no table %q", table)
 		}
-		return writeExport(out, func(w io.Writer) error { return output.StatsTable(w, format, rep.Status, t) })
+		if err := write(out, t); err != nil {
+			return err
+		}
+		noteUnmeasured(leftOut)
+		return nil
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -49,10 +71,10 @@ func exportStats(dir, out, table string, format output.Format) error {
 		if table != "" && t.Name != table {
 			continue
 		}
-		path := filepath.Join(out, t.Name+".parquet")
-		if err := writeExport(path, func(w io.Writer) error { return output.StatsTable(w, format, rep.Status, t) }); err != nil {
+		if err := write(filepath.Join(out, t.Name+".parquet"), t); err != nil {
 			return err
 		}
 	}
+	noteUnmeasured(leftOut)
 	return nil
 }

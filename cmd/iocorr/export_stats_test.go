@@ -132,7 +132,12 @@ func TestExportStatsAsTextIsOneNamedTable(t *testing.T) {
 	if _, _, err := runCmd(t, "export", "-i", dir, "stats", "--table", "layers", "--format", "parquet", "-o", one); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(one); len(ents) != 1 || ents[0].Name() != "layers.parquet" {
-		t.Errorf("--table layers --format parquet wrote %v", ents)
+	var names []string
+	ents, _ := os.ReadDir(one)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"layers.na.json", "layers.parquet"}) {
+		t.Errorf("--table layers --format parquet wrote %v, want the table and its sidecar", names)
 	}
 }
