@@ -131,7 +131,7 @@ func (w *writer) write(name string, f io.Writer) error {
 	// Every column stays, NA where the run did not measure it, so that
 	// the files of runs of any tier share one schema; why is in the
 	// runs table's na.
-	na := unmeasured(w.meta)
+	na := unmeasured(w.meta, w.st)
 	switch name {
 	case Tokens:
 		return output.Tokens(w.ctx, w.st, f, output.Parquet, status, na)

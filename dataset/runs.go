@@ -11,6 +11,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
@@ -54,13 +55,19 @@ var runColumns = []output.Column{
 	{Name: "run_dir", Type: output.String},
 }
 
-// unmeasured is what the run did not measure, its columns kept (NA).
-func unmeasured(m *rundir.Meta) *output.Unmeasured {
+// unmeasured is what the run did not measure, its columns kept (NA):
+// its counters, and the router's picks (not probed, or of layers no
+// probe saw, as query --by expert says).
+func unmeasured(m *rundir.Meta, st *index.Store) *output.Unmeasured {
 	names := make([]string, len(event.CounterFields))
 	for i := range event.CounterFields {
 		names[i] = event.CounterFields[i].Name
 	}
-	return &output.Unmeasured{Counters: m.CountersNA(names), Selected: m.PicksNA(), All: true}
+	picks := m.PicksNA()
+	if picks == "" {
+		picks = st.Summary.PicksNA()
+	}
+	return &output.Unmeasured{Counters: m.CountersNA(names), Selected: picks, All: true}
 }
 
 // runRow writes the runs table's one row of the run; sum is its sweep
