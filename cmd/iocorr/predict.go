@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/output"
+	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/predict"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func init() {
+	register(&command{
+		name:    "predict",
+		summary: "predict bytes read, major faults, stall and tokens/s per token at other memory budgets from one run (kernel, plan, Belady)",
+		usage:   "[-i DIR] --mem-limit 96MiB,192MiB,... [--plan FILE] [--format table|csv|json|jsonl]",
+		flags:   predictFlags,
+	})
+}
+
+func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
+	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit, default tier or above)")
+	limits := fs.StringSlice("mem-limit", nil, "memory budgets to predict, comma-separated (e.g. 96MiB,192MiB)")
+	planFile := fs.String("plan", "", "a pin plan (iocorr plan -o): also predict with its ranges pinned")
+	ra := fs.String("readahead", "", "the fault read-around window (default: the one that reproduces the run's own bytes at its budget)")
+	format := output.Table
+	fs.Var(&format, "format", "output format: table, csv, json or jsonl")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("predict: takes no arguments, got %q", args)
+		}
+		if len(*limits) == 0 {
+			return usagef("predict: --mem-limit wants the budgets (e.g. --mem-limit 96MiB,192MiB)")
+		}
+		var opt predict.Options
+		for _, l := range *limits {
+			n, err := units.ParseSize(l)
+			if err != nil {
+				return usagef("predict: --mem-limit %q: %v", l, err)
+			}
+			opt.Budgets = append(opt.Budgets, n)
+		}
+		if *ra != "" {
+			n, err := units.ParseSize(*ra)
+			if err != nil || n <= 0 {
+				return usagef("predict: --readahead %q: want a positive size", *ra)
+			}
+			opt.Readahead = n
+		}
+		st, meta, err := openRunMeta(*dir)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		defer st.Close()
+		if *planFile != "" {
+			if opt.Pinned, err = planRanges(*planFile, meta); err != nil {
+				return fmt.Errorf("predict: %w", err)
+			}
+		}
+		snaps, err := rundir.ReadSnapshots(*dir)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		res, err := predict.Compute(st, meta, snaps, opt)
+		if err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		return writePrediction(res, format, meta.Status())
+	}
+}
+
+// writePrediction writes a prediction's rows: a figure not predicted is
+// NA, its reason in the row's na_reason.
+func writePrediction(res *predict.Result, format output.Format, status string) error {
+	cols := []output.Column{{Name: "budget_bytes", Type: output.Uint64}, {Name: "policy"}, {Name: "phase"}}
+	for _, c := range predict.Figures {
+		t := output.Float64
+		if c == predict.ColBytes || c == predict.ColStall {
+			t = output.Uint64
+		}
+		cols = append(cols, output.Column{Name: c, Type: t, Nullable: true})
+	}
+	cols = append(cols, output.Column{Name: "readahead_bytes", Type: output.Uint64}, output.Column{Name: "non_file_bytes", Type: output.Uint64}, output.Column{Name: "na_reason"})
+	w := output.New(stdout, format, cols)
+	w.SetStatus(status)
+	for _, r := range res.Rows {
+		cells := []output.Cell{output.Bytes(uint64(r.BudgetBytes)), output.Text(r.Policy), output.Text(r.Phase)}
+		vals := []float64{r.BytesReadPerToken, r.MajorFaultsPerToken, r.StallNSPerToken, r.TokensPerS}
+		why := ""
+		for i, c := range predict.Figures {
+			if reason, na := r.NA[c]; na {
+				cells = append(cells, output.NA())
+				if why == "" {
+					why = c + ": " + reason
+				}
+				continue
+			}
+			switch c {
+			case predict.ColBytes:
+				cells = append(cells, output.Bytes(uint64(vals[i])))
+			case predict.ColStall:
+				cells = append(cells, output.Duration(uint64(vals[i])))
+			default:
+				cells = append(cells, output.Float(vals[i]))
+			}
+		}
+		cells = append(cells, output.Bytes(uint64(res.ReadaheadBytes)), output.Bytes(uint64(res.NonFileBytes)), output.Text(why))
+		if err := w.Row(cells...); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// planRanges reads a plan and checks it is for the run's model.
+func planRanges(path string, meta *rundir.Meta) ([][2]int64, error) {
+	p, err := pin.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(meta.Models) != 1 {
+		return nil, fmt.Errorf("a plan is for one model file; the run mapped %d", len(meta.Models))
+	}
+	if why := p.Matches(predict.ModelIdentity(&meta.Models[0])); why != "" {
+		return nil, fmt.Errorf("plan %s: %s", path, why)
+	}
+	return p.Spans(), nil
+}

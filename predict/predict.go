@@ -1,0 +1,344 @@
+// Package predict tells, from one recorded run, what every other memory
+// budget would have cost per token: device bytes read, major faults, the
+// time waited on them and tokens/s, under the kernel's own page cache
+// (a model of Linux's active/inactive lists with the run's readahead), under
+// a pin plan (its ranges always resident, the rest to that model) and under
+// Belady's bound. The access stream is the run's own: every call's graph
+// reads each weight of the model in graph order, and of each *_exps tensor
+// the slices of the experts the router picked in that call. It reads the
+// store and metadata only (the read side), and Plan ranks what to pin.
+package predict
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+)
+
+// Policies, as rows name them.
+const (
+	PolicyKernel = "kernel" // the kernel's page cache, as pageCache models it
+	PolicyPlan   = "plan"   // a plan's ranges pinned, the rest to the kernel's
+	PolicyBelady = "belady" // the offline optimum: no policy reads fewer bytes
+	PolicyRun    = "run"    // what the run itself measured at its own budget
+)
+
+// Options choose the budgets and the plan.
+type Options struct {
+	Budgets []int64
+	// Pinned are the plan's file ranges (byte offset, length), nil for no
+	// plan.
+	Pinned [][2]int64
+	// Readahead is the fault read-around window in bytes; 0 takes the
+	// window that makes the kernel model read what the run read at its own
+	// budget (the run's readahead, measured through the model).
+	Readahead int64
+}
+
+// Row is one prediction: per call of the phase ("token": one llama_decode
+// call, as iocorr's per-token tables count them). NA holds why a figure
+// is missing, by JSON column name.
+type Row struct {
+	BudgetBytes         int64
+	Policy              string
+	Phase               string
+	BytesReadPerToken   float64
+	MajorFaultsPerToken float64
+	StallNSPerToken     float64
+	TokensPerS          float64
+	NA                  map[string]string
+}
+
+// Columns of a row's figures, as JSON names them.
+const (
+	ColBytes  = "bytes_read_per_token"
+	ColMajors = "major_faults_per_token"
+	ColStall  = "stall_ns_per_token"
+	ColTPS    = "tokens_per_s"
+)
+
+// Figures lists the figure columns in order.
+var Figures = []string{ColBytes, ColMajors, ColStall, ColTPS}
+
+// Result is a prediction over budgets.
+type Result struct {
+	Rows []Row
+	// ReadaheadBytes is the read-around window the kernel model used;
+	// NonFileBytes the run's memory besides the model, taken from every
+	// budget.
+	ReadaheadBytes int64
+	NonFileBytes   int64
+}
+
+// phaseCounts are a simulation's reads and faults per phase.
+type phaseCounts map[uint8]*[2]uint64 // bytes, majors
+
+func newCounts() phaseCounts {
+	return phaseCounts{event.PhasePrefill: {}, event.PhaseDecode: {}}
+}
+
+// capacityPages is the page cache the model file gets under budget with
+// pinned pages pinned; <= 0 when nothing is left.
+func (r *Run) capacityPages(budget int64, pinned int64) int64 {
+	return (budget-r.NonFile)/pageSize - pinned
+}
+
+// simulate runs the kernel model over the load and every call. count
+// makes it count each page's reads in decode calls (cache.readBy).
+func (r *Run) simulate(capacity int64, ra int32, pinned []pageRange, count bool) (phaseCounts, *pageCache) {
+	c := newPageCache(r.pages, capacity, ra, pinned)
+	// The load: llama.cpp maps the file with MAP_POPULATE, reading it front
+	// to back before the first call.
+	c.access(bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset))
+	out := newCounts()
+	if count {
+		c.readBy = make([]uint32, r.pages)
+	}
+	for _, cl := range r.calls {
+		c.counting = count && cl.phase == event.PhaseDecode
+		b0, m0 := c.readPages, c.majors
+		for _, rg := range cl.reads {
+			c.access(rg)
+		}
+		out[cl.phase][0] += (c.readPages - b0) * pageSize
+		out[cl.phase][1] += c.majors - m0
+	}
+	return out, c
+}
+
+// belady is the offline bound over the same stream: each page read only
+// when it is missing, the page used again farthest ahead evicted. A
+// prefetch can never read fewer pages than demand paging under this
+// choice, so no readahead reads fewer bytes. Faults count each run of
+// consecutive missing pages of one read once (an ideal read-around).
+func (r *Run) belady(capacity int64) phaseCounts {
+	var seq []int
+	type mark struct {
+		at    int
+		phase uint8
+	}
+	var marks []mark
+	var runs []int // index of each read's first page, to count fault runs
+	load := bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset)
+	for p := load.first; p < load.end; p++ {
+		seq = append(seq, int(p))
+	}
+	for _, cl := range r.calls {
+		marks = append(marks, mark{len(seq), cl.phase})
+		for _, rg := range cl.reads {
+			runs = append(runs, len(seq))
+			for p := rg.first; p < rg.end; p++ {
+				seq = append(seq, int(p))
+			}
+		}
+	}
+	hits := stats.Belady(seq, int(min(capacity, math.MaxInt32)))
+	out := newCounts()
+	m, rd := 0, 0
+	for i := marks[0].at; i < len(seq); i++ {
+		for m+1 < len(marks) && marks[m+1].at <= i {
+			m++
+		}
+		newRead := rd < len(runs) && runs[rd] == i
+		if newRead {
+			rd++
+		}
+		if hits[i] {
+			continue
+		}
+		c := out[marks[m].phase]
+		c[0] += pageSize
+		if newRead || hits[i-1] {
+			c[1]++
+		}
+	}
+	return out
+}
+
+// calibrate picks the read-around window (128 KiB to 32 MiB in steps of
+// a fourth of an octave) whose kernel model reads nearest what the run
+// read per decode call at its own budget.
+func (r *Run) calibrate() int32 {
+	m := r.byPhase[event.PhaseDecode]
+	want := float64(m.bytes) / float64(max(m.calls, 1))
+	best, bestErr := int32(2048), math.Inf(1)
+	capacity := r.capacityPages(r.Budget, 0)
+	for step := 0; step <= 32; step++ {
+		ra := int32(math.Round(32 * math.Pow(2, float64(step)/4)))
+		got, _ := r.simulate(capacity, ra, nil, false)
+		e := math.Abs(float64(got[event.PhaseDecode][0])/float64(max(m.calls, 1)) - want)
+		if e < bestErr {
+			best, bestErr = ra, e
+		}
+	}
+	return best
+}
+
+func pinnedPages(pinned [][2]int64) ([]pageRange, int64) {
+	var rs []pageRange
+	seen := map[int32]bool{}
+	for _, p := range pinned {
+		rg := bytesToPages(p[0], p[1])
+		rs = append(rs, rg)
+		for q := rg.first; q < rg.end; q++ {
+			seen[q] = true
+		}
+	}
+	return rs, int64(len(seen))
+}
+
+// Predict computes every row: for each budget the kernel's, the plan's
+// (with Options.Pinned) and Belady's, each for the prefill and decode;
+// and the run's own measurement at its budget.
+func Predict(r *Run, opt Options) (*Result, error) {
+	if len(opt.Budgets) == 0 {
+		return nil, fmt.Errorf("no budget to predict")
+	}
+	res := &Result{NonFileBytes: r.NonFile}
+	res.Rows = append(res.Rows, r.measuredRows()...)
+	policies := []string{PolicyKernel}
+	if opt.Pinned != nil {
+		policies = append(policies, PolicyPlan)
+	}
+	policies = append(policies, PolicyBelady)
+	why := r.noFigures
+	if why == "" {
+		why = r.picksNA
+	}
+	var ra int32
+	if why == "" {
+		ra = int32(opt.Readahead / pageSize)
+		if ra <= 0 {
+			ra = r.calibrate()
+		}
+		res.ReadaheadBytes = int64(ra) * pageSize
+	}
+	pins, pinPages := pinnedPages(opt.Pinned)
+	for _, b := range opt.Budgets {
+		for _, pol := range policies {
+			rowWhy := why
+			var got phaseCounts
+			if rowWhy == "" {
+				pp := int64(0)
+				if pol == PolicyPlan {
+					pp = pinPages
+				}
+				capacity := r.capacityPages(b, pp)
+				switch {
+				case capacity <= 0 && pol == PolicyPlan:
+					rowWhy = "the plan's pinned bytes and the run's non-file memory fill the budget"
+				case capacity <= 0:
+					rowWhy = "the budget is below the run's non-file memory"
+				case pol == PolicyBelady:
+					got = r.belady(capacity)
+				case pol == PolicyPlan:
+					got, _ = r.simulate(capacity, ra, pins, false)
+				default:
+					got, _ = r.simulate(capacity, ra, nil, false)
+				}
+			}
+			for _, ph := range []uint8{event.PhasePrefill, event.PhaseDecode} {
+				res.Rows = append(res.Rows, r.row(b, pol, ph, got, rowWhy))
+			}
+		}
+	}
+	return res, nil
+}
+
+// row turns a simulation's counts into the figures of one phase.
+func (r *Run) row(budget int64, pol string, ph uint8, got phaseCounts, why string) Row {
+	row := Row{BudgetBytes: budget, Policy: pol, Phase: event.PhaseName(ph), NA: map[string]string{}}
+	m := r.byPhase[ph]
+	if why == "" && m.calls == 0 {
+		why = "the run has no " + event.PhaseName(ph) + " call"
+	}
+	if why != "" {
+		for _, c := range Figures {
+			row.NA[c] = why
+		}
+		return row
+	}
+	n := float64(m.calls)
+	row.BytesReadPerToken = float64(got[ph][0]) / n
+	row.MajorFaultsPerToken = float64(got[ph][1]) / n
+	r.time(&row, m)
+	return row
+}
+
+// time fills the stall and tokens/s of a row whose bytes are set: the
+// stall at the run's measured wait per byte read, the compute at the
+// run's wall time per call less its wait.
+func (r *Run) time(row *Row, m *measured) {
+	switch {
+	case row.BytesReadPerToken == 0:
+		row.StallNSPerToken = 0
+	case m.bytes == 0:
+		row.NA[ColStall] = "the run read nothing from the device in this phase: its wait per byte was not measured"
+	default:
+		row.StallNSPerToken = row.BytesReadPerToken * float64(m.waitNS) / float64(m.bytes)
+	}
+	if _, na := row.NA[ColStall]; na {
+		row.NA[ColTPS] = row.NA[ColStall]
+		return
+	}
+	if m.wallNS == 0 {
+		row.NA[ColTPS] = "the run's calls have no start and end times"
+		return
+	}
+	compute := float64(m.wallNS-min(m.waitNS, m.wallNS)) / float64(m.calls)
+	if t := compute + row.StallNSPerToken; t > 0 {
+		row.TokensPerS = 1e9 * float64(m.tokens) / float64(m.calls) / t
+	} else {
+		row.NA[ColTPS] = "the run's calls took no time"
+	}
+}
+
+// measuredRows are the run's own figures at its budget.
+func (r *Run) measuredRows() []Row {
+	var out []Row
+	for _, ph := range []uint8{event.PhasePrefill, event.PhaseDecode} {
+		m := r.byPhase[ph]
+		row := Row{BudgetBytes: r.Budget, Policy: PolicyRun, Phase: event.PhaseName(ph), NA: map[string]string{}}
+		if m.calls == 0 {
+			for _, c := range Figures {
+				row.NA[c] = "the run has no " + event.PhaseName(ph) + " call"
+			}
+			out = append(out, row)
+			continue
+		}
+		n := float64(m.calls)
+		row.BytesReadPerToken = float64(m.bytes) / n
+		row.MajorFaultsPerToken = float64(m.majors) / n
+		row.StallNSPerToken = float64(m.waitNS) / n
+		if m.wallNS > 0 {
+			row.TokensPerS = 1e9 * float64(m.tokens) / float64(m.wallNS)
+		} else {
+			row.NA[ColTPS] = "the run's calls have no start and end times"
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// Compute loads the run and predicts: the one call of `iocorr predict`.
+func Compute(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, opt Options) (*Result, error) {
+	r, err := Load(st, meta, snaps)
+	if err != nil {
+		return nil, err
+	}
+	return Predict(r, opt)
+}
+
+// ModelIdentity is a run's model file's identity, as a plan names it.
+func ModelIdentity(m *rundir.ModelFile) pin.ModelID {
+	ts := make([]pin.TensorEntry, 0, len(m.Tensors))
+	for _, t := range m.Tensors {
+		ts = append(ts, pin.TensorEntry{Name: t.Name, Offset: t.Offset, Size: t.Size})
+	}
+	return pin.Identify(m.Path, m.Size, ts)
+}

@@ -1,0 +1,323 @@
+package predict
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+const pageSize = kernel.PageSize
+
+// pageRange is pages [first, end) of the model file.
+type pageRange struct{ first, end int32 }
+
+// call is one llama_decode call of the run: its phase and the file's
+// pages its graph reads, in graph order.
+type call struct {
+	phase uint8
+	reads []pageRange
+}
+
+// measured is what the run itself measured in one phase, summed over its
+// calls.
+type measured struct {
+	calls          int
+	tokens         int64 // the batch tokens of its calls
+	bytes, majors  uint64
+	wallNS, waitNS uint64
+}
+
+// Run is what a prediction needs from one recorded run: the access stream
+// of every call, the model file's layout, and the run's own measurements
+// (its budget, non-file memory, bytes, faults, stall and time per call).
+type Run struct {
+	Model     rundir.ModelFile
+	Budget    int64 // the run's memory limit, 0 when it had none
+	NonFile   int64 // budget − the model's resident bytes at decode token starts (median)
+	pages     int32
+	calls     []call
+	byPhase   map[uint8]*measured
+	tensors   []event.Tensor // the model's real tensors
+	unit      []unit         // what a plan can pin, and how often the stream reads each
+	Cold      bool           // the run started with none of the model resident
+	noFigures string         // why no figure can be predicted ("" when they can)
+	// Picks says why the stream lacks router picks ("" when every MoE layer
+	// of every call has them).
+	picksNA string
+}
+
+// unit is a plan's grain: a whole tensor, or one expert's slice of an
+// *_exps tensor.
+type unit struct {
+	tensor uint32
+	expert int // -1 for a whole tensor
+	r      pageRange
+	off    int64 // file bytes
+	length int64
+	reads  int // decode calls whose stream reads it
+}
+
+// Load reads a run's store, metadata and residency snapshots into what a
+// prediction needs. It reads the aggregates, the picks and the fault
+// events once (for the time each call waited on the model: the union of
+// its threads' fault stalls).
+func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, error) {
+	r := &Run{byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {}}}
+	if len(meta.Models) != 1 {
+		return nil, fmt.Errorf("predict models one model file; the run mapped %d", len(meta.Models))
+	}
+	r.Model = meta.Models[0]
+	r.Model.Tensors = nil
+	r.Budget = meta.Controls.MemLimit
+	r.Cold = meta.Models[0].ResidentBefore == 0
+	r.pages = int32((r.Model.Size + pageSize - 1) / pageSize)
+	for _, t := range st.Tensors {
+		if !t.Pseudo() && t.Model == 0 {
+			r.tensors = append(r.tensors, t)
+		}
+	}
+	if len(r.tensors) == 0 {
+		return nil, fmt.Errorf("the run's store has no tensors of %s", r.Model.Path)
+	}
+	tokens, err := st.Tokens()
+	if err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	picks := map[uint32]map[int][]int{} // token → layer → experts picked
+	if err := st.ExpertSelections(func(s event.ExpertSel) error {
+		if picks[s.Token] == nil {
+			picks[s.Token] = map[int][]int{}
+		}
+		picks[s.Token][int(s.Layer)] = append(picks[s.Token][int(s.Layer)], int(s.Expert))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("reading router picks: %w", err)
+	}
+	order := graphOrder(r.tensors)
+	var missing, moeCalls int
+	for _, t := range tokens {
+		if t.Phase != event.PhasePrefill && t.Phase != event.PhaseDecode {
+			continue
+		}
+		c, lacks := r.stream(order, picks[t.Token])
+		c.phase = t.Phase
+		r.calls = append(r.calls, c)
+		if lacks >= 0 {
+			moeCalls++
+			if lacks > 0 {
+				missing++
+			}
+		}
+		m := r.byPhase[t.Phase]
+		m.calls++
+		m.tokens += int64(max(t.NTokens, 1))
+		if t.EndNS > t.StartNS && t.StartNS > 0 {
+			m.wallNS += t.EndNS - t.StartNS
+		}
+	}
+	if missing > 0 {
+		r.picksNA = fmt.Sprintf("%d of %d calls lack the router's picks of some MoE layer: their expert reads are unknown", missing, moeCalls)
+	}
+	phaseOf := map[uint32]uint8{}
+	for _, t := range tokens {
+		phaseOf[t.Token] = t.Phase
+	}
+	model := map[uint32]bool{event.TensorModelMeta: true}
+	for _, t := range r.tensors {
+		model[t.ID] = true
+	}
+	if err := st.Aggs(func(a *event.Agg) error {
+		if m := r.byPhase[phaseOf[a.Token]]; m != nil && model[a.Tensor] {
+			m.bytes += a.ReadBytes
+			m.majors += a.Major
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("reading aggregates: %w", err)
+	}
+	if err := r.measureWait(st, model, phaseOf); err != nil {
+		return nil, err
+	}
+	r.units(picks, phaseOf)
+	r.nonFile(snaps, tokens)
+	return r, nil
+}
+
+// roleRank orders a layer's weights as llama.cpp's graph reads them:
+// attention, the FFN's norm and router, the experts (up, gate, down, as
+// build_moe_ffn multiplies them), shared experts, then a dense FFN.
+func roleRank(role string) int {
+	switch {
+	case role == "ffn_norm" || role == "post_attention_norm":
+		return 1
+	case role == "ffn_gate_inp":
+		return 2
+	case role == "ffn_up_exps":
+		return 3
+	case role == "ffn_gate_exps":
+		return 4
+	case role == "ffn_down_exps":
+		return 5
+	case strings.Contains(role, "shexp"):
+		return 6
+	case strings.HasPrefix(role, "ffn"):
+		return 7
+	}
+	return 0
+}
+
+// graphOrder lists the weights one call reads, in graph order: the
+// blocks by layer, then the output head. The token embedding is read by
+// get_rows, a row per token, and left out (a few KiB); where the output
+// head is tied to it (no output.weight), it is read whole at the end.
+func graphOrder(ts []event.Tensor) []event.Tensor {
+	var blocks, tail []event.Tensor
+	var embd *event.Tensor
+	hasOutput := false
+	for i := range ts {
+		t := ts[i]
+		switch {
+		case t.Layer >= 0:
+			blocks = append(blocks, t)
+		case t.Role == "token_embd":
+			embd = &ts[i]
+		default:
+			hasOutput = hasOutput || t.Role == "output"
+			tail = append(tail, t)
+		}
+	}
+	slices.SortStableFunc(blocks, func(a, b event.Tensor) int {
+		return cmp.Or(cmp.Compare(a.Layer, b.Layer), cmp.Compare(roleRank(a.Role), roleRank(b.Role)), cmp.Compare(a.Offset, b.Offset))
+	})
+	slices.SortStableFunc(tail, func(a, b event.Tensor) int { return cmp.Compare(a.Offset, b.Offset) })
+	if !hasOutput && embd != nil {
+		tail = append(tail, *embd)
+	}
+	return append(blocks, tail...)
+}
+
+func bytesToPages(off, n int64) pageRange {
+	return pageRange{int32(off / pageSize), int32((off + n + pageSize - 1) / pageSize)}
+}
+
+// stream is one call's reads. lacks is -1 for a model without experts,
+// else how many MoE layers have no picks in the call.
+func (r *Run) stream(order []event.Tensor, picks map[int][]int) (c call, lacks int) {
+	lacks = -1
+	seen := map[int]bool{}
+	for _, t := range order {
+		if t.Experts == 0 || t.ExpertStride == 0 {
+			c.reads = append(c.reads, bytesToPages(t.Offset, t.Size))
+			continue
+		}
+		if lacks < 0 {
+			lacks = 0
+		}
+		es := slices.Clone(picks[t.Layer])
+		if len(es) == 0 && !seen[t.Layer] {
+			lacks++
+		}
+		seen[t.Layer] = true
+		slices.Sort(es)
+		for _, e := range slices.Compact(es) {
+			c.reads = append(c.reads, bytesToPages(t.Offset+int64(e)*t.ExpertStride, t.ExpertStride))
+		}
+	}
+	return c, lacks
+}
+
+// measureWait sums, per phase, the time each call waited on the model's
+// faults: the union of its threads' fault intervals, so two threads
+// waiting at once count once. It is the stall that tokens/s pays.
+func (r *Run) measureWait(st *index.Store, model map[uint32]bool, phaseOf map[uint32]uint8) error {
+	type span struct{ a, b uint64 }
+	by := map[uint32][]span{}
+	err := st.Events(index.EventFilter{}, func(e *event.Event) error {
+		if e.Kind == event.KindFault && model[e.Tensor] && e.Dur > 0 && e.Dur <= e.Ts {
+			by[e.Token] = append(by[e.Token], span{e.Ts - e.Dur, e.Ts})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading fault events: %w", err)
+	}
+	for tok, ss := range by {
+		m := r.byPhase[phaseOf[tok]]
+		if m == nil {
+			continue
+		}
+		slices.SortFunc(ss, func(x, y span) int { return cmp.Compare(x.a, y.a) })
+		cur := ss[0]
+		for _, s := range ss[1:] {
+			if s.a > cur.b {
+				m.waitNS += cur.b - cur.a
+				cur = s
+			} else {
+				cur.b = max(cur.b, s.b)
+			}
+		}
+		m.waitNS += cur.b - cur.a
+	}
+	return nil
+}
+
+// units lists the plan's grains, with how many decode calls read each.
+func (r *Run) units(picks map[uint32]map[int][]int, phaseOf map[uint32]uint8) {
+	decode := r.byPhase[event.PhaseDecode].calls
+	hot := map[[2]int]int{} // (layer, expert) → decode calls picking it
+	for tok, ls := range picks {
+		if phaseOf[tok] != event.PhaseDecode {
+			continue
+		}
+		for l, es := range ls {
+			for _, e := range slices.Compact(slices.Sorted(slices.Values(es))) {
+				hot[[2]int{l, e}]++
+			}
+		}
+	}
+	for _, t := range r.tensors {
+		if t.Experts == 0 || t.ExpertStride == 0 {
+			if t.Role == "token_embd" {
+				continue
+			}
+			r.unit = append(r.unit, unit{tensor: t.ID, expert: -1, r: bytesToPages(t.Offset, t.Size), off: t.Offset, length: t.Size, reads: decode})
+			continue
+		}
+		for e := range t.Experts {
+			off := t.Offset + int64(e)*t.ExpertStride
+			r.unit = append(r.unit, unit{tensor: t.ID, expert: e, r: bytesToPages(off, t.ExpertStride), off: off, length: t.ExpertStride, reads: hot[[2]int{t.Layer, e}]})
+		}
+	}
+}
+
+// nonFile is the cgroup's memory besides the model file: the budget less
+// the model's resident bytes at the decode tokens' starts (median of the
+// snapshots), as the run measured it.
+func (r *Run) nonFile(snaps []rundir.Snapshot, tokens []event.TokenInfo) {
+	if r.Budget <= 0 {
+		r.noFigures = "the run had no memory limit: its non-file memory under a budget was not measured (record it with --mem-limit)"
+		return
+	}
+	phase := map[uint32]uint8{}
+	for _, t := range tokens {
+		phase[t.Token] = t.Phase
+	}
+	var res []int64
+	for _, s := range snaps {
+		if phase[s.Token] == event.PhaseDecode && len(s.Models) > 0 && s.Models[0] != nil {
+			res = append(res, s.Models[0].Resident*pageSize)
+		}
+	}
+	if len(res) == 0 {
+		r.noFigures = "the run has no residency snapshot of a decode token: its non-file memory was not measured"
+		return
+	}
+	slices.Sort(res)
+	r.NonFile = max(r.Budget-res[len(res)/2], 0)
+}
