@@ -36,6 +36,7 @@ release: $(foreach a,$(RELEASE_ARCHS),$(RELEASE)-$(a).tar.gz) ## static, strippe
 # it never lags the source.
 $(RELEASE_ARCHS:%=$(RELEASE)-%): $(RELEASE)-%: FORCE
 	@mkdir -p $(DIST)
+	@! $(GO) list -deps ./cmd/iocorr | grep duckdb || { echo "make release: cmd/iocorr links DuckDB (its cgo is the tests' only)" >&2; exit 1; }
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $@ ./cmd/iocorr
 
 $(RELEASE_ARCHS:%=$(RELEASE)-%.tar.gz): $(RELEASE)-%.tar.gz: $(RELEASE)-%

@@ -74,7 +74,7 @@ type modelTensor struct {
 	File       string  `json:"file,omitempty"`
 	Offset     int64   `json:"offset"`
 	Bytes      int64   `json:"bytes"`
-	Layer      int     `json:"layer"`
+	Layer      *int    `json:"layer"` // null for a tensor of no layer
 	Role       string  `json:"role"`
 	Experts    int     `json:"experts"`
 	ExpertSize int64   `json:"expert_bytes"`
@@ -157,16 +157,14 @@ func orDash(s string) string {
 }
 
 func tensorTable(w io.Writer, m *gguf.Model, format Format, split bool) error {
-	cols := []Column{{Name: "name"}, {Name: "type"}, {Name: "shape"}, {Name: "offset"}, {Name: "bytes"}, {Name: "layer"}, {Name: "role"}, {Name: "experts"}}
+	cols := []Column{{Name: "name"}, {Name: "type"}, {Name: "shape"}, {Name: "offset"}, {Name: "bytes"},
+		{Name: "layer", Type: Int32, Nullable: true}, {Name: "role"}, {Name: "experts"}}
 	if split {
 		cols = append(cols, Column{Name: "file"})
 	}
 	rw := New(w, format, cols)
 	for _, t := range m.Tensors {
-		layer := Num(t.Layer)
-		if t.Layer < 0 {
-			layer.Human = "-"
-		}
+		layer := KeyOf(t.Layer)
 		experts := Num(t.Experts)
 		if t.Experts == 0 {
 			experts.Human = "-"
@@ -202,7 +200,10 @@ func inspectJSON(w io.Writer, m *gguf.Model, s modelSummary, split, withMeta boo
 	for _, t := range m.Tensors {
 		it := modelTensor{
 			Name: t.Name, Type: t.Type.String(), Shape: t.Dims, Offset: t.FileOffset, Bytes: t.Size,
-			Layer: t.Layer, Role: t.Role, Experts: t.Experts, ExpertSize: t.ExpertSize,
+			Role: t.Role, Experts: t.Experts, ExpertSize: t.ExpertSize,
+		}
+		if t.Layer >= 0 {
+			it.Layer = &t.Layer
 		}
 		if split {
 			it.File = t.Path

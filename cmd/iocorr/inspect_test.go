@@ -59,6 +59,10 @@ func TestInspectCSVIsTheTensorTable(t *testing.T) {
 		if tn == nil || r[3] != itoa(tn.FileOffset) || r[4] != itoa(tn.Size) {
 			t.Errorf("row %v does not match the file", r)
 		}
+		// A tensor of no layer has an empty layer, not a -1.
+		if tn != nil && (tn.Layer < 0) != (r[5] == "") {
+			t.Errorf("row %v: layer %q, the tensor's %d", r, r[5], tn.Layer)
+		}
 	}
 }
 
@@ -88,7 +92,7 @@ func TestInspectJSON(t *testing.T) {
 			Shape   []int64
 			Offset  int64
 			Bytes   int64
-			Layer   int
+			Layer   *int
 			Experts int
 		}
 	}
@@ -104,7 +108,8 @@ func TestInspectJSON(t *testing.T) {
 		t.Errorf("metadata %v", got.Metadata["general.architecture"])
 	}
 	last := got.Tensors[len(got.Tensors)-1]
-	if last.Name != "output.weight" || last.Layer != -1 || len(last.Shape) != 2 {
+	// A tensor of no layer has a null layer, not a -1.
+	if last.Name != "output.weight" || last.Layer != nil || len(last.Shape) != 2 || got.Tensors[1].Layer == nil {
 		t.Errorf("last tensor %+v", last)
 	}
 }
