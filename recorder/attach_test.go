@@ -1,11 +1,8 @@
 package recorder_test
 
 import (
-	"bufio"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,41 +48,20 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(toucher, "-file", file, "-pages", tc.pages, "-evict", "-wait")
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			cmd.Stdout = &out
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			if _, err := bufio.NewReader(stderr).ReadString('\n'); err != nil {
-				t.Fatalf("toucher: %v", err)
-			}
-			go io.Copy(io.Discard, stderr)
-			pid := cmd.Process.Pid
+			w := llmtest.StartWaitingToucher(t, toucher, "-file", file, "-pages", tc.pages, "-evict")
+			pid := w.PID
 			dir := filepath.Join(t.TempDir(), "run")
 			done := recordAttached(t.Context(), t, dir, pid, 60*time.Second, 20*time.Second)
-			if _, err := io.WriteString(stdin, "g"); err != nil {
+			if err := w.Go(); err != nil {
 				t.Fatal(err)
 			}
 			r := <-done
 			if r.err != nil {
 				t.Fatalf("record -p: %v\n%s", r.err, r.out.Stderr)
 			}
-			if err := cmd.Wait(); err != nil {
+			rep, err := w.Wait()
+			if err != nil {
 				t.Fatalf("the toucher did not end well after the detach: %v", err)
-			}
-			var rep llmtest.ToucherReport
-			if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
-				t.Fatalf("toucher printed %q: %v", out.String(), err)
 			}
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {

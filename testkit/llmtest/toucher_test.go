@@ -1,12 +1,9 @@
 package llmtest
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,48 +181,27 @@ func TestToucherWaitsForStdinOrSIGUSR1(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			file := coldFile(t, 64*os.Getpagesize())
-			cmd := exec.Command(toucher, "-file", file, "-pages", "5,6,40", "-evict", "-wait")
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stdout bytes.Buffer
-			cmd.Stdout = &stdout
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			line, err := bufio.NewReader(stderr).ReadString('\n')
-			if err != nil || !strings.Contains(line, fmt.Sprintf("pid %d ", cmd.Process.Pid)) {
-				t.Fatalf("toucher said %q (%v), want its pid and that it waits", line, err)
-			}
+			w := StartWaitingToucher(t, toucher, "-file", file, "-pages", "5,6,40", "-evict")
+			var err error
 			if tc.closeIn {
-				stdin.Close()
+				err = w.CloseStdin()
 			}
 			// Long enough for a toucher that does not wait to finish.
 			time.Sleep(300 * time.Millisecond)
-			if stdout.Len() > 0 {
-				t.Fatalf("toucher touched before the go: %s", stdout.Bytes())
+			if out := w.Printed(); len(out) > 0 {
+				t.Fatalf("toucher touched before the go: %s", out)
 			}
 			if tc.signal {
-				err = cmd.Process.Signal(syscall.SIGUSR1)
+				err = w.Cmd.Process.Signal(syscall.SIGUSR1)
 			} else {
-				_, err = io.WriteString(stdin, "g")
+				err = w.Go()
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			go io.Copy(io.Discard, stderr)
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("toucher: %v", err)
-			}
-			var r ToucherReport
-			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-				t.Fatalf("toucher printed %q: %v", stdout.Bytes(), err)
+			r, err := w.Wait()
+			if err != nil {
+				t.Fatal(err)
 			}
 			if r.WokenBy != tc.want {
 				t.Errorf("woken by %q, want %q", r.WokenBy, tc.want)
