@@ -28,8 +28,8 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/extsort"
-	"github.com/iocorr/iocorr/internal/varint"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/varint"
 	"github.com/iocorr/iocorr/rundir"
 )
 

@@ -5,14 +5,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/iocorr/iocorr/internal/protowalk"
-
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/perfettotest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 var pseudoTensors = []event.Tensor{
@@ -26,109 +23,16 @@ func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *index.Store {
 	return storetest.Build(t, pseudoTensors, 0, evs, marks)
 }
 
-// written is an exported trace read back: its tracks and, in file order,
-// its events.
-type written struct {
-	tracks map[uint64]string // name by uuid
-	events []trackEvent      // ts, track, typ and name
-}
-
-// slicesOn are the names of the slices begun on tracks named track, in
-// the order the trace has them (time order).
-func slicesOn(w *written, track string) []string {
-	var names []string
-	for _, e := range w.events {
-		if w.tracks[e.track] == track && e.typ == typeSliceBegin {
-			names = append(names, e.name)
-		}
-	}
-	return names
-}
-
-// export writes the trace of st and reads it back with readTrace.
-func export(t *testing.T, st *index.Store, meta *rundir.Meta) (*written, Summary) {
+// export writes the trace of st and reads it back with the test kit's
+// decoder.
+func export(t *testing.T, st *index.Store, meta *rundir.Meta) (perfettotest.Trace, Summary) {
 	t.Helper()
 	var buf bytes.Buffer
 	sum, err := Export(&buf, st, meta, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return readTrace(t, buf.Bytes()), sum
-}
-
-// readTrace decodes the fields these tests look at by their published
-// numbers: track descriptors' uuid and name (a thread's in its
-// ThreadDescriptor), track events' type, track and name, a name given
-// inline or as an interned id of the sequence's InternedData.
-func readTrace(t *testing.T, raw []byte) *written {
-	t.Helper()
-	w := &written{tracks: map[uint64]string{}}
-	names := map[uint64]string{}
-	each := func(b []byte, fn func(num protowire.Number, v []byte, u uint64)) {
-		if err := protowalk.Fields(b, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) { fn(num, v, u) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	each(raw, func(_ protowire.Number, packet []byte, _ uint64) {
-		var ts uint64
-		each(packet, func(num protowire.Number, v []byte, u uint64) {
-			switch num {
-			case 8:
-				ts = u
-			case 12: // InternedData.event_names (2): EventName{iid 1, name 2}
-				each(v, func(num protowire.Number, v []byte, _ uint64) {
-					if num != 2 {
-						return
-					}
-					var iid uint64
-					var name string
-					each(v, func(num protowire.Number, v []byte, u uint64) {
-						switch num {
-						case 1:
-							iid = u
-						case 2:
-							name = string(v)
-						}
-					})
-					names[iid] = name
-				})
-			case 60:
-				var uuid uint64
-				var name string
-				each(v, func(num protowire.Number, v []byte, u uint64) {
-					switch num {
-					case 1:
-						uuid = u
-					case 2:
-						name = string(v)
-					case 4:
-						each(v, func(num protowire.Number, v []byte, _ uint64) {
-							if num == 5 {
-								name = string(v)
-							}
-						})
-					}
-				})
-				w.tracks[uuid] = name
-			case 11:
-				e := trackEvent{ts: ts}
-				each(v, func(num protowire.Number, v []byte, u uint64) {
-					switch num {
-					case 9:
-						e.typ = u
-					case 10:
-						e.name = names[u]
-					case 11:
-						e.track = u
-					case 23:
-						e.name = string(v)
-					}
-				})
-				w.events = append(w.events, e)
-			}
-		})
-	})
-	return w
+	return perfettotest.Decode(t, buf.Bytes()), sum
 }
 
 // A block request is one slice however many tensors its slices are in,
@@ -145,7 +49,7 @@ func TestBlockRequestsAreOneSliceEachByRequestID(t *testing.T) {
 		t.Errorf("%d block request slices, want 2", sum.BlockRequests)
 	}
 	// Requests in flight at once go on lanes of their device's track.
-	got := append(slicesOn(b, "queue slot 0"), slicesOn(b, "queue slot 1")...)
+	got := append(b.SlicesOn("queue slot 0"), b.SlicesOn("queue slot 1")...)
 	slices.Sort(got)
 	if want := []string{"read 16 KiB", "read 4 KiB"}; !slices.Equal(got, want) {
 		t.Errorf("block slices %q, want %q", got, want)
@@ -164,7 +68,7 @@ func TestABlockRequestWithItsCompletionUnseenSaysSo(t *testing.T) {
 	if sum.BlockRequests != 2 {
 		t.Errorf("%d block request slices, want 2", sum.BlockRequests)
 	}
-	got := slicesOn(b, "queue slot 0")
+	got := b.SlicesOn("queue slot 0")
 	if want := []string{"read 4 KiB", "read 8 KiB (completion unseen)"}; !slices.Equal(got, want) {
 		t.Errorf("block slices %q, want %q", got, want)
 	}
@@ -188,11 +92,11 @@ func TestTheTraceDrawsTheStoresTimeline(t *testing.T) {
 	}
 	st := storeOf(t, nil, marks)
 	b, sum := export(t, st, &rundir.Meta{ProbeSet: "graph,sched"})
-	if got := slicesOn(b, "llama-cli 9"); !slices.Equal(got, []string{"token 1"}) {
+	if got := b.SlicesOn("llama-cli 9"); !slices.Equal(got, []string{"token 1"}) {
 		t.Errorf("thread track slices %q, want the decode call", got)
 	}
 	want := []string{stateRunning, stateBlocked, stateRunnable, stateRunning}
-	if got := slicesOn(b, "thread state"); !slices.Equal(got, want) {
+	if got := b.SlicesOn("thread state"); !slices.Equal(got, want) {
 		t.Errorf("thread states %q, want %q", got, want)
 	}
 	if sum.Tokens != 1 || sum.ThreadStates != 4 || sum.BlockedNS != 10 {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"unsafe"
 
@@ -14,16 +13,15 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/perfetto"
+	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
-	"github.com/iocorr/iocorr/internal/protowalk"
+	"github.com/iocorr/iocorr/testkit/perfettotest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/perfetto"
-	"github.com/iocorr/iocorr/recorder"
-	"github.com/iocorr/iocorr/rundir"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The tests of this file hold the trace of a run to the store it was
@@ -54,190 +52,14 @@ func exportTraceWith(t *testing.T, dir string, opt perfetto.Options) (string, pe
 	return path, sum
 }
 
-// traceEvent and traceTrack are what the test's own decoder reads back,
-// field by field, from the published field numbers.
-type traceEvent struct {
-	ts, track, typ   uint64
-	name             string
-	counter          int64
-	flows, termFlows []uint64
-	anns             map[string]string
-}
-
-type traceTrack struct {
-	uuid, parent uint64
-	name         string
-	thread       bool
-	tid          uint32
-	counter      bool
-}
-
-type decodedTrace struct {
-	tracks map[uint64]traceTrack
-	events []traceEvent
-}
-
-// fields walks one message, failing on a malformed field.
-func fields(t *testing.T, b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
-	t.Helper()
-	if err := protowalk.Fields(b, fn); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// decodeTrace reads a trace with a schema of its own: every packet on
-// sequence 1 is a track descriptor or a timestamped track event, every
-// field one the exporter means to write. Event names, categories,
-// annotation names and string values are interned: an id must be defined
-// by the InternedData of its packet or an earlier one, once, on a packet
-// that says it needs the sequence's incremental state.
-func decodeTrace(t *testing.T, path string) decodedTrace {
+// decodeTrace reads the trace file at path with the test kit's decoder.
+func decodeTrace(t *testing.T, path string) perfettotest.Trace {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := decodedTrace{tracks: map[uint64]traceTrack{}}
-	// Interned strings by InternedData field (1 categories, 2 event names,
-	// 3 annotation names, 29 annotation string values), then iid.
-	interned := map[protowire.Number]map[uint64]string{1: {}, 2: {}, 3: {}, 29: {}}
-	lookup := func(table protowire.Number, iid uint64) string {
-		s, ok := interned[table][iid]
-		if !ok {
-			t.Fatalf("interned id %d of table %d used before its InternedData", iid, table)
-		}
-		return s
-	}
-	fields(t, raw, func(num protowire.Number, _ protowire.Type, packet []byte, _ uint64) {
-		if num != 1 {
-			t.Fatalf("Trace field %d, want only packets (1)", num)
-		}
-		var ts, seq, flags uint64
-		var hasTS bool
-		var ev *traceEvent
-		// InternedData comes before the event that uses it (the exporter
-		// writes it so); a decoder must not depend on that, so the event
-		// is decoded after the packet's fields are read.
-		var evBytes []byte
-		fields(t, packet, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-			switch num {
-			case 8:
-				ts, hasTS = u, true
-			case 10:
-				seq = u
-			case 13: // sequence_flags
-				flags = u
-			case 12: // interned_data
-				fields(t, v, func(table protowire.Number, _ protowire.Type, v []byte, _ uint64) {
-					if interned[table] == nil {
-						t.Fatalf("InternedData field %d", table)
-					}
-					var iid uint64
-					var str string
-					fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-						switch num {
-						case 1:
-							iid = u
-						case 2:
-							str = string(v)
-						default:
-							t.Fatalf("interned entry field %d", num)
-						}
-					})
-					if _, dup := interned[table][iid]; dup || iid == 0 {
-						t.Fatalf("interned id %d of table %d defined twice or zero", iid, table)
-					}
-					interned[table][iid] = str
-				})
-			case 60:
-				var tr traceTrack
-				fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-					switch num {
-					case 1:
-						tr.uuid = u
-					case 2:
-						tr.name = string(v)
-					case 3:
-					case 4:
-						tr.thread = true
-						fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-							if num == 2 {
-								tr.tid = uint32(u)
-							}
-						})
-					case 5:
-						tr.parent = u
-					case 8:
-						tr.counter = true
-					default:
-						t.Fatalf("TrackDescriptor field %d", num)
-					}
-				})
-				if _, dup := d.tracks[tr.uuid]; dup || tr.uuid == 0 {
-					t.Fatalf("track uuid %d reused or zero", tr.uuid)
-				}
-				d.tracks[tr.uuid] = tr
-			case 11:
-				evBytes = v
-			default:
-				t.Fatalf("TracePacket field %d", num)
-			}
-		})
-		if evBytes != nil {
-			if flags&2 == 0 {
-				t.Fatalf("a track event packet without SEQ_NEEDS_INCREMENTAL_STATE (flags %d)", flags)
-			}
-			ev = &traceEvent{anns: map[string]string{}}
-			fields(t, evBytes, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-				switch num {
-				case 9:
-					ev.typ = u
-				case 11:
-					ev.track = u
-				case 3:
-					lookup(1, u)
-				case 10:
-					ev.name = lookup(2, u)
-				case 30:
-					ev.counter = int64(u)
-				case 47:
-					ev.flows = append(ev.flows, u)
-				case 48:
-					ev.termFlows = append(ev.termFlows, u)
-				case 4:
-					var name, val string
-					fields(t, v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-						switch num {
-						case 1:
-							name = lookup(3, u)
-						case 17:
-							val = lookup(29, u)
-						case 3, 4:
-							val = strconv.FormatInt(int64(u), 10)
-						case 5:
-							val = "float"
-						default:
-							t.Fatalf("DebugAnnotation field %d", num)
-						}
-					})
-					ev.anns[name] = val
-				default:
-					t.Fatalf("TrackEvent field %d", num)
-				}
-			})
-		}
-		if seq != 1 {
-			t.Fatalf("packet on sequence %d", seq)
-		}
-		if ev != nil {
-			if !hasTS {
-				t.Fatal("a track event without a timestamp")
-			}
-			ev.ts = ts
-			d.events = append(d.events, *ev)
-		}
-	})
-	return d
+	return perfettotest.Decode(t, raw)
 }
 
 // checkTrace holds a trace to the rules a viewer relies on and to the
@@ -265,56 +87,56 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 	depth := map[uint64]int{}
 	flows, terms := map[uint64]int{}, map[uint64]int{}
 	got := map[string]int{}
-	for _, e := range d.events {
-		tr, ok := d.tracks[e.track]
+	for _, e := range d.Events {
+		tr, ok := d.Tracks[e.Track]
 		if !ok {
-			t.Fatalf("event %q on undescribed track %d", e.name, e.track)
+			t.Fatalf("event %q on undescribed track %d", e.Name, e.Track)
 		}
-		if e.ts < last[e.track] {
-			t.Fatalf("track %q goes back in time: %d after %d", tr.name, e.ts, last[e.track])
+		if e.TS < last[e.Track] {
+			t.Fatalf("track %q goes back in time: %d after %d", tr.Name, e.TS, last[e.Track])
 		}
-		last[e.track] = e.ts
-		switch e.typ {
+		last[e.Track] = e.TS
+		switch e.Type {
 		case 1:
-			depth[e.track]++
+			depth[e.Track]++
 			switch {
-			case e.anns["token"] != "" && e.anns["phase"] != "":
+			case e.Anns["token"] != "" && e.Anns["phase"] != "":
 				got["token"]++
-			case e.anns["nodes"] != "":
+			case e.Anns["nodes"] != "":
 				got["graph"]++
-			case e.anns["node"] != "":
+			case e.Anns["node"] != "":
 				got["op"]++
-			case e.anns["call"] != "":
+			case e.Anns["call"] != "":
 				got["read"]++
-			case e.anns["bytes"] != "":
+			case e.Anns["bytes"] != "":
 				got["block"]++
 			}
 		case 2:
-			if depth[e.track]--; depth[e.track] < 0 {
-				t.Fatalf("track %q ends a slice it never began", tr.name)
+			if depth[e.Track]--; depth[e.Track] < 0 {
+				t.Fatalf("track %q ends a slice it never began", tr.Name)
 			}
 		case 3:
-			if e.anns["class"] != "" {
+			if e.Anns["class"] != "" {
 				got["fault"]++
 			}
 		case 4:
-			if !tr.counter {
-				t.Fatalf("counter value on track %q, not a counter track", tr.name)
+			if !tr.Counter {
+				t.Fatalf("counter value on track %q, not a counter track", tr.Name)
 			}
 			got["counter"]++
 		default:
-			t.Fatalf("event type %d", e.typ)
+			t.Fatalf("event type %d", e.Type)
 		}
-		for _, f := range e.flows {
+		for _, f := range e.Flows {
 			flows[f]++
 		}
-		for _, f := range e.termFlows {
+		for _, f := range e.TermFlows {
 			terms[f]++
 		}
 	}
 	for tr, n := range depth {
 		if n != 0 {
-			t.Errorf("track %q leaves %d slices open", d.tracks[tr].name, n)
+			t.Errorf("track %q leaves %d slices open", d.Tracks[tr].Name, n)
 		}
 	}
 	for f, n := range flows {
@@ -401,14 +223,14 @@ func TestPerfettoTraceFoldsFaultsIntoCountersPastItsBound(t *testing.T) {
 	d := decodeTrace(t, path)
 	var counted int64
 	noted := false
-	for _, e := range d.events {
-		if e.typ == 3 && e.anns["class"] != "" {
+	for _, e := range d.Events {
+		if e.Type == 3 && e.Anns["class"] != "" {
 			t.Fatalf("a fault instant past the bound: %+v", e)
 		}
-		if e.typ == 4 && d.tracks[e.track].name == "page faults per interval" {
-			counted += e.counter
+		if e.Type == 4 && d.Tracks[e.Track].Name == "page faults per interval" {
+			counted += e.Counter
 		}
-		noted = noted || e.name == "faults downsampled"
+		noted = noted || e.Name == "faults downsampled"
 	}
 	if counted != 10 || !noted {
 		t.Errorf("fault counters sum to %d (want the tiny run's 10); the trace says so: %v", counted, noted)
@@ -449,21 +271,21 @@ func TestPerfettoTraceShowsThreadStatesWithProbeSched(t *testing.T) {
 	d := decodeTrace(t, path)
 	running, blocked := map[uint32]int{}, 0
 	tidOf := map[uint64]uint32{} // state track → its thread
-	for uuid, tr := range d.tracks {
-		if tr.name == "thread state" {
-			parent := d.tracks[tr.parent]
-			if !parent.thread {
+	for uuid, tr := range d.Tracks {
+		if tr.Name == "thread state" {
+			parent := d.Tracks[tr.Parent]
+			if !parent.Thread {
 				t.Fatalf("state track %d is not under a thread track", uuid)
 			}
-			tidOf[uuid] = parent.tid
+			tidOf[uuid] = parent.TID
 		}
 	}
-	for _, e := range d.events {
-		tid, ok := tidOf[e.track]
-		if !ok || e.typ != 1 {
+	for _, e := range d.Events {
+		tid, ok := tidOf[e.Track]
+		if !ok || e.Type != 1 {
 			continue
 		}
-		switch e.name {
+		switch e.Name {
 		case "running":
 			running[tid]++
 		case "blocked on I/O (D)":

@@ -19,6 +19,7 @@ var floor = map[string]int{
 	"internal/varint":    0,
 	"internal/protowalk": 0,
 	"testkit/browsertest": 0,
+	"testkit/perfettotest": 1,
 	// 1: the data model and the model file format.
 	"event": 1, "gguf": 1,
 	// 2: target knowledge (llama.cpp and ggml), no BPF.
