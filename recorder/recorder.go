@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -181,6 +180,8 @@ type recording struct {
 	// dec counts records act could not decode; only the goroutine that
 	// reads the ring touches it.
 	dec ingest.DecodeStats
+	// ops is what --probe ops costs per token; nil without it.
+	ops *opCosts
 
 	// mu guards the fields below and r.m, the metadata the writer
 	// snapshots while the command runs.
@@ -201,16 +202,6 @@ type recording struct {
 	// command's family started (the orphans iocorr may have to reap).
 	nprocs int
 	forked []int
-	// With --probe ops: the calibrated cost of a hit, and per decode call
-	// its op-probe hits and wall time (hitsAt: a call's hits at entry).
-	// The cost by what the kernel does with the probed instruction.
-	opCost    [2]bpf.UprobeCost
-	opCostErr error
-	hitsAt    map[uint32]uint64
-	nodeOps   map[uint64]uint32 // weight-reading nodes seen → their op
-	opNodes   map[uint64]bool   // nodes an op event was seen for
-	tokenHits []uint64
-	tokenNS   []uint64
 }
 
 func (r *recording) warn(s string) {
@@ -313,6 +304,10 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.models != nil {
 		models = r.models.files()
 	}
+	var ops *rundir.OpProbes
+	if r.tr != nil && r.ops != nil {
+		ops = r.ops.summary(opFiles, opIdle, opNames, opFuncs, r.opFirstInstructions(opFiles, opFuncs))
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.m
@@ -356,8 +351,8 @@ func (r *recording) snapshot() rundir.Meta {
 			m.Layout.Invalid = r.layoutErr.Error()
 		}
 		m.OpNames, m.OpFuncs = opNames, opFuncs
-		if r.o.Probes.Ops {
-			m.OpProbes = r.opProbes(opFiles, opIdle, opNames, opFuncs)
+		if ops != nil {
+			m.OpProbes = ops
 		}
 	}
 	return m
@@ -374,62 +369,6 @@ func (r *recording) opFirstInstructions(files, opFuncs []string) [2]int {
 		n[bpf.Stepped] += step
 	}
 	return n
-}
-
-// opProbes sums up what --probe ops cost per token; r.mu is held.
-func (r *recording) opProbes(files, idle, opNames, opFuncs []string) *rundir.OpProbes {
-	op := &rundir.OpProbes{Files: files, Idle: idle, Tokens: len(r.tokenHits)}
-	// The dispatcher runs for every node: no op lacks a probe point.
-	dispatch := slices.Contains(opFuncs, ggml.SymDispatch)
-	for node, v := range r.nodeOps {
-		if int(v) >= len(opNames) || ggml.IsEmptyOp(opNames[v]) {
-			continue
-		}
-		name := opNames[v]
-		switch {
-		case !dispatch && !slices.Contains(opFuncs, ggml.OpFunction(name)):
-			if op.Unprobed == nil {
-				op.Unprobed = map[string]int{}
-			}
-			op.Unprobed[name]++
-		case !r.opNodes[node] && len(r.tokenHits) > 0:
-			if op.Fused == nil {
-				op.Fused = map[string]int{}
-			}
-			op.Fused[name]++
-		}
-	}
-	first := r.opFirstInstructions(files, opFuncs)
-	switch {
-	case r.opCostErr != nil:
-		op.CalibrationNA = "the cost of a uprobe hit could not be measured: " + r.opCostErr.Error()
-	case first[bpf.Emulated]+first[bpf.Stepped] == 0:
-		op.CalibrationNA = "the first instructions of the probed op functions could not be read"
-	default:
-		// Weighted by function: a build compiles its op functions alike,
-		// so a mix is rare, and the hits per function are not known.
-		emu, step := float64(first[bpf.Emulated]), float64(first[bpf.Stepped])
-		op.PerHitNS = int64((emu*float64(r.opCost[bpf.Emulated].PerHit) + step*float64(r.opCost[bpf.Stepped].PerHit)) / (emu + step))
-		op.FirstInstruction = map[string]int{bpf.Emulated.String(): first[bpf.Emulated], bpf.Stepped.String(): first[bpf.Stepped]}
-	}
-	var hits, ns float64
-	for i, h := range r.tokenHits {
-		hits += float64(h)
-		ns += float64(r.tokenNS[i])
-		op.HitsPerTokenMax = max(op.HitsPerTokenMax, h)
-	}
-	if n := float64(len(r.tokenHits)); n > 0 {
-		op.HitsPerTokenMean, op.TokenNSMean = hits/n, ns/n
-	}
-	if ns > 0 && op.PerHitNS > 0 {
-		op.OverheadRatio = hits * float64(op.PerHitNS) / ns
-	}
-	if ns > 0 {
-		for i, c := range bpf.BareMetalUprobeCost {
-			op.BareMetalOverheadRatio[i] = hits * float64(c.Nanoseconds()) / ns
-		}
-	}
-	return op
 }
 
 // residentEnd takes each model's page-cache map with mincore once the
@@ -607,11 +546,13 @@ func (r *recording) act(typ uint16, rec []byte) {
 	case d.Graph() != nil:
 		r.onGraph(d.Graph())
 	case d.Decode() != nil:
-		r.onDecode(d.Decode())
+		if r.ops != nil {
+			r.ops.onDecode(d.Decode())
+		}
 	case d.Op() != nil:
-		r.mu.Lock()
-		r.opNodes[d.Op().Node] = true
-		r.mu.Unlock()
+		if r.ops != nil {
+			r.ops.onOp(d.Op())
+		}
 	case d.Node() != nil:
 		r.onNode(d.Node())
 	}
@@ -728,30 +669,11 @@ func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
 	}
 }
 
-// onDecode counts, with --probe ops, each decode call's op-probe hits and
-// wall time.
-func (r *recording) onDecode(e *bpf.IocorrDecodeEvent) {
-	if !r.o.Probes.Ops {
-		return
-	}
-	r.mu.Lock()
-	if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
-		r.hitsAt[e.Hdr.Tid] = e.OpHits
-	} else if at, ok := r.hitsAt[e.Hdr.Tid]; ok && e.BeginTs != 0 && e.Hdr.Ts >= e.BeginTs {
-		delete(r.hitsAt, e.Hdr.Tid)
-		r.tokenHits = append(r.tokenHits, e.OpHits-at)
-		r.tokenNS = append(r.tokenNS, e.Hdr.Ts-e.BeginTs)
-	}
-	r.mu.Unlock()
-}
-
 // onNode validates the layout the probes read ggml's structs with against
 // each graph node; at the first node that fails, those probes come off.
 func (r *recording) onNode(e *bpf.IocorrNodeEvent) {
-	if r.o.Probes.Ops {
-		r.mu.Lock()
-		r.nodeOps[e.Node] = e.Op
-		r.mu.Unlock()
+	if r.ops != nil {
+		r.ops.onNode(e)
 	}
 	if r.layoutErr != nil {
 		return

@@ -157,14 +157,9 @@ func prepare(o *Options) (*recording, error) {
 	}
 	r.reserve = reserveSpace(o.Dir)
 	if o.Probes.Ops {
-		// Before the command starts: the calibration's own hits must not
-		// land in the traced command's time.
-		for _, first := range []bpf.FirstInstruction{bpf.Emulated, bpf.Stepped} {
-			if r.opCostErr == nil {
-				r.opCost[first], r.opCostErr = bpf.MeasureUprobeCost(2000, 3, first)
-			}
-		}
-		r.hitsAt, r.nodeOps, r.opNodes = map[uint32]uint64{}, map[uint64]uint32{}, map[uint64]bool{}
+		r.ops = newOpCosts(func(first bpf.FirstInstruction) (bpf.UprobeCost, error) {
+			return bpf.MeasureUprobeCost(2000, 3, first)
+		})
 	}
 	return r, nil
 }
