@@ -122,3 +122,41 @@ func TestWrongLayoutDisablesWhatItReadsAndSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+func TestLayoutCheckSaysItsVerdictWhenItChanges(t *testing.T) {
+	ms := newModels(func(string) {}, nil)
+	good := ggml.Node{Name: []int8{'a', 0}, WeightName: []int8{0}, WeightNe: [4]uint64{1, 1, 1, 1}}
+	bad := good
+	bad.Name = []int8{'a'} // not NUL-terminated: read at a wrong offset
+	var c layoutCheck
+	for i, want := range []bool{true, false} {
+		if changed, err := c.check(good, 0, ms); changed != want || err != nil {
+			t.Fatalf("good node %d: changed %v, %v; want %v", i, changed, err, want)
+		}
+	}
+	if ok, err := c.verdict(); !ok || err != nil {
+		t.Fatalf("after good nodes: ok %v, %v", ok, err)
+	}
+	if changed, err := c.check(bad, 0, ms); !changed || err == nil {
+		t.Fatalf("bad node: changed %v, %v", changed, err)
+	}
+	if ok, err := c.verdict(); ok || err == nil || !strings.Contains(err.Error(), "not NUL-terminated") {
+		t.Fatalf("after a bad node: ok %v, %v", ok, err)
+	}
+}
+
+func TestLayoutCheckFailsALayoutUnderWhichNoNodeCouldBeRead(t *testing.T) {
+	var c layoutCheck
+	if c.unreadable(0, 1) != nil || c.unreadable(3, 0) != nil {
+		t.Fatal("failed a layout with no graph computed, or no model traced")
+	}
+	err := c.unreadable(3, 1)
+	if _, verdict := c.verdict(); err == nil || verdict != err || !strings.Contains(err.Error(), "3 graphs were computed but none of their nodes could be read") {
+		t.Fatalf("unreadable: %v, verdict %v", err, verdict)
+	}
+	var read layoutCheck
+	read.check(ggml.Node{Name: []int8{0}, WeightName: []int8{0}, WeightNe: [4]uint64{1, 1, 1, 1}}, 0, newModels(func(string) {}, nil))
+	if err := read.unreadable(3, 1); err != nil {
+		t.Fatalf("a layout under which a node was read: %v", err)
+	}
+}

@@ -182,6 +182,8 @@ type recording struct {
 	dec ingest.DecodeStats
 	// ops is what --probe ops costs per token; nil without it.
 	ops *opCosts
+	// layout validates the ggml struct layout against each graph node.
+	layout layoutCheck
 
 	// mu guards the fields below and r.m, the metadata the writer
 	// snapshots while the command runs.
@@ -189,10 +191,6 @@ type recording struct {
 	m         rundir.Meta
 	warnings  []string
 	searched  []string // files inspected for llama/ggml symbols
-	layoutOK  bool
-	layoutErr error
-	// layoutCheck is touched only by the goroutine that reads the ring.
-	layoutCheck layoutCheck
 	mapsN       int
 	libs        map[string]rundir.Library // build ids, read once per file
 	// procs are the traced processes still alive as far as the events
@@ -304,6 +302,7 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.models != nil {
 		models = r.models.files()
 	}
+	layoutOK, layoutErr := r.layout.verdict()
 	var ops *rundir.OpProbes
 	if r.tr != nil && r.ops != nil {
 		ops = r.ops.summary(opFiles, opIdle, opNames, opFuncs, r.opFirstInstructions(opFiles, opFuncs))
@@ -344,11 +343,11 @@ func (r *recording) snapshot() rundir.Meta {
 		}
 		tensor, graph := lay.Map()
 		m.Layout = &rundir.Layout{Source: lay.Source, Tensor: tensor, Graph: graph}
-		if r.layoutOK {
+		if layoutOK {
 			m.Layout.Source += " (validated)"
 		}
-		if r.layoutErr != nil {
-			m.Layout.Invalid = r.layoutErr.Error()
+		if layoutErr != nil {
+			m.Layout.Invalid = layoutErr.Error()
 		}
 		m.OpNames, m.OpFuncs = opNames, opFuncs
 		if ops != nil {
@@ -443,11 +442,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		// Graphs whose nodes could not be read at all (a wrong node
 		// count or array offset) validate nothing: the layout is as
 		// unproven as one that failed, and the expert ids were read with it.
-		if g := r.stats.graphs.Load(); g > 0 && r.layoutCheck.nodes == 0 && r.layoutErr == nil && len(r.models.files()) > 0 {
-			err := fmt.Errorf("%d graphs were computed but none of their nodes could be read", g)
-			r.mu.Lock()
-			r.layoutErr = err
-			r.mu.Unlock()
+		if err := r.layout.unreadable(r.stats.graphs.Load(), len(r.models.files())); err != nil {
 			r.warn(layoutFailed(r.tr.Layout(), err))
 		}
 		if exit != nil {
@@ -675,24 +670,17 @@ func (r *recording) onNode(e *bpf.IocorrNodeEvent) {
 	if r.ops != nil {
 		r.ops.onNode(e)
 	}
-	if r.layoutErr != nil {
+	if _, failed := r.layout.verdict(); failed != nil {
 		return
 	}
 	names, _ := r.tr.OpNames()
-	err := ggml.ValidateNode(nodeOf(e), len(names), r.layoutCheck.weight(r.models))
-	r.layoutCheck.nodes++
+	changed, err := r.layout.check(nodeOf(e), len(names), r.models)
 	if err == nil {
-		if !r.layoutOK {
-			r.mu.Lock()
-			r.layoutOK = true
-			r.mu.Unlock()
+		if changed {
 			r.meta.changed()
 		}
 		return
 	}
-	r.mu.Lock()
-	r.layoutErr, r.layoutOK = err, false
-	r.mu.Unlock()
 	if derr := r.tr.DisableLayoutProbes(); derr != nil {
 		r.warn(fmt.Sprintf("detaching the probes that read ggml structs: %v", derr))
 	}
