@@ -187,12 +187,12 @@ type recording struct {
 
 	// mu guards the fields below and r.m, the metadata the writer
 	// snapshots while the command runs.
-	mu        sync.Mutex
-	m         rundir.Meta
-	warnings  []string
-	searched  []string // files inspected for llama/ggml symbols
-	mapsN       int
-	libs        map[string]rundir.Library // build ids, read once per file
+	mu       sync.Mutex
+	m        rundir.Meta
+	warnings []string
+	searched []string // files inspected for llama/ggml symbols
+	mapsN    int
+	libs     map[string]rundir.Library // build ids, read once per file
 	// procs are the traced processes still alive as far as the events
 	// tell: the child and what it forked.
 	procs map[int]bool

@@ -182,15 +182,17 @@ func TestToucherWaitsForStdinOrSIGUSR1(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			file := coldFile(t, 64*os.Getpagesize())
 			w := StartWaitingToucher(t, toucher, "-file", file, "-pages", "5,6,40", "-evict")
-			var err error
 			if tc.closeIn {
-				err = w.CloseStdin()
+				if err := w.CloseStdin(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// Long enough for a toucher that does not wait to finish.
 			time.Sleep(300 * time.Millisecond)
 			if out := w.Printed(); len(out) > 0 {
 				t.Fatalf("toucher touched before the go: %s", out)
 			}
+			var err error
 			if tc.signal {
 				err = w.Cmd.Process.Signal(syscall.SIGUSR1)
 			} else {
