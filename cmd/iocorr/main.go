@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/pin"
 )
 
 // version is overridden at link time by the Makefile (-X main.version=...).
@@ -56,6 +57,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func main() {
 	// In the held child of `record` this becomes the traced command.
 	launch.RunShimIfChild()
+	pin.RunHolderIfChild() // a pin plan's holder (iocorr pin, record --pin)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

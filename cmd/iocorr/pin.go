@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/pin"
+)
+
+func init() {
+	register(&command{
+		name:    "pin",
+		summary: "run a command with a plan's file ranges locked in RAM inside its own memory cgroup (no tracing)",
+		usage:   "--plan plan.json [--mem-limit B] -- CMD [ARGS...]",
+		flags:   pinFlags,
+	})
+}
+
+func pinFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
+	planFile := fs.String("plan", "", "the plan (iocorr plan -o)")
+	limit := fs.String("mem-limit", "", "the command's memory budget (default: the plan's)")
+	return func(ctx context.Context, argv []string) error {
+		if *planFile == "" {
+			return usagef("pin: --plan wants a plan file (iocorr plan -o plan.json)")
+		}
+		if len(argv) == 0 {
+			return usagef("pin: no command to run (pin --plan plan.json -- CMD)")
+		}
+		o := pin.Options{Argv: argv, Stdout: stdout, Stderr: stderr}
+		if *limit != "" {
+			n, err := units.ParseSize(*limit)
+			if err != nil {
+				return usagef("pin: --mem-limit %q: %v", *limit, err)
+			}
+			o.MemLimit = n
+		}
+		var err error
+		if o.Plan, err = pin.Read(*planFile); err != nil {
+			return fmt.Errorf("pin: %w", err)
+		}
+		res, err := pin.Run(ctx, o)
+		if err != nil {
+			return fmt.Errorf("pin: %w", err)
+		}
+		fmt.Fprintf(stderr, "iocorr: pin: %s locked (%d ranges of %s) in cgroup v%d %s; its memory.stat then: %v\n",
+			units.Bytes(float64(res.Pinned)), len(o.Plan.Ranges), o.Plan.Model.Path, res.Version, res.Cgroup, res.Counters)
+		if res.Exit.Code != 0 {
+			return exitError{res.Exit.Code}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/predict"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+func init() {
+	register(&command{
+		name:    "plan",
+		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing",
+		usage:   "[-i DIR] --mem-limit B -o plan.json",
+		flags:   planFlags,
+	})
+}
+
+func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
+	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit)")
+	limit := fs.String("mem-limit", "", "the budget the plan is for (e.g. 160MiB)")
+	out := fs.StringP("output", "o", "plan.json", "plan file to write")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("plan: takes no arguments, got %q", args)
+		}
+		if *limit == "" {
+			return usagef("plan: --mem-limit wants the budget (e.g. --mem-limit 160MiB)")
+		}
+		budget, err := units.ParseSize(*limit)
+		if err != nil {
+			return usagef("plan: --mem-limit %q: %v", *limit, err)
+		}
+		st, meta, err := openRunMeta(*dir)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		defer st.Close()
+		snaps, err := rundir.ReadSnapshots(*dir)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		p, err := predict.MakePlan(st, meta, snaps, budget)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		if err := p.Write(*out); err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		fmt.Fprintf(stdout, "%s: %s\n%s\n", *out, p.Recommendation, p.Reason)
+		return nil
+	}
+}

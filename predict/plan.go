@@ -1,0 +1,153 @@
+package predict
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// The recommendations a plan makes.
+const (
+	Pin        = "pin"
+	PinNothing = "pin nothing"
+)
+
+// minGain is how much fewer decode bytes a plan must be predicted to read
+// than the kernel's policy for it to be worth pinning: below it the
+// model's own error (docs: a few per cent at the budgets measured) could
+// turn the gain into a loss.
+const minGain = 0.05
+
+// MakePlan ranks what to pin of the run's model under budget and keeps
+// the pinning the prediction ranks best. The grains are whole tensors and
+// expert slices, ordered by stall saved per byte: how many decode calls
+// read a grain (what every token reads first, then the experts the router
+// picks most), then how often the kernel's policy re-read its pages. It
+// tries the ranking's prefixes that fill a tenth, two tenths … nine tenths
+// of the page cache the budget leaves, predicts each, and recommends the
+// best only where it beats the kernel's policy; otherwise the plan pins
+// nothing and says why.
+func MakePlan(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, budget int64) (*pin.Plan, error) {
+	r, err := Load(st, meta, snaps)
+	if err != nil {
+		return nil, err
+	}
+	return r.plan(budget, ModelIdentity(&meta.Models[0]), st.Tensors)
+}
+
+func (r *Run) plan(budget int64, id pin.ModelID, tensors []event.Tensor) (*pin.Plan, error) {
+	if why := cmp.Or(r.noFigures, r.picksNA); why != "" {
+		return nil, fmt.Errorf("no plan can be predicted: %s", why)
+	}
+	capacity := r.capacityPages(budget, 0)
+	if capacity <= 0 {
+		return nil, fmt.Errorf("the budget %d is below the run's non-file memory (%d bytes)", budget, r.NonFile)
+	}
+	ra := r.calibrate()
+	base, cache := r.simulate(capacity, ra, nil, true)
+	decode := r.byPhase[event.PhaseDecode]
+	reread := func(u unit) float64 {
+		var n uint64
+		for p := u.r.first; p < u.r.end; p++ {
+			n += uint64(cache.readBy[p])
+		}
+		return float64(n) / float64(max(u.r.end-u.r.first, 1))
+	}
+	units := slices.Clone(r.unit)
+	score := make(map[int]float64, len(units))
+	for i, u := range units {
+		score[i] = reread(u)
+	}
+	idx := make([]int, len(units))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Or(cmp.Compare(units[b].reads, units[a].reads), cmp.Compare(score[b], score[a]))
+	})
+	kernelRow := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
+	best, bestRow := []int(nil), kernelRow
+	for tenth := int64(1); tenth <= 9; tenth++ {
+		limit := capacity * tenth / 10 * pageSize
+		var chosen []int
+		var spans [][2]int64
+		for _, i := range idx {
+			u := units[i]
+			if units[i].reads == 0 {
+				break
+			}
+			next := append(slices.Clone(spans), [2]int64{u.off, u.length})
+			if pin.PageBytes(next) > limit {
+				continue
+			}
+			chosen, spans = append(chosen, i), next
+		}
+		if len(chosen) == 0 || slices.Equal(chosen, best) {
+			continue
+		}
+		pins, pp := pinnedPages(spans)
+		got, _ := r.simulate(capacity-pp, ra, pins, false)
+		row := r.row(budget, PolicyPlan, event.PhaseDecode, got, "")
+		if better(row, bestRow) {
+			best, bestRow = chosen, row
+		}
+	}
+	p := &pin.Plan{Model: id, Budget: budget, Ranges: []pin.Range{},
+		Expected: map[string]map[string]*float64{PolicyKernel: figures(kernelRow)}, ExpectedNA: map[string]string{}}
+	for k, v := range kernelRow.NA {
+		p.ExpectedNA[PolicyKernel+"/"+k] = v
+	}
+	gain := 1 - bestRow.BytesReadPerToken/max(kernelRow.BytesReadPerToken, 1)
+	if best == nil || gain < minGain {
+		p.Recommendation = PinNothing
+		p.Reason = fmt.Sprintf("no pinning is predicted to read %.0f%% fewer bytes per decode token than the kernel's own policy (%.1f MiB) at this budget", minGain*100, kernelRow.BytesReadPerToken/(1<<20))
+		if decode.calls == 0 {
+			p.Reason = "the run has no decode call to predict from"
+		}
+		return p, nil
+	}
+	slices.SortFunc(best, func(a, b int) int { return cmp.Compare(units[a].off, units[b].off) })
+	var spans [][2]int64
+	for _, i := range best {
+		u := units[i]
+		p.Ranges = append(p.Ranges, pin.Range{Offset: u.off, Length: u.length, Tensor: tensors[u.tensor].Name, Expert: u.expert})
+		spans = append(spans, [2]int64{u.off, u.length})
+	}
+	p.Pinned = pin.PageBytes(spans)
+	p.Recommendation = Pin
+	p.Expected[PolicyPlan] = figures(bestRow)
+	for k, v := range bestRow.NA {
+		p.ExpectedNA[PolicyPlan+"/"+k] = v
+	}
+	p.Reason = fmt.Sprintf("pinning %d ranges (%.1f MiB) is predicted to read %.1f MiB per decode token against the kernel's %.1f MiB (%.0f%% fewer)",
+		len(p.Ranges), float64(p.Pinned)/(1<<20), bestRow.BytesReadPerToken/(1<<20), kernelRow.BytesReadPerToken/(1<<20), gain*100)
+	return p, nil
+}
+
+// better says whether a predicts more tokens/s than b, or where either's
+// is NA fewer bytes.
+func better(a, b Row) bool {
+	_, na := a.NA[ColTPS]
+	_, nb := b.NA[ColTPS]
+	if !na && !nb {
+		return a.TokensPerS > b.TokensPerS
+	}
+	return a.BytesReadPerToken < b.BytesReadPerToken
+}
+
+// figures are a row's figures by column name, nil where NA.
+func figures(r Row) map[string]*float64 {
+	out := map[string]*float64{}
+	for i, v := range []float64{r.BytesReadPerToken, r.MajorFaultsPerToken, r.StallNSPerToken, r.TokensPerS} {
+		c := Figures[i]
+		if _, na := r.NA[c]; !na {
+			out[c] = &v
+		}
+	}
+	return out
+}
