@@ -55,6 +55,10 @@ type Options struct {
 	// command starts; DropCaches drops the whole page cache.
 	Cold, DropCaches bool
 	MemLimit         int64 // bytes of a memory cgroup for the command; 0: none
+	// Pin is a pin plan file (iocorr plan): its ranges are read and
+	// locked inside the command's memory cgroup before it starts and held
+	// to its end (package pin). It needs MemLimit.
+	Pin string
 	// User runs the command as someone else and hands them the run
 	// directory; nil keeps the recorder's identity.
 	User         *proc.User
@@ -124,6 +128,9 @@ func (o *Options) Validate() error {
 	}
 	if n := o.RingBufBytes; n < os.Getpagesize() || n&(n-1) != 0 || n > 1<<30 {
 		return optionf("ring buffer size %d: want a power of two from 4KiB to 1GiB", n)
+	}
+	if o.Pin != "" && (o.MemLimit <= 0 || o.PID != 0) {
+		return optionf("--pin needs --mem-limit and a launched command: the plan is locked in the command's memory cgroup")
 	}
 	if o.MemLimit != 0 && o.MemLimit < 1<<20 {
 		return optionf("memory limit %d is below 1MiB: the command could not even start", o.MemLimit)

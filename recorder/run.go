@@ -22,6 +22,7 @@ import (
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -67,6 +68,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}()
 
+	var plan *pin.Plan
+	var err error
+	if o.Pin != "" {
+		// Refused before anything is created: another model's plan, one
+		// larger than the budget, one RLIMIT_MEMLOCK would refuse.
+		if plan, err = pin.Read(o.Pin); err == nil {
+			err = pin.Check(plan, o.MemLimit)
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("--pin: %w", err)
+		}
+	}
 	r, err := prepare(&o)
 	if err != nil {
 		return Result{}, err
@@ -112,6 +125,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	r.attachStatic()
 	if err := r.setPageCache(); err != nil {
 		return Result{}, r.abort(err)
+	}
+	if plan != nil {
+		// After the eviction, so that the pinned pages are read again and
+		// charged to the command's cgroup.
+		h, err := pin.Hold(plan.Model.Path, plan.Spans(), cg.Add)
+		if err != nil {
+			return Result{}, r.abort(fmt.Errorf("--pin: %w", err))
+		}
+		defer func() {
+			if err := h.Release(); err != nil {
+				fmt.Fprintf(r.stderr, "iocorr: --pin: %v\n", err)
+			}
+		}()
+		r.m.Controls.Pinned = &rundir.Pinned{Plan: o.Pin, Model: plan.Model.Path, Ranges: len(plan.Ranges), Bytes: h.Bytes}
 	}
 	// Ctrl-C during the set-up (eviction of a large model takes a while)
 	// means the command should not start at all.

@@ -431,6 +431,18 @@ type Controls struct {
 	// CgroupCounters holds the cgroup's own counters at the end
 	// (v2 memory.events, v1 memory.failcnt, max usage...).
 	CgroupCounters map[string]uint64 `json:"cgroup_counters,omitempty"`
+	// Pinned is the pin plan held in RAM for the run (record --pin).
+	Pinned *Pinned `json:"pinned,omitempty"`
+}
+
+// Pinned says what a pin plan locked in the command's memory cgroup
+// before it started: the plan file, its model, its ranges and the bytes
+// the holder locked (pages), held until the command ended.
+type Pinned struct {
+	Plan   string `json:"plan"`
+	Model  string `json:"model"`
+	Ranges int    `json:"ranges"`
+	Bytes  int64  `json:"bytes"`
 }
 
 // DiskStat is one line of /proc/diskstats.

@@ -40,6 +40,9 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 	fmt.Fprintf(w, "  faults      %d major, %d minor; in model files %d major, %d minor; stall %s (child majflt %d)\n",
 		s.Major, s.Minor, s.MajorModel, s.MinorModel, units.Duration(float64(s.StallNS)), m.Child.MajFlt)
 	fmt.Fprintf(w, "  tier        %s (probe sets %s)\n", m.Tier, m.ProbeSet)
+	if p := m.Controls.Pinned; p != nil {
+		fmt.Fprintf(w, "  pinned      %s locked in the command's cgroup: %d ranges of %s (plan %s)\n", units.Bytes(float64(p.Bytes)), p.Ranges, p.Model, p.Plan)
+	}
 	if why := m.PageCacheNA(); why != "" {
 		fmt.Fprintf(w, "  page cache  NA: %s\n", why)
 	} else {
