@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Block requests: issue and completion paired by request in blk_starts,
- * one record at completion. Filtered by device and by iocorr's own writes.
- * A request whose completion never reached BPF is still recorded, from its
- * issue, with its completion marked unseen (block__emit_unseen).
+ * one record at completion, of the bytes completed. Filtered by device
+ * and by iocorr's own writes. A requeued request (the device refused it:
+ * this VM's virtio disk requeues about one issue in three under memory
+ * pressure) leaves blk_starts: it is counted at the completion of its
+ * last issue, whatever its size then (the scheduler may have merged more
+ * into it meanwhile). A request whose completion never reached BPF is
+ * still recorded, from its issue, with its completion marked unseen
+ * (block__emit_unseen).
  */
 
 struct blk_start {
@@ -37,6 +42,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } blk_unseen SEC(".maps");
+
+/* Requeues seen (block_requeue): what a run's exactness rests on. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} blk_requeues SEC(".maps");
 
 /* block__fill writes what a block record says of its request. */
 static __always_inline void block__fill(struct block_event *e, const struct blk_start *bs, __s32 error)
@@ -109,11 +122,12 @@ int BPF_PROG(block_issue, struct request *rq)
 		return 0;
 	bs.sector = BPF_CORE_READ(rq, __sector);
 	bs.bytes = BPF_CORE_READ(rq, __data_len);
-	/* A request is issued again after its completion, or after a requeue
-	 * (the same sector and size, no completion between). Another request
-	 * still held here is one whose completion BPF never saw. (One whose
-	 * successor reads the same sectors is taken for a requeue: counted
-	 * once, not twice.) */
+	/* A request is issued again after its completion, or after a requeue,
+	 * which block_requeue takes out of blk_starts. Where that program is
+	 * not attached (caps.go's fallback), a request issued again with the
+	 * same sector and size, no completion between, is taken for a requeue;
+	 * any other request still held here is one whose completion BPF never
+	 * saw. */
 	old = bpf_map_lookup_elem(&blk_starts, &key);
 	if (old && (old->sector != bs.sector || old->bytes != bs.bytes || old->dev != bs.dev))
 		block__emit_unseen(old);
@@ -122,19 +136,46 @@ int BPF_PROG(block_issue, struct request *rq)
 	return 0;
 }
 
+SEC("tp_btf/block_rq_requeue")
+int BPF_PROG(block_requeue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	__u32 zero = 0;
+	__u64 *n;
+
+	if (bpf_map_delete_elem(&blk_starts, &key) == 0) {
+		n = bpf_map_lookup_elem(&blk_requeues, &zero);
+		if (n)
+			*n += 1;
+	}
+	return 0;
+}
+
+/* A completion may be partial (blk_update_request with fewer bytes than
+ * the request holds): the record has the bytes completed, from the
+ * request's current sector, and the rest stays for the next completion. */
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
 	struct blk_start *bs = bpf_map_lookup_elem(&blk_starts, &key);
 	struct block_event *e;
+	bool partial;
 
 	if (!bs)
 		return 0;
+	partial = nr_bytes && nr_bytes < bs->bytes;
 	e = event__reserve(sizeof(*e), EV_BLOCK);
 	if (e) {
 		block__fill(e, bs, error);
+		if (partial)
+			e->bytes = nr_bytes;
 		ring__submit(e, EV_BLOCK);
+	}
+	if (partial) {
+		bs->sector += nr_bytes >> 9;
+		bs->bytes -= nr_bytes;
+		return 0;
 	}
 	bpf_map_delete_elem(&blk_starts, &key);
 	return 0;

@@ -470,6 +470,7 @@ type IocorrVmaCache struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	IocorrMapBlkRequeues           = "blk_requeues"
 	IocorrMapBlkStarts             = "blk_starts"
 	IocorrMapBlkUnseen             = "blk_unseen"
 	IocorrMapCalibHits             = "calib_hits"
@@ -499,6 +500,7 @@ const (
 	IocorrMapVmaZero               = "vma_zero"
 	IocorrProgBlockComplete        = "block_complete"
 	IocorrProgBlockIssue           = "block_issue"
+	IocorrProgBlockRequeue         = "block_requeue"
 	IocorrProgCalibrate            = "calibrate"
 	IocorrProgDecodeBegin          = "decode_begin"
 	IocorrProgDecodeEnd            = "decode_end"
@@ -621,6 +623,7 @@ type IocorrSpecs struct {
 type IocorrProgramSpecs struct {
 	BlockComplete    *ebpf.ProgramSpec `ebpf:"block_complete"`
 	BlockIssue       *ebpf.ProgramSpec `ebpf:"block_issue"`
+	BlockRequeue     *ebpf.ProgramSpec `ebpf:"block_requeue"`
 	Calibrate        *ebpf.ProgramSpec `ebpf:"calibrate"`
 	DecodeBegin      *ebpf.ProgramSpec `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.ProgramSpec `ebpf:"decode_end"`
@@ -677,6 +680,7 @@ type IocorrProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrMapSpecs struct {
+	BlkRequeues   *ebpf.MapSpec `ebpf:"blk_requeues"`
 	BlkStarts     *ebpf.MapSpec `ebpf:"blk_starts"`
 	BlkUnseen     *ebpf.MapSpec `ebpf:"blk_unseen"`
 	CalibHits     *ebpf.MapSpec `ebpf:"calib_hits"`
@@ -758,6 +762,7 @@ func (o *IocorrObjects) Close() error {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrMaps struct {
+	BlkRequeues   *ebpf.Map `ebpf:"blk_requeues"`
 	BlkStarts     *ebpf.Map `ebpf:"blk_starts"`
 	BlkUnseen     *ebpf.Map `ebpf:"blk_unseen"`
 	CalibHits     *ebpf.Map `ebpf:"calib_hits"`
@@ -789,6 +794,7 @@ type IocorrMaps struct {
 
 func (m *IocorrMaps) Close() error {
 	return _IocorrClose(
+		m.BlkRequeues,
 		m.BlkStarts,
 		m.BlkUnseen,
 		m.CalibHits,
@@ -857,6 +863,7 @@ type IocorrVariables struct {
 type IocorrPrograms struct {
 	BlockComplete    *ebpf.Program `ebpf:"block_complete"`
 	BlockIssue       *ebpf.Program `ebpf:"block_issue"`
+	BlockRequeue     *ebpf.Program `ebpf:"block_requeue"`
 	Calibrate        *ebpf.Program `ebpf:"calibrate"`
 	DecodeBegin      *ebpf.Program `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.Program `ebpf:"decode_end"`
@@ -913,6 +920,7 @@ func (p *IocorrPrograms) Close() error {
 	return _IocorrClose(
 		p.BlockComplete,
 		p.BlockIssue,
+		p.BlockRequeue,
 		p.Calibrate,
 		p.DecodeBegin,
 		p.DecodeEnd,

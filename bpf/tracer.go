@@ -455,6 +455,21 @@ func (t *Tracer) BlockCompletionsUnseen() (uint64, error) {
 	return n, nil
 }
 
+// BlockRequeues counts the requests taken back for a requeue while held
+// as issued (block.bpf.h's block_requeue): each is counted once, at the
+// completion of its last issue. Nil on the block capability's fallback
+// path, which has no requeue hook.
+func (t *Tracer) BlockRequeues() (*uint64, error) {
+	if !t.usesPath(CapBlock, 0) {
+		return nil, nil
+	}
+	n, err := perCPUSum(t.objs.BlkRequeues, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading the count of block requeues: %w", err)
+	}
+	return &n, nil
+}
+
 // TakeUnfinishedBlockRequests removes the block requests still held as
 // issued and returns them as block events with their completion unseen,
 // timed now (CLOCK_MONOTONIC ns, as bpf_ktime_get_ns): at a record's end

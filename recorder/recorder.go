@@ -436,6 +436,11 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		// for a few completions run in softirq), or had not come by the
 		// end, are recorded from their issue, without a latency: say how
 		// many.
+		if n, err := r.tr.BlockRequeues(); err != nil {
+			r.warn(err.Error())
+		} else {
+			r.m.BlockRequeues = n
+		}
 		if n, err := r.tr.BlockCompletionsUnseen(); err != nil {
 			r.warn(err.Error())
 		} else if n += r.blockUnfinished; n > 0 {

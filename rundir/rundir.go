@@ -108,8 +108,13 @@ type Meta struct {
 	// BlockIncomplete counts block requests whose completion never
 	// reached the tracer (or had not come at the end): they are recorded
 	// from their issue, their bytes counted, their latency NA.
-	BlockIncomplete uint64            `json:"block_incomplete"`
-	Lost            map[string]uint64 `json:"lost"`
+	BlockIncomplete uint64 `json:"block_incomplete"`
+	// BlockRequeues counts requests the device refused and the kernel
+	// requeued while iocorr held them as issued: each was counted once,
+	// at its last issue's completion. Nil where the kernel has no requeue
+	// hook (the block capability's fallback path) and in older runs.
+	BlockRequeues *uint64           `json:"block_requeues,omitempty"`
+	Lost          map[string]uint64 `json:"lost"`
 	// PageRunsUnordered counts page-cache runs recorded, not lost, but
 	// perhaps after a page event of the same pages (their slot was held by
 	// another CPU past the kernel's spin); the store orders them by time.
