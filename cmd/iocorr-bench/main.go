@@ -34,7 +34,7 @@ func main() {
 	pflag.Int64Var(&memMiB, "mem-limit-mib", 128, "memory limit of the cold arm, MiB")
 	pflag.BoolVar(&cfg.Short, "short", false, "prove it works: 1 round, 4 tokens, the 1 M-event store, scale runs of 2 and 4 tokens")
 	pflag.IntSliceVar(&cfg.ScaleTokens, "scale-tokens", []int{64, 256}, "run lengths of the scale section (llama-bench -n), shortest first")
-	pflag.StringSliceVar(&cfg.Sections, "section", nil, "run only these sections: "+strings.Join(bench.Sections, ", ")+" (default all)")
+	pflag.StringSliceVar(&cfg.Sections, "section", nil, "run only these sections: "+strings.Join(bench.Sections, ", ")+" (default all but the on-demand "+strings.Join(bench.OnDemand, ", ")+")")
 	pflag.StringSliceVar(&cfg.Arms, "arm", nil, "run only these overhead arms, by letter or name (default all)")
 	pflag.StringVarP(&out, "output", "o", "bench.json", "JSON file to write the table to")
 	pflag.Parse()
