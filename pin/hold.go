@@ -70,8 +70,17 @@ func lock(req request) (int64, error) {
 	if st.Size() == 0 {
 		return 0, fmt.Errorf("%s is empty", req.Path)
 	}
+	// Dirty pages stay through DONTNEED (a model just written): write
+	// them first.
+	_ = unix.Fdatasync(int(f.Fd()))
+	// DONTNEED drops only folios wholly inside its range, and the page
+	// cache holds a file in folios of up to 2 MiB (a PMD): the range is
+	// widened to 2 MiB boundaries, or a span inside a large folio would
+	// stay charged to whoever read it first.
+	const folio = 2 << 20
 	for _, s := range req.Spans {
-		_ = unix.Fadvise(int(f.Fd()), s[0], s[1], unix.FADV_DONTNEED)
+		a := s[0] / folio * folio
+		_ = unix.Fadvise(int(f.Fd()), a, (s[0]+s[1]+folio-1)/folio*folio-a, unix.FADV_DONTNEED)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {

@@ -141,7 +141,7 @@ func (p *Plan) Spans() [][2]int64 {
 func (p *Plan) Matches(id ModelID) string {
 	switch {
 	case p.Model.Size != id.Size:
-		return fmt.Sprintf("the plan is for a model of %d bytes (%s), %s has %d", p.Model.Size, p.Model.Path, id.Path, id.Size)
+		return fmt.Sprintf("the plan is for another model file (%d bytes, %s), %s has %d", p.Model.Size, p.Model.Path, id.Path, id.Size)
 	case p.Model.Tensors != id.Tensors || p.Model.Hash != id.Hash:
 		return fmt.Sprintf("the plan is for another model (%d tensors, table %.12s), %s has %d tensors, table %.12s", p.Model.Tensors, p.Model.Hash, id.Path, id.Tensors, id.Hash)
 	}
