@@ -1,0 +1,67 @@
+package predict
+
+import (
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+)
+
+// cyclicRun is a run of one file of pages pages whose every call reads
+// the file front to back: the stream where an LRU-like cache smaller than
+// the file misses every page (each is evicted before its next use).
+func cyclicRun(pages int32, calls int) *Run {
+	r := &Run{pages: pages, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: calls, tokens: int64(calls)}}}
+	r.Model.Size = int64(pages) * pageSize
+	for range calls {
+		r.calls = append(r.calls, call{phase: event.PhaseDecode, reads: []pageRange{{0, pages}}})
+	}
+	return r
+}
+
+func TestTheKernelModelsBytesOnStreamsWhoseAnswerIsKnown(t *testing.T) {
+	const pages, calls = 1000, 5
+	for _, tc := range []struct {
+		name     string
+		capacity int64
+		ra       int32
+		pinned   []pageRange
+		// want is the pages read per call.
+		want uint64
+	}{
+		// The whole file fits: the load reads it, no call reads again.
+		{"the file fits", pages, 64, nil, 0},
+		// Without readahead, a cache under half the file evicts each
+		// page (young once, rotated once, then old) before its next use.
+		{"a cyclic stream larger than the cache", 300, 1, nil, pages},
+		// Pinned pages are never read again; the rest still cycle.
+		{"pinned pages stay", 300, 1, []pageRange{{0, 200}}, pages - 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := cyclicRun(pages, calls).simulate(tc.capacity, tc.ra, tc.pinned, false)
+			if b := got[event.PhaseDecode][0] / calls / pageSize; b != tc.want {
+				t.Errorf("read %d pages per call, want %d", b, tc.want)
+			}
+		})
+	}
+}
+
+func TestBeladyNeverReadsMoreThanTheKernelModel(t *testing.T) {
+	r := cyclicRun(1000, 4)
+	// A stream with reuse at several distances: the cyclic scan, then a
+	// hot prefix read again within each call.
+	for i := range r.calls {
+		r.calls[i].reads = append(r.calls[i].reads, pageRange{0, 100}, pageRange{500, 550}, pageRange{0, 100})
+	}
+	for _, capacity := range []int64{50, 150, 400, 900, 2000} {
+		k, _ := r.simulate(capacity, 16, nil, false)
+		b := r.belady(capacity)
+		if b[event.PhaseDecode][0] > k[event.PhaseDecode][0] {
+			t.Errorf("capacity %d: Belady read %d bytes, the kernel model %d", capacity, b[event.PhaseDecode][0], k[event.PhaseDecode][0])
+		}
+		// Belady's demand misses: at least the pages a call reads that
+		// cannot all be resident.
+		if capacity < 1000 && b[event.PhaseDecode][0] == 0 {
+			t.Errorf("capacity %d: Belady read nothing of a 1000-page stream", capacity)
+		}
+	}
+}
