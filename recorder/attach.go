@@ -50,14 +50,14 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 		return Result{}, r.abort(err)
 	}
 	r.spool = sp
-	r.procs[pid], r.nprocs = true, 1
 	r.m.Child.PID = pid
-	r.holdInvisibly(pid)
-	defer r.closeWarden()
-	if r.warden == nil || !r.m.Pauses.Invisible {
-		return Result{}, r.abort(fmt.Errorf("process %d cannot be attached to without ptrace: %s", pid, r.m.Pauses.VisibleWhy))
+	r.fam.first(pid)
+	defer r.fam.closeWarden()
+	if ok, why := r.fam.heldInvisibly(); !ok {
+		return Result{}, r.abort(fmt.Errorf("process %d cannot be attached to without ptrace: %s", pid, why))
 	}
-	if err := r.warden.Freeze(pid); err != nil {
+	w := r.fam.warden
+	if err := w.Freeze(pid); err != nil {
 		return Result{}, r.abort(err)
 	}
 	st, err := proc.ReadStat(pid)
@@ -66,21 +66,21 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 		err = r.tr.TracePID(pid)
 	}
 	if err != nil {
-		r.warden.Thaw(pid)
+		w.Thaw(pid)
 		return Result{}, r.abort(err)
 	}
 	r.m.Attached = &rundir.Attached{PID: pid, MajFltBefore: before}
 	r.probeMapped(pid)
 
 	tr := r.begin()
-	if err := r.warden.Thaw(pid); err != nil {
+	if err := w.Thaw(pid); err != nil {
 		r.warn(err.Error())
 	}
 	exited := r.watch(ctx, pid, tr.drainErr)
 	// Frozen (or gone), the process adds nothing to its count while it
 	// is read and the record is closed.
 	if !exited {
-		if err := r.warden.Freeze(pid); err != nil {
+		if err := w.Freeze(pid); err != nil {
 			r.warn(err.Error())
 		}
 	}
@@ -102,18 +102,18 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 		r.m.Child.MajFlt = int64(a.MajFltAfter - a.MajFltBefore)
 	}
 	r.m.Counts = r.counts.Map()
-	r.m.Family = &rundir.Family{Processes: r.nprocs}
+	r.fam.ended()
 	r.finish(&launch.Exit{}, derr)
 	// Nothing is recorded from here: the probes come off while the
 	// process is still frozen, then it runs on, detached; the pauses'
 	// counts come with the detach.
 	r.closeTracer()
 	if !exited {
-		if err := r.warden.Thaw(pid); err != nil {
+		if err := w.Thaw(pid); err != nil {
 			r.warn(err.Error())
 		}
 	}
-	r.closeWarden()
+	r.fam.closeWarden()
 	r.finishMeta()
 	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Ran: true}
 	if derr != nil {

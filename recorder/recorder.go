@@ -11,7 +11,6 @@
 package recorder
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -161,10 +160,8 @@ type recording struct {
 	models *models
 	spool  *ingest.SpoolWriter
 	child  *launch.Child
-	// warden holds traced processes for uprobe attaches unseen by their
-	// family (ptrace); nil when it could not start (pauses are then
-	// SIGSTOPs, and meta.json says so).
-	warden *launch.Warden
+	// fam is the traced processes and the warden that holds them.
+	fam *family
 	// closeOnce closes tr once, early or by Run's defer.
 	closeOnce sync.Once
 	stats     liveStats
@@ -200,13 +197,6 @@ type recording struct {
 	searched []string // files inspected for llama/ggml symbols
 	mapsN    int
 	libs     map[string]rundir.Library // build ids, read once per file
-	// procs are the traced processes still alive as far as the events
-	// tell: the child and what it forked.
-	procs map[int]bool
-	// nprocs counts the processes traced in all; forked are those the
-	// command's family started (the orphans iocorr may have to reap).
-	nprocs int
-	forked []int
 }
 
 func (r *recording) warn(s string) {
@@ -246,50 +236,6 @@ func tracefsHint() string {
 	return "tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing"
 }
 
-// cont sends SIGCONT to a process the kernel stopped for a uprobe attach.
-// A failure leaves it stopped, so it is said and kept in the metadata;
-// retrying cannot help. A process that is gone (ESRCH) is not stopped.
-func (r *recording) cont(pid int, why string) {
-	if r.warden != nil {
-		if err := r.warden.Release(pid); err != nil {
-			r.warn(fmt.Sprintf("process %d, held %s, could not be released: %v", pid, why, err))
-		}
-		return
-	}
-	err := unix.Kill(pid, unix.SIGCONT)
-	if err == nil || errors.Is(err, unix.ESRCH) {
-		return
-	}
-	errno := 0
-	var en unix.Errno
-	if errors.As(err, &en) {
-		errno = int(en)
-	}
-	r.warn(fmt.Sprintf("process %d, stopped %s, could not be continued and may still be stopped: %v (errno %d); `kill -CONT %d` releases it", pid, why, err, errno, pid))
-}
-
-// continueStopped sends SIGCONT to traced processes the kernel stopped
-// for a uprobe attach whose mmap event nobody read (they outlived the
-// command and mapped a file after the ring was last read), and says how
-// many it found.
-func (r *recording) continueStopped() int {
-	r.mu.Lock()
-	pids := make([]int, 0, len(r.procs))
-	for pid := range r.procs {
-		pids = append(pids, pid)
-	}
-	r.mu.Unlock()
-	n := 0
-	for _, pid := range pids {
-		if proc.State(pid) == 'T' {
-			r.cont(pid, "after the recording")
-			r.warn(fmt.Sprintf("process %d was left stopped after the recording; it was continued", pid))
-			n++
-		}
-	}
-	return n
-}
-
 // snapshot is the metadata as far as it is known now: what the run set
 // up, every model found so far, the probes and libraries attached, the
 // layout and op names read from the target, the maps snapshots taken.
@@ -319,16 +265,7 @@ func (r *recording) snapshot() rundir.Meta {
 	m := r.m
 	m.Maps = append([]rundir.MapsSnapshot(nil), r.m.Maps...)
 	m.Warnings = append([]string(nil), r.warnings...)
-	if r.m.Pauses != nil {
-		p := *r.m.Pauses
-		m.Pauses = &p
-	}
-	if r.m.Family != nil {
-		f := *r.m.Family
-		f.LeftRunning = append([]int(nil), f.LeftRunning...)
-		f.Orphans = append([]int(nil), f.Orphans...)
-		m.Family = &f
-	}
+	r.fam.meta(&m)
 	if r.models != nil {
 		m.Models = models
 	}
@@ -422,8 +359,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		}
 		if n, err := r.tr.StopsUnheld(); err != nil {
 			r.warn(err.Error())
-		} else if n > 0 && r.m.Pauses != nil {
-			r.m.Pauses.Unheld = n
+		} else if n > 0 && r.fam.unheld(n) {
 			r.warn(fmt.Sprintf("%d pauses for a uprobe attach were not taken: the thread that asked began less than 100 ms before, and the warden seizes threads only once they have run that long; the file it mapped was probed while it ran on (up to the recorder's wakeup later)", n))
 		}
 		if n, err := r.tr.UnorderedPageRuns(); err != nil {
@@ -583,7 +519,7 @@ func (r *recording) onMmap(e *bpf.IocorrMmapEvent) {
 		if path != "" {
 			r.attach(path)
 		}
-		r.cont(pid, "for a uprobe attach")
+		r.fam.cont(pid, "for a uprobe attach")
 		return
 	}
 	isModel, isNew := r.models.mapped(e.Dev, e.Ino, path)
@@ -610,22 +546,10 @@ func (r *recording) onMmap(e *bpf.IocorrMmapEvent) {
 	r.meta.changed()
 }
 
-// onTask keeps the set of traced processes alive.
+// onTask keeps the family's set of processes, and takes the models a
+// new program names on its command line.
 func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
-	r.mu.Lock()
-	switch e.Kind {
-	case uint32(bpf.IocorrTaskKindTASKEV_FORK):
-		r.procs[int(e.Child)] = true
-		r.nprocs++
-		r.forked = append(r.forked, int(e.Child))
-	case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
-		delete(r.procs, int(e.Hdr.Tgid))
-	}
-	r.mu.Unlock()
-	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_THREAD) && r.warden != nil {
-		// A warden already gone holds nothing: nothing to say.
-		_ = r.warden.SeizeThreads(int(e.Hdr.Tgid))
-	}
+	r.fam.onTask(e)
 	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
 		r.modelsInCmdline(int(e.Hdr.Tgid))
 	}
@@ -667,7 +591,7 @@ func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
 		r.warn(err.Error())
 	}
 	if e.Stopped == 1 {
-		r.cont(int(e.Hdr.Tgid), "for the op-probe attach")
+		r.fam.cont(int(e.Hdr.Tgid), "for the op-probe attach")
 	} else if attached {
 		r.warn("the process could not be stopped for the op-probe attach: ops of its first graph may be missing")
 	}

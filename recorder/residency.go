@@ -121,7 +121,7 @@ func (r *recording) startSnapshots() error {
 		s.exact = true
 		s.marks = make(chan tokenMark, 64)
 		s.tokens = r.tr.TokenStops
-		s.cont = func(tgid int) { r.cont(tgid, "for its token's residency snapshot") }
+		s.cont = func(tgid int) { r.fam.cont(tgid, "for its token's residency snapshot") }
 		s.released = map[uint32]uint64{}
 	}
 	if !s.exact {

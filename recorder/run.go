@@ -157,7 +157,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// so that a process the command left behind is neither stopped for
 	// uprobes nor slowed by probes.
 	r.closeTracer()
-	if r.warden == nil && r.continueStopped() > 0 {
+	if r.fam.warden == nil && r.fam.continueStopped() > 0 {
 		r.finishMeta()
 	}
 	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Signals: end.sigs, Ran: true}
@@ -171,7 +171,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // the directory says what was attempted (Finished stays false until the
 // end), and holds back the disk space its last one needs.
 func prepare(o *Options) (*recording, error) {
-	r := &recording{o: o, stderr: o.Stderr, procs: map[int]bool{}, libs: map[string]rundir.Library{}}
+	r := &recording{o: o, stderr: o.Stderr, libs: map[string]rundir.Library{}}
+	r.fam = newFamily(r.warn)
 	r.m = rundir.Meta{
 		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: o.Probes.String(), Tier: o.Probes.Tier(),
 		Controls:  rundir.Controls{Cold: o.Cold, DropCaches: o.DropCaches, MemLimit: o.MemLimit},
@@ -257,9 +258,7 @@ func (r *recording) launch() error {
 		return err
 	}
 	r.child = child
-	r.procs[child.PID()] = true
-	r.nprocs = 1
-	r.holdInvisibly(child.PID())
+	r.fam.first(child.PID())
 	r.m.Child.PID = child.PID()
 	if r.o.User != nil {
 		r.m.Child.UID, r.m.Child.GID = int(r.o.User.UID), int(r.o.User.GID)
@@ -331,7 +330,7 @@ func (r *recording) abort(err error) error {
 	if r.child != nil {
 		r.child.Abort()
 	}
-	r.closeWarden()
+	r.fam.closeWarden()
 	if r.spool != nil {
 		r.spool.Close()
 	}
@@ -374,9 +373,9 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 	e.exit = r.child.Wait()
 	r.cpuAtExit = selfCPUNS()
 	if !drained {
-		r.awaitFamily(ctx)
+		r.fam.await(ctx, r.tr.TracedProcesses)
 	}
-	r.reapOrphans(&e.exit)
+	r.fam.reapOrphans(&e.exit)
 	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
 	// Right at the end stamp, as DiskBefore is right before the start
 	// stamp: block completions stamped inside [start, end] are then what
@@ -387,7 +386,7 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 	}
 	// Nothing releases a pause from here on: the warden lets every
 	// process go.
-	r.closeWarden()
+	r.fam.closeWarden()
 	return e, nil
 }
 
@@ -529,12 +528,7 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 	if r.filemapFaults != nil {
 		r.filemapFaults(r.m.Counts)
 	}
-	r.mu.Lock()
-	if r.m.Family == nil {
-		r.m.Family = &rundir.Family{}
-	}
-	r.m.Family.Processes = r.nprocs
-	r.mu.Unlock()
+	r.fam.ended()
 	if r.dec.Short+r.dec.Unknown > 0 {
 		r.warn(fmt.Sprintf("%d records too short for their type and %d of unknown type were not looked at while recording", r.dec.Short, r.dec.Unknown))
 	}
