@@ -478,8 +478,8 @@ func (r *recording) act(typ uint16, rec []byte) {
 		return
 	}
 	r.stats.observe(d, r.models)
-	if dec := d.Decode(); dec != nil {
-		r.markToken(dec)
+	if dec := d.Decode(); dec != nil && r.snaps != nil {
+		r.snaps.mark(dec)
 	}
 	switch {
 	case d.Mmap() != nil:

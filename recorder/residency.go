@@ -107,30 +107,41 @@ type modelMapping struct {
 	chunks []chunkState
 }
 
-// startSnapshots opens DIR/residency.jsonl and starts the goroutine.
-func (r *recording) startSnapshots() error {
-	f, err := os.Create(filepath.Join(r.o.Dir, rundir.ResidencyFile))
+// snapshotTracer is what the snapshots need of the tracer.
+type snapshotTracer interface {
+	// TokenStops is a process's count of stops at token starts and the
+	// token of its last (exact snapshots).
+	TokenStops(tgid uint32) (uint64, uint32, error)
+	// ArmTokenWakeup asks the kernel to wake the ring's reader at the
+	// next token start.
+	ArmTokenWakeup() error
+}
+
+// startSnapshots opens DIR/residency.jsonl and starts the snapshots of
+// the models' residency at token starts. With exact, the kernel stops
+// each process at its token's start and cont resumes it once its
+// snapshot is taken.
+func startSnapshots(dir string, ms *models, warn func(string), tr snapshotTracer, exact bool, cont func(pid int)) (*snapshotter, error) {
+	f, err := os.Create(filepath.Join(dir, rundir.ResidencyFile))
 	if err != nil {
-		return fmt.Errorf("residency snapshots: %w", err)
+		return nil, fmt.Errorf("residency snapshots: %w", err)
 	}
-	s := &snapshotter{models: r.models, warn: r.warn, f: f, w: bufio.NewWriter(f),
+	s := &snapshotter{models: ms, warn: warn, f: f, w: bufio.NewWriter(f),
 		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}}
-	if r.o.ExactSnapshots {
+	if exact {
 		// Every token start is held for its snapshot: none is replaced or
 		// throttled, and marks of several processes queue.
 		s.exact = true
 		s.marks = make(chan tokenMark, 64)
-		s.tokens = r.tr.TokenStops
-		s.cont = func(tgid int) { r.fam.cont(tgid, "for its token's residency snapshot") }
+		s.tokens = tr.TokenStops
+		s.cont = cont
 		s.released = map[uint32]uint64{}
+	} else {
+		s.arm = tr.ArmTokenWakeup
 	}
-	if !s.exact {
-		s.arm = r.tr.ArmTokenWakeup
-	}
-	r.snaps = s
 	s.armNext()
 	go s.run()
-	return nil
+	return s, nil
 }
 
 // armNext arms the wakeup at the next token start; a failure is said
@@ -148,15 +159,14 @@ func (s *snapshotter) armNext() {
 	}
 }
 
-// markToken hands a token start seen in the ring to the snapshotter. By
+// mark hands a token start seen in the ring to the snapshotter. By
 // default it never blocks the drain: a mark still pending when the next
 // arrives is replaced (that token gets no snapshot, and the run counts
 // it). Exact snapshots queue every mark (their processes wait for them),
 // and block the drain only past 64 pending, which needs as many traced
 // processes at a token start at once.
-func (r *recording) markToken(e *bpf.IocorrDecodeEvent) {
-	s := r.snaps
-	if s == nil || e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+func (s *snapshotter) mark(e *bpf.IocorrDecodeEvent) {
+	if e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
 		return
 	}
 	m := tokenMark{token: e.Hdr.Token, tgid: e.Hdr.Tgid, ts: e.BeginTs}
@@ -182,12 +192,8 @@ func (r *recording) markToken(e *bpf.IocorrDecodeEvent) {
 	}
 }
 
-// stopSnapshots ends the goroutine and puts what it did in the metadata.
-func (r *recording) stopSnapshots() {
-	s := r.snaps
-	if s == nil {
-		return
-	}
+// stop ends the snapshots and says what they did.
+func (s *snapshotter) stop() rundir.SnapshotStats {
 	s.armMu.Lock()
 	s.stopped = true
 	s.armMu.Unlock()
@@ -208,12 +214,12 @@ func (r *recording) stopSnapshots() {
 		s.err = err
 	}
 	if s.err != nil {
-		r.warn(fmt.Sprintf("residency snapshots: %v; the run's snapshots end there", s.err))
+		s.warn(fmt.Sprintf("residency snapshots: %v; the run's snapshots end there", s.err))
 	}
 	st := s.stats.export()
 	st.Method = s.method
 	st.Exact = s.exact
-	r.update(func(m *rundir.Meta) { m.ResidencySnapshots = &st })
+	return st
 }
 
 func (s *snapshotter) run() {

@@ -418,9 +418,12 @@ func (r *recording) begin() tracing {
 	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
 	go func() { tr.drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
 	tr.stopProgress = r.stats.report(r.o.Progress, &r.counts, r.m.Start)
-	if err := r.startSnapshots(); err != nil {
+	snaps, err := startSnapshots(r.o.Dir, r.models, r.warn, r.tr, r.o.ExactSnapshots,
+		func(pid int) { r.fam.cont(pid, "for its token's residency snapshot") })
+	if err != nil {
 		r.warn(err.Error())
 	}
+	r.snaps = snaps
 	return tr
 }
 
@@ -551,4 +554,14 @@ func selfCPUNS() int64 {
 		return 0
 	}
 	return unix.TimevalToNsec(self.Utime) + unix.TimevalToNsec(self.Stime)
+}
+
+// stopSnapshots ends the residency snapshots and puts what they did in
+// the metadata.
+func (r *recording) stopSnapshots() {
+	if r.snaps == nil {
+		return
+	}
+	st := r.snaps.stop()
+	r.update(func(m *rundir.Meta) { m.ResidencySnapshots = &st })
 }
