@@ -23,6 +23,8 @@ var eventTypeNames = map[uint32]string{
 	uint32(IocorrEventTypeEV_PAGE_RUN):      "page_run",
 	uint32(IocorrEventTypeEV_SCHED):         "sched",
 	uint32(IocorrEventTypeEV_READ):          "read",
+	uint32(IocorrEventTypeEV_PLACE):         "place",
+	uint32(IocorrEventTypeEV_BUFNAME):       "buffer_name",
 }
 
 // EventTypeName names an event type for counts and messages.

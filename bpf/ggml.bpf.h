@@ -25,11 +25,12 @@ struct ggml_layout {
 	__u32 g_n_nodes;
 	__u32 g_nodes;
 	__u32 type_i32; /* enum ggml_type GGML_TYPE_I32 */
-	__u32 pad;
+	__u32 t_buffer;
 };
 volatile struct ggml_layout layout = {
 	.t_type = 0, .t_ne = 16, .t_nb = 48, .t_op = 80, .t_src = 152, .t_view_src = 232,
 	.t_data = 248, .t_name = 256, .g_n_nodes = 4, .g_nodes = 16, .type_i32 = 26,
+	.t_buffer = 8,
 };
 
 static __always_inline __u64 user__read_ptr(__u64 addr)
@@ -61,6 +62,11 @@ static __always_inline __u32 tensor__type(__u64 t)
 static __always_inline __u64 tensor__data(__u64 t)
 {
 	return user__read_ptr(t + layout.t_data);
+}
+
+static __always_inline __u64 tensor__buffer(__u64 t)
+{
+	return user__read_ptr(t + layout.t_buffer);
 }
 
 static __always_inline __u64 tensor__src(__u64 t, __u32 i)
@@ -177,6 +183,7 @@ __noinline int graph__emit_weight(struct walk_ctx *w, __u32 slot, __u64 src)
 	e->ino = vi.ino;
 	e->dev = vi.dev;
 	e->file_off = vi.file_off;
+	e->weight_buffer = tensor__buffer(src);
 	e->node_idx = w->node_idx;
 	e->op = w->node_op;
 	e->weight_type = tensor__type(src);
@@ -640,6 +647,82 @@ int BPF_KPROBE(get_rows_begin, void *params, void *dst)
 	if (!ids || tensor__type(ids) != layout.type_i32)
 		return 0;
 	experts__emit_ids(&x, node, ids);
+	return 0;
+}
+
+/* ---- ggml: where the weights live ------------------------------------ */
+
+/* ggml_backend_tensor_set(tensor, data, offset, size): a copy into the
+ * tensor's buffer. Emitted only when data lies in a file mapping: llama.cpp
+ * copies each weight it does not leave mapped (a GPU's, a repacked one)
+ * from the model's mapping while loading; the inputs it sets every token
+ * come from the heap. */
+SEC("uprobe")
+int BPF_KPROBE(tensor_set, void *tensor, void *data, __u64 offset, __u64 size)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct vma_info vi = {};
+	struct place_event *e;
+
+	if (!proc__is_traced(tgid) || !tensor || !data)
+		return 0;
+	vi.addr = (__u64)data;
+	vma__find(&vi);
+	if (!vi.ino)
+		return 0;
+	e = event__reserve(sizeof(*e), EV_PLACE);
+	if (!e)
+		return 0;
+	e->tensor = (__u64)tensor;
+	e->buffer = tensor__buffer((__u64)tensor);
+	e->data = (__u64)data;
+	e->size = size;
+	e->ino = vi.ino;
+	e->file_off = vi.file_off;
+	e->dev = vi.dev;
+	e->pad = 0;
+	tensor__name((__u64)tensor, e->name);
+	ring__submit(e, EV_PLACE);
+	return 0;
+}
+
+/* The buffer each thread asked ggml_backend_buffer_name about. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* tid */
+	__type(value, __u64);
+} bufname_arg SEC(".maps");
+
+SEC("uprobe")
+int BPF_KPROBE(buffer_name, void *buffer)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 b = (__u64)buffer;
+
+	if (!proc__is_traced(id >> 32) || !b)
+		return 0;
+	bpf_map_update_elem(&bufname_arg, &tid, &b, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(buffer_name_ret, const char *name)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *b = bpf_map_lookup_elem(&bufname_arg, &tid);
+	struct bufname_event *e;
+
+	if (!b)
+		return 0;
+	e = event__reserve(sizeof(*e), EV_BUFNAME);
+	if (e) {
+		e->buffer = *b;
+		bpf_probe_read_user_str(e->name, sizeof(e->name), name);
+		ring__submit(e, EV_BUFNAME);
+	}
+	bpf_map_delete_elem(&bufname_arg, &tid);
 	return 0;
 }
 

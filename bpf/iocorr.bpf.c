@@ -48,6 +48,8 @@ const struct graph_event *unused_graph_event __attribute__((unused));
 const struct node_event *unused_node_event __attribute__((unused));
 const struct op_event *unused_op_event __attribute__((unused));
 const struct experts_event *unused_experts_event __attribute__((unused));
+const struct place_event *unused_place_event __attribute__((unused));
+const struct bufname_event *unused_bufname_event __attribute__((unused));
 const struct task_event *unused_task_event __attribute__((unused));
 const struct mmap_event *unused_mmap_event __attribute__((unused));
 const struct sched_event *unused_sched_event __attribute__((unused));

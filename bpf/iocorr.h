@@ -34,7 +34,9 @@ enum event_type {
 	EV_READ = 15,         /* a read syscall or io_uring read of a model file returned: struct read_event */
 	EV_SCHED = 16,        /* a traced thread switched in or out, or woken (--probe sched): struct sched_event */
 	EV_PAGE_RUN = 17,     /* contiguous page-cache adds or deletions: struct page_run_event */
-	EV_TYPE_MAX = 18,
+	EV_PLACE = 18,        /* ggml_backend_tensor_set from a file mapping: struct place_event */
+	EV_BUFNAME = 19,      /* ggml_backend_buffer_name returned: struct bufname_event */
+	EV_TYPE_MAX = 20,
 };
 
 enum phase {
@@ -214,6 +216,7 @@ struct node_event {
 	__u64 weight_nb[4];
 	__u64 ino;         /* the file that holds weight_data, resolved in the kernel */
 	__u64 file_off;
+	__u64 weight_buffer; /* its ggml_backend_buffer pointer (tensor->buffer) */
 	__u32 dev;
 	__u32 node_idx;
 	__u32 op;          /* enum ggml_op value of the target's ggml */
@@ -222,6 +225,31 @@ struct node_event {
 	__u32 pad;
 	char node_name[IOCORR_NAME_LEN];
 	char weight_name[IOCORR_NAME_LEN];
+};
+
+/* A weight copied into a backend's buffer while the model loads: llama.cpp
+ * calls ggml_backend_tensor_set(tensor, data, offset, size) with data in
+ * the model's mapping for every tensor it does not leave mapped. */
+struct place_event {
+	struct event_hdr hdr;
+	__u64 tensor;
+	__u64 buffer;   /* tensor->buffer */
+	__u64 data;     /* the source */
+	__u64 size;
+	__u64 ino;      /* the file that holds data */
+	__u64 file_off;
+	__u32 dev;
+	__u32 pad;
+	char name[IOCORR_NAME_LEN];
+};
+
+/* A backend buffer's name, as ggml_backend_buffer_name returned it
+ * (llama.cpp asks for each model buffer's while loading: "CPU_Mapped",
+ * "Vulkan0", "CUDA0", ...). */
+struct bufname_event {
+	struct event_hdr hdr;
+	__u64 buffer;
+	char name[IOCORR_NAME_LEN];
 };
 
 struct op_event {

@@ -40,6 +40,13 @@ type IocorrBlockEvent struct {
 	Error    int32
 }
 
+type IocorrBufnameEvent struct {
+	_      structs.HostLayout
+	Hdr    IocorrEventHdr
+	Buffer uint64
+	Name   [64]int8
+}
+
 type IocorrConfig struct {
 	_            structs.HostLayout
 	SelfTgid     uint32
@@ -109,7 +116,9 @@ const (
 	IocorrEventTypeEV_READ          IocorrEventType = 15
 	IocorrEventTypeEV_SCHED         IocorrEventType = 16
 	IocorrEventTypeEV_PAGE_RUN      IocorrEventType = 17
-	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 18
+	IocorrEventTypeEV_PLACE         IocorrEventType = 18
+	IocorrEventTypeEV_BUFNAME       IocorrEventType = 19
+	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 20
 )
 
 type IocorrExpertsEvent struct {
@@ -178,7 +187,7 @@ type IocorrGgmlLayout struct {
 	G_nNodes  uint32
 	G_nodes   uint32
 	TypeI32   uint32
-	Pad       uint32
+	T_buffer  uint32
 }
 
 type IocorrGraphEvent struct {
@@ -230,24 +239,25 @@ type IocorrMmapEvent struct {
 }
 
 type IocorrNodeEvent struct {
-	_          structs.HostLayout
-	Hdr        IocorrEventHdr
-	GraphId    uint64
-	Node       uint64
-	Weight     uint64
-	WeightData uint64
-	WeightNe   [4]uint64
-	WeightNb   [4]uint64
-	Ino        uint64
-	FileOff    uint64
-	Dev        uint32
-	NodeIdx    uint32
-	Op         uint32
-	WeightType uint32
-	SrcSlot    uint32
-	Pad        uint32
-	NodeName   [64]int8
-	WeightName [64]int8
+	_            structs.HostLayout
+	Hdr          IocorrEventHdr
+	GraphId      uint64
+	Node         uint64
+	Weight       uint64
+	WeightData   uint64
+	WeightNe     [4]uint64
+	WeightNb     [4]uint64
+	Ino          uint64
+	FileOff      uint64
+	WeightBuffer uint64
+	Dev          uint32
+	NodeIdx      uint32
+	Op           uint32
+	WeightType   uint32
+	SrcSlot      uint32
+	Pad          uint32
+	NodeName     [64]int8
+	WeightName   [64]int8
 }
 
 type IocorrOpEvent struct {
@@ -292,6 +302,20 @@ const (
 	IocorrPhasePHASE_PREFILL IocorrPhase = 1
 	IocorrPhasePHASE_DECODE  IocorrPhase = 2
 )
+
+type IocorrPlaceEvent struct {
+	_       structs.HostLayout
+	Hdr     IocorrEventHdr
+	Tensor  uint64
+	Buffer  uint64
+	Data    uint64
+	Size    uint64
+	Ino     uint64
+	FileOff uint64
+	Dev     uint32
+	Pad     uint32
+	Name    [64]int8
+}
 
 type IocorrProcState struct {
 	_        structs.HostLayout
@@ -473,6 +497,7 @@ const (
 	IocorrMapBlkRequeues           = "blk_requeues"
 	IocorrMapBlkStarts             = "blk_starts"
 	IocorrMapBlkUnseen             = "blk_unseen"
+	IocorrMapBufnameArg            = "bufname_arg"
 	IocorrMapCalibHits             = "calib_hits"
 	IocorrMapCurOp                 = "cur_op"
 	IocorrMapDecodeStarts          = "decode_starts"
@@ -501,6 +526,8 @@ const (
 	IocorrProgBlockComplete        = "block_complete"
 	IocorrProgBlockIssue           = "block_issue"
 	IocorrProgBlockRequeue         = "block_requeue"
+	IocorrProgBufferName           = "buffer_name"
+	IocorrProgBufferNameRet        = "buffer_name_ret"
 	IocorrProgCalibrate            = "calibrate"
 	IocorrProgDecodeBegin          = "decode_begin"
 	IocorrProgDecodeEnd            = "decode_end"
@@ -536,6 +563,7 @@ const (
 	IocorrProgReadExitReadv        = "read_exit_readv"
 	IocorrProgSchedSwitch          = "sched_switch"
 	IocorrProgSchedWakeup          = "sched_wakeup"
+	IocorrProgTensorSet            = "tensor_set"
 	IocorrProgUringComplete        = "uring_complete"
 	IocorrProgUringSubmit          = "uring_submit"
 	IocorrProgVmaEnterBrk          = "vma_enter_brk"
@@ -557,6 +585,7 @@ const (
 	IocorrVarRuns                  = "runs"
 	IocorrVarUnusedBlockCompletion = "unused_block_completion"
 	IocorrVarUnusedBlockEvent      = "unused_block_event"
+	IocorrVarUnusedBufnameEvent    = "unused_bufname_event"
 	IocorrVarUnusedDecodeEvent     = "unused_decode_event"
 	IocorrVarUnusedEventType       = "unused_event_type"
 	IocorrVarUnusedExpertsEvent    = "unused_experts_event"
@@ -569,6 +598,7 @@ const (
 	IocorrVarUnusedPageEvent       = "unused_page_event"
 	IocorrVarUnusedPageRunEvent    = "unused_page_run_event"
 	IocorrVarUnusedPhase           = "unused_phase"
+	IocorrVarUnusedPlaceEvent      = "unused_place_event"
 	IocorrVarUnusedRaEvent         = "unused_ra_event"
 	IocorrVarUnusedRaKind          = "unused_ra_kind"
 	IocorrVarUnusedReadEvent       = "unused_read_event"
@@ -624,6 +654,8 @@ type IocorrProgramSpecs struct {
 	BlockComplete    *ebpf.ProgramSpec `ebpf:"block_complete"`
 	BlockIssue       *ebpf.ProgramSpec `ebpf:"block_issue"`
 	BlockRequeue     *ebpf.ProgramSpec `ebpf:"block_requeue"`
+	BufferName       *ebpf.ProgramSpec `ebpf:"buffer_name"`
+	BufferNameRet    *ebpf.ProgramSpec `ebpf:"buffer_name_ret"`
 	Calibrate        *ebpf.ProgramSpec `ebpf:"calibrate"`
 	DecodeBegin      *ebpf.ProgramSpec `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.ProgramSpec `ebpf:"decode_end"`
@@ -659,6 +691,7 @@ type IocorrProgramSpecs struct {
 	ReadExitReadv    *ebpf.ProgramSpec `ebpf:"read_exit_readv"`
 	SchedSwitch      *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeup      *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	TensorSet        *ebpf.ProgramSpec `ebpf:"tensor_set"`
 	UringComplete    *ebpf.ProgramSpec `ebpf:"uring_complete"`
 	UringSubmit      *ebpf.ProgramSpec `ebpf:"uring_submit"`
 	VmaEnterBrk      *ebpf.ProgramSpec `ebpf:"vma_enter_brk"`
@@ -683,6 +716,7 @@ type IocorrMapSpecs struct {
 	BlkRequeues   *ebpf.MapSpec `ebpf:"blk_requeues"`
 	BlkStarts     *ebpf.MapSpec `ebpf:"blk_starts"`
 	BlkUnseen     *ebpf.MapSpec `ebpf:"blk_unseen"`
+	BufnameArg    *ebpf.MapSpec `ebpf:"bufname_arg"`
 	CalibHits     *ebpf.MapSpec `ebpf:"calib_hits"`
 	CurOp         *ebpf.MapSpec `ebpf:"cur_op"`
 	DecodeStarts  *ebpf.MapSpec `ebpf:"decode_starts"`
@@ -720,6 +754,7 @@ type IocorrVariableSpecs struct {
 	Runs                  *ebpf.VariableSpec `ebpf:"runs"`
 	UnusedBlockCompletion *ebpf.VariableSpec `ebpf:"unused_block_completion"`
 	UnusedBlockEvent      *ebpf.VariableSpec `ebpf:"unused_block_event"`
+	UnusedBufnameEvent    *ebpf.VariableSpec `ebpf:"unused_bufname_event"`
 	UnusedDecodeEvent     *ebpf.VariableSpec `ebpf:"unused_decode_event"`
 	UnusedEventType       *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedExpertsEvent    *ebpf.VariableSpec `ebpf:"unused_experts_event"`
@@ -732,6 +767,7 @@ type IocorrVariableSpecs struct {
 	UnusedPageEvent       *ebpf.VariableSpec `ebpf:"unused_page_event"`
 	UnusedPageRunEvent    *ebpf.VariableSpec `ebpf:"unused_page_run_event"`
 	UnusedPhase           *ebpf.VariableSpec `ebpf:"unused_phase"`
+	UnusedPlaceEvent      *ebpf.VariableSpec `ebpf:"unused_place_event"`
 	UnusedRaEvent         *ebpf.VariableSpec `ebpf:"unused_ra_event"`
 	UnusedRaKind          *ebpf.VariableSpec `ebpf:"unused_ra_kind"`
 	UnusedReadEvent       *ebpf.VariableSpec `ebpf:"unused_read_event"`
@@ -765,6 +801,7 @@ type IocorrMaps struct {
 	BlkRequeues   *ebpf.Map `ebpf:"blk_requeues"`
 	BlkStarts     *ebpf.Map `ebpf:"blk_starts"`
 	BlkUnseen     *ebpf.Map `ebpf:"blk_unseen"`
+	BufnameArg    *ebpf.Map `ebpf:"bufname_arg"`
 	CalibHits     *ebpf.Map `ebpf:"calib_hits"`
 	CurOp         *ebpf.Map `ebpf:"cur_op"`
 	DecodeStarts  *ebpf.Map `ebpf:"decode_starts"`
@@ -797,6 +834,7 @@ func (m *IocorrMaps) Close() error {
 		m.BlkRequeues,
 		m.BlkStarts,
 		m.BlkUnseen,
+		m.BufnameArg,
 		m.CalibHits,
 		m.CurOp,
 		m.DecodeStarts,
@@ -835,6 +873,7 @@ type IocorrVariables struct {
 	Runs                  *ebpf.Variable `ebpf:"runs"`
 	UnusedBlockCompletion *ebpf.Variable `ebpf:"unused_block_completion"`
 	UnusedBlockEvent      *ebpf.Variable `ebpf:"unused_block_event"`
+	UnusedBufnameEvent    *ebpf.Variable `ebpf:"unused_bufname_event"`
 	UnusedDecodeEvent     *ebpf.Variable `ebpf:"unused_decode_event"`
 	UnusedEventType       *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedExpertsEvent    *ebpf.Variable `ebpf:"unused_experts_event"`
@@ -847,6 +886,7 @@ type IocorrVariables struct {
 	UnusedPageEvent       *ebpf.Variable `ebpf:"unused_page_event"`
 	UnusedPageRunEvent    *ebpf.Variable `ebpf:"unused_page_run_event"`
 	UnusedPhase           *ebpf.Variable `ebpf:"unused_phase"`
+	UnusedPlaceEvent      *ebpf.Variable `ebpf:"unused_place_event"`
 	UnusedRaEvent         *ebpf.Variable `ebpf:"unused_ra_event"`
 	UnusedRaKind          *ebpf.Variable `ebpf:"unused_ra_kind"`
 	UnusedReadEvent       *ebpf.Variable `ebpf:"unused_read_event"`
@@ -864,6 +904,8 @@ type IocorrPrograms struct {
 	BlockComplete    *ebpf.Program `ebpf:"block_complete"`
 	BlockIssue       *ebpf.Program `ebpf:"block_issue"`
 	BlockRequeue     *ebpf.Program `ebpf:"block_requeue"`
+	BufferName       *ebpf.Program `ebpf:"buffer_name"`
+	BufferNameRet    *ebpf.Program `ebpf:"buffer_name_ret"`
 	Calibrate        *ebpf.Program `ebpf:"calibrate"`
 	DecodeBegin      *ebpf.Program `ebpf:"decode_begin"`
 	DecodeEnd        *ebpf.Program `ebpf:"decode_end"`
@@ -899,6 +941,7 @@ type IocorrPrograms struct {
 	ReadExitReadv    *ebpf.Program `ebpf:"read_exit_readv"`
 	SchedSwitch      *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeup      *ebpf.Program `ebpf:"sched_wakeup"`
+	TensorSet        *ebpf.Program `ebpf:"tensor_set"`
 	UringComplete    *ebpf.Program `ebpf:"uring_complete"`
 	UringSubmit      *ebpf.Program `ebpf:"uring_submit"`
 	VmaEnterBrk      *ebpf.Program `ebpf:"vma_enter_brk"`
@@ -921,6 +964,8 @@ func (p *IocorrPrograms) Close() error {
 		p.BlockComplete,
 		p.BlockIssue,
 		p.BlockRequeue,
+		p.BufferName,
+		p.BufferNameRet,
 		p.Calibrate,
 		p.DecodeBegin,
 		p.DecodeEnd,
@@ -956,6 +1001,7 @@ func (p *IocorrPrograms) Close() error {
 		p.ReadExitReadv,
 		p.SchedSwitch,
 		p.SchedWakeup,
+		p.TensorSet,
 		p.UringComplete,
 		p.UringSubmit,
 		p.VmaEnterBrk,

@@ -22,7 +22,7 @@ func layoutBPF(l ggml.Layout) IocorrGgmlLayout {
 		T_type: uint32(l.TensorType), T_ne: uint32(l.TensorNE), T_nb: uint32(l.TensorNB), T_op: uint32(l.TensorOp),
 		T_src: uint32(l.TensorSrc), T_viewSrc: uint32(l.TensorViewSrc), T_data: uint32(l.TensorData),
 		T_name: uint32(l.TensorName), G_nNodes: uint32(l.GraphNNodes), G_nodes: uint32(l.GraphNodes),
-		TypeI32: uint32(l.TypeI32),
+		TypeI32: uint32(l.TypeI32), T_buffer: uint32(l.TensorBuffer),
 	}
 }
 

@@ -112,6 +112,11 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 			}
 		case ggml.SymGetRows:
 			attach("uprobe", sym, t.objs.GetRowsBegin, 0)
+		case ggml.SymTensorSet:
+			attach("uprobe", sym, t.objs.TensorSet, 0)
+		case ggml.SymBufferName:
+			attach("uprobe", sym, t.objs.BufferName, 0)
+			attach("uretprobe", sym, t.objs.BufferNameRet, 0)
 		}
 	}
 	if !deferOps {

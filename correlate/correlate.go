@@ -118,6 +118,12 @@ type Correlator struct {
 	lastTok *event.TokenInfo           // the token of the previous record: almost always the next one's too
 	experts map[event.ExpertSel]uint64 // Count unused in the key
 	selName map[selKey]string          // the node name whose ids were counted for a token's layer
+	// bufOf is the backend buffer of each weight a probe saw (a graph
+	// node's source, or a copy while loading) by tensor id; bufName names
+	// buffers as ggml_backend_buffer_name returned, the latest for an
+	// address (a freed buffer's address may come back).
+	bufOf   map[uint32]uint64
+	bufName map[uint64]string
 	tids    map[uint32]*tidState
 	// freeTids are emptied thread states kept for reuse: threads come
 	// and go (compute threads per graph in some builds), and a state
@@ -152,6 +158,8 @@ func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 		tokens:             make(map[uint32]*event.TokenInfo),
 		experts:            make(map[event.ExpertSel]uint64),
 		selName:            make(map[selKey]string),
+		bufOf:              make(map[uint32]uint64),
+		bufName:            make(map[uint64]string),
 		tids:               make(map[uint32]*tidState),
 		threads:            make(map[uint32]bool),
 	}
@@ -411,6 +419,11 @@ func (c *Correlator) Add(r ingest.Record) error {
 		}
 	case uint16(bpf.IocorrEventTypeEV_EXPERTS):
 		c.expertsSel(r.Experts())
+	case uint16(bpf.IocorrEventTypeEV_PLACE):
+		c.place(r.Place())
+	case uint16(bpf.IocorrEventTypeEV_BUFNAME):
+		b := r.BufName()
+		c.bufName[b.Buffer] = bpf.CString(b.Name[:])
 	case uint16(bpf.IocorrEventTypeEV_READ):
 		c.read(r.Read())
 	case uint16(bpf.IocorrEventTypeEV_MMAP):
@@ -499,7 +512,7 @@ func (c *Correlator) emitMark(m *event.Mark) {
 // structs with the layout (graph nodes, ops, expert picks).
 func readsLayout(typ uint16) bool {
 	switch typ {
-	case uint16(bpf.IocorrEventTypeEV_NODE), uint16(bpf.IocorrEventTypeEV_OP), uint16(bpf.IocorrEventTypeEV_EXPERTS):
+	case uint16(bpf.IocorrEventTypeEV_NODE), uint16(bpf.IocorrEventTypeEV_OP), uint16(bpf.IocorrEventTypeEV_EXPERTS), uint16(bpf.IocorrEventTypeEV_PLACE):
 		return true
 	}
 	return false
@@ -810,6 +823,31 @@ func (c *Correlator) node(n *bpf.IocorrNodeEvent) {
 	if n.Ino == 0 {
 		t.NotFileBacked = true
 	}
+	c.placeIn(id, n.WeightBuffer)
+}
+
+// place is a weight the loader copied from the model's mapping into a
+// backend's buffer.
+func (c *Correlator) place(p *bpf.IocorrPlaceEvent) {
+	id, ok := c.byName[bpf.CString(p.Name[:])]
+	if !ok {
+		return
+	}
+	c.tensors[id].Copied = true
+	c.placeIn(id, p.Buffer)
+}
+
+// placeIn names the device of tensor id from buffer, by the buffer's
+// name known now (a buffer is named while the model loads, before its
+// weights are copied or read): the weight's first buffer stands.
+func (c *Correlator) placeIn(id uint32, buffer uint64) {
+	if buffer == 0 || c.tensors[id].Device != "" {
+		return
+	}
+	if c.bufOf[id] == 0 {
+		c.bufOf[id] = buffer
+	}
+	c.tensors[id].Device = c.bufName[buffer]
 }
 
 func (c *Correlator) expertsSel(e *bpf.IocorrExpertsEvent) {
@@ -954,6 +992,12 @@ func (c *Correlator) Finish() (*Result, error) {
 		}
 	}
 	r.PicksUnseen = picksUnseen(c.tensors, r.Experts)
+	// A buffer named only after its weights were seen.
+	for id, b := range c.bufOf {
+		if c.tensors[id].Device == "" {
+			c.tensors[id].Device = c.bufName[b]
+		}
+	}
 	return r, nil
 }
 

@@ -32,6 +32,15 @@ type Tensor struct {
 	// NotFileBacked is set when a graph node read this weight from memory
 	// that is not a file mapping.
 	NotFileBacked bool
+	// Device is the name of the backend buffer that holds the weight while
+	// the run computes, as ggml names it ("CPU_Mapped": streamed from the
+	// mapped file; "Vulkan0", "CUDA0", "CPU_REPACK": copied there while
+	// loading); "" when no probe saw it (query names that "[unknown]").
+	Device string `json:"device,omitempty"`
+	// Copied is set when the loader copied the weight from the model's
+	// mapping into its buffer (ggml_backend_tensor_set): its load-time
+	// reads are the load's (token 0), not the tokens'.
+	Copied bool `json:"copied,omitempty"`
 }
 
 // Pseudo reports whether t is one of the bracketed catch-all tensors.

@@ -22,6 +22,7 @@ type Layout struct {
 	GraphNNodes   int
 	GraphNodes    int
 	TypeI32       int
+	TensorBuffer  int
 }
 
 // BuiltinLayout is ggml's layout since the tensor struct gained
@@ -42,6 +43,7 @@ var BuiltinLayout = Layout{
 	GraphNNodes:   4,
 	GraphNodes:    16,
 	TypeI32:       26,
+	TensorBuffer:  8,
 }
 
 // Map renders a layout for the run metadata.
@@ -49,6 +51,7 @@ func (l Layout) Map() (tensor, graph map[string]int) {
 	tensor = map[string]int{
 		"type": l.TensorType, "ne": l.TensorNE, "nb": l.TensorNB, "op": l.TensorOp,
 		"src": l.TensorSrc, "view_src": l.TensorViewSrc, "data": l.TensorData, "name": l.TensorName,
+		"buffer": l.TensorBuffer,
 	}
 	graph = map[string]int{"n_nodes": l.GraphNNodes, "nodes": l.GraphNodes}
 	return tensor, graph
@@ -115,7 +118,7 @@ func LayoutFromDWARF(path string) (Layout, error) {
 		if name == "ggml_tensor" {
 			errs = append(errs, get("type", &lay.TensorType), get("ne", &lay.TensorNE), get("nb", &lay.TensorNB),
 				get("op", &lay.TensorOp), get("src", &lay.TensorSrc), get("view_src", &lay.TensorViewSrc),
-				get("data", &lay.TensorData), get("name", &lay.TensorName))
+				get("data", &lay.TensorData), get("name", &lay.TensorName), get("buffer", &lay.TensorBuffer))
 		} else {
 			errs = append(errs, get("n_nodes", &lay.GraphNNodes), get("nodes", &lay.GraphNodes))
 		}

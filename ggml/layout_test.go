@@ -18,6 +18,7 @@ const shiftedGGML = `
 struct ggml_tensor {
 	int type;
 	char extra_field[24];        /* moves everything after it */
+	void *buffer;
 	int64_t ne[4];
 	size_t nb[4];
 	int op;
@@ -69,9 +70,9 @@ func TestLayoutFromDWARFReadsTheLibrarysOwnOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Layout{
-		Source: "dwarf:" + so, TensorType: 0, TensorNE: 32, TensorNB: 64, TensorOp: 96,
-		TensorSrc: 168, TensorViewSrc: 248, TensorData: 264, TensorName: 272,
-		GraphNNodes: 4, GraphNodes: 16, TypeI32: BuiltinLayout.TypeI32,
+		Source: "dwarf:" + so, TensorType: 0, TensorNE: 40, TensorNB: 72, TensorOp: 104,
+		TensorSrc: 176, TensorViewSrc: 256, TensorData: 272, TensorName: 280,
+		GraphNNodes: 4, GraphNodes: 16, TypeI32: BuiltinLayout.TypeI32, TensorBuffer: 32,
 	}
 	if got != want {
 		t.Fatalf("layout\n got %+v\nwant %+v", got, want)

@@ -11,6 +11,11 @@ const (
 	SymDecode       = "llama_decode"
 	SymGraphCompute = "ggml_graph_compute"
 	SymGetRows      = "ggml_compute_forward_get_rows"
+	// SymTensorSet and SymBufferName (libggml-base) tell where each weight
+	// lives: the backend buffer llama.cpp copies a weight into while
+	// loading, and each buffer's name ("CPU_Mapped", "Vulkan0", "CUDA0").
+	SymTensorSet  = "ggml_backend_tensor_set"
+	SymBufferName = "ggml_backend_buffer_name"
 	// OpPrefix begins the name of every op function
 	// (ggml_compute_forward_<op>), get_rows among them.
 	OpPrefix = "ggml_compute_forward_"
@@ -55,6 +60,8 @@ var Points = []Point{
 	{SymDecode, EveryRun, "no llama.cpp calls are recorded: no tokens, phases or per-token figures, kernel events only"},
 	{SymGraphCompute, EveryRun, "graphs and their nodes (weights read per op, layers) are not recorded"},
 	{SymGetRows, MoERun, "the router's expert picks are not recorded, so which experts were selected is unknown (NA), not zero"},
+	{SymTensorSet, EveryRun, "weights copied into a backend's buffer while loading (a GPU's) are not recorded: their device is NA"},
+	{SymBufferName, EveryRun, "backend buffers are not named: every weight's device is NA"},
 	{OpFunctions, OpsRun, "--probe ops recorded no op"},
 }
 

@@ -13,6 +13,8 @@ func TestMissingNamesEachAbsentProbePointAndWhatIsLost(t *testing.T) {
 	graph := Attempt{Symbol: SymGraphCompute, Attached: true}
 	rows := Attempt{Symbol: SymGetRows, Attached: true}
 	ops := Attempt{Symbol: "ggml_compute_forward_* (118 functions)", Attached: true}
+	set := Attempt{Symbol: SymTensorSet, Attached: true}
+	name := Attempt{Symbol: SymBufferName, Attached: true}
 	tests := []struct {
 		name     string
 		probes   []Attempt
@@ -30,10 +32,16 @@ func TestMissingNamesEachAbsentProbePointAndWhatIsLost(t *testing.T) {
 		{"ops asked, none found", []Attempt{decode, graph, rows}, true, true, []string{"ggml_compute_forward_<op>"}},
 		{"ops through the dispatcher alone", []Attempt{decode, graph, rows, {Symbol: SymDispatch, Attached: true}}, true, true, nil},
 		{"ops not asked", []Attempt{decode, graph, rows}, false, true, nil},
+		{"no buffer names", []Attempt{decode, graph, rows, set, {Symbol: SymDispatch, Attached: true}}, false, true, []string{SymBufferName}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Missing(tc.probes, searched, tc.probeOps, tc.moe)
+			probes := tc.probes
+			if !strings.HasPrefix(tc.name, "no buffer names") {
+				// Every build has both: they are asked of every case.
+				probes = append(slices.Clone(probes), set, name)
+			}
+			got := Missing(probes, searched, tc.probeOps, tc.moe)
 			var syms []string
 			for _, w := range got {
 				sym, rest, ok := strings.Cut(w, " is in none of the files searched ("+strings.Join(searched, ", ")+"): ")

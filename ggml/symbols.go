@@ -121,7 +121,7 @@ func FileSymbols(path string) (Symbols, error) {
 	opOff := map[string]uint64{}
 	want := func(name string) bool {
 		switch name {
-		case SymOpNames, SymDecode, SymGraphCompute, SymDispatch, SymGetRows:
+		case SymOpNames, SymDecode, SymGraphCompute, SymDispatch, SymGetRows, SymTensorSet, SymBufferName:
 			return true
 		}
 		return strings.HasPrefix(name, OpPrefix)
@@ -138,7 +138,7 @@ func FileSymbols(path string) (Symbols, error) {
 		case sym.Name == SymOpNames:
 			s.HasOpNames, s.opNameSym = true, sym
 		case elf.ST_TYPE(sym.Info) != elf.STT_FUNC || sym.Value == 0 || !inFile:
-		case sym.Name == SymDecode || sym.Name == SymGraphCompute:
+		case sym.Name == SymDecode || sym.Name == SymGraphCompute || sym.Name == SymTensorSet || sym.Name == SymBufferName:
 			s.Probe = append(s.Probe, sym.Name)
 			s.Offset[sym.Name] = off
 		case sym.Name == SymDispatch:

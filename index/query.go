@@ -16,7 +16,7 @@ import (
 // (event.TokenInfo.Request): llama-server runs a request per sequence.
 // A token whose batch serves several is split among them by their
 // tokens in the batch (event.TokenInfo.Shares, event.Split).
-var GroupBys = []string{"token", "tensor", "layer", "expert", "op", "phase", "request"}
+var GroupBys = []string{"token", "tensor", "layer", "expert", "op", "phase", "request", "device"}
 
 // Query selects aggregate rows and groups them. Zero values select all.
 type Query struct {
@@ -445,6 +445,15 @@ func (p *queryPlan) group(s *Store, a *event.Agg, op uint32, ph uint8) (key stri
 		return key, 0
 	case "phase":
 		return event.PhaseName(ph), int(ph)
+	case "device":
+		// A weight no probe placed: never a device of "" or of zeros.
+		if t.Pseudo() {
+			return t.Name, -1 - int(t.ID)
+		}
+		if t.Device == "" {
+			return "[unknown]", 1 << 30
+		}
+		return t.Device, 0
 	case "request":
 		key, ok := p.requestOf[a.Token]
 		if !ok {

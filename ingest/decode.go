@@ -48,6 +48,8 @@ var eventSizes = [bpf.EventTypeCount]int{
 	bpf.IocorrEventTypeEV_MMAP:          int(unsafe.Sizeof(bpf.IocorrMmapEvent{})),
 	bpf.IocorrEventTypeEV_SCHED:         int(unsafe.Sizeof(bpf.IocorrSchedEvent{})),
 	bpf.IocorrEventTypeEV_READ:          int(unsafe.Sizeof(bpf.IocorrReadEvent{})),
+	bpf.IocorrEventTypeEV_PLACE:         int(unsafe.Sizeof(bpf.IocorrPlaceEvent{})),
+	bpf.IocorrEventTypeEV_BUFNAME:       int(unsafe.Sizeof(bpf.IocorrBufnameEvent{})),
 	// A run's record ends after the bitmap words it needs: this is the
 	// least, and runSize checks the rest.
 	bpf.IocorrEventTypeEV_PAGE_RUN: int(unsafe.Offsetof(bpf.IocorrPageRunEvent{}.Pages)),
@@ -214,6 +216,22 @@ func (r Record) Experts() *bpf.IocorrExpertsEvent {
 		return nil
 	}
 	return cast[bpf.IocorrExpertsEvent](r)
+}
+
+// Place is the record as a placement event, nil for another type.
+func (r Record) Place() *bpf.IocorrPlaceEvent {
+	if !r.is(bpf.IocorrEventTypeEV_PLACE) {
+		return nil
+	}
+	return cast[bpf.IocorrPlaceEvent](r)
+}
+
+// BufName is the record as a buffer-name event, nil for another type.
+func (r Record) BufName() *bpf.IocorrBufnameEvent {
+	if !r.is(bpf.IocorrEventTypeEV_BUFNAME) {
+		return nil
+	}
+	return cast[bpf.IocorrBufnameEvent](r)
 }
 
 // Readahead is the record as a readahead event, nil for another type.

@@ -2,6 +2,8 @@ package recorder_test
 
 import (
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -30,7 +32,8 @@ import (
 //     buffer), and decode picks are decode tokens × layers × experts used;
 //   - no layer's picks are NA;
 //   - the recorded major faults are the child's own (rusage), and the
-//     device read bytes of expert tensors, their faults charged to them.
+//     device read bytes of expert tensors, their faults charged to them;
+//   - each weight's device is the buffer llama.cpp put it in (checkDevices).
 func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
@@ -120,6 +123,76 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	if expertRead == 0 {
 		t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
 	}
+	checkDevices(t, st, rec.Stderr)
 	t.Logf("hybrid run: %d graphs for %d calls, %d major faults (rusage %d), %d decode picks; expert tensors read %.1f MiB; decode expert faults: %d in picked experts, %d on read-ahead pages, %d neither",
 		graphs, decodes, major, m.Child.MajFlt, picks, float64(expertRead)/(1<<20), ef.Picked, ef.ReadAhead, ef.Neither)
+}
+
+// checkDevices checks where the store says each weight lived against the
+// offload flags and llama.cpp's own log of its model buffers (printed by
+// the oracle: "load_tensors: Vulkan0 model buffer size = 16.66 MiB"):
+// the experts mapped (CPU_Mapped, never copied), every other tensor of a
+// layer copied into the GPU backend's buffer while loading, and the
+// weights of each copied-into buffer adding up to its size (the buffer
+// pads each tensor to its alignment); the load's reads of copied weights
+// are the load's: no fault on them in a token.
+func checkDevices(t *testing.T, st *index.Store, log string) {
+	t.Helper()
+	bufs := map[string]float64{} // name → MiB
+	for _, m := range regexp.MustCompile(`(\S+) model buffer size = +([0-9.]+) MiB`).FindAllStringSubmatch(log, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[m[1]] = v
+	}
+	sums := map[string]int64{}
+	copied := map[uint32]bool{}
+	for _, tn := range st.Tensors {
+		if tn.Pseudo() {
+			continue
+		}
+		sums[tn.Device] += tn.Size
+		exps := strings.HasSuffix(tn.Role, "_exps")
+		switch {
+		case exps && (tn.Device != "CPU_Mapped" || tn.Copied):
+			t.Errorf("%s: device %q, copied %v; --cpu-moe leaves it mapped", tn.Name, tn.Device, tn.Copied)
+		case !exps && tn.Layer >= 0 && (!strings.HasPrefix(tn.Device, "Vulkan") || !tn.Copied):
+			t.Errorf("%s: device %q, copied %v; -ngl 99 copies it into the GPU's buffer", tn.Name, tn.Device, tn.Copied)
+		case tn.Device == "":
+			t.Errorf("%s: no device", tn.Name)
+		}
+		if tn.Copied {
+			copied[tn.ID] = true
+		}
+	}
+	for name := range sums {
+		if _, ok := bufs[name]; !ok {
+			t.Errorf("device %q is no buffer of llama.cpp's log %v", name, bufs)
+		}
+	}
+	if len(bufs) != 2 || len(sums) != 2 {
+		t.Errorf("llama.cpp's buffers %v, the store's devices (bytes) %v: want the CPU's and the GPU's", bufs, sums)
+	}
+	for name, mib := range bufs {
+		got := float64(sums[name]) / (1 << 20)
+		// The mapped buffer spans the file from its first to its last
+		// mapped weight, copied ones between included.
+		if got > mib+0.01 || !strings.HasPrefix(name, "CPU") && got < mib*0.99 {
+			t.Errorf("%s: weights of %.2f MiB, llama.cpp's buffer %.2f MiB", name, got, mib)
+		}
+	}
+	var tokenFaults int
+	if err := st.Events(index.EventFilter{Tensors: copied}, func(e *event.Event) error {
+		if e.Kind == event.KindFault && e.Token != 0 {
+			tokenFaults++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(copied) == 0 || tokenFaults != 0 {
+		t.Errorf("%d weights copied while loading, %d faults on them while tokens ran: want some, none", len(copied), tokenFaults)
+	}
+	t.Logf("devices: llama.cpp's buffers %v MiB; the store's weights by device %v bytes", bufs, sums)
 }

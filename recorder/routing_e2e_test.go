@@ -348,6 +348,11 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 		if tn.NotFileBacked != (typ == gguf.TypeQ4_K) {
 			t.Errorf("%s (%s): read from memory %v", tn.Name, typ, tn.NotFileBacked)
 		}
+		// Where llama.cpp put each: the repacked ones copied into the CPU
+		// backend's repack buffer while loading, the others mapped.
+		if want := map[bool]string{true: "CPU_REPACK", false: "CPU_Mapped"}[typ == gguf.TypeQ4_K]; tn.Device != want || tn.Copied != (typ == gguf.TypeQ4_K) {
+			t.Errorf("%s (%s): device %q, copied %v; want %s", tn.Name, typ, tn.Device, tn.Copied, want)
+		}
 	}
 	if len(byType[gguf.TypeQ4_K]) == 0 || len(byType[gguf.TypeQ6_K]) == 0 {
 		t.Fatalf("expert tensors of Q4_K and Q6_K: %d, %d; Q4_K_M makes both", len(byType[gguf.TypeQ4_K]), len(byType[gguf.TypeQ6_K]))

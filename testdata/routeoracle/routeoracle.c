@@ -55,7 +55,10 @@ static int calls;
 static void quiet(enum ggml_log_level level, const char *text, void *ud)
 {
 	(void)ud;
-	if (level == GGML_LOG_LEVEL_ERROR)
+	/* And llama.cpp's own account of where the weights went, one line a
+	 * buffer ("load_tensors:      Vulkan0 model buffer size =    16.66
+	 * MiB"): the oracle of iocorr's devices. */
+	if (level == GGML_LOG_LEVEL_ERROR || strstr(text, " model buffer size = "))
 		fputs(text, stderr);
 }
 
