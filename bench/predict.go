@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Issue 30's targets: from one run at the smallest budget, `iocorr
+// predict` gives each budget's decode bytes per token within 10% of what
+// a run at that budget measures, on the demo MoE and a qwen3moe model;
+// `predict --plan` within 10% of the pinned run; on a skewed router the
+// best plan's run is ≥ 1.1× the unpinned one's tokens/s and ≤ 0.8× its
+// bytes; and predict reads a 1 M-record run in ≤ 2 s and ≤ 256 MiB. Every
+// run is cold, of llama-completion, under its budget.
+
+const predictSection = "predict"
+
+// predictBudgets are the 4-budget sweep's, smallest first.
+var predictBudgets = []string{"96MiB", "128MiB", "160MiB", "192MiB"}
+
+// predictRow is one row of `iocorr predict --format json`.
+type predictRow struct {
+	Budget int64    `json:"budget_bytes"`
+	Policy string   `json:"policy"`
+	Phase  string   `json:"phase"`
+	Bytes  *float64 `json:"bytes_read_per_token"`
+	TPS    *float64 `json:"tokens_per_s"`
+	Why    string   `json:"na_reason"`
+}
+
+// predictRows runs `iocorr predict` of run at budgets (and a plan).
+func predictRows(cfg Config, run string, budgets []string, plan string) ([]predictRow, error) {
+	args := []string{"predict", "-i", run, "--mem-limit", strings.Join(budgets, ","), "--format", "json"}
+	if plan != "" {
+		args = append(args, "--plan", plan)
+	}
+	out, err := exec.Command(cfg.Iocorr, args...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("iocorr %s: %w", strings.Join(args, " "), err)
+	}
+	var rows []predictRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		return nil, fmt.Errorf("iocorr predict's JSON: %w", err)
+	}
+	return rows, nil
+}
+
+// decode finds the decode row of a policy (at budget bytes, 0: any).
+func decode(rows []predictRow, policy string, budget int64) (predictRow, bool) {
+	for _, r := range rows {
+		if r.Policy == policy && r.Phase == "decode" && (budget == 0 || r.Budget == budget) {
+			return r, true
+		}
+	}
+	return predictRow{}, false
+}
+
+// recordCold records the command cold under budget into dir (pinning
+// plan when given) and returns its measured decode row.
+func recordCold(cfg Config, dir, budget, plan string, argv []string) (predictRow, error) {
+	args := []string{"record", "-f", "-o", dir, "--cold", "--mem-limit", budget}
+	if plan != "" {
+		args = append(args, "--pin", plan)
+	}
+	args = append(append(args, "--"), argv...)
+	logf(cfg, "iocorr %s", strings.Join(args, " "))
+	if out, err := exec.Command(cfg.Iocorr, args...).CombinedOutput(); err != nil {
+		return predictRow{}, fmt.Errorf("iocorr record: %w: %s", err, lastLine(out))
+	}
+	rows, err := predictRows(cfg, dir, []string{budget}, "")
+	if err != nil {
+		return predictRow{}, err
+	}
+	r, ok := decode(rows, "run", 0)
+	if !ok || r.Bytes == nil {
+		return r, fmt.Errorf("the run at %s measured no decode bytes: %s", budget, r.Why)
+	}
+	return r, nil
+}
+
+func synthModel(cfg Config, name string, flags ...string) (string, error) {
+	path := filepath.Join(cfg.WorkDir, name)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	out, err := exec.Command(cfg.Iocorr, append([]string{"synth", "-o", path}, flags...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("iocorr synth: %w: %s", err, lastLine(out))
+	}
+	return path, nil
+}
+
+func size(s string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSuffix(s, "MiB"), 10, 64)
+	return n << 20
+}
+
+// Predict adds the section's figures.
+func Predict(r *Report, cfg Config) {
+	demo, err := Model(cfg)
+	if err != nil {
+		r.NA(predictSection, "demo MoE", "", err.Error())
+	} else {
+		predictAccuracy(r, cfg, "demo MoE", demo)
+	}
+	qwen, err := synthModel(cfg, "qwen3moe.gguf", "--arch", "qwen3moe", "--layers", "8", "--embd", "768", "--ff", "1024",
+		"--heads", "12", "--experts", "8", "--experts-used", "2", "--type", "bf16")
+	if err != nil {
+		r.NA(predictSection, "qwen3moe", "", err.Error())
+	} else {
+		predictAccuracy(r, cfg, "qwen3moe", qwen)
+	}
+	predictSkew(r, cfg)
+	predictScale(r, cfg)
+}
+
+// predictAccuracy records the 4-budget sweep, predicts every budget from
+// the smallest's run, and checks a plan at the second budget against its
+// pinned run.
+func predictAccuracy(r *Report, cfg Config, name, model string) {
+	argv := cfg.completionArgv(model)
+	dirs := map[string]string{}
+	measured := map[string]predictRow{}
+	for _, b := range predictBudgets {
+		dirs[b] = filepath.Join(cfg.WorkDir, "predict", name, b)
+		m, err := recordCold(cfg, dirs[b], b, "", argv)
+		if err != nil {
+			r.NA(predictSection, name+" predicted ÷ measured decode bytes/token", "ratio", orNA(err))
+			return
+		}
+		measured[b] = m
+	}
+	from := dirs[predictBudgets[0]]
+	rows, err := predictRows(cfg, from, predictBudgets, "")
+	if err != nil {
+		r.NA(predictSection, name+" predicted ÷ measured decode bytes/token", "ratio", orNA(err))
+		return
+	}
+	for _, b := range predictBudgets {
+		p, ok := decode(rows, "kernel", size(b))
+		fig := fmt.Sprintf("%s at %s: predicted (from %s) ÷ measured decode bytes/token", name, b, predictBudgets[0])
+		if !ok || p.Bytes == nil || *measured[b].Bytes == 0 {
+			r.NA(predictSection, fig, "ratio", "no prediction or a run that read nothing: "+p.Why)
+			continue
+		}
+		logf(cfg, "%s %s: predicted %.0f, measured %.0f bytes/token", name, b, *p.Bytes, *measured[b].Bytes)
+		r.Add(predictSection, fig, "ratio", []float64{*p.Bytes / *measured[b].Bytes}, "")
+		r.goalWithin(0.9, 1.1, "median")
+	}
+	// The plan at the second budget, and its pinned run.
+	b := predictBudgets[1]
+	plan := filepath.Join(cfg.WorkDir, "predict", name, "plan.json")
+	fig := fmt.Sprintf("%s at %s: predict --plan ÷ the pinned run's decode bytes/token", name, b)
+	out, err := exec.Command(cfg.Iocorr, "plan", "-i", from, "--mem-limit", b, "-o", plan).CombinedOutput()
+	if err != nil {
+		r.NA(predictSection, fig, "ratio", "iocorr plan: "+lastLine(out))
+		return
+	}
+	logf(cfg, "%s", strings.TrimSpace(string(out)))
+	if strings.Contains(string(out), "pin nothing") {
+		r.NA(predictSection, fig, "ratio", "the plan says pin nothing: "+lastLine(out))
+		return
+	}
+	pinned, err := recordCold(cfg, filepath.Join(cfg.WorkDir, "predict", name, "pinned-"+b), b, plan, argv)
+	if err != nil {
+		r.NA(predictSection, fig, "ratio", orNA(err))
+		return
+	}
+	rows, err = predictRows(cfg, from, []string{b}, plan)
+	p, ok := decode(rows, "plan", size(b))
+	if err != nil || !ok || p.Bytes == nil {
+		r.NA(predictSection, fig, "ratio", fmt.Sprintf("no plan prediction: %v %s", err, p.Why))
+		return
+	}
+	logf(cfg, "%s %s pinned: predicted %.0f, measured %.0f bytes/token (unpinned %.0f)", name, b, *p.Bytes, *pinned.Bytes, *measured[b].Bytes)
+	r.Add(predictSection, fig, "ratio", []float64{*p.Bytes / *pinned.Bytes}, "")
+	r.goalWithin(0.9, 1.1, "median")
+}
+
+// predictSkew is the skewed router: the best plan's run against the
+// unpinned one, cold, at a budget where the kernel re-reads hot experts.
+func predictSkew(r *Report, cfg Config) {
+	const b = "160MiB"
+	tps, bytes := "skewed router at "+b+": pinned ÷ unpinned decode tokens/s", "skewed router at "+b+": pinned ÷ unpinned decode bytes/token"
+	model, err := synthModel(cfg, "skewed.gguf", "--layers", "8", "--embd", "768", "--ff", "2048", "--heads", "12",
+		"--experts", "8", "--experts-used", "2", "--type", "bf16", "--router-skew", "2")
+	fail := func(err error) {
+		r.NA(predictSection, tps, "ratio", orNA(err))
+		r.NA(predictSection, bytes, "ratio", orNA(err))
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	argv := cfg.completionArgv(model)
+	dir := filepath.Join(cfg.WorkDir, "predict", "skewed")
+	un, err := recordCold(cfg, filepath.Join(dir, "unpinned"), b, "", argv)
+	if err != nil {
+		fail(err)
+		return
+	}
+	plan := filepath.Join(dir, "plan.json")
+	out, err := exec.Command(cfg.Iocorr, "plan", "-i", filepath.Join(dir, "unpinned"), "--mem-limit", b, "-o", plan).CombinedOutput()
+	if err != nil {
+		fail(fmt.Errorf("iocorr plan: %s", lastLine(out)))
+		return
+	}
+	logf(cfg, "%s", strings.TrimSpace(string(out)))
+	pinned, err := recordCold(cfg, filepath.Join(dir, "pinned"), b, plan, argv)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if un.TPS == nil || pinned.TPS == nil {
+		r.NA(predictSection, tps, "ratio", "a run has no decode tokens/s")
+	} else {
+		r.Add(predictSection, tps, "ratio", []float64{*pinned.TPS / *un.TPS}, "")
+		r.goal(">=", 1.1, "median")
+	}
+	r.Add(predictSection, bytes, "ratio", []float64{*pinned.Bytes / *un.Bytes}, "")
+	r.goal("<=", 0.8, "median")
+}
+
+// predictScale times predict over a 1 M-record run: the package's Go
+// benchmark (seconds per predict of four budgets, and the largest heap in
+// use while it ran).
+func predictScale(r *Report, cfg Config) {
+	const secName, memName = "predict over a 1 M-record run (4 budgets)", "predict over a 1 M-record run: peak heap"
+	args := []string{"test", "-run", "^$", "-bench", "^BenchmarkPredict1MRecords$", "-benchtime", "1x", "-count", "3", "./predict"}
+	logf(cfg, "go %s", strings.Join(args, " "))
+	cmd := exec.Command("go", args...)
+	cmd.Dir = cfg.Repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.NA(predictSection, secName, "s", "go test: "+lastLine(out))
+		r.NA(predictSection, memName, "MiB", "go test: "+lastLine(out))
+		return
+	}
+	ns := metric(out, "BenchmarkPredict1MRecords", "ns/op")
+	for i := range ns {
+		ns[i] /= 1e9
+	}
+	r.Add(predictSection, secName, "s", ns, "go test printed no ns/op")
+	r.goal("<=", 2, "max")
+	r.Add(predictSection, memName, "MiB", metric(out, "BenchmarkPredict1MRecords", "peak-heap-MiB"), "go test printed no peak heap")
+	r.goal("<=", 256, "max")
+}
