@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -12,20 +11,7 @@ import (
 // counters out (or NA), saying why beside the rows, and the counters it
 // measured as they are.
 func TestQueryAndExportsOfTheDefaultTierSayWhyPageCountersAreNA(t *testing.T) {
-	dir := rectest.TinyRun(t)
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.Tier = rundir.TierDefault
-	for i := range meta.Probes {
-		if meta.Probes[i].Target == rundir.TracepointPageAdd {
-			meta.Probes[i].Error = "not attached: the default tier"
-		}
-	}
-	if err := rundir.WriteMeta(dir, meta); err != nil {
-		t.Fatal(err)
-	}
+	dir := defaultTierRun(t)
 	for _, tc := range []struct {
 		name string
 		args []string
