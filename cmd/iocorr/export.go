@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "export",
-		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines or a table",
+		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines, Parquet or a table, or add the run to a study's Parquet dataset (dataset -o DIR)",
 		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto|dataset [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--all-columns] [--table NAME] [event filters]",
 		flags:   exportFlags,
 	})
@@ -45,7 +45,7 @@ type exportOptions struct {
 func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
 	var o exportOptions
 	fs.StringVarP(&o.dir, "input", "i", rundir.Default, "run directory")
-	fs.StringVarP(&o.out, "output", "o", "-", "output file (- is stdout); written aside and renamed when complete")
+	fs.StringVarP(&o.out, "output", "o", "-", "output file (- is stdout; dataset: the dataset's directory); written aside and renamed when complete, NAME.na.json beside it says why columns are NA")
 	o.format = fileFormatFlag(fs, output.CSV)
 	fs.StringVar(&o.tensor, "tensor", "", "events: only of tensor NAME or glob")
 	fs.StringVar(&o.token, "token", "", "events: only of token N or range A-B")
