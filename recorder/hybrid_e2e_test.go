@@ -19,9 +19,10 @@ import (
 )
 
 // TestRecordHybridOffloadPicksWhatLlamaCppRouted records the routing
-// oracle with every layer on llama.cpp's Vulkan backend (lavapipe, on the
-// CPU) and every layer's experts left in the model's mapping on the CPU
-// (-ngl 99 --cpu-moe), from a cold cache under a memory limit. The router
+// oracle with layers on llama.cpp's Vulkan backend (lavapipe, on the CPU)
+// and every layer's experts left in the model's mapping on the CPU
+// (-ngl 99 --cpu-moe; -ngl 4 --cpu-moe, the first layers wholly on the
+// CPU), from a cold cache under a memory limit. The router
 // runs on the GPU backend there: its top-k and the gather of its weights
 // never reach the CPU's get_rows, and the CPU split of each layer gets
 // the ids as an input the scheduler copied over. In that one run:
@@ -48,95 +49,109 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	// The oracle was linked against the shared build: its libllama.so.0
 	// and libggml.so.0 are then the Vulkan build's, from the hybrid dir.
 	t.Setenv("LD_LIBRARY_PATH", hy)
-	dir := filepath.Join(t.TempDir(), "run")
-	args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
-	args = append(args, llmtest.HybridArgs(-1)...)
-	llmtest.WarmShaderCache(t, "routeoracle-cpu-moe", args, "LD_LIBRARY_PATH="+hy)
-	rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit}, args...)
-	routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
-	if err != nil {
-		t.Fatalf("the oracle's output: %v\n%s", err, rec.Stdout)
-	}
-	m, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for typ, n := range m.Lost {
-		if n > 0 {
-			t.Fatalf("lost %d %s events: the comparison needs every one", n, typ)
-		}
-	}
-	checkOracleRouting(t, spec, routing)
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	checkStoredPicks(t, st, routing)
-	decodeTok, picks := rectest.DecodePicks(t, st)
-	if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
-		t.Errorf("%d distinct decode picks, want %d", picks, want)
-	}
-	if why := m.PicksNA(); why != "" {
-		t.Errorf("picks NA: %s", why)
-	}
-	if why := st.Summary.PicksNA(); why != "" {
-		t.Errorf("picks NA: %s", why)
-	}
-
-	var graphs, decodes, major int
-	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_GRAPH):
-			graphs++
-		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
-			decodes++
-		case uint32(bpf.IocorrEventTypeEV_FAULT):
-			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-			if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
-				major++
+	for _, tc := range []struct {
+		name    string
+		offload []string
+		gpuFrom int // the first layer llama.cpp puts on the GPU
+	}{
+		{"every layer on the gpu, experts on the cpu", llmtest.HybridArgs(-1), 0},
+		// -ngl counts the output layer: layers 5-7 and the output on the
+		// GPU as above, 0-4 wholly on the CPU, whose router's get_rows the
+		// CPU runs: both ways of reading picks in one run.
+		{"the last 3 layers and the output on the gpu, experts on the cpu", []string{"-ngl", "4", "--cpu-moe"}, spec.Layers - 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
+			args = append(args, tc.offload...)
+			llmtest.WarmShaderCache(t, "routeoracle-"+strings.Join(tc.offload, ""), args, "LD_LIBRARY_PATH="+hy)
+			rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit}, args...)
+			routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
+			if err != nil {
+				t.Fatalf("the oracle's output: %v\n%s", err, rec.Stdout)
 			}
-		}
-	})
-	if decodes != archTokens || graphs <= decodes {
-		t.Errorf("%d graph computations for %d llama_decode calls: want %d calls, each split into several graphs", graphs, decodes, archTokens)
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for typ, n := range m.Lost {
+				if n > 0 {
+					t.Fatalf("lost %d %s events: the comparison needs every one", n, typ)
+				}
+			}
+			checkOracleRouting(t, spec, routing)
+			st, err := index.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			checkStoredPicks(t, st, routing)
+			decodeTok, picks := rectest.DecodePicks(t, st)
+			if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
+				t.Errorf("%d distinct decode picks, want %d", picks, want)
+			}
+			if why := m.PicksNA(); why != "" {
+				t.Errorf("picks NA: %s", why)
+			}
+			if why := st.Summary.PicksNA(); why != "" {
+				t.Errorf("picks NA: %s", why)
+			}
+
+			var graphs, decodes, major int
+			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+				switch uint32(typ) {
+				case uint32(bpf.IocorrEventTypeEV_GRAPH):
+					graphs++
+				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+					decodes++
+				case uint32(bpf.IocorrEventTypeEV_FAULT):
+					e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+					if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+						major++
+					}
+				}
+			})
+			if decodes != archTokens || graphs <= decodes {
+				t.Errorf("%d graph computations for %d llama_decode calls: want %d calls, each split into several graphs", graphs, decodes, archTokens)
+			}
+			if int64(major) != m.Child.MajFlt || major == 0 {
+				t.Errorf("%d major faults recorded, the child's rusage says %d: want equal, not 0", major, m.Child.MajFlt)
+			}
+			var expertRead uint64
+			experts := map[uint32]bool{}
+			for _, tn := range st.Tensors {
+				if tn.Experts > 0 {
+					experts[tn.ID] = true
+				}
+			}
+			if err := st.Aggs(func(a *event.Agg) error {
+				if experts[a.Tensor] {
+					expertRead += a.ReadBytes
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
+			if expertRead == 0 {
+				t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
+			}
+			checkDevices(t, st, rec.Stderr, tc.gpuFrom)
+			t.Logf("hybrid run: %d graphs for %d calls, %d major faults (rusage %d), %d decode picks; expert tensors read %.1f MiB; decode expert faults: %d in picked experts, %d on read-ahead pages, %d neither",
+				graphs, decodes, major, m.Child.MajFlt, picks, float64(expertRead)/(1<<20), ef.Picked, ef.ReadAhead, ef.Neither)
+		})
 	}
-	if int64(major) != m.Child.MajFlt || major == 0 {
-		t.Errorf("%d major faults recorded, the child's rusage says %d: want equal, not 0", major, m.Child.MajFlt)
-	}
-	var expertRead uint64
-	experts := map[uint32]bool{}
-	for _, tn := range st.Tensors {
-		if tn.Experts > 0 {
-			experts[tn.ID] = true
-		}
-	}
-	if err := st.Aggs(func(a *event.Agg) error {
-		if experts[a.Tensor] {
-			expertRead += a.ReadBytes
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
-	if expertRead == 0 {
-		t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
-	}
-	checkDevices(t, st, rec.Stderr)
-	t.Logf("hybrid run: %d graphs for %d calls, %d major faults (rusage %d), %d decode picks; expert tensors read %.1f MiB; decode expert faults: %d in picked experts, %d on read-ahead pages, %d neither",
-		graphs, decodes, major, m.Child.MajFlt, picks, float64(expertRead)/(1<<20), ef.Picked, ef.ReadAhead, ef.Neither)
 }
 
 // checkDevices checks where the store says each weight lived against the
-// offload flags and llama.cpp's own log of its model buffers (printed by
+// offload flags (layers from gpuFrom on the GPU) and llama.cpp's own log of its model buffers (printed by
 // the oracle: "load_tensors: Vulkan0 model buffer size = 16.66 MiB"):
 // the experts mapped (CPU_Mapped, never copied), every other tensor of a
 // layer copied into the GPU backend's buffer while loading, and the
 // weights of each copied-into buffer adding up to its size (the buffer
 // pads each tensor to its alignment); the load's reads of copied weights
 // are the load's: no fault on them in a token.
-func checkDevices(t *testing.T, st *index.Store, log string) {
+func checkDevices(t *testing.T, st *index.Store, log string, gpuFrom int) {
 	t.Helper()
 	bufs := map[string]float64{} // name → MiB
 	for _, m := range regexp.MustCompile(`(\S+) model buffer size = +([0-9.]+) MiB`).FindAllStringSubmatch(log, -1) {
@@ -157,8 +172,10 @@ func checkDevices(t *testing.T, st *index.Store, log string) {
 		switch {
 		case exps && (tn.Device != "CPU_Mapped" || tn.Copied):
 			t.Errorf("%s: device %q, copied %v; --cpu-moe leaves it mapped", tn.Name, tn.Device, tn.Copied)
-		case !exps && tn.Layer >= 0 && (!strings.HasPrefix(tn.Device, "Vulkan") || !tn.Copied):
-			t.Errorf("%s: device %q, copied %v; -ngl 99 copies it into the GPU's buffer", tn.Name, tn.Device, tn.Copied)
+		case !exps && tn.Layer >= gpuFrom && (!strings.HasPrefix(tn.Device, "Vulkan") || !tn.Copied):
+			t.Errorf("%s: device %q, copied %v; -ngl copies it into the GPU's buffer", tn.Name, tn.Device, tn.Copied)
+		case !exps && tn.Layer >= 0 && tn.Layer < gpuFrom && (tn.Device != "CPU_Mapped" || tn.Copied):
+			t.Errorf("%s: device %q, copied %v; a layer -ngl leaves on the CPU stays mapped", tn.Name, tn.Device, tn.Copied)
 		case tn.Device == "":
 			t.Errorf("%s: no device", tn.Name)
 		}
