@@ -41,6 +41,9 @@ type Options struct {
 	SweepDir string
 	// RunDir names the run in the header.
 	RunDir string
+	// Snapshots are the run's residency snapshots: the prediction of
+	// other budgets (iocorr predict) takes its non-file memory from them.
+	Snapshots []rundir.Snapshot
 }
 
 // Report is a run's report, ready to be written as HTML or PNGs.
@@ -119,6 +122,11 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 			out.Tables = append(out.Tables, t)
 		}
 	}
+	pc, pt, note := r.prediction(opt.Sweep, opt)
+	add(pc, note)
+	if pt != nil {
+		out.Tables = append(out.Tables, pt)
+	}
 	return out, nil
 }
 
@@ -131,7 +139,7 @@ func ChartNames(moe, sweep bool) []string {
 		n = append(n, "expert_activations", "expert_bytes_read", "cache_hit_rate")
 	}
 	if sweep {
-		n = append(n, "sweep_tokens_per_s", "sweep_bytes_per_token")
+		n = append(n, "sweep_tokens_per_s", "sweep_bytes_per_token", "sweep_predicted_bytes_per_token")
 	}
 	return n
 }

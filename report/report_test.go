@@ -253,6 +253,9 @@ func TestReportDrawsTheChartsOfItsKindOfRun(t *testing.T) {
 			if c.sweep && !strings.Contains(page, "64MiB: killed by SIGKILL") {
 				t.Errorf("the sweep charts do not name the failed budget")
 			}
+			if c.sweep && !strings.Contains(page, `id="table-prediction"`) {
+				t.Errorf("a sweep's page lacks the table of predicted against measured bytes")
+			}
 		})
 	}
 }

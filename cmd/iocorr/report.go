@@ -74,6 +74,7 @@ func writeReport(o reportOptions) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	opt.Snapshots = sopt.Snapshots
 	rep, err := report.Build(st, meta, sr, opt)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
