@@ -6,12 +6,12 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Fidelity adds, for an ingested run, what was captured over what the
@@ -120,10 +120,10 @@ func majorFaults(dir string) (uint64, error) {
 		if err != nil {
 			return n, err
 		}
-		if uint32(ingest.RecordType(rec)) != uint32(bpf.IocorrEventTypeEV_FAULT) {
+		if uint32(ingest.RecordType(rec)) != uint32(wire.EventTypeEV_FAULT) {
 			continue
 		}
-		if d, ok := ingest.Decode(rec, &ds); ok && d.Fault() != nil && d.Fault().Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+		if d, ok := ingest.Decode(rec, &ds); ok && d.Fault() != nil && d.Fault().Class == uint8(wire.FaultClassFAULT_MAJOR) {
 			n++
 		}
 	}

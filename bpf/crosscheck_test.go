@@ -103,6 +103,7 @@ import (
 
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // gobpf reads tracepoint ids from the debugfs path only.
@@ -699,13 +700,13 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 	ioUnseen := map[reqKey]bool{}
 	drain(t, tr, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(IocorrEventTypeEV_PAGE_ADD):
-			e := (*IocorrPageEvent)(unsafe.Pointer(&rec[0]))
+		case uint32(wire.EventTypeEV_PAGE_ADD):
+			e := (*wire.PageEvent)(unsafe.Pointer(&rec[0]))
 			if e.Dev == dev && (e.Ino == rino || e.Ino == sino) {
 				ioAddCounts[pageKey{e.Dev, e.Ino, e.Index, e.Order}]++
 			}
-		case uint32(IocorrEventTypeEV_BLOCK):
-			e := (*IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
+		case uint32(wire.EventTypeEV_BLOCK):
+			e := (*wire.BlockEvent)(unsafe.Pointer(&rec[0]))
 			// REQ_OP_READ is 0 in the low 8 bits (REQ_OP_MASK).
 			switch {
 			case e.Dev != disk || kernel.BlockOpOf(e.CmdFlags) != kernel.BlockRead:

@@ -4,6 +4,10 @@ package bpf
 
 // The first directive refuses to generate with a toolchain other than the
 // one in TOOLCHAIN (FORCE=1 overrides), since the objects are committed and
-// must be reproducible byte for byte.
+// must be reproducible byte for byte. The last writes the records of
+// iocorr.h from the object's BTF into the wire package (the read side's,
+// which imports no cilium/ebpf); bpf2go writes only what the loader keeps
+// to itself.
 //go:generate bash ../scripts/bpf-toolchain.sh
-//go:generate go tool bpf2go -tags linux -cc clang-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target amd64,arm64 -type event_hdr -type fault_event -type page_event -type page_run_event -type ra_event -type block_event -type decode_event -type graph_event -type node_event -type op_event -type experts_event -type task_event -type mmap_event -type sched_event -type read_event -type place_event -type bufname_event -type proc_state -type file_key -type blk_start Iocorr iocorr.bpf.c -- -I.
+//go:generate go tool bpf2go -tags linux -cc clang-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target amd64,arm64 -type proc_state -type file_key -type blk_start Iocorr iocorr.bpf.c -- -I.
+//go:generate go run ./internal/wiregen -o ../wire/types_gen.go iocorr_x86_bpfel.o iocorr.h

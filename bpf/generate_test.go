@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The committed objects must be what `make generate` makes of the committed
@@ -206,6 +208,22 @@ func TestTheArm64ObjectMatchesTheX86Object(t *testing.T) {
 		other := int16(21*8+8) + int16(34*8+8) - tc.addr
 		if got := addrOffsets(tc.spec); !got[tc.addr] || got[other] {
 			t.Errorf("%s fault_major loads at offsets %v, want addr at %d and nothing at %d", tc.arch, got, tc.addr, other)
+		}
+	}
+}
+
+// startHdr reads blk_start's hdr as the wire's struct event_hdr: both are
+// written from the same BTF, field for field at the same offsets.
+func TestTheLoaderTypesHoldTheWireHeader(t *testing.T) {
+	loader := reflect.TypeOf(IocorrBlkStart{}.Hdr)
+	wireHdr := reflect.TypeOf(wire.EventHdr{})
+	if loader.Size() != wireHdr.Size() || loader.NumField() != wireHdr.NumField() {
+		t.Fatalf("blk_start's hdr is %d bytes in %d fields, wire.EventHdr %d in %d", loader.Size(), loader.NumField(), wireHdr.Size(), wireHdr.NumField())
+	}
+	for i := range loader.NumField() {
+		a, b := loader.Field(i), wireHdr.Field(i)
+		if a.Name != b.Name || a.Offset != b.Offset || a.Type.String() != b.Type.String() {
+			t.Errorf("field %d: %s %s at %d, wire has %s %s at %d", i, a.Name, a.Type, a.Offset, b.Name, b.Type, b.Offset)
 		}
 	}
 }

@@ -36,8 +36,9 @@
 #include "reads.bpf.h"
 #include "sched.bpf.h"
 
-/* Referenced so that the object's BTF, from which bpf2go writes the Go
- * types, holds every event struct and enum. */
+/* Referenced so that the object's BTF, from which internal/wiregen writes
+ * the wire package's Go types, holds every struct and enum of iocorr.h
+ * (wiregen refuses one missing). */
 const struct fault_event *unused_fault_event __attribute__((unused));
 const struct page_event *unused_page_event __attribute__((unused));
 const struct page_run_event *unused_page_run_event __attribute__((unused));
@@ -62,5 +63,6 @@ enum ra_kind unused_ra_kind __attribute__((unused));
 enum task_kind unused_task_kind __attribute__((unused));
 enum sched_kind unused_sched_kind __attribute__((unused));
 enum read_kind unused_read_kind __attribute__((unused));
+enum seq_state unused_seq_state __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -14,8 +14,19 @@ import (
 )
 
 type IocorrBlkStart struct {
-	_        structs.HostLayout
-	Hdr      IocorrEventHdr
+	_   structs.HostLayout
+	Hdr struct {
+		_     structs.HostLayout
+		Ts    uint64
+		Tgid  uint32
+		Tid   uint32
+		Token uint32
+		Op    uint32
+		Type  uint16
+		Phase uint8
+		Pad0  uint8
+		Cpu   uint32
+	}
 	Sector   uint64
 	Dev      uint32
 	Bytes    uint32
@@ -28,24 +39,6 @@ type IocorrBlockCompletion uint32
 const (
 	IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN IocorrBlockCompletion = 4294967295
 )
-
-type IocorrBlockEvent struct {
-	_        structs.HostLayout
-	Hdr      IocorrEventHdr
-	IssueTs  uint64
-	Sector   uint64
-	Dev      uint32
-	Bytes    uint32
-	CmdFlags uint32
-	Error    int32
-}
-
-type IocorrBufnameEvent struct {
-	_      structs.HostLayout
-	Hdr    IocorrEventHdr
-	Buffer uint64
-	Name   [64]int8
-}
 
 type IocorrConfig struct {
 	_            structs.HostLayout
@@ -61,39 +54,12 @@ type IocorrConfig struct {
 	Pad          [3]uint8
 }
 
-type IocorrDecodeEvent struct {
-	_         structs.HostLayout
-	Hdr       IocorrEventHdr
-	Ctx       uint64
-	BeginTs   uint64
-	N_tokens  int32
-	Ret       int32
-	OpHits    uint64
-	Seqs      uint64
-	SeqState  uint32
-	Pad       uint32
-	SeqTokens [8]uint16
-}
-
 type IocorrDecodeStart struct {
 	_        structs.HostLayout
 	Ts       uint64
 	Ctx      uint64
 	N_tokens int32
 	Pad      int32
-}
-
-type IocorrEventHdr struct {
-	_     structs.HostLayout
-	Ts    uint64
-	Tgid  uint32
-	Tid   uint32
-	Token uint32
-	Op    uint32
-	Type  uint16
-	Phase uint8
-	Pad0  uint8
-	Cpu   uint32
 }
 
 type IocorrEventType uint32
@@ -121,18 +87,6 @@ const (
 	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 20
 )
 
-type IocorrExpertsEvent struct {
-	_        structs.HostLayout
-	Hdr      IocorrEventHdr
-	Tensor   uint64
-	N_used   uint32
-	N_tokens uint32
-	First    uint32
-	Count    uint32
-	Name     [64]int8
-	Ids      [128]int32
-}
-
 type IocorrFaultClass uint32
 
 const (
@@ -140,20 +94,6 @@ const (
 	IocorrFaultClassFAULT_MAJOR       IocorrFaultClass = 1
 	IocorrFaultClassFAULT_UNACCOUNTED IocorrFaultClass = 2
 )
-
-type IocorrFaultEvent struct {
-	_         structs.HostLayout
-	Hdr       IocorrEventHdr
-	StartTs   uint64
-	Addr      uint64
-	Ip        uint64
-	Ino       uint64
-	FileOff   uint64
-	ErrorCode uint64
-	Dev       uint32
-	Class     uint8
-	Pad       [3]uint8
-}
 
 type IocorrFaultStart struct {
 	_         structs.HostLayout
@@ -190,19 +130,6 @@ type IocorrGgmlLayout struct {
 	T_buffer  uint32
 }
 
-type IocorrGraphEvent struct {
-	_             structs.HostLayout
-	Hdr           IocorrEventHdr
-	Cgraph        uint64
-	GraphId       uint64
-	N_nodes       uint32
-	N_weightNodes uint32
-	Seq           uint32
-	IsNew         uint32
-	File          uint32
-	Stopped       uint32
-}
-
 type IocorrGraphMoe struct {
 	_   structs.HostLayout
 	N   uint32
@@ -226,75 +153,6 @@ type IocorrMmapCall struct {
 	Pad   uint32
 }
 
-type IocorrMmapEvent struct {
-	_       structs.HostLayout
-	Hdr     IocorrEventHdr
-	Start   uint64
-	End     uint64
-	Pgoff   uint64
-	Ino     uint64
-	VmFlags uint64
-	Dev     uint32
-	Stopped uint32
-}
-
-type IocorrNodeEvent struct {
-	_            structs.HostLayout
-	Hdr          IocorrEventHdr
-	GraphId      uint64
-	Node         uint64
-	Weight       uint64
-	WeightData   uint64
-	WeightNe     [4]uint64
-	WeightNb     [4]uint64
-	Ino          uint64
-	FileOff      uint64
-	WeightBuffer uint64
-	Dev          uint32
-	NodeIdx      uint32
-	Op           uint32
-	WeightType   uint32
-	SrcSlot      uint32
-	Pad          uint32
-	NodeName     [64]int8
-	WeightName   [64]int8
-}
-
-type IocorrOpEvent struct {
-	_    structs.HostLayout
-	Hdr  IocorrEventHdr
-	Node uint64
-	Fn   uint32
-	Op   uint32
-	Name [64]int8
-}
-
-type IocorrPageEvent struct {
-	_     structs.HostLayout
-	Hdr   IocorrEventHdr
-	Ino   uint64
-	Index uint64
-	Pfn   uint64
-	Dev   uint32
-	Order uint32
-}
-
-type IocorrPageRunEvent struct {
-	_        structs.HostLayout
-	Hdr      IocorrEventHdr
-	Ino      uint64
-	Index    uint64
-	FirstTs  uint64
-	Dev      uint32
-	Kind     uint16
-	Pad      uint16
-	NrPages  uint32
-	Span     uint32
-	NrFolios uint32
-	Pad2     uint32
-	Pages    [8]uint64
-}
-
 type IocorrPhase uint32
 
 const (
@@ -302,20 +160,6 @@ const (
 	IocorrPhasePHASE_PREFILL IocorrPhase = 1
 	IocorrPhasePHASE_DECODE  IocorrPhase = 2
 )
-
-type IocorrPlaceEvent struct {
-	_       structs.HostLayout
-	Hdr     IocorrEventHdr
-	Tensor  uint64
-	Buffer  uint64
-	Data    uint64
-	Size    uint64
-	Ino     uint64
-	FileOff uint64
-	Dev     uint32
-	Pad     uint32
-	Name    [64]int8
-}
 
 type IocorrProcState struct {
 	_        structs.HostLayout
@@ -328,20 +172,6 @@ type IocorrProcState struct {
 	VmaGen   uint64
 }
 
-type IocorrRaEvent struct {
-	_         structs.HostLayout
-	Hdr       IocorrEventHdr
-	Ino       uint64
-	Index     uint64
-	NrPages   uint64
-	Dev       uint32
-	Kind      uint32
-	AsyncSize uint32
-	RaPages   uint32
-	MmapMiss  uint32
-	Order     uint32
-}
-
 type IocorrRaKind uint32
 
 const (
@@ -350,18 +180,6 @@ const (
 	IocorrRaKindRA_UNBOUNDED IocorrRaKind = 3
 	IocorrRaKindRA_ORDER     IocorrRaKind = 4
 )
-
-type IocorrReadEvent struct {
-	_       structs.HostLayout
-	Hdr     IocorrEventHdr
-	StartTs uint64
-	Ino     uint64
-	Offset  uint64
-	Bytes   uint64
-	Dev     uint32
-	Kind    uint16
-	Direct  uint16
-}
 
 type IocorrReadKind uint32
 
@@ -422,18 +240,6 @@ type IocorrRunSlot struct {
 	_ [24]byte
 }
 
-type IocorrSchedEvent struct {
-	_         structs.HostLayout
-	Hdr       IocorrEventHdr
-	PrevState int64
-	Kind      uint32
-	PrevTid   uint32
-	PrevTgid  uint32
-	NextTid   uint32
-	NextTgid  uint32
-	Pad       uint32
-}
-
 type IocorrSchedKind uint32
 
 const (
@@ -441,21 +247,21 @@ const (
 	IocorrSchedKindSCHEDEV_WAKEUP IocorrSchedKind = 2
 )
 
+type IocorrSeqState uint32
+
+const (
+	IocorrSeqStateSEQ_READ      IocorrSeqState = 1
+	IocorrSeqStateSEQ_WIDE      IocorrSeqState = 2
+	IocorrSeqStateSEQ_PARTIAL   IocorrSeqState = 4
+	IocorrSeqStateSEQ_DEFAULT   IocorrSeqState = 8
+	IocorrSeqStateSEQ_UNCOUNTED IocorrSeqState = 16
+)
+
 type IocorrStamp struct {
 	_     structs.HostLayout
 	Token uint32
 	Phase uint8
 	_     [3]byte
-}
-
-type IocorrTaskEvent struct {
-	_        structs.HostLayout
-	Hdr      IocorrEventHdr
-	Kind     uint32
-	Child    uint32
-	ExitCode int32
-	Pad      uint32
-	Comm     [16]int8
 }
 
 type IocorrTaskKind uint32
@@ -605,6 +411,7 @@ const (
 	IocorrVarUnusedReadKind        = "unused_read_kind"
 	IocorrVarUnusedSchedEvent      = "unused_sched_event"
 	IocorrVarUnusedSchedKind       = "unused_sched_kind"
+	IocorrVarUnusedSeqState        = "unused_seq_state"
 	IocorrVarUnusedTaskEvent       = "unused_task_event"
 	IocorrVarUnusedTaskKind        = "unused_task_kind"
 )
@@ -774,6 +581,7 @@ type IocorrVariableSpecs struct {
 	UnusedReadKind        *ebpf.VariableSpec `ebpf:"unused_read_kind"`
 	UnusedSchedEvent      *ebpf.VariableSpec `ebpf:"unused_sched_event"`
 	UnusedSchedKind       *ebpf.VariableSpec `ebpf:"unused_sched_kind"`
+	UnusedSeqState        *ebpf.VariableSpec `ebpf:"unused_seq_state"`
 	UnusedTaskEvent       *ebpf.VariableSpec `ebpf:"unused_task_event"`
 	UnusedTaskKind        *ebpf.VariableSpec `ebpf:"unused_task_kind"`
 }
@@ -893,6 +701,7 @@ type IocorrVariables struct {
 	UnusedReadKind        *ebpf.Variable `ebpf:"unused_read_kind"`
 	UnusedSchedEvent      *ebpf.Variable `ebpf:"unused_sched_event"`
 	UnusedSchedKind       *ebpf.Variable `ebpf:"unused_sched_kind"`
+	UnusedSeqState        *ebpf.Variable `ebpf:"unused_seq_state"`
 	UnusedTaskEvent       *ebpf.Variable `ebpf:"unused_task_event"`
 	UnusedTaskKind        *ebpf.Variable `ebpf:"unused_task_kind"`
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/iocorr/iocorr/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,15 +67,15 @@ func TestAPageAddedOnOneCPUAndDeletedOnAnotherKeepsItsOrder(t *testing.T) {
 	resident := map[uint64]bool{}
 	var seq []string
 	drain(t, tr, func(typ uint16, rec []byte) {
-		if uint32(typ) != uint32(IocorrEventTypeEV_PAGE_RUN) {
+		if uint32(typ) != uint32(wire.EventTypeEV_PAGE_RUN) {
 			return
 		}
-		var e IocorrPageRunEvent
+		var e wire.PageRunEvent
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e)), rec)
 		if e.Ino != ino || e.Dev != dev {
 			return
 		}
-		add := e.Kind == uint16(IocorrEventTypeEV_PAGE_ADD)
+		add := e.Kind == uint16(wire.EventTypeEV_PAGE_ADD)
 		seq = append(seq, fmt.Sprintf("%s@cpu%d[%d+%d]", map[bool]string{true: "add", false: "del"}[add], e.Hdr.Cpu, e.Index, e.NrPages))
 		e.Ranges(func(first, n uint64) {
 			for p := first; p < first+n; p++ {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The default tier attaches no per-folio page-cache program and records
@@ -35,12 +37,12 @@ func TestTheDefaultTierRecordsFaultsWithoutPageCacheEvents(t *testing.T) {
 			added := 0
 			drain(t, tr, func(typ uint16, rec []byte) {
 				switch uint32(typ) {
-				case uint32(IocorrEventTypeEV_FAULT):
-					e := *(*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+				case uint32(wire.EventTypeEV_FAULT):
+					e := *(*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
 					if e.Ino == ino && e.Dev == dev {
 						faulted[e.FileOff/4096] = true
 					}
-				case uint32(IocorrEventTypeEV_PAGE_RUN), uint32(IocorrEventTypeEV_PAGE_ADD), uint32(IocorrEventTypeEV_PAGE_DEL):
+				case uint32(wire.EventTypeEV_PAGE_RUN), uint32(wire.EventTypeEV_PAGE_ADD), uint32(wire.EventTypeEV_PAGE_DEL):
 					added++
 				}
 			})
@@ -83,7 +85,7 @@ func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
 	runtime.UnlockOSThread()
 	records := 0
 	drain(t, tr, func(typ uint16, rec []byte) {
-		if uint32(typ) == uint32(IocorrEventTypeEV_FILEMAP_FAULT) {
+		if uint32(typ) == uint32(wire.EventTypeEV_FILEMAP_FAULT) {
 			records++
 		}
 	})

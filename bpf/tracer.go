@@ -18,6 +18,7 @@ import (
 
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Options select what the tracer records.
@@ -372,13 +373,13 @@ func (t *Tracer) Probes() []Probe {
 // Lost reports, per event type name, the events the kernel dropped because
 // the ring buffer was full. Every type is present, zero or not.
 func (t *Tracer) Lost() (map[string]uint64, error) {
-	out := make(map[string]uint64, EventTypeCount)
-	for typ := uint32(1); typ < EventTypeCount; typ++ {
+	out := make(map[string]uint64, wire.EventTypeCount)
+	for typ := uint32(1); typ < wire.EventTypeCount; typ++ {
 		n, err := perCPUSum(t.objs.Lost, typ)
 		if err != nil {
 			return nil, fmt.Errorf("reading lost-event counters: %w", err)
 		}
-		out[EventTypeName(typ)] = n
+		out[wire.EventTypeName(typ)] = n
 	}
 	return out, nil
 }
@@ -438,13 +439,6 @@ func (t *Tracer) PendingBlockRequests() (int, error) {
 	return n, nil
 }
 
-// CompletionUnseen says whether BPF recorded the request without seeing
-// its completion (block.bpf.h's block__emit_unseen, or
-// TakeUnfinishedBlockRequests): it has no latency.
-func (e *IocorrBlockEvent) CompletionUnseen() bool {
-	return uint32(e.Error) == uint32(IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN)
-}
-
 // BlockCompletionsUnseen counts the requests the kernel side recorded
 // with their completion unseen, when their request was issued again.
 func (t *Tracer) BlockCompletionsUnseen() (uint64, error) {
@@ -475,12 +469,12 @@ func (t *Tracer) BlockRequeues() (*uint64, error) {
 // timed now (CLOCK_MONOTONIC ns, as bpf_ktime_get_ns): at a record's end
 // they were read or written all the same, whether their completion is yet
 // to come or never reached BPF.
-func (t *Tracer) TakeUnfinishedBlockRequests(now uint64) ([]IocorrBlockEvent, error) {
+func (t *Tracer) TakeUnfinishedBlockRequests(now uint64) ([]wire.BlockEvent, error) {
 	var (
 		k   uint64
 		v   IocorrBlkStart
 		all = map[uint64]IocorrBlkStart{}
-		out []IocorrBlockEvent
+		out []wire.BlockEvent
 		it  = t.objs.BlkStarts.Iterate()
 	)
 	for it.Next(&k, &v) {
@@ -497,16 +491,21 @@ func (t *Tracer) TakeUnfinishedBlockRequests(now uint64) ([]IocorrBlockEvent, er
 		} else if err != nil {
 			return nil, fmt.Errorf("removing an unfinished block request: %w", err)
 		}
-		unseen := IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN
-		e := IocorrBlockEvent{Hdr: v.Hdr, IssueTs: v.Hdr.Ts, Sector: v.Sector, Dev: v.Dev, Bytes: v.Bytes, CmdFlags: v.CmdFlags,
+		unseen := wire.BlockCompletionBLOCK_COMPLETION_UNSEEN
+		e := wire.BlockEvent{Hdr: *startHdr(&v), IssueTs: v.Hdr.Ts, Sector: v.Sector, Dev: v.Dev, Bytes: v.Bytes, CmdFlags: v.CmdFlags,
 			Error: int32(unseen)}
 		e.Hdr.Ts = max(now, v.Hdr.Ts)
 		out = append(out, e)
 	}
 	// In issue order, as the ring would have had them.
-	slices.SortFunc(out, func(a, b IocorrBlockEvent) int { return cmp.Compare(a.IssueTs, b.IssueTs) })
+	slices.SortFunc(out, func(a, b wire.BlockEvent) int { return cmp.Compare(a.IssueTs, b.IssueTs) })
 	return out, nil
 }
+
+// startHdr is the stamp of an issued block request: iocorr.h's struct
+// event_hdr, which bpf2go writes into IocorrBlkStart as an anonymous
+// struct of the same layout (TestTheLoaderTypesHoldTheWireHeader).
+func startHdr(s *IocorrBlkStart) *wire.EventHdr { return (*wire.EventHdr)(unsafe.Pointer(&s.Hdr)) }
 
 // OpFuncs maps an op event's fn (the uprobe cookie) to its symbol.
 func (t *Tracer) OpFuncs() []string {

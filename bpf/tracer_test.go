@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 func openTracer(t *testing.T, opts Options) *Tracer {
@@ -51,7 +52,7 @@ func drain(t *testing.T, tr *Tracer, each func(typ uint16, rec []byte)) {
 			t.Fatalf("reading ring buffer: %v", err)
 		}
 		quiet = 0
-		hdr := (*IocorrEventHdr)(unsafe.Pointer(&rec.RawSample[0]))
+		hdr := (*wire.EventHdr)(unsafe.Pointer(&rec.RawSample[0]))
 		each(hdr.Type, rec.RawSample)
 	}
 }
@@ -154,20 +155,20 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 	runtime.UnlockOSThread()
 
 	// Per offset, the faults in the order they happened.
-	faults := map[uint64][]IocorrFaultEvent{}
+	faults := map[uint64][]wire.FaultEvent{}
 	added := map[uint64]bool{}
 	drain(t, tr, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(IocorrEventTypeEV_FAULT):
-			e := *(*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+		case uint32(wire.EventTypeEV_FAULT):
+			e := *(*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
 			if e.Ino == ino && e.Dev == dev {
 				faults[e.FileOff] = append(faults[e.FileOff], e)
 			}
-		case uint32(IocorrEventTypeEV_PAGE_RUN):
+		case uint32(wire.EventTypeEV_PAGE_RUN):
 			// A run's record ends after the bitmap words it needs.
-			var e IocorrPageRunEvent
+			var e wire.PageRunEvent
 			copy(unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e)), rec)
-			if e.Ino == ino && e.Kind == uint16(IocorrEventTypeEV_PAGE_ADD) {
+			if e.Ino == ino && e.Kind == uint16(wire.EventTypeEV_PAGE_ADD) {
 				e.Ranges(func(first, n uint64) {
 					for i := range n {
 						added[first+i] = true
@@ -254,8 +255,8 @@ func TestAFaultInAMappingThatStartsMidFileIsAtTheTouchedFileOffset(t *testing.T)
 	want := uint64((from+touch)*ps + within)
 	var got []uint64
 	drain(t, tr, func(typ uint16, rec []byte) {
-		if uint32(typ) == uint32(IocorrEventTypeEV_FAULT) {
-			e := (*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+		if uint32(typ) == uint32(wire.EventTypeEV_FAULT) {
+			e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
 			if e.Ino == ino && e.Dev == dev {
 				got = append(got, e.FileOff)
 			}
@@ -336,13 +337,13 @@ func TestAFaultOnABadAddressIsReportedUnaccounted(t *testing.T) {
 
 	found := false
 	drain(t, tr, func(typ uint16, rec []byte) {
-		if uint32(typ) != uint32(IocorrEventTypeEV_FAULT) {
+		if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
 			return
 		}
-		e := (*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+		e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
 		if e.Addr == bad {
 			found = true
-			if e.Class != uint8(IocorrFaultClassFAULT_UNACCOUNTED) || e.StartTs == 0 {
+			if e.Class != uint8(wire.FaultClassFAULT_UNACCOUNTED) || e.StartTs == 0 {
 				t.Errorf("bad access reported as class %d start %d", e.Class, e.StartTs)
 			}
 		}
@@ -453,13 +454,13 @@ func TestAFaultAfterItsMappingChangedIsAtWhatIsMappedNow(t *testing.T) {
 			wants := tc.run(t, a, b, ia, ib)
 			var got []want
 			drain(t, tr, func(typ uint16, rec []byte) {
-				if uint32(typ) != uint32(IocorrEventTypeEV_FAULT) {
+				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
 					return
 				}
-				e := (*IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+				e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
 				// A fault retried (VM_FAULT_RETRY) shows its first try as
 				// unaccounted: the retry is the one charged.
-				if e.Hdr.Tid != tid || e.StartTs == 0 || e.Class == uint8(IocorrFaultClassFAULT_UNACCOUNTED) {
+				if e.Hdr.Tid != tid || e.StartTs == 0 || e.Class == uint8(wire.FaultClassFAULT_UNACCOUNTED) {
 					return
 				}
 				if e.Ino == ia || e.Ino == ib {
@@ -510,9 +511,13 @@ func TestUnfinishedBlockRequestsAreTakenOnceWithTheirIssueStampAndNoCompletion(t
 	tr := openTracer(t, Options{})
 	// Requests of a made-up struct request address: the kernel never
 	// completes them, as it never completes one whose completion BPF missed.
+	start := func(h wire.EventHdr, s IocorrBlkStart) IocorrBlkStart {
+		*startHdr(&s) = h
+		return s
+	}
 	held := map[uint64]IocorrBlkStart{
-		0xffff000000000100: {Hdr: IocorrEventHdr{Ts: 300, Token: 4, Type: uint16(IocorrEventTypeEV_BLOCK)}, Sector: 64, Dev: 7 << 20, Bytes: 8192},
-		0xffff000000000200: {Hdr: IocorrEventHdr{Ts: 200, Token: 3, Type: uint16(IocorrEventTypeEV_BLOCK)}, Sector: 8, Dev: 7 << 20, Bytes: 4096, CmdFlags: 1},
+		0xffff000000000100: start(wire.EventHdr{Ts: 300, Token: 4, Type: uint16(wire.EventTypeEV_BLOCK)}, IocorrBlkStart{Sector: 64, Dev: 7 << 20, Bytes: 8192}),
+		0xffff000000000200: start(wire.EventHdr{Ts: 200, Token: 3, Type: uint16(wire.EventTypeEV_BLOCK)}, IocorrBlkStart{Sector: 8, Dev: 7 << 20, Bytes: 4096, CmdFlags: 1}),
 	}
 	for k, v := range held {
 		if err := tr.objs.BlkStarts.Put(k, v); err != nil {
@@ -525,7 +530,7 @@ func TestUnfinishedBlockRequestsAreTakenOnceWithTheirIssueStampAndNoCompletion(t
 	}
 	// Other requests of the machine may be in flight too: ours are found
 	// by sector, in issue order.
-	var ours []IocorrBlockEvent
+	var ours []wire.BlockEvent
 	for _, e := range evs {
 		if e.Dev == 7<<20 {
 			ours = append(ours, e)
@@ -534,9 +539,9 @@ func TestUnfinishedBlockRequestsAreTakenOnceWithTheirIssueStampAndNoCompletion(t
 			t.Errorf("%+v is not marked completion unseen", e)
 		}
 	}
-	want := []IocorrBlockEvent{
-		{Hdr: IocorrEventHdr{Ts: 1000, Token: 3, Type: uint16(IocorrEventTypeEV_BLOCK)}, IssueTs: 200, Sector: 8, Dev: 7 << 20, Bytes: 4096, CmdFlags: 1, Error: -1},
-		{Hdr: IocorrEventHdr{Ts: 1000, Token: 4, Type: uint16(IocorrEventTypeEV_BLOCK)}, IssueTs: 300, Sector: 64, Dev: 7 << 20, Bytes: 8192, Error: -1},
+	want := []wire.BlockEvent{
+		{Hdr: wire.EventHdr{Ts: 1000, Token: 3, Type: uint16(wire.EventTypeEV_BLOCK)}, IssueTs: 200, Sector: 8, Dev: 7 << 20, Bytes: 4096, CmdFlags: 1, Error: -1},
+		{Hdr: wire.EventHdr{Ts: 1000, Token: 4, Type: uint16(wire.EventTypeEV_BLOCK)}, IssueTs: 300, Sector: 64, Dev: 7 << 20, Bytes: 8192, Error: -1},
 	}
 	if !reflect.DeepEqual(ours, want) {
 		t.Errorf("taken %+v\nwant %+v", ours, want)

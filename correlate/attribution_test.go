@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 func runMeta(t *testing.T, meta *rundir.Meta, recs ...[]byte) (*Result, []event.Event) {
@@ -45,8 +45,8 @@ func feed(t *testing.T, c *Correlator, sink *collect, recs ...[]byte) (*Result, 
 
 func TestUnaccountedFaultsAreKeptApartFromCompletedOnes(t *testing.T) {
 	res, evs := run(t,
-		fault(200, 100, 7, modelIno, 4096, uint8(bpf.IocorrFaultClassFAULT_UNACCOUNTED)),
-		fault(400, 300, 7, modelIno, 4096, uint8(bpf.IocorrFaultClassFAULT_MINOR)),
+		fault(200, 100, 7, modelIno, 4096, uint8(wire.FaultClassFAULT_UNACCOUNTED)),
+		fault(400, 300, 7, modelIno, 4096, uint8(wire.FaultClassFAULT_MINOR)),
 	)
 	q := aggOf(res, idQ, -1)
 	if q.Faults != 1 || q.Minor != 1 || q.Major != 0 || q.Unaccounted != 1 || q.StallNS != 100 {
@@ -61,16 +61,16 @@ func TestUnaccountedFaultsAreKeptApartFromCompletedOnes(t *testing.T) {
 }
 
 func mmapRec(ts uint64, tgid uint32, start, end, pgoff, ino uint64) []byte {
-	h := hdr(bpf.IocorrEventTypeEV_MMAP, ts, tgid, 0)
+	h := hdr(wire.EventTypeEV_MMAP, ts, tgid, 0)
 	h.Tgid = tgid
-	return ingest.Bytes(&bpf.IocorrMmapEvent{Hdr: h, Start: start, End: end, Pgoff: pgoff, Ino: ino, Dev: modelDev})
+	return ingest.Bytes(&wire.MmapEvent{Hdr: h, Start: start, End: end, Pgoff: pgoff, Ino: ino, Dev: modelDev})
 }
 
 // kernelFault is a fault the kernel did not resolve: no start, no file.
 func kernelFault(ts uint64, tgid uint32, addr uint64) []byte {
-	h := hdr(bpf.IocorrEventTypeEV_FAULT, ts, tgid, 1)
+	h := hdr(wire.EventTypeEV_FAULT, ts, tgid, 1)
 	h.Tgid = tgid
-	return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, Addr: addr, Class: 1})
+	return ingest.Bytes(&wire.FaultEvent{Hdr: h, Addr: addr, Class: 1})
 }
 
 func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
@@ -103,9 +103,9 @@ func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
 		{"unresolved fault in an anonymous region of the snapshot", kernelFault(500, 50, 0x7e0000000010), event.TensorAnon, -1, 0x7e0000000010, 0},
 		{"unresolved fault of another process", kernelFault(500, 51, base+12288), event.TensorAnon, -1, base + 12288, 0},
 		{"resolved anonymous fault is not second-guessed", func() []byte {
-			h := hdr(bpf.IocorrEventTypeEV_FAULT, 500, 50, 1)
+			h := hdr(wire.EventTypeEV_FAULT, 500, 50, 1)
 			h.Tgid = 50
-			return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: 450, Addr: base + 12288, Class: 1})
+			return ingest.Bytes(&wire.FaultEvent{Hdr: h, StartTs: 450, Addr: base + 12288, Class: 1})
 		}(), event.TensorAnon, -1, base + 12288, 0},
 	}
 	for _, tc := range tests {
@@ -204,10 +204,10 @@ func TestExtentsWithoutAPhysicalLocationAreIgnored(t *testing.T) {
 }
 
 func TestBlockCompletionOnTheFaultingThreadKeepsItsReadaheadWindow(t *testing.T) {
-	b := bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, 170, 7, 1), IssueTs: 120,
+	b := wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, 170, 7, 1), IssueTs: 120,
 		Sector: (partStart*512 + physBase) / 512, Dev: diskDev, Bytes: 4096}
 	_, evs := run(t,
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 150, 7, modelIno, 3, 0),
+		page(wire.EventTypeEV_PAGE_ADD, 150, 7, modelIno, 3, 0),
 		ingest.Bytes(&b),
 		fault(200, 100, 7, modelIno, 4096, 1),
 	)
@@ -233,7 +233,7 @@ func straddleMeta() *rundir.Meta {
 
 func TestPagesAreCountedOnceWhereTheyStartAndBytesWhereTheyLie(t *testing.T) {
 	// One folio of 8 pages: bytes [0, 32768).
-	res, _ := runMeta(t, straddleMeta(), page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 3))
+	res, _ := runMeta(t, straddleMeta(), page(wire.EventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 3))
 	a, b, c0, c1, hd := aggOf(res, event.FirstTensor, -1), aggOf(res, event.FirstTensor+1, -1), aggOf(res, event.FirstTensor+2, 0),
 		aggOf(res, event.FirstTensor+2, 1), aggOf(res, event.TensorModelMeta, -1)
 	// Pages start at 0 (header), 4096 (a), 8192, 12288 (b), 16384, 20480
@@ -254,7 +254,7 @@ func TestPagesAreCountedOnceWhereTheyStartAndBytesWhereTheyLie(t *testing.T) {
 
 func TestExpertSelectionsOfOneLayerCountOnceWhateverNodesReportThem(t *testing.T) {
 	ev := func(name string, ids ...int32) []byte {
-		e := bpf.IocorrExpertsEvent{Hdr: hdr(bpf.IocorrEventTypeEV_EXPERTS, 5, 7, 3), N_used: 2, N_tokens: 1, Count: uint32(len(ids))}
+		e := wire.ExpertsEvent{Hdr: hdr(wire.EventTypeEV_EXPERTS, 5, 7, 3), N_used: 2, N_tokens: 1, Count: uint32(len(ids))}
 		copy(e.Ids[:], ids)
 		for i, c := range name {
 			e.Name[i] = int8(c)
@@ -280,33 +280,33 @@ func TestRandomRecordsKeepTokenAndTensorTotalsEqual(t *testing.T) {
 	pick := func(xs ...uint64) uint64 { return xs[rng.IntN(len(xs))] }
 	var recs [][]byte
 	for i := range 20000 {
-		h := bpf.IocorrEventHdr{Ts: uint64(i) * 100, Tid: uint32(rng.IntN(4)), Tgid: 50, Token: uint32(rng.IntN(5)),
+		h := wire.EventHdr{Ts: uint64(i) * 100, Tid: uint32(rng.IntN(4)), Tgid: 50, Token: uint32(rng.IntN(5)),
 			Phase: uint8(rng.IntN(3)), Op: uint32(rng.IntN(3))}
 		ino := pick(modelIno, 0, 555)
 		off := pick(0, 4095, 4096, 12287, 20480, 45056, 65536, uint64(rng.Int64N(1<<20)), 1<<63)
 		switch rng.IntN(7) {
 		case 0:
-			h.Type = uint16(bpf.IocorrEventTypeEV_FAULT)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: pick(0, h.Ts-50, h.Ts+50), Ino: ino, Dev: modelDev,
+			h.Type = uint16(wire.EventTypeEV_FAULT)
+			recs = append(recs, ingest.Bytes(&wire.FaultEvent{Hdr: h, StartTs: pick(0, h.Ts-50, h.Ts+50), Ino: ino, Dev: modelDev,
 				FileOff: off, Addr: pick(0, 0x7f0000001000, 1<<63), Class: uint8(rng.IntN(4))}))
 		case 1, 2:
-			h.Type = uint16(pick(uint64(bpf.IocorrEventTypeEV_PAGE_ADD), uint64(bpf.IocorrEventTypeEV_PAGE_DEL)))
-			recs = append(recs, ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: ino, Dev: modelDev, Index: off / 4096, Order: uint32(pick(0, 2, 9, 40))}))
+			h.Type = uint16(pick(uint64(wire.EventTypeEV_PAGE_ADD), uint64(wire.EventTypeEV_PAGE_DEL)))
+			recs = append(recs, ingest.Bytes(&wire.PageEvent{Hdr: h, Ino: ino, Dev: modelDev, Index: off / 4096, Order: uint32(pick(0, 2, 9, 40))}))
 		case 3:
-			h.Type = uint16(bpf.IocorrEventTypeEV_BLOCK)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: h, IssueTs: pick(0, h.Ts-10, h.Ts+10),
+			h.Type = uint16(wire.EventTypeEV_BLOCK)
+			recs = append(recs, ingest.Bytes(&wire.BlockEvent{Hdr: h, IssueTs: pick(0, h.Ts-10, h.Ts+10),
 				Sector: pick(0, (partStart*512+physBase)/512, (partStart*512+physBase+12288)/512, 1<<60), Dev: uint32(pick(diskDev, 3)),
 				Bytes: uint32(pick(0, 512, 4096, 1<<20, 1<<31)), CmdFlags: uint32(pick(0, 1, 3))}))
 		case 4:
-			h.Type = uint16(bpf.IocorrEventTypeEV_MMAP)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrMmapEvent{Hdr: h, Start: 0x7f0000000000, End: 0x7f0000000000 + pick(0, 1<<20, 1<<40),
+			h.Type = uint16(wire.EventTypeEV_MMAP)
+			recs = append(recs, ingest.Bytes(&wire.MmapEvent{Hdr: h, Start: 0x7f0000000000, End: 0x7f0000000000 + pick(0, 1<<20, 1<<40),
 				Pgoff: pick(0, 3, 1<<50), Ino: ino, Dev: modelDev}))
 		case 5:
-			h.Type = uint16(bpf.IocorrEventTypeEV_OP)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrOpEvent{Hdr: h, Op: uint32(pick(0, 2, 1<<31))}))
+			h.Type = uint16(wire.EventTypeEV_OP)
+			recs = append(recs, ingest.Bytes(&wire.OpEvent{Hdr: h, Op: uint32(pick(0, 2, 1<<31))}))
 		case 6:
-			h.Type = uint16(pick(uint64(bpf.IocorrEventTypeEV_DECODE_BEGIN), uint64(bpf.IocorrEventTypeEV_DECODE_END)))
-			recs = append(recs, ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h, BeginTs: pick(0, h.Ts), N_tokens: int32(rng.IntN(3) - 1)}))
+			h.Type = uint16(pick(uint64(wire.EventTypeEV_DECODE_BEGIN), uint64(wire.EventTypeEV_DECODE_END)))
+			recs = append(recs, ingest.Bytes(&wire.DecodeEvent{Hdr: h, BeginTs: pick(0, h.Ts), N_tokens: int32(rng.IntN(3) - 1)}))
 		}
 	}
 	res, evs := run(t, recs...)

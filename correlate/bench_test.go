@@ -3,10 +3,10 @@ package correlate
 import (
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 type discard struct{ n uint64 }
@@ -43,20 +43,20 @@ func BenchmarkCorrelate(b *testing.B) {
 	}
 	for i := range n {
 		fo := (uint64(i) * 2654435761 * 4096) % uint64(off) &^ 4095
-		h := bpf.IocorrEventHdr{Ts: uint64(i) * 1000, Tid: uint32(i % 3), Token: uint32(i / (n / 16)), Phase: 2}
+		h := wire.EventHdr{Ts: uint64(i) * 1000, Tid: uint32(i % 3), Token: uint32(i / (n / 16)), Phase: 2}
 		switch i % 4 {
 		case 0:
-			h.Type = uint16(bpf.IocorrEventTypeEV_FAULT)
-			add(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: h.Ts - 500, Ino: modelIno, Dev: modelDev, FileOff: fo, Class: 1}))
+			h.Type = uint16(wire.EventTypeEV_FAULT)
+			add(ingest.Bytes(&wire.FaultEvent{Hdr: h, StartTs: h.Ts - 500, Ino: modelIno, Dev: modelDev, FileOff: fo, Class: 1}))
 		case 1:
-			h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
-			add(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: fo / 4096, Order: 2}))
+			h.Type = uint16(wire.EventTypeEV_PAGE_ADD)
+			add(ingest.Bytes(&wire.PageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: fo / 4096, Order: 2}))
 		case 2:
-			h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_DEL)
-			add(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: fo / 4096}))
+			h.Type = uint16(wire.EventTypeEV_PAGE_DEL)
+			add(ingest.Bytes(&wire.PageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: fo / 4096}))
 		case 3:
-			h.Type = uint16(bpf.IocorrEventTypeEV_BLOCK)
-			add(ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: h, IssueTs: h.Ts - 300, Sector: (1<<30 + fo) / 512, Dev: diskDev, Bytes: 128 << 10}))
+			h.Type = uint16(wire.EventTypeEV_BLOCK)
+			add(ingest.Bytes(&wire.BlockEvent{Hdr: h, IssueTs: h.Ts - 300, Sector: (1<<30 + fo) / 512, Dev: diskDev, Bytes: 128 << 10}))
 		}
 	}
 	b.ResetTimer()

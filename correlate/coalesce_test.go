@@ -22,10 +22,11 @@ import (
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/internal/pagecache"
-	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // ringRecords copies every record of a tracer's ring until stop is closed
@@ -89,14 +90,14 @@ func replayPages(recs [][]byte, dev uint32, ino uint64) pageTrack {
 		}
 		if p := r.PageRun(); p != nil && p.Dev == dev && p.Ino == ino {
 			pt.records++
-			add := p.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
+			add := p.Kind == uint16(wire.EventTypeEV_PAGE_ADD)
 			if !p.Ranges(func(first, n uint64) { apply(add, int64(first), int64(n)) }) {
 				pt.order++
 			}
 		}
-		if p := r.Page(); p != nil && r.Type != uint16(bpf.IocorrEventTypeEV_FILEMAP_FAULT) && p.Dev == dev && p.Ino == ino {
+		if p := r.Page(); p != nil && r.Type != uint16(wire.EventTypeEV_FILEMAP_FAULT) && p.Dev == dev && p.Ino == ino {
 			pt.records++
-			apply(r.Type == uint16(bpf.IocorrEventTypeEV_PAGE_ADD), int64(p.Index), int64(1)<<p.Order)
+			apply(r.Type == uint16(wire.EventTypeEV_PAGE_ADD), int64(p.Index), int64(1)<<p.Order)
 		}
 	}
 	return pt
@@ -246,9 +247,9 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 	var recs [2][][]byte
 	for _, rec := range all {
 		switch ingest.RecordType(rec) {
-		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD), uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+		case uint16(wire.EventTypeEV_PAGE_ADD), uint16(wire.EventTypeEV_PAGE_DEL):
 			recs[1] = append(recs[1], rec)
-		case uint16(bpf.IocorrEventTypeEV_PAGE_RUN):
+		case uint16(wire.EventTypeEV_PAGE_RUN):
 			recs[0] = append(recs[0], rec)
 		default:
 			recs[0] = append(recs[0], rec)
@@ -316,24 +317,24 @@ func cmpKey(a, b event.AggKey) int {
 	return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Tensor, b.Tensor), cmp.Compare(a.Expert, b.Expert), cmp.Compare(a.Op, b.Op))
 }
 
-func pageRun(kind bpf.IocorrEventType, first, last uint64, tid uint32, index, n uint64) []byte {
-	return ingest.Bytes(&bpf.IocorrPageRunEvent{Hdr: hdr(bpf.IocorrEventTypeEV_PAGE_RUN, last, tid, 1), Ino: modelIno,
+func pageRun(kind wire.EventType, first, last uint64, tid uint32, index, n uint64) []byte {
+	return ingest.Bytes(&wire.PageRunEvent{Hdr: hdr(wire.EventTypeEV_PAGE_RUN, last, tid, 1), Ino: modelIno,
 		Dev: modelDev, Index: index, NrPages: uint32(n), Span: uint32(n), FirstTs: first, Kind: uint16(kind), NrFolios: uint32(n)})
 }
 
 func TestARunIsChargedAsItsFoliosAre(t *testing.T) {
 	// Pages 0..7 of straddleMeta: header, a, b, c's two experts.
 	folios, _ := runMeta(t, straddleMeta(),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 1),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 11, 9, modelIno, 2, 0),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 12, 9, modelIno, 3, 2),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 13, 9, modelIno, 7, 0),
-		page(bpf.IocorrEventTypeEV_PAGE_DEL, 20, 9, modelIno, 1, 0),
-		page(bpf.IocorrEventTypeEV_PAGE_DEL, 21, 9, modelIno, 2, 2),
+		page(wire.EventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 1),
+		page(wire.EventTypeEV_PAGE_ADD, 11, 9, modelIno, 2, 0),
+		page(wire.EventTypeEV_PAGE_ADD, 12, 9, modelIno, 3, 2),
+		page(wire.EventTypeEV_PAGE_ADD, 13, 9, modelIno, 7, 0),
+		page(wire.EventTypeEV_PAGE_DEL, 20, 9, modelIno, 1, 0),
+		page(wire.EventTypeEV_PAGE_DEL, 21, 9, modelIno, 2, 2),
 	)
 	runs, _ := runMeta(t, straddleMeta(),
-		pageRun(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 13, 9, 0, 8),
-		pageRun(bpf.IocorrEventTypeEV_PAGE_DEL, 20, 21, 9, 1, 5),
+		pageRun(wire.EventTypeEV_PAGE_ADD, 10, 13, 9, 0, 8),
+		pageRun(wire.EventTypeEV_PAGE_DEL, 20, 21, 9, 1, 5),
 	)
 	if !slices.Equal(folios.Aggs, runs.Aggs) || !slices.Equal(folios.Tokens, runs.Tokens) {
 		t.Errorf("runs charged\n%+v\n%+v\nfolios charged\n%+v\n%+v", runs.Aggs, runs.Tokens, folios.Aggs, folios.Tokens)
@@ -342,13 +343,13 @@ func TestARunIsChargedAsItsFoliosAre(t *testing.T) {
 
 func TestARunWithHolesIsChargedAsItsFoliosAre(t *testing.T) {
 	folios, _ := runMeta(t, straddleMeta(),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 0),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 11, 9, modelIno, 2, 0),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 12, 9, modelIno, 4, 1),
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 13, 9, modelIno, 7, 0),
+		page(wire.EventTypeEV_PAGE_ADD, 10, 9, modelIno, 0, 0),
+		page(wire.EventTypeEV_PAGE_ADD, 11, 9, modelIno, 2, 0),
+		page(wire.EventTypeEV_PAGE_ADD, 12, 9, modelIno, 4, 1),
+		page(wire.EventTypeEV_PAGE_ADD, 13, 9, modelIno, 7, 0),
 	)
-	holey := bpf.IocorrPageRunEvent{Hdr: hdr(bpf.IocorrEventTypeEV_PAGE_RUN, 13, 9, 1), Ino: modelIno, Dev: modelDev,
-		Index: 0, NrPages: 5, Span: 8, FirstTs: 10, Kind: uint16(bpf.IocorrEventTypeEV_PAGE_ADD), NrFolios: 4}
+	holey := wire.PageRunEvent{Hdr: hdr(wire.EventTypeEV_PAGE_RUN, 13, 9, 1), Ino: modelIno, Dev: modelDev,
+		Index: 0, NrPages: 5, Span: 8, FirstTs: 10, Kind: uint16(wire.EventTypeEV_PAGE_ADD), NrFolios: 4}
 	holey.Pages[0] = 1<<0 | 1<<2 | 1<<4 | 1<<5 | 1<<7
 	runs, _ := runMeta(t, straddleMeta(), ingest.Bytes(&holey))
 	if !slices.Equal(folios.Aggs, runs.Aggs) || !slices.Equal(folios.Tokens, runs.Tokens) {
@@ -369,7 +370,7 @@ func TestARunIsReadAheadByAFaultOnlyWhenItLiesInTheFaultWholly(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, evs := run(t, pageRun(bpf.IocorrEventTypeEV_PAGE_ADD, tc.first, tc.last, 7, 3, 2),
+			res, evs := run(t, pageRun(wire.EventTypeEV_PAGE_ADD, tc.first, tc.last, 7, 3, 2),
 				fault(200, 100, 7, modelIno, 4096, 1))
 			want, trig := uint64(0), event.NoTensor
 			if tc.trigger {

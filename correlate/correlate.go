@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Stats counts what the correlator met.
@@ -291,7 +291,7 @@ func (c *Correlator) agg(token, tensor uint32, expert int16, op uint32) *event.C
 	return &c.aggs[i]
 }
 
-func (c *Correlator) token(hdr *bpf.IocorrEventHdr) *event.TokenInfo {
+func (c *Correlator) token(hdr *wire.EventHdr) *event.TokenInfo {
 	t := c.lastTok
 	if t == nil || t.Token != hdr.Token {
 		t = c.tokens[hdr.Token]
@@ -307,7 +307,7 @@ func (c *Correlator) token(hdr *bpf.IocorrEventHdr) *event.TokenInfo {
 	return t
 }
 
-func (c *Correlator) probeOp(hdr *bpf.IocorrEventHdr) uint32 {
+func (c *Correlator) probeOp(hdr *wire.EventHdr) uint32 {
 	if s := hdr.Op; s != 0 && int(s) < len(c.opBySeq) {
 		return c.opBySeq[s]
 	}
@@ -352,36 +352,36 @@ func (c *Correlator) Add(r ingest.Record) error {
 		return c.err
 	}
 	switch r.Type {
-	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+	case uint16(wire.EventTypeEV_PAGE_ADD):
 		c.pageAdd(r.Page())
 		return c.err
-	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+	case uint16(wire.EventTypeEV_PAGE_DEL):
 		c.pageDel(r.Page())
 		return c.err
-	case uint16(bpf.IocorrEventTypeEV_PAGE_RUN):
+	case uint16(wire.EventTypeEV_PAGE_RUN):
 		c.pageRun(r.PageRun())
 		return c.err
-	case uint16(bpf.IocorrEventTypeEV_BLOCK):
+	case uint16(wire.EventTypeEV_BLOCK):
 		// A completion may run in any task's context, the faulting
 		// thread's included: it must not end that thread's window.
 		c.block(r.Block())
 		return c.err
-	case uint16(bpf.IocorrEventTypeEV_FILEMAP_FAULT), uint16(bpf.IocorrEventTypeEV_READAHEAD):
+	case uint16(wire.EventTypeEV_FILEMAP_FAULT), uint16(wire.EventTypeEV_READAHEAD):
 		// Part of a fault in progress: they must not end the thread's
 		// readahead window.
 		c.stats.Unattributed++
 		return nil
 	}
 	// Any other record of a thread ends its window of held-back adds.
-	var f *bpf.IocorrFaultEvent
-	if r.Type == uint16(bpf.IocorrEventTypeEV_FAULT) {
+	var f *wire.FaultEvent
+	if r.Type == uint16(wire.EventTypeEV_FAULT) {
 		f = r.Fault()
 	}
 	c.flushTid(hdr.Tid, f)
 	switch r.Type {
-	case uint16(bpf.IocorrEventTypeEV_FAULT):
+	case uint16(wire.EventTypeEV_FAULT):
 		c.fault(f)
-	case uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+	case uint16(wire.EventTypeEV_DECODE_BEGIN):
 		d := r.Decode()
 		t := c.token(hdr)
 		t.NTokens = d.N_tokens
@@ -396,7 +396,7 @@ func (c *Correlator) Add(r ingest.Record) error {
 				t.Phase = event.PhasePrefill
 			}
 		}
-	case uint16(bpf.IocorrEventTypeEV_DECODE_END):
+	case uint16(wire.EventTypeEV_DECODE_END):
 		d := r.Decode()
 		t := c.token(hdr)
 		t.EndNS = hdr.Ts
@@ -406,9 +406,9 @@ func (c *Correlator) Add(r ingest.Record) error {
 		if t.NTokens == 0 {
 			t.NTokens = d.N_tokens
 		}
-	case uint16(bpf.IocorrEventTypeEV_NODE):
+	case uint16(wire.EventTypeEV_NODE):
 		c.node(r.Node())
-	case uint16(bpf.IocorrEventTypeEV_OP):
+	case uint16(wire.EventTypeEV_OP):
 		o := r.Op()
 		seq := hdr.Op
 		if seq != 0 && seq < 1<<26 { // a sequence number, not garbage: bound the table
@@ -417,16 +417,16 @@ func (c *Correlator) Add(r ingest.Record) error {
 			}
 			c.opBySeq[seq] = c.opID(c.opName(o.Op))
 		}
-	case uint16(bpf.IocorrEventTypeEV_EXPERTS):
+	case uint16(wire.EventTypeEV_EXPERTS):
 		c.expertsSel(r.Experts())
-	case uint16(bpf.IocorrEventTypeEV_PLACE):
+	case uint16(wire.EventTypeEV_PLACE):
 		c.place(r.Place())
-	case uint16(bpf.IocorrEventTypeEV_BUFNAME):
+	case uint16(wire.EventTypeEV_BUFNAME):
 		b := r.BufName()
-		c.bufName[b.Buffer] = bpf.CString(b.Name[:])
-	case uint16(bpf.IocorrEventTypeEV_READ):
+		c.bufName[b.Buffer] = wire.CString(b.Name[:])
+	case uint16(wire.EventTypeEV_READ):
 		c.read(r.Read())
-	case uint16(bpf.IocorrEventTypeEV_MMAP):
+	case uint16(wire.EventTypeEV_MMAP):
 		c.vm.mmap(r.Mmap())
 		c.stats.Unattributed++
 	default:
@@ -445,15 +445,15 @@ func (c *Correlator) timeline(r ingest.Record) {
 		return
 	}
 	m := &c.mark
-	if r.Type == uint16(bpf.IocorrEventTypeEV_SCHED) {
+	if r.Type == uint16(wire.EventTypeEV_SCHED) {
 		// A scheduler record's header is whoever ran the probe: only its
 		// threads are facts.
 		s := r.Sched()
 		*m = event.Mark{Ts: hdr.Ts, Tid: s.PrevTid, Tgid: s.PrevTgid}
 		switch s.Kind {
-		case uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH):
+		case uint32(wire.SchedKindSCHEDEV_SWITCH):
 			m.Kind, m.PrevState, m.NextTid, m.NextTgid = event.MarkSwitch, s.PrevState, s.NextTid, s.NextTgid
-		case uint32(bpf.IocorrSchedKindSCHEDEV_WAKEUP):
+		case uint32(wire.SchedKindSCHEDEV_WAKEUP):
 			m.Kind = event.MarkWakeup
 		default:
 			return
@@ -470,31 +470,31 @@ func (c *Correlator) timeline(r ingest.Record) {
 		c.lastTid = hdr.Tid
 	}
 	switch r.Type {
-	case uint16(bpf.IocorrEventTypeEV_TASK), uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), uint16(bpf.IocorrEventTypeEV_DECODE_END),
-		uint16(bpf.IocorrEventTypeEV_GRAPH), uint16(bpf.IocorrEventTypeEV_OP):
+	case uint16(wire.EventTypeEV_TASK), uint16(wire.EventTypeEV_DECODE_BEGIN), uint16(wire.EventTypeEV_DECODE_END),
+		uint16(wire.EventTypeEV_GRAPH), uint16(wire.EventTypeEV_OP):
 	default:
 		return // I/O, attributed as events
 	}
 	*m = event.Mark{Ts: hdr.Ts, Tid: hdr.Tid, Tgid: hdr.Tgid, Token: hdr.Token, Phase: hdr.Phase}
 	switch r.Type {
-	case uint16(bpf.IocorrEventTypeEV_TASK):
+	case uint16(wire.EventTypeEV_TASK):
 		t := r.Task()
-		if t.Kind != uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
+		if t.Kind != uint32(wire.TaskKindTASKEV_EXEC) {
 			return
 		}
-		m.Kind, m.Name = event.MarkExec, bpf.CString(t.Comm[:])
-	case uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), uint16(bpf.IocorrEventTypeEV_DECODE_END):
+		m.Kind, m.Name = event.MarkExec, wire.CString(t.Comm[:])
+	case uint16(wire.EventTypeEV_DECODE_BEGIN), uint16(wire.EventTypeEV_DECODE_END):
 		d := r.Decode()
 		m.Kind, m.Begin, m.NTokens, m.Ret = event.MarkDecodeEnd, d.BeginTs, d.N_tokens, d.Ret
-		if r.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+		if r.Type == uint16(wire.EventTypeEV_DECODE_BEGIN) {
 			m.Kind = event.MarkDecodeBegin
 		}
-	case uint16(bpf.IocorrEventTypeEV_GRAPH):
+	case uint16(wire.EventTypeEV_GRAPH):
 		g := r.Graph()
 		m.Kind, m.Seq, m.Nodes, m.WeightNodes = event.MarkGraph, g.Seq, g.N_nodes, g.N_weightNodes
-	case uint16(bpf.IocorrEventTypeEV_OP):
+	case uint16(wire.EventTypeEV_OP):
 		o := r.Op()
-		m.Kind, m.Op, m.Name = event.MarkOp, o.Op, bpf.CString(o.Name[:])
+		m.Kind, m.Op, m.Name = event.MarkOp, o.Op, wire.CString(o.Name[:])
 	}
 	c.emitMark(m)
 }
@@ -512,7 +512,7 @@ func (c *Correlator) emitMark(m *event.Mark) {
 // structs with the layout (graph nodes, ops, expert picks).
 func readsLayout(typ uint16) bool {
 	switch typ {
-	case uint16(bpf.IocorrEventTypeEV_NODE), uint16(bpf.IocorrEventTypeEV_OP), uint16(bpf.IocorrEventTypeEV_EXPERTS), uint16(bpf.IocorrEventTypeEV_PLACE):
+	case uint16(wire.EventTypeEV_NODE), uint16(wire.EventTypeEV_OP), uint16(wire.EventTypeEV_EXPERTS), uint16(wire.EventTypeEV_PLACE):
 		return true
 	}
 	return false
@@ -525,7 +525,7 @@ func readsLayout(typ uint16) bool {
 // process's mappings. A fault the kernel resolved to
 // no file is anonymous: the mappings are not consulted, as a file mapped
 // there earlier may have been unmapped since.
-func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
+func (c *Correlator) faultSlice(f *wire.FaultEvent, count bool) slice {
 	dev, ino, off := f.Dev, f.Ino, f.FileOff
 	if ino == 0 && (f.StartTs == 0 || c.offsetsInUserSpace) {
 		if m := c.vm.resolve(f.Hdr.Tgid, f.Addr, f.Hdr.Ts); m != nil && m.ino != 0 {
@@ -545,7 +545,7 @@ func (c *Correlator) faultSlice(f *bpf.IocorrFaultEvent, count bool) slice {
 	return m.lookup(int64(off))
 }
 
-func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
+func (c *Correlator) fault(f *wire.FaultEvent) {
 	hdr := &f.Hdr
 	ev := &c.ev
 	*ev = event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Phase: hdr.Phase, Op: c.probeOp(hdr), Tid: hdr.Tid,
@@ -554,7 +554,7 @@ func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
 	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
 	t := c.token(hdr)
-	if f.Class != uint8(bpf.IocorrFaultClassFAULT_MINOR) && f.Class != uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+	if f.Class != uint8(wire.FaultClassFAULT_MINOR) && f.Class != uint8(wire.FaultClassFAULT_MAJOR) {
 		// Its "completion" is when the thread's next fault began: no
 		// stall can be told, and it is no fault the kernel counted.
 		// (A class this iocorr does not know is no counted fault either.)
@@ -568,7 +568,7 @@ func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 	}
 	for _, k := range [2]*event.Counters{a, &t.Counters} {
 		k.Faults++
-		if f.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+		if f.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 			k.Major++
 		} else {
 			k.Minor++
@@ -580,7 +580,7 @@ func (c *Correlator) fault(f *bpf.IocorrFaultEvent) {
 
 // flushTid emits the adds held back for tid; those inside fault f's
 // window are charged to f's tensor as trigger.
-func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
+func (c *Correlator) flushTid(tid uint32, f *wire.FaultEvent) {
 	st := c.tids[tid]
 	if st == nil || len(st.pending) == 0 {
 		return
@@ -613,23 +613,23 @@ func (c *Correlator) flushTid(tid uint32, f *bpf.IocorrFaultEvent) {
 	}
 }
 
-func (c *Correlator) pageAdd(p *bpf.IocorrPageEvent) {
+func (c *Correlator) pageAdd(p *wire.PageEvent) {
 	n := int64(1) << min(p.Order, 20)
 	c.added(&p.Hdr, c.newReq(), p.Hdr.Ts, p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
 }
 
-func (c *Correlator) pageDel(p *bpf.IocorrPageEvent) {
+func (c *Correlator) pageDel(p *wire.PageEvent) {
 	n := int64(1) << min(p.Order, 20)
 	c.deleted(&p.Hdr, c.newReq(), p.Dev, p.Ino, int64(p.Index)*kernel.PageSize, n*kernel.PageSize)
 }
 
 // pageRun charges a run of folios as the per-folio records would have
 // been charged: every byte range and page once, at the run's stamp.
-func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
+func (c *Correlator) pageRun(p *wire.PageRunEvent) {
 	var charge func(first, n uint64)
 	req := c.newReq() // every range of the run is a slice of this one record
 	switch p.Kind {
-	case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+	case uint16(wire.EventTypeEV_PAGE_ADD):
 		since := p.FirstTs
 		if since == 0 || since > p.Hdr.Ts {
 			since = p.Hdr.Ts
@@ -637,7 +637,7 @@ func (c *Correlator) pageRun(p *bpf.IocorrPageRunEvent) {
 		charge = func(first, n uint64) {
 			c.added(&p.Hdr, req, since, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
 		}
-	case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+	case uint16(wire.EventTypeEV_PAGE_DEL):
 		charge = func(first, n uint64) {
 			c.deleted(&p.Hdr, req, p.Dev, p.Ino, int64(first)*kernel.PageSize, int64(n)*kernel.PageSize)
 		}
@@ -667,7 +667,7 @@ func (c *Correlator) tidState(tid uint32) *tidState {
 // added holds back the adds of file range [off, off+n) until the thread's
 // fault, if any, tells their trigger; first is when the first page of it
 // was added, hdr.Ts when the last was.
-func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req uint32, first uint64, dev uint32, ino uint64, off, n int64) {
+func (c *Correlator) added(hdr *wire.EventHdr, req uint32, first uint64, dev uint32, ino uint64, off, n int64) {
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
@@ -691,7 +691,7 @@ func (c *Correlator) added(hdr *bpf.IocorrEventHdr, req uint32, first uint64, de
 	t.PagesAdded += uint64(n / kernel.PageSize)
 }
 
-func (c *Correlator) deleted(hdr *bpf.IocorrEventHdr, req uint32, dev uint32, ino uint64, off, n int64) {
+func (c *Correlator) deleted(hdr *wire.EventHdr, req uint32, dev uint32, ino uint64, off, n int64) {
 	m := c.modelOf(dev, ino)
 	t := c.token(hdr)
 	op := c.probeOp(hdr)
@@ -721,7 +721,7 @@ func (c *Correlator) fileSlices(dst []slice, m *modelIndex, off, n int64) []slic
 // blockWrite is the class of block events that are not reads.
 const blockWrite = 1
 
-func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
+func (c *Correlator) block(b *wire.BlockEvent) {
 	hdr := &b.Hdr
 	class := uint8(0)
 	if kernel.BlockOpOf(b.CmdFlags) != kernel.BlockRead { // writes, flushes, discards...
@@ -791,7 +791,7 @@ func (c *Correlator) block(b *bpf.IocorrBlockEvent) {
 
 // read charges the bytes a read call returned to the tensors and expert
 // slices of the file range it read (the kernel recorded only model files).
-func (c *Correlator) read(rd *bpf.IocorrReadEvent) {
+func (c *Correlator) read(rd *wire.ReadEvent) {
 	hdr := &rd.Hdr
 	base := event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
 		Expert: -1, Kind: event.KindRead, Phase: hdr.Phase, Class: uint8(rd.Kind)}
@@ -810,8 +810,8 @@ func (c *Correlator) read(rd *bpf.IocorrReadEvent) {
 	}
 }
 
-func (c *Correlator) node(n *bpf.IocorrNodeEvent) {
-	name := bpf.CString(n.WeightName[:])
+func (c *Correlator) node(n *wire.NodeEvent) {
+	name := wire.CString(n.WeightName[:])
 	id, ok := c.byName[name]
 	if !ok {
 		return // not a weight: inp_tokens, cache_k_l0, ...
@@ -828,8 +828,8 @@ func (c *Correlator) node(n *bpf.IocorrNodeEvent) {
 
 // place is a weight the loader copied from the model's mapping into a
 // backend's buffer.
-func (c *Correlator) place(p *bpf.IocorrPlaceEvent) {
-	id, ok := c.byName[bpf.CString(p.Name[:])]
+func (c *Correlator) place(p *wire.PlaceEvent) {
+	id, ok := c.byName[wire.CString(p.Name[:])]
 	if !ok {
 		return
 	}
@@ -850,8 +850,8 @@ func (c *Correlator) placeIn(id uint32, buffer uint64) {
 	c.tensors[id].Device = c.bufName[buffer]
 }
 
-func (c *Correlator) expertsSel(e *bpf.IocorrExpertsEvent) {
-	name := bpf.CString(e.Name[:])
+func (c *Correlator) expertsSel(e *wire.ExpertsEvent) {
+	name := wire.CString(e.Name[:])
 	i := strings.LastIndexByte(name, '-')
 	if i < 0 {
 		return

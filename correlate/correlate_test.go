@@ -4,10 +4,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 const (
@@ -57,25 +57,25 @@ type collect struct{ evs []event.Event }
 
 func (c *collect) Event(e *event.Event) error { c.evs = append(c.evs, *e); return nil }
 
-func hdr(t bpf.IocorrEventType, ts uint64, tid, token uint32) bpf.IocorrEventHdr {
-	return bpf.IocorrEventHdr{Ts: ts, Tgid: 1, Tid: tid, Token: token, Type: uint16(t), Phase: 2}
+func hdr(t wire.EventType, ts uint64, tid, token uint32) wire.EventHdr {
+	return wire.EventHdr{Ts: ts, Tgid: 1, Tid: tid, Token: token, Type: uint16(t), Phase: 2}
 }
 
 func fault(ts, start uint64, tid uint32, ino, off uint64, class uint8) []byte {
-	return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: hdr(bpf.IocorrEventTypeEV_FAULT, ts, tid, 1), StartTs: start, Ino: ino, FileOff: off, Dev: modelDev, Class: class, Addr: 0x7000})
+	return ingest.Bytes(&wire.FaultEvent{Hdr: hdr(wire.EventTypeEV_FAULT, ts, tid, 1), StartTs: start, Ino: ino, FileOff: off, Dev: modelDev, Class: class, Addr: 0x7000})
 }
 
-func page(t bpf.IocorrEventType, ts uint64, tid uint32, ino, index uint64, order uint32) []byte {
-	return ingest.Bytes(&bpf.IocorrPageEvent{Hdr: hdr(t, ts, tid, 1), Ino: ino, Index: index, Dev: modelDev, Order: order})
+func page(t wire.EventType, ts uint64, tid uint32, ino, index uint64, order uint32) []byte {
+	return ingest.Bytes(&wire.PageEvent{Hdr: hdr(t, ts, tid, 1), Ino: ino, Index: index, Dev: modelDev, Order: order})
 }
 
 func block(ts uint64, partByte uint64, n uint32, op uint32) []byte {
-	return ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, ts, 0, 1), IssueTs: ts - 10,
+	return ingest.Bytes(&wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, ts, 0, 1), IssueTs: ts - 10,
 		Sector: (partStart*512 + partByte) / 512, Dev: diskDev, Bytes: n, CmdFlags: op})
 }
 
 func node(name string, ino uint64, op uint32) []byte {
-	n := bpf.IocorrNodeEvent{Hdr: hdr(bpf.IocorrEventTypeEV_NODE, 1, 1, 1), Ino: ino, Op: op}
+	n := wire.NodeEvent{Hdr: hdr(wire.EventTypeEV_NODE, 1, 1, 1), Ino: ino, Op: op}
 	for i := range len(name) {
 		n.WeightName[i] = int8(name[i])
 	}
@@ -147,8 +147,8 @@ func TestFaultAttributionAtTensorAndExpertBoundaries(t *testing.T) {
 
 func TestFolioStraddlingTwoTensorsSplitsItsBytes(t *testing.T) {
 	// Pages 2-3 are bytes [8192, 16384): 4096 of attn_q, 4096 of expert 0.
-	res, evs := run(t, page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 2, 1),
-		page(bpf.IocorrEventTypeEV_PAGE_DEL, 20, 9, modelIno, 2, 1))
+	res, evs := run(t, page(wire.EventTypeEV_PAGE_ADD, 10, 9, modelIno, 2, 1),
+		page(wire.EventTypeEV_PAGE_DEL, 20, 9, modelIno, 2, 1))
 	if len(evs) != 4 {
 		t.Fatalf("got %d events, want 2 adds and 2 deletes: %+v", len(evs), evs)
 	}
@@ -168,7 +168,7 @@ func TestFolioStraddlingTwoTensorsSplitsItsBytes(t *testing.T) {
 }
 
 func TestFolioOfAnotherFileIsKeptAsOtherFile(t *testing.T) {
-	res, _ := run(t, page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, 555, 0, 2))
+	res, _ := run(t, page(wire.EventTypeEV_PAGE_ADD, 10, 9, 555, 0, 2))
 	if o := aggOf(res, event.TensorOther, -1); o.AddedBytes != 16384 {
 		t.Errorf("other file %+v, want 16384 added", o)
 	}
@@ -250,8 +250,8 @@ func TestBlockRequestsNotOfModelFiles(t *testing.T) {
 		read  uint64
 		other uint64
 	}{
-		{"another disk", ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, 5, 0, 1), Sector: 8, Dev: 99, Bytes: 4096}), 4096, 4096},
-		{"before the partition", ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, 5, 0, 1), Sector: 8, Dev: diskDev, Bytes: 4096}), 4096, 4096},
+		{"another disk", ingest.Bytes(&wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, 5, 0, 1), Sector: 8, Dev: 99, Bytes: 4096}), 4096, 4096},
+		{"before the partition", ingest.Bytes(&wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, 5, 0, 1), Sector: 8, Dev: diskDev, Bytes: 4096}), 4096, 4096},
 		{"write to the model's extent", block(5, physBase+4096, 4096, 1), 0, 0},
 	}
 	for _, tc := range tests {
@@ -272,7 +272,7 @@ func TestBlockRequestsNotOfModelFiles(t *testing.T) {
 
 func TestBlockRequestWithItsCompletionUnseenKeepsItsBytesAndHasNoLatency(t *testing.T) {
 	seen := block(100, physBase+4096, 4096, 0)
-	unseen := bpf.IocorrBlockEvent{Hdr: hdr(bpf.IocorrEventTypeEV_BLOCK, 500, 0, 1), IssueTs: 120,
+	unseen := wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, 500, 0, 1), IssueTs: 120,
 		Sector: (partStart*512 + physBase + 4096) / 512, Dev: diskDev, Bytes: 4096, Error: -1}
 	if !unseen.CompletionUnseen() {
 		t.Fatal("error -1 is not BLOCK_COMPLETION_UNSEEN")
@@ -299,10 +299,10 @@ func TestBlockRequestWithItsCompletionUnseenKeepsItsBytesAndHasNoLatency(t *test
 
 func TestReadaheadIsChargedToTheFaultAsTriggerAndToItsTensorAsLanded(t *testing.T) {
 	res, evs := run(t,
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 50, 7, modelIno, 1, 0),  // tid 7, before the fault began
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 150, 7, modelIno, 3, 0), // tid 7, inside: expert 0
-		page(bpf.IocorrEventTypeEV_PAGE_ADD, 160, 9, modelIno, 4, 0), // a kworker
-		fault(200, 100, 7, modelIno, 4096, 1),                        // attn_q
+		page(wire.EventTypeEV_PAGE_ADD, 50, 7, modelIno, 1, 0),  // tid 7, before the fault began
+		page(wire.EventTypeEV_PAGE_ADD, 150, 7, modelIno, 3, 0), // tid 7, inside: expert 0
+		page(wire.EventTypeEV_PAGE_ADD, 160, 9, modelIno, 4, 0), // a kworker
+		fault(200, 100, 7, modelIno, 4096, 1),                   // attn_q
 	)
 	trig := map[uint64]uint32{}
 	for _, e := range evs {
@@ -344,9 +344,9 @@ func TestGraphNodesNameOpsAndReportWeightsNotBackedByAFile(t *testing.T) {
 }
 
 func TestOpProbesNameTheOpOfLaterEvents(t *testing.T) {
-	op := bpf.IocorrOpEvent{Hdr: hdr(bpf.IocorrEventTypeEV_OP, 90, 7, 1), Op: 1}
+	op := wire.OpEvent{Hdr: hdr(wire.EventTypeEV_OP, 90, 7, 1), Op: 1}
 	op.Hdr.Op = 5
-	f := bpf.IocorrFaultEvent{Hdr: hdr(bpf.IocorrEventTypeEV_FAULT, 200, 7, 1), StartTs: 100, Ino: modelIno, FileOff: 4096, Dev: modelDev}
+	f := wire.FaultEvent{Hdr: hdr(wire.EventTypeEV_FAULT, 200, 7, 1), StartTs: 100, Ino: modelIno, FileOff: 4096, Dev: modelDev}
 	f.Hdr.Op = 5
 	res, evs := run(t, ingest.Bytes(&op), ingest.Bytes(&f))
 	if !res.OpProbes || res.Ops[evs[0].Op] != "GET_ROWS" {
@@ -355,7 +355,7 @@ func TestOpProbesNameTheOpOfLaterEvents(t *testing.T) {
 }
 
 func TestExpertSelectionsAreCountedPerLayer(t *testing.T) {
-	e := bpf.IocorrExpertsEvent{Hdr: hdr(bpf.IocorrEventTypeEV_EXPERTS, 5, 7, 3), N_used: 2, N_tokens: 2, Count: 4}
+	e := wire.ExpertsEvent{Hdr: hdr(wire.EventTypeEV_EXPERTS, 5, 7, 3), N_used: 2, N_tokens: 2, Count: 4}
 	copy(e.Ids[:], []int32{1, 3, 1, 2})
 	for i, c := range "ffn_moe_weights-5" {
 		e.Name[i] = int8(c)
@@ -392,9 +392,9 @@ func TestSlicesOfOneRecordShareItsRequestIDAndRecordsDoNot(t *testing.T) {
 	}{
 		{"a block request over two extents and a hole", [][]byte{block(100, physBase+12288, 12288, 0)}, 1, 3},
 		{"two block requests at one time", [][]byte{block(100, physBase+12288, 12288, 0), block(100, physBase+12288, 12288, 0)}, 2, 6},
-		{"a folio straddling two tensors, then its eviction", [][]byte{page(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 9, modelIno, 2, 1),
-			page(bpf.IocorrEventTypeEV_PAGE_DEL, 20, 9, modelIno, 2, 1)}, 2, 4},
-		{"a run of folios over five tensors", [][]byte{pageRun(bpf.IocorrEventTypeEV_PAGE_ADD, 10, 13, 9, 0, 8)}, 1, 0},
+		{"a folio straddling two tensors, then its eviction", [][]byte{page(wire.EventTypeEV_PAGE_ADD, 10, 9, modelIno, 2, 1),
+			page(wire.EventTypeEV_PAGE_DEL, 20, 9, modelIno, 2, 1)}, 2, 4},
+		{"a run of folios over five tensors", [][]byte{pageRun(wire.EventTypeEV_PAGE_ADD, 10, 13, 9, 0, 8)}, 1, 0},
 		{"two faults", [][]byte{fault(10, 5, 9, modelIno, 0, 1), fault(20, 15, 9, modelIno, 4096, 1)}, 2, 2},
 	}
 	for _, tc := range tests {

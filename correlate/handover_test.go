@@ -4,9 +4,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // aggSum is an AggSink that sums the rows handed to it, as the store's
@@ -38,21 +38,21 @@ func TestRowsHandedOverInPiecesSumToTheRowsHeldWhole(t *testing.T) {
 		if rng.IntN(10) == 0 && tok > 4 {
 			rt = tok - uint32(rng.IntN(4))
 		}
-		h := bpf.IocorrEventHdr{Ts: uint64(i) * 100, Tid: uint32(rng.IntN(3)), Tgid: 50, Token: rt, Phase: 2, Op: uint32(rng.IntN(2))}
+		h := wire.EventHdr{Ts: uint64(i) * 100, Tid: uint32(rng.IntN(3)), Tgid: 50, Token: rt, Phase: 2, Op: uint32(rng.IntN(2))}
 		off := uint64(rng.Int64N(65536)) &^ 4095
 		switch rng.IntN(4) {
 		case 0:
-			h.Type = uint16(bpf.IocorrEventTypeEV_FAULT)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: h.Ts - 50, Ino: modelIno, Dev: modelDev, FileOff: off, Class: uint8(rng.IntN(2))}))
+			h.Type = uint16(wire.EventTypeEV_FAULT)
+			recs = append(recs, ingest.Bytes(&wire.FaultEvent{Hdr: h, StartTs: h.Ts - 50, Ino: modelIno, Dev: modelDev, FileOff: off, Class: uint8(rng.IntN(2))}))
 		case 1:
-			h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: off / 4096}))
+			h.Type = uint16(wire.EventTypeEV_PAGE_ADD)
+			recs = append(recs, ingest.Bytes(&wire.PageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: off / 4096}))
 		case 2:
-			h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_DEL)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: off / 4096, Order: 2}))
+			h.Type = uint16(wire.EventTypeEV_PAGE_DEL)
+			recs = append(recs, ingest.Bytes(&wire.PageEvent{Hdr: h, Ino: modelIno, Dev: modelDev, Index: off / 4096, Order: 2}))
 		case 3:
-			h.Type = uint16(bpf.IocorrEventTypeEV_BLOCK)
-			recs = append(recs, ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: h, IssueTs: h.Ts - 10,
+			h.Type = uint16(wire.EventTypeEV_BLOCK)
+			recs = append(recs, ingest.Bytes(&wire.BlockEvent{Hdr: h, IssueTs: h.Ts - 10,
 				Sector: (partStart*512 + physBase + off) / 512, Dev: diskDev, Bytes: 8192}))
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/procmaps"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // mapping is one virtual memory area known to map a file (or, from a maps
@@ -85,7 +85,7 @@ func newVMTracker() *vmTracker {
 	return &vmTracker{live: map[uint32]*addrSpace{}, snaps: map[uint32][]*snapshot{}}
 }
 
-func (v *vmTracker) mmap(e *bpf.IocorrMmapEvent) {
+func (v *vmTracker) mmap(e *wire.MmapEvent) {
 	a := v.live[e.Hdr.Tgid]
 	if a == nil {
 		a = &addrSpace{}

@@ -4,10 +4,10 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // marking is a sink that keeps the timeline too.
@@ -30,24 +30,24 @@ func cstr(dst []int8, s string) {
 // them), and the scheduler's threads, not the header of whoever ran its
 // probe; the last mark is the run's latest record.
 func TestTheTimelineIsMarkedInSpoolOrder(t *testing.T) {
-	exec := bpf.IocorrTaskEvent{Hdr: hdr(bpf.IocorrEventTypeEV_TASK, 5, 9, 0), Kind: uint32(bpf.IocorrTaskKindTASKEV_EXEC)}
+	exec := wire.TaskEvent{Hdr: hdr(wire.EventTypeEV_TASK, 5, 9, 0), Kind: uint32(wire.TaskKindTASKEV_EXEC)}
 	cstr(exec.Comm[:], "llama-cli")
-	op := bpf.IocorrOpEvent{Hdr: hdr(bpf.IocorrEventTypeEV_OP, 40, 9, 1), Op: 26}
+	op := wire.OpEvent{Hdr: hdr(wire.EventTypeEV_OP, 40, 9, 1), Op: 26}
 	cstr(op.Name[:], "ffn_up-0")
-	sched := bpf.IocorrSchedEvent{Hdr: bpf.IocorrEventHdr{Ts: 60, Tgid: 77, Tid: 78, Type: uint16(bpf.IocorrEventTypeEV_SCHED)},
-		Kind: uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH), PrevState: 2, PrevTid: 9, PrevTgid: 1, NextTid: 12, NextTgid: 1}
+	sched := wire.SchedEvent{Hdr: wire.EventHdr{Ts: 60, Tgid: 77, Tid: 78, Type: uint16(wire.EventTypeEV_SCHED)},
+		Kind: uint32(wire.SchedKindSCHEDEV_SWITCH), PrevState: 2, PrevTid: 9, PrevTgid: 1, NextTid: 12, NextTgid: 1}
 	wake := sched
-	wake.Hdr.Ts, wake.Kind = 70, uint32(bpf.IocorrSchedKindSCHEDEV_WAKEUP)
+	wake.Hdr.Ts, wake.Kind = 70, uint32(wire.SchedKindSCHEDEV_WAKEUP)
 	recs := [][]byte{
 		ingest.Bytes(&exec),
-		ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: hdr(bpf.IocorrEventTypeEV_DECODE_BEGIN, 10, 9, 1), BeginTs: 10, N_tokens: 4}),
-		ingest.Bytes(&bpf.IocorrGraphEvent{Hdr: hdr(bpf.IocorrEventTypeEV_GRAPH, 20, 9, 1), Seq: 3, N_nodes: 100, N_weightNodes: 40}),
+		ingest.Bytes(&wire.DecodeEvent{Hdr: hdr(wire.EventTypeEV_DECODE_BEGIN, 10, 9, 1), BeginTs: 10, N_tokens: 4}),
+		ingest.Bytes(&wire.GraphEvent{Hdr: hdr(wire.EventTypeEV_GRAPH, 20, 9, 1), Seq: 3, N_nodes: 100, N_weightNodes: 40}),
 		fault(30, 25, 9, modelIno, 0, 1),
 		ingest.Bytes(&op),
 		fault(45, 44, 11, modelIno, 4096, 0),
 		ingest.Bytes(&sched),
 		ingest.Bytes(&wake),
-		ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: hdr(bpf.IocorrEventTypeEV_DECODE_END, 50, 9, 1), BeginTs: 10, N_tokens: 4, Ret: -1}),
+		ingest.Bytes(&wire.DecodeEvent{Hdr: hdr(wire.EventTypeEV_DECODE_END, 50, 9, 1), BeginTs: 10, N_tokens: 4, Ret: -1}),
 	}
 	want := []event.Mark{
 		{Ts: 5, Kind: event.MarkThread, Tid: 9, Tgid: 1},

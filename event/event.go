@@ -4,7 +4,7 @@
 // stands on: the correlator produces these values, the store encodes them,
 // and stats, report, perfetto and the exports read them. It imports no BPF
 // package, so the read side never links the loader; the kernel's enum values
-// (phase, fault class) are tied to the bpf2go output by the correlator's one
+// (phase, fault class) are tied to the wire types by the correlator's one
 // mapping (correlate/enums.go), checked at compile time.
 package event
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // BenchmarkSpoolReadDecode measures the first stage of ingest: reading a
@@ -19,8 +19,8 @@ func BenchmarkSpoolReadDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := bpf.IocorrFaultEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_FAULT)}}
-	p := bpf.IocorrPageEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_ADD)}}
+	f := wire.FaultEvent{Hdr: wire.EventHdr{Type: uint16(wire.EventTypeEV_FAULT)}}
+	p := wire.PageEvent{Hdr: wire.EventHdr{Type: uint16(wire.EventTypeEV_PAGE_ADD)}}
 	for i := range n {
 		var err error
 		if i%2 == 0 {

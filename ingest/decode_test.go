@@ -3,11 +3,11 @@ package ingest
 import (
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/wire"
 )
 
 func TestDecodeCountsShortAndUnknownRecordsWithoutPanicking(t *testing.T) {
-	f := bpf.IocorrFaultEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_FAULT), Ts: 7}, FileOff: 42}
+	f := wire.FaultEvent{Hdr: wire.EventHdr{Type: uint16(wire.EventTypeEV_FAULT), Ts: 7}, FileOff: 42}
 	good := Bytes(&f)
 	unknown := append([]byte(nil), good...)
 	unknown[typeOff] = 200
@@ -47,7 +47,7 @@ func TestDecodeCountsShortAndUnknownRecordsWithoutPanicking(t *testing.T) {
 }
 
 func TestDecodeDoesNotAllocate(t *testing.T) {
-	p := bpf.IocorrPageEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_ADD)}}
+	p := wire.PageEvent{Hdr: wire.EventHdr{Type: uint16(wire.EventTypeEV_PAGE_ADD)}}
 	rec := Bytes(&p)
 	var st DecodeStats
 	if n := testing.AllocsPerRun(100, func() {
@@ -59,7 +59,7 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 }
 
 func TestDecodeReadsAPageRunEndingAfterTheWordsItNeeds(t *testing.T) {
-	p := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 3, Span: 70, FirstTs: 9}
+	p := wire.PageRunEvent{Hdr: wire.EventHdr{Type: uint16(wire.EventTypeEV_PAGE_RUN)}, Index: 5, NrPages: 3, Span: 70, FirstTs: 9}
 	p.Pages[0], p.Pages[1] = 1, 1<<5|1
 	full := Bytes(&p)
 	fixed := len(full) - len(p.Pages)*8
@@ -102,14 +102,14 @@ func TestDecodeReadsAPageRunEndingAfterTheWordsItNeeds(t *testing.T) {
 
 func TestRecordTypeReadsHdrTypeWhereTheGeneratedHeaderHoldsIt(t *testing.T) {
 	hdr := func(typ uint16) []byte {
-		return Bytes(&bpf.IocorrEventHdr{Ts: ^uint64(0), Tgid: 1, Tid: 2, Token: 3, Op: 4, Type: typ, Phase: 5, Cpu: 6})
+		return Bytes(&wire.EventHdr{Ts: ^uint64(0), Tgid: 1, Tid: 2, Token: 3, Op: 4, Type: typ, Phase: 5, Cpu: 6})
 	}
-	for typ := uint16(1); typ < uint16(bpf.EventTypeCount); typ++ {
+	for typ := uint16(1); typ < uint16(wire.EventTypeCount); typ++ {
 		if got := RecordType(hdr(typ)); got != typ {
-			t.Errorf("RecordType of a %s header = %d, want %d", bpf.EventTypeName(uint32(typ)), got, typ)
+			t.Errorf("RecordType of a %s header = %d, want %d", wire.EventTypeName(uint32(typ)), got, typ)
 		}
 	}
-	run := bpf.IocorrPageRunEvent{Hdr: bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_PAGE_RUN)}}
+	run := wire.PageRunEvent{Hdr: wire.EventHdr{Type: uint16(wire.EventTypeEV_PAGE_RUN)}}
 	tests := []struct {
 		name string
 		rec  []byte
@@ -118,7 +118,7 @@ func TestRecordTypeReadsHdrTypeWhereTheGeneratedHeaderHoldsIt(t *testing.T) {
 		{"empty", nil, 0},
 		{"ends inside hdr.type", hdr(0x0102)[:typeOff+1], 0},
 		{"ends right after hdr.type", hdr(0x0102)[:typeOff+2], 0x0102},
-		{"a page run without bitmap words", Bytes(&run)[:eventSizes[bpf.IocorrEventTypeEV_PAGE_RUN]], uint16(bpf.IocorrEventTypeEV_PAGE_RUN)},
+		{"a page run without bitmap words", Bytes(&run)[:eventSizes[wire.EventTypeEV_PAGE_RUN]], uint16(wire.EventTypeEV_PAGE_RUN)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -22,6 +21,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The tests of this file hold the trace of a run to the store it was
@@ -257,13 +257,13 @@ func TestPerfettoTraceShowsThreadStatesWithProbeSched(t *testing.T) {
 	var decodeTid uint32
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_SCHED):
-			e := (*bpf.IocorrSchedEvent)(unsafe.Pointer(&rec[0]))
-			if e.Kind == uint32(bpf.IocorrSchedKindSCHEDEV_SWITCH) && int(e.NextTgid) == meta.Child.PID {
+		case uint32(wire.EventTypeEV_SCHED):
+			e := (*wire.SchedEvent)(unsafe.Pointer(&rec[0]))
+			if e.Kind == uint32(wire.SchedKindSCHEDEV_SWITCH) && int(e.NextTgid) == meta.Child.PID {
 				switchIns[e.NextTid]++
 			}
-		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
-			decodeTid = (*bpf.IocorrEventHdr)(unsafe.Pointer(&rec[0])).Tid
+		case uint32(wire.EventTypeEV_DECODE_BEGIN):
+			decodeTid = (*wire.EventHdr)(unsafe.Pointer(&rec[0])).Tid
 		}
 	})
 	path := exportTrace(t, dir)

@@ -5,14 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
-	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // longSpool is a run of tokens tokens on storetest's synthetic MoE model:
@@ -23,9 +23,9 @@ import (
 func longSpool(tokens, perToken, lateBy int, size uint64) (recs [][]byte, faults, readBytes uint64) {
 	ts := uint64(1000)
 	for tok := 1; tok <= tokens; tok++ {
-		h := bpf.IocorrEventHdr{Ts: ts, Tid: 10, Tgid: 10, Token: uint32(tok), Phase: 2}
-		d := bpf.IocorrDecodeEvent{Hdr: h, BeginTs: ts, N_tokens: 1}
-		d.Hdr.Type = uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN)
+		h := wire.EventHdr{Ts: ts, Tid: 10, Tgid: 10, Token: uint32(tok), Phase: 2}
+		d := wire.DecodeEvent{Hdr: h, BeginTs: ts, N_tokens: 1}
+		d.Hdr.Type = uint16(wire.EventTypeEV_DECODE_BEGIN)
 		recs = append(recs, ingest.Bytes(&d))
 		for i := range perToken {
 			ts += 1000
@@ -33,30 +33,30 @@ func longSpool(tokens, perToken, lateBy int, size uint64) (recs [][]byte, faults
 			off := (uint64(tok*perToken+i) * 40961) % size &^ 4095
 			switch i % 4 {
 			case 0, 1:
-				h.Type = uint16(bpf.IocorrEventTypeEV_FAULT)
-				recs = append(recs, ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, StartTs: ts - 500, Ino: storetest.SynIno,
+				h.Type = uint16(wire.EventTypeEV_FAULT)
+				recs = append(recs, ingest.Bytes(&wire.FaultEvent{Hdr: h, StartTs: ts - 500, Ino: storetest.SynIno,
 					Dev: storetest.SynDev, FileOff: off, Class: uint8(i % 2)})) // minor, major
 				faults++
 			case 2:
-				h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
-				recs = append(recs, ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h, Ino: storetest.SynIno, Dev: storetest.SynDev, Index: off / 4096}))
+				h.Type = uint16(wire.EventTypeEV_PAGE_ADD)
+				recs = append(recs, ingest.Bytes(&wire.PageEvent{Hdr: h, Ino: storetest.SynIno, Dev: storetest.SynDev, Index: off / 4096}))
 			case 3:
-				h.Type = uint16(bpf.IocorrEventTypeEV_BLOCK)
-				recs = append(recs, ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: h, IssueTs: ts - 300,
+				h.Type = uint16(wire.EventTypeEV_BLOCK)
+				recs = append(recs, ingest.Bytes(&wire.BlockEvent{Hdr: h, IssueTs: ts - 300,
 					Sector: (storetest.SynPart*512 + 1<<30 + off) / 512, Dev: storetest.SynDisk, Bytes: 4096}))
 				readBytes += 4096
 			}
 		}
 		if tok > lateBy {
 			ts += 1000
-			late := bpf.IocorrEventHdr{Ts: ts, Tid: 11, Tgid: 10, Token: uint32(tok - lateBy), Phase: 2,
-				Type: uint16(bpf.IocorrEventTypeEV_BLOCK)}
+			late := wire.EventHdr{Ts: ts, Tid: 11, Tgid: 10, Token: uint32(tok - lateBy), Phase: 2,
+				Type: uint16(wire.EventTypeEV_BLOCK)}
 			off := uint64(tok%7) * storetest.SynExpert * 3
-			recs = append(recs, ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: late, IssueTs: ts - 300,
+			recs = append(recs, ingest.Bytes(&wire.BlockEvent{Hdr: late, IssueTs: ts - 300,
 				Sector: (storetest.SynPart*512 + 1<<30 + off) / 512, Dev: storetest.SynDisk, Bytes: 8192}))
 			readBytes += 8192
-			late.Token, late.Type, late.Tid = uint32(tok-1), uint16(bpf.IocorrEventTypeEV_PAGE_ADD), 12
-			recs = append(recs, ingest.Bytes(&bpf.IocorrPageEvent{Hdr: late, Ino: storetest.SynIno, Dev: storetest.SynDev, Index: off / 4096}))
+			late.Token, late.Type, late.Tid = uint32(tok-1), uint16(wire.EventTypeEV_PAGE_ADD), 12
+			recs = append(recs, ingest.Bytes(&wire.PageEvent{Hdr: late, Ino: storetest.SynIno, Dev: storetest.SynDev, Index: off / 4096}))
 		}
 		ts += 1000
 	}

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
@@ -12,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestRealMoERunIsConsistent reads the shared recorded run (a MoE model
@@ -29,16 +29,16 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 	var faults, major, blockReads uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_FAULT):
-			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-			if e.Class != uint8(bpf.IocorrFaultClassFAULT_UNACCOUNTED) {
+		case uint32(wire.EventTypeEV_FAULT):
+			e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
+			if e.Class != uint8(wire.FaultClassFAULT_UNACCOUNTED) {
 				faults++
-				if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 					major++
 				}
 			}
-		case uint32(bpf.IocorrEventTypeEV_BLOCK):
-			e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec[0]))
+		case uint32(wire.EventTypeEV_BLOCK):
+			e := (*wire.BlockEvent)(unsafe.Pointer(&rec[0]))
 			if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
 				blockReads++
 			}

@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Options tune Ingest.
@@ -111,7 +111,7 @@ func summarize(meta *rundir.Meta, res *correlate.Result) Summary {
 	}
 	for t, n := range st.Decode.ByType {
 		if n > 0 {
-			sum.ByType[bpf.EventTypeName(uint32(t))] = n
+			sum.ByType[wire.EventTypeName(uint32(t))] = n
 		}
 	}
 	return sum

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 const (
@@ -57,8 +57,8 @@ func writeRun(t *testing.T, recs ...[]byte) string {
 // unresolvedFault is a major fault the kernel did not resolve to a file
 // (no start, no dev/ino): only the process's mappings can place it.
 func unresolvedFault(ts uint64, addr uint64) []byte {
-	h := bpf.IocorrEventHdr{Type: uint16(bpf.IocorrEventTypeEV_FAULT), Ts: ts, Tgid: pid, Tid: pid, Token: 1, Phase: 2}
-	return ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: h, Addr: addr, Class: 1})
+	h := wire.EventHdr{Type: uint16(wire.EventTypeEV_FAULT), Ts: ts, Tgid: pid, Tid: pid, Token: 1, Phase: 2}
+	return ingest.Bytes(&wire.FaultEvent{Hdr: h, Addr: addr, Class: 1})
 }
 
 func TestIngestAttributesAFaultOnlyTheMapsSnapshotCanPlace(t *testing.T) {

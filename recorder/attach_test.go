@@ -14,7 +14,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
@@ -22,6 +21,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults attaches
@@ -73,11 +73,11 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 			}
 			var major uint64
 			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-				if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
+				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
 					return
 				}
-				e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-				if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {
+				e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
+				if e.Class == uint8(wire.FaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {
 					major++
 				}
 			})
@@ -233,9 +233,9 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 	}
 	var major uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-		if uint32(typ) == uint32(bpf.IocorrEventTypeEV_FAULT) {
-			e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-			if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {
+		if uint32(typ) == uint32(wire.EventTypeEV_FAULT) {
+			e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
+			if e.Class == uint8(wire.FaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {
 				major++
 			}
 		}

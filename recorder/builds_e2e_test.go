@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -15,6 +14,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The tests of this file record llama.cpp's builds and releases driving
@@ -143,11 +143,11 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			opNodes := map[uint64]bool{}
 			r := recordMoE(t, f, "ops,pagecache", func(typ uint16, rec []byte) {
 				switch uint32(typ) {
-				case uint32(bpf.IocorrEventTypeEV_NODE):
-					if e := spooltest.Decoded(t, rec).Node(); f.Tensor(bpf.CString(e.WeightName[:])) != nil {
+				case uint32(wire.EventTypeEV_NODE):
+					if e := spooltest.Decoded(t, rec).Node(); f.Tensor(wire.CString(e.WeightName[:])) != nil {
 						weightNodes[e.Node] = e.Op
 					}
-				case uint32(bpf.IocorrEventTypeEV_OP):
+				case uint32(wire.EventTypeEV_OP):
 					opNodes[spooltest.Decoded(t, rec).Op().Node] = true
 				}
 			}, cmd.Args...)

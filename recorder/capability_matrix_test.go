@@ -19,6 +19,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // forcedPaths are the fallbacks this kernel (x86-64, 6.18, every primary
@@ -298,14 +299,14 @@ func graphFigures(t *testing.T, dir string) (nodes, picks map[string]uint64) {
 	nodes, picks = map[string]uint64{}, map[string]uint64{}
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_NODE):
+		case uint32(wire.EventTypeEV_NODE):
 			e := spooltest.Decoded(t, rec).Node()
-			nodes[fmt.Sprintf("node %d %s reads %s (src %d, op %d)", e.NodeIdx, bpf.CString(e.NodeName[:]), bpf.CString(e.WeightName[:]), e.SrcSlot, e.Op)]++
-		case uint32(bpf.IocorrEventTypeEV_EXPERTS):
+			nodes[fmt.Sprintf("node %d %s reads %s (src %d, op %d)", e.NodeIdx, wire.CString(e.NodeName[:]), wire.CString(e.WeightName[:]), e.SrcSlot, e.Op)]++
+		case uint32(wire.EventTypeEV_EXPERTS):
 			e := spooltest.Decoded(t, rec).Experts()
 			for i, id := range e.Ids[:e.Count] {
 				row := (e.First + uint32(i)) / e.N_used
-				picks[fmt.Sprintf("call %d %s row %d e%d", e.Hdr.Token, bpf.CString(e.Name[:]), row, id)]++
+				picks[fmt.Sprintf("call %d %s row %d e%d", e.Hdr.Token, wire.CString(e.Name[:]), row, id)]++
 			}
 		}
 	})
@@ -369,16 +370,16 @@ func graphWalks(t *testing.T, dir string) map[uint64]*graphWalk {
 	}
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_GRAPH):
+		case uint32(wire.EventTypeEV_GRAPH):
 			e := spooltest.Decoded(t, rec).Graph()
 			g := get(e.GraphId)
 			g.nodes = e.N_nodes
 			g.computed++
-		case uint32(bpf.IocorrEventTypeEV_NODE):
+		case uint32(wire.EventTypeEV_NODE):
 			e := spooltest.Decoded(t, rec).Node()
 			g := get(e.GraphId)
 			g.maxIdx = max(g.maxIdx, int64(e.NodeIdx))
-			g.weights[fmt.Sprintf("node %d %s reads %s (src %d)", e.NodeIdx, bpf.CString(e.NodeName[:]), bpf.CString(e.WeightName[:]), e.SrcSlot)]++
+			g.weights[fmt.Sprintf("node %d %s reads %s (src %d)", e.NodeIdx, wire.CString(e.NodeName[:]), wire.CString(e.WeightName[:]), e.SrcSlot)]++
 		}
 	})
 	return out

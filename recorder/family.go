@@ -11,10 +11,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // family is the traced processes: the command (or the process attached
@@ -185,18 +185,18 @@ func (f *family) continueStopped() int {
 
 // onTask keeps the set of traced processes alive, and has the warden
 // seize a traced process's new threads.
-func (f *family) onTask(e *bpf.IocorrTaskEvent) {
+func (f *family) onTask(e *wire.TaskEvent) {
 	f.mu.Lock()
 	switch e.Kind {
-	case uint32(bpf.IocorrTaskKindTASKEV_FORK):
+	case uint32(wire.TaskKindTASKEV_FORK):
 		f.procs[int(e.Child)] = true
 		f.nprocs++
 		f.forked = append(f.forked, int(e.Child))
-	case uint32(bpf.IocorrTaskKindTASKEV_EXIT):
+	case uint32(wire.TaskKindTASKEV_EXIT):
 		delete(f.procs, int(e.Hdr.Tgid))
 	}
 	f.mu.Unlock()
-	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_THREAD) && f.warden != nil {
+	if e.Kind == uint32(wire.TaskKindTASKEV_THREAD) && f.warden != nil {
 		// A warden already gone holds nothing: nothing to say.
 		_ = f.warden.SeizeThreads(int(e.Hdr.Tgid))
 	}

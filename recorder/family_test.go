@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
-func taskEvent(kind bpf.IocorrTaskKind, tgid, child int) *bpf.IocorrTaskEvent {
-	e := &bpf.IocorrTaskEvent{Kind: uint32(kind), Child: uint32(child)}
+func taskEvent(kind wire.TaskKind, tgid, child int) *wire.TaskEvent {
+	e := &wire.TaskEvent{Kind: uint32(kind), Child: uint32(child)}
 	e.Hdr.Tgid = uint32(tgid)
 	return e
 }
@@ -30,10 +30,10 @@ func TestFamilyKeepsItsLiveProcessesAndCountsAllItTraced(t *testing.T) {
 	var said warnings
 	f := newFamily(said.warn)
 	f.procs[10], f.nprocs = true, 1 // the first, without a warden
-	f.onTask(taskEvent(bpf.IocorrTaskKindTASKEV_FORK, 10, 11))
-	f.onTask(taskEvent(bpf.IocorrTaskKindTASKEV_FORK, 11, 12))
-	f.onTask(taskEvent(bpf.IocorrTaskKindTASKEV_EXIT, 11, 0))
-	f.onTask(taskEvent(bpf.IocorrTaskKindTASKEV_THREAD, 12, 0))
+	f.onTask(taskEvent(wire.TaskKindTASKEV_FORK, 10, 11))
+	f.onTask(taskEvent(wire.TaskKindTASKEV_FORK, 11, 12))
+	f.onTask(taskEvent(wire.TaskKindTASKEV_EXIT, 11, 0))
+	f.onTask(taskEvent(wire.TaskKindTASKEV_THREAD, 12, 0))
 	f.ended()
 	var m rundir.Meta
 	f.meta(&m)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
@@ -16,6 +15,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestRecordHybridOffloadPicksWhatLlamaCppRouted records the routing
@@ -100,13 +100,13 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			var graphs, decodes, major int
 			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 				switch uint32(typ) {
-				case uint32(bpf.IocorrEventTypeEV_GRAPH):
+				case uint32(wire.EventTypeEV_GRAPH):
 					graphs++
-				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+				case uint32(wire.EventTypeEV_DECODE_BEGIN):
 					decodes++
-				case uint32(bpf.IocorrEventTypeEV_FAULT):
-					e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-					if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				case uint32(wire.EventTypeEV_FAULT):
+					e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
+					if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 						major++
 					}
 				}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // layoutCheck validates graph nodes read with the ggml struct layout
@@ -84,7 +84,7 @@ func (c *layoutCheck) weight(ms *models) func(string) (ggml.Weight, bool) {
 }
 
 // nodeOf is a node event as ggml.ValidateNode reads it.
-func nodeOf(e *bpf.IocorrNodeEvent) ggml.Node {
+func nodeOf(e *wire.NodeEvent) ggml.Node {
 	return ggml.Node{Name: e.NodeName[:], WeightName: e.WeightName[:], Op: e.Op, WeightType: e.WeightType,
 		WeightNe: e.WeightNe, WeightNb: e.WeightNb, Ino: e.Ino, FileOff: e.FileOff}
 }

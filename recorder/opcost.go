@@ -7,6 +7,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // opCosts is what --probe ops costs the run: the calibrated cost of a
@@ -41,10 +42,10 @@ func newOpCosts(measure func(bpf.FirstInstruction) (bpf.UprobeCost, error)) *opC
 }
 
 // onDecode counts a decode call's op-probe hits and wall time at its end.
-func (c *opCosts) onDecode(e *bpf.IocorrDecodeEvent) {
+func (c *opCosts) onDecode(e *wire.DecodeEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+	if e.Hdr.Type == uint16(wire.EventTypeEV_DECODE_BEGIN) {
 		c.hitsAt[e.Hdr.Tid] = e.OpHits
 	} else if at, ok := c.hitsAt[e.Hdr.Tid]; ok && e.BeginTs != 0 && e.Hdr.Ts >= e.BeginTs {
 		delete(c.hitsAt, e.Hdr.Tid)
@@ -54,14 +55,14 @@ func (c *opCosts) onDecode(e *bpf.IocorrDecodeEvent) {
 }
 
 // onNode notes a weight-reading node and its op.
-func (c *opCosts) onNode(e *bpf.IocorrNodeEvent) {
+func (c *opCosts) onNode(e *wire.NodeEvent) {
 	c.mu.Lock()
 	c.nodeOps[e.Node] = e.Op
 	c.mu.Unlock()
 }
 
 // onOp notes a node whose op function ran (and was probed).
-func (c *opCosts) onOp(e *bpf.IocorrOpEvent) {
+func (c *opCosts) onOp(e *wire.OpEvent) {
 	c.mu.Lock()
 	c.opNodes[e.Node] = true
 	c.mu.Unlock()

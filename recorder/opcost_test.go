@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/wire"
 )
 
-func decodeAt(tid uint32, begin bool, ts, beginTS, hits uint64) *bpf.IocorrDecodeEvent {
-	e := &bpf.IocorrDecodeEvent{BeginTs: beginTS, OpHits: hits}
+func decodeAt(tid uint32, begin bool, ts, beginTS, hits uint64) *wire.DecodeEvent {
+	e := &wire.DecodeEvent{BeginTs: beginTS, OpHits: hits}
 	e.Hdr.Tid, e.Hdr.Ts = tid, ts
-	e.Hdr.Type = uint16(bpf.IocorrEventTypeEV_DECODE_END)
+	e.Hdr.Type = uint16(wire.EventTypeEV_DECODE_END)
 	if begin {
-		e.Hdr.Type = uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN)
+		e.Hdr.Type = uint16(wire.EventTypeEV_DECODE_BEGIN)
 	}
 	return e
 }
@@ -67,10 +68,10 @@ func TestOpCostsNameOpsWithoutAFunctionAndOpsFusedAway(t *testing.T) {
 	funcs := []string{"ggml_compute_forward_mul_mat", "ggml_compute_forward_get_rows"}
 	c := newOpCosts(costs(time.Microsecond, time.Microsecond))
 	for node, op := range map[uint64]uint32{1: 0, 2: 1, 3: 1, 4: 2, 5: 3} {
-		c.onNode(&bpf.IocorrNodeEvent{Node: node, Op: op})
+		c.onNode(&wire.NodeEvent{Node: node, Op: op})
 	}
-	c.onOp(&bpf.IocorrOpEvent{Node: 2})
-	c.onOp(&bpf.IocorrOpEvent{Node: 5})
+	c.onOp(&wire.OpEvent{Node: 2})
+	c.onOp(&wire.OpEvent{Node: 5})
 	c.onDecode(decodeAt(1, true, 0, 0, 0))
 	c.onDecode(decodeAt(1, false, 10, 1, 2))
 	op := c.summary(nil, nil, names, funcs, [2]int{1, 0})

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestRunReapsTheOrphansOfTheCommandWithTheirRusage records a wrapper
@@ -65,11 +65,11 @@ func TestRunReapsTheOrphansOfTheCommandWithTheirRusage(t *testing.T) {
 			var major uint64
 			byPID := map[uint32]uint64{}
 			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-				if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
+				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
 					return
 				}
-				e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
-				if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
+				if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 					major++
 					byPID[e.Hdr.Tgid]++
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge records real llama.cpp
@@ -67,9 +68,9 @@ func TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge(t *testing.T) {
 		}
 		rec = slices.Clone(rec)
 		switch ingest.RecordType(rec) {
-		case uint16(bpf.IocorrEventTypeEV_PAGE_RUN):
+		case uint16(wire.EventTypeEV_PAGE_RUN):
 			runs = append(runs, rec)
-		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD), uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+		case uint16(wire.EventTypeEV_PAGE_ADD), uint16(wire.EventTypeEV_PAGE_DEL):
 			folios = append(folios, rec)
 		default:
 			runs = append(runs, rec)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/recorder"
@@ -18,6 +17,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Read calls of a model file, recorded through the library as `iocorr
@@ -27,7 +27,7 @@ import (
 type readSpec struct {
 	kind      string // the reader's name of the call
 	off, n    int64
-	want      bpf.IocorrReadKind
+	want      wire.ReadKind
 	wantDirec bool
 }
 
@@ -77,13 +77,13 @@ func TestReadSyscallsOfAModelFileAreRecordedExactly(t *testing.T) {
 	up := f.Tensor("blk.0.ffn_up_exps.weight")
 	lo1, _ := up.ExpertRange(1)
 	specs := []readSpec{
-		{"read", f.DataOffset, 10000, bpf.IocorrReadKindREAD_READ, false},
-		{"pread64", lo1, 65536, bpf.IocorrReadKindREAD_PREAD64, false},
-		{"readv", lo1 + 4096, 12345, bpf.IocorrReadKindREAD_READV, false},
-		{"preadv", up.FileOffset, 3 * 4096, bpf.IocorrReadKindREAD_PREADV, false},
-		{"preadv2", up.FileOffset + up.Size - 5000, 9000, bpf.IocorrReadKindREAD_PREADV2, false}, // across a tensor boundary
-		{"preadv2cur", f.DataOffset + 777, 4321, bpf.IocorrReadKindREAD_PREADV2, false},
-		{"uring", lo1 + 100000, 20000, bpf.IocorrReadKindREAD_IO_URING, false},
+		{"read", f.DataOffset, 10000, wire.ReadKindREAD_READ, false},
+		{"pread64", lo1, 65536, wire.ReadKindREAD_PREAD64, false},
+		{"readv", lo1 + 4096, 12345, wire.ReadKindREAD_READV, false},
+		{"preadv", up.FileOffset, 3 * 4096, wire.ReadKindREAD_PREADV, false},
+		{"preadv2", up.FileOffset + up.Size - 5000, 9000, wire.ReadKindREAD_PREADV2, false}, // across a tensor boundary
+		{"preadv2cur", f.DataOffset + 777, 4321, wire.ReadKindREAD_PREADV2, false},
+		{"uring", lo1 + 100000, 20000, wire.ReadKindREAD_IO_URING, false},
 	}
 	argv := []string{reader, model}
 	for _, s := range specs {
@@ -93,8 +93,8 @@ func TestReadSyscallsOfAModelFileAreRecordedExactly(t *testing.T) {
 	rectest.Record(t, dir, rectest.Options{Set: func(o *recorder.Options) { o.Models = []string{model} }}, argv...)
 	var got []string
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-		if uint32(typ) == uint32(bpf.IocorrEventTypeEV_READ) {
-			e := (*bpf.IocorrReadEvent)(unsafe.Pointer(&rec[0]))
+		if uint32(typ) == uint32(wire.EventTypeEV_READ) {
+			e := (*wire.ReadEvent)(unsafe.Pointer(&rec[0]))
 			got = append(got, fmt.Sprintf("%d@%d+%d direct=%d", e.Kind, e.Offset, e.Bytes, e.Direct))
 		}
 	})

@@ -28,6 +28,7 @@ import (
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Options are everything a recording needs, as `iocorr record` flags give
@@ -503,7 +504,7 @@ func (r *recording) act(typ uint16, rec []byte) {
 
 // onMmap probes a file the kernel stopped the process for, and snapshots
 // the maps of a process that mapped a model.
-func (r *recording) onMmap(e *bpf.IocorrMmapEvent) {
+func (r *recording) onMmap(e *wire.MmapEvent) {
 	pid := int(e.Hdr.Tgid)
 	// Naming the mapping's file may read the whole of /proc/PID/maps
 	// (mappedPath): node maps its files in a few hundred calls, and
@@ -548,9 +549,9 @@ func (r *recording) onMmap(e *bpf.IocorrMmapEvent) {
 
 // onTask keeps the family's set of processes, and takes the models a
 // new program names on its command line.
-func (r *recording) onTask(e *bpf.IocorrTaskEvent) {
+func (r *recording) onTask(e *wire.TaskEvent) {
 	r.fam.onTask(e)
-	if e.Kind == uint32(bpf.IocorrTaskKindTASKEV_EXEC) {
+	if e.Kind == uint32(wire.TaskKindTASKEV_EXEC) {
 		r.modelsInCmdline(int(e.Hdr.Tgid))
 	}
 }
@@ -580,7 +581,7 @@ func (r *recording) modelsInCmdline(pid int) {
 }
 
 // onGraph puts the op probes on (--probe ops) at a file's first graph.
-func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
+func (r *recording) onGraph(e *wire.GraphEvent) {
 	if !r.o.Probes.Ops {
 		return
 	}
@@ -602,7 +603,7 @@ func (r *recording) onGraph(e *bpf.IocorrGraphEvent) {
 
 // onNode validates the layout the probes read ggml's structs with against
 // each graph node; at the first node that fails, those probes come off.
-func (r *recording) onNode(e *bpf.IocorrNodeEvent) {
+func (r *recording) onNode(e *wire.NodeEvent) {
 	if r.ops != nil {
 		r.ops.onNode(e)
 	}

@@ -13,10 +13,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // snapshotDuty bounds the share of wall time the recorder spends taking
@@ -165,8 +165,8 @@ func (s *snapshotter) armNext() {
 // it). Exact snapshots queue every mark (their processes wait for them),
 // and block the drain only past 64 pending, which needs as many traced
 // processes at a token start at once.
-func (s *snapshotter) mark(e *bpf.IocorrDecodeEvent) {
-	if e.Hdr.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+func (s *snapshotter) mark(e *wire.DecodeEvent) {
+	if e.Hdr.Type != uint16(wire.EventTypeEV_DECODE_BEGIN) {
 		return
 	}
 	m := tokenMark{token: e.Hdr.Token, tgid: e.Hdr.Tgid, ts: e.BeginTs}
@@ -376,6 +376,6 @@ func (r *recording) kernelCounts() func(map[string]uint64) {
 		return nil
 	}
 	return func(counts map[string]uint64) {
-		counts[bpf.EventTypeName(uint32(bpf.IocorrEventTypeEV_FILEMAP_FAULT))] = n
+		counts[wire.EventTypeName(uint32(wire.EventTypeEV_FILEMAP_FAULT))] = n
 	}
 }

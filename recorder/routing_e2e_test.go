@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -19,6 +18,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The tests of this file record testdata/routeoracle — llama.cpp's own
@@ -208,9 +208,9 @@ func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) 
 	badStride := 0
 	rectest.CountDecodeCalls(t, dir, f, weights, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_EXPERTS):
+		case uint32(wire.EventTypeEV_EXPERTS):
 			e := spooltest.Decoded(t, rec).Experts()
-			name := bpf.CString(e.Name[:])
+			name := wire.CString(e.Name[:])
 			layer, err := strconv.Atoi(strings.TrimPrefix(name, "ffn_moe_weights-"))
 			if err != nil || e.N_used == 0 {
 				t.Errorf("experts event of node %q, %d used", name, e.N_used)
@@ -223,9 +223,9 @@ func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) 
 				}
 				probed[k] = append([]int32(nil), e.Ids[i:i+e.N_used]...)
 			}
-		case uint32(bpf.IocorrEventTypeEV_NODE):
+		case uint32(wire.EventTypeEV_NODE):
 			e := spooltest.Decoded(t, rec).Node()
-			tn := f.Tensor(bpf.CString(e.WeightName[:]))
+			tn := f.Tensor(wire.CString(e.WeightName[:]))
 			if tn == nil || tn.Experts == 0 {
 				return
 			}

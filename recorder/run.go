@@ -24,6 +24,7 @@ import (
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // recordGCPercent is the GOGC of a recording (Run says why).
@@ -416,7 +417,7 @@ func (r *recording) begin() tracing {
 
 	drainCtx, stopDrain := context.WithCancel(context.Background())
 	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
-	go func() { tr.drainErr <- ingest.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
+	go func() { tr.drainErr <- bpf.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
 	tr.stopProgress = r.stats.report(r.o.Progress, &r.counts, r.m.Start)
 	snaps, err := startSnapshots(r.o.Dir, r.models, r.warn, r.tr, r.o.ExactSnapshots,
 		func(pid int) { r.fam.cont(pid, "for its token's residency snapshot") })
@@ -473,7 +474,7 @@ func (r *recording) takeUnfinishedBlockRequests() {
 			r.warn(fmt.Sprintf("the run's %d unfinished block requests are missing: %v", len(evs)-i, err))
 			return
 		}
-		atomic.AddUint64(&r.counts[bpf.IocorrEventTypeEV_BLOCK], 1)
+		atomic.AddUint64(&r.counts[wire.EventTypeEV_BLOCK], 1)
 		r.blockUnfinished++
 	}
 }
@@ -496,7 +497,7 @@ func (r *recording) wait(drainErr <-chan error) (drained bool, err error) {
 	}
 	discarded := make(chan discard, 1)
 	go func() {
-		n, err := ingest.Discard(dctx, r.tr.RingBuf(), r.act)
+		n, err := bpf.Discard(dctx, r.tr.RingBuf(), r.act)
 		discarded <- discard{n, err}
 	}()
 	<-r.child.Done()

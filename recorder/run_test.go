@@ -22,6 +22,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The tests of this file record real commands with Run as `iocorr record
@@ -157,12 +158,12 @@ func TestRunColdUnderAMemoryLimit(t *testing.T) {
 	var added, readModel uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_PAGE_RUN):
+		case uint32(wire.EventTypeEV_PAGE_RUN):
 			e := spooltest.Decoded(t, rec).PageRun()
-			if e.Ino == mf.Ino && e.Dev == mf.Dev && e.Kind == uint16(bpf.IocorrEventTypeEV_PAGE_ADD) {
+			if e.Ino == mf.Ino && e.Dev == mf.Dev && e.Kind == uint16(wire.EventTypeEV_PAGE_ADD) {
 				added += uint64(e.NrPages)
 			}
-		case uint32(bpf.IocorrEventTypeEV_BLOCK):
+		case uint32(wire.EventTypeEV_BLOCK):
 			e := spooltest.Decoded(t, rec).Block()
 			if e.Dev != mf.Block.DiskDev || kernel.BlockOpOf(e.CmdFlags) != kernel.BlockRead {
 				return
@@ -241,15 +242,15 @@ func TestRunLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) {
 			weights := map[string]bool{}
 			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 				switch uint32(typ) {
-				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+				case uint32(wire.EventTypeEV_DECODE_BEGIN):
 					e := spooltest.Decoded(t, rec).Decode()
 					if e.Hdr.Token != lastToken+1 {
 						t.Errorf("decode call numbered %d after %d", e.Hdr.Token, lastToken)
 					}
 					lastToken = e.Hdr.Token
-					wantPhase := uint8(bpf.IocorrPhasePHASE_DECODE)
+					wantPhase := uint8(wire.PhasePHASE_DECODE)
 					if e.N_tokens > 1 {
-						wantPhase = uint8(bpf.IocorrPhasePHASE_PREFILL)
+						wantPhase = uint8(wire.PhasePHASE_PREFILL)
 						prefill++
 					} else {
 						decode++
@@ -257,12 +258,12 @@ func TestRunLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) {
 					if e.Hdr.Phase != wantPhase {
 						t.Errorf("decode call %d of %d tokens has phase %d", e.Hdr.Token, e.N_tokens, e.Hdr.Phase)
 					}
-				case uint32(bpf.IocorrEventTypeEV_NODE):
+				case uint32(wire.EventTypeEV_NODE):
 					// The weight's bytes are where the GGUF says they are.
 					spooltest.CheckWeightOffset(t, f, spooltest.Decoded(t, rec).Node(), weights)
-				case uint32(bpf.IocorrEventTypeEV_OP):
+				case uint32(wire.EventTypeEV_OP):
 					ops++
-				case uint32(bpf.IocorrEventTypeEV_EXPERTS):
+				case uint32(wire.EventTypeEV_EXPERTS):
 					e := spooltest.Decoded(t, rec).Experts()
 					for _, id := range e.Ids[:e.Count] {
 						if id < 0 || int(id) >= tc.spec.Experts {
@@ -312,17 +313,17 @@ func TestRunUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) {
 	var major, majorModel, readBytes, readModel uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_FAULT):
+		case uint32(wire.EventTypeEV_FAULT):
 			e := spooltest.Decoded(t, rec).Fault()
 			// All traced processes: wait4's rusage includes the command's
 			// own waited-for children (node-llama-cpp spawns helpers).
-			if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+			if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 				major++
 				if e.Ino == mf.Ino && e.Dev == mf.Dev {
 					majorModel++
 				}
 			}
-		case uint32(bpf.IocorrEventTypeEV_BLOCK):
+		case uint32(wire.EventTypeEV_BLOCK):
 			e := spooltest.Decoded(t, rec).Block()
 			if e.Dev != mf.Block.DiskDev || kernel.BlockOpOf(e.CmdFlags) != kernel.BlockRead {
 				return
@@ -438,7 +439,7 @@ func TestOpProbesGoOnlyOnTheCPUBackendThatRuns(t *testing.T) {
 			n := d.Node()
 			nodesOf[n.GraphId] = append(nodesOf[n.GraphId], n.Node)
 			opOfNode[n.Node] = n.Op
-			weightOf[n.Node] = bpf.CString(n.WeightName[:])
+			weightOf[n.Node] = wire.CString(n.WeightName[:])
 		case d.Graph() != nil:
 			g := d.Graph()
 			graphs = append(graphs, struct {
@@ -454,7 +455,7 @@ func TestOpProbesGoOnlyOnTheCPUBackendThatRuns(t *testing.T) {
 			opEvents[o.Hdr.Token]++
 		case d.Decode() != nil:
 			e := d.Decode()
-			if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+			if e.Hdr.Type == uint16(wire.EventTypeEV_DECODE_BEGIN) {
 				hitsAt[e.Hdr.Token] = e.OpHits
 				return
 			}

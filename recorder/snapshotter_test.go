@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // stopsAt is a tracer whose kernel stopped every process at token token.
@@ -21,9 +21,9 @@ type stopsAt struct {
 func (s *stopsAt) TokenStops(uint32) (uint64, uint32, error) { return 1, s.token, nil }
 func (s *stopsAt) ArmTokenWakeup() error                     { s.armed++; return nil }
 
-func tokenStart(token, tgid uint32, ts uint64) *bpf.IocorrDecodeEvent {
-	e := &bpf.IocorrDecodeEvent{BeginTs: ts}
-	e.Hdr.Type, e.Hdr.Token, e.Hdr.Tgid, e.Hdr.Ts = uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), token, tgid, ts
+func tokenStart(token, tgid uint32, ts uint64) *wire.DecodeEvent {
+	e := &wire.DecodeEvent{BeginTs: ts}
+	e.Hdr.Type, e.Hdr.Token, e.Hdr.Tgid, e.Hdr.Ts = uint16(wire.EventTypeEV_DECODE_BEGIN), token, tgid, ts
 	return e
 }
 
@@ -51,7 +51,7 @@ func TestSnapshotsAtATokenStartSayEachModelsResidentPages(t *testing.T) {
 	s.mark(tokenStart(3, 100, 12345))
 	// A decode call's end is no token start.
 	end := tokenStart(3, 100, 12346)
-	end.Hdr.Type = uint16(bpf.IocorrEventTypeEV_DECODE_END)
+	end.Hdr.Type = uint16(wire.EventTypeEV_DECODE_END)
 	s.mark(end)
 	for s.stats.Taken.Load() == 0 {
 		time.Sleep(time.Millisecond)

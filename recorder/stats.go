@@ -4,9 +4,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Stats are the figures of the end-of-run summary, counted as records
@@ -61,11 +61,11 @@ func (s *liveStats) snapshot(events uint64) Stats {
 func (s *liveStats) observe(d ingest.Record, m *models) {
 	switch {
 	case d.Decode() != nil:
-		if d.Type != uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+		if d.Type != uint16(wire.EventTypeEV_DECODE_BEGIN) {
 			return
 		}
 		e := d.Decode()
-		if e.Hdr.Phase == uint8(bpf.IocorrPhasePHASE_PREFILL) {
+		if e.Hdr.Phase == uint8(wire.PhasePHASE_PREFILL) {
 			s.prefill.Add(1)
 			s.prefillTokens.Add(uint64(e.N_tokens))
 		} else {
@@ -78,7 +78,7 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 	case d.Fault() != nil:
 		e := d.Fault()
 		inModel := e.Ino != 0 && m.known(e.Dev, e.Ino)
-		if e.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+		if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 			s.major.Add(1)
 			if inModel {
 				s.majorModel.Add(1)
@@ -98,9 +98,9 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 			return
 		}
 		switch d.Type {
-		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+		case uint16(wire.EventTypeEV_PAGE_ADD):
 			s.pagesAdded.Add(1 << e.Order)
-		case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+		case uint16(wire.EventTypeEV_PAGE_DEL):
 			s.evicted.Add(1 << e.Order)
 		}
 	case d.PageRun() != nil:
@@ -109,9 +109,9 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 			return
 		}
 		switch e.Kind {
-		case uint16(bpf.IocorrEventTypeEV_PAGE_ADD):
+		case uint16(wire.EventTypeEV_PAGE_ADD):
 			s.pagesAdded.Add(uint64(e.NrPages))
-		case uint16(bpf.IocorrEventTypeEV_PAGE_DEL):
+		case uint16(wire.EventTypeEV_PAGE_DEL):
 			s.evicted.Add(uint64(e.NrPages))
 		}
 	case d.Block() != nil:

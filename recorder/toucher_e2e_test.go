@@ -9,7 +9,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -19,6 +18,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The toucher's ground truth: a program touching known cold pages of a
@@ -142,12 +142,12 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 	// The record: exactly the touched offsets, each a major fault.
 	var got []int64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-		if uint32(typ) != uint32(bpf.IocorrEventTypeEV_FAULT) {
+		if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
 			return
 		}
-		e := (*bpf.IocorrFaultEvent)(unsafe.Pointer(&rec[0]))
+		e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
 		if e.Ino == mf.Ino && e.Dev == mf.Dev {
-			if e.Class != uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+			if e.Class != uint8(wire.FaultClassFAULT_MAJOR) {
 				t.Errorf("fault at %d is class %d, want major", e.FileOff, e.Class)
 			}
 			got = append(got, int64(e.FileOff))

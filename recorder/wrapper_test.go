@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
@@ -21,6 +20,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // untracedWaiter is a parent that runs its argv and waits for it with
@@ -152,7 +152,7 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 			spooltest.CheckNothingLost(t, m.Lost)
 			var recorded uint64
 			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-				if uint32(typ) == uint32(bpf.IocorrEventTypeEV_FAULT) && spooltest.Decoded(t, rec).Fault().Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+				if uint32(typ) == uint32(wire.EventTypeEV_FAULT) && spooltest.Decoded(t, rec).Fault().Class == uint8(wire.FaultClassFAULT_MAJOR) {
 					recorded++
 				}
 			})

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestRecordBuildWithoutAProbePointSaysWhatIsMissing records the static
@@ -38,11 +38,11 @@ func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
 		warning string
 		doctor  string // in doctor's detail of the point
 	}{
-		{"no get_rows: no expert picks", "--strip-symbol=", ggml.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), true,
+		{"no get_rows: no expert picks", "--strip-symbol=", ggml.SymGetRows, uint32(wire.EventTypeEV_EXPERTS), true,
 			"expert picks are not recorded", "missing from the"},
-		{"no graph_compute: no graphs", "--strip-symbol=", ggml.SymGraphCompute, uint32(bpf.IocorrEventTypeEV_NODE), true,
+		{"no graph_compute: no graphs", "--strip-symbol=", ggml.SymGraphCompute, uint32(wire.EventTypeEV_NODE), true,
 			"graphs and their nodes", "missing from the"},
-		{"get_rows local: still probed", "--localize-symbol=", ggml.SymGetRows, uint32(bpf.IocorrEventTypeEV_EXPERTS), false,
+		{"get_rows local: still probed", "--localize-symbol=", ggml.SymGetRows, uint32(wire.EventTypeEV_EXPERTS), false,
 			"", "local in llama-completion"},
 	}
 	const n = 4
@@ -71,7 +71,7 @@ func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
 			var calls, events int
 			spoolEvents(t, dir, func(typ uint16, rec []byte) {
 				switch uint32(typ) {
-				case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+				case uint32(wire.EventTypeEV_DECODE_BEGIN):
 					calls++
 				case tc.events:
 					events++

@@ -14,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/cgroup"
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // String is what the buffer behind l holds: a test reads a process's
@@ -46,7 +46,7 @@ func decodeCalls(dir string) int {
 		if err != nil {
 			return n
 		}
-		if ingest.RecordType(rec) == uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN) {
+		if ingest.RecordType(rec) == uint16(wire.EventTypeEV_DECODE_BEGIN) {
 			n++
 		}
 	}

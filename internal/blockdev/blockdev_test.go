@@ -15,6 +15,7 @@ import (
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {
@@ -88,11 +89,11 @@ func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {
 		if err := rd.ReadInto(&rec); err != nil {
 			break
 		}
-		if len(rec.RawSample) < int(unsafe.Sizeof(bpf.IocorrBlockEvent{})) {
+		if len(rec.RawSample) < int(unsafe.Sizeof(wire.BlockEvent{})) {
 			continue
 		}
-		e := (*bpf.IocorrBlockEvent)(unsafe.Pointer(&rec.RawSample[0]))
-		if e.Hdr.Type == uint16(bpf.IocorrEventTypeEV_BLOCK) && e.Dev == bd.DiskDev && kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
+		e := (*wire.BlockEvent)(unsafe.Pointer(&rec.RawSample[0]))
+		if e.Hdr.Type == uint16(wire.EventTypeEV_BLOCK) && e.Dev == bd.DiskDev && kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
 			reads = append(reads, [2]uint64{e.Sector * 512, e.Sector*512 + uint64(e.Bytes)})
 		}
 	}
@@ -111,7 +112,7 @@ func TestExtentsCoverTheFileAndTheDiskReadsTheirSectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := lost[bpf.EventTypeName(uint32(bpf.IocorrEventTypeEV_BLOCK))]; n > 0 {
+	if n := lost[wire.EventTypeName(uint32(wire.EventTypeEV_BLOCK))]; n > 0 {
 		t.Fatalf("%d block events lost: the reads cannot be checked", n)
 	}
 	wasResident := func(page int64) bool {

@@ -84,7 +84,7 @@ func TestBlockOpOfRealRequests(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := ingest.Discard(ctx, tr.RingBuf(), func(_ uint16, rec []byte) {
+		_, err := bpf.Discard(ctx, tr.RingBuf(), func(_ uint16, rec []byte) {
 			if d, ok := ingest.Decode(rec, &st); ok && d.Block() != nil {
 				b := d.Block()
 				reqs = append(reqs, req{b.Hdr.Ts, b.Sector, b.Bytes, kernel.BlockOpOf(b.CmdFlags)})

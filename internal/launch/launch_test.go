@@ -21,6 +21,7 @@ import (
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 func TestHeldChildRunsOnlyWhenReleased(t *testing.T) {
@@ -368,7 +369,7 @@ func TestChildTracedFromTheForkRecordsEveryMajorFaultItsRusageCounts(t *testing.
 			if m := r.Mmap(); m != nil && m.Stopped != 0 {
 				unix.Kill(c.PID(), unix.SIGCONT)
 			}
-			if f := r.Fault(); f != nil && f.Class == uint8(bpf.IocorrFaultClassFAULT_MAJOR) {
+			if f := r.Fault(); f != nil && f.Class == uint8(wire.FaultClassFAULT_MAJOR) {
 				major++
 			}
 		}

@@ -20,15 +20,17 @@ var floor = map[string]int{
 	"internal/protowalk": 0,
 	"testkit/browsertest": 0,
 	"testkit/perfettotest": 1,
-	// 1: the data model and the model file format.
-	"event": 1, "gguf": 1,
-	// 2: target knowledge (llama.cpp and ggml), no BPF.
-	"ggml": 2,
+	// 1: the data model, the model file format, the BPF records.
+	"event": 1, "gguf": 1, "wire": 1,
+	// 2: target knowledge (llama.cpp and ggml), no BPF; the spool and its
+	// decoding.
+	"ggml": 2, "ingest": 2,
 	// 3: the run directory's metadata and its NA reasons.
 	"rundir": 3,
-	// 4–6: facts in the run's types, the loader, the decoder, the joins.
-	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "testkit/llmtest": 4,
-	"internal/launch": 5, "ingest": 5,
+	// 4–6: facts in the run's types, the loader (and its generator of the
+	// wire types), the joins.
+	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "bpf/internal/wiregen": 4, "testkit/llmtest": 4,
+	"internal/launch": 5,
 	"correlate": 6, "testkit/spooltest": 6,
 	// 7–8: the store, and what reads it.
 	"index":    7,
@@ -47,6 +49,13 @@ var floor = map[string]int{
 // correlator or cilium/ebpf, so a report or an export builds and runs
 // where BPF does not.
 var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff", "dataset"}
+
+// offline are the packages that turn a recorded spool into a store: they
+// read the records the loader wrote, never the loader, so a run recorded
+// on Linux is ingested anywhere.
+var offline = []string{"wire", "ingest", "correlate", "pipeline"}
+
+var loader = []string{module + "bpf", module + "recorder", "github.com/cilium/ebpf"}
 
 var writeSide = []string{module + "bpf", module + "ingest", module + "correlate", module + "pipeline", module + "recorder", "github.com/cilium/ebpf"}
 
@@ -89,6 +98,18 @@ func TestTheReadSideNeverLinksTheBPFLoader(t *testing.T) {
 	for _, pkg := range readSide {
 		for _, dep := range goList(t, "-deps", "./"+pkg) {
 			for _, w := range writeSide {
+				if dep == w || strings.HasPrefix(dep, w+"/") {
+					t.Errorf("%s links %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
+
+func TestTheIngestPathNeverLinksTheBPFLoader(t *testing.T) {
+	for _, pkg := range offline {
+		for _, dep := range goList(t, "-deps", "./"+pkg) {
+			for _, w := range loader {
 				if dep == w || strings.HasPrefix(dep, w+"/") {
 					t.Errorf("%s links %s", pkg, dep)
 				}

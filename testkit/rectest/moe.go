@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The checks the end-to-end tests of an MoE run share: each reads a run
@@ -88,13 +88,13 @@ func CountDecodeCalls(t testing.TB, dir string, f *gguf.File, weights map[string
 	}
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(bpf.IocorrEventTypeEV_DECODE_BEGIN):
+		case uint32(wire.EventTypeEV_DECODE_BEGIN):
 			if spooltest.Decoded(t, rec).Decode().N_tokens > 1 {
 				prefill++
 			} else {
 				decode++
 			}
-		case uint32(bpf.IocorrEventTypeEV_NODE):
+		case uint32(wire.EventTypeEV_NODE):
 			spooltest.CheckWeightOffset(t, f, spooltest.Decoded(t, rec).Node(), weights)
 		}
 		if more != nil {

@@ -4,11 +4,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TinyRun writes and ingests a run of a model with two dense tensors
@@ -51,7 +51,7 @@ func TinyRun(t testing.TB) string {
 		name string
 		op   uint32
 	}{{"blk.1.ffn_down_exps.weight", 3}, {"blk.0.ffn_down.weight", 2}, {"blk.1.ffn_down.weight", 2}} {
-		n := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: 1, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: 5, Ino: 9, Op: node.op}
+		n := wire.NodeEvent{Hdr: wire.EventHdr{Ts: 1, Type: uint16(wire.EventTypeEV_NODE)}, Dev: 5, Ino: 9, Op: node.op}
 		for i, c := range node.name {
 			n.WeightName[i] = int8(c)
 		}
@@ -63,27 +63,27 @@ func TinyRun(t testing.TB) string {
 		if tok == 1 {
 			phase, nTok = 1, 4
 		}
-		h := func(typ bpf.IocorrEventType, tid uint32) bpf.IocorrEventHdr {
+		h := func(typ wire.EventType, tid uint32) wire.EventHdr {
 			ts += 100
-			return bpf.IocorrEventHdr{Ts: ts, Tid: tid, Tgid: 1, Token: tok, Phase: phase, Type: uint16(typ)}
+			return wire.EventHdr{Ts: ts, Tid: tid, Tgid: 1, Token: tok, Phase: phase, Type: uint16(typ)}
 		}
-		write(ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h(bpf.IocorrEventTypeEV_DECODE_BEGIN, 1), BeginTs: ts, N_tokens: nTok}))
+		write(ingest.Bytes(&wire.DecodeEvent{Hdr: h(wire.EventTypeEV_DECODE_BEGIN, 1), BeginTs: ts, N_tokens: nTok}))
 		for _, f := range []struct {
 			off   uint64
 			class uint8
 		}{{4096, 1}, {8192, 0}, {12288 + uint64(tok)*4096, 1}} {
-			fh := h(bpf.IocorrEventTypeEV_FAULT, 1)
-			write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Dev: 5, Ino: 9, FileOff: f.off, Class: f.class}))
-			write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h(bpf.IocorrEventTypeEV_PAGE_ADD, 2), Dev: 5, Ino: 9, Index: f.off / 4096}))
+			fh := h(wire.EventTypeEV_FAULT, 1)
+			write(ingest.Bytes(&wire.FaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Dev: 5, Ino: 9, FileOff: f.off, Class: f.class}))
+			write(ingest.Bytes(&wire.PageEvent{Hdr: h(wire.EventTypeEV_PAGE_ADD, 2), Dev: 5, Ino: 9, Index: f.off / 4096}))
 		}
 		if tok == 3 {
-			fh := h(bpf.IocorrEventTypeEV_FAULT, 1)
-			write(ingest.Bytes(&bpf.IocorrFaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Addr: 0x1000}))
+			fh := h(wire.EventTypeEV_FAULT, 1)
+			write(ingest.Bytes(&wire.FaultEvent{Hdr: fh, StartTs: fh.Ts - 10, Addr: 0x1000}))
 		}
-		bh := h(bpf.IocorrEventTypeEV_BLOCK, 0)
-		write(ingest.Bytes(&bpf.IocorrBlockEvent{Hdr: bh, IssueTs: bh.Ts - 50, Sector: (1<<20 + 4096) / 512, Dev: 8 << 20, Bytes: 4096}))
-		write(ingest.Bytes(&bpf.IocorrPageEvent{Hdr: h(bpf.IocorrEventTypeEV_PAGE_DEL, 3), Dev: 5, Ino: 9, Index: 2}))
-		write(ingest.Bytes(&bpf.IocorrDecodeEvent{Hdr: h(bpf.IocorrEventTypeEV_DECODE_END, 1), BeginTs: ts - 900, N_tokens: nTok}))
+		bh := h(wire.EventTypeEV_BLOCK, 0)
+		write(ingest.Bytes(&wire.BlockEvent{Hdr: bh, IssueTs: bh.Ts - 50, Sector: (1<<20 + 4096) / 512, Dev: 8 << 20, Bytes: 4096}))
+		write(ingest.Bytes(&wire.PageEvent{Hdr: h(wire.EventTypeEV_PAGE_DEL, 3), Dev: 5, Ino: 9, Index: 2}))
+		write(ingest.Bytes(&wire.DecodeEvent{Hdr: h(wire.EventTypeEV_DECODE_END, 1), BeginTs: ts - 900, N_tokens: nTok}))
 	}
 	if err := sp.Close(); err != nil {
 		t.Fatal(err)

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // Events calls fn for every record of the spool of the run in dir, and
@@ -69,9 +69,9 @@ func Decoded(t testing.TB, rec []byte) ingest.Record {
 // kernel from its data pointer, is at the file offset the GGUF gives, and
 // marks it seen. Leaves that are no tensor of f (inputs, the KV cache)
 // are passed over.
-func CheckWeightOffset(t testing.TB, f *gguf.File, e *bpf.IocorrNodeEvent, seen map[string]bool) {
+func CheckWeightOffset(t testing.TB, f *gguf.File, e *wire.NodeEvent, seen map[string]bool) {
 	t.Helper()
-	name := bpf.CString(e.WeightName[:])
+	name := wire.CString(e.WeightName[:])
 	tensor := f.Tensor(name)
 	if tensor == nil {
 		return

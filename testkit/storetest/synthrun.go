@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The synthetic run's model and device.
@@ -89,7 +89,7 @@ func WriteSynthRun(tb testing.TB, dir string, n, tokens int, sh SynthShape) Synt
 			if i >= n/2 {
 				break
 			}
-			nd := bpf.IocorrNodeEvent{Hdr: bpf.IocorrEventHdr{Ts: ts, Type: uint16(bpf.IocorrEventTypeEV_NODE)}, Dev: SynDev, Ino: SynIno, Op: w.op}
+			nd := wire.NodeEvent{Hdr: wire.EventHdr{Ts: ts, Type: uint16(wire.EventTypeEV_NODE)}, Dev: SynDev, Ino: SynIno, Op: w.op}
 			for j, c := range w.name {
 				nd.WeightName[j] = int8(c)
 			}
@@ -102,7 +102,7 @@ func WriteSynthRun(tb testing.TB, dir string, n, tokens int, sh SynthShape) Synt
 	for first := i; i < n; {
 		if (i-first)%perToken == 0 && int(tok) < tokens {
 			tok++
-			d := bpf.IocorrDecodeEvent{Hdr: bpf.IocorrEventHdr{Ts: ts, Token: tok, Type: uint16(bpf.IocorrEventTypeEV_DECODE_BEGIN), Phase: 2}, BeginTs: ts, N_tokens: 1}
+			d := wire.DecodeEvent{Hdr: wire.EventHdr{Ts: ts, Token: tok, Type: uint16(wire.EventTypeEV_DECODE_BEGIN), Phase: 2}, BeginTs: ts, N_tokens: 1}
 			if tok == 1 {
 				d.Hdr.Phase, d.N_tokens = 1, 4
 			}
@@ -114,32 +114,32 @@ func WriteSynthRun(tb testing.TB, dir string, n, tokens int, sh SynthShape) Synt
 		if tok == 1 {
 			phase = 1
 		}
-		h := bpf.IocorrEventHdr{Ts: ts, Tid: 10, Tgid: 10, Token: tok, Phase: phase}
+		h := wire.EventHdr{Ts: ts, Tid: 10, Tgid: 10, Token: tok, Phase: phase}
 		off := (uint64(i) * 40961) % size &^ 4095
 		switch i % 3 {
 		case 0:
-			h.Type = uint16(bpf.IocorrEventTypeEV_FAULT)
-			f := bpf.IocorrFaultEvent{Hdr: h, StartTs: ts - 500, Ino: SynIno, Dev: SynDev, FileOff: off, Class: uint8(i % 2)}
+			h.Type = uint16(wire.EventTypeEV_FAULT)
+			f := wire.FaultEvent{Hdr: h, StartTs: ts - 500, Ino: SynIno, Dev: SynDev, FileOff: off, Class: uint8(i % 2)}
 			write(ingest.Bytes(&f))
 			tot.Faults++
 			tot.Major += uint64(i % 2)
 		case 1:
-			h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_ADD)
-			p := bpf.IocorrPageEvent{Hdr: h, Ino: SynIno, Dev: SynDev, Index: off / 4096}
+			h.Type = uint16(wire.EventTypeEV_PAGE_ADD)
+			p := wire.PageEvent{Hdr: h, Ino: SynIno, Dev: SynDev, Index: off / 4096}
 			write(ingest.Bytes(&p))
 			tot.Added += 4096
 		case 2:
 			if i%8 == 2 {
-				h.Type = uint16(bpf.IocorrEventTypeEV_BLOCK)
-				b := bpf.IocorrBlockEvent{Hdr: h, IssueTs: ts - 300, Sector: (SynPart*512 + 1<<30 + off) / 512, Dev: SynDisk, Bytes: 8192}
+				h.Type = uint16(wire.EventTypeEV_BLOCK)
+				b := wire.BlockEvent{Hdr: h, IssueTs: ts - 300, Sector: (SynPart*512 + 1<<30 + off) / 512, Dev: SynDisk, Bytes: 8192}
 				if off+8192 > size {
 					b.Bytes = 4096
 				}
 				write(ingest.Bytes(&b))
 				tot.ReadBytes += uint64(b.Bytes)
 			} else {
-				h.Type = uint16(bpf.IocorrEventTypeEV_PAGE_DEL)
-				p := bpf.IocorrPageEvent{Hdr: h, Ino: SynIno, Dev: SynDev, Index: off / 4096}
+				h.Type = uint16(wire.EventTypeEV_PAGE_DEL)
+				p := wire.PageEvent{Hdr: h, Ino: SynIno, Dev: SynDev, Index: off / 4096}
 				write(ingest.Bytes(&p))
 				tot.Evicted += 4096
 			}

@@ -1,4 +1,4 @@
-package ingest
+package bpf
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ingest"
 )
 
 // The BPF programs wake the reader only for urgent events, for the token
@@ -30,30 +30,6 @@ const (
 	checkEvery = 1024
 )
 
-// Counts holds records written to the spool per event type.
-type Counts [bpf.EventTypeCount]uint64
-
-// Map names the counts for the run metadata; every type is present.
-func (c *Counts) Map() map[string]uint64 {
-	m := make(map[string]uint64, len(c))
-	for t := uint32(1); t < bpf.EventTypeCount; t++ {
-		m[bpf.EventTypeName(t)] = c.Get(t)
-	}
-	return m
-}
-
-// Get reads one count; safe while Drain runs.
-func (c *Counts) Get(typ uint32) uint64 { return atomic.LoadUint64(&c[typ]) }
-
-// Total is the number of records of every type.
-func (c *Counts) Total() uint64 {
-	var n uint64
-	for t := range c {
-		n += c.Get(uint32(t))
-	}
-	return n
-}
-
 // Drain copies ring-buffer records into the spool until ctx is done, then
 // empties what is left and returns. act, when not nil, sees every record
 // after it is spooled (user space must act on some at once: an mmap that
@@ -65,7 +41,7 @@ func (c *Counts) Total() uint64 {
 // could not be written, so a process it stopped is let go. The caller
 // then keeps the ring moving with Discard. The reader belongs to the
 // tracer, which closes it: Discard may need it after Drain.
-func Drain(ctx context.Context, rd *bpf.Ring, sp *SpoolWriter, counts *Counts, act func(typ uint16, rec []byte)) error {
+func Drain(ctx context.Context, rd *Ring, sp *ingest.SpoolWriter, counts *ingest.Counts, act func(typ uint16, rec []byte)) error {
 	lastFlush := time.Now()
 	var written uint64
 	err := pump(ctx, rd, act, func(typ uint16, rec []byte) error {
@@ -101,7 +77,7 @@ func Drain(ctx context.Context, rd *bpf.Ring, sp *SpoolWriter, counts *Counts, a
 // process that maps a new executable file and wait for user space to
 // continue it: someone must keep reading. It returns how many records
 // were dropped.
-func Discard(ctx context.Context, rd *bpf.Ring, act func(typ uint16, rec []byte)) (uint64, error) {
+func Discard(ctx context.Context, rd *Ring, act func(typ uint16, rec []byte)) (uint64, error) {
 	var n uint64
 	err := pump(ctx, rd, act, func(uint16, []byte) error { n++; return nil }, func() error { return nil })
 	return n, err
@@ -111,9 +87,9 @@ func Discard(ctx context.Context, rd *bpf.Ring, act func(typ uint16, rec []byte)
 // no allocation per event; keep is called before act for every record,
 // tick after every checkEvery records and every wait. It reads what the
 // ring holds without blocking (a deadline long past, set once), and waits
-// for more in Go's poller (bpf.Ring.Wait), never in a blocking system
+// for more in Go's poller (Ring.Wait), never in a blocking system
 // call.
-func pump(ctx context.Context, rd *bpf.Ring, act func(uint16, []byte), keep func(uint16, []byte) error, tick func() error) error {
+func pump(ctx context.Context, rd *Ring, act func(uint16, []byte), keep func(uint16, []byte) error, tick func() error) error {
 	var rec ringbuf.Record
 	stopping := false
 	var stopAt time.Time
@@ -139,7 +115,7 @@ func pump(ctx context.Context, rd *bpf.Ring, act func(uint16, []byte), keep func
 		err := rd.ReadInto(&rec)
 		switch {
 		case err == nil:
-			typ := RecordType(rec.RawSample)
+			typ := ingest.RecordType(rec.RawSample)
 			kerr := keep(typ, rec.RawSample)
 			if act != nil {
 				act(typ, rec.RawSample)

@@ -1,4 +1,4 @@
-package ingest
+package bpf
 
 import (
 	"context"
@@ -15,12 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
-
-// sink keeps the compiler from dropping the loads that fault.
-var sink byte
 
 // faultAway makes page faults in this process: anonymous memory touched
 // page by page, each a minor fault the tracer records.
@@ -38,18 +36,18 @@ func faultAway(pages int) {
 
 func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
 	testenv.RequireBPF(t)
-	tr, err := bpf.Open(bpf.Options{})
+	tr, err := Open(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	p := filepath.Join(t.TempDir(), "spool")
-	sp, err := CreateSpool(p)
+	sp, err := ingest.CreateSpool(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var counts Counts
+	var counts ingest.Counts
 	seen := 0
 	done := make(chan error, 1)
 	var before, after runtime.MemStats
@@ -75,11 +73,11 @@ func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
 	if err := sp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	faults := counts.Get(uint32(bpf.IocorrEventTypeEV_FAULT))
+	faults := counts.Get(uint32(wire.EventTypeEV_FAULT))
 	if faults < 20000 {
 		t.Fatalf("%d faults counted, want at least the 20000 made", faults)
 	}
-	r, err := OpenSpool(p)
+	r, err := ingest.OpenSpool(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +103,13 @@ func TestDrainStopsWithAClearErrorWhenTheDiskIsFullAndDiscardKeepsTheRingMoving(
 		t.Fatalf("mounting a small tmpfs: %v", err)
 	}
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
-	tr, err := bpf.Open(bpf.Options{})
+	tr, err := Open(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	p := filepath.Join(mnt, "spool")
-	sp, err := CreateSpool(p)
+	sp, err := ingest.CreateSpool(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +118,7 @@ func TestDrainStopsWithAClearErrorWhenTheDiskIsFullAndDiscardKeepsTheRingMoving(
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var counts Counts
+	var counts ingest.Counts
 	var seen atomic.Uint64
 	act := func(uint16, []byte) { seen.Add(1) }
 	done := make(chan error, 1)
@@ -162,7 +160,7 @@ func TestDrainStopsWithAClearErrorWhenTheDiskIsFullAndDiscardKeepsTheRingMoving(
 
 	sp.Close()
 	// What made it to the disk is readable.
-	r, err := OpenSpool(p)
+	r, err := ingest.OpenSpool(p)
 	if err != nil {
 		t.Fatal(err)
 	}
