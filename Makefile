@@ -12,7 +12,7 @@ DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 SETUP_DEMO_OK := .setup-demo-done
 
-.PHONY: help build release version test lint arm64 generate setup setup-demo demo bench bench-go fuzz clean FORCE
+.PHONY: help build release version test lint arm64 cross generate setup setup-demo demo bench bench-go fuzz clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -74,7 +74,11 @@ lint: ## go vet and staticcheck (pinned in go.mod's tool block) over every packa
 # record (stats', perfetto's) skip there: qemu-user has no bpf(2), and
 # `make test` runs them natively.
 ARM64_SKIP  := TestSynthModelsRunInLlamaCpp
-ARM64_TESTS := ./event ./gguf ./ggml ./rundir ./internal/units ./internal/atomicfile ./internal/procmaps ./internal/elfinfo ./stats ./sweep ./perfetto
+ARM64_TESTS := ./event ./wire ./ingest ./gguf ./ggml ./rundir ./internal/units ./internal/atomicfile ./internal/procmaps ./internal/elfinfo ./stats ./sweep ./perfetto
+
+cross: ## build iocorr for macOS (arm64) and Windows: the read side (ingest, query, report, export, stats, diff) without the BPF loader; record, sweep and doctor say "Linux only" there
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/iocorr
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/iocorr
 
 arm64: ## cross-build for linux/arm64 (no clang: the arm64 BPF object is committed) and run the pure packages' tests under qemu-user
 	GOARCH=arm64 $(GO) build ./...

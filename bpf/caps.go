@@ -453,7 +453,19 @@ func newDetector(without []string) *detector {
 	return d
 }
 
-var errSwitchedOff = errors.New("switched off (" + WithoutEnv + ")")
+var (
+	errSwitchedOff = errors.New("switched off (" + WithoutEnv + ")")
+	errNotInKernel = errors.New("not in this kernel")
+)
+
+// notInKernel is a feature probe's answer as has gives it: the kernel's
+// "no" (cilium/ebpf's ErrNotSupported) says only that.
+func notInKernel(err error) error {
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return errNotInKernel
+	}
+	return err
+}
 
 // has returns nil when the kernel has the feature, else why not.
 func (d *detector) has(n Need) error {
@@ -482,7 +494,7 @@ func (d *detector) probe(n Need) error {
 			return errors.New("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
 		}
 		if _, err := os.Stat(filepath.Join(d.tracefs, "events", n.Name)); err != nil {
-			return errors.New("not in this kernel")
+			return errNotInKernel
 		}
 		return nil
 	case NeedBTF:
@@ -492,33 +504,15 @@ func (d *detector) probe(n Need) error {
 		}
 		var td *btf.Typedef
 		if err := kbtf.TypeByName("btf_trace_"+n.Name, &td); err != nil {
-			return errors.New("not in this kernel")
+			return errNotInKernel
 		}
 		return nil
 	case NeedHelper:
-		if err := features.HaveProgramHelper(ebpf.TracePoint, n.helper); err != nil {
-			if errors.Is(err, ebpf.ErrNotSupported) {
-				return errors.New("not in this kernel")
-			}
-			return err
-		}
-		return nil
+		return notInKernel(features.HaveProgramHelper(ebpf.TracePoint, n.helper))
 	case NeedVerifier:
-		if err := features.HaveBoundedLoops(); err != nil {
-			if errors.Is(err, ebpf.ErrNotSupported) {
-				return errors.New("not in this kernel")
-			}
-			return err
-		}
-		return nil
+		return notInKernel(features.HaveBoundedLoops())
 	case NeedLink:
-		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
-			if errors.Is(err, ebpf.ErrNotSupported) {
-				return errors.New("not in this kernel")
-			}
-			return err
-		}
-		return nil
+		return notInKernel(features.HaveBPFLinkUprobeMulti())
 	case NeedPerf:
 		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: n.perf, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 			Sample: 1, Bits: unix.PerfBitDisabled}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -314,9 +313,9 @@ func lockBuild(dir string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("locking the store of %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if busy, err := lockFile(f); busy || err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if busy {
 			return nil, fmt.Errorf("another ingest is building the store of %s", dir)
 		}
 		return nil, fmt.Errorf("locking the store of %s: %w", dir, err)

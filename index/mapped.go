@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/iocorr/iocorr/internal/procmaps"
 )
@@ -64,6 +63,6 @@ func (r *releaser) release() {
 		if !m.Shared() || (strings.Contains(m.Perms, "w") && !r.writable) || !strings.HasPrefix(m.Path, r.dir) {
 			continue
 		}
-		syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), syscall.MADV_DONTNEED)
+		dropPages(uintptr(m.Start), uintptr(m.End-m.Start))
 	}
 }

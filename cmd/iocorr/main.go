@@ -13,9 +13,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-
-	"github.com/iocorr/iocorr/internal/launch"
-	"github.com/iocorr/iocorr/pin"
 )
 
 // version is overridden at link time by the Makefile (-X main.version=...).
@@ -55,9 +52,9 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	// In the held child of `record` this becomes the traced command.
-	launch.RunShimIfChild()
-	pin.RunHolderIfChild() // a pin plan's holder (iocorr pin, record --pin)
+	// In the held child of `record` this becomes the traced command; in
+	// a pin plan's holder (iocorr pin, record --pin), the holder.
+	runShimIfChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

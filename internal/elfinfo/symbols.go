@@ -7,8 +7,6 @@ import (
 	"os"
 	"strings"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // EachSymbol calls fn for every symbol of the ELF file at path, from its
@@ -48,11 +46,11 @@ func EachSymbol(path string, keep func(name string) bool, fn func(f *elf.File, s
 	if err != nil {
 		return elf.EM_NONE, err
 	}
-	data, err := unix.Mmap(int(file.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	data, unmap, err := mapFile(file, st.Size())
 	if err != nil {
 		return f.Machine, fmt.Errorf("mapping %s: %w", path, err)
 	}
-	defer unix.Munmap(data)
+	defer unmap()
 	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
 		sec := f.SectionByType(typ)
 		if sec == nil {

@@ -20,8 +20,6 @@ import (
 	"math"
 	"os"
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // FanIn is how many runs of one level are merged into one run of the
@@ -172,7 +170,7 @@ func (s *Sorter[T]) compact() error {
 			return err
 		}
 		for _, r := range last {
-			unix.Fallocate(int(s.file.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.off, r.n)
+			punchHole(s.file, r.off, r.n)
 		}
 		s.runs = append(s.runs[:len(s.runs)-s.fanIn], run{off: start, n: s.off - start, level: level + 1})
 	}

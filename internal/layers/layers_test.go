@@ -15,10 +15,10 @@ var floor = map[string]int{
 	"internal/kernel": 0, "internal/units": 0, "internal/atomicfile": 0,
 	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0,
 	"internal/pagecache": 0, "testkit/testenv": 0, "internal/layers": 0,
-	"internal/extsort":   0,
-	"internal/varint":    0,
-	"internal/protowalk": 0,
-	"testkit/browsertest": 0,
+	"internal/extsort":     0,
+	"internal/varint":      0,
+	"internal/protowalk":   0,
+	"testkit/browsertest":  0,
 	"testkit/perfettotest": 1,
 	// 1: the data model, the model file format, the BPF records.
 	"event": 1, "gguf": 1, "wire": 1,
@@ -31,7 +31,7 @@ var floor = map[string]int{
 	// wire types), the joins.
 	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "bpf/internal/wiregen": 4, "testkit/llmtest": 4,
 	"internal/launch": 5,
-	"correlate": 6, "testkit/spooltest": 6,
+	"correlate":       6, "testkit/spooltest": 6,
 	// 7–8: the store, and what reads it.
 	"index":    7,
 	"pipeline": 8, "stats": 8, "perfetto": 8, "testkit/storetest": 8,
