@@ -95,21 +95,20 @@ func TestEveryPackageImportsOnlyFromFloorsBelowItsOwn(t *testing.T) {
 }
 
 func TestTheReadSideNeverLinksTheBPFLoader(t *testing.T) {
-	for _, pkg := range readSide {
-		for _, dep := range goList(t, "-deps", "./"+pkg) {
-			for _, w := range writeSide {
-				if dep == w || strings.HasPrefix(dep, w+"/") {
-					t.Errorf("%s links %s", pkg, dep)
-				}
-			}
-		}
-	}
+	requireNoLinks(t, readSide, writeSide)
 }
 
 func TestTheIngestPathNeverLinksTheBPFLoader(t *testing.T) {
-	for _, pkg := range offline {
+	requireNoLinks(t, offline, loader)
+}
+
+// requireNoLinks fails for each package of pkgs that links one of
+// forbidden (a package or anything below it).
+func requireNoLinks(t *testing.T, pkgs, forbidden []string) {
+	t.Helper()
+	for _, pkg := range pkgs {
 		for _, dep := range goList(t, "-deps", "./"+pkg) {
-			for _, w := range loader {
+			for _, w := range forbidden {
 				if dep == w || strings.HasPrefix(dep, w+"/") {
 					t.Errorf("%s links %s", pkg, dep)
 				}
