@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -107,33 +106,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Pinned = h.Bytes
 	}
 	res.Exit, err = launch.RunHeld(ctx, o.Argv, o.User, o.Stdout, o.Stderr, cg.Add)
+	// With the holder still in it: memory.stat's unevictable bytes are
+	// the pin, charged here.
 	res.Counters = cg.Counters()
-	for k, v := range unevictable(cg) {
-		res.Counters[k] = v
-	}
 	if h != nil {
 		if rerr := h.Release(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}
 	return res, err
-}
-
-// unevictable reads the cgroup's locked pages from its memory.stat
-// (v1 total_unevictable, v2 unevictable): where the pin was charged.
-func unevictable(cg *cgroup.Cgroup) map[string]uint64 {
-	out := map[string]uint64{}
-	b, err := os.ReadFile(filepath.Join(cg.Path, "memory.stat"))
-	if err != nil {
-		return out
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) == 2 && (f[0] == "unevictable" || f[0] == "total_unevictable") {
-			if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-				out["memory.stat."+f[0]] = v
-			}
-		}
-	}
-	return out
 }

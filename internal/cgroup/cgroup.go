@@ -204,11 +204,11 @@ func (c *Cgroup) Counters() map[string]uint64 {
 	if c.Version == 2 {
 		readKV("memory.events", "memory.events.")
 		readOne("memory.peak")
-		readKV("memory.stat", "memory.stat.", "pgfault", "pgmajfault", "file", "anon", "workingset_refault_file")
+		readKV("memory.stat", "memory.stat.", "pgfault", "pgmajfault", "file", "anon", "workingset_refault_file", "unevictable")
 	} else {
 		readOne("memory.failcnt")
 		readOne("memory.max_usage_in_bytes")
-		readKV("memory.stat", "memory.stat.", "pgfault", "pgmajfault", "total_cache", "total_rss", "pgpgin", "pgpgout")
+		readKV("memory.stat", "memory.stat.", "pgfault", "pgmajfault", "total_cache", "total_rss", "pgpgin", "pgpgout", "total_unevictable")
 	}
 	return out
 }
