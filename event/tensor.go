@@ -43,6 +43,21 @@ type Tensor struct {
 	Copied bool `json:"copied,omitempty"`
 }
 
+// DeviceUnknown names the device of a weight no probe placed.
+const DeviceUnknown = "[unknown]"
+
+// DeviceName is t's device as outputs print it: DeviceUnknown for a weight
+// no probe placed, "" for a pseudo tensor (no weight at all).
+func (t *Tensor) DeviceName() string {
+	switch {
+	case t.Pseudo():
+		return ""
+	case t.Device == "":
+		return DeviceUnknown
+	}
+	return t.Device
+}
+
 // Pseudo reports whether t is one of the bracketed catch-all tensors.
 func (t *Tensor) Pseudo() bool { return t.ID < FirstTensor }
 

@@ -451,7 +451,7 @@ func (p *queryPlan) group(s *Store, a *event.Agg, op uint32, ph uint8) (key stri
 			return t.Name, -1 - int(t.ID)
 		}
 		if t.Device == "" {
-			return "[unknown]", 1 << 30
+			return t.DeviceName(), 1 << 30
 		}
 		return t.Device, 0
 	case "request":

@@ -107,7 +107,7 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 // has a null layer, a dense tensor a null expert.
 func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	cols := CounterColumns([]Column{{"token", Uint32, false}, {"phase", String, false}, {"tensor", String, false},
-		{"layer", Int32, true}, {"expert", Int32, true}, {"op", String, false}}, false, na)
+		{"layer", Int32, true}, {"expert", Int32, true}, {"op", String, false}, {"device", String, false}}, false, na)
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
 	NoteNA(rw, na)
@@ -128,7 +128,7 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 		t := st.Tensor(a.Tensor)
 		// The op is the one of the graph node reading the weight.
 		cells = append(cells[:0], Num(a.Token), Text(event.PhaseName(phase[a.Token])), Text(t.Name), KeyOf(t.Layer),
-			KeyOf(a.Expert), Text(st.OpName(t.Op)))
+			KeyOf(a.Expert), Text(st.OpName(t.Op)), Text(t.DeviceName()))
 		cells = CounterCells(cells, &a.Counters, false, na)
 		return rw.Row(cells...)
 	})
@@ -145,13 +145,13 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {"class", String, false},
 	{"token", Uint32, false}, {"phase", String, false}, {"op", String, false}, {"tid", Uint32, false},
 	{"tensor", String, false}, {"layer", Int32, true}, {"expert", Int32, true}, {"offset", Int64, false},
-	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, false}}
+	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, false}, {"device", String, false}}
 
 // Events writes a row per attributed event that f selects.
 func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, f index.EventFilter) error {
 	rw := New(w, format, eventColumns)
 	rw.SetStatus(status)
-	cells := make([]Cell, 0, 14)
+	cells := make([]Cell, 0, len(eventColumns))
 	n := 0
 	err := st.Events(f, func(e *event.Event) error {
 		if n++; n&0xffff == 0 && ctx.Err() != nil {
@@ -168,7 +168,7 @@ func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 		}
 		cells = append(cells[:0], Num(e.Ts), Text(e.Kind.String()), Text(e.ClassName()), Num(e.Token), Text(event.PhaseName(e.Phase)),
 			Text(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), KeyOf(t.Layer), KeyOf(e.Expert),
-			Num(e.Offset), Bytes(e.Bytes), dur, Text(trig))
+			Num(e.Offset), Bytes(e.Bytes), dur, Text(trig), Text(t.DeviceName()))
 		return rw.Row(cells...)
 	})
 	if err != nil {
