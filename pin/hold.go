@@ -49,7 +49,7 @@ func RunHolderIfChild() {
 		fmt.Printf("error: %v\n", strings.ReplaceAll(err.Error(), "\n", " "))
 		os.Exit(1)
 	}
-	fmt.Printf("locked %d\n", n)
+	fmt.Printf("locked %d anon %d\n", n, anonBytes())
 	// Held until the parent closes stdin (or dies): exit unlocks.
 	_, _ = io.Copy(io.Discard, in)
 	os.Exit(0)
@@ -110,6 +110,9 @@ type Holder struct {
 	stdin io.WriteCloser
 	// Bytes is what it locked.
 	Bytes int64
+	// Anon is the holder's own anonymous memory once it has locked: it is
+	// charged to the command's cgroup too, beside the pin.
+	Anon int64
 	// PID is its process id.
 	PID int
 }
@@ -160,7 +163,7 @@ func Hold(path string, spans [][2]int64, place func(pid int) error) (*Holder, er
 	if msg, ok := strings.CutPrefix(line, "error: "); ok {
 		return fail(errors.New(msg))
 	}
-	if _, err := fmt.Sscanf(line, "locked %d", &h.Bytes); err != nil {
+	if _, err := fmt.Sscanf(line, "locked %d anon %d", &h.Bytes, &h.Anon); err != nil {
 		return fail(fmt.Errorf("the holder said %q", line))
 	}
 	return h, nil
@@ -173,4 +176,21 @@ func (h *Holder) Release() error {
 		return fmt.Errorf("the holder: %w", err)
 	}
 	return nil
+}
+
+// anonBytes is this process's RssAnon (/proc/self/status), 0 if unread.
+func anonBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kib); err == nil {
+				return kib << 10
+			}
+		}
+	}
+	return 0
 }

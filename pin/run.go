@@ -75,10 +75,11 @@ type Result struct {
 	// Pinned is what the holder locked; Cgroup the cgroup's path, version
 	// and its counters at the command's end (memory.stat with the pinned
 	// pages in it).
-	Pinned   int64
-	Cgroup   string
-	Version  int
-	Counters map[string]uint64
+	Pinned     int64
+	HolderAnon int64
+	Cgroup     string
+	Version    int
+	Counters   map[string]uint64
 }
 
 // Run pins the plan's ranges in a new memory cgroup of the budget, runs
@@ -103,7 +104,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if h, err = Hold(o.Plan.Model.Path, spans, cg.Add); err != nil {
 			return nil, fmt.Errorf("refusing the plan: %w", err)
 		}
-		res.Pinned = h.Bytes
+		res.Pinned, res.HolderAnon = h.Bytes, h.Anon
 	}
 	res.Exit, err = launch.RunHeld(ctx, o.Argv, o.User, o.Stdout, o.Stderr, cg.Add)
 	// With the holder still in it: memory.stat's unevictable bytes are

@@ -139,7 +139,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				fmt.Fprintf(r.stderr, "iocorr: --pin: %v\n", err)
 			}
 		}()
-		r.m.Controls.Pinned = &rundir.Pinned{Plan: o.Pin, Model: plan.Model.Path, Ranges: len(plan.Ranges), Bytes: h.Bytes}
+		r.m.Controls.Pinned = &rundir.Pinned{Plan: o.Pin, Model: plan.Model.Path, Ranges: len(plan.Ranges), Bytes: h.Bytes, HolderAnon: h.Anon}
 	}
 	// Ctrl-C during the set-up (eviction of a large model takes a while)
 	// means the command should not start at all.

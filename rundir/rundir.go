@@ -448,6 +448,9 @@ type Pinned struct {
 	Model  string `json:"model"`
 	Ranges int    `json:"ranges"`
 	Bytes  int64  `json:"bytes"`
+	// HolderAnon is the holder's own anonymous memory, charged to the
+	// command's budget beside the pin.
+	HolderAnon int64 `json:"holder_anon_bytes"`
 }
 
 // DiskStat is one line of /proc/diskstats.

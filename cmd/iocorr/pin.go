@@ -47,8 +47,8 @@ func pinFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("pin: %w", err)
 		}
-		fmt.Fprintf(stderr, "iocorr: pin: %s locked (%d ranges of %s) in cgroup v%d %s; its memory.stat then: %v\n",
-			units.Bytes(float64(res.Pinned)), len(o.Plan.Ranges), o.Plan.Model.Path, res.Version, res.Cgroup, res.Counters)
+		fmt.Fprintf(stderr, "iocorr: pin: %s locked (%d ranges of %s; the holder's own memory %s) in cgroup v%d %s; its counters then: %v\n",
+			units.Bytes(float64(res.Pinned)), len(o.Plan.Ranges), o.Plan.Model.Path, units.Bytes(float64(res.HolderAnon)), res.Version, res.Cgroup, res.Counters)
 		if res.Exit.Code != 0 {
 			return exitError{res.Exit.Code}
 		}

@@ -43,7 +43,7 @@ func printRecordSummary(w io.Writer, res *recorder.Result, dir string) {
 		s.Major, s.Minor, s.MajorModel, s.MinorModel, units.Duration(float64(s.StallNS)), m.Child.MajFlt)
 	fmt.Fprintf(w, "  tier        %s (probe sets %s)\n", m.Tier, m.ProbeSet)
 	if p := m.Controls.Pinned; p != nil {
-		fmt.Fprintf(w, "  pinned      %s locked in the command's cgroup: %d ranges of %s (plan %s)\n", units.Bytes(float64(p.Bytes)), p.Ranges, p.Model, p.Plan)
+		fmt.Fprintf(w, "  pinned      %s locked in the command's cgroup: %d ranges of %s (plan %s); the holder's own memory %s\n", units.Bytes(float64(p.Bytes)), p.Ranges, p.Model, p.Plan, units.Bytes(float64(p.HolderAnon)))
 	}
 	if why := m.PageCacheNA(); why != "" {
 		fmt.Fprintf(w, "  page cache  NA: %s\n", why)
