@@ -19,6 +19,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/testkit/llmtest"
@@ -29,6 +30,7 @@ import (
 // command before any test runs.
 func Main(m *testing.M) {
 	launch.RunShimIfChild()
+	pin.RunHolderIfChild() // record --pin's holder re-executes the binary too
 	os.Exit(m.Run())
 }
 
