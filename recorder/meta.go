@@ -1,11 +1,95 @@
 package recorder
 
 import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/iocorr/iocorr/rundir"
 )
+
+// runMeta is meta.json while the run is recorded: the metadata and its
+// warnings under one lock, kept on disk by a writer of its own while the
+// command runs (metaWriter), and disk space held back for the last write,
+// so that a run that fills the disk still says what it captured.
+type runMeta struct {
+	dir    string
+	stderr io.Writer // warnings are said there as they come
+	writer *metaWriter
+	// reserve is the file that holds the space back; "" once released.
+	reserve string
+
+	// mu guards m and warnings, which the writer snapshots while the
+	// command runs.
+	mu       sync.Mutex
+	m        rundir.Meta
+	warnings []string
+}
+
+// open writes the first metadata, as snap makes it, holds back the space
+// for the last, and readies the writer (started by writer.start).
+func (rm *runMeta) open(snap func() rundir.Meta) error {
+	rm.writer = newMetaWriter(rm.dir, snap, func(err error) { fmt.Fprintf(rm.stderr, "iocorr: %v\n", err) })
+	if err := rm.writer.writeNow(); err != nil {
+		return err
+	}
+	rm.reserve = reserveSpace(rm.dir)
+	return nil
+}
+
+// warn says s on stderr and keeps it among the run's warnings.
+func (rm *runMeta) warn(s string) {
+	rm.mu.Lock()
+	rm.warnings = append(rm.warnings, s)
+	rm.mu.Unlock()
+	fmt.Fprintf(rm.stderr, "iocorr: warning: %s\n", s)
+}
+
+// warned reports whether a warning already says s.
+func (rm *runMeta) warned(s string) bool {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	for _, w := range rm.warnings {
+		if strings.Contains(w, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// update changes the metadata under the lock the writer takes.
+func (rm *runMeta) update(f func(m *rundir.Meta)) {
+	rm.mu.Lock()
+	f(&rm.m)
+	rm.mu.Unlock()
+}
+
+// copyLocked is the metadata with its warnings, its slices its own;
+// rm.mu is held.
+func (rm *runMeta) copyLocked() rundir.Meta {
+	m := rm.m
+	m.Maps = append([]rundir.MapsSnapshot(nil), rm.m.Maps...)
+	m.Warnings = append([]string(nil), rm.warnings...)
+	return m
+}
+
+// final writes m as the run's last metadata and keeps it. The reserve
+// goes first: on a full disk it is what meta.json fits in.
+func (rm *runMeta) final(m rundir.Meta) {
+	if rm.reserve != "" {
+		os.Remove(rm.reserve)
+		rm.reserve = ""
+	}
+	rm.mu.Lock()
+	rm.m = m
+	rm.mu.Unlock()
+	if err := rundir.WriteMeta(rm.dir, &m); err != nil {
+		fmt.Fprintf(rm.stderr, "iocorr: %v\n", err)
+	}
+}
 
 // metaMinInterval is the least time between two writes of meta.json
 // while the command runs.

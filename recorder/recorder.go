@@ -155,8 +155,9 @@ var openTracer = bpf.Open
 
 // recording is the state of one Run.
 type recording struct {
+	// runMeta is meta.json's state, its warnings and its writer.
+	runMeta
 	o      *Options
-	stderr io.Writer
 	tr     *bpf.Tracer
 	models *models
 	spool  *ingest.SpoolWriter
@@ -168,10 +169,6 @@ type recording struct {
 	stats     liveStats
 	// counts are the records drained, by type.
 	counts ingest.Counts
-	// reserve is disk space held back for the final metadata, so that a
-	// run that fills the disk still says what it captured.
-	reserve string
-	meta    *metaWriter
 	// blockUnfinished counts the block requests put in the spool from
 	// BPF's pending map at the end (takeUnfinishedBlockRequests).
 	blockUnfinished uint64
@@ -190,40 +187,12 @@ type recording struct {
 	// layout validates the ggml struct layout against each graph node.
 	layout layoutCheck
 
-	// mu guards the fields below and r.m, the metadata the writer
-	// snapshots while the command runs.
-	mu       sync.Mutex
-	m        rundir.Meta
-	warnings []string
+	// filesMu guards what the recording learns of the files it probes
+	// and the maps it snapshots.
+	filesMu  sync.Mutex
 	searched []string // files inspected for llama/ggml symbols
 	mapsN    int
 	libs     map[string]rundir.Library // build ids, read once per file
-}
-
-func (r *recording) warn(s string) {
-	r.mu.Lock()
-	r.warnings = append(r.warnings, s)
-	r.mu.Unlock()
-	fmt.Fprintf(r.stderr, "iocorr: warning: %s\n", s)
-}
-
-// warned reports whether a warning already says s.
-func (r *recording) warned(s string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, w := range r.warnings {
-		if strings.Contains(w, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// update changes the metadata under the lock the writer takes.
-func (r *recording) update(f func(m *rundir.Meta)) {
-	r.mu.Lock()
-	f(&r.m)
-	r.mu.Unlock()
 }
 
 // tracefsHint explains a tracepoint that could not attach when tracefs is
@@ -262,10 +231,8 @@ func (r *recording) snapshot() rundir.Meta {
 		ops = r.ops.summary(opFiles, opIdle, opNames, opFuncs, r.opFirstInstructions(opFiles, opFuncs))
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.m
-	m.Maps = append([]rundir.MapsSnapshot(nil), r.m.Maps...)
-	m.Warnings = append([]string(nil), r.warnings...)
+	m := r.copyLocked()
+	r.mu.Unlock()
 	r.fam.meta(&m)
 	if r.models != nil {
 		m.Models = models
@@ -278,11 +245,13 @@ func (r *recording) snapshot() rundir.Meta {
 			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error, LandingPad: p.Pad})
 			if (strings.HasPrefix(p.Kind, "uprobe") || p.Kind == "uretprobe") && p.Error == "" && !seenLib[p.Target] {
 				seenLib[p.Target] = true
+				r.filesMu.Lock()
 				lib, ok := r.libs[p.Target]
 				if !ok {
 					lib = libraryInfo(p.Target)
 					r.libs[p.Target] = lib
 				}
+				r.filesMu.Unlock()
 				m.Libraries = append(m.Libraries, lib)
 			}
 		}
@@ -395,9 +364,9 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.warn(layoutFailed(r.tr.Layout(), err))
 		}
 		if exit != nil {
-			r.mu.Lock()
+			r.filesMu.Lock()
 			searched := append([]string(nil), r.searched...)
-			r.mu.Unlock()
+			r.filesMu.Unlock()
 			for _, w := range missingCapabilities(r.tr.Probes(), searched, r.o.Probes.Ops, r.hasExperts()) {
 				r.warn(w)
 			}
@@ -419,21 +388,11 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.m.Recorder.BeforeNS, r.m.Recorder.WhileNS = r.cpuAtRelease, r.cpuAtExit-r.cpuAtRelease
 		}
 	}
-	// The reserve goes first: on a full disk it is what meta.json fits in.
-	if r.reserve != "" {
-		os.Remove(r.reserve)
-		r.reserve = ""
-	}
 	r.finishMeta()
 }
 
 // finishMeta writes the final metadata and keeps it as r.m.
-func (r *recording) finishMeta() {
-	r.m = r.snapshot()
-	if err := rundir.WriteMeta(r.o.Dir, &r.m); err != nil {
-		fmt.Fprintf(r.stderr, "iocorr: %v\n", err)
-	}
-}
+func (r *recording) finishMeta() { r.final(r.snapshot()) }
 
 // hasExperts says whether a traced model has expert tensors (MoE).
 func (r *recording) hasExperts() bool {
@@ -463,13 +422,13 @@ func (r *recording) hasUserProbes() bool {
 // probed (and the layout and op names read from the file) goes to
 // meta.json at once.
 func (r *recording) attach(path string) {
-	r.mu.Lock()
+	r.filesMu.Lock()
 	r.searched = append(r.searched, path)
-	r.mu.Unlock()
+	r.filesMu.Unlock()
 	if _, err := r.tr.AttachUser(path); err != nil {
 		r.warn(err.Error())
 	}
-	r.meta.changed()
+	r.writer.changed()
 }
 
 // act runs on the drain goroutine for every record.
@@ -532,19 +491,19 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 		// before this mmap returned, and the kernel kept page-cache
 		// events only of files it knew.
 		r.warn(fmt.Sprintf("model %s became known only when it was mapped: its page-cache events before that are not in the record (name it with --model)", path))
-		r.meta.changed()
+		r.writer.changed()
 	}
-	r.mu.Lock()
+	r.filesMu.Lock()
 	r.mapsN++
 	n := r.mapsN
-	r.mu.Unlock()
+	r.filesMu.Unlock()
 	snap, err := proc.SnapshotMaps(r.o.Dir, n, pid, e.Hdr.Ts)
 	if err != nil {
 		r.warn(err.Error())
 		return
 	}
 	r.update(func(m *rundir.Meta) { m.Maps = append(m.Maps, snap) })
-	r.meta.changed()
+	r.writer.changed()
 }
 
 // onTask keeps the family's set of processes, and takes the models a
@@ -576,7 +535,7 @@ func (r *recording) modelsInCmdline(pid int) {
 			r.warn(err.Error())
 			continue
 		}
-		r.meta.changed()
+		r.writer.changed()
 	}
 }
 
@@ -597,7 +556,7 @@ func (r *recording) onGraph(e *wire.GraphEvent) {
 		r.warn("the process could not be stopped for the op-probe attach: ops of its first graph may be missing")
 	}
 	if attached {
-		r.meta.changed()
+		r.writer.changed()
 	}
 }
 
@@ -614,7 +573,7 @@ func (r *recording) onNode(e *wire.NodeEvent) {
 	changed, err := r.layout.check(nodeOf(e), len(names), r.models)
 	if err == nil {
 		if changed {
-			r.meta.changed()
+			r.writer.changed()
 		}
 		return
 	}
@@ -622,5 +581,5 @@ func (r *recording) onNode(e *wire.NodeEvent) {
 		r.warn(fmt.Sprintf("detaching the probes that read ggml structs: %v", derr))
 	}
 	r.warn(layoutFailed(r.tr.Layout(), err))
-	r.meta.changed()
+	r.writer.changed()
 }

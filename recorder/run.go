@@ -172,7 +172,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // the directory says what was attempted (Finished stays false until the
 // end), and holds back the disk space its last one needs.
 func prepare(o *Options) (*recording, error) {
-	r := &recording{o: o, stderr: o.Stderr, libs: map[string]rundir.Library{}}
+	r := &recording{runMeta: runMeta{dir: o.Dir, stderr: o.Stderr}, o: o, libs: map[string]rundir.Library{}}
 	r.fam = newFamily(r.warn)
 	r.m = rundir.Meta{
 		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: o.Probes.String(), Tier: o.Probes.Tier(),
@@ -180,11 +180,9 @@ func prepare(o *Options) (*recording, error) {
 		GoVersion: runtime.Version(), Lost: map[string]uint64{}, Counts: map[string]uint64{},
 		Start: time.Now(),
 	}
-	r.meta = newMetaWriter(o.Dir, r.snapshot, func(err error) { fmt.Fprintf(r.stderr, "iocorr: %v\n", err) })
-	if err := r.meta.writeNow(); err != nil {
+	if err := r.open(r.snapshot); err != nil {
 		return nil, err
 	}
-	r.reserve = reserveSpace(o.Dir)
 	if o.Probes.Ops {
 		r.ops = newOpCosts(func(first bpf.FirstInstruction) (bpf.UprobeCost, error) {
 			return bpf.MeasureUprobeCost(2000, 3, first)
@@ -363,7 +361,7 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 		<-tr.drainErr
 		tr.stopProgress()
 		r.stopSnapshots()
-		r.meta.stop()
+		r.writer.stop()
 		return ended{}, err
 	}
 
@@ -412,8 +410,8 @@ func (r *recording) begin() tracing {
 	r.m.Start = time.Now()
 	// From here the drain goroutine adds to the metadata; every later
 	// change goes through r.mu, and the writer keeps meta.json current.
-	r.meta.start()
-	r.meta.changed()
+	r.writer.start()
+	r.writer.changed()
 
 	drainCtx, stopDrain := context.WithCancel(context.Background())
 	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
@@ -454,7 +452,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 	r.stopSnapshots()
 	r.filemapFaults = r.kernelCounts()
 	tr.stopProgress()
-	r.meta.stop()
+	r.writer.stop()
 	if cerr := r.spool.Close(); err == nil {
 		err = cerr
 	}
