@@ -2,13 +2,13 @@ package llmtest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -19,7 +19,9 @@ type WaitingToucher struct {
 	Cmd   *exec.Cmd
 	PID   int
 	stdin io.WriteCloser
-	out   lockedBuffer
+	// out is its stdout, a file: it writes there itself, and a test may
+	// read what it printed while it runs.
+	out string
 }
 
 // StartWaitingToucher starts toucher with args and -wait, and returns once
@@ -27,9 +29,13 @@ type WaitingToucher struct {
 func StartWaitingToucher(t testing.TB, toucher string, args ...string) *WaitingToucher {
 	t.Helper()
 	cmd := exec.Command(toucher, append(args, "-wait")...)
-	w := &WaitingToucher{Cmd: cmd}
-	cmd.Stdout = &w.out
-	var err error
+	w := &WaitingToucher{Cmd: cmd, out: filepath.Join(t.TempDir(), "toucher.out")}
+	out, err := os.Create(w.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = out
 	if w.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +66,10 @@ func (w *WaitingToucher) Go() error {
 func (w *WaitingToucher) CloseStdin() error { return w.stdin.Close() }
 
 // Printed is what it has printed so far (its report comes at its end).
-func (w *WaitingToucher) Printed() []byte { return w.out.Bytes() }
+func (w *WaitingToucher) Printed() []byte {
+	b, _ := os.ReadFile(w.out)
+	return b
+}
 
 // Wait waits for its end and reads its report.
 func (w *WaitingToucher) Wait() (ToucherReport, error) {
@@ -68,26 +77,9 @@ func (w *WaitingToucher) Wait() (ToucherReport, error) {
 	if err := w.Cmd.Wait(); err != nil {
 		return r, fmt.Errorf("the toucher: %w", err)
 	}
-	if err := json.Unmarshal(w.out.Bytes(), &r); err != nil {
-		return r, fmt.Errorf("the toucher printed %q: %w", w.out.Bytes(), err)
+	out := w.Printed()
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, fmt.Errorf("the toucher printed %q: %w", out, err)
 	}
 	return r, nil
-}
-
-// lockedBuffer is a buffer the command's copier writes while a test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
 }
