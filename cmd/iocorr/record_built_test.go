@@ -120,7 +120,7 @@ func TestRecordBuildWithoutAProbePointSaysWhatIsMissing(t *testing.T) {
 			if want := uint64((n - 1) * spec.Layers * spec.ExpertsUsed); !tc.missing && selected < want {
 				t.Errorf("selected %v in all, want at least the decode picks %v", selected, want)
 			}
-			if tc.missing && (selected != 0 || !strings.Contains(errOut, "selected is NA")) {
+			if tc.missing && (selected != 0 || !strings.Contains(errOut, "selected left out (--all-columns keeps them, NA)")) {
 				t.Errorf("selected %v without get_rows, stderr %q: want NA and a note", selected, errOut)
 			}
 		})
