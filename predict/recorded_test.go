@@ -28,7 +28,13 @@ func TestAtABudgetHoldingTheModelThePredictionEqualsTheRunsZeroBytes(t *testing.
 	dir := filepath.Join(t.TempDir(), "run")
 	const budget = 256 << 20
 	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 4, Threads: 2})
-	rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: "256MiB", Set: func(o *recorder.Options) { o.Models = []string{model} }}, cmd.Args...)
+	// Exact snapshots: every call gets one at its start, so the non-file
+	// memory is measured however fast the tokens come (the default's are
+	// throttled and a 4-token run in RAM can end before a decode call has
+	// one).
+	rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: "256MiB", Set: func(o *recorder.Options) {
+		o.Models, o.ExactSnapshots = []string{model}, true
+	}}, cmd.Args...)
 	st, meta := storetest.OpenRun(t, dir)
 	snaps, err := rundir.ReadSnapshots(dir)
 	if err != nil {
