@@ -331,6 +331,21 @@ static __always_inline __u32 graph__walk_bounded(struct walk_ctx *w, bool first_
 
 static __always_inline void graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes);
 
+/* A graph computation under way, by thread: graph_compute_ret times it. */
+struct graph_start {
+	__u64 ts;
+	__u64 graph_id;
+	__u32 seq;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tid */
+	__type(value, struct graph_start);
+} graph_starts SEC(".maps");
+
 /* ggml_graph_compute(struct ggml_cgraph *cgraph, struct ggml_cplan *cplan):
  * once per graph, so reading the graph here costs one uprobe hit per
  * token however many ops run. */
@@ -405,8 +420,36 @@ int BPF_KPROBE(graph_compute, void *cgraph)
 	e->n_weight_nodes = w.n_weight;
 	/* The graph event follows its nodes in the ring buffer only if it is
 	 * submitted last; readers key nodes by graph_id, so order is free. */
+	{
+		struct graph_start gs = {.ts = w.hdr.ts, .graph_id = id, .seq = ps->graph_seq};
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+		bpf_map_update_elem(&graph_starts, &tid, &gs, BPF_ANY);
+	}
 	ring__submit(e, EV_GRAPH);
 	graph__experts(w.nodes, id, n_nodes);
+	return 0;
+}
+
+/* ggml_graph_compute's return: how long the CPU computed the graph. */
+SEC("uretprobe")
+int BPF_KRETPROBE(graph_compute_ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct graph_start *gs = bpf_map_lookup_elem(&graph_starts, &tid);
+	struct graph_end_event *e;
+
+	if (!gs)
+		return 0;
+	e = event__reserve(sizeof(*e), EV_GRAPH_END);
+	if (e) {
+		e->graph_id = gs->graph_id;
+		e->begin_ts = gs->ts;
+		e->seq = gs->seq;
+		e->pad = 0;
+		ring__submit(e, EV_GRAPH_END);
+	}
+	bpf_map_delete_elem(&graph_starts, &tid);
 	return 0;
 }
 

@@ -51,6 +51,7 @@ const struct op_event *unused_op_event __attribute__((unused));
 const struct experts_event *unused_experts_event __attribute__((unused));
 const struct place_event *unused_place_event __attribute__((unused));
 const struct bufname_event *unused_bufname_event __attribute__((unused));
+const struct graph_end_event *unused_graph_end_event __attribute__((unused));
 const struct task_event *unused_task_event __attribute__((unused));
 const struct mmap_event *unused_mmap_event __attribute__((unused));
 const struct sched_event *unused_sched_event __attribute__((unused));

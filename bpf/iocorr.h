@@ -36,7 +36,8 @@ enum event_type {
 	EV_PAGE_RUN = 17,     /* contiguous page-cache adds or deletions: struct page_run_event */
 	EV_PLACE = 18,        /* ggml_backend_tensor_set from a file mapping: struct place_event */
 	EV_BUFNAME = 19,      /* ggml_backend_buffer_name returned: struct bufname_event */
-	EV_TYPE_MAX = 20,
+	EV_GRAPH_END = 20,    /* ggml_graph_compute return: struct graph_end_event */
+	EV_TYPE_MAX = 21,
 };
 
 enum phase {
@@ -241,6 +242,17 @@ struct place_event {
 	__u32 dev;
 	__u32 pad;
 	char name[IOCORR_NAME_LEN];
+};
+
+/* A ggml_graph_compute call returned: the CPU backend computed one graph
+ * (with a GPU backend, one split of a token's graph) from begin_ts to the
+ * header's ts, on the header's thread. */
+struct graph_end_event {
+	struct event_hdr hdr;
+	__u64 graph_id;
+	__u64 begin_ts;
+	__u32 seq; /* the graph_event's */
+	__u32 pad;
 };
 
 /* A backend buffer's name, as ggml_backend_buffer_name returned it

@@ -84,7 +84,8 @@ const (
 	IocorrEventTypeEV_PAGE_RUN      IocorrEventType = 17
 	IocorrEventTypeEV_PLACE         IocorrEventType = 18
 	IocorrEventTypeEV_BUFNAME       IocorrEventType = 19
-	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 20
+	IocorrEventTypeEV_GRAPH_END     IocorrEventType = 20
+	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 21
 )
 
 type IocorrFaultClass uint32
@@ -134,6 +135,14 @@ type IocorrGraphMoe struct {
 	_   structs.HostLayout
 	N   uint32
 	Idx [8]uint32
+}
+
+type IocorrGraphStart struct {
+	_       structs.HostLayout
+	Ts      uint64
+	GraphId uint64
+	Seq     uint32
+	Pad     uint32
 }
 
 type IocorrGraphWalk struct {
@@ -314,6 +323,7 @@ const (
 	IocorrMapFiles                 = "files"
 	IocorrMapForkers               = "forkers"
 	IocorrMapGraphMoes             = "graph_moes"
+	IocorrMapGraphStarts           = "graph_starts"
 	IocorrMapGraphWalks            = "graph_walks"
 	IocorrMapGraphsSeen            = "graphs_seen"
 	IocorrMapLoopsCut              = "loops_cut"
@@ -345,6 +355,7 @@ const (
 	IocorrProgFlushPageRuns        = "flush_page_runs"
 	IocorrProgGetRowsBegin         = "get_rows_begin"
 	IocorrProgGraphCompute         = "graph_compute"
+	IocorrProgGraphComputeRet      = "graph_compute_ret"
 	IocorrProgMmapExit             = "mmap_exit"
 	IocorrProgOpBegin              = "op_begin"
 	IocorrProgOpBeginMulti         = "op_begin_multi"
@@ -397,6 +408,7 @@ const (
 	IocorrVarUnusedExpertsEvent    = "unused_experts_event"
 	IocorrVarUnusedFaultClass      = "unused_fault_class"
 	IocorrVarUnusedFaultEvent      = "unused_fault_event"
+	IocorrVarUnusedGraphEndEvent   = "unused_graph_end_event"
 	IocorrVarUnusedGraphEvent      = "unused_graph_event"
 	IocorrVarUnusedMmapEvent       = "unused_mmap_event"
 	IocorrVarUnusedNodeEvent       = "unused_node_event"
@@ -474,6 +486,7 @@ type IocorrProgramSpecs struct {
 	FlushPageRuns    *ebpf.ProgramSpec `ebpf:"flush_page_runs"`
 	GetRowsBegin     *ebpf.ProgramSpec `ebpf:"get_rows_begin"`
 	GraphCompute     *ebpf.ProgramSpec `ebpf:"graph_compute"`
+	GraphComputeRet  *ebpf.ProgramSpec `ebpf:"graph_compute_ret"`
 	MmapExit         *ebpf.ProgramSpec `ebpf:"mmap_exit"`
 	OpBegin          *ebpf.ProgramSpec `ebpf:"op_begin"`
 	OpBeginMulti     *ebpf.ProgramSpec `ebpf:"op_begin_multi"`
@@ -534,6 +547,7 @@ type IocorrMapSpecs struct {
 	Files         *ebpf.MapSpec `ebpf:"files"`
 	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
 	GraphMoes     *ebpf.MapSpec `ebpf:"graph_moes"`
+	GraphStarts   *ebpf.MapSpec `ebpf:"graph_starts"`
 	GraphWalks    *ebpf.MapSpec `ebpf:"graph_walks"`
 	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
 	LoopsCut      *ebpf.MapSpec `ebpf:"loops_cut"`
@@ -567,6 +581,7 @@ type IocorrVariableSpecs struct {
 	UnusedExpertsEvent    *ebpf.VariableSpec `ebpf:"unused_experts_event"`
 	UnusedFaultClass      *ebpf.VariableSpec `ebpf:"unused_fault_class"`
 	UnusedFaultEvent      *ebpf.VariableSpec `ebpf:"unused_fault_event"`
+	UnusedGraphEndEvent   *ebpf.VariableSpec `ebpf:"unused_graph_end_event"`
 	UnusedGraphEvent      *ebpf.VariableSpec `ebpf:"unused_graph_event"`
 	UnusedMmapEvent       *ebpf.VariableSpec `ebpf:"unused_mmap_event"`
 	UnusedNodeEvent       *ebpf.VariableSpec `ebpf:"unused_node_event"`
@@ -620,6 +635,7 @@ type IocorrMaps struct {
 	Files         *ebpf.Map `ebpf:"files"`
 	Forkers       *ebpf.Map `ebpf:"forkers"`
 	GraphMoes     *ebpf.Map `ebpf:"graph_moes"`
+	GraphStarts   *ebpf.Map `ebpf:"graph_starts"`
 	GraphWalks    *ebpf.Map `ebpf:"graph_walks"`
 	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
 	LoopsCut      *ebpf.Map `ebpf:"loops_cut"`
@@ -653,6 +669,7 @@ func (m *IocorrMaps) Close() error {
 		m.Files,
 		m.Forkers,
 		m.GraphMoes,
+		m.GraphStarts,
 		m.GraphWalks,
 		m.GraphsSeen,
 		m.LoopsCut,
@@ -687,6 +704,7 @@ type IocorrVariables struct {
 	UnusedExpertsEvent    *ebpf.Variable `ebpf:"unused_experts_event"`
 	UnusedFaultClass      *ebpf.Variable `ebpf:"unused_fault_class"`
 	UnusedFaultEvent      *ebpf.Variable `ebpf:"unused_fault_event"`
+	UnusedGraphEndEvent   *ebpf.Variable `ebpf:"unused_graph_end_event"`
 	UnusedGraphEvent      *ebpf.Variable `ebpf:"unused_graph_event"`
 	UnusedMmapEvent       *ebpf.Variable `ebpf:"unused_mmap_event"`
 	UnusedNodeEvent       *ebpf.Variable `ebpf:"unused_node_event"`
@@ -726,6 +744,7 @@ type IocorrPrograms struct {
 	FlushPageRuns    *ebpf.Program `ebpf:"flush_page_runs"`
 	GetRowsBegin     *ebpf.Program `ebpf:"get_rows_begin"`
 	GraphCompute     *ebpf.Program `ebpf:"graph_compute"`
+	GraphComputeRet  *ebpf.Program `ebpf:"graph_compute_ret"`
 	MmapExit         *ebpf.Program `ebpf:"mmap_exit"`
 	OpBegin          *ebpf.Program `ebpf:"op_begin"`
 	OpBeginMulti     *ebpf.Program `ebpf:"op_begin_multi"`
@@ -786,6 +805,7 @@ func (p *IocorrPrograms) Close() error {
 		p.FlushPageRuns,
 		p.GetRowsBegin,
 		p.GraphCompute,
+		p.GraphComputeRet,
 		p.MmapExit,
 		p.OpBegin,
 		p.OpBeginMulti,

@@ -99,6 +99,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 			t.files = append(t.files, real)
 			t.mu.Unlock()
 			attach("uprobe", sym, t.objs.GraphCompute, uint64(file))
+			attach("uretprobe", sym, t.objs.GraphComputeRet, 0)
 			// node-llama-cpp loads every CPU backend variant and runs one:
 			// its ops are probed when its first graph says it runs.
 			if t.opts.ProbeOps && len(opSyms) > 0 && out[len(out)-1].Error == "" {

@@ -471,7 +471,7 @@ func (c *Correlator) timeline(r ingest.Record) {
 	}
 	switch r.Type {
 	case uint16(wire.EventTypeEV_TASK), uint16(wire.EventTypeEV_DECODE_BEGIN), uint16(wire.EventTypeEV_DECODE_END),
-		uint16(wire.EventTypeEV_GRAPH), uint16(wire.EventTypeEV_OP):
+		uint16(wire.EventTypeEV_GRAPH), uint16(wire.EventTypeEV_OP), uint16(wire.EventTypeEV_GRAPH_END):
 	default:
 		return // I/O, attributed as events
 	}
@@ -495,6 +495,9 @@ func (c *Correlator) timeline(r ingest.Record) {
 	case uint16(wire.EventTypeEV_OP):
 		o := r.Op()
 		m.Kind, m.Op, m.Name = event.MarkOp, o.Op, wire.CString(o.Name[:])
+	case uint16(wire.EventTypeEV_GRAPH_END):
+		g := r.GraphEnd()
+		m.Kind, m.Begin, m.Seq = event.MarkGraphEnd, g.BeginTs, g.Seq
 	}
 	c.emitMark(m)
 }

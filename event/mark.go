@@ -15,6 +15,9 @@ const (
 	MarkSwitch      MarkKind = 7 // Tid was switched out in PrevState, NextTid switched in (--probe sched)
 	MarkWakeup      MarkKind = 8 // Tid was woken (--probe sched)
 	MarkEnd         MarkKind = 9 // the run's last record, at Ts
+	// MarkGraphEnd: the ggml graph computation Seq of thread Tid, begun at
+	// Begin, returned at Ts (with a GPU backend, one CPU split's time).
+	MarkGraphEnd MarkKind = 10
 )
 
 var markKindNames = [...]string{"", "thread", "exec", "decode_begin", "decode_end", "graph", "op", "switch", "wakeup", "end"}

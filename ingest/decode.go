@@ -50,6 +50,7 @@ var eventSizes = [wire.EventTypeCount]int{
 	wire.EventTypeEV_READ:          int(unsafe.Sizeof(wire.ReadEvent{})),
 	wire.EventTypeEV_PLACE:         int(unsafe.Sizeof(wire.PlaceEvent{})),
 	wire.EventTypeEV_BUFNAME:       int(unsafe.Sizeof(wire.BufnameEvent{})),
+	wire.EventTypeEV_GRAPH_END:     int(unsafe.Sizeof(wire.GraphEndEvent{})),
 	// A run's record ends after the bitmap words it needs: this is the
 	// least, and runSize checks the rest.
 	wire.EventTypeEV_PAGE_RUN: int(unsafe.Offsetof(wire.PageRunEvent{}.Pages)),
@@ -224,6 +225,14 @@ func (r Record) Place() *wire.PlaceEvent {
 		return nil
 	}
 	return cast[wire.PlaceEvent](r)
+}
+
+// GraphEnd is the record as a graph-end event, nil for another type.
+func (r Record) GraphEnd() *wire.GraphEndEvent {
+	if !r.is(wire.EventTypeEV_GRAPH_END) {
+		return nil
+	}
+	return cast[wire.GraphEndEvent](r)
 }
 
 // BufName is the record as a buffer-name event, nil for another type.

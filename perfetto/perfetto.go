@@ -138,6 +138,7 @@ type threadSlice struct {
 // commands, decode calls, graphs, ops and scheduler records.
 func (b *builder) readTimeline() error {
 	open := map[uint32]event.Mark{} // decode calls begun, by thread
+	graphAt := map[uint32]int{}     // the last graph begun, by thread: its index in b.graphs
 	err := b.st.Marks(func(m *event.Mark) error {
 		switch m.Kind {
 		case event.MarkEnd:
@@ -160,7 +161,13 @@ func (b *builder) readTimeline() error {
 				name: fmt.Sprintf("token %d", m.Token),
 				anns: []annotation{annU("token", uint64(m.Token)), annS("phase", event.PhaseName(m.Phase)),
 					annI("n_tokens", int64(m.NTokens)), annI("ret", int64(m.Ret))}})
+		case event.MarkGraphEnd:
+			// Its measured end (ggml_graph_compute's return).
+			if i, ok := graphAt[m.Tid]; ok && b.graphs[i].start == m.Begin {
+				b.graphs[i].end = m.Ts
+			}
 		case event.MarkGraph:
+			graphAt[m.Tid] = len(b.graphs)
 			b.graphs = append(b.graphs, threadSlice{tid: m.Tid, start: m.Ts, name: fmt.Sprintf("graph %d", m.Seq),
 				anns: []annotation{annU("nodes", uint64(m.Nodes)), annU("weight_nodes", uint64(m.WeightNodes)),
 					annU("token", uint64(m.Token))}})
@@ -340,6 +347,9 @@ func (b *builder) llamaSlices() {
 	}
 	close := func(ss, holders []threadSlice) {
 		for i := range ss {
+			if ss[i].end != 0 {
+				continue // measured: a graph whose return was recorded
+			}
 			end := holderEnd(holders, ss[i].start)
 			if i+1 < len(ss) && (end == 0 || ss[i+1].start < end) {
 				end = ss[i+1].start

@@ -34,7 +34,9 @@ import (
 //   - no layer's picks are NA;
 //   - the recorded major faults are the child's own (rusage), and the
 //     device read bytes of expert tensors, their faults charged to them;
-//   - each weight's device is the buffer llama.cpp put it in (checkDevices).
+//   - each weight's device is the buffer llama.cpp put it in (checkDevices);
+//   - each CPU split's computation is timed, inside its token's call
+//     (checkSplitTimes).
 func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
@@ -137,6 +139,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 				t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
 			}
 			checkDevices(t, st, rec.Stderr, tc.gpuFrom)
+			checkSplitTimes(t, st)
 			t.Logf("hybrid run: %d graphs for %d calls, %d major faults (rusage %d), %d decode picks; expert tensors read %.1f MiB; decode expert faults: %d in picked experts, %d on read-ahead pages, %d neither",
 				graphs, decodes, major, m.Child.MajFlt, picks, float64(expertRead)/(1<<20), ef.Picked, ef.ReadAhead, ef.Neither)
 		})
@@ -212,4 +215,46 @@ func checkDevices(t *testing.T, st *index.Store, log string, gpuFrom int) {
 		t.Errorf("%d weights copied while loading, %d faults on them while tokens ran: want some, none", len(copied), tokenFaults)
 	}
 	t.Logf("devices: llama.cpp's buffers %v MiB; the store's weights by device %v bytes", bufs, sums)
+}
+
+// checkSplitTimes checks the timeline's graph computations: each begun
+// (MarkGraph) returned (MarkGraphEnd) on its thread, with its begin and
+// sequence number, inside the llama_decode call of its token.
+func checkSplitTimes(t *testing.T, st *index.Store) {
+	t.Helper()
+	type key struct{ tid, seq uint32 }
+	begun := map[key]uint64{}
+	calls := map[uint32][2]uint64{} // token → decode begin, end
+	var ends []event.Mark
+	if err := st.Marks(func(m *event.Mark) error {
+		switch m.Kind {
+		case event.MarkGraph:
+			begun[key{m.Tid, m.Seq}] = m.Ts
+		case event.MarkGraphEnd:
+			ends = append(ends, *m)
+		case event.MarkDecodeEnd:
+			calls[m.Token] = [2]uint64{m.Begin, m.Ts}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var splitNS, callNS uint64
+	for _, m := range ends {
+		b, ok := begun[key{m.Tid, m.Seq}]
+		c := calls[m.Token]
+		if !ok || b != m.Begin || m.Ts < m.Begin || m.Begin < c[0] || m.Ts > c[1] {
+			t.Errorf("graph %d of thread %d timed %d..%d (begun at %d, %v), its token %d's call %d..%d", m.Seq, m.Tid, m.Begin, m.Ts, b, ok, m.Token, c[0], c[1])
+			continue
+		}
+		splitNS += m.Ts - m.Begin
+		delete(begun, key{m.Tid, m.Seq})
+	}
+	for _, c := range calls {
+		callNS += c[1] - c[0]
+	}
+	if len(begun) != 0 || len(ends) == 0 {
+		t.Errorf("%d graph computations never returned, %d did", len(begun), len(ends))
+	}
+	t.Logf("%d CPU graph computations timed: %.0f ms of %.0f ms in llama_decode", len(ends), float64(splitNS)/1e6, float64(callNS)/1e6)
 }

@@ -25,6 +25,7 @@ var eventTypeNames = map[uint32]string{
 	uint32(EventTypeEV_READ):          "read",
 	uint32(EventTypeEV_PLACE):         "place",
 	uint32(EventTypeEV_BUFNAME):       "buffer_name",
+	uint32(EventTypeEV_GRAPH_END):     "graph_end",
 }
 
 // EventTypeName names an event type for counts and messages.

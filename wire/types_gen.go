@@ -26,7 +26,8 @@ const (
 	EventTypeEV_PAGE_RUN      EventType = 17
 	EventTypeEV_PLACE         EventType = 18
 	EventTypeEV_BUFNAME       EventType = 19
-	EventTypeEV_TYPE_MAX      EventType = 20
+	EventTypeEV_GRAPH_END     EventType = 20
+	EventTypeEV_TYPE_MAX      EventType = 21
 )
 
 type Phase uint32
@@ -218,6 +219,15 @@ type PlaceEvent struct {
 	Dev     uint32
 	Pad     uint32
 	Name    [64]int8
+}
+
+type GraphEndEvent struct {
+	_       structs.HostLayout
+	Hdr     EventHdr
+	GraphId uint64
+	BeginTs uint64
+	Seq     uint32
+	Pad     uint32
 }
 
 type BufnameEvent struct {
