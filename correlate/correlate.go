@@ -994,7 +994,8 @@ func (c *Correlator) Finish() (*Result, error) {
 			r.NotBacked = append(r.NotBacked, t.Name)
 		}
 	}
-	r.PicksUnseen = picksUnseen(c.tensors, r.Experts)
+	decoded := slices.ContainsFunc(r.Tokens, func(t event.TokenInfo) bool { return t.StartNS != 0 })
+	r.PicksUnseen = picksUnseen(c.tensors, r.Experts, decoded)
 	// A buffer named only after its weights were seen.
 	for id, b := range c.bufOf {
 		if c.tensors[id].Device == "" {
@@ -1005,10 +1006,11 @@ func (c *Correlator) Finish() (*Result, error) {
 }
 
 // picksUnseen are the layers with expert tensors and no pick in a run
-// with picks: none when no layer's picks were seen (the run's probe
-// attached nowhere, or it ran no token: rundir.Meta.PicksNA's case).
-func picksUnseen(tensors []event.Tensor, sel []event.ExpertSel) []uint16 {
-	if len(sel) == 0 {
+// that called llama_decode (decoded): every MoE layer when the GPU ran
+// them all (-ngl without --cpu-moe), none in a run that decoded nothing.
+// A run whose probe attached nowhere is rundir.Meta.PicksNA's case.
+func picksUnseen(tensors []event.Tensor, sel []event.ExpertSel, decoded bool) []uint16 {
+	if !decoded {
 		return nil
 	}
 	seen := map[int]bool{}

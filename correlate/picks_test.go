@@ -7,9 +7,9 @@ import (
 	"github.com/iocorr/iocorr/event"
 )
 
-// A MoE layer whose picks no probe saw, in a run where others' were seen,
-// is named (its experts ran where no CPU graph reads the router); a run
-// with no picks at all names none (rundir.Meta.PicksNA says why there).
+// A MoE layer whose picks no probe saw in a run that decoded is named (its
+// experts ran where no CPU graph reads the router), all of them when none
+// was seen (every layer on the GPU); a run that decoded nothing names none.
 func TestPicksUnseenAreTheMoELayersWithoutPicksInARunWithPicks(t *testing.T) {
 	tensors := []event.Tensor{
 		{Name: "token_embd.weight", Layer: -1},
@@ -21,16 +21,18 @@ func TestPicksUnseenAreTheMoELayersWithoutPicksInARunWithPicks(t *testing.T) {
 		{Name: "blk.3.ffn_up.weight", Layer: 3},
 	}
 	for _, tc := range []struct {
-		name string
-		sel  []event.ExpertSel
-		want []uint16
+		name    string
+		sel     []event.ExpertSel
+		decoded bool
+		want    []uint16
 	}{
-		{"every MoE layer picked", []event.ExpertSel{{Token: 1, Layer: 0}, {Token: 1, Layer: 1}, {Token: 2, Layer: 2}}, nil},
-		{"the last layers on another backend", []event.ExpertSel{{Token: 1, Layer: 0, Expert: 3}}, []uint16{1, 2}},
-		{"no picks at all", nil, nil},
+		{"every MoE layer picked", []event.ExpertSel{{Token: 1, Layer: 0}, {Token: 1, Layer: 1}, {Token: 2, Layer: 2}}, true, nil},
+		{"the last layers on another backend", []event.ExpertSel{{Token: 1, Layer: 0, Expert: 3}}, true, []uint16{1, 2}},
+		{"every layer on another backend", nil, true, []uint16{0, 1, 2}},
+		{"nothing decoded", nil, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := picksUnseen(tensors, tc.sel); !slices.Equal(got, tc.want) {
+			if got := picksUnseen(tensors, tc.sel, tc.decoded); !slices.Equal(got, tc.want) {
 				t.Errorf("unseen %v, want %v", got, tc.want)
 			}
 		})
