@@ -240,16 +240,21 @@ static __always_inline void graph__note_moe(struct walk_ctx *w, __u64 i, __u64 i
 {
 	struct graph_moe fresh = {}, *gm;
 	char name[16] = {};
+	__u64 graph_id;
 
 	if (!tensor__is_input_ids(ids))
 		return;
 	bpf_probe_read_user_str(name, sizeof(name), (void *)(w->node + layout.t_name));
 	if (!str__has_prefix(name, "ffn_moe_", 8))
 		return;
-	gm = bpf_map_lookup_elem(&graph_moes, &w->graph_id);
+	/* A key on the stack: 6.1's verifier takes no other memory as a
+	 * map key, and w is a global function's argument on the bounded
+	 * loops' path. */
+	graph_id = w->graph_id;
+	gm = bpf_map_lookup_elem(&graph_moes, &graph_id);
 	if (!gm) {
-		bpf_map_update_elem(&graph_moes, &w->graph_id, &fresh, BPF_NOEXIST);
-		gm = bpf_map_lookup_elem(&graph_moes, &w->graph_id);
+		bpf_map_update_elem(&graph_moes, &graph_id, &fresh, BPF_NOEXIST);
+		gm = bpf_map_lookup_elem(&graph_moes, &graph_id);
 		if (!gm)
 			return;
 	}
@@ -613,12 +618,13 @@ struct moe_cursor {
 __noinline int moe__next(struct moe_cursor *c)
 {
 	struct graph_moe *gm;
-	__u64 node, ids;
+	__u64 node, ids, graph_id;
 	__u32 n, i;
 
 	if (!c)
 		return 0;
-	gm = bpf_map_lookup_elem(&graph_moes, &c->graph_id);
+	graph_id = c->graph_id; /* on the stack, as graph__note_moe's */
+	gm = bpf_map_lookup_elem(&graph_moes, &graph_id);
 	if (!gm)
 		return 0;
 	n = gm->n < GRAPH_MOE_NODES ? gm->n : GRAPH_MOE_NODES;
