@@ -334,7 +334,7 @@ static __always_inline __u32 graph__walk_bounded(struct walk_ctx *w, bool first_
 	return 1;
 }
 
-static __always_inline void graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes);
+__noinline int graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes);
 
 /* A graph computation under way, by thread: graph_compute_ret times it. */
 struct graph_start {
@@ -658,20 +658,24 @@ __noinline int moe__next(struct moe_cursor *c)
 /* graph__experts reads the expert ids the graph's noted MoE nodes take
  * as input, at the graph's start: the scheduler copied them in before it
  * computes the split (the CPU backend computes synchronously). */
-static __always_inline void graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes)
+/* A global function, so that its frame is not added to graph_compute's
+ * walk of the graph (6.1's verifier caps a chain of calls at 512 bytes of
+ * stack, each frame rounded up to 32: inlined, this made 608). */
+__noinline int graph__experts(__u64 nodes, __u64 graph_id, __s32 n_nodes)
 {
 	struct moe_cursor c = {.nodes = nodes, .graph_id = graph_id, .n_nodes = n_nodes};
 	struct experts_ctx x = {};
 
 	for (int d = 0; d < GRAPH_MOE_IDS; d++) {
 		if (!moe__next(&c))
-			return;
+			return 0;
 		tensor__name(c.node, x.name);
 		experts__emit_ids(&x, c.node, c.ids);
 	}
 	/* More: counted as cut rows, so that the run's picks say NA. */
 	if (moe__next(&c))
 		loops__cut(LOOP_CUT_EXPERT_ROWS, 1);
+	return 0;
 }
 
 /* ggml_compute_forward_get_rows(params, dst) for the node that gathers the
