@@ -67,14 +67,21 @@ type Summary struct {
 	Rows    []Row    `json:"rows"`
 }
 
-// AllNA marks every figure of r not computed, for reason: a run that
-// failed has none.
-func (r *Row) AllNA(reason string) {
+// SetNA marks one figure of r not computed, for reason. Summarize leaves
+// NA nil where every figure was computed; a figure the sweep adds after it
+// (the reported and untraced speeds) goes through here.
+func (r *Row) SetNA(figure, reason string) {
 	if r.NA == nil {
 		r.NA = map[string]string{}
 	}
+	r.NA[figure] = reason
+}
+
+// AllNA marks every figure of r not computed, for reason: a run that
+// failed has none.
+func (r *Row) AllNA(reason string) {
 	for _, f := range []string{"tokens_per_s", "untraced_tokens_per_s", "reported_tokens_per_s", "bytes_read_per_token", "major_faults_per_token", "stall_share", "expert_hit_rate"} {
-		r.NA[f] = reason
+		r.SetNA(f, reason)
 	}
 }
 

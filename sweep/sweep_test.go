@@ -24,3 +24,16 @@ func TestSummaryRoundTrips(t *testing.T) {
 		t.Errorf("a directory without sweep.json: %v", err)
 	}
 }
+
+// Summarize leaves NA nil when it computed every figure; the speeds the
+// sweep adds after it must still be able to say why they are missing
+// (a nil map here made iocorr sweep panic on a command that printed no
+// speed line).
+func TestARowWithEveryFigureComputedTakesALaterNA(t *testing.T) {
+	for _, r := range []Row{{}, {NA: map[string]string{"stall_share": "x"}}} {
+		r.SetNA("reported_tokens_per_s", NoReportedTokensPerS)
+		if r.NA["reported_tokens_per_s"] != NoReportedTokensPerS {
+			t.Errorf("SetNA on %v: %v", r, r.NA)
+		}
+	}
+}

@@ -131,7 +131,7 @@ func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
 	if tps, ok := sweep.ReportedTokensPerS(said.Bytes()); ok {
 		row.ReportedTokensPerS = &tps
 	} else {
-		row.NA["reported_tokens_per_s"] = sweep.NoReportedTokensPerS
+		row.SetNA("reported_tokens_per_s", sweep.NoReportedTokensPerS)
 	}
 	var models []string
 	for _, mf := range res.Meta.Models {
@@ -139,7 +139,7 @@ func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
 	}
 	tps, err := untraced(ctx, opts, b, models)
 	if err != nil {
-		row.NA["untraced_tokens_per_s"] = "the untraced run failed: " + err.Error()
+		row.SetNA("untraced_tokens_per_s", "the untraced run failed: "+err.Error())
 	} else {
 		row.UntracedTokensPerS = &tps
 	}
