@@ -994,21 +994,23 @@ func (c *Correlator) Finish() (*Result, error) {
 			r.NotBacked = append(r.NotBacked, t.Name)
 		}
 	}
-	decoded := slices.ContainsFunc(r.Tokens, func(t event.TokenInfo) bool { return t.StartNS != 0 })
-	r.PicksUnseen = picksUnseen(c.tensors, r.Experts, decoded)
 	// A buffer named only after its weights were seen.
 	for id, b := range c.bufOf {
 		if c.tensors[id].Device == "" {
 			c.tensors[id].Device = c.bufName[b]
 		}
 	}
+	decoded := slices.ContainsFunc(r.Tokens, func(t event.TokenInfo) bool { return t.StartNS != 0 })
+	r.PicksUnseen = picksUnseen(c.tensors, r.Experts, decoded)
 	return r, nil
 }
 
 // picksUnseen are the layers with expert tensors and no pick in a run
-// that called llama_decode (decoded): every MoE layer when the GPU ran
-// them all (-ngl without --cpu-moe), none in a run that decoded nothing.
-// A run whose probe attached nowhere is rundir.Meta.PicksNA's case.
+// that called llama_decode (decoded): in a run with picks, each such
+// layer; in one without, the layers whose experts lived in a buffer of
+// no CPU (-ngl without --cpu-moe: the GPU ran every router). None in a
+// run that decoded nothing; a run whose probe attached nowhere is
+// rundir.Meta.PicksNA's case.
 func picksUnseen(tensors []event.Tensor, sel []event.ExpertSel, decoded bool) []uint16 {
 	if !decoded {
 		return nil
@@ -1019,7 +1021,8 @@ func picksUnseen(tensors []event.Tensor, sel []event.ExpertSel, decoded bool) []
 	}
 	var unseen []uint16
 	for _, t := range tensors {
-		if t.Experts > 0 && t.Layer >= 0 && t.Layer <= 0xffff && !seen[t.Layer] {
+		offCPU := t.Device != "" && !strings.HasPrefix(t.Device, "CPU")
+		if t.Experts > 0 && t.Layer >= 0 && t.Layer <= 0xffff && !seen[t.Layer] && (len(sel) > 0 || offCPU) {
 			seen[t.Layer] = true
 			unseen = append(unseen, uint16(t.Layer))
 		}
