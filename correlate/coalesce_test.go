@@ -1,13 +1,10 @@
 package correlate
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,22 +160,8 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 			list = append(list, strconv.Itoa(p))
 		}
 	}
-	cmd := exec.Command(toucher, "-file", path, "-pages", strings.Join(list, ","), "-advice", "normal", "-evict", "-wait")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	pid := cmd.Process.Pid
+	w := llmtest.StartWaitingToucher(t, toucher, "-file", path, "-pages", strings.Join(list, ","), "-advice", "normal", "-evict")
+	pid := w.PID
 	cg, err := cgroup.NewMemory(cgroup.Name(pid), limit)
 	if err != nil {
 		t.Skipf("no memory cgroup: %v", err)
@@ -186,10 +169,6 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 	defer cg.Remove()
 	if err := cg.Add(pid); err != nil {
 		t.Fatal(err)
-	}
-	waiting := bufio.NewScanner(stderr)
-	if !waiting.Scan() || !strings.Contains(waiting.Text(), "waiting") {
-		t.Fatalf("the toucher did not wait: %q", waiting.Text())
 	}
 
 	tr, err := bpf.Open(bpf.Options{PageRecords: bpf.PageRunsAndFolios})
@@ -213,13 +192,11 @@ func TestPageRunsChargeWhatFoliosCharge(t *testing.T) {
 		defer close(done)
 		all, readErr = ringRecords(tr.RingBuf(), stop)
 	}()
-	if _, err := stdin.Write([]byte{1}); err != nil {
+	if err := w.Go(); err != nil {
 		t.Fatal(err)
 	}
-	for waiting.Scan() {
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("toucher: %v", err)
+	if _, err := w.Wait(); err != nil {
+		t.Fatal(err)
 	}
 	_, resident, err := pagecache.ResidentRanges(path)
 	if err != nil {
