@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/recorder"
@@ -137,20 +137,6 @@ func commandErr(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// lockedWriter serializes writes: iocorr's own messages come from the
-// drain goroutine while exec.Cmd copies the command's output into the
-// same writer.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // shareable makes w safe for iocorr and the command to write at once. A
 // file is left as it is: the command gets the descriptor itself (its
 // stderr stays a terminal), and the kernel orders the writes.
@@ -158,5 +144,5 @@ func shareable(w io.Writer) io.Writer {
 	if _, ok := w.(*os.File); ok {
 		return w
 	}
-	return &lockedWriter{w: w}
+	return launch.Share(w)
 }

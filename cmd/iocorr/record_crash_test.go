@@ -19,18 +19,11 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/wire"
 )
-
-// String is what the buffer behind l holds: a test reads a process's
-// output while the process writes it.
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.(fmt.Stringer).String()
-}
 
 // decodeCalls counts the llama_decode calls in a spool that is still being
 // written (its tail may be torn).
@@ -123,7 +116,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			rec := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--",
 				"record", "-o", dir, "--no-ingest", "--cold", "--mem-limit", "96MiB", "--"}, llama.Args...)...)
 			rec.Env = append(os.Environ(), helperEnv+"=record")
-			out := &lockedWriter{w: &bytes.Buffer{}}
+			out := launch.Share(&bytes.Buffer{})
 			rec.Stdout, rec.Stderr = out, out
 			var own *cgroup.Cgroup
 			if how == "OOM" {
@@ -153,11 +146,11 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 				select {
 				case err := <-exited:
-					t.Fatalf("the recording ended (%v) before it could be killed:\n%s", err, out.String())
+					t.Fatalf("the recording ended (%v) before it could be killed:\n%s", err, out.Bytes())
 				default:
 				}
 				if time.Since(start) > 2*time.Minute {
-					t.Fatalf("no model mapped and tokens decoded within 2 minutes:\n%s", out.String())
+					t.Fatalf("no model mapped and tokens decoded within 2 minutes:\n%s", out.Bytes())
 				}
 				var err error
 				if m, err = rundir.ReadMeta(dir); err != nil || len(m.Models) == 0 || len(m.Maps) == 0 {
@@ -198,11 +191,11 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			select {
 			case werr = <-exited:
 			case <-time.After(time.Minute):
-				t.Fatalf("the recorder was not killed within a minute:\n%s", out.String())
+				t.Fatalf("the recorder was not killed within a minute:\n%s", out.Bytes())
 			}
 			var ee *exec.ExitError
 			if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the recorder ended with %v, want killed by SIGKILL:\n%s", werr, out.String())
+				t.Fatalf("the recorder ended with %v, want killed by SIGKILL:\n%s", werr, out.Bytes())
 			}
 			if own != nil {
 				if n := oomKills(t, own); n != 1 {

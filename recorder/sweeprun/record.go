@@ -1,4 +1,4 @@
-// Package record records a memory-budget sweep: one command once per
+// Package sweeprun records a memory-budget sweep: one command once per
 // budget, each run an ordinary run directory (DIR/<budget>/) recorded by
 // recorder.Record (recorded, then ingested), summed up by
 // sweep.Summarize into DIR/sweep.json. It is the sweep's write side, the
@@ -6,6 +6,7 @@
 package sweeprun
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
@@ -99,8 +101,8 @@ func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
 	ro.MemLimit = b.Bytes
 	row := sweep.Row{Budget: b.Name, MemLimit: b.Bytes, RunDir: b.Name, NA: map[string]string{}}
 	// The command's own report of its speed, read beside the untraced run's.
-	var said syncBuffer
-	ro.Stdout, ro.Stderr = teeTo(ro.Stdout, os.Stdout, &said), teeTo(ro.Stderr, os.Stderr, &said)
+	said := launch.Share(&bytes.Buffer{})
+	ro.Stdout, ro.Stderr = teeTo(ro.Stdout, os.Stdout, said), teeTo(ro.Stderr, os.Stderr, said)
 	// Every run that ran is ingested, failed ones too: they stay
 	// queryable for why they failed.
 	ro.NoIngest = false

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/launch"
@@ -46,8 +45,8 @@ func untraced(ctx context.Context, opts Options, b Budget, models []string) (flo
 	if cg != nil {
 		place = cg.Add
 	}
-	var out syncBuffer
-	ex, err := launch.RunHeld(ctx, ro.Argv, ro.User, &out, &out, place)
+	out := launch.Share(&bytes.Buffer{})
+	ex, err := launch.RunHeld(ctx, ro.Argv, ro.User, out, out, place)
 	if err != nil {
 		return 0, err
 	}
@@ -64,27 +63,8 @@ func untraced(ctx context.Context, opts Options, b Budget, models []string) (flo
 	return tps, nil
 }
 
-// syncBuffer is a buffer two copiers (the command's stdout and stderr)
-// write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
 // teeTo is w (or def when w is nil) and also buf.
-func teeTo(w, def io.Writer, buf *syncBuffer) io.Writer {
+func teeTo(w, def, buf io.Writer) io.Writer {
 	if w == nil {
 		w = def
 	}
