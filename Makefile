@@ -62,7 +62,9 @@ $(SETUP_OK): $(SETUP_DEMO_OK) $(wildcard testdata/llm/versions/*/package-lock.js
 	./scripts/setup.sh
 	@touch $@
 
-lint: ## go vet and staticcheck (pinned in go.mod's tool block) over every package
+lint: ## gofmt, go vet and staticcheck (pinned in go.mod's tool block) over every package
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' | grep -v '_bpfel\.go$$')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -w these files:" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 

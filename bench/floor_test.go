@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 // The floor's script is one bpftrace takes and attaches, with a uprobe on

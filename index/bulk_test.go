@@ -8,8 +8,8 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // dumpStore is every key and value of DIR's store but its summary.

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/report"
-	"github.com/iocorr/iocorr/testkit/browsertest"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/testkit/browsertest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // pairRun opens the run in dir for a two-run report; the store is closed

@@ -18,12 +18,12 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/report"
-	"github.com/iocorr/iocorr/testkit/browsertest"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/sweep"
+	"github.com/iocorr/iocorr/testkit/browsertest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 const pg = kernel.PageSize

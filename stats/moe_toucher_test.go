@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
-	"github.com/iocorr/iocorr/recorder"
-	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/stats"
 )
 
 // The MoE figures' ground truth: a scripted router (testkit/rectest's

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // computeDefaultTier computes the scripted run as if it were recorded in

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/sweep"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/storetest"
-	"github.com/iocorr/iocorr/sweep"
 )
 
 // The figures of a sweep row come from the run's token rows: the tiny run

@@ -10,8 +10,8 @@ import (
 	"github.com/iocorr/iocorr/stats"
 
 	"github.com/iocorr/iocorr/bpf"
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // recordForced records args with `iocorr record` with the features

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/testkit/browsertest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures: `iocorr

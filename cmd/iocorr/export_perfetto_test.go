@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/perfetto"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // `export perfetto` writes to its -o file the bytes perfetto.WriteFile

@@ -6,15 +6,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // unfinish makes the run in dir one whose recorder did not finish, and

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/internal/proc"
-	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
 func TestRecordKeepsTheChildsExitAndSaysWhatItSearched(t *testing.T) {

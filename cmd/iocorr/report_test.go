@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/report"
-	"github.com/iocorr/iocorr/testkit/browsertest"
 	"github.com/iocorr/iocorr/sweep"
+	"github.com/iocorr/iocorr/testkit/browsertest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // TestReportOfARealMoERunOpensInChromium: the shared recorded run

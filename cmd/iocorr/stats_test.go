@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 // statsJSON is `iocorr stats --format json`.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/sweep"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
 func TestSweepRejectsBadUsage(t *testing.T) {
