@@ -29,8 +29,13 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 	case "layer", "expert":
 		key.Type, key.Nullable = Int32, true
 	}
-	cols := []Column{key, {Name: "in"}, {Name: "counter"}, {Name: "a", Type: Uint64, Nullable: true},
-		{Name: "b", Type: Uint64, Nullable: true}, {Name: "delta", Type: Int64, Nullable: true}, {Name: "ratio", Type: Float64, Nullable: true}}
+	cols := []Column{key}
+	pseudo := key.Type == Int32 && anyPseudo(len(r.Groups), func(i int) string { return r.Groups[i].Key })
+	if pseudo {
+		cols = append(cols, Column{Name: PseudoTensor, Type: String, Nullable: true})
+	}
+	cols = append(cols, []Column{{Name: "in"}, {Name: "counter"}, {Name: "a", Type: Uint64, Nullable: true},
+		{Name: "b", Type: Uint64, Nullable: true}, {Name: "delta", Type: Int64, Nullable: true}, {Name: "ratio", Type: Float64, Nullable: true}}...)
 	if !table {
 		cols = append(cols, Column{Name: "na_reason"})
 	}
@@ -40,18 +45,22 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 	cells := make([]Cell, 0, len(cols))
 	for gi := range r.Groups {
 		g := &r.Groups[gi]
-		key := Text(g.Key)
+		key, name := Text(g.Key), None()
 		switch r.By {
 		case "token":
 			if n, err := strconv.ParseUint(g.Key, 10, 32); err == nil {
 				key = Num(n)
 			}
 		case "layer", "expert":
-			key = Key(g.Key)
+			key, name = Key(g.Key)
 		}
 		for ci := range g.Cells {
 			c := &g.Cells[ci]
-			cells = append(cells[:0], key, Text(g.In.String()), Text(c.Counter), sideCell(c.A, c.Unit), sideCell(c.B, c.Unit))
+			cells = append(cells[:0], key)
+			if pseudo {
+				cells = append(cells, name)
+			}
+			cells = append(cells, Text(g.In.String()), Text(c.Counter), sideCell(c.A, c.Unit), sideCell(c.B, c.Unit))
 			why := c.DeltaNA
 			if why != "" {
 				cells = append(cells, NA(), NA())

@@ -105,7 +105,8 @@ func TestLayerAndExpertKeysAreIntegersAndNullForNone(t *testing.T) {
 		var b bytes.Buffer
 		rw := New(&b, tc.format, cols)
 		for _, k := range []string{"3", "-1"} {
-			if err := rw.Row(Key(k)); err != nil {
+			key, _ := Key(k)
+			if err := rw.Row(key); err != nil {
 				t.Fatal(err)
 			}
 		}

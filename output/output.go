@@ -176,18 +176,39 @@ func CounterCells(dst []Cell, c *event.Counters, tableOnly bool, na *Unmeasured)
 	return dst
 }
 
+// PseudoTensor is the column that names the pseudo tensor ([anonymous],
+// [other file], [model header]) of a row grouped by layer or expert: a
+// pseudo tensor has no layer, and its name in the key column would turn
+// an integer column into text for every reader.
+const PseudoTensor = "pseudo_tensor"
+
 // Key is a typed group key, a layer or an expert: an integer, or, for
 // none (-1: a tensor of no layer, a dense tensor), null in the formats a
-// program reads and "-" in a table. Text that is no integer stays text.
-func Key(k string) Cell {
+// program reads and "-" in a table. A key that is no integer (a pseudo
+// tensor's name) is none too, and pseudo its name, for the PseudoTensor
+// column; pseudo is None for an integer key.
+func Key(k string) (key, pseudo Cell) {
 	n, err := strconv.ParseInt(k, 10, 32)
 	switch {
 	case err != nil:
-		return Text(k)
+		return None(), Text(k)
 	case n < 0:
-		return None()
+		return None(), None()
 	}
-	return Num(n)
+	return Num(n), None()
+}
+
+// anyPseudo says whether a key of keys is no integer: whether a result
+// grouped by layer or expert needs the PseudoTensor column. It is left
+// out otherwise, so that a query without pseudo tensors (no --all) keeps
+// the columns it had.
+func anyPseudo(n int, key func(int) string) bool {
+	for i := range n {
+		if _, err := strconv.ParseInt(key(i), 10, 32); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // None is a key that has no value (no layer, no expert): null, "-" in a

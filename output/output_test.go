@@ -3,6 +3,9 @@ package output
 import (
 	"bytes"
 	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
 )
 
 func render(t *testing.T, format Format, status string, cols []Column, rows ...[]Cell) string {
@@ -113,5 +116,42 @@ func TestFileFormatAlsoTakesParquet(t *testing.T) {
 	}
 	if err := ff.Set("xml"); err == nil || err.Error() != `unknown format "xml" (want table, csv, json, jsonl or parquet)` {
 		t.Errorf("FileFormat.Set(xml): %v", err)
+	}
+}
+
+// A pseudo tensor's row of a query by layer (--all) keeps the key column
+// an integer column: its layer is none, its name in pseudo_tensor, a
+// column only such a result has.
+func TestAPseudoTensorsLayerIsNoneAndItsNameAColumnOfItsOwn(t *testing.T) {
+	rows := []index.Row{{Key: "[anonymous]"}, {Key: "-1"}, {Key: "0"}}
+	tests := []struct {
+		name   string
+		rows   []index.Row
+		format Format
+		want   string
+	}{
+		{"csv", rows, CSV, "layer,pseudo_tensor,major_faults\r\n,[anonymous],0\r\n,,0\r\n0,,0\r\n"},
+		{"jsonl", rows, JSONL, `{"layer":null,"pseudo_tensor":"[anonymous]","major_faults":0}` + "\n" +
+			`{"layer":null,"pseudo_tensor":null,"major_faults":0}` + "\n" + `{"layer":0,"pseudo_tensor":null,"major_faults":0}` + "\n"},
+		{"table", rows, Table, "LAYER  PSEUDO_TENSOR  MAJOR_FAULTS  \n-      [anonymous]    0             \n-      -              0             \n0      -              0             \n"},
+		{"no pseudo tensor, no column", rows[1:], CSV, "layer,major_faults\r\n,0\r\n0,0\r\n"},
+	}
+	// Only major_faults: the other counters are left out as unmeasured.
+	na := &Unmeasured{Counters: CounterNA{}}
+	for _, d := range event.CounterFields {
+		if d.Name != "major_faults" {
+			na.Counters[d.Name] = "not in this test"
+		}
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := QueryRows(&b, tc.rows, "layer", tc.format, "", na); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tc.want {
+				t.Errorf("got\n%q\nwant\n%q", b.String(), tc.want)
+			}
+		})
 	}
 }

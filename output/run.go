@@ -11,7 +11,9 @@ import (
 // QueryRows writes the rows of index.Store.Query grouped by by. A table
 // shows what a person reads first (event.Counter.Table); the other
 // formats carry every counter as a raw number. Columns are the counters'
-// names everywhere. A layer or expert key is an integer, null for none.
+// names everywhere. A layer or expert key is an integer, null for none;
+// a pseudo tensor's row (query --all) has a null key and its name in the
+// PseudoTensor column, which only such a result has.
 // What the run did not measure (na: its counters, and for a query by
 // expert the router's picks) is left out, or NA, never a count of zero.
 func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured) error {
@@ -21,11 +23,15 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 	tableOnly := format == Table
 	cols := []Column{{Name: by, Type: String}}
 	intKey := by == "layer" || by == "expert"
+	pseudo := intKey && anyPseudo(len(rows), func(i int) string { return rows[i].Key })
 	switch {
 	case by == "token":
 		cols = []Column{{Name: by, Type: Uint32}, {Name: "phase", Type: String}}
 	case intKey:
 		cols[0] = Column{Name: by, Type: Int32, Nullable: true}
+		if pseudo {
+			cols = append(cols, Column{Name: PseudoTensor, Type: String, Nullable: true})
+		}
 	}
 	selected := false
 	if by == "expert" {
@@ -46,7 +52,11 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 			cells[0] = Num(r.Token)
 			cells = append(cells, Text(event.PhaseName(r.Phase)))
 		case intKey:
-			cells[0] = Key(r.Key)
+			key, name := Key(r.Key)
+			cells[0] = key
+			if pseudo {
+				cells = append(cells, name)
+			}
 		}
 		if selected {
 			if na.reason(index.Selected) != "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,20 +91,24 @@ func TestExportsLoadInPythonAndDuckDBWithTheirDefaults(t *testing.T) {
 	for _, r := range jsonRows(t, "query", "-i", dir, "--all") {
 		perToken[fmt.Sprint(r["token"])] = [2]string{fmt.Sprint(r["major_faults"]), fmt.Sprint(r["bytes_read"])}
 	}
-	perLayer := map[string]string{} // layer → major faults
-	for _, r := range jsonRows(t, "query", "-i", dir, "--by", "layer") {
-		perLayer[fmt.Sprint(r["layer"])] = fmt.Sprint(r["major_faults"])
-	}
-	// The token × tensor rows also have the memory outside the model's
-	// tensors (query --all's [anonymous], ...): no layer, null.
-	allLayers := maps.Clone(perLayer)
-	for _, r := range jsonRows(t, "query", "-i", dir, "--by", "layer", "--all") {
-		if _, isLayer := perLayer[fmt.Sprint(r["layer"])]; !isLayer {
-			allLayers[""] = fmt.Sprint(r["major_faults"])
+	perLayer := sumsBy(t, "layer", jsonRows(t, "query", "-i", dir, "--by", "layer"))
+	// With --all, the memory outside the model's tensors ([anonymous],
+	// ...) has rows of its own: no layer (null), the pseudo tensor's name
+	// beside it. The token × tensor rows have it too, also of no layer.
+	allRows := jsonRows(t, "query", "-i", dir, "--by", "layer", "--all")
+	allLayers := sumsBy(t, "layer", allRows)
+	pseudos := 0
+	for _, r := range allRows {
+		if r["pseudo_tensor"] != nil {
+			pseudos++
+			if r["layer"] != nil {
+				t.Errorf("query --by layer --all: pseudo tensor %v has layer %v, want null", r["pseudo_tensor"], r["layer"])
+			}
 		}
 	}
-	if len(perToken) != 3 || perLayer["0"] == "" || allLayers[""] == "" {
-		t.Fatalf("query: tokens %v, layers %v", perToken, allLayers)
+	perExpert := sumsBy(t, "expert", jsonRows(t, "query", "-i", dir, "--by", "expert", "--all"))
+	if len(perToken) != 3 || perLayer["0"] == "" || allLayers[""] == "" || pseudos == 0 || perExpert[""] == "" {
+		t.Fatalf("query: tokens %v, layers %v, with --all %v (%d pseudo tensors), experts %v", perToken, perLayer, allLayers, pseudos, perExpert)
 	}
 	out := t.TempDir()
 	db := duckDB(t)
@@ -115,13 +118,17 @@ func TestExportsLoadInPythonAndDuckDBWithTheirDefaults(t *testing.T) {
 		// key and figure: the columns whose sums by key equal want.
 		key, figure string
 		want        map[string]string
+		// extra are columns the header must have besides key.
+		extra []string
 	}
 	exports := []export{
-		{"faults-per-token", []string{"export", "-i", dir, "faults-per-token"}, "token", "bytes_read", nil},
-		{"faults-per-token-tensor", []string{"export", "-i", dir, "faults-per-token-tensor"}, "layer", "major_faults", allLayers},
-		{"events", []string{"export", "-i", dir, "events"}, "token", "bytes", nil},
-		{"query-by-token", []string{"query", "-i", dir, "--all"}, "token", "major_faults", nil},
-		{"query-by-layer", []string{"query", "-i", dir, "--by", "layer"}, "layer", "major_faults", perLayer},
+		{"faults-per-token", []string{"export", "-i", dir, "faults-per-token"}, "token", "bytes_read", nil, nil},
+		{"faults-per-token-tensor", []string{"export", "-i", dir, "faults-per-token-tensor"}, "layer", "major_faults", allLayers, nil},
+		{"events", []string{"export", "-i", dir, "events"}, "token", "bytes", nil, nil},
+		{"query-by-token", []string{"query", "-i", dir, "--all"}, "token", "major_faults", nil, nil},
+		{"query-by-layer", []string{"query", "-i", dir, "--by", "layer"}, "layer", "major_faults", perLayer, nil},
+		{"query-by-layer-all", []string{"query", "-i", dir, "--by", "layer", "--all"}, "layer", "major_faults", allLayers, []string{"pseudo_tensor"}},
+		{"query-by-expert-all", []string{"query", "-i", dir, "--by", "expert", "--all"}, "expert", "major_faults", perExpert, nil},
 	}
 	exports[0].want = map[string]string{}
 	exports[3].want = map[string]string{}
@@ -222,9 +229,37 @@ func TestExportsLoadInPythonAndDuckDBWithTheirDefaults(t *testing.T) {
 				if !slices.Contains(duckHeader, ex.key) || slices.Contains(duckHeader, "pages_added") {
 					t.Errorf("header %v: want %s, and pages_added left out", duckHeader, ex.key)
 				}
+				for _, c := range ex.extra {
+					if !slices.Contains(duckHeader, c) {
+						t.Errorf("header %v: want %s", duckHeader, c)
+					}
+				}
 			})
 		}
 	}
+}
+
+// sumsBy sums query's major faults of rows by key (null as ""): the
+// oracle of the exports' sums by the same key.
+func sumsBy(t *testing.T, key string, rows []map[string]any) map[string]string {
+	t.Helper()
+	sums := map[string]uint64{}
+	for _, r := range rows {
+		k := ""
+		if r[key] != nil {
+			k = fmt.Sprint(r[key])
+		}
+		n, ok := jsonUint(t, r["major_faults"])
+		if !ok {
+			t.Fatalf("query: major_faults of %s %q is null", key, k)
+		}
+		sums[k] += n
+	}
+	out := map[string]string{}
+	for k, n := range sums {
+		out[k] = strconv.FormatUint(n, 10)
+	}
+	return out
 }
 
 // checkSums compares sums by key with want.
