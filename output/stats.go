@@ -14,19 +14,28 @@ import (
 )
 
 // StatsTables prints each table of rep a person reads; tables with many
-// columns and few rows (per phase) are printed one figure per line. The
-// reasons of the NA cells follow each table.
-func StatsTables(w io.Writer, rep *stats.Report) error {
+// columns and few rows (per phase) are printed one figure per line. A
+// figure not measured is an NA cell; why is in notes, once per reason for
+// every table (which the caller puts on stderr, as the other commands'):
+// "TABLE.COLUMN, … NA: reason", in the order the tables first meet it.
+func StatsTables(w io.Writer, rep *stats.Report) (notes []string, err error) {
+	var reasons []string
+	cols := map[string][]string{} // reason → table.column
 	for ti := range rep.Tables {
 		t := &rep.Tables[ti]
 		if t.Long {
 			continue
 		}
 		fmt.Fprintf(w, "\n## %s — %s\n", t.Name, t.Title)
-		var reasons []string
-		note := func(v stats.Value) {
-			if v.NA != "" && !slices.Contains(reasons, v.NA) {
+		note := func(c stats.Column, v stats.Value) {
+			if v.NA == "" {
+				return
+			}
+			if _, seen := cols[v.NA]; !seen {
 				reasons = append(reasons, v.NA)
+			}
+			if col := t.Name + "." + c.Name; !slices.Contains(cols[v.NA], col) {
+				cols[v.NA] = append(cols[v.NA], col)
 			}
 		}
 		if len(t.Columns) > 8 && len(t.Rows) <= 4 && len(t.Rows) > 0 {
@@ -39,14 +48,14 @@ func StatsTables(w io.Writer, rep *stats.Report) error {
 				cells := []Cell{Text(t.Columns[ci].Name)}
 				for _, r := range t.Rows {
 					cells = append(cells, statsCell(t.Columns[ci], r[ci]))
-					note(r[ci])
+					note(t.Columns[ci], r[ci])
 				}
 				if err := rw.Row(cells...); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			if err := rw.Close(); err != nil {
-				return err
+				return nil, err
 			}
 		} else {
 			cols := make([]Column, len(t.Columns))
@@ -58,21 +67,21 @@ func StatsTables(w io.Writer, rep *stats.Report) error {
 				cells := make([]Cell, len(r))
 				for i := range r {
 					cells[i] = statsCell(t.Columns[i], r[i])
-					note(r[i])
+					note(t.Columns[i], r[i])
 				}
 				return rw.Row(cells...)
 			}); err != nil {
-				return err
+				return nil, err
 			}
 			if err := rw.Close(); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		for _, r := range reasons {
-			fmt.Fprintf(w, "NA: %s\n", r)
-		}
 	}
-	return nil
+	for _, why := range reasons {
+		notes = append(notes, fmt.Sprintf("%s NA: %s", strings.Join(cols[why], ", "), why))
+	}
+	return notes, nil
 }
 
 // statsCell renders a value for a table by its column's unit suffix.

@@ -57,7 +57,13 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if *format == "json" {
 			return output.StatsJSON(stdout, rep)
 		}
-		return output.StatsTables(stdout, rep)
+		// The reasons of the NA cells once on stderr, as the other
+		// commands' notes: stdout has only the tables.
+		notes, err := output.StatsTables(stdout, rep)
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "iocorr: note: %s\n", n)
+		}
+		return err
 	}
 }
 
