@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 # qemu-user-static runs the arm64 test binaries of `make arm64`.
-for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g++:g++ cmake:cmake git:git qemu-aarch64-static:qemu-user-static; do
+for cmd_pkg in clang:clang llc:llvm bpftool:bpftool bpftrace:bpftrace gcc:gcc g++:g++ cmake:cmake git:git qemu-aarch64-static:qemu-user-static python3:python3; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
