@@ -28,7 +28,12 @@ DIST          := dist
 RELEASE_ARCHS := amd64 arm64
 RELEASE       := $(DIST)/iocorr-$(VERSION)-linux
 
+# dist/ holds one release, the current: the artifacts of other versions
+# are removed rather than listed, so that SHA256SUMS names every file there
+# and `sha256sum -c SHA256SUMS` or an upload of dist/* ships one version
+# (an older one is rebuilt from its commit, `make release` there).
 release: $(foreach a,$(RELEASE_ARCHS),$(RELEASE)-$(a).tar.gz) ## static, stripped linux/amd64 and linux/arm64 binaries, tarballs and SHA256SUMS in dist/
+	find $(DIST) -maxdepth 1 -name 'iocorr-*' ! -name '$(notdir $(RELEASE))-*' -print -delete
 	cd $(DIST) && sha256sum $(foreach a,$(RELEASE_ARCHS),$(notdir $(RELEASE))-$(a) $(notdir $(RELEASE))-$(a).tar.gz) >SHA256SUMS
 	@ls -l $(DIST)
 
