@@ -50,7 +50,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 	fs.StringVar(&q.By, "by", "token", "group by "+strings.Join(index.GroupBys, "|"))
 	fs.StringVar(&q.Sort, "sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
 	fs.IntVar(&q.Top, "top", 0, "keep the first K rows")
-	fs.BoolVar(&q.Pseudos, "all", false, "include [other file], [anonymous] and [model header] without --tensor")
+	fs.BoolVar(&q.Pseudos, "all", false, "include [other file], [anonymous] and [model header] without --tensor (by layer: layer null, the name in pseudo_tensor)")
 	allColumns := fs.Bool("all-columns", false, "keep the columns the run did not measure (NA in every row) rather than leave them out")
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
