@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/proc"
@@ -38,18 +36,19 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	o := r.o
 	pid := o.PID
 	r.m.Command = cmdlineOf(pid)
-	if err := r.openTracer(); err != nil {
+	sess, err := openSession(o)
+	if err != nil {
 		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}
-	defer r.closeTracer()
+	r.sess, r.tr = sess, sess.tr
+	defer sess.close()
 	if err := r.addModels(); err != nil {
 		return Result{}, fmt.Errorf("--model: %w", r.abort(err))
 	}
-	sp, err := ingest.CreateSpool(filepath.Join(o.Dir, rundir.SpoolFile))
-	if err != nil {
+	if err := r.createSpool(); err != nil {
 		return Result{}, r.abort(err)
 	}
-	r.spool = sp
+	defer r.closeSpool()
 	r.m.Child.PID = pid
 	r.fam.first(pid)
 	defer r.fam.closeWarden()
@@ -107,7 +106,7 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	// Nothing is recorded from here: the probes come off while the
 	// process is still frozen, then it runs on, detached; the pauses'
 	// counts come with the detach.
-	r.closeTracer()
+	sess.close()
 	if !exited {
 		if err := w.Thaw(pid); err != nil {
 			r.warn(err.Error())

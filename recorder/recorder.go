@@ -157,16 +157,19 @@ var openTracer = bpf.Open
 type recording struct {
 	// runMeta is meta.json's state, its warnings and its writer.
 	runMeta
-	o      *Options
+	o *Options
+	// sess is the tracer's session; tr, its tracer, is nil until it opens.
+	sess   *session
 	tr     *bpf.Tracer
 	models *models
 	spool  *ingest.SpoolWriter
-	child  *launch.Child
+	// spoolOnce closes spool once, by end (for its error) or by Run's
+	// defer; spoolErr is that close's error.
+	spoolOnce sync.Once
+	spoolErr  error
 	// fam is the traced processes and the warden that holds them.
-	fam *family
-	// closeOnce closes tr once, early or by Run's defer.
-	closeOnce sync.Once
-	stats     liveStats
+	fam   *family
+	stats liveStats
 	// counts are the records drained, by type.
 	counts ingest.Counts
 	// blockUnfinished counts the block requests put in the spool from
@@ -299,59 +302,17 @@ func (r *recording) residentEnd() {
 }
 
 // finish completes and writes the metadata; derr is the recording error.
-// It also runs when the tracer never opened (r.tr is nil).
+// It also runs when the tracer never opened (r.sess is nil).
 func (r *recording) finish(exit *launch.Exit, derr error) {
 	if derr != nil && !r.warned(derr.Error()) {
 		r.warn(fmt.Sprintf("recording failed: %v", derr))
 	}
 	var nlost uint64
-	if r.tr != nil {
-		lost, err := r.tr.Lost()
-		if err != nil {
-			r.warn(err.Error())
-		}
-		if lost != nil {
-			r.m.Lost = lost
-		}
-		for _, n := range lost {
-			nlost += n
-		}
-		if nlost > 0 {
-			r.warn(fmt.Sprintf("%d events were lost (the ring buffer was full); raise --ringbuf-size", nlost))
-		}
-		// The bounded loops of a kernel without bpf_loop say what they
-		// left unread: counted, never dropped silently.
-		if cut, err := r.tr.LoopsCut(); err != nil {
-			r.warn(err.Error())
-		} else if cut.GraphNodes > 0 || cut.ExpertRows > 0 {
-			r.m.LoopsCut = &rundir.LoopsCut{GraphNodes: cut.GraphNodes, ExpertRows: cut.ExpertRows}
-			r.warn(fmt.Sprintf("the kernel has no bpf_loop and its bounded loops left %d graph nodes unwalked and %d token rows of expert ids unread", cut.GraphNodes, cut.ExpertRows))
-		}
-		if n, err := r.tr.StopsUnheld(); err != nil {
-			r.warn(err.Error())
-		} else if n > 0 && r.fam.unheld(n) {
-			r.warn(fmt.Sprintf("%d pauses for a uprobe attach were not taken: the thread that asked began less than 100 ms before, and the warden seizes threads only once they have run that long; the file it mapped was probed while it ran on (up to the recorder's wakeup later)", n))
-		}
-		if n, err := r.tr.UnorderedPageRuns(); err != nil {
-			r.warn(err.Error())
-		} else if n > 0 {
-			r.m.PageRunsUnordered = n
-			r.warn(fmt.Sprintf("%d page-cache runs reached the ring after a page event of the same pages (their CPU kept changing their slot past the flush's tries): nothing was lost, and the store orders each chunk of events by time", n))
-		}
-		// Requests whose completion never reached BPF (seen on this VM
-		// for a few completions run in softirq), or had not come by the
-		// end, are recorded from their issue, without a latency: say how
-		// many.
-		if n, err := r.tr.BlockRequeues(); err != nil {
-			r.warn(err.Error())
-		} else {
-			r.m.BlockRequeues = n
-		}
-		if n, err := r.tr.BlockCompletionsUnseen(); err != nil {
-			r.warn(err.Error())
-		} else if n += r.blockUnfinished; n > 0 {
-			r.m.BlockIncomplete = n
-			r.warn(fmt.Sprintf("%d block requests were recorded without their completion (never seen by BPF, or not yet come at the end): their bytes are in the record, their latency is NA", n))
+	if r.sess != nil {
+		var warnings []string
+		nlost, warnings = r.sess.counts().record(&r.m, r.blockUnfinished, r.fam.unheld)
+		for _, w := range warnings {
+			r.warn(w)
 		}
 		if exit != nil && !r.hasUserProbes() {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",

@@ -36,11 +36,12 @@ const recordGCPercent = 400
 // a Result that says what was captured.
 //
 // The steps, in order: prepare the run directory and its first metadata;
-// open the tracer and add the models; launch the command held and set it
-// up (memory cgroup, probes on its executable, page cache); trace it from
-// its release to its end; finish the metadata. Each resource is released
-// by a defer next to its creation, except the spool and the held child,
-// which abort ends before the command runs and trace after.
+// open the tracer session and add the models; create the spool; launch
+// the command held and set it up (memory cgroup, probes on its
+// executable, page cache); trace it from its release to its end; finish
+// the metadata. Each resource is released by a defer next to its
+// creation; a step that fails finishes the metadata with its error
+// (abort) and returns.
 func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
@@ -88,10 +89,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.PID != 0 {
 		return r.runAttached(ctx)
 	}
-	if err := r.openTracer(); err != nil {
+	sess, err := openSession(&o)
+	if err != nil {
 		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}
-	defer r.closeTracer()
+	r.sess, r.tr = sess, sess.tr
+	defer sess.close()
 	if err := r.addModels(); err != nil {
 		return Result{}, fmt.Errorf("--model: %w", r.abort(err))
 	}
@@ -108,10 +111,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		r.warn(err.Error() + ": processes of the command orphaned by their parent are not in the run's rusage")
 	}
-	if err := r.launch(); err != nil {
+	if err := r.createSpool(); err != nil {
 		return Result{}, r.abort(err)
 	}
-	cg, err := r.limitMemory()
+	defer r.closeSpool()
+	child, err := r.launch()
+	if err != nil {
+		return Result{}, r.abort(err)
+	}
+	// Kills the child if it never ran; once it ran, it was reaped at its
+	// end, and this finds nothing to do.
+	defer child.Abort()
+	cg, err := r.limitMemory(child.PID())
 	if cg != nil {
 		// Deferred, so that every way out (an error, Ctrl-C) removes it.
 		defer func() {
@@ -147,7 +158,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, r.abort(errors.New("interrupted before the command started"))
 	}
 
-	end, err := r.trace(ctx)
+	end, err := r.trace(ctx, child)
 	if err != nil {
 		return Result{}, r.abort(err)
 	}
@@ -157,7 +168,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// Nothing reads the ring from here on: detach before anything slow,
 	// so that a process the command left behind is neither stopped for
 	// uprobes nor slowed by probes.
-	r.closeTracer()
+	sess.close()
 	if r.fam.warden == nil && r.fam.continueStopped() > 0 {
 		r.finishMeta()
 	}
@@ -191,32 +202,6 @@ func prepare(o *Options) (*recording, error) {
 	return r, nil
 }
 
-// openTracer loads and attaches the BPF programs; the error says what
-// the machine lacks where it can tell.
-func (r *recording) openTracer() error {
-	o := r.o
-	tr, err := openTracer(bpf.Options{ProbeOps: o.Probes.Ops, ProbeSched: o.Probes.Sched, PageCache: o.Probes.PageCache, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
-	if err != nil {
-		if errors.Is(err, bpf.ErrPrivileges) {
-			err = fmt.Errorf("%w (run as root)", err)
-		} else if hint := tracefsHint(); hint != "" {
-			err = fmt.Errorf("%w (%s)", err, hint)
-		}
-		return err
-	}
-	r.tr = tr
-	return nil
-}
-
-// closeTracer detaches everything; only the first call does it.
-func (r *recording) closeTracer() {
-	r.closeOnce.Do(func() {
-		if err := r.tr.Close(); err != nil {
-			fmt.Fprintf(r.stderr, "iocorr: closing the tracer: %v\n", err)
-		}
-	})
-}
-
 // addModels tells the tracer the model files known before the command
 // starts: --model files, and files the command line names.
 func (r *recording) addModels() error {
@@ -244,40 +229,51 @@ func (r *recording) addModels() error {
 	return nil
 }
 
-// launch creates the spool and starts the command held: it exists, with
-// its pid, but runs none of its code until trace releases it.
-func (r *recording) launch() error {
+// createSpool creates the file the ring is drained into.
+func (r *recording) createSpool() error {
 	sp, err := ingest.CreateSpool(filepath.Join(r.o.Dir, rundir.SpoolFile))
 	if err != nil {
 		return err
 	}
 	r.spool = sp
+	return nil
+}
+
+// closeSpool closes the spool once: end does, to hear its error (a full
+// disk), and Run's defer does on the way out of a run that failed before.
+func (r *recording) closeSpool() error {
+	r.spoolOnce.Do(func() { r.spoolErr = r.spool.Close() })
+	return r.spoolErr
+}
+
+// launch starts the command held: it exists, with its pid, but runs none
+// of its code until trace releases it.
+func (r *recording) launch() (*launch.Child, error) {
 	child, err := launch.StartHeld(r.o.Argv, r.o.User, r.o.Stdout, r.o.Stderr, r.tr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.child = child
 	r.fam.first(child.PID())
 	r.m.Child.PID = child.PID()
 	if r.o.User != nil {
 		r.m.Child.UID, r.m.Child.GID = int(r.o.User.UID), int(r.o.User.GID)
 	}
-	return nil
+	return child, nil
 }
 
-// limitMemory puts the held child in a memory cgroup of --mem-limit. The
-// cgroup comes back whenever it was made, also with an error, so that
-// the caller removes it.
-func (r *recording) limitMemory() (*cgroup.Cgroup, error) {
+// limitMemory puts the held child pid in a memory cgroup of --mem-limit.
+// The cgroup comes back whenever it was made, also with an error, so
+// that the caller removes it.
+func (r *recording) limitMemory(pid int) (*cgroup.Cgroup, error) {
 	if r.o.MemLimit <= 0 {
 		return nil, nil
 	}
-	cg, err := cgroup.NewMemory(cgroup.Name(r.child.PID()), r.o.MemLimit)
+	cg, err := cgroup.NewMemory(cgroup.Name(pid), r.o.MemLimit)
 	if err != nil {
 		return nil, err
 	}
 	r.m.Controls.Cgroup, r.m.Controls.CgroupVer = cg.Path, cg.Version
-	return cg, cg.Add(r.child.PID())
+	return cg, cg.Add(pid)
 }
 
 // attachStatic probes the executable and the --lib files. The executable
@@ -322,17 +318,11 @@ func (r *recording) setPageCache() error {
 	return nil
 }
 
-// abort ends a recording whose command never ran: the held child is
-// killed, the spool closed and the metadata finished with err, which it
-// returns.
+// abort ends a recording whose command never ran: the warden lets go
+// and the metadata is finished with err, which it returns. The held
+// child and the spool are Run's defers'.
 func (r *recording) abort(err error) error {
-	if r.child != nil {
-		r.child.Abort()
-	}
 	r.fam.closeWarden()
-	if r.spool != nil {
-		r.spool.Close()
-	}
 	r.finish(nil, err)
 	return err
 }
@@ -351,11 +341,11 @@ type ended struct {
 // trace releases the command and reads the ring into the spool until it
 // ends, then takes the end stamps. An error means the command could not
 // be released (and never ran).
-func (r *recording) trace(ctx context.Context) (ended, error) {
+func (r *recording) trace(ctx context.Context, child *launch.Child) (ended, error) {
 	tr := r.begin()
-	stopForward := r.child.ForwardSignals()
+	stopForward := child.ForwardSignals()
 	r.cpuAtRelease = selfCPUNS()
-	if err := r.child.Release(); err != nil {
+	if err := child.Release(); err != nil {
 		stopForward()
 		tr.stopDrain()
 		<-tr.drainErr
@@ -366,10 +356,10 @@ func (r *recording) trace(ctx context.Context) (ended, error) {
 	}
 
 	var e ended
-	drained, derr := r.wait(tr.drainErr)
+	drained, derr := r.wait(child.Done(), tr.drainErr)
 	e.err = derr
 	e.sigs = stopForward()
-	e.exit = r.child.Wait()
+	e.exit = child.Wait()
 	r.cpuAtExit = selfCPUNS()
 	if !drained {
 		r.fam.await(ctx, r.tr.TracedProcesses)
@@ -453,7 +443,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 	r.filemapFaults = r.kernelCounts()
 	tr.stopProgress()
 	r.writer.stop()
-	if cerr := r.spool.Close(); err == nil {
+	if cerr := r.closeSpool(); err == nil {
 		err = cerr
 	}
 	return err
@@ -477,13 +467,13 @@ func (r *recording) takeUnfinishedBlockRequests() {
 	}
 }
 
-// wait waits for the command to end. The drain ends early only on a spool
+// wait waits for the command to end (done). The drain ends early only on a spool
 // error (a full disk), which it returns with drained set. The ring must
 // still be read then: the kernel stops a process that maps a new
 // executable and waits for user space to let it go.
-func (r *recording) wait(drainErr <-chan error) (drained bool, err error) {
+func (r *recording) wait(done <-chan struct{}, drainErr <-chan error) (drained bool, err error) {
 	select {
-	case <-r.child.Done():
+	case <-done:
 		return false, nil
 	case err = <-drainErr:
 	}
@@ -498,7 +488,7 @@ func (r *recording) wait(drainErr <-chan error) (drained bool, err error) {
 		n, err := bpf.Discard(dctx, r.tr.RingBuf(), r.act)
 		discarded <- discard{n, err}
 	}()
-	<-r.child.Done()
+	<-done
 	stopDiscard()
 	d := <-discarded
 	if d.n > 0 {

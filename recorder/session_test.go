@@ -1,0 +1,110 @@
+package recorder
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// Each count the tracer kept lands in meta.json, and each one that says
+// something was missed or read badly comes with its warning: never a
+// silent zero, and no warning for a clean run.
+func TestEndCountsGoToTheMetadataWithTheirWarnings(t *testing.T) {
+	three := uint64(3)
+	readFailed := errors.New("reading the map failed")
+	cases := []struct {
+		name       string
+		c          endCounts
+		unfinished uint64
+		keeps      bool // the family keeps pauses
+		wantLost   uint64
+		want       rundir.Meta
+		warnings   []string // substrings, in order
+	}{
+		{name: "a clean run says nothing",
+			c:    endCounts{lost: map[string]uint64{"fault": 0}, requeues: new(uint64)},
+			want: rundir.Meta{Lost: map[string]uint64{"fault": 0}, BlockRequeues: new(uint64)}},
+		{name: "lost events are summed and said",
+			c:        endCounts{lost: map[string]uint64{"fault": 2, "block": 5}, requeues: &three},
+			wantLost: 7,
+			want:     rundir.Meta{Lost: map[string]uint64{"fault": 2, "block": 5}, BlockRequeues: &three},
+			warnings: []string{"7 events were lost"}},
+		{name: "loops cut short on a kernel without bpf_loop",
+			c:        endCounts{cut: bpf.LoopsCut{GraphNodes: 4, ExpertRows: 1}},
+			want:     rundir.Meta{LoopsCut: &rundir.LoopsCut{GraphNodes: 4, ExpertRows: 1}},
+			warnings: []string{"left 4 graph nodes unwalked and 1 token rows"}},
+		{name: "pauses not taken, said only where the family keeps pauses",
+			c: endCounts{stopsUnheld: 2}, keeps: true,
+			warnings: []string{"2 pauses for a uprobe attach were not taken"}},
+		{name: "pauses not taken and no pauses kept",
+			c: endCounts{stopsUnheld: 2}},
+		{name: "page runs out of order",
+			c:        endCounts{unorderedRuns: 9},
+			want:     rundir.Meta{PageRunsUnordered: 9},
+			warnings: []string{"9 page-cache runs reached the ring after"}},
+		{name: "completions unseen and requests unfinished add up",
+			c: endCounts{completionsUnseen: 2}, unfinished: 3,
+			want:     rundir.Meta{BlockIncomplete: 5},
+			warnings: []string{"5 block requests were recorded without their completion"}},
+		{name: "a count that could not be read is said, not zero",
+			c: endCounts{lostErr: readFailed, cutErr: readFailed, stopsUnheldErr: readFailed, unorderedRunsErr: readFailed,
+				requeues: &three, requeuesErr: readFailed, completionsUnseenErr: readFailed},
+			unfinished: 3,
+			warnings:   []string{readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error()}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var m rundir.Meta
+			var handed uint64
+			lost, warnings := tc.c.record(&m, tc.unfinished, func(n uint64) bool { handed = n; return tc.keeps })
+			if lost != tc.wantLost {
+				t.Errorf("lost = %d, want %d", lost, tc.wantLost)
+			}
+			if !reflect.DeepEqual(m, tc.want) {
+				t.Errorf("meta = %+v, want %+v", m, tc.want)
+			}
+			if tc.c.stopsUnheld > 0 && tc.c.stopsUnheldErr == nil && handed != tc.c.stopsUnheld {
+				t.Errorf("the family was handed %d unheld pauses, want %d", handed, tc.c.stopsUnheld)
+			}
+			if len(warnings) != len(tc.warnings) {
+				t.Fatalf("warnings %q, want %d", warnings, len(tc.warnings))
+			}
+			for i, w := range tc.warnings {
+				if !strings.Contains(warnings[i], w) {
+					t.Errorf("warning %d = %q, want it to say %q", i, warnings[i], w)
+				}
+			}
+		})
+	}
+}
+
+// A session just opened has counted nothing, reads every count without
+// an error, and closes once however often it is closed.
+func TestSessionOpensCountsNothingAndClosesOnce(t *testing.T) {
+	testenv.RequireBPF(t)
+	var stderr bytes.Buffer
+	s, err := openSession(&Options{Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.counts()
+	var m rundir.Meta
+	lost, warnings := c.record(&m, 0, func(uint64) bool { return true })
+	if lost != 0 || len(warnings) != 0 {
+		t.Errorf("a fresh session: %d lost, warnings %q", lost, warnings)
+	}
+	if m.BlockRequeues != nil && *m.BlockRequeues != 0 {
+		t.Errorf("a fresh session counted %d requeues", *m.BlockRequeues)
+	}
+	s.close()
+	s.close()
+	if stderr.Len() != 0 {
+		t.Errorf("closing twice said %q", stderr.String())
+	}
+}
