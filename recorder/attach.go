@@ -36,15 +36,11 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	o := r.o
 	pid := o.PID
 	r.m.Command = cmdlineOf(pid)
-	sess, err := openSession(o)
+	sess, err := r.startSession()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
+		return Result{}, err
 	}
-	r.sess, r.tr = sess, sess.tr
 	defer sess.close()
-	if err := r.addModels(); err != nil {
-		return Result{}, fmt.Errorf("--model: %w", r.abort(err))
-	}
 	if err := r.createSpool(); err != nil {
 		return Result{}, r.abort(err)
 	}

@@ -89,15 +89,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.PID != 0 {
 		return r.runAttached(ctx)
 	}
-	sess, err := openSession(&o)
+	sess, err := r.startSession()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
+		return Result{}, err
 	}
-	r.sess, r.tr = sess, sess.tr
 	defer sess.close()
-	if err := r.addModels(); err != nil {
-		return Result{}, fmt.Errorf("--model: %w", r.abort(err))
-	}
 	if o.DropCaches {
 		if err := pagecache.DropCaches(); err != nil {
 			return Result{}, r.abort(err)
@@ -200,6 +196,23 @@ func prepare(o *Options) (*recording, error) {
 		})
 	}
 	return r, nil
+}
+
+// startSession opens the tracer session and tells it the models known
+// before the command starts. An error ends the recording (abort), the
+// session closed again.
+func (r *recording) startSession() (*session, error) {
+	sess, err := openSession(r.o)
+	if err != nil {
+		return nil, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
+	}
+	r.sess, r.tr = sess, sess.tr
+	if err := r.addModels(); err != nil {
+		err = r.abort(err)
+		sess.close()
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	return sess, nil
 }
 
 // addModels tells the tracer the model files known before the command

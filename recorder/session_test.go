@@ -2,7 +2,10 @@ package recorder
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -106,5 +109,37 @@ func TestSessionOpensCountsNothingAndClosesOnce(t *testing.T) {
 	s.close()
 	if stderr.Len() != 0 {
 		t.Errorf("closing twice said %q", stderr.String())
+	}
+}
+
+// A --model that is no model stops the recording after the session
+// opened: the command never runs, the run directory is finished and says
+// why, with the session's counts read before it closed.
+func TestRunWithAModelThatIsNoModelLeavesAFinishedRunSayingWhy(t *testing.T) {
+	testenv.RequireBPF(t)
+	notModel := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notModel, []byte("no gguf here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	mark := filepath.Join(t.TempDir(), "ran")
+	o := options(dir, "touch", mark)
+	o.Models = []string{notModel}
+	res, err := Run(context.Background(), o)
+	if err == nil || !strings.HasPrefix(err.Error(), "--model: ") {
+		t.Fatalf("err = %v, want a --model error", err)
+	}
+	if res.Ran {
+		t.Error("the result says the command ran")
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the command ran")
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete || !m.Finished || !strings.Contains(strings.Join(m.Warnings, "\n"), notModel) || m.Lost == nil {
+		t.Fatalf("complete %v, finished %v, warnings %q, lost %v", m.Complete, m.Finished, m.Warnings, m.Lost)
 	}
 }
