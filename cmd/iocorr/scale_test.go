@@ -116,7 +116,10 @@ func runChild(t *testing.T, stdout string, args ...string) (int64, string) {
 	defer f.Close()
 	var errOut bytes.Buffer
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestScaleHelperProcess$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), scaleHelperEnv+"=1")
+	// GOGC=25: the peak follows what a command holds, not when its
+	// collector last ran (with the default 100, report's peak moved ±20 MiB
+	// between two reads of one store, past the per-token bound).
+	cmd.Env = append(os.Environ(), scaleHelperEnv+"=1", "GOGC=25")
 	cmd.Stdout, cmd.Stderr = f, &errOut
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("iocorr %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
@@ -196,7 +199,8 @@ func TestCommandsPeakRSSIsBoundedWhateverTheRunsLength(t *testing.T) {
 // of the model (or a heatmap column per token past report.HeatTokens)
 // grows by that or more. What is allowed is a token's own few hundred
 // bytes (its TokenInfo, a point of a line before LinePoints bins them)
-// and the ±20 MiB between runs of one store (3.3 KiB a token here).
+// and the noise between runs of one store (±20 MiB with GOGC at its
+// default, 3.3 KiB a token here; the children run with GOGC=25).
 const maxGrowthPerToken = 4096.0
 
 // A run of many short tokens costs no more memory to read than one of
