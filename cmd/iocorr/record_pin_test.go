@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,10 +77,16 @@ func TestRecordPinHoldsThePlansPagesInTheCommandsCgroupThroughTheRun(t *testing.
 	if rep.Resident < pinnedPages || rep.Resident > (pinnedPages+filePages)/2 {
 		t.Errorf("after the pressure %d of the model's %d pages were resident, want the pin's %d and few more", rep.Resident, filePages, pinnedPages)
 	}
-	// MADV_RANDOM: a pinned page the pressure had evicted would be one
-	// major fault.
-	if rep.MajFlt != 0 {
-		t.Errorf("touching the pinned pages after reading %d MiB under a %d MiB budget took %d major faults: the pin did not hold", 2*budget>>20, budget>>20, rep.MajFlt)
+	// A pinned page the pressure had evicted would be a major fault of the
+	// model file (MADV_RANDOM: one per page), as the recording attributes
+	// it; the toucher's own majflt also counts its binary's text, which the
+	// host may have paged out.
+	mf := regexp.MustCompile(`in model files (\d+) major, (\d+) minor`).FindStringSubmatch(errOut)
+	if mf == nil {
+		t.Fatalf("the summary has no faults in model files:\n%s", errOut)
+	}
+	if mf[1] != "0" || mf[2] == "0" {
+		t.Errorf("touching the pinned pages after reading %d MiB under a %d MiB budget took %s major and %s minor faults in the model: want 0 major (the pin held) and the touches seen", 2*budget>>20, budget>>20, mf[1], mf[2])
 	}
 
 	m, err := rundir.ReadMeta(dir)
