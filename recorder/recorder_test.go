@@ -81,17 +81,26 @@ func TestRunThatCannotAttachLeavesAFinishedRunSayingWhy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "mm_filemap_fault") || !strings.Contains(err.Error(), "doctor") {
 		t.Fatalf("err = %v", err)
 	}
+	requireNotRunAndSaid(t, res, dir, mark, "mm_filemap_fault")
+}
+
+// requireNotRunAndSaid fails t unless a run that stopped before its
+// command ran says so: the result, no mark of the command (it touches
+// mark), and a finished, incomplete meta.json whose warnings name why
+// and whose lost counts were read, not left out.
+func requireNotRunAndSaid(t *testing.T, res Result, dir, mark, why string) {
+	t.Helper()
 	if res.Ran {
 		t.Error("the result says the command ran")
 	}
 	if _, err := os.Stat(mark); err == nil {
-		t.Fatal("the command ran untraced")
+		t.Fatal("the command ran")
 	}
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Complete || !m.Finished || !strings.Contains(strings.Join(m.Warnings, "\n"), "mm_filemap_fault") || m.Lost == nil {
+	if m.Complete || !m.Finished || !strings.Contains(strings.Join(m.Warnings, "\n"), why) || m.Lost == nil {
 		t.Fatalf("complete %v, finished %v, warnings %q, lost %v", m.Complete, m.Finished, m.Warnings, m.Lost)
 	}
 }

@@ -129,17 +129,5 @@ func TestRunWithAModelThatIsNoModelLeavesAFinishedRunSayingWhy(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "--model: ") {
 		t.Fatalf("err = %v, want a --model error", err)
 	}
-	if res.Ran {
-		t.Error("the result says the command ran")
-	}
-	if _, err := os.Stat(mark); err == nil {
-		t.Fatal("the command ran")
-	}
-	m, err := rundir.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Complete || !m.Finished || !strings.Contains(strings.Join(m.Warnings, "\n"), notModel) || m.Lost == nil {
-		t.Fatalf("complete %v, finished %v, warnings %q, lost %v", m.Complete, m.Finished, m.Warnings, m.Lost)
-	}
+	requireNotRunAndSaid(t, res, dir, mark, notModel)
 }
