@@ -17,7 +17,8 @@ package predict
 //     ratio of a cgroup under 1 GiB): the active tail is moved to the
 //     inactive head, its young bit cleared (shrink_active_list).
 //   - A fault on a missing page reads around it: a window of ra pages
-//     centred on it, with the async marker a quarter from its end; a hit on
+//     centred on it (moved inside the file at its start), with the async
+//     marker a quarter from its end; a hit on
 //     a marked page reads the next window from the first missing page after
 //     it, marked at its start, so a sequential scan streams ahead of its
 //     faults (mm/filemap.c do_sync/async_mmap_readahead, mm/readahead.c).
@@ -171,8 +172,10 @@ func (c *pageCache) touch(p int32) {
 		return
 	case listNone:
 		c.majors++
-		start := p - c.ra/2
-		c.readWindow(start, start+c.ra, p+c.ra/4)
+		// Near the file's start the window moves, not shrinks: the kernel
+		// reads [0, ra) for page 0 (ra->start = max(0, pgoff - ra/2)).
+		start := max(p-c.ra/2, 0)
+		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4)
 		if !c.resident(p) { // a window clipped away from it cannot happen, but a page is always read
 			c.add(p)
 		}
