@@ -122,6 +122,14 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 			out.Tables = append(out.Tables, t)
 		}
 	}
+	dt, note, err := DeviceTable(st, meta)
+	if err != nil {
+		return nil, err
+	}
+	add(nil, note)
+	if dt != nil {
+		out.Tables = append(out.Tables, dt)
+	}
 	pc, pt, note := r.prediction(opt.Sweep, opt)
 	add(pc, note)
 	if pt != nil {

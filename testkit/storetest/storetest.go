@@ -44,3 +44,28 @@ func Build(t testing.TB, tensors []event.Tensor, chunkEvents int, evs []event.Ev
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// FromResult writes a correlated result (its tensor dictionary,
+// aggregates, tokens and picks) through the real index writer and opens
+// the store; it is closed when the test ends.
+func FromResult(t testing.TB, res event.Result) *index.Store {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := index.Begin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Create(res.Tensors, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(&res, &index.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
