@@ -1,10 +1,10 @@
 // Package diff compares two recorded runs in the manner of perf diff: the
 // same query (index.Store.Query, grouped by tensor, layer, expert, op,
-// phase or token) over both stores, side by side, with each counter's
+// phase, token or device) over both stores, side by side, with each counter's
 // value in A (the baseline) and B, the change B − A and the ratio B / A.
 //
 // Runs of different models are compared by tensor name (and by layer,
-// expert, op, phase or token number, which need no common model). A group
+// expert, op, phase, token number or device, which need no common model). A group
 // that one run's model does not have is not a zero in that run: its value
 // is NA with the reason, and the group says which run it is in. A counter
 // a run could not measure (read syscalls not traced, router picks not
@@ -349,6 +349,14 @@ func side(r Run, name string, o Options) (*runSide, error) {
 			}
 		case "expert":
 			experts = max(experts, t.Experts)
+		case "device":
+			// As query groups it: a pseudo tensor by its name, a weight
+			// no probe placed under event.DeviceUnknown.
+			if t.Pseudo() {
+				s.has[t.Name] = true
+			} else {
+				s.has[t.DeviceName()] = true
+			}
 		}
 	}
 	switch o.By {
@@ -367,6 +375,8 @@ func side(r Run, name string, o Options) (*runSide, error) {
 			s.has[strconv.Itoa(e)] = true
 		}
 		s.hasWhy = fmt.Sprintf("run %s's model has %d experts per layer", name, experts)
+	case "device":
+		s.hasWhy = "no weight of run " + name + " lived on this device"
 	case "op":
 		// Ops are charged by name; an op the run never recorded a node
 		// of could not be charged anything.

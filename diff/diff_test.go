@@ -11,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // pseudo are the catch-all tensors every store has.
@@ -20,24 +21,7 @@ var pseudo = []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1},
 // storeOf writes res through the real index writer and opens it.
 func storeOf(t *testing.T, res event.Result) *index.Store {
 	t.Helper()
-	dir := t.TempDir()
-	w, err := index.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Create(res.Tensors, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(&res, &index.Summary{}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return storetest.FromResult(t, res)
 }
 
 func agg(token, tensor uint32, expert int16, major, read, requested uint64) event.Agg {
