@@ -65,7 +65,9 @@ func TestDeviceTableIsQueryByDeviceWithEachDevicesCopiedAndStreamedWeights(t *te
 	if !slices.Equal(got, want) || len(got) != 3 {
 		t.Fatalf("devices %q, want query --by device's %q", got, want)
 	}
-	col := func(name string) int { return slices.IndexFunc(tab.Columns, func(c stats.Column) bool { return c.Name == name }) }
+	col := func(name string) int {
+		return slices.IndexFunc(tab.Columns, func(c stats.Column) bool { return c.Name == name })
+	}
 	for _, r := range tab.Rows {
 		p := placed[r[0].S]
 		for i, c := range []string{"weights", "copied_at_load_weights", "streamed_from_mapping_weights"} {
@@ -98,5 +100,24 @@ func TestDeviceTableIsLeftOutOfARunOnOneDeviceSayingWhy(t *testing.T) {
 	tab, note, err := report.DeviceTable(hybridStore(t, "CPU_Mapped", "CPU_Mapped"), &rundir.Meta{})
 	if err != nil || tab != nil || !strings.Contains(note, "every weight on CPU_Mapped") {
 		t.Fatalf("table %v, note %q, err %v: want no table and a note naming the one device", tab, note, err)
+	}
+}
+
+func TestReportOfAHybridRunShowsTheDeviceTable(t *testing.T) {
+	st := hybridStore(t, "Vulkan0", "CPU_Mapped")
+	meta := &rundir.Meta{Finished: true, Complete: true, Models: []rundir.ModelFile{{Path: "hybrid.gguf", Size: 1 << 20, Pages: 256}}}
+	sr, err := stats.Compute(st, meta, stats.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Build(st, meta, sr, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(html(t, rep))
+	for _, want := range []string{"copied_at_load_weights", "Vulkan0", "CPU_Mapped", "did not trace read syscalls"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the report does not show %q", want)
+		}
 	}
 }
