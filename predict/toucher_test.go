@@ -1,7 +1,6 @@
 package predict
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -76,22 +75,8 @@ func settledResidency(t *testing.T, file string) int64 {
 func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 	testenv.RequireRoot(t)
 	toucher := llmtest.BuildToucher(t)
-	root, err := llmtest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(root, ".coldfile-predict-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	file := filepath.Join(dir, "cold.bin")
 	const filePages = 8192
-	b := make([]byte, filePages*pageSize)
-	rand.Read(b)
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := llmtest.ColdFile(t, filePages*pageSize)
 	ra := readAheadPages(t, file)
 	if ra < 64 || ra > filePages/4 {
 		t.Skipf("a read-around of %d pages: the streams below assume 64 to %d", ra, filePages/4)

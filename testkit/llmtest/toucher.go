@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,4 +83,27 @@ func (w *WaitingToucher) Wait() (ToucherReport, error) {
 		return r, fmt.Errorf("the toucher printed %q: %w", out, err)
 	}
 	return r, nil
+}
+
+// ColdFile writes size random bytes to a file on the repository's disk:
+// os.TempDir may be tmpfs, where a fault never reads from a device and so
+// is never major.
+func ColdFile(t testing.TB, size int) string {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(root, ".coldfile-llmtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b := make([]byte, size)
+	rand.Read(b)
+	p := filepath.Join(dir, "cold.bin")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,7 +1,6 @@
 package llmtest
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,29 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// coldFile writes size random bytes to a file on the repository's disk:
-// os.TempDir may be tmpfs, where a fault never reads from a device and so
-// is never major.
-func coldFile(t *testing.T, size int) string {
-	t.Helper()
-	root, err := Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(root, ".coldfile-llmtest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	b := make([]byte, size)
-	rand.Read(b)
-	p := filepath.Join(dir, "cold.bin")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func touch(t *testing.T, toucher, file, pages string, evict bool, extra ...string) ToucherReport {
 	t.Helper()
@@ -81,7 +57,7 @@ func TestToucherMajorFaultsEqualDistinctColdPagesTouched(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			file := coldFile(t, 256*os.Getpagesize())
+			file := ColdFile(t, 256*os.Getpagesize())
 			r := touch(t, toucher, file, tc.pages, true)
 			if r.Resident != 0 {
 				t.Fatalf("%d pages stayed resident after %d eviction rounds", r.Resident, r.EvictTries)
@@ -106,7 +82,7 @@ func TestToucherMajorFaultsEqualDistinctColdPagesTouched(t *testing.T) {
 // page cache holds (a file just written) are never read from the disk.
 func TestToucherFindsAWarmFileWithoutMajorFaults(t *testing.T) {
 	toucher := BuildToucher(t)
-	file := coldFile(t, 64*os.Getpagesize())
+	file := ColdFile(t, 64*os.Getpagesize())
 	r := touch(t, toucher, file, "1,2,30,63", false)
 	if r.Resident != 64 {
 		t.Errorf("%d of 64 pages resident after writing the file", r.Resident)
@@ -118,7 +94,7 @@ func TestToucherFindsAWarmFileWithoutMajorFaults(t *testing.T) {
 
 func TestToucherRejectsAPageOutsideTheFile(t *testing.T) {
 	toucher := BuildToucher(t)
-	file := coldFile(t, 4*os.Getpagesize())
+	file := ColdFile(t, 4*os.Getpagesize())
 	out, err := exec.Command(toucher, "-file", file, "-pages", "1,4").CombinedOutput()
 	if err == nil {
 		t.Fatalf("toucher touched page 4 of a 4-page file: %s", out)
@@ -133,7 +109,7 @@ func TestToucherRejectsAPageOutsideTheFile(t *testing.T) {
 // in the order touched.
 func TestToucherRandomOrderIsAReproducibleShuffle(t *testing.T) {
 	toucher := BuildToucher(t)
-	file := coldFile(t, 256*os.Getpagesize())
+	file := ColdFile(t, 256*os.Getpagesize())
 	const pages = "3,17,42,99,100,101,200,255"
 	listed := []int64{3, 17, 42, 99, 100, 101, 200, 255}
 	a := touch(t, toucher, file, pages, true, "-random", "-seed", "11")
@@ -180,7 +156,7 @@ func TestToucherWaitsForStdinOrSIGUSR1(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			file := coldFile(t, 64*os.Getpagesize())
+			file := ColdFile(t, 64*os.Getpagesize())
 			w := StartWaitingToucher(t, toucher, "-file", file, "-pages", "5,6,40", "-evict")
 			if tc.closeIn {
 				if err := w.CloseStdin(); err != nil {
@@ -250,7 +226,7 @@ func readAheadPages(t *testing.T, file string) int64 {
 func TestToucherWithoutMADVRandomFaultsOncePerReadaheadWindow(t *testing.T) {
 	toucher := BuildToucher(t)
 	const filePages = 4096
-	file := coldFile(t, filePages*os.Getpagesize())
+	file := ColdFile(t, filePages*os.Getpagesize())
 	window := readAheadPages(t, file)
 	if window < 64 || window > filePages/2 {
 		t.Skipf("readahead window of %d pages: the cases below assume 64 to %d", window, filePages/2)
