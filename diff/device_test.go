@@ -15,7 +15,7 @@ import (
 // probe placed it), tensor i read reads[i] bytes in token 1 (0: nothing
 // charged).
 func deviceRun(t *testing.T, devices []string, reads []uint64) diff.Run {
-	tensors := slices.Clone(pseudo)
+	tensors := slices.Clone(storetest.Pseudos)
 	var aggs []event.Agg
 	for i, d := range devices {
 		id := uint32(3 + i)

@@ -14,10 +14,6 @@ import (
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
-// pseudo are the catch-all tensors every store has.
-var pseudo = []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1},
-	{ID: 2, Name: "[model header]", Model: -1, Layer: -1}}
-
 // storeOf writes res through the real index writer and opens it.
 func storeOf(t *testing.T, res event.Result) *index.Store {
 	t.Helper()
@@ -37,9 +33,9 @@ func twoRuns(t *testing.T) (a, b diff.Run) {
 	exps := func(experts int) event.Tensor {
 		return event.Tensor{ID: 3, Name: "blk.0.ffn_down_exps.weight", Layer: 0, Experts: experts, ExpertStride: 4096}
 	}
-	ta := append(slices.Clone(pseudo), exps(4), event.Tensor{ID: 4, Name: "blk.0.attn_q.weight", Layer: 0},
+	ta := append(slices.Clone(storetest.Pseudos), exps(4), event.Tensor{ID: 4, Name: "blk.0.attn_q.weight", Layer: 0},
 		event.Tensor{ID: 5, Name: "blk.1.attn_q.weight", Layer: 1})
-	tb := append(slices.Clone(pseudo), exps(2), event.Tensor{ID: 4, Name: "blk.0.attn_q.weight", Layer: 0},
+	tb := append(slices.Clone(storetest.Pseudos), exps(2), event.Tensor{ID: 4, Name: "blk.0.attn_q.weight", Layer: 0},
 		event.Tensor{ID: 5, Name: "output.weight", Layer: -1})
 	tokens := func(n uint32) []event.TokenInfo {
 		ts := []event.TokenInfo{{Token: 1, Phase: event.PhasePrefill}}

@@ -13,9 +13,6 @@ import (
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
-var devPseudo = []event.Tensor{{ID: 0, Name: "[other file]", Model: -1, Layer: -1}, {ID: 1, Name: "[anonymous]", Model: -1, Layer: -1},
-	{ID: 2, Name: "[model header]", Model: -1, Layer: -1}}
-
 func devAgg(token, tensor uint32, faults, major, stall, read uint64) event.Agg {
 	return event.Agg{AggKey: event.AggKey{Token: token, Tensor: tensor, Expert: -1},
 		Counters: event.Counters{Faults: faults, Major: major, Minor: faults - major, StallNS: stall, ReadBytes: read}}
@@ -26,7 +23,7 @@ func devAgg(token, tensor uint32, faults, major, stall, read uint64) event.Agg {
 // experts streamed from CPU_Mapped, layer 1's attention placed by no
 // probe, and a tensor nothing read.
 func hybridStore(t *testing.T, devices ...string) *index.Store {
-	tensors := slices.Clone(devPseudo)
+	tensors := slices.Clone(storetest.Pseudos)
 	for i, d := range devices {
 		tensors = append(tensors, event.Tensor{ID: uint32(3 + i), Name: "blk." + string(rune('0'+i)) + ".w", Layer: i, Device: d, Copied: d == "Vulkan0"})
 	}

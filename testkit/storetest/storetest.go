@@ -10,10 +10,41 @@ import (
 	"github.com/iocorr/iocorr/index"
 )
 
+// Pseudos are the catch-all tensors every store's dictionary begins with.
+var Pseudos = []event.Tensor{{ID: event.TensorOther, Name: event.PseudoNames[0], Model: -1, Layer: -1},
+	{ID: event.TensorAnon, Name: event.PseudoNames[1], Model: -1, Layer: -1},
+	{ID: event.TensorModelMeta, Name: event.PseudoNames[2], Model: -1, Layer: -1}}
+
 // Build writes evs and marks, in order, into a new store of the tensor
 // dictionary tensors, in chunks of chunkEvents events (0: the writer's
 // default), and opens it; the store is closed when the test ends.
 func Build(t testing.TB, tensors []event.Tensor, chunkEvents int, evs []event.Event, marks []event.Mark) *index.Store {
+	t.Helper()
+	return write(t, tensors, chunkEvents, func(w *index.Writer) {
+		for i := range evs {
+			if err := w.Event(&evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range marks {
+			if err := w.Mark(&marks[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, &event.Result{Tensors: tensors, Ops: []string{""}})
+}
+
+// FromResult writes a correlated result (its tensor dictionary,
+// aggregates, tokens and picks) through the real index writer and opens
+// the store; it is closed when the test ends.
+func FromResult(t testing.TB, res event.Result) *index.Store {
+	t.Helper()
+	return write(t, res.Tensors, 0, func(*index.Writer) {}, &res)
+}
+
+// write creates a store of tensors, lets fill write its events, commits
+// res and opens the store.
+func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*index.Writer), res *event.Result) *index.Store {
 	t.Helper()
 	dir := t.TempDir()
 	w, err := index.Begin(dir)
@@ -24,42 +55,8 @@ func Build(t testing.TB, tensors []event.Tensor, chunkEvents int, evs []event.Ev
 	if err := w.Create(tensors, chunkEvents); err != nil {
 		t.Fatal(err)
 	}
-	for i := range evs {
-		if err := w.Event(&evs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range marks {
-		if err := w.Mark(&marks[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}}, &index.Summary{}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
-// FromResult writes a correlated result (its tensor dictionary,
-// aggregates, tokens and picks) through the real index writer and opens
-// the store; it is closed when the test ends.
-func FromResult(t testing.TB, res event.Result) *index.Store {
-	t.Helper()
-	dir := t.TempDir()
-	w, err := index.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Create(res.Tensors, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(&res, &index.Summary{}); err != nil {
+	fill(w)
+	if err := w.Commit(res, &index.Summary{}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := index.Open(dir)
