@@ -8,6 +8,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // Pseudos are the catch-all tensors every store's dictionary begins with.
@@ -42,11 +43,32 @@ func FromResult(t testing.TB, res event.Result) *index.Store {
 	return write(t, res.Tensors, 0, func(*index.Writer) {}, &res)
 }
 
+// WriteResultRun makes dir a finished run directory of res and meta, for
+// the read side's commands.
+func WriteResultRun(t testing.TB, dir string, res event.Result, meta *rundir.Meta) {
+	t.Helper()
+	writeIn(t, dir, res.Tensors, 0, func(*index.Writer) {}, &res)
+	if err := rundir.WriteMeta(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // write creates a store of tensors, lets fill write its events, commits
 // res and opens the store.
 func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*index.Writer), res *event.Result) *index.Store {
 	t.Helper()
 	dir := t.TempDir()
+	writeIn(t, dir, tensors, chunkEvents, fill, res)
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func writeIn(t testing.TB, dir string, tensors []event.Tensor, chunkEvents int, fill func(*index.Writer), res *event.Result) {
+	t.Helper()
 	w, err := index.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +81,4 @@ func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*ind
 	if err := w.Commit(res, &index.Summary{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }
