@@ -10,7 +10,6 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -67,21 +66,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
 			args = append(args, tc.offload...)
 			llmtest.WarmShaderCache(t, "routeoracle-"+strings.Join(tc.offload, ""), args, "LD_LIBRARY_PATH="+hy)
-			rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit}, args...)
-			routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
-			if err != nil {
-				t.Fatalf("the oracle's output: %v\n%s", err, rec.Stdout)
-			}
-			m, err := rundir.ReadMeta(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for typ, n := range m.Lost {
-				if n > 0 {
-					t.Fatalf("lost %d %s events: the comparison needs every one", n, typ)
-				}
-			}
-			checkOracleRouting(t, spec, routing)
+			rec, routing, m := recordOracle(t, dir, llmtest.MemLimit, spec, args...)
 			st, err := index.Open(dir)
 			if err != nil {
 				t.Fatal(err)

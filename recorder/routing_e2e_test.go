@@ -98,23 +98,8 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 					t.Fatal(err)
 				}
 				dir := filepath.Join(t.TempDir(), "run")
-				rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: archMemLimit},
-					llmtest.RouteOracleArgs(oracle, model, archTokens, true)...)
-				out, summary := rec.Stdout, rec.Stderr
-				routing, err := llmtest.ParseRouting([]byte(out))
-				if err != nil {
-					t.Fatalf("the oracle's output: %v\n%s", err, out)
-				}
-				m, err := rundir.ReadMeta(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for typ, n := range m.Lost {
-					if n > 0 {
-						t.Fatalf("lost %d %s events: the comparison needs every one (a loaded machine? re-run)", n, typ)
-					}
-				}
-				checkOracleRouting(t, spec, routing)
+				rec, routing, _ := recordOracle(t, dir, archMemLimit, spec, llmtest.RouteOracleArgs(oracle, model, archTokens, true)...)
+				summary := rec.Stderr
 				probed := checkProbedRows(t, dir, f, routing)
 				st, err := index.Open(dir)
 				if err != nil {
@@ -150,6 +135,30 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 			})
 		}
 	}
+}
+
+// recordOracle records the routing oracle's args into dir, cold under
+// memLimit, and gives the run, the oracle's own routing (checked against
+// llama.cpp's rules for spec) and meta.json; a lost event fails the test,
+// for the comparison needs every one.
+func recordOracle(t *testing.T, dir, memLimit string, spec gguf.SynthSpec, args ...string) (rectest.Output, llmtest.Routing, *rundir.Meta) {
+	t.Helper()
+	rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: memLimit}, args...)
+	routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
+	if err != nil {
+		t.Fatalf("the oracle's output: %v\n%s", err, rec.Stdout)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, n := range m.Lost {
+		if n > 0 {
+			t.Fatalf("lost %d %s events: the comparison needs every one", n, typ)
+		}
+	}
+	checkOracleRouting(t, spec, routing)
+	return rec, routing, m
 }
 
 // checkOracleRouting checks the oracle against llama.cpp's routing rules:
