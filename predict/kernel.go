@@ -8,14 +8,17 @@ package predict
 //     the active list when it is a refault whose distance (pages evicted or
 //     activated since it was evicted, the kernel's nonresident age) is at
 //     most the active list's size: mm/workingset.c's test.
+//
 //   - A mapped file page is referenced through its page table (young) and
 //     the kernel looks only at reclaim time: on the inactive tail a young
 //     page is kept once (PG_referenced set, rotated to the head) and
 //     activated when it is young again at its next scan; an old one is
 //     evicted (mm/vmscan.c folio_check_references).
+//
 //   - The inactive list is kept at least as long as the active one (the
 //     ratio of a cgroup under 1 GiB): the active tail is moved to the
 //     inactive head, its young bit cleared (shrink_active_list).
+//
 //   - A fault on a missing page reads around it: a window of ra pages
 //     centred on it (moved inside the file at its start), with the async
 //     marker a quarter from its end; a hit on
@@ -24,25 +27,55 @@ package predict
 //     faults (mm/filemap.c do_sync/async_mmap_readahead, mm/readahead.c).
 //     Pages already resident in a window are skipped, as the kernel does.
 //
+//   - A fault first maps, around it (fault-around: the 16 pages of the
+//     64 KiB block holding it), every resident page not mapped yet and not
+//     the async marker (mm/filemap.c filemap_map_pages); on x86 those
+//     prefaulted PTEs are young. Only when the faulting page was not among
+//     them does the fault reach ->fault: a marked page starts the next
+//     window, a missing one is a major fault.
+//
+//   - The mmap_miss back-off (mm/filemap.c, as of 6.18): each major fault
+//     adds one to the file's mmap_miss (up to 1000) before it reads; above
+//     MMAP_LOTSAMISS (100) it reads its page alone, no window. A fault
+//     that finds its page cached takes one off, and fault-around takes one
+//     per page it maps that is not PG_workingset. A major fault waits for
+//     its read with the mmap lock dropped and is retried, and the retry's
+//     fault-around maps the page just read: so while read pages are not
+//     workingset, each miss is paid back at once and read-around stays on.
+//     PG_workingset is set when the active list's tail is moved to the
+//     inactive list (mm/vmscan.c shrink_active_list), kept through
+//     eviction in the shadow entry and restored on a refault that passes
+//     the distance test (mm/workingset.c). Linux 5.15 took one off for
+//     every page fault-around mapped, workingset or not (the exception is
+//     Liu Shixin's patch of 2024), so there the back-off is rarer still.
+//
 // This is an approximation, said where it departs: reclaim runs page by
-// page to the limit (the kernel reclaims in batches of 32), every page of
-// a file shares one readahead state, the mmap_miss back-off is left out,
-// and the cgroup's other memory is a constant (the run's non-file memory).
-// Pinned pages (a plan's) are resident, on no list and never evicted; the
-// lists' capacity is what is left of the budget besides them.
+// page to the limit (the kernel reclaims in batches of 32), pages are
+// order 0 (the kernel reads and evicts large folios whole), every page of
+// a file shares one readahead state, the fault-around block is aligned in
+// the file (the kernel aligns it in the address space; llama.cpp maps the
+// file from offset 0), and the cgroup's other memory is a constant (the
+// run's non-file memory). Pinned pages (a plan's) are resident, on no
+// list, never evicted and count as mapped; the lists' capacity is what is
+// left of the budget besides them.
 type pageCache struct {
 	n          int32
 	capacity   int64
 	ra         int32
 	prev, next []int32
 	where      []uint8 // listNone, listInactive, listActive, listPinned
-	flags      []uint8 // flagYoung, flagRef, flagMarker
+	flags      []uint8 // flagYoung, flagRef, flagMarker, flagMapped, flagWorkingset, flagShadowWS
 	shadow     []uint32
 	head, tail [3]int32
 	count      [3]int64
 	age        uint32
 
+	// mmapMiss is the file's f_ra.mmap_miss.
+	mmapMiss int32
+
 	readPages, majors uint64
+	// backedOff counts the major faults that read their page alone.
+	backedOff uint64
 	// readBy counts the pages read in while counting is on, by page: what
 	// a plan ranks by.
 	readBy   []uint32
@@ -60,6 +93,19 @@ const (
 	flagYoung uint8 = 1 << iota
 	flagRef
 	flagMarker
+	flagMapped
+	flagWorkingset
+	// flagShadowWS is an evicted page's shadow entry's workingset bit: the
+	// only flag eviction keeps.
+	flagShadowWS
+)
+
+// The kernel's constants of mm/filemap.c and the x86 default of
+// /sys/kernel/mm/... fault_around_bytes (64 KiB).
+const (
+	mmapLotsaMiss    = 100
+	mmapMissMax      = mmapLotsaMiss * 10
+	faultAroundPages = 16
 )
 
 func newPageCache(pages int32, capacity int64, ra int32, pinned []pageRange) *pageCache {
@@ -113,8 +159,13 @@ func (c *pageCache) add(p int32) {
 	if c.counting {
 		c.readBy[p]++
 	}
+	ws := c.flags[p]&flagShadowWS != 0
+	c.flags[p] = 0
 	if s := c.shadow[p]; s != 0 && int64(c.age-s) <= c.count[listActive] {
 		c.age++
+		if ws {
+			c.flags[p] = flagWorkingset
+		}
 		c.pushHead(listActive, p)
 		return
 	}
@@ -127,7 +178,7 @@ func (c *pageCache) reclaim() {
 		if c.count[listInactive] < c.count[listActive] || c.count[listInactive] == 0 {
 			p := c.tail[listActive]
 			c.unlink(p)
-			c.flags[p] &^= flagYoung
+			c.flags[p] = c.flags[p]&^flagYoung | flagWorkingset
 			c.pushHead(listInactive, p)
 			continue
 		}
@@ -146,55 +197,91 @@ func (c *pageCache) reclaim() {
 		default:
 			c.unlink(p)
 			c.flags[p] = 0
+			if f&flagWorkingset != 0 {
+				c.flags[p] = flagShadowWS
+			}
 			c.age++
 			c.shadow[p] = c.age
 		}
 	}
 }
 
-// readWindow reads the missing pages of [first, end) and marks page mark.
+// readWindow reads the missing pages of [first, end) and marks page mark
+// when it is one of them (the kernel sets PG_readahead only on a folio it
+// allocates: mm/readahead.c).
 func (c *pageCache) readWindow(first, end, mark int32) {
 	first, end = max(first, 0), min(end, c.n)
 	for p := first; p < end; p++ {
 		if !c.resident(p) {
 			c.add(p)
+			if p == mark {
+				c.flags[p] |= flagMarker
+			}
 		}
 	}
-	if mark >= first && mark < end && c.where[mark] != listPinned {
-		c.flags[mark] |= flagMarker
+}
+
+// faultAround maps the resident, unmapped, unmarked pages of p's 64 KiB
+// block, young, and takes one off mmap_miss for each that is not
+// workingset. It says whether p itself was mapped.
+func (c *pageCache) faultAround(p int32) bool {
+	first := p &^ (faultAroundPages - 1)
+	var n int32
+	for q := first; q < min(first+faultAroundPages, c.n); q++ {
+		f := c.flags[q]
+		if c.where[q] == listNone || c.where[q] == listPinned || f&(flagMapped|flagMarker) != 0 {
+			continue
+		}
+		c.flags[q] = f | flagMapped | flagYoung
+		if f&flagWorkingset == 0 {
+			n++
+		}
 	}
+	c.mmapMiss = max(c.mmapMiss-n, 0)
+	return c.flags[p]&flagMapped != 0
 }
 
 // touch is one access of page p.
 func (c *pageCache) touch(p int32) {
-	switch c.where[p] {
-	case listPinned:
+	switch {
+	case c.where[p] == listPinned:
 		return
-	case listNone:
-		c.majors++
+	case c.flags[p]&flagMapped != 0:
+		c.flags[p] |= flagYoung
+		return
+	case c.faultAround(p):
+		return
+	case c.where[p] != listNone: // the marked page: ->fault finds it cached
+		c.mmapMiss = max(c.mmapMiss-1, 0)
+		c.flags[p] |= flagMapped | flagYoung
+		if c.flags[p]&flagMarker != 0 {
+			c.flags[p] &^= flagMarker
+			q := p + 1
+			for q < c.n && q < p+c.ra && c.resident(q) {
+				q++
+			}
+			if q < c.n && !c.resident(q) {
+				c.readWindow(q, q+c.ra, q)
+				c.reclaim()
+			}
+		}
+		return
+	}
+	c.majors++
+	c.mmapMiss = min(c.mmapMiss+1, mmapMissMax)
+	if c.mmapMiss > mmapLotsaMiss {
+		c.backedOff++
+		c.add(p)
+	} else {
 		// Near the file's start the window moves, not shrinks: the kernel
 		// reads [0, ra) for page 0 (ra->start = max(0, pgoff - ra/2)).
 		start := max(p-c.ra/2, 0)
 		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4)
-		if !c.resident(p) { // a window clipped away from it cannot happen, but a page is always read
-			c.add(p)
-		}
-		c.flags[p] |= flagYoung
-		c.reclaim()
-		return
 	}
-	c.flags[p] |= flagYoung
-	if c.flags[p]&flagMarker != 0 {
-		c.flags[p] &^= flagMarker
-		q := p + 1
-		for q < c.n && q < p+c.ra && c.resident(q) {
-			q++
-		}
-		if q < c.n && !c.resident(q) {
-			c.readWindow(q, q+c.ra, q)
-			c.reclaim()
-		}
-	}
+	// The retry after the read: fault-around maps p and its block.
+	c.faultAround(p)
+	c.flags[p] |= flagMapped | flagYoung
+	c.reclaim()
 }
 
 // access reads pages [first, end) in order.

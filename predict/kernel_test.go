@@ -65,3 +65,44 @@ func TestBeladyNeverReadsMoreThanTheKernelModel(t *testing.T) {
 		}
 	}
 }
+
+// The mmap_miss back-off, by the kernel's rule: a major fault adds one,
+// fault-around takes one per page it maps that is not workingset. Faults
+// far apart in a cold file read a window each and their retries map the
+// window's fresh pages, so read-around never stops; the same faults on
+// pages that come back workingset (evicted from the active list, refaulted
+// within the distance) are never paid back, and past MMAP_LOTSAMISS each
+// reads its page alone.
+func TestTheBackOffStopsReadAroundOnlyWhereFaultsAreNotPaidBack(t *testing.T) {
+	const ra, faults = 64, 150
+	for _, tc := range []struct {
+		name       string
+		workingset bool
+		backedOff  uint64
+	}{
+		{"fresh pages pay each miss back", false, 0},
+		{"workingset refaults do not", true, faults - mmapLotsaMiss},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pages := int32(faults * ra * 2)
+			c := newPageCache(pages, int64(pages), ra, nil)
+			if tc.workingset {
+				// Every page evicted once from the active list, so
+				// recently that its refault passes the distance test.
+				c.age = 1
+				for p := range pages {
+					c.flags[p], c.shadow[p] = flagShadowWS, 1
+				}
+			}
+			for i := range int32(faults) {
+				c.access(pageRange{i * 2 * ra, i*2*ra + 1})
+			}
+			if c.majors != faults || c.backedOff != tc.backedOff {
+				t.Errorf("%d major faults, %d read their page alone; want %d and %d", c.majors, c.backedOff, faults, tc.backedOff)
+			}
+			if want := uint64(faults-tc.backedOff)*ra + tc.backedOff; c.readPages != want {
+				t.Errorf("read %d pages, want %d", c.readPages, want)
+			}
+		})
+	}
+}
