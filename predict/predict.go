@@ -17,7 +17,6 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/stats"
 )
 
 // Policies, as rows name them.
@@ -109,55 +108,6 @@ func (r *Run) simulate(capacity int64, ra int32, pinned []pageRange, count bool)
 		out[cl.phase][1] += c.majors - m0
 	}
 	return out, c
-}
-
-// belady is the offline bound over the same stream: each page read only
-// when it is missing, the page used again farthest ahead evicted. A
-// prefetch can never read fewer pages than demand paging under this
-// choice, so no readahead reads fewer bytes. Faults count each run of
-// consecutive missing pages of one read once (an ideal read-around).
-func (r *Run) belady(capacity int64) phaseCounts {
-	var seq []int
-	type mark struct {
-		at    int
-		phase uint8
-	}
-	var marks []mark
-	var runs []int // index of each read's first page, to count fault runs
-	load := bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset)
-	for p := load.first; p < load.end; p++ {
-		seq = append(seq, int(p))
-	}
-	for _, cl := range r.calls {
-		marks = append(marks, mark{len(seq), cl.phase})
-		for _, rg := range cl.reads {
-			runs = append(runs, len(seq))
-			for p := rg.first; p < rg.end; p++ {
-				seq = append(seq, int(p))
-			}
-		}
-	}
-	hits := stats.Belady(seq, int(min(capacity, math.MaxInt32)))
-	out := newCounts()
-	m, rd := 0, 0
-	for i := marks[0].at; i < len(seq); i++ {
-		for m+1 < len(marks) && marks[m+1].at <= i {
-			m++
-		}
-		newRead := rd < len(runs) && runs[rd] == i
-		if newRead {
-			rd++
-		}
-		if hits[i] {
-			continue
-		}
-		c := out[marks[m].phase]
-		c[0] += pageSize
-		if newRead || hits[i-1] {
-			c[1]++
-		}
-	}
-	return out
 }
 
 // calibrate picks the read-around window (128 KiB to 32 MiB in steps of
