@@ -39,7 +39,7 @@ func (r *Run) belady(capacity int64) phaseCounts {
 		h.push(p)
 		return false
 	}
-	load := bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset)
+	load := r.load()
 	for p := max(load.first, 0); p < min(load.end, n); p++ {
 		access(p, b.next(p))
 	}
@@ -81,7 +81,7 @@ type beladyStream struct {
 func newBeladyStream(r *Run) *beladyStream {
 	b := &beladyStream{}
 	id := map[pageRange]int32{}
-	load := bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset)
+	load := r.load()
 	pos := int64(max(min(load.end, r.pages)-max(load.first, 0), 0))
 	for _, cl := range r.calls {
 		for _, rg := range cl.reads {

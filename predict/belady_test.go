@@ -16,7 +16,7 @@ func beladyOfSequence(r *Run, capacity int64) phaseCounts {
 	var seq []int
 	var phase []uint8
 	var first []bool
-	load := bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset)
+	load := r.load()
 	for p := load.first; p < load.end; p++ {
 		seq, phase, first = append(seq, int(p)), append(phase, 255), append(first, false)
 	}
@@ -45,7 +45,7 @@ func TestBeladyWithoutTheSequenceReadsWhatTheSequenceSays(t *testing.T) {
 	rng := rand.New(rand.NewPCG(30, 14))
 	for trial := range 40 {
 		pages := int32(50 + rng.IntN(400))
-		r := &Run{pages: pages}
+		r := &Run{pages: pages, loaded: trial%2 == 0}
 		r.Model.Size = int64(pages) * pageSize
 		r.Model.DataOffset = int64(rng.IntN(3)) * pageSize
 		// Ranges that overlap (tensors sharing a page, expert slices of

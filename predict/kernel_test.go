@@ -10,7 +10,7 @@ import (
 // the file front to back: the stream where an LRU-like cache smaller than
 // the file misses every page (each is evicted before its next use).
 func cyclicRun(pages int32, calls int) *Run {
-	r := &Run{pages: pages, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: calls, tokens: int64(calls)}}}
+	r := &Run{pages: pages, loaded: true, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: calls, tokens: int64(calls)}}}
 	r.Model.Size = int64(pages) * pageSize
 	for range calls {
 		r.calls = append(r.calls, call{phase: event.PhaseDecode, reads: []pageRange{{0, pages}}})

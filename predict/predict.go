@@ -93,7 +93,7 @@ func (r *Run) simulate(capacity int64, ra int32, pinned []pageRange, count bool)
 	c := newPageCache(r.pages, capacity, ra, pinned)
 	// The load: llama.cpp maps the file with MAP_POPULATE, reading it front
 	// to back before the first call.
-	c.access(bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset))
+	c.access(r.load())
 	out := newCounts()
 	if count {
 		c.readBy = make([]uint32, r.pages)
@@ -108,6 +108,15 @@ func (r *Run) simulate(capacity int64, ra int32, pinned []pageRange, count bool)
 		out[cl.phase][1] += c.majors - m0
 	}
 	return out, c
+}
+
+// load is the pages the load reads before the first call: the tensor
+// data, when the run had them in the page cache by then; none otherwise.
+func (r *Run) load() pageRange {
+	if !r.loaded {
+		return pageRange{}
+	}
+	return bytesToPages(r.Model.DataOffset, r.Model.Size-r.Model.DataOffset)
 }
 
 // calibrate picks the read-around window (128 KiB to 32 MiB in steps of

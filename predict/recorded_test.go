@@ -1,9 +1,14 @@
 package predict_test
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/predict"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
@@ -70,5 +75,131 @@ func TestAtABudgetHoldingTheModelThePredictionEqualsTheRunsZeroBytes(t *testing.
 	}
 	if seen != 2 {
 		t.Errorf("%d decode predictions, want the kernel's and Belady's", seen)
+	}
+}
+
+// expertsOnlyModel writes a GGUF of layers MoE layers holding only their
+// *_exps tensors (up, gate, down; F16 slices of 512×1024, 1 MiB each,
+// every tensor page-aligned), synced to the repository's disk so that a
+// cold run reads it from the device.
+func expertsOnlyModel(t *testing.T, layers, experts int) (string, *gguf.File) {
+	t.Helper()
+	root, err := llmtest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(root, ".predict-model-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	w := gguf.Writer{Metadata: gguf.Metadata{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.alignment", Value: uint32(4096)},
+		{Key: "llama.block_count", Value: uint32(layers)},
+		{Key: "llama.expert_count", Value: uint32(experts)},
+		{Key: "llama.expert_used_count", Value: uint32(2)},
+	}}
+	for l := range layers {
+		for _, kind := range []string{"up", "gate", "down"} {
+			w.Tensors = append(w.Tensors, gguf.TensorInfo{Name: fmt.Sprintf("blk.%d.ffn_%s_exps.weight", l, kind), Type: gguf.TypeF16, Dims: []int64{512, 1024, int64(experts)}})
+		}
+	}
+	path := filepath.Join(dir, "experts.gguf")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(out, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Synced: a dirty page is neither evicted nor charged to the run.
+	if err := errors.Join(out.Sync(), out.Close()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, f
+}
+
+// A recorded run of the scripted router (llmtest's moetoucher: llama_decode
+// and the router's get_rows as iocorr's probes see them, then every page of
+// the picked experts' slices read through a cold MADV_RANDOM mapping, one
+// page a fault, no populate) whose access stream and budget make the
+// kernel's bytes exact: the experts-only model's pages are what each call
+// reads, and the picks cycle through four pairs of experts, so a pick's
+// pages come back after three other calls' 72 MiB. Where the budget holds
+// the file, each page is read once, at its first touch (12 MiB a call over
+// eight); where it is under half that distance, every page is evicted
+// before its next use whatever the LRU's details (24 MiB a call). predict
+// over the recorded run, at the run's budget with no read-around, must
+// give the run's own bytes and major faults, and they must be those.
+func TestPredictOverARecordedToucherRunGivesTheKernelsExactBytes(t *testing.T) {
+	testenv.RequireBPF(t)
+	mt := llmtest.BuildMoEToucher(t)
+	const layers, experts, calls = 4, 8, 8
+	model, f := expertsOnlyModel(t, layers, experts)
+	var plan strings.Builder
+	for l := range layers {
+		for _, kind := range []string{"up", "gate", "down"} {
+			lo, hi := f.Tensor(fmt.Sprintf("blk.%d.ffn_%s_exps.weight", l, kind)).ExpertRange(0)
+			fmt.Fprintf(&plan, "slice %d %d %d\n", l, lo, hi-lo)
+		}
+	}
+	for c := range calls {
+		plan.WriteString("token 1")
+		for l := range layers {
+			fmt.Fprintf(&plan, " %d:%d,%d", l, 2*(c%4), 2*(c%4)+1)
+		}
+		plan.WriteString("\n")
+	}
+	planFile := filepath.Join(t.TempDir(), "plan")
+	if err := os.WriteFile(planFile, []byte(plan.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const slice = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		budget  int64
+		perCall int64 // the device bytes a call reads
+	}{
+		{"a budget holding the file: each page read at its first touch", 160 << 20, 4 * layers * 2 * 3 * slice / calls},
+		{"a budget under half a page's reuse distance: every pick read again", 32 << 20, layers * 2 * 3 * slice},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: fmt.Sprint(tc.budget), Set: func(o *recorder.Options) {
+				o.Models, o.ExactSnapshots = []string{model}, true
+			}}, mt, model, planFile)
+			st, meta := storetest.OpenRun(t, dir)
+			snaps, err := rundir.ReadSnapshots(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := predict.Compute(st, meta, snaps, predict.Options{Budgets: []int64{tc.budget}, Readahead: 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := map[string]predict.Row{}
+			for _, r := range res.Rows {
+				if r.Phase == "decode" {
+					rows[r.Policy] = r
+				}
+			}
+			run, kernel := rows[predict.PolicyRun], rows[predict.PolicyKernel]
+			for _, r := range []predict.Row{run, kernel} {
+				if why := r.NA[predict.ColBytes]; why != "" {
+					t.Fatalf("%s: NA: %s", r.Policy, why)
+				}
+			}
+			if run.BytesReadPerToken != float64(tc.perCall) || run.MajorFaultsPerToken != float64(tc.perCall/4096) {
+				t.Errorf("the run read %.0f bytes in %.1f major faults per call; the plan makes it %d in %d", run.BytesReadPerToken, run.MajorFaultsPerToken, tc.perCall, tc.perCall/4096)
+			}
+			if kernel.BytesReadPerToken != run.BytesReadPerToken || kernel.MajorFaultsPerToken != run.MajorFaultsPerToken {
+				t.Errorf("predicted %.0f bytes in %.1f major faults per call; the run read %.0f in %.1f", kernel.BytesReadPerToken, kernel.MajorFaultsPerToken, run.BytesReadPerToken, run.MajorFaultsPerToken)
+			}
+		})
 	}
 }

@@ -37,16 +37,22 @@ type measured struct {
 // of every call, the model file's layout, and the run's own measurements
 // (its budget, non-file memory, bytes, faults, stall and time per call).
 type Run struct {
-	Model     rundir.ModelFile
-	Budget    int64 // the run's memory limit, 0 when it had none
-	NonFile   int64 // budget − the model's resident bytes at decode token starts (median)
-	pages     int32
-	calls     []call
-	byPhase   map[uint8]*measured
-	tensors   []event.Tensor // the model's real tensors
-	unit      []unit         // what a plan can pin, and how often the stream reads each
-	Cold      bool           // the run started with none of the model resident
-	noFigures string         // why no figure can be predicted ("" when they can)
+	Model   rundir.ModelFile
+	Budget  int64 // the run's memory limit, 0 when it had none
+	NonFile int64 // budget − the model's resident bytes at decode token starts (median)
+	pages   int32
+	calls   []call
+	byPhase map[uint8]*measured
+	tensors []event.Tensor // the model's real tensors
+	unit    []unit         // what a plan can pin, and how often the stream reads each
+	Cold    bool           // the run started with none of the model resident
+	// loaded says the model was in the page cache before the first call:
+	// resident when the run began, or read by the load (llama.cpp's
+	// MAP_POPULATE reads the whole file). A cold run that read less than
+	// half the file before its first call (a mapping without populate:
+	// --no-mmap-prefetch, lazy loading, a toucher) starts empty.
+	loaded    bool
+	noFigures string // why no figure can be predicted ("" when they can)
 	// Picks says why the stream lacks router picks ("" when every MoE layer
 	// of every call has them).
 	picksNA string
@@ -132,15 +138,21 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 	for _, t := range r.tensors {
 		model[t.ID] = true
 	}
+	var loadBytes uint64
 	if err := st.Aggs(func(a *event.Agg) error {
-		if m := r.byPhase[phaseOf[a.Token]]; m != nil && model[a.Tensor] {
+		switch m := r.byPhase[phaseOf[a.Token]]; {
+		case !model[a.Tensor]:
+		case m != nil:
 			m.bytes += a.ReadBytes
 			m.majors += a.Major
+		default:
+			loadBytes += a.ReadBytes
 		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("reading aggregates: %w", err)
 	}
+	r.loaded = !r.Cold || 2*int64(loadBytes) >= r.Model.Size-r.Model.DataOffset
 	if err := r.measureWait(st, model, phaseOf); err != nil {
 		return nil, err
 	}
