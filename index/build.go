@@ -521,7 +521,7 @@ func writeResult(put func(k, v []byte) error, res *event.Result, streamed *extso
 			return 0, err
 		}
 	}
-	f := aggFolder{set: set}
+	f := aggFolder{set: set, phaseOf: tokenPhases(res.Tokens), totals: map[phaseAggKey]*event.Counters{}}
 	rows := -1
 	if streamed == nil {
 		for i := range res.Aggs {
@@ -557,13 +557,32 @@ func writeResult(put func(k, v []byte) error, res *event.Result, streamed *extso
 			return 0, err
 		}
 	}
+	picks := map[phasePick]uint64{}
 	for i := range res.Experts {
 		e := &res.Experts[i]
 		if err := set(expertSelKey(e), appendExpertSelValue(nil, e)); err != nil {
 			return 0, err
 		}
+		picks[phasePick{Phase: f.phaseOf[e.Token], Layer: e.Layer, Expert: e.Expert}] += e.Count
+	}
+	for p, n := range picks {
+		p.Count = n
+		if err := set(selPhaseKey(&p), appendPhasePickValue(nil, &p)); err != nil {
+			return 0, err
+		}
 	}
 	return rows, nil
+}
+
+// tokenPhases is each token's phase; a token without a row (token 0, the
+// load before the first llama_decode) is looked up as phase none, the
+// zero value, here and in the queries by token (queryPlan.phaseOf).
+func tokenPhases(tokens []event.TokenInfo) map[uint32]uint8 {
+	m := make(map[uint32]uint8, len(tokens))
+	for i := range tokens {
+		m[tokens[i].Token] = tokens[i].Phase
+	}
+	return m
 }
 
 // compareAggs orders rows by token, tensor, expert, op: the order the
@@ -625,6 +644,10 @@ func sumAggs(s *extsort.Sorter[event.Agg], fn func(*event.Agg) error) error {
 // aggFolder writes sorted, distinct rows, and the rows folded over op and
 // over expert and op, which are runs of adjacent rows; it counts, when
 // touched is set, each token's real tensors and (tensor, expert) pairs.
+// It sums the run's totals by phase (the tokens of a phase folded), which
+// are not runs of adjacent rows: in a map of a row per tensor, expert and
+// op of each phase, bounded by the model's shape, not the run's length;
+// at the end, those folded over experts and ops too.
 type aggFolder struct {
 	set        func(k, v []byte) error
 	byOp, byTT event.Counters
@@ -632,6 +655,8 @@ type aggFolder struct {
 	have       bool
 	rows       int
 	touched    map[uint32]*[2]uint32
+	phaseOf    map[uint32]uint8
+	totals     map[phaseAggKey]*event.Counters
 }
 
 func (f *aggFolder) row(a *event.Agg) error {
@@ -655,6 +680,13 @@ func (f *aggFolder) row(a *event.Agg) error {
 	}
 	f.byOp.Add(&a.Counters)
 	f.byTT.Add(&a.Counters)
+	tk := phaseAggKey{Tensor: a.Tensor, Phase: f.phaseOf[a.Token], Expert: a.Expert, Op: a.Op}
+	c := f.totals[tk]
+	if c == nil {
+		c = new(event.Counters)
+		f.totals[tk] = c
+	}
+	c.Add(&a.Counters)
 	f.prev, f.have = a.AggKey, true
 	f.rows++
 	if f.touched != nil && a.Tensor >= event.FirstTensor && newExpert {
@@ -673,7 +705,7 @@ func (f *aggFolder) row(a *event.Agg) error {
 	return nil
 }
 
-// end writes the folded rows of the last run.
+// end writes the folded rows of the last run, and the totals by phase.
 func (f *aggFolder) end() error {
 	if !f.have {
 		return nil
@@ -681,5 +713,26 @@ func (f *aggFolder) end() error {
 	if err := f.set(aggTokenKey(f.prev), appendCounters(nil, &f.byOp)); err != nil {
 		return err
 	}
-	return f.set(aggTTKey(f.prev.Tensor, f.prev.Token), appendCounters(nil, &f.byTT))
+	if err := f.set(aggTTKey(f.prev.Tensor, f.prev.Token), appendCounters(nil, &f.byTT)); err != nil {
+		return err
+	}
+	byTensor := map[phaseAggKey]*event.Counters{}
+	for k, c := range f.totals {
+		if err := f.set(aggPhaseKey(k), appendCounters(nil, c)); err != nil {
+			return err
+		}
+		tk := phaseAggKey{Tensor: k.Tensor, Phase: k.Phase, Expert: -1}
+		t := byTensor[tk]
+		if t == nil {
+			t = new(event.Counters)
+			byTensor[tk] = t
+		}
+		t.Add(c)
+	}
+	for k, c := range byTensor {
+		if err := f.set(ttPhaseKey(k.Tensor, k.Phase), appendCounters(nil, c)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

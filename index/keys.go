@@ -38,6 +38,9 @@ const (
 	pAggToken  byte = 0x22 // token u32 | tensor u32 | expert+1 u16 → Counters, ops folded
 	pExpertSel byte = 0x23 // token u32 | layer u16 | expert u16 → count u64
 	pAggTT     byte = 0x24 // tensor u32 | token u32 → Counters, experts and ops folded
+	pAggPhase  byte = 0x25 // tensor u32 | phase u8 | expert+1 u16 | op u32 → Counters, tokens folded by phase
+	pSelPhase  byte = 0x26 // phase u8 | layer u16 | expert u16 → count u64, tokens folded by phase
+	pTTPhase   byte = 0x27 // tensor u32 | phase u8 → Counters, tokens folded by phase, experts and ops folded
 	pMarks     byte = 0x30 // chunk seq u32 → packed timeline marks, in spool order
 )
 
@@ -45,7 +48,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 9 // 9: a block request counts where its first byte lies
+const FormatVersion = 10 // 10: the run's totals by phase (0x25, 0x26, 0x27)
 
 var be = binary.BigEndian
 
@@ -59,6 +62,9 @@ var (
 	aggTokenTable  = []byte{pAggToken}
 	expertSelTable = []byte{pExpertSel}
 	aggTTTable     = []byte{pAggTT}
+	aggPhaseTable  = []byte{pAggPhase}
+	selPhaseTable  = []byte{pSelPhase}
+	ttPhaseTable   = []byte{pTTPhase}
 	markTable      = []byte{pMarks}
 )
 
@@ -211,6 +217,74 @@ func parseAggTTKey(b []byte) (event.AggKey, error) {
 		return event.AggKey{}, fmt.Errorf("bad aggregate key %x", b)
 	}
 	return event.AggKey{Tensor: be.Uint32(b[1:]), Token: be.Uint32(b[5:]), Expert: -1}, nil
+}
+
+// phaseAggKey names a row of the run's totals: the finest row's key with
+// its token replaced by the token's phase, so that a query selecting no
+// tokens reads a row per tensor, expert and op of each phase, however
+// long the run.
+type phaseAggKey struct {
+	Tensor uint32
+	Phase  uint8
+	Expert int16
+	Op     uint32
+}
+
+func aggPhaseKey(k phaseAggKey) []byte {
+	b := make([]byte, 0, 12)
+	b = append(b, pAggPhase)
+	b = be.AppendUint32(b, k.Tensor)
+	b = append(b, k.Phase)
+	b = be.AppendUint16(b, plusOne(k.Expert))
+	return be.AppendUint32(b, k.Op)
+}
+
+func aggPhasePrefix(tensor uint32) []byte { return u32Key(pAggPhase, tensor) }
+
+func parseAggPhaseKey(b []byte) (phaseAggKey, error) {
+	if len(b) != 12 || b[0] != pAggPhase {
+		return phaseAggKey{}, fmt.Errorf("bad phase total key %x", b)
+	}
+	return phaseAggKey{Tensor: be.Uint32(b[1:]), Phase: b[5], Expert: int16(be.Uint16(b[6:])) - 1, Op: be.Uint32(b[8:])}, nil
+}
+
+// ttPhaseKey names a tensor's total in one phase, experts and ops folded.
+func ttPhaseKey(tensor uint32, phase uint8) []byte {
+	return append(u32Key(pTTPhase, tensor), phase)
+}
+
+func ttPhasePrefix(tensor uint32) []byte { return u32Key(pTTPhase, tensor) }
+
+// parseTTPhaseKey's rows have experts and ops folded: Expert −1, Op 0.
+func parseTTPhaseKey(b []byte) (phaseAggKey, error) {
+	if len(b) != 6 || b[0] != pTTPhase {
+		return phaseAggKey{}, fmt.Errorf("bad tensor total key %x", b)
+	}
+	return phaseAggKey{Tensor: be.Uint32(b[1:]), Phase: b[5], Expert: -1}, nil
+}
+
+// phasePick is how often the router picked an expert of a layer in the
+// tokens of one phase: the picks (0x23) with tokens folded by phase.
+type phasePick struct {
+	Phase         uint8
+	Layer, Expert uint16
+	Count         uint64
+}
+
+func selPhaseKey(p *phasePick) []byte {
+	k := make([]byte, 0, 6)
+	k = append(k, pSelPhase, p.Phase)
+	k = be.AppendUint16(k, p.Layer)
+	return be.AppendUint16(k, p.Expert)
+}
+
+func appendPhasePickValue(b []byte, p *phasePick) []byte { return be.AppendUint64(b, p.Count) }
+
+func parsePhasePick(k, v []byte) (phasePick, error) {
+	if len(k) != 6 || k[0] != pSelPhase || len(v) != 8 {
+		return phasePick{}, fmt.Errorf("bad phase pick row %x → %x", k, v)
+	}
+	return phasePick{Phase: k[1], Layer: be.Uint16(k[2:]), Expert: be.Uint16(k[4:]), Count: be.Uint64(v)}, nil
 }
 
 // expertSelKey is token u32 | layer u16 | expert u16; its value the count u64.

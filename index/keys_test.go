@@ -112,6 +112,8 @@ func TestEveryKeyKindRoundTripsAndRejectsMalformedKeys(t *testing.T) {
 	}
 	agg := event.AggKey{Token: math.MaxUint32, Tensor: 3, Expert: -1, Op: 9}
 	sel := event.ExpertSel{Token: 4, Layer: 47, Expert: 127}
+	total := phaseAggKey{Tensor: math.MaxUint32, Phase: event.PhaseDecode, Expert: math.MaxInt16 - 1, Op: math.MaxUint32}
+	pick := phasePick{Phase: event.PhasePrefill, Layer: math.MaxUint16, Expert: 127}
 	tests := []struct {
 		name   string
 		prefix byte
@@ -138,6 +140,14 @@ func TestEveryKeyKindRoundTripsAndRejectsMalformedKeys(t *testing.T) {
 			event.AggKey{Token: agg.Token, Tensor: agg.Tensor, Expert: agg.Expert}},
 		{"aggregate by tensor and token", pAggTT, aggTTKey(3, 8), func(k []byte) (any, error) { return parseAggTTKey(k) },
 			event.AggKey{Tensor: 3, Token: 8, Expert: -1}},
+		{"phase total", pAggPhase, aggPhaseKey(total), func(k []byte) (any, error) { return parseAggPhaseKey(k) }, total},
+		{"phase total of a dense tensor", pAggPhase, aggPhaseKey(phaseAggKey{Tensor: 2, Expert: -1}), func(k []byte) (any, error) { return parseAggPhaseKey(k) },
+			phaseAggKey{Tensor: 2, Expert: -1}},
+		{"tensor total", pTTPhase, ttPhaseKey(math.MaxUint32, event.PhaseDecode), func(k []byte) (any, error) { return parseTTPhaseKey(k) },
+			phaseAggKey{Tensor: math.MaxUint32, Phase: event.PhaseDecode, Expert: -1}},
+		{"phase pick", pSelPhase, selPhaseKey(&pick), func(k []byte) (any, error) {
+			return parsePhasePick(k, appendPhasePickValue(nil, &pick))
+		}, pick},
 		{"timeline chunk", pMarks, markChunkKey(math.MaxUint32), func(k []byte) (any, error) { return parseMarkChunkKey(k) }, uint32(math.MaxUint32)},
 		{"expert selection", pExpertSel, expertSelKey(&sel), func(k []byte) (any, error) {
 			return parseExpertSel(k, appendExpertSelValue(nil, &sel))
@@ -177,6 +187,9 @@ func TestKeysSortInNumericOrder(t *testing.T) {
 		{"chunks by time first", chunkKey(1<<32, 1), chunkKey(1<<32+1, 0)},
 		{"layer −1 before layer 0", ixLayer.valuePrefix(layerIndexValue(-1)), ixLayer.valuePrefix(layerIndexValue(0))},
 		{"tensor-major aggregates", aggTTKey(1, math.MaxUint32), aggTTKey(2, 0)},
+		{"phase totals tensor-major", aggPhaseKey(phaseAggKey{Tensor: 1, Phase: event.PhaseDecode, Expert: 127, Op: 9}), aggPhasePrefix(2)},
+		{"tensor totals tensor-major", ttPhaseKey(1, event.PhaseDecode), ttPhaseKey(2, event.PhaseNone)},
+		{"phase totals: dense before expert 0", aggPhaseKey(phaseAggKey{Tensor: 1, Expert: -1, Op: 9}), aggPhaseKey(phaseAggKey{Tensor: 1, Expert: 0})},
 	}
 	for _, tc := range tests {
 		if string(tc.lo) >= string(tc.hi) {
@@ -200,6 +213,7 @@ func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
 		Offset: 1 << 40, Size: 1 << 30, Experts: 128, ExpertStride: 1 << 23, Op: 4, NotFileBacked: true}
 	sum := Summary{FormatVersion: FormatVersion, Records: 10, ByType: map[string]uint64{"fault": 3}, Events: 7, Incomplete: true}
 	sel := event.ExpertSel{Token: 1, Layer: 2, Expert: 3, Count: math.MaxUint64}
+	pick := phasePick{Phase: event.PhaseDecode, Layer: 2, Expert: 3, Count: math.MaxUint64}
 	tensorValue, err := tensorValue(&tensor)
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +252,9 @@ func TestEveryValueKindRoundTripsAndRejectsMalformedValues(t *testing.T) {
 		{"expert selection count", appendExpertSelValue(nil, &sel), func(v []byte) (any, error) {
 			return parseExpertSel(expertSelKey(&sel), v)
 		}, sel, true},
+		{"phase pick count", appendPhasePickValue(nil, &pick), func(v []byte) (any, error) {
+			return parsePhasePick(selPhaseKey(&pick), v)
+		}, pick, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,8 +35,8 @@ type Query struct {
 // Row is one group of a query result.
 type Row struct {
 	Key   string // the group's value as text
-	Token uint32 // for By token
-	Phase uint8  // for By token and phase
+	Token uint32 // for By token, else 0
+	Phase uint8  // for By token and phase, else 0
 	// Selected is, for By expert, how often the router picked the expert
 	// in the selected tokens and layers: set against its faults and reads
 	// it shows how well the expert cache served.
@@ -250,8 +250,8 @@ func (s *Store) Query(q Query) ([]Row, error) {
 		return nil, err
 	}
 	groups := map[string]*Row{}
-	if err := s.scanAggs(p, func(a *event.Agg) error {
-		p.add(s, groups, a)
+	if err := s.scanAggs(p, func(a *event.Agg, ph uint8) error {
+		p.add(s, groups, a, ph)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -306,10 +306,15 @@ type queryPlan struct {
 	requestOf map[uint32]string
 	sharesOf  map[uint32][]event.Share
 	shared    map[uint32]*event.Counters
+	// totals is set when the query needs no token apart: neither selects
+	// tokens nor groups by token or request. It then reads the run's
+	// totals by phase, a row per tensor and phase, or per tensor, expert,
+	// op and phase, however many tokens the run has (the finest rows of a
+	// 30B-A3B run are 700 k for 51 tokens, its totals 53 k and 1.7 k).
 	// fine is set when the query filters or groups by expert or op, which
-	// only the finest rows have; few when it selects few enough tensors
-	// for a range scan each.
-	fine, few bool
+	// only the finest rows (per token or phase) have; few when it selects
+	// few enough tensors for a range scan each.
+	totals, fine, few bool
 }
 
 func (s *Store) planQuery(q Query) (*queryPlan, error) {
@@ -333,6 +338,12 @@ func (s *Store) planQuery(q Query) (*queryPlan, error) {
 		}
 		p.phase = int(ph)
 	}
+	p.totals = q.Token == nil && q.By != "token" && q.By != "request"
+	p.fine = q.Expert != nil || p.ops != nil || p.by == "expert" || p.by == "op"
+	p.few = len(p.tensors) < len(s.Tensors)/4
+	if p.totals {
+		return p, nil // the totals carry their phase
+	}
 	if q.By == "request" {
 		p.requestOf, p.sharesOf, p.shared = map[uint32]string{}, map[uint32][]event.Share{}, map[uint32]*event.Counters{}
 	}
@@ -348,17 +359,37 @@ func (s *Store) planQuery(q Query) (*queryPlan, error) {
 	}); err != nil {
 		return nil, err
 	}
-	p.fine = q.Expert != nil || p.ops != nil || p.by == "expert" || p.by == "op"
-	p.few = len(p.tensors) < len(s.Tensors)/4
 	return p, nil
 }
 
-// scanAggs reads the aggregate rows the plan needs. Rows folded over
-// experts and ops answer everything that neither filters nor groups by
-// them, with far fewer rows to read (an MoE tensor has a row per expert
-// touched per token). A handful of tensors is a range scan each; most of
-// the model, one scan of all.
-func (s *Store) scanAggs(p *queryPlan, fn func(*event.Agg) error) error {
+// scanAggs reads the aggregate rows the plan needs, each with its
+// token's phase. The totals by phase answer every query that needs no
+// token apart. Of either, the rows folded over experts and ops answer
+// everything that neither filters nor groups by them, with far fewer rows
+// to read (an MoE tensor has a row per expert touched per token or
+// phase). A handful of tensors is a range scan each; most of the model,
+// one scan of all.
+func (s *Store) scanAggs(p *queryPlan, fn func(a *event.Agg, ph uint8) error) error {
+	if p.totals {
+		table, prefix, parse := ttPhaseTable, ttPhasePrefix, parseTTPhaseKey
+		if p.fine {
+			table, prefix, parse = aggPhaseTable, aggPhasePrefix, parseAggPhaseKey
+		}
+		if !p.few {
+			return s.phaseAggScan(table, parse, fn)
+		}
+		for _, id := range sortedIDs(p.tensors) {
+			if err := s.phaseAggScan(prefix(id), parse, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.scanTokenAggs(p, func(a *event.Agg) error { return fn(a, p.phaseOf[a.Token]) })
+}
+
+// scanTokenAggs reads the rows per token the plan needs.
+func (s *Store) scanTokenAggs(p *queryPlan, fn func(*event.Agg) error) error {
 	switch {
 	case !p.fine && p.few:
 		for _, id := range sortedIDs(p.tensors) {
@@ -380,8 +411,9 @@ func (s *Store) scanAggs(p *queryPlan, fn func(*event.Agg) error) error {
 	return s.allFineAggs(fn)
 }
 
-// add charges a to its group when the query selects it.
-func (p *queryPlan) add(s *Store, groups map[string]*Row, a *event.Agg) {
+// add charges a, of a token of phase ph, to its group when the query
+// selects it.
+func (p *queryPlan) add(s *Store, groups map[string]*Row, a *event.Agg, ph uint8) {
 	q := &p.q
 	if !p.tensors[a.Tensor] {
 		return
@@ -396,7 +428,6 @@ func (p *queryPlan) add(s *Store, groups map[string]*Row, a *event.Agg) {
 	if p.ops != nil && !p.ops[op] {
 		return
 	}
-	ph := p.phaseOf[a.Token]
 	if p.phase >= 0 && int(ph) != p.phase {
 		return
 	}
@@ -414,7 +445,13 @@ func (p *queryPlan) add(s *Store, groups map[string]*Row, a *event.Agg) {
 	key, order := p.group(s, a, op, ph)
 	r := groups[key]
 	if r == nil {
-		r = &Row{Key: key, Token: a.Token, Phase: ph, order: order}
+		r = &Row{Key: key, order: order}
+		switch p.by {
+		case "token":
+			r.Token, r.Phase = a.Token, ph
+		case "phase":
+			r.Phase = ph
+		}
 		groups[key] = r
 	}
 	r.Counters.Add(&a.Counters)
@@ -493,7 +530,8 @@ func mapKeys[V any](m map[uint32]V) map[uint32]bool {
 }
 
 // addSelections counts, per expert group, how often the router picked it
-// in the selected tokens and expert layers.
+// in the selected tokens and expert layers: from the picks by phase when
+// the plan reads the totals, else from the picks per token.
 func (s *Store) addSelections(p *queryPlan, groups map[string]*Row) error {
 	q := &p.q
 	layers := map[int]bool{}
@@ -502,19 +540,29 @@ func (s *Store) addSelections(p *queryPlan, groups map[string]*Row) error {
 			layers[t.Layer] = true
 		}
 	}
-	return s.ExpertSelections(func(sel event.ExpertSel) error {
-		if !layers[int(sel.Layer)] || (q.Token != nil && (sel.Token < q.Token[0] || sel.Token > q.Token[1])) ||
-			(q.Expert != nil && int(sel.Expert) != *q.Expert) || (p.phase >= 0 && int(p.phaseOf[sel.Token]) != p.phase) {
-			return nil
+	add := func(layer, expert uint16, ph uint8, n uint64) {
+		if !layers[int(layer)] || (q.Expert != nil && int(expert) != *q.Expert) || (p.phase >= 0 && int(ph) != p.phase) {
+			return
 		}
-		key := strconv.Itoa(int(sel.Expert))
+		key := strconv.Itoa(int(expert))
 		r := groups[key]
 		if r == nil {
 			// Picked but never charged anything: a perfect cache hit.
-			r = &Row{Key: key, order: int(sel.Expert)}
+			r = &Row{Key: key, order: int(expert)}
 			groups[key] = r
 		}
-		r.Selected += sel.Count
+		r.Selected += n
+	}
+	if p.totals {
+		return s.phasePicks(func(pk phasePick) error {
+			add(pk.Layer, pk.Expert, pk.Phase, pk.Count)
+			return nil
+		})
+	}
+	return s.ExpertSelections(func(sel event.ExpertSel) error {
+		if q.Token == nil || (sel.Token >= q.Token[0] && sel.Token <= q.Token[1]) {
+			add(sel.Layer, sel.Expert, p.phaseOf[sel.Token], sel.Count)
+		}
 		return nil
 	})
 }

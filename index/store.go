@@ -256,6 +256,41 @@ func (s *Store) Aggs(fn func(*event.Agg) error) error {
 	return s.aggScan(aggTokenTable, parseAggTokenKey, fn)
 }
 
+// phaseAggScan calls fn for every row of the run's totals by phase under
+// prefix (of the totals by tensor, expert and op, or by tensor; the table
+// or one tensor's rows), parsing keys with parse, as a row of token 0
+// with its phase; the *Agg is reused between calls.
+func (s *Store) phaseAggScan(prefix []byte, parse func([]byte) (phaseAggKey, error), fn func(a *event.Agg, phase uint8) error) error {
+	var a event.Agg
+	return s.db.View(func(txn *badger.Txn) error {
+		return scan(txn, prefix, s.rel, func(k, v []byte) error {
+			key, err := parse(k)
+			if err != nil {
+				return err
+			}
+			a.AggKey = event.AggKey{Tensor: key.Tensor, Expert: key.Expert, Op: key.Op}
+			if err := parseCounters(v, &a.Counters); err != nil {
+				return err
+			}
+			return fn(&a, key.Phase)
+		})
+	})
+}
+
+// phasePicks calls fn for every (phase, layer, expert) the router picked,
+// with how often in the tokens of that phase.
+func (s *Store) phasePicks(fn func(phasePick) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		return scan(txn, selPhaseTable, s.rel, func(k, v []byte) error {
+			p, err := parsePhasePick(k, v)
+			if err != nil {
+				return err
+			}
+			return fn(p)
+		})
+	})
+}
+
 // ExpertSelections calls fn for every (token, layer, expert) the router
 // picked, with how often.
 func (s *Store) ExpertSelections(fn func(event.ExpertSel) error) error {
