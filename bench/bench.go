@@ -48,8 +48,12 @@ type Config struct {
 	Sections []string `json:"sections,omitempty"`
 	// Arms, when any, are the only overhead arms run: each names an arm
 	// by its letter ("c") or its whole name ("c memlimit cold default").
-	Arms []string  `json:"arms,omitempty"`
-	Log  io.Writer `json:"-"`
+	Arms []string `json:"arms,omitempty"`
+	// A3BRun, when set, is a recorded a3b run directory the a3b section
+	// measures the analysis commands on (its store rebuilt by the ingest
+	// it times), instead of writing the model and recording one.
+	A3BRun string    `json:"a3b_run,omitempty"`
+	Log    io.Writer `json:"-"`
 }
 
 // runsArm says whether the overhead arm of that name runs.

@@ -1,0 +1,34 @@
+package pipeline_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// TestARealRunsTotalsAnswerAsItsRowsPerTokenDo: on the shared recorded
+// run (an MoE model under memory pressure: prefill, decode, the load's
+// token 0, the router's picks), every query that needs no token apart,
+// answered from the store's totals by phase, equals the same query over
+// every token and the rows per token summed by hand (storetest.CheckTotals).
+// IOCORR_TOTALS_RUN names another ingested run directory to check instead
+// (the bench's a3b run: 48 layers of 128 experts).
+func TestARealRunsTotalsAnswerAsItsRowsPerTokenDo(t *testing.T) {
+	dir := os.Getenv("IOCORR_TOTALS_RUN")
+	if dir == "" {
+		testenv.RequireBPF(t)
+		llmtest.Require(t)
+		dir = llmtest.RecordedMoE(t).Dir
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n := storetest.CheckTotals(t, st)
+	t.Logf("%d queries compared on %s", n, dir)
+}
