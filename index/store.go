@@ -212,19 +212,14 @@ func (s *Store) EachToken(fn func(*event.TokenInfo) error) error {
 // parse. The *Agg is reused between calls.
 func (s *Store) aggScan(prefix []byte, parse func([]byte) (event.AggKey, error), fn func(*event.Agg) error) error {
 	var a event.Agg
-	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, prefix, s.rel, func(k, v []byte) error {
-			key, err := parse(k)
-			if err != nil {
-				return err
-			}
-			a.AggKey = key
-			if err := parseCounters(v, &a.Counters); err != nil {
-				return err
-			}
-			return fn(&a)
-		})
-	})
+	return scanRows(s, prefix, func(k, v []byte) (*event.Agg, error) {
+		key, err := parse(k)
+		if err != nil {
+			return nil, err
+		}
+		a.AggKey = key
+		return &a, parseCounters(v, &a.Counters)
+	}, fn)
 }
 
 // AggsOfTensor calls fn for the finest aggregate rows of one tensor
@@ -262,45 +257,37 @@ func (s *Store) Aggs(fn func(*event.Agg) error) error {
 // with its phase; the *Agg is reused between calls.
 func (s *Store) phaseAggScan(prefix []byte, parse func([]byte) (phaseAggKey, error), fn func(a *event.Agg, phase uint8) error) error {
 	var a event.Agg
-	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, prefix, s.rel, func(k, v []byte) error {
-			key, err := parse(k)
-			if err != nil {
-				return err
-			}
-			a.AggKey = event.AggKey{Tensor: key.Tensor, Expert: key.Expert, Op: key.Op}
-			if err := parseCounters(v, &a.Counters); err != nil {
-				return err
-			}
-			return fn(&a, key.Phase)
-		})
-	})
+	return scanRows(s, prefix, func(k, v []byte) (uint8, error) {
+		key, err := parse(k)
+		if err != nil {
+			return 0, err
+		}
+		a.AggKey = event.AggKey{Tensor: key.Tensor, Expert: key.Expert, Op: key.Op}
+		return key.Phase, parseCounters(v, &a.Counters)
+	}, func(phase uint8) error { return fn(&a, phase) })
 }
 
 // phasePicks calls fn for every (phase, layer, expert) the router picked,
 // with how often in the tokens of that phase.
 func (s *Store) phasePicks(fn func(phasePick) error) error {
-	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, selPhaseTable, s.rel, func(k, v []byte) error {
-			p, err := parsePhasePick(k, v)
-			if err != nil {
-				return err
-			}
-			return fn(p)
-		})
-	})
+	return scanRows(s, selPhaseTable, parsePhasePick, fn)
 }
 
 // ExpertSelections calls fn for every (token, layer, expert) the router
 // picked, with how often.
 func (s *Store) ExpertSelections(fn func(event.ExpertSel) error) error {
+	return scanRows(s, expertSelTable, parseExpertSel, fn)
+}
+
+// scanRows calls fn with every row of table, parsed by parse.
+func scanRows[T any](s *Store, table []byte, parse func(k, v []byte) (T, error), fn func(T) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, expertSelTable, s.rel, func(k, v []byte) error {
-			e, err := parseExpertSel(k, v)
+		return scan(txn, table, s.rel, func(k, v []byte) error {
+			row, err := parse(k, v)
 			if err != nil {
 				return err
 			}
-			return fn(e)
+			return fn(row)
 		})
 	})
 }
