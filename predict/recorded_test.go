@@ -84,15 +84,6 @@ func TestAtABudgetHoldingTheModelThePredictionEqualsTheRunsZeroBytes(t *testing.
 // cold run reads it from the device.
 func expertsOnlyModel(t *testing.T, layers, experts int) (string, *gguf.File) {
 	t.Helper()
-	root, err := llmtest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(root, ".predict-model-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	w := gguf.Writer{Metadata: gguf.Metadata{
 		{Key: "general.architecture", Value: "llama"},
 		{Key: "general.alignment", Value: uint32(4096)},
@@ -105,7 +96,7 @@ func expertsOnlyModel(t *testing.T, layers, experts int) (string, *gguf.File) {
 			w.Tensors = append(w.Tensors, gguf.TensorInfo{Name: fmt.Sprintf("blk.%d.ffn_%s_exps.weight", l, kind), Type: gguf.TypeF16, Dims: []int64{512, 1024, int64(experts)}})
 		}
 	}
-	path := filepath.Join(dir, "experts.gguf")
+	path := filepath.Join(llmtest.DiskTempDir(t), "experts.gguf")
 	out, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)

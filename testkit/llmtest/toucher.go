@@ -85,10 +85,10 @@ func (w *WaitingToucher) Wait() (ToucherReport, error) {
 	return r, nil
 }
 
-// ColdFile writes size random bytes to a file on the repository's disk:
-// os.TempDir may be tmpfs, where a fault never reads from a device and so
-// is never major.
-func ColdFile(t testing.TB, size int) string {
+// DiskTempDir is a directory removed at the test's end on the
+// repository's disk, not a tmpfs: a file there is read from the device
+// once it is evicted.
+func DiskTempDir(t testing.TB) string {
 	t.Helper()
 	root, err := Root()
 	if err != nil {
@@ -99,6 +99,15 @@ func ColdFile(t testing.TB, size int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// ColdFile writes size random bytes to a file on the repository's disk:
+// os.TempDir may be tmpfs, where a fault never reads from a device and so
+// is never major.
+func ColdFile(t testing.TB, size int) string {
+	t.Helper()
+	dir := DiskTempDir(t)
 	b := make([]byte, size)
 	rand.Read(b)
 	p := filepath.Join(dir, "cold.bin")
