@@ -2,6 +2,7 @@ package predict
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
@@ -59,5 +60,27 @@ func TestPlanPinsOnlyWhereThePredictionBeatsTheKernel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A layer's weights are streamed as the 2026 llama.cpp's graph reads them
+// (the order of the first faults of every decode call of the recorded
+// demo MoE and qwen3moe runs), not as the file stores them: the file
+// here holds them alphabetically, as llama.cpp's converters write them.
+func TestGraphOrderIsTheOrderLlamaCppReadsALayer(t *testing.T) {
+	want := []string{"attn_norm", "attn_q", "attn_q_norm", "attn_v", "attn_k", "attn_k_norm", "attn_output",
+		"ffn_norm", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}
+	file := slices.Sorted(slices.Values(want))
+	var ts []event.Tensor
+	for i, role := range file {
+		ts = append(ts, event.Tensor{ID: uint32(i), Layer: 0, Role: role, Offset: int64(i) << 20})
+	}
+	ts = append(ts, event.Tensor{ID: 99, Layer: -1, Role: "output", Offset: 0})
+	var got []string
+	for _, tn := range graphOrder(ts) {
+		got = append(got, tn.Role)
+	}
+	if want := append(want, "output"); !slices.Equal(got, want) {
+		t.Errorf("streams %v, want %v", got, want)
 	}
 }

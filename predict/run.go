@@ -162,26 +162,40 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 }
 
 // roleRank orders a layer's weights as llama.cpp's graph reads them:
-// attention, the FFN's norm and router, the experts (up, gate, down, as
-// build_moe_ffn multiplies them), shared experts, then a dense FFN.
+// the attention's norm, Q (and its norm), V, K (and its norm), output;
+// the FFN's norm and router; the experts gate, up, down; shared experts;
+// then a dense FFN. ggml builds a graph depth first from its output, so
+// SwiGLU's gate is computed before up although build_moe_ffn makes up
+// first, and V before K: the first faults of every decode call of the
+// demo MoE and qwen3moe runs came in that order, layer after layer.
 func roleRank(role string) int {
 	switch {
-	case role == "ffn_norm" || role == "post_attention_norm":
+	case role == "attn_norm":
+		return 0
+	case role == "attn_q" || role == "attn_q_norm":
 		return 1
-	case role == "ffn_gate_inp":
+	case role == "attn_v":
 		return 2
-	case role == "ffn_up_exps":
+	case role == "attn_k" || role == "attn_k_norm":
 		return 3
-	case role == "ffn_gate_exps":
+	case strings.HasPrefix(role, "attn"):
 		return 4
-	case role == "ffn_down_exps":
+	case role == "ffn_norm" || role == "post_attention_norm":
 		return 5
-	case strings.Contains(role, "shexp"):
+	case role == "ffn_gate_inp":
 		return 6
-	case strings.HasPrefix(role, "ffn"):
+	case role == "ffn_gate_exps":
 		return 7
+	case role == "ffn_up_exps":
+		return 8
+	case role == "ffn_down_exps":
+		return 9
+	case strings.Contains(role, "shexp"):
+		return 10
+	case strings.HasPrefix(role, "ffn"):
+		return 11
 	}
-	return 0
+	return 4
 }
 
 // graphOrder lists the weights one call reads, in graph order: the
