@@ -91,6 +91,8 @@ func tokenKey(token uint32) []byte                { return u32Key(pTokenAgg, tok
 func parseTokenKey(k []byte) (uint32, error)      { return parseU32Key(pTokenAgg, "token row", k) }
 func aggTensorPrefix(tensor uint32) []byte        { return u32Key(pAggTensor, tensor) }
 func aggTTPrefix(tensor uint32) []byte            { return u32Key(pAggTT, tensor) }
+func aggTokenPrefix(token uint32) []byte          { return u32Key(pAggToken, token) }
+func expertSelPrefix(token uint32) []byte         { return u32Key(pExpertSel, token) }
 func isSummaryKey(k []byte) bool                  { return string(k) == string(summaryKey) }
 func (ix chunkIndex) valuePrefix(v uint32) []byte { return ix.appendValue([]byte{ix.prefix}, v) }
 

@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"sort"
@@ -407,6 +408,10 @@ func (s *Store) scanTokenAggs(p *queryPlan, fn func(*event.Agg) error) error {
 			}
 		}
 		return nil
+	case p.q.Token != nil && p.ops == nil && p.by != "op":
+		// By or of experts, in a token range: the rows of those tokens
+		// alone, ops folded, not the finest rows of every token.
+		return s.tokenRangeAggs(p.q.Token[0], p.q.Token[1], fn)
 	}
 	return s.allFineAggs(fn)
 }
@@ -559,10 +564,12 @@ func (s *Store) addSelections(p *queryPlan, groups map[string]*Row) error {
 			return nil
 		})
 	}
-	return s.ExpertSelections(func(sel event.ExpertSel) error {
-		if q.Token == nil || (sel.Token >= q.Token[0] && sel.Token <= q.Token[1]) {
-			add(sel.Layer, sel.Expert, p.phaseOf[sel.Token], sel.Count)
-		}
+	lo, hi := uint32(0), uint32(math.MaxUint32)
+	if q.Token != nil {
+		lo, hi = q.Token[0], q.Token[1]
+	}
+	return s.tokenRangeSelections(lo, hi, func(sel event.ExpertSel) error {
+		add(sel.Layer, sel.Expert, p.phaseOf[sel.Token], sel.Count)
 		return nil
 	})
 }

@@ -134,17 +134,28 @@ func (s *Store) Close() error { return s.db.Close() }
 // scan calls fn for every key with prefix, in key order, counting what it
 // reads in rel (nil: no release). k and v are valid only during the call.
 func scan(txn *badger.Txn, prefix []byte, rel *releaser, fn func(k, v []byte) error) error {
+	return scanFrom(txn, prefix, prefix, rel, fn)
+}
+
+// errStopScan, returned by a scan's fn, ends the scan without an error.
+var errStopScan = errors.New("stop the scan")
+
+// scanFrom is scan from the first key at or after from.
+func scanFrom(txn *badger.Txn, prefix, from []byte, rel *releaser, fn func(k, v []byte) error) error {
 	o := badger.DefaultIteratorOptions
 	o.Prefix = prefix
 	o.PrefetchValues = false
 	it := txn.NewIterator(o)
 	defer it.Close()
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+	for it.Seek(from); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
 		if err := item.Value(func(v []byte) error {
 			rel.read(len(item.Key()) + len(v))
 			return fn(item.Key(), v)
 		}); err != nil {
+			if errors.Is(err, errStopScan) {
+				return nil
+			}
 			return err
 		}
 	}
@@ -211,8 +222,13 @@ func (s *Store) EachToken(fn func(*event.TokenInfo) error) error {
 // aggScan calls fn for every aggregate row under prefix, parsing keys with
 // parse. The *Agg is reused between calls.
 func (s *Store) aggScan(prefix []byte, parse func([]byte) (event.AggKey, error), fn func(*event.Agg) error) error {
+	return s.aggScanFrom(prefix, prefix, parse, fn)
+}
+
+// aggScanFrom is aggScan from the first key at or after from.
+func (s *Store) aggScanFrom(prefix, from []byte, parse func([]byte) (event.AggKey, error), fn func(*event.Agg) error) error {
 	var a event.Agg
-	return scanRows(s, prefix, func(k, v []byte) (*event.Agg, error) {
+	return scanRowsFrom(s, prefix, from, func(k, v []byte) (*event.Agg, error) {
 		key, err := parse(k)
 		if err != nil {
 			return nil, err
@@ -251,6 +267,17 @@ func (s *Store) Aggs(fn func(*event.Agg) error) error {
 	return s.aggScan(aggTokenTable, parseAggTokenKey, fn)
 }
 
+// tokenRangeAggs calls fn for the (token, tensor, expert) rows, ops folded,
+// of tokens lo to hi: one range scan of the rows in token order.
+func (s *Store) tokenRangeAggs(lo, hi uint32, fn func(*event.Agg) error) error {
+	return s.aggScanFrom(aggTokenTable, aggTokenPrefix(lo), parseAggTokenKey, func(a *event.Agg) error {
+		if a.Token > hi {
+			return errStopScan
+		}
+		return fn(a)
+	})
+}
+
 // phaseAggScan calls fn for every row of the run's totals by phase under
 // prefix (of the totals by tensor, expert and op, or by tensor; the table
 // or one tensor's rows), parsing keys with parse, as a row of token 0
@@ -279,10 +306,26 @@ func (s *Store) ExpertSelections(fn func(event.ExpertSel) error) error {
 	return scanRows(s, expertSelTable, parseExpertSel, fn)
 }
 
+// tokenRangeSelections is ExpertSelections of tokens lo to hi: one range
+// scan of the picks in token order.
+func (s *Store) tokenRangeSelections(lo, hi uint32, fn func(event.ExpertSel) error) error {
+	return scanRowsFrom(s, expertSelTable, expertSelPrefix(lo), parseExpertSel, func(e event.ExpertSel) error {
+		if e.Token > hi {
+			return errStopScan
+		}
+		return fn(e)
+	})
+}
+
 // scanRows calls fn with every row of table, parsed by parse.
 func scanRows[T any](s *Store, table []byte, parse func(k, v []byte) (T, error), fn func(T) error) error {
+	return scanRowsFrom(s, table, table, parse, fn)
+}
+
+// scanRowsFrom is scanRows from the first key at or after from.
+func scanRowsFrom[T any](s *Store, table, from []byte, parse func(k, v []byte) (T, error), fn func(T) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return scan(txn, table, s.rel, func(k, v []byte) error {
+		return scanFrom(txn, table, from, s.rel, func(k, v []byte) error {
 			row, err := parse(k, v)
 			if err != nil {
 				return err

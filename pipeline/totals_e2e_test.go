@@ -14,7 +14,8 @@ import (
 // run (an MoE model under memory pressure: prefill, decode, the load's
 // token 0, the router's picks), every query that needs no token apart,
 // answered from the store's totals by phase, equals the same query over
-// every token and the rows per token summed by hand (storetest.CheckTotals).
+// every token and the rows per token summed by hand, as do queries of
+// token ranges (storetest.CheckQueries).
 // IOCORR_TOTALS_RUN names another ingested run directory to check instead
 // (the bench's a3b run: 48 layers of 128 experts).
 func TestARealRunsTotalsAnswerAsItsRowsPerTokenDo(t *testing.T) {
@@ -29,6 +30,6 @@ func TestARealRunsTotalsAnswerAsItsRowsPerTokenDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	n := storetest.CheckTotals(t, st)
+	n := storetest.CheckQueries(t, st)
 	t.Logf("%d queries compared on %s", n, dir)
 }

@@ -17,18 +17,15 @@ type OracleRow struct {
 	event.Counters
 }
 
-// QueryOracle answers q (no token filter, grouped by expert, layer,
-// tensor, device, op or phase) by summing the store's rows per token by
-// hand: every (token, tensor, expert, op) row of the tensors q selects
-// (Store.AggsOfTensor), each token's phase from its own row (a token
-// without one is phase none), and, by expert, the router's picks per token
+// QueryOracle answers q (grouped by expert, layer, tensor, device, op or
+// phase) by summing the store's rows per token by hand: every (token,
+// tensor, expert, op) row of the tensors q selects (Store.AggsOfTensor),
+// each token's phase from its own row (a token without one is phase
+// none), and, by expert, the router's picks per token
 // (Store.ExpertSelections) of the selected tensors' layers. It shares with
 // Query only the tensor and op name lookups.
 func QueryOracle(t testing.TB, st *index.Store, q index.Query) map[string]OracleRow {
 	t.Helper()
-	if q.Token != nil {
-		t.Fatal("the oracle sums whole runs: no token filter")
-	}
 	ids, err := st.MatchTensors(q.Tensor, q.Layer, q.Pseudos)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +45,8 @@ func QueryOracle(t testing.TB, st *index.Store, q index.Query) map[string]Oracle
 		phase[tk.Token] = tk.Phase
 	}
 	keep := func(tok uint32, expert int) bool {
-		return (q.Phase == "" || event.PhaseName(phase[tok]) == q.Phase) && (q.Expert == nil || expert == *q.Expert)
+		return (q.Phase == "" || event.PhaseName(phase[tok]) == q.Phase) && (q.Expert == nil || expert == *q.Expert) &&
+			(q.Token == nil || (q.Token[0] <= tok && tok <= q.Token[1]))
 	}
 	out := map[string]OracleRow{}
 	for id := range ids {
@@ -111,14 +109,15 @@ func QueryOracle(t testing.TB, st *index.Store, q index.Query) map[string]Oracle
 	return out
 }
 
-// TotalsQueries are the queries of no token filter CheckTotals runs: every
-// grouping that needs no token apart, unfiltered and under each filter,
+// OracleQueries are the queries CheckQueries runs: every grouping of
+// QueryOracle, unfiltered and under each filter (token ranges too),
 // sorted and cut once.
-func TotalsQueries(st *index.Store) []index.Query {
+func OracleQueries(st *index.Store) []index.Query {
 	one := 1
 	var qs []index.Query
 	filters := []index.Query{{}, {Phase: "decode"}, {Phase: "prefill"}, {Phase: "none"}, {Pseudos: true},
-		{Tensor: "blk.*.ffn_*_exps.weight"}, {Layer: &one}, {Expert: &one}, {Tensor: "blk.1.*", Phase: "decode", Expert: &one}}
+		{Tensor: "blk.*.ffn_*_exps.weight"}, {Layer: &one}, {Expert: &one}, {Tensor: "blk.1.*", Phase: "decode", Expert: &one},
+		{Token: &[2]uint32{1, 1}}, {Token: &[2]uint32{2, 3}, Pseudos: true}, {Token: &[2]uint32{0, 2}, Phase: "prefill", Expert: &one}}
 	for _, op := range st.Ops {
 		if op != "" {
 			filters = append(filters, index.Query{Op: op})
@@ -133,30 +132,35 @@ func TotalsQueries(st *index.Store) []index.Query {
 	return append(qs, index.Query{By: "expert", Sort: index.Selected, Top: 3}, index.Query{By: "tensor", Sort: "faults", Top: 5})
 }
 
-// CheckTotals runs TotalsQueries on st, which answers them from its
-// totals by phase, and fails t where a result differs from the same query
-// over every token (Query's path through the rows per token: the rows
-// equal, in the same order) or, uncut, from QueryOracle. It returns how
-// many queries it compared.
-func CheckTotals(t *testing.T, st *index.Store) int {
+// CheckQueries runs OracleQueries on st and fails t where a result
+// differs, uncut, from QueryOracle, or, for a query of no token filter
+// (which st answers from its totals by phase), from the same query over
+// every token (Query's path through the rows per token: the rows equal,
+// in the same order). It returns how many queries it compared.
+func CheckQueries(t *testing.T, st *index.Store) int {
 	t.Helper()
 	n := 0
-	for _, q := range TotalsQueries(st) {
+	for _, q := range OracleQueries(st) {
 		name := fmt.Sprintf("%+v", q)
+		if q.Token != nil {
+			name += fmt.Sprintf(" tokens %d-%d", q.Token[0], q.Token[1])
+		}
 		got, err := st.Query(q)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
 		n++
-		perToken := q
-		perToken.Token = &[2]uint32{0, math.MaxUint32}
-		want, err := st.Query(perToken)
-		if err != nil {
-			t.Fatalf("%s over every token: %v", name, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: from the totals\n%+v\nover every token\n%+v", name, got, want)
+		if q.Token == nil {
+			perToken := q
+			perToken.Token = &[2]uint32{0, math.MaxUint32}
+			want, err := st.Query(perToken)
+			if err != nil {
+				t.Fatalf("%s over every token: %v", name, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: from the totals\n%+v\nover every token\n%+v", name, got, want)
+			}
 		}
 		if q.Top > 0 {
 			continue
