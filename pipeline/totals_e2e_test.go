@@ -10,7 +10,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
-// TestARealRunsTotalsAnswerAsItsRowsPerTokenDo: on the shared recorded
+// TestARealRunsQueriesEqualItsRowsPerTokenSummedByHand: on the shared recorded
 // run (an MoE model under memory pressure: prefill, decode, the load's
 // token 0, the router's picks), every query that needs no token apart,
 // answered from the store's totals by phase, equals the same query over
@@ -18,7 +18,7 @@ import (
 // token ranges (storetest.CheckQueries).
 // IOCORR_TOTALS_RUN names another ingested run directory to check instead
 // (the bench's a3b run: 48 layers of 128 experts).
-func TestARealRunsTotalsAnswerAsItsRowsPerTokenDo(t *testing.T) {
+func TestARealRunsQueriesEqualItsRowsPerTokenSummedByHand(t *testing.T) {
 	dir := os.Getenv("IOCORR_TOTALS_RUN")
 	if dir == "" {
 		testenv.RequireBPF(t)
