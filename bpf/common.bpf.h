@@ -63,7 +63,12 @@ struct config {
 	 * every device (the model's device may not be known before the child
 	 * maps it), and user space sorts them out by extents. */
 	bool filter_devs;
-	__u8 pad[3];
+	/* FAULT_COUNT_* bits (faults.bpf.h): which faults outside the model
+	 * files are counted in the kernel instead of recorded one by one.
+	 * Only where the kernel resolves faults (use_find_vma): elsewhere it
+	 * cannot tell where a fault is. */
+	__u8 count_faults;
+	__u8 pad[2];
 };
 
 const volatile struct config cfg = {};
@@ -319,15 +324,34 @@ static __always_inline __u32 proc__stop(void)
 	return bpf_send_signal(SIGSTOP) == 0;
 }
 
-/* hdr__fill stamps an event of the current thread with the token and
- * phase of its process (and its op, --probe ops), or with those of the
- * last decoding process when the current task is not traced. It is the
- * one place that says what an event's stamp is. */
+/* stamp__fill sets token, phase and op to the stamp of thread tid of
+ * process tgid now (an event's, and a fault count's key): its process's token and phase (and its op, --probe
+ * ops), or those of the last decoding process when tgid is not traced. */
+static __always_inline void stamp__fill(__u32 tgid, __u32 tid, __u32 *token, __u8 *phase, __u32 *op)
+{
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+
+	*op = 0;
+	if (!ps) {
+		*token = last_stamp.token;
+		*phase = last_stamp.phase;
+		return;
+	}
+	*token = ps->token;
+	*phase = ps->phase;
+	if (cfg.probe_ops) {
+		__u32 *o = bpf_map_lookup_elem(&cur_op, &tid);
+		if (o)
+			*op = *o;
+	}
+}
+
+/* hdr__fill stamps an event of the current thread (stamp__fill, the one
+ * place that says what an event's stamp is). */
 static __always_inline void hdr__fill(struct event_hdr *h, __u16 type)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
 
 	h->ts = bpf_ktime_get_ns();
 	h->tgid = tgid;
@@ -335,19 +359,7 @@ static __always_inline void hdr__fill(struct event_hdr *h, __u16 type)
 	h->type = type;
 	h->cpu = bpf_get_smp_processor_id();
 	h->pad0 = 0;
-	h->op = 0;
-	if (ps) {
-		h->token = ps->token;
-		h->phase = ps->phase;
-		if (cfg.probe_ops) {
-			__u32 *op = bpf_map_lookup_elem(&cur_op, &tid);
-			if (op)
-				h->op = *op;
-		}
-	} else {
-		h->token = last_stamp.token;
-		h->phase = last_stamp.phase;
-	}
+	stamp__fill(tgid, tid, &h->token, &h->phase, &h->op);
 }
 
 /* event__reserve takes room for an event and stamps its header: what

@@ -36,7 +36,8 @@ func faultAway(pages int) {
 
 func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
 	testenv.RequireBPF(t)
-	tr, err := Open(Options{})
+	// Anonymous faults are this test's records: one by one.
+	tr, err := Open(Options{FaultsOneByOne: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,8 @@ func TestDrainStopsWithAClearErrorWhenTheDiskIsFullAndDiscardKeepsTheRingMoving(
 		t.Fatalf("mounting a small tmpfs: %v", err)
 	}
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
-	tr, err := Open(Options{})
+	// Anonymous faults are this test's records: one by one.
+	tr, err := Open(Options{FaultsOneByOne: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,19 @@
  * the software page-faults event) begins one and resolves its file, the
  * software major/minor fault events end it with its class.
  * Begin and end are paired by thread in fault_starts.
+ *
+ * A fault in a model file is a record (fault_event). One outside them
+ * (anonymous memory, a file user space found is no model) is counted in
+ * fault_counts by thread, stamp and class, with its stall, when
+ * cfg.count_faults asks for its kind: node's heap and thread stacks made
+ * ~36,000 minor faults a run in RAM, a record each, where every figure
+ * read of them was a count or a sum.
  */
+
+/* count_faults of struct config: the faults outside the model files
+ * counted in the kernel rather than recorded one by one. */
+#define FAULT_COUNT_ANON 1
+#define FAULT_COUNT_OTHER 2
 
 struct fault_start {
 	__u64 ts;
@@ -14,7 +26,8 @@ struct fault_start {
 	__u64 ino;
 	__u64 file_off;
 	__u32 dev;
-	__u32 pad;
+	__u8 where; /* enum fault_where: FAULT_WHERE_MODEL for a record */
+	__u8 pad[3];
 };
 
 /* Faults begun and not yet accounted, by thread. */
@@ -24,6 +37,92 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fault_start);
 } fault_starts SEC(".maps");
+
+/* A count's key: what a fault_event's header and class would have said,
+ * but its time. */
+struct fault_count_key {
+	__u32 tgid;
+	__u32 tid;
+	__u32 token;
+	__u32 op;
+	__u8 phase;
+	__u8 class; /* enum fault_class */
+	__u8 where; /* enum fault_where */
+	__u8 pad;
+};
+
+struct fault_count {
+	__u64 first_ts; /* the first fault's end */
+	__u64 last_ts;  /* the last fault's end */
+	__u64 count;
+	__u64 stall_ns;
+};
+
+/* Preallocated (perf_event programs may use no other hash map on older
+ * kernels): a key is a thread's token, so a run of 1,000 tokens on 8
+ * threads in two classes takes 16,000. A fault whose key finds no room is
+ * recorded one by one instead: nothing is lost, the run only costs more. */
+#define FAULT_COUNT_KEYS 32768
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FAULT_COUNT_KEYS);
+	__type(key, struct fault_count_key);
+	__type(value, struct fault_count);
+} fault_counts SEC(".maps");
+
+/* Files a traced process mapped that user space found are no model (it
+ * decides on the mmap record): only their faults are counted as
+ * FAULT_WHERE_OTHER. A file not decided yet may be a model that user space
+ * has not added to `files` yet, so its faults stay records. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct file_key);
+	__type(value, __u8);
+} not_models SEC(".maps");
+
+/* fault__where is where the fault at vi (resolved) is counted, or
+ * FAULT_WHERE_MODEL when it is recorded: an address the kernel found no
+ * file for is anonymous, as user space takes it. */
+static __always_inline __u8 fault__where(struct vma_info *vi)
+{
+	struct file_key k = {};
+
+	if (!cfg.use_find_vma || !cfg.count_faults)
+		return FAULT_WHERE_MODEL;
+	if (!vi->ino)
+		return (cfg.count_faults & FAULT_COUNT_ANON) ? FAULT_WHERE_ANON : FAULT_WHERE_MODEL;
+	if (!(cfg.count_faults & FAULT_COUNT_OTHER))
+		return FAULT_WHERE_MODEL;
+	k.ino = vi->ino;
+	k.dev = vi->dev;
+	return bpf_map_lookup_elem(&not_models, &k) ? FAULT_WHERE_OTHER : FAULT_WHERE_MODEL;
+}
+
+/* fault__count adds a fault of thread tid that ended at now, with its
+ * stall, to the count of its stamp and class: false when the map has no
+ * room for a new key (the caller then records it). Only the thread itself
+ * writes its keys, so no two programs race on one. */
+static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u64 now, __u64 stall)
+{
+	struct fault_count_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .tid = tid, .class = class, .where = where};
+	struct fault_count *v, nv = {};
+
+	stamp__fill(k.tgid, tid, &k.token, &k.phase, &k.op);
+	v = bpf_map_lookup_elem(&fault_counts, &k);
+	if (v) {
+		v->last_ts = now;
+		v->count++;
+		v->stall_ns += stall;
+		return true;
+	}
+	nv.first_ts = now;
+	nv.last_ts = now;
+	nv.count = 1;
+	nv.stall_ns = stall;
+	return bpf_map_update_elem(&fault_counts, &k, &nv, BPF_NOEXIST) == 0;
+}
 
 static __always_inline struct fault_event *fault__reserve(__u8 class)
 {
@@ -66,6 +165,11 @@ static __always_inline void fault__flush_pending(__u32 tid)
 
 	if (!prev)
 		return;
+	if (prev->where != FAULT_WHERE_MODEL &&
+	    fault__count(tid, FAULT_UNACCOUNTED, prev->where, bpf_ktime_get_ns(), 0)) {
+		bpf_map_delete_elem(&fault_starts, &tid);
+		return;
+	}
 	e = fault__reserve(FAULT_UNACCOUNTED);
 	if (e) {
 		e->addr = prev->addr;
@@ -103,6 +207,7 @@ static __always_inline int fault__begin(__u64 address, __u64 ip, __u64 error_cod
 	fs.ino = vi.ino;
 	fs.dev = vi.dev;
 	fs.file_off = vi.file_off;
+	fs.where = fault__where(&vi);
 	bpf_map_update_elem(&fault_starts, &tid, &fs, BPF_ANY);
 	return 0;
 }
@@ -155,15 +260,24 @@ static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 	if (!proc__is_traced(tgid))
 		return 0;
 	runs__flush_thread_adds(tid);
+	/* A fault taken in kernel mode on a user address (copy_to_user) has
+	 * no page_fault_user: no start, no file resolution here, and a
+	 * record, which user space resolves by the mappings it saw. */
+	fs = bpf_map_lookup_elem(&fault_starts, &tid);
+	if (fs && fs->addr != ctx->addr)
+		fs = NULL;
+	if (fs && fs->where != FAULT_WHERE_MODEL) {
+		__u64 now = bpf_ktime_get_ns();
+
+		if (fault__count(tid, class, fs->where, now, now >= fs->ts ? now - fs->ts : 0)) {
+			bpf_map_delete_elem(&fault_starts, &tid);
+			return 0;
+		}
+	}
 	e = fault__reserve(class);
 	if (!e)
 		return 0;
 	e->addr = ctx->addr;
-	/* A fault taken in kernel mode on a user address (copy_to_user) has
-	 * no page_fault_user: no start, no file resolution here. */
-	fs = bpf_map_lookup_elem(&fault_starts, &tid);
-	if (fs && fs->addr != ctx->addr)
-		fs = NULL;
 	fault__set_start(e, fs);
 	if (fs)
 		bpf_map_delete_elem(&fault_starts, &tid);

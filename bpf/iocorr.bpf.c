@@ -40,6 +40,7 @@
  * the wire package's Go types, holds every struct and enum of iocorr.h
  * (wiregen refuses one missing). */
 const struct fault_event *unused_fault_event __attribute__((unused));
+const struct fault_count_event *unused_fault_count_event __attribute__((unused));
 const struct page_event *unused_page_event __attribute__((unused));
 const struct page_run_event *unused_page_run_event __attribute__((unused));
 const struct ra_event *unused_ra_event __attribute__((unused));
@@ -60,6 +61,7 @@ enum event_type unused_event_type __attribute__((unused));
 enum phase unused_phase __attribute__((unused));
 enum block_completion unused_block_completion __attribute__((unused));
 enum fault_class unused_fault_class __attribute__((unused));
+enum fault_where unused_fault_where __attribute__((unused));
 enum ra_kind unused_ra_kind __attribute__((unused));
 enum task_kind unused_task_kind __attribute__((unused));
 enum sched_kind unused_sched_kind __attribute__((unused));

@@ -37,7 +37,8 @@ enum event_type {
 	EV_PLACE = 18,        /* ggml_backend_tensor_set from a file mapping: struct place_event */
 	EV_BUFNAME = 19,      /* ggml_backend_buffer_name returned: struct bufname_event */
 	EV_GRAPH_END = 20,    /* ggml_graph_compute return: struct graph_end_event */
-	EV_TYPE_MAX = 21,
+	EV_FAULT_COUNT = 21,  /* faults outside the model files counted in the kernel: struct fault_count_event */
+	EV_TYPE_MAX = 22,
 };
 
 enum phase {
@@ -52,6 +53,14 @@ enum fault_class {
 	/* the fault began but no completion was counted (the access was bad,
 	 * or the fault was retried and accounted elsewhere) */
 	FAULT_UNACCOUNTED = 2,
+};
+
+/* Where a fault was, when it was counted in the kernel rather than
+ * recorded one by one (struct fault_count_event). */
+enum fault_where {
+	FAULT_WHERE_MODEL = 0, /* a model file, or not known: recorded one by one */
+	FAULT_WHERE_ANON = 1,  /* no file (anonymous memory, or no mapping at all) */
+	FAULT_WHERE_OTHER = 2, /* a file that user space found is no model */
 };
 
 enum ra_kind {
@@ -91,6 +100,23 @@ struct fault_event {
 	__u32 dev;      /* kernel encoding: major << 20 | minor */
 	__u8 class;     /* enum fault_class */
 	__u8 pad[3];
+};
+
+/* The faults outside the model files of one thread with one stamp (token,
+ * phase, op) and one class, counted in the kernel (faults.bpf.h's
+ * fault_counts) instead of a fault_event each: user space writes one such
+ * record per count into the spool at the run's end, after the ring's last
+ * record. The figures fault_events would have given per token, tensor
+ * (the [anonymous] and [other file] pseudo tensors) and op are the same;
+ * each fault's address, time and stall alone are not kept. */
+struct fault_count_event {
+	struct event_hdr hdr; /* the faults' thread and stamp; hdr.ts: the last one's end */
+	__u64 first_ts;       /* the first one's end */
+	__u64 count;
+	__u64 stall_ns;       /* summed end - start, as each fault_event's */
+	__u8 class;           /* enum fault_class */
+	__u8 where;           /* enum fault_where: FAULT_WHERE_ANON or _OTHER */
+	__u8 pad[6];
 };
 
 struct page_event {

@@ -51,7 +51,8 @@ type IocorrConfig struct {
 	UseFindVma   bool
 	StopAtTokens bool
 	FilterDevs   bool
-	Pad          [3]uint8
+	CountFaults  uint8
+	Pad          [2]uint8
 }
 
 type IocorrDecodeStart struct {
@@ -85,7 +86,8 @@ const (
 	IocorrEventTypeEV_PLACE         IocorrEventType = 18
 	IocorrEventTypeEV_BUFNAME       IocorrEventType = 19
 	IocorrEventTypeEV_GRAPH_END     IocorrEventType = 20
-	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 21
+	IocorrEventTypeEV_FAULT_COUNT   IocorrEventType = 21
+	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 22
 )
 
 type IocorrFaultClass uint32
@@ -96,6 +98,26 @@ const (
 	IocorrFaultClassFAULT_UNACCOUNTED IocorrFaultClass = 2
 )
 
+type IocorrFaultCount struct {
+	_       structs.HostLayout
+	FirstTs uint64
+	LastTs  uint64
+	Count   uint64
+	StallNs uint64
+}
+
+type IocorrFaultCountKey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Tid   uint32
+	Token uint32
+	Op    uint32
+	Phase uint8
+	Class uint8
+	Where uint8
+	Pad   uint8
+}
+
 type IocorrFaultStart struct {
 	_         structs.HostLayout
 	Ts        uint64
@@ -105,8 +127,17 @@ type IocorrFaultStart struct {
 	Ino       uint64
 	FileOff   uint64
 	Dev       uint32
-	Pad       uint32
+	Where     uint8
+	Pad       [3]uint8
 }
+
+type IocorrFaultWhere uint32
+
+const (
+	IocorrFaultWhereFAULT_WHERE_MODEL IocorrFaultWhere = 0
+	IocorrFaultWhereFAULT_WHERE_ANON  IocorrFaultWhere = 1
+	IocorrFaultWhereFAULT_WHERE_OTHER IocorrFaultWhere = 2
+)
 
 type IocorrFileKey struct {
 	_   structs.HostLayout
@@ -318,6 +349,7 @@ const (
 	IocorrMapDecodeStarts          = "decode_starts"
 	IocorrMapDevs                  = "devs"
 	IocorrMapEvents                = "events"
+	IocorrMapFaultCounts           = "fault_counts"
 	IocorrMapFaultStarts           = "fault_starts"
 	IocorrMapFilemapFaults         = "filemap_faults"
 	IocorrMapFiles                 = "files"
@@ -329,6 +361,7 @@ const (
 	IocorrMapLoopsCut              = "loops_cut"
 	IocorrMapLost                  = "lost"
 	IocorrMapMmapCalls             = "mmap_calls"
+	IocorrMapNotModels             = "not_models"
 	IocorrMapOpsPending            = "ops_pending"
 	IocorrMapReadStarts            = "read_starts"
 	IocorrMapRunsUnordered         = "runs_unordered"
@@ -407,7 +440,9 @@ const (
 	IocorrVarUnusedEventType       = "unused_event_type"
 	IocorrVarUnusedExpertsEvent    = "unused_experts_event"
 	IocorrVarUnusedFaultClass      = "unused_fault_class"
+	IocorrVarUnusedFaultCountEvent = "unused_fault_count_event"
 	IocorrVarUnusedFaultEvent      = "unused_fault_event"
+	IocorrVarUnusedFaultWhere      = "unused_fault_where"
 	IocorrVarUnusedGraphEndEvent   = "unused_graph_end_event"
 	IocorrVarUnusedGraphEvent      = "unused_graph_event"
 	IocorrVarUnusedMmapEvent       = "unused_mmap_event"
@@ -542,6 +577,7 @@ type IocorrMapSpecs struct {
 	DecodeStarts  *ebpf.MapSpec `ebpf:"decode_starts"`
 	Devs          *ebpf.MapSpec `ebpf:"devs"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
+	FaultCounts   *ebpf.MapSpec `ebpf:"fault_counts"`
 	FaultStarts   *ebpf.MapSpec `ebpf:"fault_starts"`
 	FilemapFaults *ebpf.MapSpec `ebpf:"filemap_faults"`
 	Files         *ebpf.MapSpec `ebpf:"files"`
@@ -553,6 +589,7 @@ type IocorrMapSpecs struct {
 	LoopsCut      *ebpf.MapSpec `ebpf:"loops_cut"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	MmapCalls     *ebpf.MapSpec `ebpf:"mmap_calls"`
+	NotModels     *ebpf.MapSpec `ebpf:"not_models"`
 	OpsPending    *ebpf.MapSpec `ebpf:"ops_pending"`
 	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
 	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
@@ -580,7 +617,9 @@ type IocorrVariableSpecs struct {
 	UnusedEventType       *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedExpertsEvent    *ebpf.VariableSpec `ebpf:"unused_experts_event"`
 	UnusedFaultClass      *ebpf.VariableSpec `ebpf:"unused_fault_class"`
+	UnusedFaultCountEvent *ebpf.VariableSpec `ebpf:"unused_fault_count_event"`
 	UnusedFaultEvent      *ebpf.VariableSpec `ebpf:"unused_fault_event"`
+	UnusedFaultWhere      *ebpf.VariableSpec `ebpf:"unused_fault_where"`
 	UnusedGraphEndEvent   *ebpf.VariableSpec `ebpf:"unused_graph_end_event"`
 	UnusedGraphEvent      *ebpf.VariableSpec `ebpf:"unused_graph_event"`
 	UnusedMmapEvent       *ebpf.VariableSpec `ebpf:"unused_mmap_event"`
@@ -630,6 +669,7 @@ type IocorrMaps struct {
 	DecodeStarts  *ebpf.Map `ebpf:"decode_starts"`
 	Devs          *ebpf.Map `ebpf:"devs"`
 	Events        *ebpf.Map `ebpf:"events"`
+	FaultCounts   *ebpf.Map `ebpf:"fault_counts"`
 	FaultStarts   *ebpf.Map `ebpf:"fault_starts"`
 	FilemapFaults *ebpf.Map `ebpf:"filemap_faults"`
 	Files         *ebpf.Map `ebpf:"files"`
@@ -641,6 +681,7 @@ type IocorrMaps struct {
 	LoopsCut      *ebpf.Map `ebpf:"loops_cut"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	MmapCalls     *ebpf.Map `ebpf:"mmap_calls"`
+	NotModels     *ebpf.Map `ebpf:"not_models"`
 	OpsPending    *ebpf.Map `ebpf:"ops_pending"`
 	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
 	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
@@ -664,6 +705,7 @@ func (m *IocorrMaps) Close() error {
 		m.DecodeStarts,
 		m.Devs,
 		m.Events,
+		m.FaultCounts,
 		m.FaultStarts,
 		m.FilemapFaults,
 		m.Files,
@@ -675,6 +717,7 @@ func (m *IocorrMaps) Close() error {
 		m.LoopsCut,
 		m.Lost,
 		m.MmapCalls,
+		m.NotModels,
 		m.OpsPending,
 		m.ReadStarts,
 		m.RunsUnordered,
@@ -703,7 +746,9 @@ type IocorrVariables struct {
 	UnusedEventType       *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedExpertsEvent    *ebpf.Variable `ebpf:"unused_experts_event"`
 	UnusedFaultClass      *ebpf.Variable `ebpf:"unused_fault_class"`
+	UnusedFaultCountEvent *ebpf.Variable `ebpf:"unused_fault_count_event"`
 	UnusedFaultEvent      *ebpf.Variable `ebpf:"unused_fault_event"`
+	UnusedFaultWhere      *ebpf.Variable `ebpf:"unused_fault_where"`
 	UnusedGraphEndEvent   *ebpf.Variable `ebpf:"unused_graph_end_event"`
 	UnusedGraphEvent      *ebpf.Variable `ebpf:"unused_graph_event"`
 	UnusedMmapEvent       *ebpf.Variable `ebpf:"unused_mmap_event"`

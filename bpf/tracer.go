@@ -42,6 +42,10 @@ type Options struct {
 	// PageCache is the pagecache tier: page-cache adds and evictions of
 	// the model files are recorded (tiers.go).
 	PageCache bool
+	// FaultsOneByOne records every fault as a record (--probe faults):
+	// by default those outside the model files are counted in the kernel
+	// per thread and token (faultcounts.go).
+	FaultsOneByOne bool
 	// StopAtTokens stops a traced process at each token's start until
 	// user space resumes it (TokenStops), for exact residency snapshots.
 	StopAtTokens bool
@@ -125,6 +129,8 @@ type Tracer struct {
 	layoutOff   bool
 	// caps are the path taken for each capability (Capabilities' order).
 	caps []capChoice
+	// countFaults is cfg.count_faults as loaded (faultcounts.go).
+	countFaults uint8
 }
 
 type fileID struct {
@@ -206,6 +212,7 @@ func Open(opts Options) (*Tracer, error) {
 		// Exact residency snapshots (tiers.go).
 		StopAtTokens: opts.StopAtTokens,
 		FilterDevs:   len(opts.Devices) > 0,
+		CountFaults:  opts.countFaultsConst(caps),
 	}
 	if err := setConfig(spec, cfg); err != nil {
 		return nil, err
@@ -240,6 +247,7 @@ func Open(opts Options) (*Tracer, error) {
 			return nil, perr
 		}
 		cfg.PageRecords = pr
+		cfg.CountFaults = opts.countFaultsConst(caps)
 		if perr := setConfig(spec, cfg); perr != nil {
 			return nil, perr
 		}
@@ -260,6 +268,7 @@ func Open(opts Options) (*Tracer, error) {
 		coll.Close()
 		return nil, err
 	}
+	t.countFaults = cfg.CountFaults
 	for _, d := range opts.Devices {
 		if err := t.AddDevice(d); err != nil {
 			t.Close()

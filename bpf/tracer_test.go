@@ -306,7 +306,8 @@ func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
 }
 
 func TestAFaultOnABadAddressIsReportedUnaccounted(t *testing.T) {
-	tr := openTracer(t, Options{})
+	// The record of each fault is what is checked: one by one.
+	tr := openTracer(t, Options{FaultsOneByOne: true})
 	if err := tr.TracePID(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +439,9 @@ func TestAFaultAfterItsMappingChangedIsAtWhatIsMappedNow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, da, ia := coldFile(t, pages)
 			b, db, ib := coldFile(t, pages)
-			tr := openTracer(t, Options{})
+			// The record of each fault is what is checked, anonymous
+			// ones too: one by one.
+			tr := openTracer(t, Options{FaultsOneByOne: true})
 			for _, f := range [][2]uint64{{uint64(da), ia}, {uint64(db), ib}} {
 				if err := tr.AddFile(uint32(f[0]), f[1]); err != nil {
 					t.Fatal(err)

@@ -29,6 +29,9 @@ type Stats struct {
 	HeldAggsPeak   uint64
 	HeldTokensPeak uint64
 	FaultsByMaps   uint64 // faults the kernel did not resolve, resolved by the mappings
+	// FaultsCounted are the faults outside the model files that came as
+	// the kernel's counts (EV_FAULT_COUNT), not one record each.
+	FaultsCounted uint64
 	MapsMissing    uint64 // maps snapshots named in the metadata but absent
 }
 
@@ -366,6 +369,11 @@ func (c *Correlator) Add(r ingest.Record) error {
 		// thread's included: it must not end that thread's window.
 		c.block(r.Block())
 		return c.err
+	case uint16(wire.EventTypeEV_FAULT_COUNT):
+		// Written at the run's end, after every record of its thread:
+		// it must not end the thread's readahead window either.
+		c.faultCount(r.FaultCount())
+		return c.err
 	case uint16(wire.EventTypeEV_FILEMAP_FAULT), uint16(wire.EventTypeEV_READAHEAD):
 		// Part of a fault in progress: they must not end the thread's
 		// readahead window.
@@ -441,7 +449,9 @@ func (c *Correlator) Add(r ingest.Record) error {
 func (c *Correlator) timeline(r ingest.Record) {
 	hdr := r.Hdr
 	c.lastTs = max(c.lastTs, hdr.Ts)
-	if c.marks == nil {
+	if c.marks == nil || r.Type == uint16(wire.EventTypeEV_FAULT_COUNT) {
+		// A count comes at the run's end, stamped with its last fault:
+		// no instant of the timeline, nor a thread's first sign.
 		return
 	}
 	m := &c.mark
@@ -555,30 +565,61 @@ func (c *Correlator) fault(f *wire.FaultEvent) {
 		Trigger: event.NoTensor, Expert: -1, Kind: event.KindFault, Class: f.Class, Bytes: kernel.PageSize}
 	s := c.faultSlice(f, true)
 	ev.Tensor, ev.Expert, ev.Offset = s.tensor, s.expert, s.off
-	a := c.agg(ev.Token, ev.Tensor, ev.Expert, ev.Op)
-	t := c.token(hdr)
-	if f.Class != uint8(wire.FaultClassFAULT_MINOR) && f.Class != uint8(wire.FaultClassFAULT_MAJOR) {
-		// Its "completion" is when the thread's next fault began: no
-		// stall can be told, and it is no fault the kernel counted.
-		// (A class this iocorr does not know is no counted fault either.)
-		a.Unaccounted++
-		t.Unaccounted++
-		c.emit(ev)
-		return
-	}
-	if f.StartTs != 0 && f.StartTs <= hdr.Ts {
+	if f.StartTs != 0 && f.StartTs <= hdr.Ts && isCompleted(f.Class) {
 		ev.Dur = hdr.Ts - f.StartTs
 	}
-	for _, k := range [2]*event.Counters{a, &t.Counters} {
-		k.Faults++
-		if f.Class == uint8(wire.FaultClassFAULT_MAJOR) {
-			k.Major++
-		} else {
-			k.Minor++
-		}
-		k.StallNS += ev.Dur
-	}
+	c.chargeFaults(hdr, ev.Tensor, ev.Expert, ev.Op, f.Class, 1, ev.Dur)
 	c.emit(ev)
+}
+
+// isCompleted says whether a fault of class was completed, as the kernel
+// counts faults. An unaccounted one's "completion" is when the thread's
+// next fault began: no stall can be told, and it is no fault the kernel
+// counted. (A class this iocorr does not know is no counted fault either.)
+func isCompleted(class uint8) bool {
+	return class == uint8(wire.FaultClassFAULT_MINOR) || class == uint8(wire.FaultClassFAULT_MAJOR)
+}
+
+// chargeFaults charges n faults of class with their summed stall to the
+// aggregate row (token of hdr, tensor, expert, op) and to the token: the
+// one charge of a fault record and of the kernel's count alike.
+func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int16, op uint32, class uint8, n, stall uint64) {
+	a := c.agg(hdr.Token, tensor, expert, op)
+	t := c.token(hdr)
+	if !isCompleted(class) {
+		a.Unaccounted += n
+		t.Unaccounted += n
+		return
+	}
+	for _, k := range [2]*event.Counters{a, &t.Counters} {
+		k.Faults += n
+		if class == uint8(wire.FaultClassFAULT_MAJOR) {
+			k.Major += n
+		} else {
+			k.Minor += n
+		}
+		k.StallNS += stall
+	}
+}
+
+// faultCount charges the kernel's count of faults outside the model files
+// as their records would have been charged, one by one: to the
+// [anonymous] or [other file] pseudo tensor, per token and op.
+func (c *Correlator) faultCount(fc *wire.FaultCountEvent) {
+	var tensor uint32
+	switch fc.Where {
+	case uint8(wire.FaultWhereFAULT_WHERE_ANON):
+		tensor = event.TensorAnon
+	case uint8(wire.FaultWhereFAULT_WHERE_OTHER):
+		tensor = event.TensorOther
+	default:
+		// A model's faults are never counted: a count that says so is
+		// no count this iocorr knows.
+		c.stats.Unattributed++
+		return
+	}
+	c.stats.FaultsCounted += fc.Count
+	c.chargeFaults(&fc.Hdr, tensor, -1, c.probeOp(&fc.Hdr), fc.Class, fc.Count, fc.StallNs)
 }
 
 // flushTid emits the adds held back for tid; those inside fault f's

@@ -48,7 +48,10 @@ type Summary struct {
 	HeldAggsPeak   uint64 `json:"held_aggregate_rows_peak,omitempty"`
 	HeldTokensPeak uint64 `json:"held_tokens_peak,omitempty"`
 	FaultsByMaps   uint64 `json:"faults_resolved_by_maps,omitempty"`
-	MapsMissing    uint64 `json:"maps_snapshots_missing,omitempty"`
+	// FaultsCounted are the faults outside the model files the kernel
+	// counted instead of recording each (correlate.Stats.FaultsCounted).
+	FaultsCounted uint64 `json:"faults_counted_in_kernel,omitempty"`
+	MapsMissing   uint64 `json:"maps_snapshots_missing,omitempty"`
 	// Incomplete is set when the recording said it stopped early.
 	Incomplete bool  `json:"incomplete,omitempty"`
 	BuildNS    int64 `json:"build_ns"`

@@ -33,6 +33,7 @@ func RecordType(rec []byte) uint16 {
 // a value that is not an event type.
 var eventSizes = [wire.EventTypeCount]int{
 	wire.EventTypeEV_FAULT:         int(unsafe.Sizeof(wire.FaultEvent{})),
+	wire.EventTypeEV_FAULT_COUNT:   int(unsafe.Sizeof(wire.FaultCountEvent{})),
 	wire.EventTypeEV_FILEMAP_FAULT: int(unsafe.Sizeof(wire.PageEvent{})),
 	wire.EventTypeEV_PAGE_ADD:      int(unsafe.Sizeof(wire.PageEvent{})),
 	wire.EventTypeEV_PAGE_DEL:      int(unsafe.Sizeof(wire.PageEvent{})),
@@ -125,6 +126,15 @@ func (r Record) Fault() *wire.FaultEvent {
 		return nil
 	}
 	return cast[wire.FaultEvent](r)
+}
+
+// FaultCount is the record as a count of faults outside the model
+// files, nil for another type.
+func (r Record) FaultCount() *wire.FaultCountEvent {
+	if !r.is(wire.EventTypeEV_FAULT_COUNT) {
+		return nil
+	}
+	return cast[wire.FaultCountEvent](r)
 }
 
 // Page is the record as a page event (EV_PAGE_ADD, EV_PAGE_DEL,

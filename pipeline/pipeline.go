@@ -106,6 +106,7 @@ func summarize(meta *rundir.Meta, res *correlate.Result) Summary {
 		HeldAggsPeak:   st.HeldAggsPeak,
 		HeldTokensPeak: st.HeldTokensPeak,
 		FaultsByMaps:   st.FaultsByMaps,
+		FaultsCounted:  st.FaultsCounted,
 		MapsMissing:    st.MapsMissing,
 		Incomplete:     !meta.Complete,
 	}

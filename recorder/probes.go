@@ -7,7 +7,7 @@ import (
 )
 
 // Probes are the probe sets of a recording, as `--probe` names them
-// (graph,ops,pagecache,sched): graph, the default tier, is always on.
+// (graph,ops,pagecache,sched,faults): graph, the default tier, is always on.
 type Probes struct {
 	// Ops also probes every op function (costlier) besides one hit per
 	// graph.
@@ -17,6 +17,10 @@ type Probes struct {
 	PageCache bool
 	// Sched records context switches and wakeups of traced threads.
 	Sched bool
+	// Faults records every fault outside the model files one by one
+	// (anonymous memory, other files): by default the kernel counts them
+	// per token, thread and class (bpf.Options.FaultsOneByOne).
+	Faults bool
 }
 
 // ParseProbes reads a comma-separated list of probe sets; a name it does
@@ -30,17 +34,19 @@ func ParseProbes(s string) (Probes, error) {
 			p.Ops = true
 		case "sched":
 			p.Sched = true
+		case "faults":
+			p.Faults = true
 		case rundir.TierPageCache:
 			p.PageCache = true
 		default:
-			return p, optionf("--probe must be graph or ops, and pagecache or sched, comma-separated; not %q", s)
+			return p, optionf("--probe must be graph or ops, and pagecache, sched or faults, comma-separated; not %q", s)
 		}
 	}
 	return p, nil
 }
 
 // String is the probe sets as meta.json's probe_set spells them: "graph"
-// or "ops", then ",pagecache" and ",sched" when on.
+// or "ops", then ",pagecache", ",sched" and ",faults" when on.
 func (p Probes) String() string {
 	s := "graph"
 	if p.Ops {
@@ -51,6 +57,9 @@ func (p Probes) String() string {
 	}
 	if p.Sched {
 		s += ",sched"
+	}
+	if p.Faults {
+		s += ",faults"
 	}
 	return s
 }

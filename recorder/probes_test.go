@@ -21,6 +21,8 @@ func TestParseProbesReadsTheProbeSetsAndSpellsThemAsMetaDoes(t *testing.T) {
 		{"pagecache", Probes{PageCache: true}, "graph,pagecache", rundir.TierPageCache},
 		{"sched,ops", Probes{Ops: true, Sched: true}, "ops,sched", rundir.TierDefault},
 		{"ops,pagecache,sched", Probes{Ops: true, PageCache: true, Sched: true}, "ops,pagecache,sched", rundir.TierPageCache},
+		{"faults", Probes{Faults: true}, "graph,faults", rundir.TierDefault},
+		{"faults,pagecache,ops", Probes{Ops: true, PageCache: true, Faults: true}, "ops,pagecache,faults", rundir.TierPageCache},
 	}
 	for _, tc := range tests {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -40,7 +42,7 @@ func TestParseProbesReadsTheProbeSetsAndSpellsThemAsMetaDoes(t *testing.T) {
 }
 
 func TestParseProbesRefusesASetItDoesNotKnow(t *testing.T) {
-	for _, flag := range []string{"", "all", "ops,", "graph,Ops", "page cache"} {
+	for _, flag := range []string{"", "all", "ops,", "graph,Ops", "page cache", "fault"} {
 		_, err := ParseProbes(flag)
 		var bad *OptionError
 		if !errors.As(err, &bad) {

@@ -243,6 +243,7 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.tr != nil {
 		m.Probes, m.Libraries = nil, nil
 		m.Capabilities = capabilities(r.tr.Capabilities())
+		m.FaultsCounted = r.tr.FaultsCounted()
 		seenLib := map[string]bool{}
 		for _, p := range probes {
 			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error, LandingPad: p.Pad})
@@ -445,6 +446,12 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 	}
 	isModel, isNew := r.models.mapped(e.Dev, e.Ino, path)
 	if !isModel {
+		if r.models.decided(e.Dev, e.Ino) {
+			// No model for good: its faults need no record each.
+			if err := r.tr.MarkNotModel(e.Dev, e.Ino); err != nil {
+				r.warn(err.Error())
+			}
+		}
 		return
 	}
 	if isNew {

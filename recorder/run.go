@@ -450,6 +450,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 	}
 	if !drained {
 		r.takeUnfinishedBlockRequests()
+		r.takeFaultCounts()
 	}
 	// After the drain: it hands the snapshotter its token starts.
 	r.stopSnapshots()
@@ -460,6 +461,24 @@ func (r *recording) end(tr tracing, drained bool) error {
 		err = cerr
 	}
 	return err
+}
+
+// takeFaultCounts puts the kernel's counts of faults outside the model
+// files in the spool, after the ring's last record: a record per thread,
+// stamp and class stands for that many fault records.
+func (r *recording) takeFaultCounts() {
+	evs, err := r.tr.FaultCounts()
+	if err != nil {
+		r.warn(err.Error() + ": the faults outside the model files are missing from the record")
+		return
+	}
+	for i := range evs {
+		if err := r.spool.Write(ingest.Bytes(&evs[i])); err != nil {
+			r.warn(fmt.Sprintf("%d counts of faults outside the model files are missing: %v", len(evs)-i, err))
+			return
+		}
+		atomic.AddUint64(&r.counts[wire.EventTypeEV_FAULT_COUNT], 1)
+	}
 }
 
 // takeUnfinishedBlockRequests puts the block requests BPF saw issued and

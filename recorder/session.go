@@ -24,7 +24,7 @@ type session struct {
 // openSession loads and attaches the BPF programs; the error says what
 // the machine lacks where it can tell.
 func openSession(o *Options) (*session, error) {
-	tr, err := openTracer(bpf.Options{ProbeOps: o.Probes.Ops, ProbeSched: o.Probes.Sched, PageCache: o.Probes.PageCache, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	tr, err := openTracer(bpf.Options{ProbeOps: o.Probes.Ops, ProbeSched: o.Probes.Sched, PageCache: o.Probes.PageCache, FaultsOneByOne: o.Probes.Faults, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)

@@ -34,6 +34,17 @@ func (m *Meta) PicksNA() string {
 	return "the router's expert picks were not recorded: no probe on " + SymbolGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
+// FaultDetailNA says why the faults outside the model files are not in
+// the record one by one ("" when they are): their counts and summed stall
+// per token, thread, tensor and op are exact, but each one's time,
+// address and stall are not there to draw, list or join.
+func (m *Meta) FaultDetailNA() string {
+	if m.FaultsCounted == "" {
+		return ""
+	}
+	return "faults outside the model files (" + m.FaultsCounted + ") were counted in the kernel per token and thread, not recorded one by one: their counts and summed stall are exact, each one's time, address and stall is not in the record (record with --probe faults for them)"
+}
+
 // LoopsCut is what the kernel's bounded loops left unread (Meta.LoopsCut).
 type LoopsCut struct {
 	// GraphNodes are graph nodes never walked: the graph was not computed

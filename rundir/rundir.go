@@ -64,6 +64,12 @@ type Meta struct {
 	// Capabilities are the path the tracer took for each capability on
 	// this kernel (bpf.Capabilities' table), or NA with the reason.
 	Capabilities []Capability `json:"capabilities,omitempty"`
+	// FaultsCounted names the faults outside the model files the kernel
+	// counted per thread, token and class instead of recording each
+	// ("anonymous memory, files that are no model"); empty when every
+	// fault was recorded (--probe faults, or a kernel that cannot tell
+	// where a fault is). FaultDetailNA says what that leaves out.
+	FaultsCounted string `json:"faults_counted,omitempty"`
 	// OpProbes is set for --probe ops.
 	OpProbes *OpProbes `json:"op_probes,omitempty"`
 	// Layout is the ggml struct layout the user-space probes used.

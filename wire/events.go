@@ -7,6 +7,7 @@ const EventTypeCount = uint32(EventTypeEV_TYPE_MAX)
 
 var eventTypeNames = map[uint32]string{
 	uint32(EventTypeEV_FAULT):         "fault",
+	uint32(EventTypeEV_FAULT_COUNT):   "fault_count",
 	uint32(EventTypeEV_FILEMAP_FAULT): "filemap_fault",
 	uint32(EventTypeEV_PAGE_ADD):      "page_add",
 	uint32(EventTypeEV_PAGE_DEL):      "page_delete",

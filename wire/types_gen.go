@@ -27,7 +27,8 @@ const (
 	EventTypeEV_PLACE         EventType = 18
 	EventTypeEV_BUFNAME       EventType = 19
 	EventTypeEV_GRAPH_END     EventType = 20
-	EventTypeEV_TYPE_MAX      EventType = 21
+	EventTypeEV_FAULT_COUNT   EventType = 21
+	EventTypeEV_TYPE_MAX      EventType = 22
 )
 
 type Phase uint32
@@ -44,6 +45,14 @@ const (
 	FaultClassFAULT_MINOR       FaultClass = 0
 	FaultClassFAULT_MAJOR       FaultClass = 1
 	FaultClassFAULT_UNACCOUNTED FaultClass = 2
+)
+
+type FaultWhere uint32
+
+const (
+	FaultWhereFAULT_WHERE_MODEL FaultWhere = 0
+	FaultWhereFAULT_WHERE_ANON  FaultWhere = 1
+	FaultWhereFAULT_WHERE_OTHER FaultWhere = 2
 )
 
 type RaKind uint32
@@ -89,6 +98,17 @@ type FaultEvent struct {
 	Dev       uint32
 	Class     uint8
 	Pad       [3]uint8
+}
+
+type FaultCountEvent struct {
+	_       structs.HostLayout
+	Hdr     EventHdr
+	FirstTs uint64
+	Count   uint64
+	StallNs uint64
+	Class   uint8
+	Where   uint8
+	Pad     [6]uint8
 }
 
 type PageEvent struct {

@@ -92,7 +92,7 @@ func TestRecordRejectsBadUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"record"}, "no command given"},
-		{[]string{"record", "--probe", "all", "--", "true"}, "--probe must be graph or ops, and pagecache or sched"},
+		{[]string{"record", "--probe", "all", "--", "true"}, "--probe must be graph or ops, and pagecache, sched or faults"},
 		{[]string{"record", "--mem-limit", "lots", "--", "true"}, "--mem-limit"},
 		{[]string{"record", "--mem-limit", "64KiB", "--", "true"}, "below 1MiB"},
 		{[]string{"record", "--ringbuf-size", "3000", "--", "true"}, "power of two"},

@@ -1,0 +1,109 @@
+package correlate
+
+import (
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/wire"
+)
+
+// A thread's faults outside the model files, as the kernel writes them
+// one by one (--probe faults) and as it counts them: the two spools must
+// charge every aggregate row and token the same.
+func TestAFaultCountChargesWhatItsFaultRecordsWould(t *testing.T) {
+	type f struct {
+		ts, start uint64
+		tid       uint32
+		token     uint32
+		ino       uint64 // 0: anonymous
+		class     uint8
+	}
+	const otherIno = 555
+	faults := []f{
+		{100, 90, 7, 1, 0, event.ClassMinor},
+		{120, 100, 7, 1, 0, event.ClassMinor},
+		{130, 125, 7, 1, otherIno, event.ClassMajor},
+		{140, 0, 7, 1, 0, event.ClassUnaccounted},
+		{150, 148, 8, 1, 0, event.ClassMinor},
+		{300, 290, 7, 2, 0, event.ClassMinor},
+		{310, 301, 7, 2, otherIno, event.ClassMinor},
+	}
+	var oneByOne, counted [][]byte
+	type key struct {
+		tid, token uint32
+		class      uint8
+		where      uint8
+	}
+	counts := map[key]*wire.FaultCountEvent{}
+	var order []key
+	for _, x := range faults {
+		fe := wire.FaultEvent{Hdr: hdr(wire.EventTypeEV_FAULT, x.ts, x.tid, x.token), StartTs: x.start, Ino: x.ino, Class: x.class, Addr: 0x9000}
+		if x.ino != 0 {
+			fe.Dev = modelDev
+		}
+		oneByOne = append(oneByOne, ingest.Bytes(&fe))
+		where := uint8(wire.FaultWhereFAULT_WHERE_ANON)
+		if x.ino != 0 {
+			where = uint8(wire.FaultWhereFAULT_WHERE_OTHER)
+		}
+		k := key{x.tid, x.token, x.class, where}
+		c := counts[k]
+		if c == nil {
+			c = &wire.FaultCountEvent{Hdr: hdr(wire.EventTypeEV_FAULT_COUNT, x.ts, x.tid, x.token), FirstTs: x.ts, Class: x.class, Where: where}
+			counts[k] = c
+			order = append(order, k)
+		}
+		c.Hdr.Ts = x.ts
+		c.Count++
+		if x.class != event.ClassUnaccounted {
+			c.StallNs += x.ts - x.start
+		}
+	}
+	// A model fault between, recorded in both: the counts come at the end.
+	model := fault(200, 180, 7, modelIno, 4096, event.ClassMajor)
+	oneByOne = append(oneByOne, model)
+	counted = append(counted, model)
+	for _, k := range order {
+		counted = append(counted, ingest.Bytes(counts[k]))
+	}
+
+	want, _ := run(t, oneByOne...)
+	got, evs := run(t, counted...)
+	for _, tensor := range []uint32{event.TensorAnon, event.TensorOther, idQ} {
+		if g, w := aggOf(got, tensor, -1), aggOf(want, tensor, -1); g != w {
+			t.Errorf("tensor %d: counted %+v, one by one %+v", tensor, g, w)
+		}
+	}
+	if len(got.Tokens) != len(want.Tokens) {
+		t.Fatalf("tokens %+v, want %+v", got.Tokens, want.Tokens)
+	}
+	for i := range got.Tokens {
+		if got.Tokens[i].Counters != want.Tokens[i].Counters {
+			t.Errorf("token %d: counted %+v, one by one %+v", got.Tokens[i].Token, got.Tokens[i].Counters, want.Tokens[i].Counters)
+		}
+	}
+	if got.Stats.FaultsCounted != uint64(len(faults)) {
+		t.Errorf("%d faults counted, want %d", got.Stats.FaultsCounted, len(faults))
+	}
+	// Only the model's fault is an event: a count has no time of each.
+	if len(evs) != 1 || evs[0].Tensor != idQ {
+		t.Errorf("events %+v, want the model's fault alone", evs)
+	}
+	if a := aggOf(got, event.TensorAnon, -1); a.Faults != 4 || a.Unaccounted != 1 || a.StallNS != 10+20+2+10 {
+		t.Errorf("[anonymous] %+v", a)
+	}
+}
+
+func TestAFaultCountOfAPlaceItDoesNotKnowIsNotCharged(t *testing.T) {
+	c := wire.FaultCountEvent{Hdr: hdr(wire.EventTypeEV_FAULT_COUNT, 10, 7, 1), Count: 5, StallNs: 50, Where: uint8(wire.FaultWhereFAULT_WHERE_MODEL)}
+	res, _ := run(t, ingest.Bytes(&c))
+	for _, a := range res.Aggs {
+		if a.Faults != 0 {
+			t.Errorf("a count said to be a model's was charged: %+v", a)
+		}
+	}
+	if res.Stats.Unattributed != 1 || res.Stats.FaultsCounted != 0 {
+		t.Errorf("stats %+v, want the record unattributed", res.Stats)
+	}
+}

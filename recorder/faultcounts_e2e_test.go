@@ -1,0 +1,99 @@
+package recorder_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
+)
+
+// node-llama-cpp faults mostly outside the model (its heap, the stacks of
+// the threads it starts every graph): recorded one by one (--probe
+// faults) or counted in the kernel (the default), every fault of the
+// command is in the record once, as its own rusage counts them. (The
+// model's pages are read in when it is mapped (MAP_POPULATE): in RAM it
+// takes no fault; bpf's test checks that a model's faults stay records.)
+func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Type: llmtest.WeightType})
+	tests := []struct {
+		name    string
+		probe   string
+		counted bool
+	}{
+		{"counted in the kernel (the default)", "", true},
+		{"one by one (--probe faults)", "faults", false},
+	}
+	records := map[bool]uint64{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			out := rectest.Record(t, dir, rectest.Options{Probe: tc.probe}, llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 8, Threads: 2}).Args...)
+			m, err := rundir.ReadMeta(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tok event.Counters
+			for _, tk := range runTokens(t, dir) {
+				tok.Add(&tk.Counters)
+			}
+			outside := counterSums{}
+			for _, r := range queryRows(t, dir, index.Query{By: "tensor", Pseudos: true}) {
+				if r.Key == event.PseudoNames[event.TensorAnon] || r.Key == event.PseudoNames[event.TensorOther] {
+					outside.add(&r.Counters)
+				}
+			}
+			sum := out.Ingest
+			records[tc.counted] = sum.ByType["fault"]
+			t.Logf("tokens' faults: %d minor, %d major, %d unaccounted, stall %d ns; outside the models %d (stall %d ns); fault records %d, counts %d standing for %d faults; rusage minflt %d majflt %d",
+				tok.Minor, tok.Major, tok.Unaccounted, tok.StallNS, outside["faults"], outside["fault_stall_ns"], sum.ByType["fault"], sum.ByType["fault_count"], sum.FaultsCounted, m.Child.MinFlt, m.Child.MajFlt)
+			if (m.FaultsCounted != "") != tc.counted || (sum.FaultsCounted > 0) != tc.counted || (m.FaultDetailNA() != "") != tc.counted {
+				t.Errorf("meta.json's faults_counted %q and %d faults counted; want them counted: %v", m.FaultsCounted, sum.FaultsCounted, tc.counted)
+			}
+			if tok.Major != uint64(m.Child.MajFlt) {
+				t.Errorf("%d major faults in the record, the command's rusage says %d", tok.Major, m.Child.MajFlt)
+			}
+			// rusage counts also the faults the kernel takes on the
+			// command's behalf with no user fault (regs NULL: populating
+			// a MAP_POPULATE mapping, execve's arguments), which no perf
+			// fault event counts, in either mode.
+			if tok.Minor > uint64(m.Child.MinFlt) || float64(uint64(m.Child.MinFlt)-tok.Minor) > 0.01*float64(m.Child.MinFlt) {
+				t.Errorf("%d minor faults in the record, the command's rusage says %d: want at most that, and within 1%%", tok.Minor, m.Child.MinFlt)
+			}
+			var noStart, inFiles, inModel uint64 // records
+			mf := m.Models[0]
+			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
+					return
+				}
+				f := spooltest.Decoded(t, rec).Fault()
+				switch {
+				case f.StartTs == 0:
+					noStart++
+				case f.Ino == mf.Ino && f.Dev == mf.Dev:
+					if f.Class != uint8(wire.FaultClassFAULT_UNACCOUNTED) {
+						inModel++
+					}
+				case f.Ino != 0:
+					inFiles++
+				}
+			})
+			t.Logf("fault records: in the model %d, in other files %d, without a start (taken in kernel mode, resolved by the maps) %d", inModel, inFiles, noStart)
+			if model := tok.Faults - outside["faults"]; model != inModel {
+				t.Errorf("%d faults charged to the model's tensors, %d records in the model: want equal", model, inModel)
+			}
+		})
+	}
+	if records[true] == 0 || records[true]*2 > records[false] {
+		t.Errorf("%d fault records counted in the kernel, %d one by one: want fewer than half", records[true], records[false])
+	}
+}
