@@ -102,8 +102,9 @@ func resident(r *Report, sec string, st *index.Store, m *rundir.Meta) {
 	r.Add(sec, name, "ratio", []float64{float64(traced) / float64(mincore)}, "")
 }
 
-// majorFaults counts the run's major-fault records of every traced
-// process: wait4's rusage of the command covers the same set.
+// majorFaults counts the run's major faults of every traced process, the
+// records' and the kernel's counts' of faults outside the model files:
+// wait4's rusage of the command covers the same set.
 func majorFaults(dir string) (uint64, error) {
 	sp, err := ingest.OpenSpool(filepath.Join(dir, rundir.SpoolFile))
 	if err != nil {
@@ -120,11 +121,18 @@ func majorFaults(dir string) (uint64, error) {
 		if err != nil {
 			return n, err
 		}
-		if uint32(ingest.RecordType(rec)) != uint32(wire.EventTypeEV_FAULT) {
+		switch uint32(ingest.RecordType(rec)) {
+		case uint32(wire.EventTypeEV_FAULT), uint32(wire.EventTypeEV_FAULT_COUNT):
+		default:
 			continue
 		}
-		if d, ok := ingest.Decode(rec, &ds); ok && d.Fault() != nil && d.Fault().Class == uint8(wire.FaultClassFAULT_MAJOR) {
+		d, ok := ingest.Decode(rec, &ds)
+		switch {
+		case !ok:
+		case d.Fault() != nil && d.Fault().Class == uint8(wire.FaultClassFAULT_MAJOR):
 			n++
+		case d.FaultCount() != nil && d.FaultCount().Class == uint8(wire.FaultClassFAULT_MAJOR):
+			n += d.FaultCount().Count
 		}
 	}
 }

@@ -27,16 +27,16 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 
 	// What the raw record holds, counted straight from the spool.
 	var faults, major, blockReads uint64
+	spooltest.Faults(t, dir, func(_ *wire.EventHdr, class uint8, n uint64, _ *wire.FaultEvent) {
+		if class != uint8(wire.FaultClassFAULT_UNACCOUNTED) {
+			faults += n
+			if class == uint8(wire.FaultClassFAULT_MAJOR) {
+				major += n
+			}
+		}
+	})
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		switch uint32(typ) {
-		case uint32(wire.EventTypeEV_FAULT):
-			e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
-			if e.Class != uint8(wire.FaultClassFAULT_UNACCOUNTED) {
-				faults++
-				if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
-					major++
-				}
-			}
 		case uint32(wire.EventTypeEV_BLOCK):
 			e := (*wire.BlockEvent)(unsafe.Pointer(&rec[0]))
 			if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/pagecache"
@@ -72,13 +71,9 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 				t.Fatalf("meta.json attached = %+v, want pid %d, exited", a, pid)
 			}
 			var major uint64
-			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
-					return
-				}
-				e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
-				if e.Class == uint8(wire.FaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {
-					major++
+			spooltest.Faults(t, dir, func(h *wire.EventHdr, class uint8, n uint64, _ *wire.FaultEvent) {
+				if class == uint8(wire.FaultClassFAULT_MAJOR) && int(h.Tgid) == pid {
+					major += n
 				}
 			})
 			delta := a.MajFltAfter - a.MajFltBefore
@@ -232,12 +227,9 @@ func TestRecordAttachedMidGenerationRecordsEveryDecodeCallInTheWindow(t *testing
 		t.Errorf("recorded %d llama_decode calls, bpftrace saw the process make %d in the window (of %d)", prefill+decode, inWindow, len(all))
 	}
 	var major uint64
-	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-		if uint32(typ) == uint32(wire.EventTypeEV_FAULT) {
-			e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
-			if e.Class == uint8(wire.FaultClassFAULT_MAJOR) && int(e.Hdr.Tgid) == pid {
-				major++
-			}
+	spooltest.Faults(t, dir, func(h *wire.EventHdr, class uint8, n uint64, _ *wire.FaultEvent) {
+		if class == uint8(wire.FaultClassFAULT_MAJOR) && int(h.Tgid) == pid {
+			major += n
 		}
 	})
 	a := m.Attached

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
@@ -91,11 +90,11 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 					graphs++
 				case uint32(wire.EventTypeEV_DECODE_BEGIN):
 					decodes++
-				case uint32(wire.EventTypeEV_FAULT):
-					e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
-					if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
-						major++
-					}
+				}
+			})
+			spooltest.Faults(t, dir, func(_ *wire.EventHdr, class uint8, n uint64, _ *wire.FaultEvent) {
+				if class == uint8(wire.FaultClassFAULT_MAJOR) {
+					major += int(n)
 				}
 			})
 			if decodes != archTokens || graphs <= decodes {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"unsafe"
 
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
@@ -64,14 +63,10 @@ func TestRunReapsTheOrphansOfTheCommandWithTheirRusage(t *testing.T) {
 			}
 			var major uint64
 			byPID := map[uint32]uint64{}
-			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
-					return
-				}
-				e := (*wire.FaultEvent)(unsafe.Pointer(&rec[0]))
-				if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
-					major++
-					byPID[e.Hdr.Tgid]++
+			spooltest.Faults(t, dir, func(h *wire.EventHdr, class uint8, n uint64, _ *wire.FaultEvent) {
+				if class == uint8(wire.FaultClassFAULT_MAJOR) {
+					major += n
+					byPID[h.Tgid] += n
 				}
 			})
 			spooltest.CheckNothingLost(t, m.Lost)

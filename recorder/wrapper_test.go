@@ -151,9 +151,9 @@ func TestRecordWrappedCommandRecordsWhatTheDirectCommandRecords(t *testing.T) {
 			// majflt (the wrapper's, the command's, what they waited for).
 			spooltest.CheckNothingLost(t, m.Lost)
 			var recorded uint64
-			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-				if uint32(typ) == uint32(wire.EventTypeEV_FAULT) && spooltest.Decoded(t, rec).Fault().Class == uint8(wire.FaultClassFAULT_MAJOR) {
-					recorded++
+			spooltest.Faults(t, dir, func(_ *wire.EventHdr, class uint8, n uint64, _ *wire.FaultEvent) {
+				if class == uint8(wire.FaultClassFAULT_MAJOR) {
+					recorded += n
 				}
 			})
 			if recorded != uint64(m.Child.MajFlt) {

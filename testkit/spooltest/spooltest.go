@@ -92,3 +92,22 @@ func CheckNothingLost(t testing.TB, lost map[string]uint64) {
 		}
 	}
 }
+
+// Faults calls fn for every fault of the spool of the run in dir: each
+// fault record (n 1, f the record) and each of the kernel's counts of
+// faults outside the model files (n its count, f nil), with its thread's
+// header and its class. A tally of faults by class or process is the same
+// whichever way the run recorded them (--probe faults or not).
+func Faults(t testing.TB, dir string, fn func(h *wire.EventHdr, class uint8, n uint64, f *wire.FaultEvent)) {
+	t.Helper()
+	Events(t, dir, func(typ uint16, rec []byte) {
+		switch uint32(typ) {
+		case uint32(wire.EventTypeEV_FAULT):
+			f := Decoded(t, rec).Fault()
+			fn(&f.Hdr, f.Class, 1, f)
+		case uint32(wire.EventTypeEV_FAULT_COUNT):
+			c := Decoded(t, rec).FaultCount()
+			fn(&c.Hdr, c.Class, c.Count, nil)
+		}
+	})
+}
