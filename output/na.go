@@ -100,6 +100,10 @@ type Sidecar struct {
 	NA map[string]string `json:"na"`
 	// LeftOut are the columns of NA that the export left out.
 	LeftOut []string `json:"left_out"`
+	// RowsNA says which rows the export cannot have one by one, and why
+	// (an events export of a run that counted the faults outside the
+	// model files in the kernel: rundir.Meta.FaultDetailNA).
+	RowsNA string `json:"rows_na,omitempty"`
 }
 
 // NewSidecar is the sidecar of an export of the run in run with status.

@@ -95,6 +95,12 @@ func (b *builder) build() error {
 	if !strings.HasPrefix(b.meta.ProbeSet, "ops") {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "ops: recorded only with --probe ops")
 	}
+	if why := b.meta.FaultDetailNA(); why != "" {
+		// Their counts are in every table; a trace draws instants.
+		b.sum.NotInTrace = append(b.sum.NotInTrace, "each fault outside the model files: "+why)
+		b.emit(trackEvent{ts: 0, track: b.noteTrack().uuid, typ: typeInstant, name: "faults outside the model files not drawn",
+			anns: []annotation{annS("why", why)}})
+	}
 	b.threadStates()
 	if !strings.Contains(b.meta.ProbeSet, "sched") {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "thread states: recorded only with --probe sched")

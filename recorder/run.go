@@ -478,6 +478,10 @@ func (r *recording) takeFaultCounts() {
 			return
 		}
 		atomic.AddUint64(&r.counts[wire.EventTypeEV_FAULT_COUNT], 1)
+		// The summary's fault figures count them as they counted records.
+		if d, ok := ingest.Decode(ingest.Bytes(&evs[i]), &r.dec); ok {
+			r.stats.observe(d, r.models)
+		}
 	}
 }
 

@@ -58,6 +58,26 @@ func (s *liveStats) snapshot(events uint64) Stats {
 	}
 }
 
+// faults adds n faults of class with their summed stall; inModel: in a
+// model file.
+func (s *liveStats) faults(class uint8, n, stall uint64, inModel bool) {
+	switch class {
+	case uint8(wire.FaultClassFAULT_MAJOR):
+		s.major.Add(n)
+		if inModel {
+			s.majorModel.Add(n)
+		}
+	case uint8(wire.FaultClassFAULT_MINOR):
+		s.minor.Add(n)
+		if inModel {
+			s.minModel.Add(n)
+		}
+	default:
+		return
+	}
+	s.stallNS.Add(stall)
+}
+
 func (s *liveStats) observe(d ingest.Record, m *models) {
 	switch {
 	case d.Decode() != nil:
@@ -78,20 +98,17 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 	case d.Fault() != nil:
 		e := d.Fault()
 		inModel := e.Ino != 0 && m.known(e.Dev, e.Ino)
-		if e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
-			s.major.Add(1)
-			if inModel {
-				s.majorModel.Add(1)
-			}
-		} else {
-			s.minor.Add(1)
-			if inModel {
-				s.minModel.Add(1)
-			}
-		}
+		// As correlate charges them: a fault never completed (its record
+		// ended by the thread's next fault) is no fault the kernel
+		// counted, and has no stall.
+		var stall uint64
 		if e.StartTs != 0 && e.Hdr.Ts > e.StartTs {
-			s.stallNS.Add(e.Hdr.Ts - e.StartTs)
+			stall = e.Hdr.Ts - e.StartTs
 		}
+		s.faults(e.Class, 1, stall, inModel)
+	case d.FaultCount() != nil:
+		e := d.FaultCount()
+		s.faults(e.Class, e.Count, e.StallNs, false)
 	case d.Page() != nil:
 		e := d.Page()
 		if !m.known(e.Dev, e.Ino) {

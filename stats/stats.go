@@ -275,6 +275,13 @@ func (r *run) eventPass() error {
 		switch rec[0].Kind {
 		case event.KindFault:
 			for _, e := range rec {
+				// The I/O stall is the model's: a fault outside the model
+				// files (heap, stacks, libraries) may have come only as the
+				// kernel's count (rundir.Meta.FaultDetailNA), with no time
+				// of its own to join; its stall is in fault_stall_ns.
+				if e.Tensor == event.TensorAnon || e.Tensor == event.TensorOther {
+					continue
+				}
 				if e.Class == event.ClassMajor || e.Class == event.ClassMinor {
 					if err := ivs.Add(interval{e.Token, e.Ts - e.Dur, e.Ts}); err != nil {
 						return err
@@ -323,7 +330,8 @@ func (r *run) eventPass() error {
 }
 
 // sumStalls sums each token's fault stall within its llama_decode call
-// from the intervals in order of token and start.
+// (wall time with a fault in a model file in progress) from the intervals
+// in order of token and start.
 func (r *run) sumStalls(ivs *extsort.Sorter[interval]) error {
 	r.stall = map[uint32]uint64{}
 	window := map[uint32][2]uint64{}
@@ -731,7 +739,8 @@ func (r *run) perToken() Table {
 
 // tokenTime: time to first token is the prefill (every llama_decode
 // before the first decode-phase call); time per output token the mean
-// decode call. Stall is wall time with at least one fault in progress.
+// decode call. Stall is wall time with at least one fault in a model file
+// in progress.
 func (r *run) tokenTime() Table {
 	t := Table{Name: "token_time", Title: "time to first token and per output token, compute vs I/O stall",
 		Columns: cols("sfff", "figure", "time_ns", "compute_ns", "stall_ns")}

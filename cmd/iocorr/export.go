@@ -121,9 +121,13 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	format := *o.format
 	// The events have no counter columns: nothing of theirs is left out.
 	var na *output.Unmeasured
+	rowsNA := ""
 	if kind != "events" {
 		na = unmeasured(meta, o.allColumns)
 		noteUnmeasured(na)
+	} else if why := meta.FaultDetailNA(); why != "" {
+		rowsNA = "no row for each fault outside the model files: " + why
+		fmt.Fprintf(stderr, "iocorr: note: %s\n", rowsNA)
 	}
 	err = writeExport(o.out, func(w io.Writer) error {
 		switch kind {
@@ -137,7 +141,9 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	if err != nil {
 		return err
 	}
-	return writeSidecar(o.out, output.NewSidecar(o.dir, status, na))
+	side := output.NewSidecar(o.dir, status, na)
+	side.RowsNA = rowsNA
+	return writeSidecar(o.out, side)
 }
 
 // addToDataset adds the run in run to the study dataset in dir and says
