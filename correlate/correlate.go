@@ -32,7 +32,7 @@ type Stats struct {
 	// FaultsCounted are the faults outside the model files that came as
 	// the kernel's counts (EV_FAULT_COUNT), not one record each.
 	FaultsCounted uint64
-	MapsMissing    uint64 // maps snapshots named in the metadata but absent
+	MapsMissing   uint64 // maps snapshots named in the metadata but absent
 }
 
 // Result is what the store keeps of a run's attribution, and what the
