@@ -211,6 +211,10 @@ func predictSkew(r *Report, cfg Config) {
 		return
 	}
 	logf(cfg, "%s", strings.TrimSpace(string(out)))
+	if strings.Contains(string(out), "pin nothing") {
+		fail(fmt.Errorf("the plan says pin nothing: %s", lastLine(out)))
+		return
+	}
 	pinned, err := recordCold(cfg, filepath.Join(dir, "pinned"), b, plan, argv)
 	if err != nil {
 		fail(err)
