@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,8 +47,8 @@ func ShaderCache() string {
 // to the Shared build's llama-completion and llama-bench and their impl
 // libraries
 // (their RUNPATH $ORIGIN then finds what lies beside them, and a hard
-// link is no new file to sync before a uprobe), symbolic links to every
-// library of the Vulkan build, and the sonames the tools were linked
+// link is no new file to sync before a uprobe), hard links (or copies) of
+// every library of the Vulkan build, and the sonames the tools were linked
 // against (libllama.so.0, libggml.so.0, libggml-base.so.0,
 // libllama-common.so.0) pointing at that build's files. ggml loads its
 // backends (libggml-vulkan.so, the best libggml-cpu-<arch>.so) from the
@@ -100,8 +101,8 @@ var HybridBin = sync.OnceValues(func() (string, error) {
 		}
 	}
 	for _, l := range libs {
-		if err := os.Symlink(l, filepath.Join(tmp, filepath.Base(l))); err != nil {
-			return "", err
+		if err := linkOrCopy(l, filepath.Join(tmp, filepath.Base(l))); err != nil {
+			return "", fmt.Errorf("the Vulkan build's %s: %w", filepath.Base(l), err)
 		}
 	}
 	for soname, file := range map[string]string{
@@ -127,14 +128,44 @@ var HybridBin = sync.OnceValues(func() (string, error) {
 	return dest, nil
 })
 
-// hybridComplete says whether dir links every tool.
+// hybridSonames are the names the hybrid directory's tools load the
+// Vulkan build's libraries by.
+var hybridSonames = []string{"libllama.so.0", "libggml.so.0", "libggml-base.so.0", "libllama-common.so.0", "libggml-vulkan.so"}
+
+// hybridComplete says whether dir holds every tool and every library the
+// tools load, each resolving to a file. One made when the libraries were
+// symbolic links into a checkout since deleted loads no Vulkan backend:
+// llama.cpp then runs on the CPU alone, and says nothing.
 func hybridComplete(dir string) bool {
-	for _, f := range hybridTools {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+	for _, f := range append(append([]string{}, hybridTools...), hybridSonames...) {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || !fi.Mode().IsRegular() {
 			return false
 		}
 	}
 	return true
+}
+
+// linkOrCopy puts the file from at to as a hard link, or a copy where
+// the two are on different file systems: the directory, kept per machine,
+// must not depend on the checkout that made it.
+func linkOrCopy(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return nil
+	}
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // vulkanPresent says why lavapipe cannot run here, or nil.
