@@ -11,6 +11,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+
+	"github.com/iocorr/iocorr/wire"
 )
 
 // The spool is a file header followed by frames. Each frame is
@@ -18,12 +20,15 @@ import (
 //	u16 sync | u16 length | u32 crc32c(payload) | payload
 //
 // little endian, where the payload is one ring-buffer record verbatim.
+// The file header is the magic, the spool's version and the records'
+// layout (wire.Layout): records are C structs verbatim, so a spool is
+// read only by an iocorr whose structs are the writer's.
 // The sync word and the checksum let a reader stop cleanly at a torn tail
 // (a crash, a full disk) and step over a damaged frame instead of
 // misreading everything after it.
 const (
 	spoolMagic     = "IOCSPOOL"
-	spoolVersion   = 1
+	spoolVersion   = 2
 	spoolHeaderLen = 16
 	frameSync      = 0xE5C0
 	frameHeaderLen = 8
@@ -53,6 +58,7 @@ func CreateSpool(path string) (*SpoolWriter, error) {
 	var h [spoolHeaderLen]byte
 	copy(h[:], spoolMagic)
 	binary.LittleEndian.PutUint32(h[8:], spoolVersion)
+	binary.LittleEndian.PutUint32(h[12:], wire.Layout)
 	if _, err := f.Write(h[:]); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("writing spool header: %w", err)
@@ -145,6 +151,10 @@ type SpoolStats struct {
 // ErrNotSpool is returned for a file that does not start with the spool header.
 var ErrNotSpool = errors.New("not an iocorr spool")
 
+// ErrOtherLayout is returned for a spool another iocorr wrote, whose
+// records this one would misread.
+var ErrOtherLayout = errors.New("spool written by another iocorr")
+
 // SpoolReader reads records back in the order they were written.
 type SpoolReader struct {
 	r     *bufio.Reader
@@ -181,7 +191,10 @@ func NewSpoolReader(r io.Reader) (*SpoolReader, error) {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrNotSpool, h[:8])
 	}
 	if v := binary.LittleEndian.Uint32(h[8:]); v != spoolVersion {
-		return nil, fmt.Errorf("spool version %d not supported (want %d)", v, spoolVersion)
+		return nil, fmt.Errorf("%w: spool format %d, this iocorr reads %d: ingest it with the iocorr that recorded it", ErrOtherLayout, v, spoolVersion)
+	}
+	if l := binary.LittleEndian.Uint32(h[12:]); l != wire.Layout {
+		return nil, fmt.Errorf("%w: its records' layout is %#08x, this iocorr's %#08x: ingest it with the iocorr that recorded it", ErrOtherLayout, l, wire.Layout)
 	}
 	return &SpoolReader{r: br, buf: make([]byte, MaxRecord), off: spoolHeaderLen}, nil
 }

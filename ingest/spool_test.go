@@ -2,12 +2,15 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/iocorr/iocorr/wire"
 )
 
 func writeSpool(t *testing.T, recs [][]byte) []byte {
@@ -116,5 +119,33 @@ func TestCreateSpoolRefusesToOverwrite(t *testing.T) {
 	os.WriteFile(p, []byte("x"), 0o644)
 	if _, err := CreateSpool(p); err == nil {
 		t.Fatal("CreateSpool overwrote an existing file")
+	}
+}
+
+// A spool holds C structs verbatim: one another iocorr wrote (an older
+// format, or programs whose structs differ) is refused by name, never
+// read with its records counted as short or misread.
+func TestSpoolOfAnotherIocorrIsRefused(t *testing.T) {
+	good := writeSpool(t, [][]byte{[]byte("record")})
+	for _, tc := range []struct {
+		name   string
+		change func(h []byte)
+		want   error
+	}{
+		{"this iocorr's", func([]byte) {}, nil},
+		{"format 1, before layouts were recorded", func(h []byte) {
+			binary.LittleEndian.PutUint32(h[8:], 1)
+			binary.LittleEndian.PutUint32(h[12:], 0)
+		}, ErrOtherLayout},
+		{"another layout", func(h []byte) { binary.LittleEndian.PutUint32(h[12:], wire.Layout+1) }, ErrOtherLayout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(good)
+			tc.change(b)
+			_, err := NewSpoolReader(bytes.NewReader(b))
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Errorf("NewSpoolReader = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }

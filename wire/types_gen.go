@@ -4,6 +4,9 @@ package wire
 
 import "structs"
 
+// Layout is the CRC-32C of the declarations below.
+const Layout uint32 = 0x8cd436e4
+
 type EventType uint32
 
 const (
