@@ -15,9 +15,19 @@ package predict
 //     activated when it is young again at its next scan; an old one is
 //     evicted (mm/vmscan.c folio_check_references).
 //
-//   - The inactive list is kept at least as long as the active one (the
-//     ratio of a cgroup under 1 GiB): the active tail is moved to the
-//     inactive head, its young bit cleared (shrink_active_list).
+//   - Reclaim scans both lists from their tails in proportion to their
+//     sizes (mm/vmscan.c get_scan_count; the active file list is scanned
+//     whenever refaults were seen since the last reclaim, as they always
+//     are here): for each page the inactive tail gives up, active ÷
+//     inactive pages of the active tail are moved to the inactive head,
+//     their young bit cleared and PG_workingset set (shrink_active_list
+//     deactivates a mapped file page referenced or not, unless it is
+//     executable). So a page spends as long on the active list as on the
+//     inactive one, and the inactive list is not held at half the cache:
+//     a pagecache-tier run at 128 MiB showed the kernel evicting the
+//     read-ahead pages no call touched 10–13 k page reads after their read
+//     (of a 17 k-page cache), never under 7 k, where holding the lists
+//     equal evicted them after 4–9 k and read them again in the same call.
 //
 //   - A fault on a missing page reads around it: a window of ra pages
 //     centred on it (moved inside the file at its start), with the async
@@ -72,6 +82,9 @@ type pageCache struct {
 
 	// mmapMiss is the file's f_ra.mmap_miss.
 	mmapMiss int32
+	// deactivate is the active pages owed to the inactive list: reclaim
+	// scans the lists in proportion to their sizes.
+	deactivate float64
 
 	readPages, majors uint64
 	// backedOff counts the major faults that read their page alone.
@@ -175,13 +188,15 @@ func (c *pageCache) add(p int32) {
 // reclaim evicts to the capacity.
 func (c *pageCache) reclaim() {
 	for c.count[listInactive]+c.count[listActive] > c.capacity {
-		if c.count[listInactive] < c.count[listActive] || c.count[listInactive] == 0 {
+		if c.count[listInactive] == 0 || (c.deactivate >= 1 && c.count[listActive] > 0) {
+			c.deactivate = max(c.deactivate-1, 0)
 			p := c.tail[listActive]
 			c.unlink(p)
 			c.flags[p] = c.flags[p]&^flagYoung | flagWorkingset
 			c.pushHead(listInactive, p)
 			continue
 		}
+		c.deactivate += float64(c.count[listActive]) / float64(c.count[listInactive])
 		p := c.tail[listInactive]
 		f := c.flags[p]
 		switch {

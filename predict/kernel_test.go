@@ -106,3 +106,53 @@ func TestTheBackOffStopsReadAroundOnlyWhereFaultsAreNotPaidBack(t *testing.T) {
 		})
 	}
 }
+
+// Reclaim scans the two lists in proportion to their sizes, as the
+// kernel's get_scan_count does while refaults are seen: each page the
+// inactive tail gives up moves active ÷ inactive pages of the active tail
+// to the inactive list, whichever list is longer. Holding the inactive
+// list at half the cache instead (the earlier model) deactivated nothing
+// from a short active list and all of a long one's excess at once, and
+// evicted read-ahead pages after half the cache's worth of reads where
+// the kernel's lasted most of it (docs/overhead.md, session 14).
+func TestReclaimScansBothListsInProportionToTheirSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		inactive, active, excess int64
+	}{
+		{"a short active list", 300, 100, 30},
+		{"a long active list", 100, 300, 30},
+		{"lists of one size", 200, 200, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := int32(tc.inactive + tc.active)
+			c := newPageCache(n, int64(n), 1, nil)
+			for p := range n {
+				c.pushHead(map[bool]uint8{true: listInactive, false: listActive}[int64(p) < tc.inactive], p)
+			}
+			c.capacity = int64(n) - tc.excess
+			c.reclaim()
+			var evicted, deactivated int64
+			for p := range n {
+				switch {
+				case c.where[p] == listNone:
+					evicted++
+				case int64(p) >= tc.inactive && c.where[p] == listInactive:
+					deactivated++
+				}
+			}
+			if evicted != tc.excess {
+				t.Errorf("evicted %d pages, want the %d over the limit", evicted, tc.excess)
+			}
+			// The ratio falls as the active list gives pages up, so the
+			// pages moved lie between the excess at the last ratio and at
+			// the first.
+			lo := tc.excess*c.count[listActive]/c.count[listInactive] - 1
+			hi := (tc.excess*tc.active + tc.inactive - 1) / tc.inactive
+			if deactivated < lo || deactivated > hi {
+				t.Errorf("moved %d active pages to the inactive list, want %d to %d (active ÷ inactive %d/%d before, %d/%d after)",
+					deactivated, lo, hi, tc.active, tc.inactive, c.count[listActive], c.count[listInactive])
+			}
+		})
+	}
+}
