@@ -184,8 +184,14 @@ func predictAccuracy(r *Report, cfg Config, name, model string) {
 
 // predictSkew is the skewed router: the best plan's run against the
 // unpinned one, cold, at a budget where the kernel re-reads hot experts.
+// At 192 MiB the kernel still reads about the whole 614 MiB file every
+// decode token, the hot experts with it (595 MiB a token measured). At
+// 160 MiB no pin can save a fifth: each token's 16 MiB read-around
+// windows read all of the file a pin leaves, so a pin saves about its own
+// size, and the 120 MiB a fifth needs is more than the 89 MiB of page
+// cache the budget leaves (docs/overhead.md, session 14).
 func predictSkew(r *Report, cfg Config) {
-	const b = "160MiB"
+	const b = "192MiB"
 	tps, bytes := "skewed router at "+b+": pinned ÷ unpinned decode tokens/s", "skewed router at "+b+": pinned ÷ unpinned decode bytes/token"
 	model, err := synthModel(cfg, "skewed.gguf", "--layers", "8", "--embd", "768", "--ff", "2048", "--heads", "12",
 		"--experts", "8", "--experts-used", "2", "--type", "bf16", "--router-skew", "2")
