@@ -254,6 +254,7 @@ func Run(cfg Config) *Report {
 				arms = append(arms, tierArms(cfg)...)
 				arms = append(arms, driverArms()...)
 				arms = append(arms, hybridArms()...)
+				arms = append(arms, faultArms(cfg)...)
 				if cfg.Sched {
 					arms = append(arms, Arm{Name: "d ram sched", Probe: "sched"})
 				}

@@ -44,6 +44,9 @@ type Arm struct {
 	// set by Overhead.
 	Hybrid    bool
 	hybridDir string
+	// Env is added to the traced run's environment: IOCORR_WITHOUT makes
+	// the recorder take a fallback path (faultArms).
+	Env []string
 }
 
 // argv is the arm's command line.
@@ -223,6 +226,9 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 		args = append(args, "--cold", "--mem-limit", strconv.FormatInt(cfg.MemLimit, 10))
 	}
 	cmd := exec.Command(cfg.Iocorr, append(append(args, "--"), a.argv(cfg, model)...)...)
+	if len(a.Env) > 0 {
+		cmd.Env = append(os.Environ(), a.Env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

@@ -25,7 +25,7 @@ const mb100 = 100e6 / (1 << 20)
 // ingests the last of them in a child of its own (`iocorr ingest`, whose
 // wait4 maxrss is the ingest's alone) and checks its fidelity.
 func Recorder(r *Report, cfg Config, sec string, runs []sample) {
-	var cpu, before, while, rss, records, spoolPerGiB, recPerGiB, lost []float64
+	var cpu, before, while, rss, records, spoolPerGiB, recPerGiB, lost, faultRecs, faultCounts []float64
 	var opHits, opHere, opBareLo, opBareHi []float64
 	var perGiBNA string
 	for _, t := range runs {
@@ -55,6 +55,8 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 		}
 		records = append(records, float64(n))
 		lost = append(lost, float64(l))
+		faultRecs = append(faultRecs, float64(m.Counts["fault"]))
+		faultCounts = append(faultCounts, float64(m.Counts["fault_count"]))
 		if op := m.OpProbes; op != nil && op.Tokens > 0 {
 			opHits = append(opHits, op.HitsPerTokenMean)
 			if op.CalibrationNA == "" {
@@ -95,6 +97,11 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 	}
 	r.goal("<=", mb100, "max")
 	r.Add(sec, "records per run", "count", records, "")
+	// Faults in the model files are records; those outside them are
+	// counts in the kernel (a record per thread, token and class at the
+	// end), unless --probe faults records them one by one.
+	r.Add(sec, "fault records per run", "count", faultRecs, "")
+	r.Add(sec, "fault count records per run (faults outside the model files, counted in the kernel)", "count", faultCounts, "")
 	r.Add(sec, "records per GiB read", "count/GiB", recPerGiB, perGiBNA)
 	r.Add(sec, "spool per GiB read", "MiB/GiB", spoolPerGiB, perGiBNA)
 	r.goal("<=", 2e6/(1<<20), "median")
