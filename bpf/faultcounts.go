@@ -58,10 +58,21 @@ func (t *Tracer) MarkNotModel(dev uint32, ino uint64) error {
 	if t.countFaults&faultCountOther == 0 {
 		return nil
 	}
+	// A process maps its libraries in hundreds of calls: one update each.
+	id := fileID{dev: uint64(dev), ino: ino}
+	t.notModelsMu.Lock()
+	defer t.notModelsMu.Unlock()
+	if t.notModels[id] {
+		return nil
+	}
 	k := IocorrFileKey{Ino: ino, Dev: dev}
 	if err := t.objs.NotModels.Update(&k, uint8(1), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("marking file %s ino %d as no model: %w", kernel.DevString(dev), ino, err)
 	}
+	if t.notModels == nil {
+		t.notModels = map[fileID]bool{}
+	}
+	t.notModels[id] = true
 	return nil
 }
 

@@ -100,6 +100,25 @@ static __always_inline __u8 fault__where(struct vma_info *vi)
 	return bpf_map_lookup_elem(&not_models, &k) ? FAULT_WHERE_OTHER : FAULT_WHERE_MODEL;
 }
 
+/* fault__where_cached is where a fault with no start (taken in kernel
+ * mode on a user address: copy_to_user into a fresh buffer) is counted,
+ * from the process's VMA cache alone: no lock is taken at the fault's end,
+ * where the fault handler may hold the mmap lock. A miss, or a model
+ * file, is FAULT_WHERE_MODEL: a record, which user space resolves. */
+static __always_inline __u8 fault__where_cached(__u32 tgid, __u64 addr)
+{
+	struct proc_state *ps = bpf_map_lookup_elem(&traced, &tgid);
+	struct vma_info vi = {.addr = addr};
+	struct vma_cache *c;
+
+	if (!ps || !cfg.use_find_vma || !cfg.count_faults)
+		return FAULT_WHERE_MODEL;
+	c = bpf_map_lookup_elem(&vma_caches, &tgid);
+	if (!c || !vma_cache__lookup(c, *(volatile __u64 *)&ps->vma_gen, &vi))
+		return FAULT_WHERE_MODEL;
+	return fault__where(&vi);
+}
+
 /* fault__count adds a fault of thread tid that ended at now, with its
  * stall, to the count of its stamp and class: false when the map has no
  * room for a new key (the caller then records it). Only the thread itself
@@ -254,6 +273,9 @@ static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
+	/* Read once: the verifier refuses a load through a ctx pointer the
+	 * compiler offset to reuse it. */
+	__u64 addr = *(volatile __u64 *)&ctx->addr;
 	struct fault_start *fs;
 	struct fault_event *e;
 
@@ -261,10 +283,11 @@ static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 		return 0;
 	runs__flush_thread_adds(tid);
 	/* A fault taken in kernel mode on a user address (copy_to_user) has
-	 * no page_fault_user: no start, no file resolution here, and a
+	 * no page_fault_user: no start, so no stall (as its record would
+	 * have none), and where it is only if the VMA cache knows; else a
 	 * record, which user space resolves by the mappings it saw. */
 	fs = bpf_map_lookup_elem(&fault_starts, &tid);
-	if (fs && fs->addr != ctx->addr)
+	if (fs && fs->addr != addr)
 		fs = NULL;
 	if (fs && fs->where != FAULT_WHERE_MODEL) {
 		__u64 now = bpf_ktime_get_ns();
@@ -273,11 +296,16 @@ static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 			bpf_map_delete_elem(&fault_starts, &tid);
 			return 0;
 		}
+	} else if (!fs) {
+		__u8 where = fault__where_cached(tgid, addr);
+
+		if (where != FAULT_WHERE_MODEL && fault__count(tid, class, where, bpf_ktime_get_ns(), 0))
+			return 0;
 	}
 	e = fault__reserve(class);
 	if (!e)
 		return 0;
-	e->addr = ctx->addr;
+	e->addr = addr;
 	fault__set_start(e, fs);
 	if (fs)
 		bpf_map_delete_elem(&fault_starts, &tid);

@@ -131,6 +131,9 @@ type Tracer struct {
 	caps []capChoice
 	// countFaults is cfg.count_faults as loaded (faultcounts.go).
 	countFaults uint8
+	// notModels are the files MarkNotModel put in the kernel's map.
+	notModelsMu sync.Mutex
+	notModels   map[fileID]bool
 }
 
 type fileID struct {

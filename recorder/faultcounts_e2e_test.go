@@ -93,7 +93,10 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 			}
 		})
 	}
-	if records[true] == 0 || records[true]*2 > records[false] {
-		t.Errorf("%d fault records counted in the kernel, %d one by one: want fewer than half", records[true], records[false])
+	// What stays a record: faults before the recorder decided a file
+	// (between its mmap and the recorder reading that record), and faults
+	// taken in kernel mode in a mapping the kernel's VMA cache has not met.
+	if records[true] == 0 || records[true]*10 > records[false] {
+		t.Errorf("%d fault records counted in the kernel, %d one by one: want at most a tenth", records[true], records[false])
 	}
 }

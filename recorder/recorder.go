@@ -24,9 +24,11 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
+	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -444,14 +446,8 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 		r.fam.cont(pid, "for a uprobe attach")
 		return
 	}
-	isModel, isNew := r.models.mapped(e.Dev, e.Ino, path)
+	isModel, isNew := r.decideFile(e.Dev, e.Ino, path)
 	if !isModel {
-		if r.models.decided(e.Dev, e.Ino) {
-			// No model for good: its faults need no record each.
-			if err := r.tr.MarkNotModel(e.Dev, e.Ino); err != nil {
-				r.warn(err.Error())
-			}
-		}
 		return
 	}
 	if isNew {
@@ -474,12 +470,41 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 	r.writer.changed()
 }
 
+// decideFile tells the models a file a traced process mapped (path, ""
+// when unknown), and the kernel a file that is no model for good: its
+// faults need no record each.
+func (r *recording) decideFile(dev uint32, ino uint64, path string) (isModel, isNew bool) {
+	isModel, isNew = r.models.mapped(dev, ino, path)
+	if !isModel && r.models.decided(dev, ino) {
+		if err := r.tr.MarkNotModel(dev, ino); err != nil {
+			r.warn(err.Error())
+		}
+	}
+	return isModel, isNew
+}
+
+// decideExecMappings decides the files the kernel mapped for a process at
+// its exec with no mmap call the tracer sees: its program and its
+// interpreter, whose text pages fault all run long.
+func (r *recording) decideExecMappings(pid int) {
+	maps, err := procmaps.Read(pid)
+	if err != nil {
+		return // gone already: nothing of it faults any more
+	}
+	for _, m := range maps {
+		if m.Inode != 0 && strings.HasPrefix(m.Path, "/") && !m.Deleted {
+			r.decideFile(kernel.Dev(m.Major, m.Minor), m.Inode, m.Path)
+		}
+	}
+}
+
 // onTask keeps the family's set of processes, and takes the models a
 // new program names on its command line.
 func (r *recording) onTask(e *wire.TaskEvent) {
 	r.fam.onTask(e)
 	if e.Kind == uint32(wire.TaskKindTASKEV_EXEC) {
 		r.modelsInCmdline(int(e.Hdr.Tgid))
+		r.decideExecMappings(int(e.Hdr.Tgid))
 	}
 }
 
