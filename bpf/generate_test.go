@@ -190,12 +190,28 @@ func TestTheArm64ObjectMatchesTheX86Object(t *testing.T) {
 		t.Errorf("arm64 has %d programs, %d maps, %d variables; x86 %d, %d, %d",
 			len(arm.Programs), len(arm.Maps), len(arm.Variables), len(x86.Programs), len(x86.Maps), len(x86.Variables))
 	}
-	// The offset of bpf_perf_event_data.addr each object loads.
+	// The offsets of bpf_perf_event_data each object loads: loads through
+	// the context, R1 at entry or a register it was copied to (the
+	// program's other loads are of map values and the stack).
 	addrOffsets := func(spec *ebpf.CollectionSpec) map[int16]bool {
 		out := map[int16]bool{}
+		ctx := map[asm.Register]bool{asm.R1: true}
 		for _, ins := range spec.Programs["fault_major"].Instructions {
-			if ins.OpCode.Class() == asm.LdXClass && ins.OpCode.Size() == asm.DWord {
+			switch {
+			case ins.OpCode.Class() == asm.LdXClass && ins.OpCode.Size() == asm.DWord && ctx[ins.Src]:
 				out[ins.Offset] = true
+			case ins.OpCode.Class().IsALU() && ins.OpCode.ALUOp() == asm.Mov && ins.OpCode.Source() == asm.RegSource && ctx[ins.Src]:
+				ctx[ins.Dst] = true
+				continue
+			case ins.OpCode.JumpOp() == asm.Call:
+				// A call clobbers R1-R5.
+				for r := asm.R1; r <= asm.R5; r++ {
+					delete(ctx, r)
+				}
+				continue
+			}
+			if ins.OpCode.Class().IsALU() || ins.OpCode.Class() == asm.LdXClass || ins.OpCode.IsDWordLoad() {
+				delete(ctx, ins.Dst)
 			}
 		}
 		return out
