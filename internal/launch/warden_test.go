@@ -2,9 +2,13 @@ package launch
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
@@ -88,4 +92,91 @@ func TestWardenLeavesTheFamilyAsItWouldRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWardenSleepsWhileTheCommandStartsThreads has the warden told of a
+// new thread every 5 ms, as the recorder tells it for node-llama-cpp,
+// which starts its compute threads for every token (~200 a second here):
+// the warden must not wake for each of them. Every wake of iocorr's
+// processes lands on the CPUs the command runs on: a warden that woke
+// over a thousand times a second kept this VM's idle vCPUs from halting,
+// and so changed how fast the traced program ran (docs/overhead.md,
+// session 14).
+func TestWardenSleepsWhileTheCommandStartsThreads(t *testing.T) {
+	testenv.RequireRoot(t)
+	c, err := StartHeld([]string{"sleep", "10"}, nil, io.Discard, os.Stderr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.Signal(os.Kill)
+		c.Wait()
+	}()
+	w, err := StartWarden(func(s string) { t.Log(s) })
+	if err != nil {
+		c.Abort()
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Seize(c.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		span  = 2 * time.Second
+		every = 5 * time.Millisecond
+		// One request and one rescan a rescanDelay, each a few wakes of
+		// the Go runtime's threads: ~165 a second here, against 3,400
+		// when every request was sent, read by a goroutine blocked in
+		// read(2) and followed by a tick every 50 ms.
+		maxPerSecond = 400
+	)
+	before, err := wakes(w.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for time.Since(start) < span {
+		if err := w.SeizeThreads(c.PID()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(every)
+	}
+	after, err := wakes(w.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perSecond := float64(after-before) / time.Since(start).Seconds()
+	t.Logf("the warden woke %d times in %s (%.0f a second) for %d requests", after-before, time.Since(start).Round(time.Millisecond), perSecond, int(span/every))
+	if perSecond > maxPerSecond {
+		t.Errorf("the warden woke %.0f times a second while told of a new thread every %s, want at most %d", perSecond, every, maxPerSecond)
+	}
+}
+
+// wakes sums the context switches of every thread of process pid
+// (voluntary and not), as /proc counts them.
+func wakes(pid int) (int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "voluntary_ctxt_switches") {
+				c, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil {
+					return 0, fmt.Errorf("reading %s of thread %s: %w", k, task.Name(), err)
+				}
+				n += c
+			}
+		}
+	}
+	return n, nil
 }
