@@ -41,6 +41,10 @@ type Plan struct {
 	Expected map[string]map[string]*float64 `json:"expected"`
 	// ExpectedNA says why a figure of Expected is null, by policy/figure.
 	ExpectedNA map[string]string `json:"expected_na,omitempty"`
+	// ReadaheadBytes is the read-around window the prediction used (0 in
+	// plans written before it was recorded): a pin's predicted bytes
+	// depend on it where the kernel's alone hardly do.
+	ReadaheadBytes int64 `json:"readahead_bytes,omitempty"`
 }
 
 // Range is one pinned range of the file: a whole tensor (Expert -1) or

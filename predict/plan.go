@@ -31,16 +31,17 @@ const minGain = 0.05
 // tries the ranking's prefixes that fill a tenth, two tenths … nine tenths
 // of the page cache the budget leaves, predicts each, and recommends the
 // best only where it beats the kernel's policy; otherwise the plan pins
-// nothing and says why.
-func MakePlan(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, budget int64) (*pin.Plan, error) {
+// nothing and says why. readahead is the read-around window in bytes, 0
+// for the one the run calibrates (as Options.Readahead).
+func MakePlan(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, budget, readahead int64) (*pin.Plan, error) {
 	r, err := Load(st, meta, snaps)
 	if err != nil {
 		return nil, err
 	}
-	return r.plan(budget, ModelIdentity(&meta.Models[0]), st.Tensors)
+	return r.plan(budget, readahead, ModelIdentity(&meta.Models[0]), st.Tensors)
 }
 
-func (r *Run) plan(budget int64, id pin.ModelID, tensors []event.Tensor) (*pin.Plan, error) {
+func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tensor) (*pin.Plan, error) {
 	if why := cmp.Or(r.noFigures, r.picksNA); why != "" {
 		return nil, fmt.Errorf("no plan can be predicted: %s", why)
 	}
@@ -48,7 +49,10 @@ func (r *Run) plan(budget int64, id pin.ModelID, tensors []event.Tensor) (*pin.P
 	if capacity <= 0 {
 		return nil, fmt.Errorf("the budget %d is below the run's non-file memory (%d bytes)", budget, r.NonFile)
 	}
-	ra := r.calibrate()
+	ra := int32(readahead / pageSize)
+	if ra <= 0 {
+		ra = r.calibrate()
+	}
 	base, cache := r.simulate(capacity, ra, nil, true)
 	decode := r.byPhase[event.PhaseDecode]
 	reread := func(u unit) float64 {
@@ -98,14 +102,15 @@ func (r *Run) plan(budget int64, id pin.ModelID, tensors []event.Tensor) (*pin.P
 		}
 	}
 	p := &pin.Plan{Model: id, Budget: budget, Ranges: []pin.Range{},
-		Expected: map[string]map[string]*float64{PolicyKernel: figures(kernelRow)}, ExpectedNA: map[string]string{}}
+		Expected: map[string]map[string]*float64{PolicyKernel: figures(kernelRow)}, ExpectedNA: map[string]string{},
+		ReadaheadBytes: int64(ra) * pageSize}
 	for k, v := range kernelRow.NA {
 		p.ExpectedNA[PolicyKernel+"/"+k] = v
 	}
 	gain := 1 - bestRow.BytesReadPerToken/max(kernelRow.BytesReadPerToken, 1)
 	if best == nil || gain < minGain {
 		p.Recommendation = PinNothing
-		p.Reason = fmt.Sprintf("no pinning is predicted to read %.0f%% fewer bytes per decode token than the kernel's own policy (%.1f MiB) at this budget", minGain*100, kernelRow.BytesReadPerToken/(1<<20))
+		p.Reason = fmt.Sprintf("no pinning is predicted to read %.0f%% fewer bytes per decode token than the kernel's own policy (%.1f MiB) at this budget (read-around %.1f MiB)", minGain*100, kernelRow.BytesReadPerToken/(1<<20), float64(p.ReadaheadBytes)/(1<<20))
 		if decode.calls == 0 {
 			p.Reason = "the run has no decode call to predict from"
 		}
@@ -124,8 +129,8 @@ func (r *Run) plan(budget int64, id pin.ModelID, tensors []event.Tensor) (*pin.P
 	for k, v := range bestRow.NA {
 		p.ExpectedNA[PolicyPlan+"/"+k] = v
 	}
-	p.Reason = fmt.Sprintf("pinning %d ranges (%.1f MiB) is predicted to read %.1f MiB per decode token against the kernel's %.1f MiB (%.0f%% fewer)",
-		len(p.Ranges), float64(p.Pinned)/(1<<20), bestRow.BytesReadPerToken/(1<<20), kernelRow.BytesReadPerToken/(1<<20), gain*100)
+	p.Reason = fmt.Sprintf("pinning %d ranges (%.1f MiB) is predicted to read %.1f MiB per decode token against the kernel's %.1f MiB (%.0f%% fewer; read-around %.1f MiB)",
+		len(p.Ranges), float64(p.Pinned)/(1<<20), bestRow.BytesReadPerToken/(1<<20), kernelRow.BytesReadPerToken/(1<<20), gain*100, float64(p.ReadaheadBytes)/(1<<20))
 	return p, nil
 }
 

@@ -40,7 +40,7 @@ func TestPlanPinsOnlyWhereThePredictionBeatsTheKernel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ts := planRun(tc.budget)
-			p, err := r.plan(tc.budget, pin.ModelID{}, ts)
+			p, err := r.plan(tc.budget, 0, pin.ModelID{}, ts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,5 +82,46 @@ func TestGraphOrderIsTheOrderLlamaCppReadsALayer(t *testing.T) {
 	}
 	if want := append(want, "output"); !slices.Equal(got, want) {
 		t.Errorf("streams %v, want %v", got, want)
+	}
+}
+
+// A plan ranked with a given read-around window says so, and expects of
+// the kernel and of its pin what predict says at that window: a pin's
+// bytes depend on the window where the kernel's alone hardly do, so the
+// window must travel with the plan.
+func TestAPlanRankedWithAGivenWindowExpectsWhatPredictSaysAtIt(t *testing.T) {
+	const budget = 600 * pageSize
+	for _, ra := range []int64{0, 4 * pageSize, 64 * pageSize} {
+		t.Run(fmt.Sprintf("readahead %d", ra), func(t *testing.T) {
+			r, ts := planRun(budget)
+			p, err := r.plan(budget, ra, pin.ModelID{}, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ra
+			if ra == 0 {
+				want = int64(r.calibrate()) * pageSize
+			}
+			if p.ReadaheadBytes != want {
+				t.Errorf("the plan says it used a %d-byte window, want %d", p.ReadaheadBytes, want)
+			}
+			var pinned [][2]int64
+			for _, rg := range p.Ranges {
+				pinned = append(pinned, [2]int64{rg.Offset, rg.Length})
+			}
+			res, err := Predict(r, Options{Budgets: []int64{budget}, Pinned: pinned, Readahead: p.ReadaheadBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range res.Rows {
+				exp := p.Expected[row.Policy]
+				if row.Phase != "decode" || exp == nil {
+					continue
+				}
+				if got := exp[ColBytes]; got == nil || *got != row.BytesReadPerToken {
+					t.Errorf("%s: the plan expects %v bytes per decode token, predict at its window says %.0f", row.Policy, got, row.BytesReadPerToken)
+				}
+			}
+		})
 	}
 }

@@ -15,7 +15,7 @@ func init() {
 	register(&command{
 		name:    "plan",
 		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing",
-		usage:   "[-i DIR] --mem-limit B -o plan.json",
+		usage:   "[-i DIR] --mem-limit B [--readahead W] -o plan.json",
 		flags:   planFlags,
 	})
 }
@@ -24,6 +24,7 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit)")
 	limit := fs.String("mem-limit", "", "the budget the plan is for (e.g. 160MiB)")
 	out := fs.StringP("output", "o", "plan.json", "plan file to write")
+	ra := fs.String("readahead", "", "the fault read-around window to rank with (default: the one that reproduces the run's own bytes at its budget)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("plan: takes no arguments, got %q", args)
@@ -35,6 +36,12 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return usagef("plan: --mem-limit %q: %v", *limit, err)
 		}
+		var readahead int64
+		if *ra != "" {
+			if readahead, err = units.ParseSize(*ra); err != nil || readahead <= 0 {
+				return usagef("plan: --readahead %q: want a positive size", *ra)
+			}
+		}
 		st, meta, err := openRunMeta(*dir)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
@@ -44,7 +51,7 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
-		p, err := predict.MakePlan(st, meta, snaps, budget)
+		p, err := predict.MakePlan(st, meta, snaps, budget, readahead)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
