@@ -244,9 +244,18 @@ static __always_inline bool ring__token_wakeup_armed(void)
 	return true;
 }
 
-/* Event types that user space must see at once: the process may be
- * stopped waiting for it, or they are rare. The rest wake the reader only
+/* ring__fill_flags wakes the reader for a record nobody waits for only
  * when enough has piled up; the reader also polls on a short deadline. */
+static __always_inline __u64 ring__fill_flags(void)
+{
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+/* Event types that user space must see at once: the process may be
+ * stopped waiting for it, or they are rare. The rest wait for the fill
+ * level or the reader's poll (ring__fill_flags). */
 static __always_inline __u64 ring__wakeup_flags(__u16 type)
 {
 	if (type == EV_MMAP || type == EV_TASK)
@@ -256,9 +265,7 @@ static __always_inline __u64 ring__wakeup_flags(__u16 type)
 	 * most of the pause. */
 	if (type == EV_DECODE_BEGIN && (cfg.stop_at_tokens || ring__token_wakeup_armed()))
 		return BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RB_WAKEUP_BYTES)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
+	return ring__fill_flags();
 }
 
 static __always_inline void ring__lost(__u32 type)

@@ -27,7 +27,15 @@ static __always_inline void task__emit(__u32 kind, __u32 child, __s32 exit_code)
 	e->exit_code = exit_code;
 	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	ring__submit(e, EV_TASK);
+	/* A thread start is not rare (node-llama-cpp starts one a token) and
+	 * nothing waits for it: the warden seizes threads a rescan delay
+	 * after it hears of them. Woken for each, the recorder woke ~400
+	 * times a second on the CPUs of a program starting 160 threads a
+	 * second (docs/overhead.md, session 14). */
+	if (kind == TASKEV_THREAD)
+		bpf_ringbuf_submit(e, ring__fill_flags());
+	else
+		ring__submit(e, EV_TASK);
 }
 
 SEC("tp_btf/sched_process_fork")
