@@ -71,7 +71,11 @@ type Result struct {
 	// NonFileBytes the run's memory besides the model, taken from every
 	// budget.
 	ReadaheadBytes int64
-	NonFileBytes   int64
+	// DiskReadAheadBytes is the model's disk's read_ahead_kb in bytes when
+	// the run was recorded, beside the window the model used; nil when
+	// the run did not record it.
+	DiskReadAheadBytes *int64
+	NonFileBytes       int64
 }
 
 // phaseCounts are a simulation's reads and faults per phase.
@@ -159,6 +163,10 @@ func Predict(r *Run, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("no budget to predict")
 	}
 	res := &Result{NonFileBytes: r.NonFile}
+	if kb := r.Model.Block.ReadAheadKB; kb != nil {
+		b := int64(*kb) << 10
+		res.DiskReadAheadBytes = &b
+	}
 	res.Rows = append(res.Rows, r.measuredRows()...)
 	policies := []string{PolicyKernel}
 	if opt.Pinned != nil {

@@ -348,6 +348,10 @@ type BlockDevice struct {
 	DiskDev         uint32 `json:"disk_dev"` // kernel encoding of the whole disk, as in block events
 	PartStartSector uint64 `json:"part_start_sector"`
 	LogicalBlock    int    `json:"logical_block_size"`
+	// ReadAheadKB is the disk's queue/read_ahead_kb when the run began
+	// (nil: unknown). A mapped file's fault read-around is that window,
+	// twice it after fadvise(SEQUENTIAL), as llama.cpp advises its model.
+	ReadAheadKB *uint64 `json:"read_ahead_kb,omitempty"`
 }
 
 // Extent is one FIEMAP extent: file bytes [Logical, Logical+Length) are

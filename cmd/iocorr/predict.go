@@ -84,7 +84,9 @@ func writePrediction(res *predict.Result, format output.Format, status string) e
 		}
 		cols = append(cols, output.Column{Name: c, Type: t, Nullable: true})
 	}
-	cols = append(cols, output.Column{Name: "readahead_bytes", Type: output.Uint64}, output.Column{Name: "non_file_bytes", Type: output.Uint64}, output.Column{Name: "na_reason"})
+	cols = append(cols, output.Column{Name: "readahead_bytes", Type: output.Uint64},
+		output.Column{Name: "disk_read_ahead_bytes", Type: output.Uint64, Nullable: true},
+		output.Column{Name: "non_file_bytes", Type: output.Uint64}, output.Column{Name: "na_reason"})
 	w := output.New(stdout, format, cols)
 	w.SetStatus(status)
 	for _, r := range res.Rows {
@@ -108,7 +110,13 @@ func writePrediction(res *predict.Result, format output.Format, status string) e
 				cells = append(cells, output.Float(vals[i]))
 			}
 		}
-		cells = append(cells, output.Bytes(uint64(res.ReadaheadBytes)), output.Bytes(uint64(res.NonFileBytes)), output.Text(why))
+		disk := output.NA()
+		if res.DiskReadAheadBytes != nil {
+			disk = output.Bytes(uint64(*res.DiskReadAheadBytes))
+		} else if why == "" {
+			why = "disk_read_ahead_bytes: the run did not record its disk's read_ahead_kb"
+		}
+		cells = append(cells, output.Bytes(uint64(res.ReadaheadBytes)), disk, output.Bytes(uint64(res.NonFileBytes)), output.Text(why))
 		if err := w.Row(cells...); err != nil {
 			return err
 		}

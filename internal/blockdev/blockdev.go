@@ -129,6 +129,9 @@ func Of(id FileID) (rundir.BlockDevice, error) {
 	if v, err := readUint(filepath.Join(real, "queue", "logical_block_size")); err == nil {
 		bd.LogicalBlock = int(v)
 	}
+	if v, err := readUint(filepath.Join(real, "queue", "read_ahead_kb")); err == nil {
+		bd.ReadAheadKB = &v
+	}
 	return bd, nil
 }
 

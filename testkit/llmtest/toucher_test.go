@@ -2,10 +2,8 @@ package llmtest
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/iocorr/iocorr/internal/blockdev"
 )
 
 func touch(t *testing.T, toucher, file, pages string, evict bool, extra ...string) ToucherReport {
@@ -192,28 +190,19 @@ func TestToucherWaitsForStdinOrSIGUSR1(t *testing.T) {
 }
 
 // readAheadPages is the readahead window, in pages, of the block device
-// that holds file, or 0 when sysfs does not say.
+// that holds file (blockdev.Of's, which meta.json records), or 0 when
+// sysfs does not say: the test below holds the kernel's faults to it.
 func readAheadPages(t *testing.T, file string) int64 {
 	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Stat(file, &st); err != nil {
+	id, err := blockdev.StatFile(file)
+	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := filepath.EvalSymlinks(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
-	if err != nil {
+	bd, err := blockdev.Of(id)
+	if err != nil || bd.ReadAheadKB == nil {
 		return 0
 	}
-	// A partition's directory sits inside its disk's, which has the queue.
-	for _, q := range []string{filepath.Join(dev, "queue"), filepath.Join(dev, "..", "queue")} {
-		b, err := os.ReadFile(filepath.Join(q, "read_ahead_kb"))
-		if err == nil {
-			kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			if err == nil {
-				return kb * 1024 / int64(os.Getpagesize())
-			}
-		}
-	}
-	return 0
+	return int64(*bd.ReadAheadKB) * 1024 / int64(os.Getpagesize())
 }
 
 // TestToucherWithoutMADVRandomFaultsOncePerReadaheadWindow documents why
