@@ -450,7 +450,11 @@ func (r *recording) end(tr tracing, drained bool) error {
 	}
 	if !drained {
 		r.takeUnfinishedBlockRequests()
-		r.takeFaultCounts()
+		// Counts lost are figures missing from every table: the run is
+		// incomplete, and its status says why wherever it is read.
+		if ferr := r.takeFaultCounts(); err == nil {
+			err = ferr
+		}
 	}
 	// After the drain: it hands the snapshotter its token starts.
 	r.stopSnapshots()
@@ -466,16 +470,14 @@ func (r *recording) end(tr tracing, drained bool) error {
 // takeFaultCounts puts the kernel's counts of faults outside the model
 // files in the spool, after the ring's last record: a record per thread,
 // stamp and class stands for that many fault records.
-func (r *recording) takeFaultCounts() {
+func (r *recording) takeFaultCounts() error {
 	evs, err := r.tr.FaultCounts()
 	if err != nil {
-		r.warn(err.Error() + ": the faults outside the model files are missing from the record")
-		return
+		return fmt.Errorf("the faults outside the model files are missing from the record: %w", err)
 	}
 	for i := range evs {
 		if err := r.spool.Write(ingest.Bytes(&evs[i])); err != nil {
-			r.warn(fmt.Sprintf("%d counts of faults outside the model files are missing: %v", len(evs)-i, err))
-			return
+			return fmt.Errorf("%d counts of faults outside the model files are missing: %w", len(evs)-i, err)
 		}
 		atomic.AddUint64(&r.counts[wire.EventTypeEV_FAULT_COUNT], 1)
 		// The summary's fault figures count them as they counted records.
@@ -483,6 +485,7 @@ func (r *recording) takeFaultCounts() {
 			r.stats.observe(d, r.models)
 		}
 	}
+	return nil
 }
 
 // takeUnfinishedBlockRequests puts the block requests BPF saw issued and

@@ -97,8 +97,10 @@ func TestRunOnAFullDiskLeavesAReadableIncompleteRun(t *testing.T) {
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
 	dir := filepath.Join(mnt, "run")
 	// dd touches its 32 MiB buffer page by page: thousands of fault
-	// records, far more than 64 KiB.
+	// records, far more than 64 KiB, once its anonymous faults are
+	// recorded one by one rather than counted in the kernel.
 	o, errOut := cliOptions(dir, "dd", "if=/dev/zero", "of=/dev/null", "bs=32M", "count=2")
+	o.Probes.Faults = true
 	_, err := Run(t.Context(), o)
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("err = %v, want no space left on device\n%s", err, errOut)

@@ -149,6 +149,9 @@ type Meta struct {
 // headers, so that partial totals are never mistaken for whole ones.
 func (m *Meta) Status() string {
 	switch {
+	case !m.Finished && m.FaultsCounted != "":
+		// The kernel's counts are read once, at the run's end.
+		return "incomplete run: the recorder did not finish (killed?); figures cover what was recorded until it stopped, and the faults outside the model files (" + m.FaultsCounted + "), counted in the kernel and read at the end, are missing"
 	case !m.Finished:
 		return "incomplete run: the recorder did not finish (killed?); figures cover what was recorded until it stopped"
 	case !m.Complete:

@@ -165,6 +165,7 @@ func TestStatusSaysWhyFiguresArePartial(t *testing.T) {
 	}{
 		{"finished and complete", Meta{Finished: true, Complete: true}, ""},
 		{"recorder died", Meta{Finished: false}, "incomplete run: the recorder did not finish (killed?); figures cover what was recorded until it stopped"},
+		{"recorder died before reading the kernel's fault counts", Meta{Finished: false, FaultsCounted: "anonymous memory"}, "incomplete run: the recorder did not finish (killed?); figures cover what was recorded until it stopped, and the faults outside the model files (anonymous memory), counted in the kernel and read at the end, are missing"},
 		{"recorder died, complete is not believed", Meta{Finished: false, Complete: true}, "incomplete run: the recorder did not finish"},
 		{"finished, stopped early", Meta{Finished: true, Warnings: []string{"no space left on device", "later"}}, "incomplete run: no space left on device (see meta.json warnings)"},
 		{"finished, incomplete without a warning", Meta{Finished: true}, "incomplete run: recording stopped early (see meta.json warnings)"},
