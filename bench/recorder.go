@@ -25,7 +25,7 @@ const mb100 = 100e6 / (1 << 20)
 // ingests the last of them in a child of its own (`iocorr ingest`, whose
 // wait4 maxrss is the ingest's alone) and checks its fidelity.
 func Recorder(r *Report, cfg Config, sec string, runs []sample) {
-	var cpu, before, while, rss, records, spoolPerGiB, recPerGiB, lost, faultRecs, faultCounts []float64
+	var cpu, before, while, wakes, rss, records, spoolPerGiB, recPerGiB, lost, faultRecs, faultCounts []float64
 	var opHits, opHere, opBareLo, opBareHi []float64
 	var perGiBNA string
 	for _, t := range runs {
@@ -44,6 +44,9 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 			if m.Recorder.BeforeNS > 0 {
 				before = append(before, time.Duration(m.Recorder.BeforeNS).Seconds())
 				while = append(while, time.Duration(m.Recorder.WhileNS).Seconds())
+			}
+			if w := m.Recorder.WakesWhile; w != nil && m.End.After(m.Start) {
+				wakes = append(wakes, float64(*w)/m.End.Sub(m.Start).Seconds())
 			}
 		}
 		var n, l uint64
@@ -90,6 +93,13 @@ func Recorder(r *Report, cfg Config, sec string, runs []sample) {
 	}
 	r.Add(sec, "recorder CPU before the command ran (its own)", "s", before, beforeNA)
 	r.Add(sec, "recorder CPU while the command ran (its own)", "s", while, beforeNA)
+	// How often it woke beside the command: on this VM a waker elsewhere
+	// sped node-llama-cpp up 2.7-5.9x (docs/overhead.md, session 14).
+	wakesNA := ""
+	if len(wakes) != len(runs) {
+		wakes, wakesNA = nil, "this iocorr writes no recorder wakes in meta.json"
+	}
+	r.Add(sec, "recorder wakes a second while the command ran (its own voluntary context switches; the warden apart)", "1/s", wakes, wakesNA)
 	if len(rss) == len(runs) {
 		r.Add(sec, "recorder peak RSS while recording (its own maxrss)", "MiB", rss, "")
 	} else {

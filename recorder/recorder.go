@@ -180,6 +180,9 @@ type recording struct {
 	// cpuAtRelease and cpuAtExit are the recorder's own CPU when it let
 	// the command run and when the command exited (rundir.Recorder).
 	cpuAtRelease, cpuAtExit int64
+	// wakesAtRelease and wakesAtExit are its voluntary context switches
+	// then (rundir.Recorder.WakesWhile).
+	wakesAtRelease, wakesAtExit int64
 	// snaps takes the models' residency at token starts (residency.go);
 	// filemapFaults is what the kernel counted instead of recording.
 	snaps         *snapshotter
@@ -350,6 +353,8 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		r.m.Recorder = &rundir.Recorder{MaxRSSKiB: self.Maxrss, UserNS: unix.TimevalToNsec(self.Utime), SystemNS: unix.TimevalToNsec(self.Stime)}
 		if r.cpuAtRelease > 0 && r.cpuAtExit >= r.cpuAtRelease {
 			r.m.Recorder.BeforeNS, r.m.Recorder.WhileNS = r.cpuAtRelease, r.cpuAtExit-r.cpuAtRelease
+			w := r.wakesAtExit - r.wakesAtRelease
+			r.m.Recorder.WakesWhile = &w
 		}
 	}
 	r.finishMeta()

@@ -357,7 +357,7 @@ type ended struct {
 func (r *recording) trace(ctx context.Context, child *launch.Child) (ended, error) {
 	tr := r.begin()
 	stopForward := child.ForwardSignals()
-	r.cpuAtRelease = selfCPUNS()
+	r.cpuAtRelease, r.wakesAtRelease = selfUsage()
 	if err := child.Release(); err != nil {
 		stopForward()
 		tr.stopDrain()
@@ -373,7 +373,7 @@ func (r *recording) trace(ctx context.Context, child *launch.Child) (ended, erro
 	e.err = derr
 	e.sigs = stopForward()
 	e.exit = child.Wait()
-	r.cpuAtExit = selfCPUNS()
+	r.cpuAtExit, r.wakesAtExit = selfUsage()
 	if !drained {
 		r.fam.await(ctx, r.tr.TracedProcesses)
 	}
@@ -575,13 +575,14 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 	}
 }
 
-// selfCPUNS is the recorder's own CPU so far (user+sys), 0 when unknown.
-func selfCPUNS() int64 {
+// selfUsage is the recorder's own CPU so far (user+sys) and its voluntary
+// context switches, 0 when unknown.
+func selfUsage() (cpuNS, wakes int64) {
 	var self unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err != nil {
-		return 0
+		return 0, 0
 	}
-	return unix.TimevalToNsec(self.Utime) + unix.TimevalToNsec(self.Stime)
+	return unix.TimevalToNsec(self.Utime) + unix.TimevalToNsec(self.Stime), self.Nvcsw
 }
 
 // stopSnapshots ends the residency snapshots and puts what they did in

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
@@ -37,9 +38,19 @@ func TestRecorderSleepsWhileTheCommandStartsThreads(t *testing.T) {
 		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
 			t.Fatal(err)
 		}
-		out := rectest.Record(t, filepath.Join(t.TempDir(), name), rectest.Options{}, "perl", "-e", script)
+		dir := filepath.Join(t.TempDir(), name)
+		out := rectest.Record(t, dir, rectest.Options{}, "perl", "-e", script)
 		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
 			t.Fatal(err)
+		}
+		// meta.json's count, of the command's run alone, is part of what
+		// this process counted over the whole recording.
+		m, err := rundir.ReadMeta(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Recorder == nil || m.Recorder.WakesWhile == nil || *m.Recorder.WakesWhile <= 0 || *m.Recorder.WakesWhile > after.Nvcsw-before.Nvcsw {
+			t.Errorf("%s: meta.json's recorder %+v: want its wakes while the command ran, in (0, %d]", name, m.Recorder, after.Nvcsw-before.Nvcsw)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(out.Stdout))
 		if err != nil {

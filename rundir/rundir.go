@@ -402,6 +402,13 @@ type Recorder struct {
 	// The rest came after. Absent where not measured (record -p).
 	BeforeNS int64 `json:"cpu_before_ns,omitempty"`
 	WhileNS  int64 `json:"cpu_while_ns,omitempty"`
+	// WakesWhile are the times it went to sleep and was woken (its
+	// threads' voluntary context switches) while the command ran: on a
+	// VM whose idle vCPUs halt, how often anything wakes changes how a
+	// program whose threads spin and sleep runs (docs/overhead.md,
+	// session 14). The ptrace warden, a process of its own, is not in it.
+	// Nil where not measured.
+	WakesWhile *int64 `json:"wakes_while,omitempty"`
 }
 
 // Pauses: Invisible when every traced process was ptraced by iocorr's
