@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * An independent observer for bpf/crosscheck_test.go. It watches the same
- * kernel events as iocorr's programs, but shares nothing with them:
+ * page-cache adds as iocorr's programs, but shares nothing with them:
  *
  *   - no vmlinux.h, no libbpf headers, no CO-RE: the context structs below
  *     are written by hand from the tracepoints' own format files
  *     (/sys/kernel/tracing/events/GROUP/NAME/format), and the test checks
  *     them against the running kernel's formats at compile time (the
  *     FMT_* macros it passes with -D, see the _Static_asserts);
- *   - classic tracepoints only (iocorr reads block requests from
- *     struct request through tp_btf; here they come from the
- *     tracepoint's record: dev, sector, nr_sector, rwbs);
+ *   - classic tracepoints only;
  *   - loaded by iovisor/gobpf's own ELF loader (maps in "maps/NAME"
  *     sections with gobpf's struct bpf_map_def, programs in
  *     "tracepoint/GROUP/NAME" sections), not by cilium/ebpf.
@@ -19,18 +17,16 @@
  * .data/.rodata/.bss), so every helper is always_inline and there are no
  * global variables other than the maps.
  *
- * It records into hash maps that the test reads after the I/O:
+ * It records into a hash map that the test reads after the I/O:
  *   adds:      (dev, ino, index, order) -> count, for the files in `files`
- *   reads:     (dev, sector, bytes) -> count, read requests issued on the
- *              device in `config[0]`; bytes = nr_sector * 512
- *   completes: the same, from block_rq_complete (nr_sector there is the
- *              bytes completed / 512)
- *   dropped:   [0] page adds, [1] issues, [2] completions that did not fit
- *              in their map
+ *   dropped:   [0] page adds that did not fit in it
+ *
+ * Block requests are not watched here: the test's oracle for them is an
+ * ftrace instance (testkit/blocktrace), which records every completion,
+ * also those that run no BPF program at all.
  */
 
 typedef unsigned char __u8;
-typedef unsigned short __u16;
 typedef unsigned int __u32;
 typedef unsigned long long __u64;
 
@@ -70,30 +66,6 @@ struct add_ctx {
 	__u8 order;
 };
 
-/* block/block_rq_issue (only the fields used here) */
-struct issue_ctx {
-	__u64 common;
-	__u32 dev;
-	__u32 pad;
-	__u64 sector;
-	__u32 nr_sector;
-	__u32 bytes;
-	__u16 ioprio;
-	char rwbs[10];
-};
-
-/* block/block_rq_complete */
-struct complete_ctx {
-	__u64 common;
-	__u32 dev;
-	__u32 pad;
-	__u64 sector;
-	__u32 nr_sector;
-	int error;
-	__u16 ioprio;
-	char rwbs[10];
-};
-
 #define CHECK(type, field, fmt)                                                                                 \
 	_Static_assert(__builtin_offsetof(struct type, field) == FMT_##fmt##_OFF,                               \
 		       #type "." #field ": offset differs from the kernel's format file");                     \
@@ -104,14 +76,6 @@ CHECK(add_ctx, i_ino, ADD_I_INO);
 CHECK(add_ctx, index, ADD_INDEX);
 CHECK(add_ctx, s_dev, ADD_S_DEV);
 CHECK(add_ctx, order, ADD_ORDER);
-CHECK(issue_ctx, dev, ISSUE_DEV);
-CHECK(issue_ctx, sector, ISSUE_SECTOR);
-CHECK(issue_ctx, nr_sector, ISSUE_NR_SECTOR);
-CHECK(issue_ctx, rwbs, ISSUE_RWBS);
-CHECK(complete_ctx, dev, COMPLETE_DEV);
-CHECK(complete_ctx, sector, COMPLETE_SECTOR);
-CHECK(complete_ctx, nr_sector, COMPLETE_NR_SECTOR);
-CHECK(complete_ctx, rwbs, COMPLETE_RWBS);
 
 /* ---- maps -------------------------------------------------------------- */
 
@@ -128,25 +92,11 @@ struct add_key {
 	__u32 order;
 };
 
-struct read_key {
-	__u64 sector;
-	__u32 dev;
-	__u32 bytes;
-};
-
 struct bpf_map_def SEC("maps/files") files = {
 	.type = BPF_MAP_TYPE_HASH,
 	.key_size = sizeof(struct file_key),
 	.value_size = sizeof(__u32),
 	.max_entries = 16,
-};
-
-/* [0]: the whole-disk device (kernel dev_t, major << 20 | minor) */
-struct bpf_map_def SEC("maps/config") config = {
-	.type = BPF_MAP_TYPE_ARRAY,
-	.key_size = sizeof(__u32),
-	.value_size = sizeof(__u32),
-	.max_entries = 1,
 };
 
 struct bpf_map_def SEC("maps/adds") adds = {
@@ -156,25 +106,11 @@ struct bpf_map_def SEC("maps/adds") adds = {
 	.max_entries = 65536,
 };
 
-struct bpf_map_def SEC("maps/reads") reads = {
-	.type = BPF_MAP_TYPE_HASH,
-	.key_size = sizeof(struct read_key),
-	.value_size = sizeof(__u64),
-	.max_entries = 65536,
-};
-
-struct bpf_map_def SEC("maps/completes") completes = {
-	.type = BPF_MAP_TYPE_HASH,
-	.key_size = sizeof(struct read_key),
-	.value_size = sizeof(__u64),
-	.max_entries = 65536,
-};
-
 struct bpf_map_def SEC("maps/dropped") dropped = {
 	.type = BPF_MAP_TYPE_ARRAY,
 	.key_size = sizeof(__u32),
 	.value_size = sizeof(__u64),
-	.max_entries = 3,
+	.max_entries = 1,
 };
 
 INLINE void count(void *map, const void *key, __u32 drop_slot)
@@ -211,44 +147,6 @@ int on_page_add(struct add_ctx *ctx)
 	k.index = ctx->index;
 	k.order = ctx->order;
 	count(&adds, &k, 0);
-	return 0;
-}
-
-SEC("tracepoint/block/block_rq_issue")
-int on_rq_issue(struct issue_ctx *ctx)
-{
-	struct read_key k = {};
-	__u32 zero = 0, *dev;
-
-	dev = bpf_map_lookup_elem(&config, &zero);
-	if (!dev || ctx->dev != *dev)
-		return 0;
-	/* blk_fill_rwbs: the operation comes first, 'R' for REQ_OP_READ
-	 * ('F' first only for a preflush, which reads never carry). */
-	if (ctx->rwbs[0] != 'R')
-		return 0;
-	k.sector = ctx->sector;
-	k.dev = ctx->dev;
-	k.bytes = ctx->nr_sector * 512;
-	count(&reads, &k, 1);
-	return 0;
-}
-
-SEC("tracepoint/block/block_rq_complete")
-int on_rq_complete(struct complete_ctx *ctx)
-{
-	struct read_key k = {};
-	__u32 zero = 0, *dev;
-
-	dev = bpf_map_lookup_elem(&config, &zero);
-	if (!dev || ctx->dev != *dev)
-		return 0;
-	if (ctx->rwbs[0] != 'R')
-		return 0;
-	k.sector = ctx->sector;
-	k.dev = ctx->dev;
-	k.bytes = ctx->nr_sector * 512;
-	count(&completes, &k, 2);
 	return 0;
 }
 
