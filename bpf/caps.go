@@ -423,6 +423,17 @@ type CapStatus struct {
 // NA reports whether the run has no path for the capability.
 func (s CapStatus) NA() bool { return s.Path == "" }
 
+// VerifierRefused begins the reason (Why) of a capability the tracer made
+// NA at load because this kernel's verifier refused one of its programs
+// (demoteRefused), followed by the program's name and the verifier's
+// first line.
+const VerifierRefused = "this kernel's verifier refused program "
+
+// Refused reports whether the verifier took the capability away at load:
+// Detect cannot foresee that (it loads nothing), so doctor passes and a
+// run without a word would only show NA figures; record says it on stderr.
+func (s CapStatus) Refused() bool { return s.NA() && strings.HasPrefix(s.Why, VerifierRefused) }
+
 // capChoice is a capability's status and the path taken (nil: NA).
 type capChoice struct {
 	CapStatus

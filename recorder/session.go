@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/iocorr/iocorr/bpf"
@@ -33,7 +34,33 @@ func openSession(o *Options) (*session, error) {
 		}
 		return nil, err
 	}
+	for _, w := range refusals(tr.Capabilities()) {
+		fmt.Fprintf(o.Stderr, "iocorr: warning: %s\n", w)
+	}
 	return &session{tr: tr, stderr: o.Stderr}, nil
+}
+
+// refusals says, one line a refused program, which capabilities the
+// kernel's verifier took away at load, with its reason: doctor (which
+// loads nothing) cannot foresee it, and without a word the run would only
+// show those figures NA.
+func refusals(cs []bpf.CapStatus) []string {
+	var whys []string
+	names := map[string][]string{}
+	for _, c := range cs {
+		if !c.Refused() {
+			continue
+		}
+		if _, ok := names[c.Why]; !ok {
+			whys = append(whys, c.Why)
+		}
+		names[c.Why] = append(names[c.Why], c.Name)
+	}
+	out := make([]string, len(whys))
+	for i, why := range whys {
+		out[i] = fmt.Sprintf("%s; NA in this run: %s", why, strings.Join(names[why], ", "))
+	}
+	return out
 }
 
 // close detaches everything; only the first call does it.

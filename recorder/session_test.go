@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,4 +131,36 @@ func TestRunWithAModelThatIsNoModelLeavesAFinishedRunSayingWhy(t *testing.T) {
 		t.Fatalf("err = %v, want a --model error", err)
 	}
 	requireNotRunAndSaid(t, res, dir, mark, notModel)
+}
+
+// A capability the kernel's verifier took away at load is said once on
+// stderr, with the verifier's reason and every capability it cost; an NA
+// the kernel's features explain (doctor says those) or an option not
+// asked for is not.
+func TestAVerifierRefusalIsWarnedOnceWithItsReason(t *testing.T) {
+	refused := bpf.VerifierRefused + "fault_major: permission denied: R1 invalid mem access 'scalar'"
+	for _, tc := range []struct {
+		name string
+		caps []bpf.CapStatus
+		want []string
+	}{
+		{"one refusal, two capabilities", []bpf.CapStatus{
+			{Name: bpf.CapProcesses, Path: "tp_btf sched_process_fork"},
+			{Name: bpf.CapFaults, Lost: "no user page fault is seen", Why: refused},
+			{Name: bpf.CapOffsets, Lost: "faults are not charged to tensors", Why: refused},
+		}, []string{refused + "; NA in this run: faults, fault offsets"}},
+		{"two refusals", []bpf.CapStatus{
+			{Name: bpf.CapFaults, Why: refused},
+			{Name: bpf.CapPageCache, Why: bpf.VerifierRefused + "page_add: permission denied: combined stack size of 2 calls is 544. Too large"},
+		}, []string{refused + "; NA in this run: faults", bpf.VerifierRefused + "page_add: permission denied: combined stack size of 2 calls is 544. Too large; NA in this run: page cache"}},
+		{"absent from the kernel", []bpf.CapStatus{{Name: bpf.CapReadahead, Why: "tracepoint readahead/page_cache_ra_order: not in this kernel"}}, nil},
+		{"not asked for", []bpf.CapStatus{{Name: bpf.CapSched, Off: true, Lost: "not asked for (--probe sched)"}}, nil},
+		{"taken despite an earlier path's refusal", []bpf.CapStatus{{Name: bpf.CapFaults, Path: "perf page-faults", Why: refused}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := refusals(tc.caps); !slices.Equal(got, tc.want) {
+				t.Errorf("refusals = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
