@@ -1,3 +1,5 @@
+//go:build linux && !noloader
+
 package main
 
 import (
