@@ -30,15 +30,10 @@ func planFor(t *testing.T, model string, n int, budget int64) *pin.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := pin.IdentifyFile(model)
+	p, err := pin.WholeTensors(model, f.Tensors[:n], budget)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pin.Plan{Model: id, Budget: budget, Recommendation: "pin"}
-	for _, tn := range f.Tensors[:n] {
-		p.Ranges = append(p.Ranges, pin.Range{Offset: tn.FileOffset, Length: tn.Size, Tensor: tn.Name, Expert: -1})
-	}
-	p.Pinned = pin.PageBytes(p.Spans())
 	return p
 }
 

@@ -131,6 +131,22 @@ func (p *Plan) Write(path string) error {
 	})
 }
 
+// WholeTensors is a plan to pin the tensors of the model file at path
+// whole, under budget: what a plan names when it is written by hand rather
+// than predicted (the tests' plans).
+func WholeTensors(path string, tensors []*gguf.Tensor, budget int64) (*Plan, error) {
+	id, err := IdentifyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Model: id, Budget: budget, Recommendation: "pin"}
+	for _, tn := range tensors {
+		p.Ranges = append(p.Ranges, Range{Offset: tn.FileOffset, Length: tn.Size, Tensor: tn.Name, Expert: -1})
+	}
+	p.Pinned = PageBytes(p.Spans())
+	return p, nil
+}
+
 // Spans lists the ranges as (offset, length) pairs.
 func (p *Plan) Spans() [][2]int64 {
 	out := make([][2]int64, 0, len(p.Ranges))

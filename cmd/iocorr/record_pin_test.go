@@ -32,20 +32,17 @@ func TestRecordPinHoldsThePlansPagesInTheCommandsCgroupThroughTheRun(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := pin.IdentifyFile(model)
+	const budget = 32 << 20
+	plan, err := pin.WholeTensors(model, f.Tensors[:4], budget)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const budget = 32 << 20
-	plan := &pin.Plan{Model: id, Budget: budget, Recommendation: "pin"}
 	// The pinned pages, first and last of each range: the toucher touches
 	// them after the pressure, and a page the reclaim took would fault.
 	var pages []string
-	for _, tn := range f.Tensors[:4] {
-		plan.Ranges = append(plan.Ranges, pin.Range{Offset: tn.FileOffset, Length: tn.Size, Tensor: tn.Name, Expert: -1})
-		pages = append(pages, strconv.FormatInt(tn.FileOffset/kernel.PageSize, 10), strconv.FormatInt((tn.FileOffset+tn.Size-1)/kernel.PageSize, 10))
+	for _, r := range plan.Ranges {
+		pages = append(pages, strconv.FormatInt(r.Offset/kernel.PageSize, 10), strconv.FormatInt((r.Offset+r.Length-1)/kernel.PageSize, 10))
 	}
-	plan.Pinned = pin.PageBytes(plan.Spans())
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	if err := plan.Write(planFile); err != nil {
 		t.Fatal(err)
