@@ -26,7 +26,8 @@ import (
 // per level: 4 times mincore's cost. Under a memory limit most chunks
 // stay partly resident from token to token, and a count first only adds
 // a walk: a chunk the last snapshot found partly resident goes to mincore
-// at once (BenchmarkSnapshotOfAPartlyResidentModel).
+// at once (BenchmarkSnapshotOfAPartlyResidentModel), and so does one it
+// found evicted (chunkEvicted).
 
 // Snapshot methods, as meta.json's residency_snapshots.method says them.
 const (
@@ -111,9 +112,19 @@ type chunkState uint8
 
 const (
 	chunkUnknown chunkState = iota // no snapshot yet
-	chunkNone                      // no page resident
+	chunkNone                      // no page resident, none evicted
 	chunkAll                       // every page resident
 	chunkPart                      // some pages resident
+	// chunkEvicted: no page resident, and the page-cache tree holds
+	// shadows of evicted ones. cachestat tests each shadow for a recent
+	// eviction (workingset_test_recent), mincore only looks it up: over a
+	// 326 MiB file nine tenths reclaimed, 8.1 ms of CPU against 5.1 ms
+	// (here, in 2 MiB chunks), and in a cold 128 MiB run most of the
+	// model's chunks were such chunks after the load. A chunk never read
+	// (no shadows: a large model's untouched experts) stays with
+	// cachestat, which skips it in one step where mincore looks up each
+	// page.
+	chunkEvicted
 )
 
 // newChunkStates is the history of a file of size bytes before its
@@ -128,8 +139,9 @@ func newChunkStates(size, chunk int64) []chunkState {
 // resident costs a second walk by mincore. Residency changes little from
 // one token to the next, so the chunks' last states (last, one per
 // chunk, updated here; a nil or short one is no history) choose the
-// first walk: mincore at once for a chunk last partly resident, cachestat
-// for the others, and one cachestat call over the whole file when every
+// first walk: mincore at once for a chunk last partly resident or
+// evicted, cachestat for the others, and one cachestat call over the
+// whole file when every
 // chunk was wholly resident (a run in RAM), walking the chunks only when
 // it finds a page missing.
 func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState) (*rundir.PageMap, error) {
@@ -140,7 +152,7 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState)
 		last = newChunkStates(int64(len(mem)), chunk)
 	}
 	if pages > 0 && !slices.ContainsFunc(last[:chunks], func(c chunkState) bool { return c != chunkAll }) {
-		n, err := cachestatCount(f, 0, pages)
+		n, _, err := cachestatCount(f, 0, pages)
 		if err != nil {
 			return nil, err
 		}
@@ -152,12 +164,15 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState)
 	for c := int64(0); c < chunks; c++ {
 		lo := c * chunk
 		hi := min(lo+chunk, pages)
-		if last[c] != chunkPart {
-			n, err := cachestatCount(f, lo, hi)
+		if last[c] != chunkPart && last[c] != chunkEvicted {
+			n, evicted, err := cachestatCount(f, lo, hi)
 			if err != nil {
 				return nil, err
 			}
 			switch {
+			case n == 0 && evicted > 0:
+				last[c] = chunkEvicted
+				continue
 			case n == 0:
 				last[c] = chunkNone
 				continue
@@ -173,7 +188,9 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState)
 		}
 		switch part.Resident {
 		case 0:
-			last[c] = chunkNone
+			// mincore cannot tell shadows from nothing: the chunk
+			// keeps to mincore until a page comes back.
+			last[c] = chunkEvicted
 		case hi - lo:
 			last[c] = chunkAll
 		default:
@@ -186,15 +203,16 @@ func cachestatPages(f *os.File, mem, vec []byte, chunk int64, last []chunkState)
 	return b.pm, nil
 }
 
-// cachestatCount is how many pages of [lo, hi) of f the page cache holds.
-func cachestatCount(f *os.File, lo, hi int64) (int64, error) {
+// cachestatCount is how many pages of [lo, hi) of f the page cache holds,
+// and how many it evicted (whose shadows it still keeps).
+func cachestatCount(f *os.File, lo, hi int64) (cached, evicted int64, err error) {
 	r := unix.CachestatRange{Off: uint64(lo) * kernel.PageSize, Len: uint64(hi-lo) * kernel.PageSize}
 	var cs unix.Cachestat_t
 	if errno := pageSyscall(hi-lo, unix.SYS_CACHESTAT, f.Fd(), uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&cs)), 0); errno != 0 {
 		if errno == unix.ENOSYS || errno == unix.EOPNOTSUPP {
-			return 0, fmt.Errorf("%w: %w", errNoCachestat, errno)
+			return 0, 0, fmt.Errorf("%w: %w", errNoCachestat, errno)
 		}
-		return 0, fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, errno)
+		return 0, 0, fmt.Errorf("cachestat of pages [%d, %d): %w", lo, hi, errno)
 	}
-	return int64(cs.Cache), nil
+	return int64(cs.Cache), int64(cs.Evicted), nil
 }

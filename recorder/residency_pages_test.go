@@ -134,6 +134,7 @@ func TestCachestatReadsTheResidentPagesMincoreReads(t *testing.T) {
 					{"every chunk empty", filled(chunkNone)},
 					{"every chunk whole", filled(chunkAll)},
 					{"every chunk partly resident", filled(chunkPart)},
+					{"every chunk evicted", filled(chunkEvicted)},
 					{"carried from call to call", carried},
 				} {
 					if byCachestat, err = cachestatPages(f, mem, make([]byte, pages+1), chunk, h.last); err != nil {
@@ -205,4 +206,70 @@ func BenchmarkSnapshotOfAPartlyResidentModel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A chunk whose pages the kernel reclaimed keeps their shadows, which
+// cachestat reports as evicted: the chunk is read by mincore from then
+// on (cachestat's recency test of every shadow costs twice mincore's
+// lookup), and a page that comes back into it is found at the next
+// snapshot. A chunk never read stays with cachestat.
+func TestAChunkOfEvictedPagesIsReadByMincoreAndFindsAPageThatCameBack(t *testing.T) {
+	const chunk = 64
+	const pages = 3 * chunk
+	size := int64(pages * kernel.PageSize)
+	f := coldFile(t, size)
+	cachestatOrSkip(t, f)
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := unix.Madvise(mem, unix.MADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	// Chunk 0 in, then reclaimed (MADV_PAGEOUT reclaims as the kernel's
+	// own reclaim does, leaving shadows; fadvise DONTNEED would leave
+	// none); chunk 1 never read; chunk 2 held.
+	first := mem[:chunk*kernel.PageSize]
+	if err := unix.Mlock(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Munlock(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Madvise(first, unix.MADV_PAGEOUT); err != nil {
+		t.Skipf("MADV_PAGEOUT: %v", err)
+	}
+	if err := unix.Mlock(mem[2*chunk*kernel.PageSize:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, evicted, err := cachestatCount(f, 0, chunk); err != nil || evicted == 0 {
+		t.Skipf("the reclaimed chunk left no shadows (evicted %d, %v): nothing to test on this kernel", evicted, err)
+	}
+	last := newChunkStates(size, chunk)
+	vec := make([]byte, pages+1)
+	pm, err := cachestatPages(f, mem, vec, chunk, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []chunkState{chunkEvicted, chunkNone, chunkAll}; fmt.Sprint(last) != fmt.Sprint(want) {
+		t.Fatalf("chunk states %v, want %v", last, want)
+	}
+	if pm.Resident != chunk {
+		t.Fatalf("%d pages resident, want the held chunk's %d", pm.Resident, chunk)
+	}
+	// One page of the evicted chunk comes back.
+	back := int64(7)
+	if err := unix.Mlock(mem[back*kernel.PageSize : (back+1)*kernel.PageSize]); err != nil {
+		t.Fatal(err)
+	}
+	if pm, err = cachestatPages(f, mem, vec, chunk, last); err != nil {
+		t.Fatal(err)
+	}
+	if !pm.Has(back) || pm.Resident != chunk+1 {
+		t.Errorf("after page %d came back: %d resident (has it: %v), want %d", back, pm.Resident, pm.Has(back), chunk+1)
+	}
+	if last[0] != chunkPart {
+		t.Errorf("the chunk a page came back to is %v, want partly resident (%v)", last[0], chunkPart)
+	}
 }
