@@ -21,11 +21,16 @@ import (
 
 // snapshotDuty bounds the share of wall time the recorder spends taking
 // residency snapshots: after a snapshot that took d, the next waits until
-// snapshotDuty×d has passed. mincore walks every page of the models (about
-// 10 ms for 326 MiB on a 2-vCPU VM; cachestat less, see residency_pages.go): under memory pressure, where a token
-// takes hundreds of ms, every token gets its snapshot; in RAM, where a
-// token takes a few ms, one token in many does, and nothing changes.
-const snapshotDuty = 50
+// snapshotDuty×d has passed. A snapshot walks every page of the models
+// (about 10 ms for 326 MiB on a 2-vCPU VM under a memory limit, mincore
+// or cachestat alike, see residency_pages.go), and on a machine whose
+// CPUs the command keeps busy each of its milliseconds is one the command
+// waits for: at 2% the snapshots were a quarter of the recorder's CPU on
+// a cold 16-token run, and that CPU, 4-5% of the command's, is what
+// tracing costs there (issue 33). At 1% a token of hundreds of ms gets
+// its snapshot every two or three tokens; in RAM, where a token takes a
+// few ms, one token in many does, and nothing changes.
+const snapshotDuty = 100
 
 // While every model stays wholly resident (a run in RAM), a snapshot only
 // says so again, at the cost of its walk of every page (0.6 ms for a
@@ -219,6 +224,9 @@ func (s *snapshotter) stop() rundir.SnapshotStats {
 	st := s.stats.export()
 	st.Method = s.method
 	st.Exact = s.exact
+	if !s.exact {
+		st.DutyShare = 1.0 / snapshotDuty
+	}
 	return st
 }
 

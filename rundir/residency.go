@@ -98,8 +98,11 @@ func (pm *PageMap) Has(p int64) bool {
 type SnapshotStats struct {
 	Taken uint64 `json:"taken"`
 	// Throttled token starts came while the recorder kept to its budget
-	// (a snapshot waits 50 times the last one's duration after it).
+	// (a snapshot waits 1/DutyShare times the last one's duration after it).
 	Throttled uint64 `json:"throttled"`
+	// DutyShare is the share of the run's time the snapshots kept to;
+	// 0 in runs recorded before it was written (they kept to 0.02).
+	DutyShare float64 `json:"duty_share,omitempty"`
 	// Replaced token starts were followed by the next before the
 	// snapshotter could take them.
 	Replaced uint64 `json:"replaced"`
@@ -135,5 +138,9 @@ func (s *SnapshotStats) noSnapshot(where string) string {
 	if s == nil {
 		return "not measured: this run has no residency snapshots (recorded by an older iocorr)"
 	}
-	return fmt.Sprintf("not measured: no residency snapshot %s (the recorder took %d, keeping to 2%% of the run's time: %d token starts came too soon after one, %d before it had taken the previous; record --probe pagecache replays every token)", where, s.Taken, s.Throttled, s.Replaced)
+	duty := s.DutyShare
+	if duty == 0 {
+		duty = 0.02
+	}
+	return fmt.Sprintf("not measured: no residency snapshot %s (the recorder took %d, keeping to %g%% of the run's time: %d token starts came too soon after one, %d before it had taken the previous; record --probe pagecache replays every token)", where, s.Taken, duty*100, s.Throttled, s.Replaced)
 }

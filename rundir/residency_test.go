@@ -54,3 +54,25 @@ func TestReadSnapshotsDropsOnlyALastLineCutShort(t *testing.T) {
 		})
 	}
 }
+
+// A token without a snapshot says the share of the run's time its
+// recorder kept the snapshots to: the one it wrote, or the 2% of the
+// iocorr releases that wrote none.
+func TestNoSnapshotNASaysTheRunsOwnDuty(t *testing.T) {
+	cases := []struct {
+		name string
+		st   *rundir.SnapshotStats
+		want string
+	}{
+		{"no snapshots at all", nil, "recorded by an older iocorr"},
+		{"a duty written", &rundir.SnapshotStats{Taken: 4, Throttled: 9, DutyShare: 0.01}, "the recorder took 4, keeping to 1% of the run's time: 9 token starts came too soon"},
+		{"no duty written", &rundir.SnapshotStats{Taken: 8, Throttled: 9}, "keeping to 2% of the run's time"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.st.NoSnapshotNA(); !strings.Contains(got, c.want) {
+				t.Errorf("NoSnapshotNA() = %q, want it to contain %q", got, c.want)
+			}
+		})
+	}
+}

@@ -10,7 +10,7 @@ import (
 
 // A run of the default tier has no page-cache events to replay. Its
 // residency comes from the recorder's snapshots instead (rundir.Snapshot:
-// mincore soon after each token's start, at most 2% of the run's time),
+// mincore soon after each token's start, at most 1% of the run's time),
 // and its refaults from the device reads: a page of a model read from the
 // device again was evicted and added again in between, which is what the
 // replay counts as a refault.
