@@ -119,6 +119,11 @@ type Capability struct {
 	// Option is set for capabilities a run asks for (--probe sched); the
 	// others are always wanted.
 	Option string
+	// RecordedBy names the capability whose programs record this one's
+	// events: when that one has no path, this one has nothing to record
+	// either, whatever its own path (its programs only keep state for
+	// the others).
+	RecordedBy string
 }
 
 // Capability names.
@@ -236,6 +241,10 @@ var Capabilities = []Capability{
 	{
 		Name: CapOffsets, What: "each fault's file and offset",
 		NA: "faults are not charged to tensors",
+		// The fault programs resolve the mapping (or ingest does, from
+		// the faults' addresses); this path's programs only keep the
+		// fault programs' VMA cache fresh.
+		RecordedBy: CapFaults,
 		Paths: []Path{
 			{
 				Name: "bpf_find_vma at the fault, behind a VMA cache", Kernel: "5.17",
@@ -284,6 +293,8 @@ var Capabilities = []Capability{
 	{
 		Name: CapReadahead, What: "what each fault made the kernel read ahead (readahead_trigger_bytes), and the readahead windows", Option: "--probe pagecache",
 		NA: "readahead_trigger_bytes is NA",
+		// The trigger is the page cache's adds inside a fault.
+		RecordedBy: CapPageCache,
 		Paths: []Path{
 			{
 				Name: "page-cache adds inside each fault, and tracepoints readahead/page_cache_*", Kernel: "6.18",
@@ -615,6 +626,33 @@ func choose(d *detector, want func(*Capability) bool) []capChoice {
 			ch.Lost = c.NA
 		}
 		out[i] = ch
+	}
+	demoteUnrecorded(out)
+	return out
+}
+
+// demoteUnrecorded makes NA every optional capability still on a path
+// whose RecordedBy capability has none, with that one's reason (so that a
+// refusal's names the refused program), and returns the programs of the
+// paths it left.
+func demoteUnrecorded(caps []capChoice) []string {
+	var out []string
+	for i := range caps {
+		c := &caps[i]
+		if c.path == nil || c.Required || c.cap.RecordedBy == "" {
+			continue
+		}
+		j := slices.IndexFunc(caps, func(o capChoice) bool { return o.Name == c.cap.RecordedBy })
+		if j < 0 || caps[j].path != nil {
+			continue
+		}
+		why := caps[j].Why
+		if caps[j].Off {
+			why = caps[j].Name + ": " + caps[j].Lost
+		}
+		out = append(out, c.path.programs()...)
+		c.path = nil
+		c.Path, c.Primary, c.Lost, c.Why = "", false, c.cap.NA, why
 	}
 	return out
 }

@@ -112,17 +112,15 @@ var perfPrograms = map[string]Need{
 	"fault_minor":      needPerfMinor,
 }
 
-// attachKernel attaches the kernel side of every capability's path. A
-// path that fails to attach makes its capability NA, with the error, and
-// the run goes on; only a required capability stops it.
 // refusedProgram matches the program cilium/ebpf names in a load error.
 var refusedProgram = regexp.MustCompile(`program (\w+):`)
 
 // demoteRefused makes NA the optional capability whose program the
 // verifier refused in err (an old kernel's verifier can refuse what a
 // newer one takes: 6.1 counts a bpf_loop callback's stack with its
-// caller's), and every capability whose path needs one of its hooks (the
-// readahead trigger rebuilt from the page cache's adds), so that Open can
+// caller's), every capability whose path needs one of its hooks (the
+// readahead trigger rebuilt from the page cache's adds) and every one it
+// records (RecordedBy: the fault offsets), so that Open can
 // load the rest. It returns the programs to leave out, none when err is
 // no verifier refusal of an optional capability's program.
 func demoteRefused(caps []capChoice, err error) []string {
@@ -159,7 +157,9 @@ func demoteRefused(caps []capChoice, err error) []string {
 		c.path = nil
 		c.Path, c.Primary, c.Lost, c.Why = "", false, c.cap.NA, why
 	}
-	return out
+	// The fault offsets' programs only serve the fault programs: without
+	// those, no offset is recorded, though their own programs would load.
+	return append(out, demoteUnrecorded(caps)...)
 }
 
 func firstLine(s string) string {
@@ -167,9 +167,15 @@ func firstLine(s string) string {
 	return line
 }
 
+// attachKernel attaches the kernel side of every capability's path. A
+// path that fails to attach makes its capability NA, with the error, and
+// the run goes on; only a required capability stops it.
 func (t *Tracer) attachKernel() error {
 	for i := range t.caps {
 		c := &t.caps[i]
+		// A capability recorded by one that failed to attach has nothing
+		// to record (capabilities come after what records them).
+		demoteUnrecorded(t.caps)
 		if c.path == nil {
 			continue
 		}

@@ -60,6 +60,13 @@ type Options struct {
 	// this kernel lacked, so that their fallbacks run; IOCORR_WITHOUT
 	// (WithoutEnv) adds to it.
 	Without []string
+	// LoadSpec, when set, gives the BPF objects to load in place of the
+	// built-in ones (LoadIocorr). Only tests set it: the one way to see
+	// what this kernel's verifier really does with a program it refuses
+	// is to load one, and recorder's tests reach Open only through
+	// Options (IOCORR_WITHOUT switches features off before anything
+	// loads, so it cannot stand for a refusal).
+	LoadSpec func() (*ebpf.CollectionSpec, error)
 }
 
 // PageRecords selects the page-cache records (Options.PageRecords).
@@ -180,7 +187,11 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}
 
-	spec, err := LoadIocorr()
+	loadSpec := LoadIocorr
+	if opts.LoadSpec != nil {
+		loadSpec = opts.LoadSpec
+	}
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading BPF spec: %w", err)
 	}
