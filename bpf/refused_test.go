@@ -3,14 +3,11 @@ package bpf
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 )
 
 // An optional capability whose program an old kernel's verifier refuses
@@ -68,71 +65,6 @@ func TestAVerifierRefusalMakesOnlyItsOptionalCapabilitiesNA(t *testing.T) {
 			}
 			if tc.dropped == nil && len(drop) != 0 {
 				t.Errorf("programs left out %v, want none", drop)
-			}
-		})
-	}
-}
-
-// refusingSpec loads the built-in objects with prog's body replaced by a
-// read far past the end of its context, which every verifier refuses
-// ("invalid bpf_context access"; a tracepoint's context may be read up to
-// 8 KiB in, the attach refusing what the event lacks): no program of ours
-// is refused by this kernel, so this is the one way to see a real
-// refusal here.
-func refusingSpec(prog string) func() (*ebpf.CollectionSpec, error) {
-	return func() (*ebpf.CollectionSpec, error) {
-		spec, err := LoadIocorr()
-		if err != nil {
-			return nil, err
-		}
-		p, ok := spec.Programs[prog]
-		if !ok {
-			return nil, fmt.Errorf("no program %s", prog)
-		}
-		// The first instruction keeps the function's name and BTF, not
-		// the rest of the old one's metadata (its CO-RE relocation).
-		first := asm.LoadMem(asm.R0, asm.R1, math.MaxInt16&^7, asm.DWord).WithSymbol(p.Instructions[0].Symbol())
-		p.Instructions = asm.Instructions{btf.WithFuncMetadata(first, btf.FuncMetadata(&p.Instructions[0])), asm.Return()}
-		return spec, nil
-	}
-}
-
-// A program this kernel's verifier really refuses at Open leaves the
-// tracer open: its capability, and every one whose programs went with it,
-// is NA with the verifier's own line and reported refused, and every other
-// capability keeps the path it would have taken.
-func TestOpenWithARefusedProgramLeavesOnlyWhatItCostNA(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		prog   string
-		opts   Options
-		wantNA []string
-	}{
-		{"major-fault program: faults and their offsets", "fault_major", Options{}, []string{CapFaults, CapOffsets}},
-		{"page-cache add program: the page cache and the readahead trigger", "page_add", Options{PageCache: true}, []string{CapPageCache, CapReadahead}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			want, err := Detect(DetectOptions{PageCache: tc.opts.PageCache})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.opts.LoadSpec = refusingSpec(tc.prog)
-			tr := openTracer(t, tc.opts)
-			var na []string
-			for i, c := range tr.Capabilities() {
-				if slices.Contains(tc.wantNA, c.Name) {
-					na = append(na, c.Name)
-					if !c.NA() || !c.Refused() || !strings.HasPrefix(c.Why, VerifierRefused+tc.prog+": ") || !strings.Contains(c.Why, "invalid bpf_context access") {
-						t.Errorf("%s: path %q, NA %v, refused %v, why %q; want NA, refused, with the verifier's line on %s", c.Name, c.Path, c.NA(), c.Refused(), c.Why, tc.prog)
-					}
-					continue
-				}
-				if c.Path != want[i].Path || c.Refused() {
-					t.Errorf("%s: path %q (refused %v, %q), want %q as without the refusal", c.Name, c.Path, c.Refused(), c.Why, want[i].Path)
-				}
-			}
-			if !slices.Equal(na, tc.wantNA) {
-				t.Errorf("capabilities checked NA %v, want %v", na, tc.wantNA)
 			}
 		})
 	}

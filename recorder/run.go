@@ -207,6 +207,9 @@ func (r *recording) startSession() (*session, error) {
 		return nil, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}
 	r.sess, r.tr = sess, sess.tr
+	for _, w := range refusals(sess.tr.Capabilities()) {
+		r.warn(w)
+	}
 	if err := r.addModels(); err != nil {
 		err = r.abort(err)
 		sess.close()

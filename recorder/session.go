@@ -34,16 +34,14 @@ func openSession(o *Options) (*session, error) {
 		}
 		return nil, err
 	}
-	for _, w := range refusals(tr.Capabilities()) {
-		fmt.Fprintf(o.Stderr, "iocorr: warning: %s\n", w)
-	}
 	return &session{tr: tr, stderr: o.Stderr}, nil
 }
 
 // refusals says, one line a refused program, which capabilities the
 // kernel's verifier took away at load, with its reason: doctor (which
 // loads nothing) cannot foresee it, and without a word the run would only
-// show those figures NA.
+// show those figures NA. The recording warns them (startSession), so
+// that meta.json keeps them too.
 func refusals(cs []bpf.CapStatus) []string {
 	var whys []string
 	names := map[string][]string{}

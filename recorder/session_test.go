@@ -13,6 +13,7 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/bpftest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
@@ -162,5 +163,55 @@ func TestAVerifierRefusalIsWarnedOnceWithItsReason(t *testing.T) {
 				t.Errorf("refusals = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A program this kernel's verifier really refuses at load (bpftest's,
+// through bpf.Options.LoadSpec: recorder reaches the loader only through
+// openTracer's options) leaves a recording that runs its command and says
+// the refusal once on stderr and once in meta.json's warnings, with the
+// verifier's line and every capability it cost, which meta.json lists NA.
+func TestARecordingWarnsAVerifierRefusalOnStderrAndInItsMetadata(t *testing.T) {
+	testenv.RequireBPF(t)
+	defer func(f func(bpf.Options) (*bpf.Tracer, error)) { openTracer = f }(openTracer)
+	openTracer = func(o bpf.Options) (*bpf.Tracer, error) {
+		o.LoadSpec = bpftest.RefusingSpec("fault_major")
+		return bpf.Open(o)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	mark := filepath.Join(t.TempDir(), "ran")
+	var stderr bytes.Buffer
+	o := options(dir, "touch", mark)
+	o.Stderr = &stderr
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("the command did not run: %v", err)
+	}
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isRefusal := func(w string) bool {
+		return strings.HasPrefix(w, bpf.VerifierRefused+"fault_major: ") && strings.Contains(w, "invalid bpf_context access") &&
+			strings.HasSuffix(w, "; NA in this run: "+bpf.CapFaults+", "+bpf.CapOffsets)
+	}
+	var inMeta []string
+	for _, w := range m.Warnings {
+		if isRefusal(w) {
+			inMeta = append(inMeta, w)
+		}
+	}
+	if len(inMeta) != 1 {
+		t.Fatalf("meta.json's warnings %q: want the refusal once", m.Warnings)
+	}
+	if n := strings.Count(stderr.String(), "iocorr: warning: "+inMeta[0]+"\n"); n != 1 {
+		t.Errorf("stderr says the refusal %d times, want once:\n%s", n, stderr.String())
+	}
+	for _, c := range m.Capabilities {
+		if (c.Name == bpf.CapFaults || c.Name == bpf.CapOffsets) && (c.Path != "" || !strings.HasPrefix(c.Why, bpf.VerifierRefused)) {
+			t.Errorf("meta.json's %s: path %q, why %q; want NA for the refusal", c.Name, c.Path, c.Why)
+		}
 	}
 }

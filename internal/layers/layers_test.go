@@ -31,8 +31,8 @@ var floor = map[string]int{
 	// 4–6: facts in the run's types, the loader (and its generator of the
 	// wire types), the joins.
 	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "bpf/internal/wiregen": 4, "testkit/llmtest": 4,
-	"internal/launch": 5,
-	"correlate":       6, "testkit/spooltest": 6,
+	"internal/launch": 5, "testkit/bpftest": 5,
+	"correlate": 6, "testkit/spooltest": 6,
 	// 7–8: the store, and what reads it.
 	"index":    7,
 	"pipeline": 8, "stats": 8, "perfetto": 8, "testkit/storetest": 8,
