@@ -59,6 +59,13 @@ package predict
 //     every page fault-around mapped, workingset or not (the exception is
 //     Liu Shixin's patch of 2024), so there the back-off is rarer still.
 //
+//   - A window larger than the cache ends where the cache is full of its
+//     own pages (readahead's __GFP_NORETRY charge fails; readWindow), and
+//     the fault then reads its page alone: measured bytes under a plan
+//     that left 13 MiB of cache to 16 MiB windows hardly grew (qwen3moe,
+//     128 MiB: 385.6 MiB a token with 38.9 MiB pinned, 387.1 with 52.1),
+//     where whole windows made the model say 428.3.
+//
 // This is an approximation, said where it departs: reclaim runs page by
 // page to the limit (the kernel reclaims in batches of 32), pages are
 // order 0 (the kernel reads and evicts large folios whole), every page of
@@ -223,15 +230,27 @@ func (c *pageCache) reclaim() {
 
 // readWindow reads the missing pages of [first, end) and marks page mark
 // when it is one of them (the kernel sets PG_readahead only on a folio it
-// allocates: mm/readahead.c).
+// allocates: mm/readahead.c). A window ends where the cache has no room
+// left but its own pages: readahead charges each folio to the cgroup
+// with __GFP_NORETRY, and a window's folios, locked under their read,
+// cannot be reclaimed to make room for the next, so the charge fails and
+// page_cache_ra_unbounded stops there (mm/readahead.c, mm/memcontrol.c
+// try_charge_memcg). It only matters when a window is larger than the
+// cache, as under a plan that leaves less cache than a window.
 func (c *pageCache) readWindow(first, end, mark int32) {
 	first, end = max(first, 0), min(end, c.n)
+	var added int64
 	for p := first; p < end; p++ {
-		if !c.resident(p) {
-			c.add(p)
-			if p == mark {
-				c.flags[p] |= flagMarker
-			}
+		if c.resident(p) {
+			continue
+		}
+		if added >= max(c.capacity, 1) {
+			return
+		}
+		c.add(p)
+		added++
+		if p == mark {
+			c.flags[p] |= flagMarker
 		}
 	}
 }
@@ -292,6 +311,12 @@ func (c *pageCache) touch(p int32) {
 		// reads [0, ra) for page 0 (ra->start = max(0, pgoff - ra/2)).
 		start := max(p-c.ra/2, 0)
 		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4)
+		if !c.resident(p) {
+			// The window ended before it: filemap_fault reads the page
+			// alone (__filemap_get_folio with the fault's own gfp, which
+			// reclaims as long as it must).
+			c.add(p)
+		}
 	}
 	// The retry after the read: fault-around maps p and its block.
 	c.faultAround(p)

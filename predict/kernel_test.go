@@ -156,3 +156,37 @@ func TestReclaimScansBothListsInProportionToTheirSizes(t *testing.T) {
 		})
 	}
 }
+
+// A read-around window larger than the cache ends where the cache has no
+// room left but the window's own pages (readahead's charge fails: its
+// folios, locked under their read, cannot be reclaimed for the next), and
+// a fault whose page the window did not reach reads that page alone.
+func TestAWindowLargerThanTheCacheEndsWhereTheCacheIsFull(t *testing.T) {
+	const pages = 4096
+	for _, tc := range []struct {
+		name     string
+		capacity int64
+		ra       int32
+		fault    int32
+		// wantRead is the pages the fault reads.
+		wantRead int64
+	}{
+		{"a window the cache holds", 1000, 256, 2000, 256},
+		{"a window twice the cache", 100, 256, 2000, 100 + 1},
+		{"a window that reaches the page within the cache", 200, 256, 2000, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPageCache(pages, tc.capacity, tc.ra, nil)
+			c.touch(tc.fault)
+			if int64(c.readPages) != tc.wantRead {
+				t.Errorf("the fault read %d pages, want %d", c.readPages, tc.wantRead)
+			}
+			if !c.resident(tc.fault) {
+				t.Errorf("page %d is not resident after its fault", tc.fault)
+			}
+			if n := c.count[listInactive] + c.count[listActive]; n > tc.capacity {
+				t.Errorf("%d pages cached, over the capacity %d", n, tc.capacity)
+			}
+		})
+	}
+}
