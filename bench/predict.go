@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/pin"
 )
 
 // Issue 30's targets: from one run at the smallest budget, `iocorr
@@ -163,8 +166,15 @@ func predictAccuracy(r *Report, cfg Config, name, model string) {
 	}
 	logf(cfg, "%s", strings.TrimSpace(string(out)))
 	if strings.Contains(string(out), "pin nothing") {
-		r.NA(predictSection, fig, "ratio", "the plan says pin nothing: "+lastLine(out))
-		return
+		// The target holds whether a plan helps or hurts: where the best
+		// plan is not worth pinning, the dense tensors are (every token
+		// reads them first; the issue's hand-made probe found pinning them
+		// read more at 128 MiB), and predict must say by how much.
+		fig = fmt.Sprintf("%s at %s: predict --plan ÷ the pinned run's decode bytes/token (the dense tensors; plan said pin nothing)", name, b)
+		if err := densePlan(model, size(b), plan); err != nil {
+			r.NA(predictSection, fig, "ratio", orNA(err))
+			return
+		}
 	}
 	pinned, err := recordCold(cfg, filepath.Join(cfg.WorkDir, "predict", name, "pinned-"+b), b, plan, argv)
 	if err != nil {
@@ -180,6 +190,32 @@ func predictAccuracy(r *Report, cfg Config, name, model string) {
 	logf(cfg, "%s %s pinned: predicted %.0f, measured %.0f bytes/token (unpinned %.0f)", name, b, *p.Bytes, *pinned.Bytes, *measured[b].Bytes)
 	r.Add(predictSection, fig, "ratio", []float64{*p.Bytes / *pinned.Bytes}, "")
 	r.goalWithin(0.9, 1.1, "median")
+	// Whether the plan helps or hurts, the prediction and the runs side
+	// by side: plan ÷ kernel predicted, pinned ÷ unpinned measured.
+	if k, ok := decode(rows, "kernel", size(b)); ok && k.Bytes != nil {
+		r.Add(predictSection, fmt.Sprintf("%s at %s: the plan's decode bytes/token ÷ the kernel's, predicted", name, b), "ratio", []float64{*p.Bytes / *k.Bytes}, "")
+	}
+	r.Add(predictSection, fmt.Sprintf("%s at %s: the pinned run's decode bytes/token ÷ the unpinned run's, measured", name, b), "ratio", []float64{*pinned.Bytes / *measured[b].Bytes}, "")
+}
+
+// densePlan writes to path a plan of model's tensors that are not routed
+// experts, whole, under budget.
+func densePlan(model string, budget int64, path string) error {
+	f, err := gguf.Open(model)
+	if err != nil {
+		return err
+	}
+	var dense []*gguf.Tensor
+	for _, t := range f.Tensors {
+		if t.Experts == 0 {
+			dense = append(dense, t)
+		}
+	}
+	p, err := pin.WholeTensors(model, dense, budget)
+	if err != nil {
+		return err
+	}
+	return p.Write(path)
 }
 
 // predictSkew is the skewed router: the best plan's run against the
