@@ -270,6 +270,16 @@ func predictSkew(r *Report, cfg Config) {
 	}
 	r.Add(predictSection, bytes, "ratio", []float64{*pinned.Bytes / *un.Bytes}, "")
 	r.goal("<=", 0.8, "median")
+	fig := "skewed router at " + b + ": predict --plan ÷ the pinned run's decode bytes/token"
+	rows, err := predictRows(cfg, filepath.Join(dir, "unpinned"), []string{b}, plan)
+	p, ok := decode(rows, "plan", size(b))
+	if err != nil || !ok || p.Bytes == nil {
+		r.NA(predictSection, fig, "ratio", fmt.Sprintf("no plan prediction: %v %s", err, p.Why))
+		return
+	}
+	logf(cfg, "skewed %s pinned: predicted %.0f, measured %.0f bytes/token (unpinned %.0f)", b, *p.Bytes, *pinned.Bytes, *un.Bytes)
+	r.Add(predictSection, fig, "ratio", []float64{*p.Bytes / *pinned.Bytes}, "")
+	r.goalWithin(0.9, 1.1, "median")
 }
 
 // predictScale times predict over a 1 M-record run: the package's Go
