@@ -1,6 +1,8 @@
 package recorder_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -123,6 +125,22 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 				t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
 			}
 			checkDevices(t, st, rec.Stderr, tc.gpuFrom)
+			if t.Failed() {
+				// What the kernel recorded of each buffer's name, for a
+				// failure seen once (CI, a fresh clone: every mapped
+				// weight's device empty) and not since.
+				spooltest.Events(t, dir, func(typ uint16, rec []byte) {
+					if uint32(typ) != uint32(wire.EventTypeEV_BUFNAME) {
+						return
+					}
+					var b wire.BufnameEvent
+					if err := binary.Read(bytes.NewReader(rec), binary.LittleEndian, &b); err != nil {
+						t.Logf("a buffer name record of %d bytes: %v", len(rec), err)
+						return
+					}
+					t.Logf("buffer %#x named %q at %d ns, tid %d", b.Buffer, wire.CString(b.Name[:]), b.Hdr.Ts, b.Hdr.Tid)
+				})
+			}
 			checkSplitTimes(t, st)
 			t.Logf("hybrid run: %d graphs for %d calls, %d major faults (rusage %d), %d decode picks; expert tensors read %.1f MiB; decode expert faults: %d in picked experts, %d on read-ahead pages, %d neither",
 				graphs, decodes, major, m.Child.MajFlt, picks, float64(expertRead)/(1<<20), ef.Picked, ef.ReadAhead, ef.Neither)
