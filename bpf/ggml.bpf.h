@@ -747,15 +747,53 @@ struct {
 	__type(value, __u64);
 } bufname_arg SEC(".maps");
 
+/* A name the return probe could not read, by thread: a name is often a
+ * string literal (the CPU backend's "CPU_Mapped", in libggml-base's
+ * .rodata) whose page the process has not mapped yet when the function
+ * returns, and a BPF program cannot fault it in; the caller reads it at
+ * once (llama.cpp logs it), so the thread's next call reads it again. */
+struct bufname_retry {
+	__u64 buffer;
+	__u64 name;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* tid */
+	__type(value, struct bufname_retry);
+} bufname_retries SEC(".maps");
+
+/* bufname__emit records buffer's name from the string at name: 0 when
+ * the string could not be read (no record then). */
+static __always_inline int bufname__emit(__u64 buffer, __u64 name)
+{
+	struct bufname_event *e = event__reserve(sizeof(*e), EV_BUFNAME);
+
+	if (!e)
+		return 1; /* counted lost by event__reserve: no retry */
+	if (bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)name) < 0) {
+		bpf_ringbuf_discard(e, 0);
+		return 0;
+	}
+	e->buffer = buffer;
+	ring__submit(e, EV_BUFNAME);
+	return 1;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(buffer_name, void *buffer)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	__u64 b = (__u64)buffer;
+	struct bufname_retry *r;
 
 	if (!proc__is_traced(id >> 32) || !b)
 		return 0;
+	r = bpf_map_lookup_elem(&bufname_retries, &tid);
+	if (r && bufname__emit(r->buffer, r->name))
+		bpf_map_delete_elem(&bufname_retries, &tid);
 	bpf_map_update_elem(&bufname_arg, &tid, &b, BPF_ANY);
 	return 0;
 }
@@ -765,15 +803,13 @@ int BPF_KRETPROBE(buffer_name_ret, const char *name)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 *b = bpf_map_lookup_elem(&bufname_arg, &tid);
-	struct bufname_event *e;
 
 	if (!b)
 		return 0;
-	e = event__reserve(sizeof(*e), EV_BUFNAME);
-	if (e) {
-		e->buffer = *b;
-		bpf_probe_read_user_str(e->name, sizeof(e->name), name);
-		ring__submit(e, EV_BUFNAME);
+	if (!bufname__emit(*b, (__u64)name)) {
+		struct bufname_retry r = {.buffer = *b, .name = (__u64)name};
+
+		bpf_map_update_elem(&bufname_retries, &tid, &r, BPF_ANY);
 	}
 	bpf_map_delete_elem(&bufname_arg, &tid);
 	return 0;

@@ -40,6 +40,12 @@ const (
 	IocorrBlockCompletionBLOCK_COMPLETION_UNSEEN IocorrBlockCompletion = 4294967295
 )
 
+type IocorrBufnameRetry struct {
+	_      structs.HostLayout
+	Buffer uint64
+	Name   uint64
+}
+
 type IocorrConfig struct {
 	_            structs.HostLayout
 	SelfTgid     uint32
@@ -344,6 +350,7 @@ const (
 	IocorrMapBlkStarts             = "blk_starts"
 	IocorrMapBlkUnseen             = "blk_unseen"
 	IocorrMapBufnameArg            = "bufname_arg"
+	IocorrMapBufnameRetries        = "bufname_retries"
 	IocorrMapCalibHits             = "calib_hits"
 	IocorrMapCurOp                 = "cur_op"
 	IocorrMapDecodeStarts          = "decode_starts"
@@ -568,38 +575,39 @@ type IocorrProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type IocorrMapSpecs struct {
-	BlkRequeues   *ebpf.MapSpec `ebpf:"blk_requeues"`
-	BlkStarts     *ebpf.MapSpec `ebpf:"blk_starts"`
-	BlkUnseen     *ebpf.MapSpec `ebpf:"blk_unseen"`
-	BufnameArg    *ebpf.MapSpec `ebpf:"bufname_arg"`
-	CalibHits     *ebpf.MapSpec `ebpf:"calib_hits"`
-	CurOp         *ebpf.MapSpec `ebpf:"cur_op"`
-	DecodeStarts  *ebpf.MapSpec `ebpf:"decode_starts"`
-	Devs          *ebpf.MapSpec `ebpf:"devs"`
-	Events        *ebpf.MapSpec `ebpf:"events"`
-	FaultCounts   *ebpf.MapSpec `ebpf:"fault_counts"`
-	FaultStarts   *ebpf.MapSpec `ebpf:"fault_starts"`
-	FilemapFaults *ebpf.MapSpec `ebpf:"filemap_faults"`
-	Files         *ebpf.MapSpec `ebpf:"files"`
-	Forkers       *ebpf.MapSpec `ebpf:"forkers"`
-	GraphMoes     *ebpf.MapSpec `ebpf:"graph_moes"`
-	GraphStarts   *ebpf.MapSpec `ebpf:"graph_starts"`
-	GraphWalks    *ebpf.MapSpec `ebpf:"graph_walks"`
-	GraphsSeen    *ebpf.MapSpec `ebpf:"graphs_seen"`
-	LoopsCut      *ebpf.MapSpec `ebpf:"loops_cut"`
-	Lost          *ebpf.MapSpec `ebpf:"lost"`
-	MmapCalls     *ebpf.MapSpec `ebpf:"mmap_calls"`
-	NotModels     *ebpf.MapSpec `ebpf:"not_models"`
-	OpsPending    *ebpf.MapSpec `ebpf:"ops_pending"`
-	ReadStarts    *ebpf.MapSpec `ebpf:"read_starts"`
-	RunsUnordered *ebpf.MapSpec `ebpf:"runs_unordered"`
-	SeenExec      *ebpf.MapSpec `ebpf:"seen_exec"`
-	StopsUnheld   *ebpf.MapSpec `ebpf:"stops_unheld"`
-	TokenStops    *ebpf.MapSpec `ebpf:"token_stops"`
-	TokenWakeup   *ebpf.MapSpec `ebpf:"token_wakeup"`
-	Traced        *ebpf.MapSpec `ebpf:"traced"`
-	VmaCaches     *ebpf.MapSpec `ebpf:"vma_caches"`
-	VmaZero       *ebpf.MapSpec `ebpf:"vma_zero"`
+	BlkRequeues    *ebpf.MapSpec `ebpf:"blk_requeues"`
+	BlkStarts      *ebpf.MapSpec `ebpf:"blk_starts"`
+	BlkUnseen      *ebpf.MapSpec `ebpf:"blk_unseen"`
+	BufnameArg     *ebpf.MapSpec `ebpf:"bufname_arg"`
+	BufnameRetries *ebpf.MapSpec `ebpf:"bufname_retries"`
+	CalibHits      *ebpf.MapSpec `ebpf:"calib_hits"`
+	CurOp          *ebpf.MapSpec `ebpf:"cur_op"`
+	DecodeStarts   *ebpf.MapSpec `ebpf:"decode_starts"`
+	Devs           *ebpf.MapSpec `ebpf:"devs"`
+	Events         *ebpf.MapSpec `ebpf:"events"`
+	FaultCounts    *ebpf.MapSpec `ebpf:"fault_counts"`
+	FaultStarts    *ebpf.MapSpec `ebpf:"fault_starts"`
+	FilemapFaults  *ebpf.MapSpec `ebpf:"filemap_faults"`
+	Files          *ebpf.MapSpec `ebpf:"files"`
+	Forkers        *ebpf.MapSpec `ebpf:"forkers"`
+	GraphMoes      *ebpf.MapSpec `ebpf:"graph_moes"`
+	GraphStarts    *ebpf.MapSpec `ebpf:"graph_starts"`
+	GraphWalks     *ebpf.MapSpec `ebpf:"graph_walks"`
+	GraphsSeen     *ebpf.MapSpec `ebpf:"graphs_seen"`
+	LoopsCut       *ebpf.MapSpec `ebpf:"loops_cut"`
+	Lost           *ebpf.MapSpec `ebpf:"lost"`
+	MmapCalls      *ebpf.MapSpec `ebpf:"mmap_calls"`
+	NotModels      *ebpf.MapSpec `ebpf:"not_models"`
+	OpsPending     *ebpf.MapSpec `ebpf:"ops_pending"`
+	ReadStarts     *ebpf.MapSpec `ebpf:"read_starts"`
+	RunsUnordered  *ebpf.MapSpec `ebpf:"runs_unordered"`
+	SeenExec       *ebpf.MapSpec `ebpf:"seen_exec"`
+	StopsUnheld    *ebpf.MapSpec `ebpf:"stops_unheld"`
+	TokenStops     *ebpf.MapSpec `ebpf:"token_stops"`
+	TokenWakeup    *ebpf.MapSpec `ebpf:"token_wakeup"`
+	Traced         *ebpf.MapSpec `ebpf:"traced"`
+	VmaCaches      *ebpf.MapSpec `ebpf:"vma_caches"`
+	VmaZero        *ebpf.MapSpec `ebpf:"vma_zero"`
 }
 
 // IocorrVariableSpecs contains global variables before they are loaded into the kernel.
@@ -660,38 +668,39 @@ func (o *IocorrObjects) Close() error {
 //
 // It can be passed to LoadIocorrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type IocorrMaps struct {
-	BlkRequeues   *ebpf.Map `ebpf:"blk_requeues"`
-	BlkStarts     *ebpf.Map `ebpf:"blk_starts"`
-	BlkUnseen     *ebpf.Map `ebpf:"blk_unseen"`
-	BufnameArg    *ebpf.Map `ebpf:"bufname_arg"`
-	CalibHits     *ebpf.Map `ebpf:"calib_hits"`
-	CurOp         *ebpf.Map `ebpf:"cur_op"`
-	DecodeStarts  *ebpf.Map `ebpf:"decode_starts"`
-	Devs          *ebpf.Map `ebpf:"devs"`
-	Events        *ebpf.Map `ebpf:"events"`
-	FaultCounts   *ebpf.Map `ebpf:"fault_counts"`
-	FaultStarts   *ebpf.Map `ebpf:"fault_starts"`
-	FilemapFaults *ebpf.Map `ebpf:"filemap_faults"`
-	Files         *ebpf.Map `ebpf:"files"`
-	Forkers       *ebpf.Map `ebpf:"forkers"`
-	GraphMoes     *ebpf.Map `ebpf:"graph_moes"`
-	GraphStarts   *ebpf.Map `ebpf:"graph_starts"`
-	GraphWalks    *ebpf.Map `ebpf:"graph_walks"`
-	GraphsSeen    *ebpf.Map `ebpf:"graphs_seen"`
-	LoopsCut      *ebpf.Map `ebpf:"loops_cut"`
-	Lost          *ebpf.Map `ebpf:"lost"`
-	MmapCalls     *ebpf.Map `ebpf:"mmap_calls"`
-	NotModels     *ebpf.Map `ebpf:"not_models"`
-	OpsPending    *ebpf.Map `ebpf:"ops_pending"`
-	ReadStarts    *ebpf.Map `ebpf:"read_starts"`
-	RunsUnordered *ebpf.Map `ebpf:"runs_unordered"`
-	SeenExec      *ebpf.Map `ebpf:"seen_exec"`
-	StopsUnheld   *ebpf.Map `ebpf:"stops_unheld"`
-	TokenStops    *ebpf.Map `ebpf:"token_stops"`
-	TokenWakeup   *ebpf.Map `ebpf:"token_wakeup"`
-	Traced        *ebpf.Map `ebpf:"traced"`
-	VmaCaches     *ebpf.Map `ebpf:"vma_caches"`
-	VmaZero       *ebpf.Map `ebpf:"vma_zero"`
+	BlkRequeues    *ebpf.Map `ebpf:"blk_requeues"`
+	BlkStarts      *ebpf.Map `ebpf:"blk_starts"`
+	BlkUnseen      *ebpf.Map `ebpf:"blk_unseen"`
+	BufnameArg     *ebpf.Map `ebpf:"bufname_arg"`
+	BufnameRetries *ebpf.Map `ebpf:"bufname_retries"`
+	CalibHits      *ebpf.Map `ebpf:"calib_hits"`
+	CurOp          *ebpf.Map `ebpf:"cur_op"`
+	DecodeStarts   *ebpf.Map `ebpf:"decode_starts"`
+	Devs           *ebpf.Map `ebpf:"devs"`
+	Events         *ebpf.Map `ebpf:"events"`
+	FaultCounts    *ebpf.Map `ebpf:"fault_counts"`
+	FaultStarts    *ebpf.Map `ebpf:"fault_starts"`
+	FilemapFaults  *ebpf.Map `ebpf:"filemap_faults"`
+	Files          *ebpf.Map `ebpf:"files"`
+	Forkers        *ebpf.Map `ebpf:"forkers"`
+	GraphMoes      *ebpf.Map `ebpf:"graph_moes"`
+	GraphStarts    *ebpf.Map `ebpf:"graph_starts"`
+	GraphWalks     *ebpf.Map `ebpf:"graph_walks"`
+	GraphsSeen     *ebpf.Map `ebpf:"graphs_seen"`
+	LoopsCut       *ebpf.Map `ebpf:"loops_cut"`
+	Lost           *ebpf.Map `ebpf:"lost"`
+	MmapCalls      *ebpf.Map `ebpf:"mmap_calls"`
+	NotModels      *ebpf.Map `ebpf:"not_models"`
+	OpsPending     *ebpf.Map `ebpf:"ops_pending"`
+	ReadStarts     *ebpf.Map `ebpf:"read_starts"`
+	RunsUnordered  *ebpf.Map `ebpf:"runs_unordered"`
+	SeenExec       *ebpf.Map `ebpf:"seen_exec"`
+	StopsUnheld    *ebpf.Map `ebpf:"stops_unheld"`
+	TokenStops     *ebpf.Map `ebpf:"token_stops"`
+	TokenWakeup    *ebpf.Map `ebpf:"token_wakeup"`
+	Traced         *ebpf.Map `ebpf:"traced"`
+	VmaCaches      *ebpf.Map `ebpf:"vma_caches"`
+	VmaZero        *ebpf.Map `ebpf:"vma_zero"`
 }
 
 func (m *IocorrMaps) Close() error {
@@ -700,6 +709,7 @@ func (m *IocorrMaps) Close() error {
 		m.BlkStarts,
 		m.BlkUnseen,
 		m.BufnameArg,
+		m.BufnameRetries,
 		m.CalibHits,
 		m.CurOp,
 		m.DecodeStarts,

@@ -566,6 +566,11 @@ func BuildReader(t testing.TB) string { return buildC(t, "reader") }
 // from its main thread, a thread just started and one that ran a second).
 func BuildExecMapper(t testing.TB) string { return buildC(t, "execmapper", "-pthread") }
 
+// BuildBufNamer compiles testdata/bufnamer (names buffers through a
+// ggml_backend_buffer_name whose strings lie in pages not yet mapped when
+// it returns).
+func BuildBufNamer(t testing.TB) string { return buildC(t, "bufnamer") }
+
 // buildC compiles testdata/NAME/NAME.c with the system's C compiler,
 // without debug info, and syncs it to disk before anything probes it;
 // flags (headers, libraries) follow the source on cc's command line.
