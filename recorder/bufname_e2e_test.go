@@ -1,8 +1,6 @@
 package recorder_test
 
 import (
-	"bytes"
-	"encoding/binary"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,14 +31,7 @@ func TestEveryBufferNameIsRecordedThoughItsPageWasUnmappedAtTheReturn(t *testing
 		t.Fatalf("the namer printed %q, want %q", printed, want)
 	}
 	var got []string
-	spooltest.Events(t, filepath.Join(dir, "run"), func(typ uint16, rec []byte) {
-		if uint32(typ) != uint32(wire.EventTypeEV_BUFNAME) {
-			return
-		}
-		var b wire.BufnameEvent
-		if err := binary.Read(bytes.NewReader(rec), binary.LittleEndian, &b); err != nil {
-			t.Fatalf("a buffer name record of %d bytes: %v", len(rec), err)
-		}
+	spooltest.BufNames(t, filepath.Join(dir, "run"), func(b *wire.BufnameEvent) {
 		if i := b.Buffer; i < 1 || int(i) > len(want) {
 			t.Errorf("a name of buffer %#x, the namer has 1 to %d", i, len(want))
 		}

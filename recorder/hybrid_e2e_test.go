@@ -1,8 +1,6 @@
 package recorder_test
 
 import (
-	"bytes"
-	"encoding/binary"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -126,18 +124,11 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			}
 			checkDevices(t, st, rec.Stderr, tc.gpuFrom)
 			if t.Failed() {
-				// What the kernel recorded of each buffer's name, for a
-				// failure seen once (CI, a fresh clone: every mapped
-				// weight's device empty) and not since.
-				spooltest.Events(t, dir, func(typ uint16, rec []byte) {
-					if uint32(typ) != uint32(wire.EventTypeEV_BUFNAME) {
-						return
-					}
-					var b wire.BufnameEvent
-					if err := binary.Read(bytes.NewReader(rec), binary.LittleEndian, &b); err != nil {
-						t.Logf("a buffer name record of %d bytes: %v", len(rec), err)
-						return
-					}
+				// What the kernel recorded of each buffer's name: a name
+				// recorded empty left every weight of its buffer without a
+				// device (a fresh clone's run, before the return probe's
+				// unreadable names were read again at the next call).
+				spooltest.BufNames(t, dir, func(b *wire.BufnameEvent) {
 					t.Logf("buffer %#x named %q at %d ns, tid %d", b.Buffer, wire.CString(b.Name[:]), b.Hdr.Ts, b.Hdr.Tid)
 				})
 			}

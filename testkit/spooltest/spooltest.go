@@ -111,3 +111,14 @@ func Faults(t testing.TB, dir string, fn func(h *wire.EventHdr, class uint8, n u
 		}
 	})
 }
+
+// BufNames calls fn for every buffer name of the spool of the run in dir
+// (ggml_backend_buffer_name's returns), in the spool's order.
+func BufNames(t testing.TB, dir string, fn func(b *wire.BufnameEvent)) {
+	t.Helper()
+	Events(t, dir, func(typ uint16, rec []byte) {
+		if uint32(typ) == uint32(wire.EventTypeEV_BUFNAME) {
+			fn(Decoded(t, rec).BufName())
+		}
+	})
+}
