@@ -4,8 +4,10 @@
 package pagecache
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -130,6 +132,49 @@ func mincore(mem, vec []byte) error {
 	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
 	if errno != 0 {
 		return errno
+	}
+	return nil
+}
+
+// DrainLRUBatches moves the folios every CPU holds in its LRU batches
+// (pages just read, just mlocked or munlocked wait there, up to 15 a
+// batch) onto the lists, so that memory.stat counts them where they
+// belong and reclaim can see them. The kernel drains a CPU's batches when
+// that CPU runs madvise(MADV_COLD): the calling thread runs one, of a
+// scratch page, on each CPU it may run on in turn.
+func DrainLRUBatches() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("draining the LRU batches: %w", err)
+	}
+	scratch, err := unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("draining the LRU batches: %w", err)
+	}
+	defer unix.Munmap(scratch)
+	var errs []error
+	for c, n := 0, allowed.Count(); n > 0 && c < 64*len(allowed); c++ {
+		if !allowed.IsSet(c) {
+			continue
+		}
+		n--
+		var one unix.CPUSet
+		one.Set(c)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := unix.Madvise(scratch, unix.MADV_COLD); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &allowed); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("draining the LRU batches: %w", err)
 	}
 	return nil
 }
