@@ -62,7 +62,7 @@ func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 	fs.BoolVar(&o.rec.DropCaches, "drop-caches", false, "drop the whole system's page cache "+when)
 	fs.StringVar(&o.rec.Pin, "pin", "", "a pin plan (iocorr plan -o): its ranges are locked in the command's memory cgroup "+when+" and held to its end (needs --mem-limit)")
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
-	fs.BoolVar(&o.rec.ExactSnapshots, "exact-snapshots", false, "stop the traced process at every token's start until its residency snapshot is taken, so it is the page cache at the start (default: a snapshot taken while it runs on, some milliseconds later, at most 2% of the run's time; the pause costs ~20 ms a token)")
+	fs.BoolVar(&o.rec.ExactSnapshots, "exact-snapshots", false, "stop the traced process at every token's start until its residency snapshot is taken, so it is the page cache at the start (default: a snapshot taken while it runs on, some milliseconds later, at most 1% of the run's time; the pause costs ~20 ms a token)")
 	fs.StringVar(&o.ringbuf, "ringbuf-size", fmt.Sprintf("%dMiB", bpf.DefaultRingBufBytes>>20), "BPF ring buffer size (a power of two)")
 }
 
