@@ -9,6 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/testkit/ducktest"
 )
 
 // A counter the run's tier did not measure is left out of a table unless
@@ -78,11 +79,11 @@ func TestAnUnmeasuredCounterIsLeftOutOrNAWithItsReasonBesideTheRows(t *testing.T
 		t.Fatal(err)
 	}
 	var nulls, faults int64
-	if err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (pages_added IS NULL), sum(faults) FROM '%s'`, path)).Scan(&nulls, &faults); err != nil {
+	if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (pages_added IS NULL), sum(faults) FROM '%s'`, path)).Scan(&nulls, &faults); err != nil {
 		t.Fatal(err)
 	}
 	var reason string
-	if err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'pages_added_na_reason'`, path)).Scan(&reason); err != nil {
+	if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'pages_added_na_reason'`, path)).Scan(&reason); err != nil {
 		t.Fatal(err)
 	}
 	if nulls != 1 || faults != 7 || reason != why {

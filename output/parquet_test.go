@@ -2,27 +2,13 @@ package output
 
 import (
 	"bytes"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
-	// DuckDB reads the files as a study would: a reader independent of
-	// parquet-go. It is imported by tests only, so the iocorr binary
-	// carries no DuckDB.
-	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/iocorr/iocorr/testkit/ducktest"
 )
-
-func duckDB(t testing.TB) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // writeParquet writes rows of cols as a Parquet file and returns its path.
 func writeParquet(t *testing.T, cols []Column, rows [][]Cell) string {
@@ -50,7 +36,7 @@ func TestParquetNAIsNull(t *testing.T) {
 	cols := []Column{{"token", Uint32, false}, {"start_ns", Uint64, true}, {"layer", Int32, false}}
 	path := writeParquet(t, cols, [][]Cell{{Num(0), NA(), Num(-1)}, {Num(1), Num(uint64(5)), Num(2)}})
 	var nulls, zeros, sumLayer int64
-	err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (start_ns IS NULL), count(*) FILTER (start_ns = 0), sum(layer)
+	err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (start_ns IS NULL), count(*) FILTER (start_ns = 0), sum(layer)
 		FROM '%s'`, path)).Scan(&nulls, &zeros, &sumLayer)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +67,7 @@ func TestParquetRowsStreamInRowGroups(t *testing.T) {
 	}
 	path := writeParquet(t, []Column{{"ts_ns", Uint64, false}, {"kind", String, false}}, rows)
 	var groups, maxRows, n int64
-	err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(DISTINCT row_group_id), max(row_group_num_rows), 
+	err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(DISTINCT row_group_id), max(row_group_num_rows), 
 		(SELECT count(*) FROM '%[1]s') FROM parquet_metadata('%[1]s')`, path)).Scan(&groups, &maxRows, &n)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iocorr/iocorr/dataset"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
@@ -74,7 +75,7 @@ func TestADatasetOfThreeRunsAnswersBytesPerTokenByBudgetAndModelInOneQuery(t *te
 		t.Errorf("adding a run again changed the dataset:\n%v\n%v", before, after)
 	}
 
-	db := duckDB(t)
+	db := ducktest.Open(t)
 	q := fmt.Sprintf(`SELECT r.model_file, r.budget_bytes, sum(t.bytes_read)::UBIGINT, sum(t.n_tokens)::UBIGINT,
 			sum(t.bytes_read) / sum(t.n_tokens) AS bytes_per_token
 		FROM read_parquet('%[1]s/tokens/*/*.parquet', hive_partitioning = true) t

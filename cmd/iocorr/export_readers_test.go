@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
@@ -111,7 +112,7 @@ func TestExportsLoadInPythonAndDuckDBWithTheirDefaults(t *testing.T) {
 		t.Fatalf("query: tokens %v, layers %v, with --all %v (%d pseudo tensors), experts %v", perToken, perLayer, allLayers, pseudos, perExpert)
 	}
 	out := t.TempDir()
-	db := duckDB(t)
+	db := ducktest.Open(t)
 	type export struct {
 		name string
 		args []string

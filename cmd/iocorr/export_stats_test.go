@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
@@ -45,7 +46,7 @@ func checkStatsParquetEqualsJSON(t *testing.T, dir string) int {
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("Parquet files %v, stats tables %v", names, wantNames)
 	}
-	db := duckDB(t)
+	db := ducktest.Open(t)
 	cells := 0
 	for _, name := range names {
 		rows, err := db.Query(fmt.Sprintf(`SELECT * FROM '%s'`, filepath.Join(out, name+".parquet")))

@@ -7,25 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	// DuckDB reads the files as a study would: a reader independent of
-	// parquet-go. It is imported by tests only, so the iocorr binary
-	// carries no DuckDB.
-	_ "github.com/duckdb/duckdb-go/v2"
-
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 )
-
-func duckDB(t testing.TB) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // exportParquet runs iocorr export KIND --format parquet into a file.
 func exportParquet(t testing.TB, dir, kind string) string {
@@ -127,7 +113,7 @@ func duckSums(t testing.TB, db *sql.DB, tokens, tensors, events string) storeSum
 func checkParquetAgreesWithStore(t *testing.T, dir string) storeSums {
 	t.Helper()
 	want := readStoreSums(t, dir)
-	got := duckSums(t, duckDB(t), exportParquet(t, dir, "faults-per-token"), exportParquet(t, dir, "faults-per-token-tensor"),
+	got := duckSums(t, ducktest.Open(t), exportParquet(t, dir, "faults-per-token"), exportParquet(t, dir, "faults-per-token-tensor"),
 		exportParquet(t, dir, "events"))
 	for name, m := range map[string][2]any{"per token": {got.perToken, want.perToken}, "per tensor": {got.perTensor, want.perTensor},
 		"events by kind": {got.byKind, want.byKind}} {
@@ -155,7 +141,7 @@ func TestParquetExportsSumInDuckDBToTheStore(t *testing.T) {
 // no cast for.
 func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
 	dir := rectest.TinyRun(t)
-	db := duckDB(t)
+	db := ducktest.Open(t)
 	for _, kind := range exportKinds {
 		t.Run(kind, func(t *testing.T) {
 			csvOut, _, err := runCmd(t, "export", "-i", dir, kind)
@@ -199,7 +185,7 @@ func TestParquetCarriesTheRunStatus(t *testing.T) {
 	dir := rectest.TinyRun(t)
 	status := func() string {
 		var v string
-		err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'run_status'`,
+		err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'run_status'`,
 			exportParquet(t, dir, "faults-per-token"))).Scan(&v)
 		if err != nil {
 			t.Fatal(err)

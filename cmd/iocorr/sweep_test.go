@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/sweep"
+	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
@@ -154,7 +155,7 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	}
 	var n, failed, nulls int
 	var bytesSum sql.NullFloat64
-	err = duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*), count(*) FILTER (status <> 'ok'), count(*) FILTER (bytes_read_per_token IS NULL),
+	err = ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(*), count(*) FILTER (status <> 'ok'), count(*) FILTER (bytes_read_per_token IS NULL),
 		sum(bytes_read_per_token) FROM '%s'`, pq)).Scan(&n, &failed, &nulls, &bytesSum)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	// The runs that ran are in the sweep's study dataset, with the sweep's figures.
 	var runs int
 	var dsSum float64
-	if err := duckDB(t).QueryRow(fmt.Sprintf(`SELECT count(*), sum(bytes_read_per_token) FROM read_parquet('%s/runs/*/*.parquet', hive_partitioning = true)`,
+	if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(*), sum(bytes_read_per_token) FROM read_parquet('%s/runs/*/*.parquet', hive_partitioning = true)`,
 		sweepDataset(dir))).Scan(&runs, &dsSum); err != nil || runs != 3 || !sameSum(dsSum, wantSum) {
 		t.Errorf("dataset: %d runs, bytes per token sum %v (%v); want 3, %v", runs, dsSum, err, wantSum)
 	}

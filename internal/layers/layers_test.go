@@ -20,6 +20,7 @@ var floor = map[string]int{
 	"internal/protowalk":   0,
 	"testkit/browsertest":  0,
 	"testkit/blocktrace":   0,
+	"testkit/ducktest":     0,
 	"testkit/perfettotest": 1,
 	// 1: the data model, the model file format, the BPF records.
 	"event": 1, "gguf": 1, "wire": 1,
