@@ -23,11 +23,11 @@ import (
 //
 // Every measured run is made predictRepeats times and each figure is the
 // median of the ratios to them, with their spread beside it: identical
-// cold runs of two compute threads differ by up to a third (the demo MoE
-// at 128 MiB read 338–443 MB a decode token over ten runs, in two modes;
-// with one thread, 339–345 in eight of ten), where the prediction of a
-// run matches the median of three within 5% at every budget
-// (docs/overhead.md, session 16). One run is one draw of that spread.
+// cold runs of two compute threads differ by up to two fifths (the demo
+// MoE at 128 MiB read 338–443 MB a decode token over twenty runs, in two
+// modes; with one thread, 339–345 in eight of ten), and one run is one
+// draw of that (predict's package comment says why; docs/overhead.md,
+// session 16).
 
 const predictSection = "predict"
 

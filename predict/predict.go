@@ -7,6 +7,17 @@
 // reads each weight of the model in graph order, and of each *_exps tensor
 // the slices of the experts the router picked in that call. It reads the
 // store and metadata only (the read side), and Plan ranks what to pin.
+//
+// The stream is one reader's: each weight read once, front to back. With
+// two compute threads ggml-cpu's matrix products hand out a weight's rows
+// in chunks (64 rows for one token), each thread taking the next as it
+// finishes its last, so two threads fault on neighbouring chunks at once
+// and which of them starts a read-around, and where, changes from run to
+// run: identical cold runs of the demo MoE at 128 MiB read 338–343 MB a
+// decode token in some runs and 383–443 in others, where one thread's runs
+// read 339–345 in 8 of 10 (docs/overhead.md, session 16). A prediction is
+// the single stream's figure, and a run of two threads may be in the
+// other mode: hold it to the median of repeated runs.
 package predict
 
 import (
