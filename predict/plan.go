@@ -31,8 +31,8 @@ const minGain = 0.05
 // tries the ranking's prefixes that fill a tenth, two tenths … nine tenths
 // of the page cache the budget leaves, predicts each, and recommends the
 // best only where it beats the kernel's policy; otherwise the plan pins
-// nothing and says why. readahead is the read-around window in bytes, 0
-// for the one the run calibrates (as Options.Readahead).
+// nothing and says why. readahead is the read-around window in bytes, as
+// Options.Readahead (0: the kernel's).
 func MakePlan(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, budget, readahead int64) (*pin.Plan, error) {
 	r, err := Load(st, meta, snaps)
 	if err != nil {
@@ -49,10 +49,7 @@ func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tens
 	if capacity <= 0 {
 		return nil, fmt.Errorf("the budget %d is below the run's non-file memory (%d bytes)", budget, r.NonFile)
 	}
-	ra := int32(readahead / pageSize)
-	if ra <= 0 {
-		ra = r.calibrate()
-	}
+	ra := r.window(readahead)
 	base, cache := r.simulate(capacity, ra, nil, true)
 	decode := r.byPhase[event.PhaseDecode]
 	reread := func(u unit) float64 {

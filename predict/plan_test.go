@@ -125,3 +125,34 @@ func TestAPlanRankedWithAGivenWindowExpectsWhatPredictSaysAtIt(t *testing.T) {
 		})
 	}
 }
+
+// The window a prediction uses unless told otherwise is the kernel's for
+// a llama.cpp mapping: the disk's read_ahead_kb doubled by the loader's
+// POSIX_FADV_SEQUENTIAL. The run's own bytes choose it only when asked
+// (calibrate) or when the run did not record its disk's window.
+func TestTheDefaultWindowIsTheDisksDoubledAndCalibratedOnlyWhenAskedOrUnknown(t *testing.T) {
+	kb := func(n uint64) *uint64 { return &n }
+	r, _ := planRun(600 * pageSize)
+	calibrated := r.calibrate()
+	for _, tc := range []struct {
+		name      string
+		diskKB    *uint64
+		requested int64
+		want      int32
+	}{
+		{"the disk's 8 MiB doubled", kb(8192), 0, 4096},
+		{"the disk's 128 KiB doubled", kb(128), 0, 64},
+		{"a window asked for", kb(8192), 64 * pageSize, 64},
+		{"a window under a page is a page", kb(8192), 100, 1},
+		{"calibrate asked for", kb(8192), ReadaheadCalibrate, calibrated},
+		{"no disk window recorded", nil, 0, calibrated},
+		{"a disk window of 0 recorded", kb(0), 0, calibrated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.Model.Block.ReadAheadKB = tc.diskKB
+			if got := r.window(tc.requested); got != tc.want {
+				t.Errorf("window(%d) with read_ahead_kb %v = %d pages, want %d", tc.requested, tc.diskKB, got, tc.want)
+			}
+		})
+	}
+}

@@ -45,9 +45,36 @@ type Options struct {
 	// plan.
 	Pinned [][2]int64
 	// Readahead is the fault read-around window in bytes; 0 takes the
-	// window that makes the kernel model read what the run read at its own
-	// budget (the run's readahead, measured through the model).
+	// kernel's (Run.window), ReadaheadCalibrate the one that makes the
+	// kernel model read what the run read at its own budget.
 	Readahead int64
+}
+
+// ReadaheadCalibrate, as a window, asks for the one that reproduces the
+// run's own bytes at its budget (Run.calibrate).
+const ReadaheadCalibrate int64 = -1
+
+// window is the read-around window in pages for a requested one
+// (Options.Readahead). By default it is the kernel's: the model disk's
+// read_ahead_kb as the run recorded it, doubled, because llama.cpp's
+// loader advises the file POSIX_FADV_SEQUENTIAL before it maps it (Linux;
+// the kernel then doubles the file's window, mm/fadvise.c). A window
+// calibrated on the run's own bytes instead follows that one run: three
+// identical cold runs of qwen3moe at 96 MiB calibrated 11.3, 19 and 27
+// MiB (two compute threads' read-arounds race; the package comment), and
+// their predictions at 128–192 MiB spread with them, where the kernel's
+// window held 33 of 36 budget predictions of session 16's bench runs
+// within 10% of the median of three runs (calibrated: 31), and ranked
+// plans the way the pinned runs measured them (docs/overhead.md). The run
+// is calibrated when its disk's window was not recorded.
+func (r *Run) window(requested int64) int32 {
+	switch kb := r.Model.Block.ReadAheadKB; {
+	case requested > 0:
+		return int32(max(requested/pageSize, 1))
+	case requested == 0 && kb != nil && *kb > 0:
+		return int32(2 * int64(*kb) << 10 / pageSize)
+	}
+	return r.calibrate()
 }
 
 // Row is one prediction: per call of the phase ("token": one llama_decode
@@ -190,10 +217,7 @@ func Predict(r *Run, opt Options) (*Result, error) {
 	}
 	var ra int32
 	if why == "" {
-		ra = int32(opt.Readahead / pageSize)
-		if ra <= 0 {
-			ra = r.calibrate()
-		}
+		ra = r.window(opt.Readahead)
 		res.ReadaheadBytes = int64(ra) * pageSize
 	}
 	pins, pinPages := pinnedPages(opt.Pinned)

@@ -24,7 +24,7 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit)")
 	limit := fs.String("mem-limit", "", "the budget the plan is for (e.g. 160MiB)")
 	out := fs.StringP("output", "o", "plan.json", "plan file to write")
-	ra := fs.String("readahead", "", "the fault read-around window to rank with (default: the one that reproduces the run's own bytes at its budget)")
+	ra := fs.String("readahead", "", readaheadHelp)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("plan: takes no arguments, got %q", args)
@@ -36,11 +36,9 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return usagef("plan: --mem-limit %q: %v", *limit, err)
 		}
-		var readahead int64
-		if *ra != "" {
-			if readahead, err = units.ParseSize(*ra); err != nil || readahead <= 0 {
-				return usagef("plan: --readahead %q: want a positive size", *ra)
-			}
+		readahead, err := parseReadahead("plan", *ra)
+		if err != nil {
+			return err
 		}
 		st, meta, err := openRunMeta(*dir)
 		if err != nil {

@@ -26,7 +26,7 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit, default tier or above)")
 	limits := fs.StringSlice("mem-limit", nil, "memory budgets to predict, comma-separated (e.g. 96MiB,192MiB)")
 	planFile := fs.String("plan", "", "a pin plan (iocorr plan -o): also predict with its ranges pinned")
-	ra := fs.String("readahead", "", "the fault read-around window (default: the one that reproduces the run's own bytes at its budget)")
+	ra := fs.String("readahead", "", readaheadHelp)
 	format := output.Table
 	fs.Var(&format, "format", "output format: table, csv, json or jsonl")
 	return func(ctx context.Context, args []string) error {
@@ -44,12 +44,9 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			}
 			opt.Budgets = append(opt.Budgets, n)
 		}
-		if *ra != "" {
-			n, err := units.ParseSize(*ra)
-			if err != nil || n <= 0 {
-				return usagef("predict: --readahead %q: want a positive size", *ra)
-			}
-			opt.Readahead = n
+		var err error
+		if opt.Readahead, err = parseReadahead("predict", *ra); err != nil {
+			return err
 		}
 		st, meta, err := openRunMeta(*dir)
 		if err != nil {
@@ -137,4 +134,22 @@ func planRanges(path string, meta *rundir.Meta) ([][2]int64, error) {
 		return nil, fmt.Errorf("plan %s: %s", path, why)
 	}
 	return p.Spans(), nil
+}
+
+const readaheadHelp = "the fault read-around window: a size, or calibrate (the one that reproduces the run's own bytes at its budget) (default: the kernel's, the model disk's read_ahead_kb doubled, as llama.cpp's loader asks with POSIX_FADV_SEQUENTIAL)"
+
+// parseReadahead reads --readahead for predict and plan: "" for the
+// kernel's window, a size, or calibrate.
+func parseReadahead(cmd, s string) (int64, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "calibrate":
+		return predict.ReadaheadCalibrate, nil
+	}
+	n, err := units.ParseSize(s)
+	if err != nil || n <= 0 {
+		return 0, usagef("%s: --readahead %q: want a positive size or calibrate", cmd, s)
+	}
+	return n, nil
 }
