@@ -63,7 +63,7 @@ const ReadaheadCalibrate int64 = -1
 // identical cold runs of qwen3moe at 96 MiB calibrated 11.3, 19 and 27
 // MiB (two compute threads' read-arounds race; the package comment), and
 // their predictions at 128–192 MiB spread with them, where the kernel's
-// window held 33 of 36 budget predictions of session 16's bench runs
+// window held 33 of 36 budget predictions of a session 16 bench run
 // within 10% of the median of three runs (calibrated: 31), and ranked
 // plans the way the pinned runs measured them (docs/overhead.md). The run
 // is calibrated when its disk's window was not recorded.
