@@ -77,7 +77,7 @@ func DeviceTable(st *index.Store, meta *rundir.Meta) (*stats.Table, string, erro
 	for _, c := range DeviceCounters {
 		t.Columns = append(t.Columns, stats.Column{Name: c, Kind: stats.Int})
 	}
-	const unplaced = "no probe saw where these weights lived (the recording had no buffer probe, or no graph node read them)"
+	const unplaced = "no probe saw where these weights lived (the recording had no buffer probe, no graph node read them, or their buffer's name was unreadable at every ggml_backend_buffer_name return of its thread)"
 	for _, d := range keys {
 		p := devs[d]
 		row := []stats.Value{stats.Str(d), stats.I64(p.weights), stats.I64(p.copied), stats.I64(p.weights - p.copied)}
