@@ -398,11 +398,8 @@ func (c *Correlator) Add(r ingest.Record) error {
 		if t.StartNS == 0 {
 			t.StartNS = hdr.Ts
 		}
-		if t.Phase == event.PhaseNone && d.N_tokens > 0 {
-			t.Phase = event.PhaseDecode
-			if d.N_tokens > 1 {
-				t.Phase = event.PhasePrefill
-			}
+		if t.Phase == event.PhaseNone {
+			t.Phase = event.PhaseOfBatch(d.N_tokens)
 		}
 	case uint16(wire.EventTypeEV_DECODE_END):
 		d := r.Decode()

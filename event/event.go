@@ -37,6 +37,19 @@ const (
 	PhaseDecode  uint8 = 2
 )
 
+// PhaseOfBatch is the phase of a llama_decode call of a batch of n
+// tokens: the prompt's batches are the prefill, one token a call is a
+// decode; none for an empty batch.
+func PhaseOfBatch(n int32) uint8 {
+	switch {
+	case n > 1:
+		return PhasePrefill
+	case n == 1:
+		return PhaseDecode
+	}
+	return PhaseNone
+}
+
 // PhaseName names a phase for output.
 func PhaseName(p uint8) string {
 	switch p {

@@ -442,3 +442,33 @@ func (r pageReads) inFlight(from, to uint64) map[[2]int]bool {
 	}
 	return out
 }
+
+// Within the duty's wait a token start gets no snapshot, except the first
+// decode token's (predict reads the non-file memory at decode starts, and
+// a short cold run's prefill snapshot left none) and any an exact run's
+// process waits for.
+func TestAMarkWithinTheDutysWaitIsThrottledExceptTheFirstDecodeStart(t *testing.T) {
+	now := time.Unix(1000, 0)
+	soon, past := now.Add(time.Second), now.Add(-time.Second)
+	prefill, decode := tokenMark{token: 1}, tokenMark{token: 2, decode: true}
+	cases := []struct {
+		name        string
+		m           tokenMark
+		nextAt      time.Time
+		exact       bool
+		decodeTaken bool
+		want        bool
+	}{
+		{"a prefill start within the wait", prefill, soon, false, false, true},
+		{"the first decode start within the wait", decode, soon, false, false, false},
+		{"a later decode start within the wait", decode, soon, false, true, true},
+		{"a decode start after the wait", decode, past, false, true, false},
+		{"a prefill start after the wait", prefill, past, false, false, false},
+		{"an exact run's start within the wait", prefill, soon, true, true, false},
+	}
+	for _, c := range cases {
+		if got := throttled(c.m, now, c.nextAt, c.exact, c.decodeTaken); got != c.want {
+			t.Errorf("%s: throttled = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
