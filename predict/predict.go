@@ -59,9 +59,10 @@ const ReadaheadCalibrate int64 = -1
 // read_ahead_kb as the run recorded it, doubled, because llama.cpp's
 // loader advises the file POSIX_FADV_SEQUENTIAL before it maps it (Linux;
 // the kernel then doubles the file's window, mm/fadvise.c). A window
-// calibrated on the run's own bytes instead follows that one run: ten
-// identical cold runs of the demo MoE at 128 MiB calibrated 11.3 to 26.9
-// MiB (two compute threads' read-arounds race; the package comment), and
+// calibrated on the run's own bytes instead follows that one run: five
+// identical cold runs of the demo MoE at 128 MiB calibrated 11.3, 11.3,
+// 19, 26.9 and 26.9 MiB (two compute threads' read-arounds race; the
+// package comment), and
 // predictions from such runs spread with them, where the kernel's
 // window held 33 of 36 budget predictions of a session 16 bench run
 // within 10% of the median of three runs (calibrated: 31), and ranked
