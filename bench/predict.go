@@ -120,8 +120,8 @@ func recordRepeats(cfg Config, dir, budget, plan string, argv []string) ([]predi
 // ratios is want ÷ each run's decode bytes per token.
 func ratios(want float64, runs []predictRow) []float64 {
 	var out []float64
-	for _, m := range runs {
-		out = append(out, want / *m.Bytes)
+	for _, b := range decodeBytes(runs) {
+		out = append(out, want/b)
 	}
 	return out
 }
@@ -129,11 +129,7 @@ func ratios(want float64, runs []predictRow) []float64 {
 // addSpread adds the largest ÷ the smallest decode bytes per token of
 // identical runs: what one run can tell of the next.
 func addSpread(r *Report, name string, runs []predictRow) {
-	var bytes []float64
-	for _, m := range runs {
-		bytes = append(bytes, *m.Bytes)
-	}
-	_, lo, hi := summarize(bytes)
+	_, lo, hi := summarize(decodeBytes(runs))
 	r.Add(predictSection, fmt.Sprintf("%s: the largest ÷ the smallest decode bytes/token of %d identical runs", name, len(runs)), "ratio", []float64{hi / lo}, "")
 }
 
