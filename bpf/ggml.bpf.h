@@ -560,8 +560,8 @@ static __always_inline long experts__emit(struct experts_ctx *x, __u64 chunk)
 LOOP_BODY(experts__emit_chunk, struct experts_ctx, experts__emit)
 
 /* Without bpf_loop one MoE node's ids are read EXPERT_CHUNK_BOUND events
- * at most: 512 tokens of a ubatch at 16 experts per token and more at
- * fewer. The ids are valid only while the node runs, so the rows past
+ * at most: 448 tokens of a ubatch at 16 experts per token, 832 at 8 and
+ * 3,136 at 2. The ids are valid only while the node runs, so the rows past
  * the bound are lost: counted in LOOP_CUT_EXPERT_ROWS, and the run's
  * picks are then NA (rundir.Meta.PicksNA). */
 #define EXPERT_CHUNK_BOUND 64
@@ -594,7 +594,13 @@ static __always_inline int experts__emit_ids(struct experts_ctx *x, __u64 node, 
 	 * alike: rows are nb[1] apart, not n_used * 4, so each token's row is
 	 * read on its own. */
 	x->row_stride = nb[1];
-	x->rows_per_event = IOCORR_MAX_EXPERT_IDS / x->n_used;
+	/* The read of a row must fit the event whatever n_used is, and the
+	 * verifier cannot relate a row's offset to its size: a row starts at
+	 * IOCORR_MAX_EXPERT_IDS - 32 ids at the latest (experts__emit), so an
+	 * event holds that many ids' rows and one more. Sized as the event's
+	 * whole array, an event silently lost its last rows (15 of 64 at two
+	 * experts a token, 3 of 16 at eight). */
+	x->rows_per_event = (IOCORR_MAX_EXPERT_IDS - 32) / x->n_used + 1;
 	if (cfg.use_bpf_loop)
 		bpf_loop((x->n_tokens + x->rows_per_event - 1) / x->rows_per_event, experts__emit_chunk__cb, x, 0);
 	else

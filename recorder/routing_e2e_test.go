@@ -40,6 +40,12 @@ const (
 	archTokens   = 6
 )
 
+// archPrompt is 199 tokens in the synthesized vocabulary: its prompt
+// call's ids span several router events of each MoE node at any number
+// of experts used (an event holds 49 rows at two), so a row lost at an
+// event's end shows, as the router probe once lost 15 of every 64.
+var archPrompt = strings.Repeat("the quick brown fox jumps over the lazy dog ", 6)
+
 // archRuns are the architectures and quantizations CI records, as
 // llama-quantize names them: each architecture with a K-quant and with
 // MXFP4 experts (llama-quantize's MXFP4_MOE makes every 3-D expert tensor
@@ -98,7 +104,7 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 					t.Fatal(err)
 				}
 				dir := filepath.Join(t.TempDir(), "run")
-				rec, routing, _ := recordOracle(t, dir, archMemLimit, spec, llmtest.RouteOracleArgs(oracle, model, archTokens, true)...)
+				rec, routing, _ := recordOracle(t, dir, archMemLimit, spec, append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "-p", archPrompt)...)
 				summary := rec.Stderr
 				probed := checkProbedRows(t, dir, f, routing)
 				st, err := index.Open(dir)
