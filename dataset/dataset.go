@@ -37,11 +37,26 @@ const (
 	Tokens       = "tokens"        // a row per token (export faults-per-token)
 	TokenTensors = "token_tensors" // a row per token × tensor × expert (export faults-per-token-tensor)
 	Experts      = "experts"       // a row per expert (query --by expert)
-	Stats        = "stats"         // every figure of iocorr stats, a row each (output.StatsLong)
+	// Stats is every figure of iocorr stats's tables a person reads, a
+	// row each (output.StatsLong); the long tables below have their own.
+	Stats = "stats"
+	// ExpertActivations is stats's expert_activations: a row per phase ×
+	// MoE layer × expert, the router's picks (per-layer routing).
+	ExpertActivations = "expert_activations"
+	// CacheSimLayers is stats's cache_sim_layers: a row per MoE layer ×
+	// policy × cache size, decode.
+	CacheSimLayers = "cache_sim_layers"
+	// Residency is stats's residency: a row per token × tensor, the pages
+	// resident at the token's start.
+	Residency = "residency"
 )
 
 // Tables are the tables of a run, Runs last (it is written last).
-var Tables = []string{Tokens, TokenTensors, Experts, Stats, Runs}
+var Tables = []string{Tokens, TokenTensors, Experts, Stats, ExpertActivations, CacheSimLayers, Residency, Runs}
+
+// longTables are the stats tables too long for Stats, each a table of
+// the dataset.
+var longTables = []string{ExpertActivations, CacheSimLayers, Residency}
 
 // FileName is the name of a table's file in a run's partition.
 const FileName = "data.parquet"
@@ -67,19 +82,12 @@ func Partition(dir, table, id string) string {
 // Add adds the run in run to the dataset in dir (made if missing) and
 // returns its ID; added is false when the run was there already.
 func Add(ctx context.Context, dir, run string) (id string, added bool, err error) {
-	b, err := os.ReadFile(filepath.Join(run, rundir.MetaFile))
+	meta, id, err := readMeta(run)
 	if err != nil {
 		return "", false, err
 	}
-	meta, err := rundir.ReadMeta(run)
-	if err != nil {
-		return "", false, err
-	}
-	id = RunID(meta, b)
-	if _, err := os.Stat(filepath.Join(Partition(dir, Runs, id), FileName)); err == nil {
-		return id, false, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", false, err
+	if there, err := present(dir, id); err != nil || there {
+		return id, false, err
 	}
 	// The sweep's figures first: they open the store themselves.
 	var sum sweep.Row
@@ -91,13 +99,45 @@ func Add(ctx context.Context, dir, run string) (id string, added bool, err error
 		return "", false, err
 	}
 	defer st.Close()
-	w := &writer{ctx: ctx, dir: dir, id: id, run: run, st: st, meta: meta, sum: &sum}
+	snaps, err := rundir.ReadSnapshots(run)
+	if err != nil {
+		return "", false, err
+	}
+	rep, err := stats.Compute(st, meta, stats.Options{Snapshots: snaps})
+	if err != nil {
+		return "", false, err
+	}
+	defer rep.Close()
+	w := &writer{ctx: ctx, dir: dir, id: id, run: run, st: st, meta: meta, sum: &sum, rep: rep}
 	for _, t := range Tables {
 		if err := w.table(t); err != nil {
 			return "", false, fmt.Errorf("dataset %s: table %s: %w", dir, t, err)
 		}
 	}
 	return id, true, nil
+}
+
+// readMeta reads the meta.json of run and the run's ID.
+func readMeta(run string) (*rundir.Meta, string, error) {
+	b, err := os.ReadFile(filepath.Join(run, rundir.MetaFile))
+	if err != nil {
+		return nil, "", err
+	}
+	meta, err := rundir.ReadMeta(run)
+	if err != nil {
+		return nil, "", err
+	}
+	return meta, RunID(meta, b), nil
+}
+
+// present says whether the run id is in the dataset in dir: its runs row,
+// written last, is.
+func present(dir, id string) (bool, error) {
+	_, err := os.Stat(filepath.Join(Partition(dir, Runs, id), FileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // writer writes the tables of one run.
@@ -109,21 +149,25 @@ type writer struct {
 	st   *index.Store
 	meta *rundir.Meta
 	sum  *sweep.Row
+	rep  *stats.Report
 }
 
 // table writes one table of the run into its partition, replacing what
 // an interrupted Add left there.
 func (w *writer) table(name string) error {
-	part := Partition(w.dir, name, w.id)
+	return writePartition(w.dir, name, w.id, func(f io.Writer) error { return w.write(name, f) })
+}
+
+// writePartition writes the file of table's partition of run id in dir.
+func writePartition(dir, table, id string, write func(io.Writer) error) error {
+	part := Partition(dir, table, id)
 	if err := os.RemoveAll(part); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(part, 0o755); err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(part, FileName), 0o644, false, func(f io.Writer) error {
-		return w.write(name, f)
-	})
+	return atomicfile.Write(filepath.Join(part, FileName), 0o644, false, write)
 }
 
 func (w *writer) write(name string, f io.Writer) error {
@@ -144,16 +188,9 @@ func (w *writer) write(name string, f io.Writer) error {
 		}
 		return output.QueryRows(f, rows, "expert", output.Parquet, status, na)
 	case Stats:
-		snaps, err := rundir.ReadSnapshots(w.run)
-		if err != nil {
-			return err
-		}
-		rep, err := stats.Compute(w.st, w.meta, stats.Options{NoTokenResidency: true, Snapshots: snaps})
-		if err != nil {
-			return err
-		}
-		defer rep.Close()
-		return output.StatsLong(f, output.Parquet, rep)
+		return output.StatsLong(f, output.Parquet, w.rep)
+	case ExpertActivations, CacheSimLayers, Residency:
+		return longTable(f, w.rep, name)
 	}
 	return w.runRow(f, na, w.sum)
 }

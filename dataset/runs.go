@@ -17,41 +17,45 @@ import (
 	"github.com/iocorr/iocorr/sweep"
 )
 
-// runColumns are the runs table's: what a study groups its runs by.
+// runColumns are the runs table's: what a study groups its runs by. A
+// run that failed (FailedRun) has a row too, its figures null; of a run
+// that never started, only what the sweep knew.
 var runColumns = []output.Column{
-	{Name: "model_file", Type: output.String},
+	{Name: "model_file", Type: output.String, Nullable: true},
 	// model_hash is the SHA-256 of the model's tensor table as meta.json
 	// records it (name, type, shape, offset, size of each tensor): two
 	// runs of one model file share it, a requantized model differs,
 	// and a study's GiB of weights are not read again to tell.
-	{Name: "model_hash", Type: output.String},
-	{Name: "model_bytes", Type: output.Int64},
+	{Name: "model_hash", Type: output.String, Nullable: true},
+	{Name: "model_bytes", Type: output.Int64, Nullable: true},
 	{Name: "architecture", Type: output.String, Nullable: true},
 	// quant_type is the tensor type holding most of the model's bytes.
-	{Name: "quant_type", Type: output.String},
-	{Name: "experts", Type: output.Int32},
+	{Name: "quant_type", Type: output.String, Nullable: true},
+	{Name: "experts", Type: output.Int32, Nullable: true},
 	// budget_bytes is the memory limit; null for a run without one.
 	{Name: "budget_bytes", Type: output.Int64, Nullable: true},
-	{Name: "tier", Type: output.String},
-	{Name: "probe_set", Type: output.String},
-	{Name: "kernel", Type: output.String},
+	{Name: "tier", Type: output.String, Nullable: true},
+	{Name: "probe_set", Type: output.String, Nullable: true},
+	{Name: "kernel", Type: output.String, Nullable: true},
 	// llama_build names each probed library (llama.cpp's) and its ELF
 	// build id: FILE:BUILDID, comma-separated.
-	{Name: "llama_build", Type: output.String},
-	{Name: "host", Type: output.String},
-	{Name: "cpu_model", Type: output.String},
+	{Name: "llama_build", Type: output.String, Nullable: true},
+	{Name: "host", Type: output.String, Nullable: true},
+	{Name: "cpu_model", Type: output.String, Nullable: true},
 	{Name: "start", Type: output.Time},
-	{Name: "iocorr_version", Type: output.String},
+	{Name: "iocorr_version", Type: output.String, Nullable: true},
 	{Name: "command", Type: output.String},
-	// run_status is rundir.Meta.Status: null for a run recorded to its end.
+	// run_status is null for a run recorded to its end; else how it
+	// ended (rundir.Meta.Status, or the sweep's status of a failed run).
 	{Name: "run_status", Type: output.String, Nullable: true},
-	{Name: "decode_tokens", Type: output.Uint64},
+	{Name: "decode_tokens", Type: output.Uint64, Nullable: true},
 	// tokens_per_s is the decode speed (sweep's, from the store).
 	{Name: "tokens_per_s", Type: output.Float64, Nullable: true},
 	{Name: "bytes_read_per_token", Type: output.Float64, Nullable: true},
 	// na is a JSON object: each column NA in this run's rows (of this
 	// table or the others) and why.
 	{Name: "na", Type: output.String},
+	// run_dir is the run directory's absolute path when it was added.
 	{Name: "run_dir", Type: output.String},
 }
 
@@ -73,30 +77,9 @@ func unmeasured(m *rundir.Meta, st *index.Store) *output.Unmeasured {
 // runRow writes the runs table's one row of the run; sum is its sweep
 // figures, na what it did not measure.
 func (w *writer) runRow(f io.Writer, na *output.Unmeasured, sum *sweep.Row) error {
-	m := w.meta
 	reasons := output.NewSidecar(w.run, "", na).NA
 	for k, v := range sum.NA {
 		reasons[k] = v
-	}
-	var model rundir.ModelFile
-	if len(m.Models) > 0 {
-		model = m.Models[0]
-	} else {
-		reasons["model_file"] = "the run mapped no model file"
-	}
-	arch := output.NA()
-	if f, err := gguf.Open(model.Path); err != nil {
-		reasons["architecture"] = "the model file could not be read when the run was added: " + err.Error()
-	} else {
-		arch = output.Text(f.Architecture())
-	}
-	budget := output.Num(m.Controls.MemLimit)
-	if m.Controls.MemLimit <= 0 {
-		budget = output.NA()
-	}
-	status := output.NA()
-	if s := m.Status(); s != "" {
-		status = output.Text(s)
 	}
 	fl := func(v *float64) output.Cell {
 		if v == nil {
@@ -104,18 +87,67 @@ func (w *writer) runRow(f io.Writer, na *output.Unmeasured, sum *sweep.Row) erro
 		}
 		return output.Float(*v)
 	}
+	status := output.NA()
+	if s := w.meta.Status(); s != "" {
+		status = output.Text(s)
+	}
+	return writeRunRow(f, w.meta, true, w.run, reasons, status, output.Num(sum.Decode), fl(sum.TokensPerS), fl(sum.BytesPerToken))
+}
+
+// writeRunRow writes the runs row of the run in run described by m
+// (only its start, budget and command when it never started): reasons
+// are its NA columns' (to which it adds its own), then its status and
+// figures.
+func writeRunRow(f io.Writer, m *rundir.Meta, started bool, run string, reasons map[string]string, status output.Cell, figures ...output.Cell) error {
+	var model rundir.ModelFile
+	if len(m.Models) > 0 {
+		model = m.Models[0]
+	}
+	cells := []output.Cell{output.NA(), output.NA(), output.NA(), output.NA(), output.NA(), output.NA()}
+	switch {
+	case !started:
+		for _, c := range []string{"model_file", "model_hash", "model_bytes", "architecture", "quant_type", "experts",
+			"tier", "probe_set", "kernel", "llama_build", "host", "cpu_model", "iocorr_version"} {
+			reasons[c] = "the run did not start (see run_status)"
+		}
+	case len(m.Models) == 0:
+		for _, c := range []string{"model_file", "model_hash", "model_bytes", "architecture", "quant_type", "experts"} {
+			reasons[c] = "the run mapped no model file"
+		}
+	default:
+		cells = []output.Cell{output.Text(model.Path), output.Text(modelHash(&model)), output.Num(model.Size), output.NA(),
+			output.Text(quantType(&model)), output.Num(maxExperts(&model))}
+		if f, err := gguf.Open(model.Path); err != nil {
+			reasons["architecture"] = "the model file could not be read when the run was added: " + err.Error()
+		} else {
+			cells[3] = output.Text(f.Architecture())
+		}
+	}
+	budget := output.Num(m.Controls.MemLimit)
+	if m.Controls.MemLimit <= 0 {
+		budget = output.NA()
+	}
+	text := func(s string) output.Cell {
+		if !started {
+			return output.NA()
+		}
+		return output.Text(s)
+	}
+	abs, err := filepath.Abs(run)
+	if err != nil {
+		return err
+	}
+	cells = append(cells, budget, text(m.Tier), text(m.ProbeSet), text(m.Host.Kernel), text(llamaBuild(m)), text(m.Host.Hostname),
+		text(m.Host.CPUModel), output.Num(m.Start.UnixMicro()), text(m.Version), output.Text(strings.Join(m.Command, " ")), status)
 	naJSON, err := json.Marshal(reasons)
 	if err != nil {
 		return err
 	}
+	cells = append(cells, figures...)
+	cells = append(cells, output.Text(string(naJSON)), output.Text(abs))
 	rw := output.New(f, output.Parquet, runColumns)
 	rw.SetStatus(m.Status())
-	err = rw.Row(output.Text(model.Path), output.Text(modelHash(&model)), output.Num(model.Size), arch,
-		output.Text(quantType(&model)), output.Num(maxExperts(&model)), budget, output.Text(m.Tier), output.Text(m.ProbeSet),
-		output.Text(m.Host.Kernel), output.Text(llamaBuild(m)), output.Text(m.Host.Hostname), output.Text(m.Host.CPUModel),
-		output.Num(m.Start.UnixMicro()), output.Text(m.Version), output.Text(strings.Join(m.Command, " ")), status,
-		output.Num(sum.Decode), fl(sum.TokensPerS), fl(sum.BytesPerToken), output.Text(string(naJSON)), output.Text(w.run))
-	if err != nil {
+	if err := rw.Row(cells...); err != nil {
 		return err
 	}
 	return rw.Close()

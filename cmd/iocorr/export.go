@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -158,24 +157,6 @@ func addToDataset(ctx context.Context, dir, run string) error {
 		how = "already in"
 	}
 	fmt.Fprintf(stderr, "iocorr: run %s (%s) %s the dataset %s\n", id, run, how, dir)
-	return nil
-}
-
-// sweepDataset is where a sweep in dir keeps its runs as a study
-// dataset: DIR/dataset.
-func sweepDataset(dir string) string { return filepath.Join(dir, "dataset") }
-
-// addSweepToDataset adds each run of a sweep in dir that ran to its end
-// to the sweep's dataset.
-func addSweepToDataset(ctx context.Context, dir string, rows []sweep.Row) error {
-	for _, r := range rows {
-		if r.Status != sweep.StatusOK {
-			continue
-		}
-		if _, _, err := dataset.Add(ctx, sweepDataset(dir), filepath.Join(dir, r.RunDir)); err != nil {
-			return fmt.Errorf("sweep: %w", err)
-		}
-	}
 	return nil
 }
 

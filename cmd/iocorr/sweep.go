@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/iocorr/iocorr/dataset"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/recorder/sweeprun"
@@ -20,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "sweep",
 		summary: "record a command once per memory budget and sum each run up against its budget",
-		usage:   "--mem-limit 64MiB,96MiB,... [-o DIR] [--cold] [record flags] [--format table|csv|json|jsonl|parquet] -- CMD [ARGS...]",
+		usage:   "--mem-limit 64MiB,96MiB,... [-o DIR] [--dataset DIR] [--cold] [record flags] [--format table|csv|json|jsonl|parquet] -- CMD [ARGS...]",
 		flags:   sweepFlags,
 	})
 }
@@ -30,6 +31,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	var limits []string
 	fs.StringSliceVar(&limits, "mem-limit", nil, "memory budgets, comma-separated (e.g. 64MiB,96MiB,128MiB); one run each, in DIR/<budget>/")
 	dir := fs.StringP("output", "o", "iocorr.sweep", "sweep directory to write")
+	ds := fs.String("dataset", "", "study dataset (hive-partitioned Parquet, as export dataset writes) to add each run to, failed ones as a runs row; give several sweeps one to make one study (default DIR/dataset)")
 	fs.BoolVarP(&o.rec.Force, "force", "f", false, "overwrite existing run directories of the sweep")
 	runFlags(fs, o, "before each run")
 	format := fileFormatFlag(fs, output.Table)
@@ -54,13 +56,13 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		// stdout is the summary's: the command's own output goes to
 		// stderr, beside the sweep's progress.
 		ro.Stdout = stderr
-		sum, err := sweeprun.Run(ctx, sweeprun.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr})
+		if *ds == "" {
+			*ds = filepath.Join(*dir, "dataset")
+		}
+		sum, err := sweeprun.Run(ctx, sweeprun.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr, Dataset: dataset.Sweep{Dir: *ds}})
 		if len(sum.Rows) > 0 {
 			if werr := writeSweepOutput(*dir, *format, sum.Rows); werr != nil && err == nil {
 				err = werr
-			}
-			if derr := addSweepToDataset(ctx, *dir, sum.Rows); derr != nil && err == nil {
-				err = derr
 			}
 		}
 		if err != nil {

@@ -35,13 +35,14 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	llmtest.Require(t)
 	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "sweep")
+	study := filepath.Join(t.TempDir(), "study")
 	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
 	// 2MiB is below the command's own anonymous memory, so the OOM
 	// killer ends it. (Under 8MiB node was seen to thrash on its own
 	// executable's pages for minutes instead: a budget that slows the
 	// command down is a slow run, not a failed one.)
 	budgets := []string{"2MiB", llmtest.MemLimit, "160MiB", "1GiB"}
-	args := append([]string{"sweep", "-o", dir, "--cold", "--mem-limit", strings.Join(budgets, ","), "--format", "csv", "--"}, cmd.Args...)
+	args := append([]string{"sweep", "-o", dir, "--dataset", study, "--cold", "--mem-limit", strings.Join(budgets, ","), "--format", "csv", "--"}, cmd.Args...)
 	out, errOut, err := runCmd(t, args...)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, errOut)
@@ -167,12 +168,20 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	if n != 4 || failed != 1 || nulls != 1 || !sameSum(bytesSum.Float64, wantSum) {
 		t.Errorf("sweep.parquet: %d rows, %d failed, %d null, bytes per token sum %v; want 4, 1, 1, %v", n, failed, nulls, bytesSum.Float64, wantSum)
 	}
-	// The runs that ran are in the sweep's study dataset, with the sweep's figures.
-	var runs int
+	// Every run is in the study dataset given (--dataset), with the
+	// sweep's figures; the failed one is a runs row with its status and
+	// no figures, and only the runs that ran have tokens.
+	var runs, okRuns, tokenRuns, absDirs int
 	var dsSum float64
-	if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(*), sum(bytes_read_per_token) FROM read_parquet('%s/runs/*/*.parquet', hive_partitioning = true)`,
-		sweepDataset(dir))).Scan(&runs, &dsSum); err != nil || runs != 3 || !sameSum(dsSum, wantSum) {
-		t.Errorf("dataset: %d runs, bytes per token sum %v (%v); want 3, %v", runs, dsSum, err, wantSum)
+	var failedStatus string
+	if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(*), count(*) FILTER (run_status IS NULL), sum(bytes_read_per_token),
+			any_value(run_status) FILTER (bytes_read_per_token IS NULL AND decode_tokens IS NULL), count(*) FILTER (starts_with(run_dir, '/')),
+			(SELECT count(DISTINCT run) FROM read_parquet('%[1]s/tokens/*/*.parquet', hive_partitioning = true))
+		FROM read_parquet('%[1]s/runs/*/*.parquet', hive_partitioning = true)`,
+		study)).Scan(&runs, &okRuns, &dsSum, &failedStatus, &absDirs, &tokenRuns); err != nil || runs != 4 || okRuns != 3 || tokenRuns != 3 ||
+		absDirs != 4 || failedStatus != sum.Rows[0].Status || !sameSum(dsSum, wantSum) {
+		t.Errorf("dataset: %d runs (%d ok, %d with tokens, %d with an absolute run_dir), failed status %q, bytes per token sum %v (%v); want 4 (3, 3, 4), %q, %v",
+			runs, okRuns, tokenRuns, absDirs, failedStatus, dsSum, err, sum.Rows[0].Status, wantSum)
 	}
 }
 

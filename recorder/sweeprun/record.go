@@ -36,13 +36,23 @@ type Options struct {
 	Record recorder.Options
 	// Stderr gets a line per run as it starts and ends.
 	Stderr io.Writer
+	// Dataset, when set, gets each run as it ends (a study's dataset,
+	// dataset.Sweep, one floor up).
+	Dataset Dataset
+}
+
+// Dataset takes a sweep's runs: run is the run's directory, row its
+// summary, command the command recorded.
+type Dataset interface {
+	AddRun(ctx context.Context, run string, row *sweep.Row, command []string) error
 }
 
 // Run records opts.Record.Argv once per budget into DIR/<budget>/ and
-// writes DIR/sweep.json. A run that fails (the command OOM-killed, a
-// non-zero exit, a recording error) is a row saying so; the sweep goes
-// on. The error is for what ends the sweep: a cancelled ctx, a summary
-// that cannot be written.
+// writes DIR/sweep.json, and hands each run to opts.Dataset. A run that
+// fails (the command OOM-killed, a non-zero exit, a recording error) is
+// a row saying so; the sweep goes on. The error is for what ends the
+// sweep: a cancelled ctx, a summary that cannot be written; then a run
+// the dataset refused.
 func Run(ctx context.Context, opts Options) (sweep.Summary, error) {
 	sum := sweep.Summary{Command: opts.Record.Argv, Cold: opts.Record.Cold}
 	if err := checkBudgets(opts.Budgets); err != nil {
@@ -60,6 +70,7 @@ func Run(ctx context.Context, opts Options) (sweep.Summary, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return sum, err
 	}
+	var dsErr error
 	for _, b := range opts.Budgets {
 		if err := ctx.Err(); err != nil {
 			return sum, err
@@ -72,8 +83,18 @@ func Run(ctx context.Context, opts Options) (sweep.Summary, error) {
 		if err := sweep.WriteSummary(opts.Dir, &sum); err != nil {
 			return sum, err
 		}
+		if opts.Dataset != nil {
+			// A run the dataset refused is said at the end: the sweep
+			// goes on, its runs are recorded all the same.
+			if err := opts.Dataset.AddRun(ctx, filepath.Join(opts.Dir, b.Name), &row, opts.Record.Argv); err != nil && dsErr == nil {
+				dsErr = fmt.Errorf("dataset: run %s: %w", b.Name, err)
+			}
+		}
 	}
-	return sum, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return sum, err
+	}
+	return sum, dsErr
 }
 
 // checkBudgets refuses a sweep with no budget, one whose name cannot be a
