@@ -6,7 +6,7 @@
 GO        ?= go
 BIN       := bin/iocorr
 VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+LDFLAGS   := -X main.stamped=$(VERSION)
 DEMO_DIR  ?= demo
 DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done

@@ -9,14 +9,53 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"syscall"
 
 	"github.com/spf13/pflag"
 )
 
-// version is overridden at link time by the Makefile (-X main.version=...).
-var version = "dev"
+// stamped is the version the Makefile stamps at link time
+// (-X main.stamped=...).
+var stamped string
+
+// version is stamped, or for a binary built without it (go install,
+// go build) what the go command recorded: the module's version, else the
+// VCS revision.
+var version = versionOf(stamped, debug.ReadBuildInfo)
+
+// versionOf is stamped, else the module version of the build info, else
+// its vcs.revision (12 hex digits, "-dirty" when modified), else "dev".
+func versionOf(stamped string, info func() (*debug.BuildInfo, bool)) string {
+	if stamped != "" {
+		return stamped
+	}
+	bi, ok := info()
+	if !ok {
+		return "dev"
+	}
+	// go install m@v records v; a build in a checkout records "(devel)"
+	// (or, since Go 1.24, a pseudo-version from the VCS).
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return rev + dirty
+}
 
 // command is one subcommand. Each owns its FlagSet so that flags of one
 // subcommand never leak into another, as in perf's subcommands.
