@@ -54,10 +54,6 @@ const (
 // Tables are the tables of a run, Runs last (it is written last).
 var Tables = []string{Tokens, TokenTensors, Experts, Stats, ExpertActivations, CacheSimLayers, Residency, Runs}
 
-// longTables are the stats tables too long for Stats, each a table of
-// the dataset.
-var longTables = []string{ExpertActivations, CacheSimLayers, Residency}
-
 // FileName is the name of a table's file in a run's partition.
 const FileName = "data.parquet"
 
