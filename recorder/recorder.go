@@ -63,7 +63,8 @@ type Options struct {
 	Pin string
 	// User runs the command as someone else and hands them the run
 	// directory; nil keeps the recorder's identity.
-	User         *proc.User
+	User *proc.User
+	// RingBufBytes sizes the BPF ring buffer; 0 is DefaultRingBufBytes.
 	RingBufBytes int
 	Version      string // iocorr's version, for meta.json
 
@@ -82,6 +83,10 @@ type Options struct {
 	// recording need not wait for the store.
 	Recorded func(*Result)
 }
+
+// DefaultRingBufBytes is the ring buffer of a recording whose
+// Options.RingBufBytes is 0: the tracer's own default.
+const DefaultRingBufBytes = bpf.DefaultRingBufBytes
 
 // ProgressInterval is how often Options.Progress is called.
 const ProgressInterval = 500 * time.Millisecond
@@ -128,7 +133,7 @@ func (o *Options) Validate() error {
 	if o.Dir == "" {
 		return optionf("no run directory given")
 	}
-	if n := o.RingBufBytes; n < os.Getpagesize() || n&(n-1) != 0 || n > 1<<30 {
+	if n := o.RingBufBytes; n != 0 && (n < os.Getpagesize() || n&(n-1) != 0 || n > 1<<30) {
 		return optionf("ring buffer size %d: want a power of two from 4KiB to 1GiB", n)
 	}
 	if o.Pin != "" && (o.MemLimit <= 0 || o.PID != 0) {

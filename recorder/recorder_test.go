@@ -38,6 +38,7 @@ func TestValidateRefusesOptionsThatCannotWork(t *testing.T) {
 		{"ring not a power of two", func(o *Options) { o.RingBufBytes = 3000 }, "power of two", true},
 		{"ring too small", func(o *Options) { o.RingBufBytes = 1024 }, "power of two", true},
 		{"ring too large", func(o *Options) { o.RingBufBytes = 2 << 30 }, "power of two", true},
+		{"ring negative", func(o *Options) { o.RingBufBytes = -4096 }, "power of two", true},
 		{"memory limit too small", func(o *Options) { o.MemLimit = 64 << 10 }, "below 1MiB", true},
 		{"command not found", func(o *Options) { o.Argv = []string{"no-such-command-iocorr"} }, "not found", false},
 		{"model missing", func(o *Options) { o.Models = []string{"/no/such.gguf"} }, "no such file", false},
@@ -63,9 +64,13 @@ func TestValidateRefusesOptionsThatCannotWork(t *testing.T) {
 			}
 		})
 	}
-	if o := options(dir, "true"); o.Validate() != nil {
-		err := o.Validate()
-		t.Fatalf("good options refused: %v", err)
+	// 0 is the tracer's default ring (DefaultRingBufBytes).
+	for _, ring := range []int{0, 1 << 20} {
+		o := options(dir, "true")
+		o.RingBufBytes = ring
+		if err := o.Validate(); err != nil {
+			t.Fatalf("good options (ring %d) refused: %v", ring, err)
+		}
 	}
 }
 

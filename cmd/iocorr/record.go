@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/units"
@@ -63,7 +62,7 @@ func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 	fs.StringVar(&o.rec.Pin, "pin", "", "a pin plan (iocorr plan -o): its ranges are locked in the command's memory cgroup "+when+" and held to its end (needs --mem-limit)")
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
 	fs.BoolVar(&o.rec.ExactSnapshots, "exact-snapshots", false, "stop the traced process at every token's start until its residency snapshot is taken, so it is the page cache at the start (default: a snapshot taken while it runs on, some milliseconds later, at most 1% of the run's time; the pause costs ~20 ms a token)")
-	fs.StringVar(&o.ringbuf, "ringbuf-size", fmt.Sprintf("%dMiB", bpf.DefaultRingBufBytes>>20), "BPF ring buffer size (a power of two)")
+	fs.StringVar(&o.ringbuf, "ringbuf-size", fmt.Sprintf("%dMiB", recorder.DefaultRingBufBytes>>20), "BPF ring buffer size (a power of two)")
 }
 
 // options completes the recorder's options from the flags that need

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pin"
@@ -78,7 +77,7 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 		defer f.Close()
 		out[i] = f
 	}
-	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, RingBufBytes: bpf.DefaultRingBufBytes, Stdout: out[0], Stderr: out[1]}
+	o := recorder.Options{Dir: dir, Argv: argv, Cold: opts.Cold, Stdout: out[0], Stderr: out[1]}
 	var err error
 	if o.Probes, err = recorder.ParseProbes(cmp.Or(opts.Probe, "graph")); err != nil {
 		return Output{}, err
