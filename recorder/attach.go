@@ -58,7 +58,7 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	st, err := proc.ReadStat(pid)
 	before := st.MajFlt
 	if err == nil {
-		err = r.tr.TracePID(pid)
+		err = r.sess.tr.TracePID(pid)
 	}
 	if err != nil {
 		w.Thaw(pid)

@@ -165,9 +165,8 @@ type recording struct {
 	// runMeta is meta.json's state, its warnings and its writer.
 	runMeta
 	o *Options
-	// sess is the tracer's session; tr, its tracer, is nil until it opens.
+	// sess is the tracer's session, nil until it opens.
 	sess   *session
-	tr     *bpf.Tracer
 	models *models
 	spool  *ingest.SpoolWriter
 	// spoolOnce closes spool once, by end (for its error) or by Run's
@@ -224,15 +223,19 @@ func tracefsHint() string {
 // layout and op names read from the target, the maps snapshots taken.
 // finish and the crash-safe writer both use it.
 func (r *recording) snapshot() rundir.Meta {
+	var tr *bpf.Tracer
+	if r.sess != nil {
+		tr = r.sess.tr
+	}
 	var probes []bpf.Probe
 	var lay ggml.Layout
 	var opNames, opFuncs, opFiles, opIdle []string
-	if r.tr != nil {
-		probes = r.tr.Probes()
-		opFiles, opIdle = r.tr.OpProbeFiles()
-		lay = r.tr.Layout()
-		opNames, _ = r.tr.OpNames()
-		opFuncs = r.tr.OpFuncs()
+	if tr != nil {
+		probes = tr.Probes()
+		opFiles, opIdle = tr.OpProbeFiles()
+		lay = tr.Layout()
+		opNames, _ = tr.OpNames()
+		opFuncs = tr.OpFuncs()
 	}
 	var models []rundir.ModelFile
 	if r.models != nil {
@@ -240,7 +243,7 @@ func (r *recording) snapshot() rundir.Meta {
 	}
 	layoutOK, layoutErr := r.layout.verdict()
 	var ops *rundir.OpProbes
-	if r.tr != nil && r.ops != nil {
+	if tr != nil && r.ops != nil {
 		ops = r.ops.summary(opFiles, opIdle, opNames, opFuncs, r.opFirstInstructions(opFiles, opFuncs))
 	}
 	r.mu.Lock()
@@ -250,10 +253,10 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.models != nil {
 		m.Models = models
 	}
-	if r.tr != nil {
+	if tr != nil {
 		m.Probes, m.Libraries = nil, nil
-		m.Capabilities = capabilities(r.tr.Capabilities())
-		m.FaultsCounted = r.tr.FaultsCounted()
+		m.Capabilities = capabilities(tr.Capabilities())
+		m.FaultsCounted = tr.FaultsCounted()
 		seenLib := map[string]bool{}
 		for _, p := range probes {
 			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error, LandingPad: p.Pad})
@@ -291,7 +294,7 @@ func (r *recording) snapshot() rundir.Meta {
 func (r *recording) opFirstInstructions(files, opFuncs []string) [2]int {
 	var n [2]int
 	for _, f := range files {
-		emu, step, _ := r.tr.ProbedInstructions(f, opFuncs)
+		emu, step, _ := r.sess.tr.ProbedInstructions(f, opFuncs)
 		n[bpf.Emulated] += emu
 		n[bpf.Stepped] += step
 	}
@@ -333,13 +336,13 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		// count or array offset) validate nothing: the layout is as
 		// unproven as one that failed, and the expert ids were read with it.
 		if err := r.layout.unreadable(r.stats.graphs.Load(), len(r.models.files())); err != nil {
-			r.warn(layoutFailed(r.tr.Layout(), err))
+			r.warn(layoutFailed(r.sess.tr.Layout(), err))
 		}
 		if exit != nil {
 			r.filesMu.Lock()
 			searched := append([]string(nil), r.searched...)
 			r.filesMu.Unlock()
-			for _, w := range missingCapabilities(r.tr.Probes(), searched, r.o.Probes.Ops, r.hasExperts()) {
+			for _, w := range missingCapabilities(r.sess.tr.Probes(), searched, r.o.Probes.Ops, r.hasExperts()) {
 				r.warn(w)
 			}
 
@@ -384,7 +387,7 @@ func (r *recording) hasExperts() bool {
 }
 
 func (r *recording) hasUserProbes() bool {
-	for _, p := range r.tr.Probes() {
+	for _, p := range r.sess.tr.Probes() {
 		if p.Symbol == ggml.SymDecode && p.Error == "" {
 			return true
 		}
@@ -399,7 +402,7 @@ func (r *recording) attach(path string) {
 	r.filesMu.Lock()
 	r.searched = append(r.searched, path)
 	r.filesMu.Unlock()
-	if _, err := r.tr.AttachUser(path); err != nil {
+	if _, err := r.sess.tr.AttachUser(path); err != nil {
 		r.warn(err.Error())
 	}
 	r.writer.changed()
@@ -486,7 +489,7 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 func (r *recording) decideFile(dev uint32, ino uint64, path string) (isModel, isNew bool) {
 	isModel, isNew = r.models.mapped(dev, ino, path)
 	if !isModel && r.models.decided(dev, ino) {
-		if err := r.tr.MarkNotModel(dev, ino); err != nil {
+		if err := r.sess.tr.MarkNotModel(dev, ino); err != nil {
 			r.warn(err.Error())
 		}
 	}
@@ -549,7 +552,7 @@ func (r *recording) onGraph(e *wire.GraphEvent) {
 	}
 	// The first graph of a file: its op probes go on now, while the
 	// kernel holds the process stopped (if it could) before the graph runs.
-	attached, err := r.tr.AttachPendingOps(e.File)
+	attached, err := r.sess.tr.AttachPendingOps(e.File)
 	if err != nil {
 		r.warn(err.Error())
 	}
@@ -572,7 +575,7 @@ func (r *recording) onNode(e *wire.NodeEvent) {
 	if _, failed := r.layout.verdict(); failed != nil {
 		return
 	}
-	names, _ := r.tr.OpNames()
+	names, _ := r.sess.tr.OpNames()
 	changed, err := r.layout.check(nodeOf(e), len(names), r.models)
 	if err == nil {
 		if changed {
@@ -580,9 +583,9 @@ func (r *recording) onNode(e *wire.NodeEvent) {
 		}
 		return
 	}
-	if derr := r.tr.DisableLayoutProbes(); derr != nil {
+	if derr := r.sess.tr.DisableLayoutProbes(); derr != nil {
 		r.warn(fmt.Sprintf("detaching the probes that read ggml structs: %v", derr))
 	}
-	r.warn(layoutFailed(r.tr.Layout(), err))
+	r.warn(layoutFailed(r.sess.tr.Layout(), err))
 	r.writer.changed()
 }

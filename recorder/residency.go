@@ -400,10 +400,10 @@ func (s *snapshotter) resident(mf *rundir.ModelFile) *rundir.PageMap {
 // traced processes' filemap faults) while the tracer is open, and returns
 // what puts it among the run's counts by type.
 func (r *recording) kernelCounts() func(map[string]uint64) {
-	if !r.tr.CountsFilemapFaults() {
+	if !r.sess.tr.CountsFilemapFaults() {
 		return nil
 	}
-	n, err := r.tr.FilemapFaults()
+	n, err := r.sess.tr.FilemapFaults()
 	if err != nil {
 		r.warn(err.Error())
 		return nil

@@ -206,7 +206,7 @@ func (r *recording) startSession() (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w; `iocorr doctor` checks this machine", r.abort(err))
 	}
-	r.sess, r.tr = sess, sess.tr
+	r.sess = sess
 	for _, w := range refusals(sess.tr.Capabilities()) {
 		r.warn(w)
 	}
@@ -222,11 +222,11 @@ func (r *recording) startSession() (*session, error) {
 // starts: --model files, and files the command line names.
 func (r *recording) addModels() error {
 	r.models = newModels(r.warn, func(mf *rundir.ModelFile) error {
-		if err := r.tr.AddFile(mf.Dev, mf.Ino); err != nil {
+		if err := r.sess.tr.AddFile(mf.Dev, mf.Ino); err != nil {
 			return err
 		}
 		if mf.Block.DiskDev != 0 {
-			return r.tr.AddDevice(mf.Block.DiskDev)
+			return r.sess.tr.AddDevice(mf.Block.DiskDev)
 		}
 		return nil
 	})
@@ -265,7 +265,7 @@ func (r *recording) closeSpool() error {
 // launch starts the command held: it exists, with its pid, but runs none
 // of its code until trace releases it.
 func (r *recording) launch() (*launch.Child, error) {
-	child, err := launch.StartHeld(r.o.Argv, r.o.User, r.o.Stdout, r.o.Stderr, r.tr)
+	child, err := launch.StartHeld(r.o.Argv, r.o.User, r.o.Stdout, r.o.Stderr, r.sess.tr)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +378,7 @@ func (r *recording) trace(ctx context.Context, child *launch.Child) (ended, erro
 	e.exit = child.Wait()
 	r.cpuAtExit, r.wakesAtExit = selfUsage()
 	if !drained {
-		r.fam.await(ctx, r.tr.TracedProcesses)
+		r.fam.await(ctx, r.sess.tr.TracedProcesses)
 	}
 	r.fam.reapOrphans(&e.exit)
 	e.monoNS, e.at = proc.MonotonicNS(), time.Now()
@@ -421,9 +421,9 @@ func (r *recording) begin() tracing {
 
 	drainCtx, stopDrain := context.WithCancel(context.Background())
 	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
-	go func() { tr.drainErr <- bpf.Drain(drainCtx, r.tr.RingBuf(), r.spool, &r.counts, r.act) }()
+	go func() { tr.drainErr <- bpf.Drain(drainCtx, r.sess.tr.RingBuf(), r.spool, &r.counts, r.act) }()
 	tr.stopProgress = r.stats.report(r.o.Progress, &r.counts, r.m.Start)
-	snaps, err := startSnapshots(r.o.Dir, r.models, r.warn, r.tr, r.o.ExactSnapshots,
+	snaps, err := startSnapshots(r.o.Dir, r.models, r.warn, r.sess.tr, r.o.ExactSnapshots,
 		func(pid int) { r.fam.cont(pid, "for its token's residency snapshot") })
 	if err != nil {
 		r.warn(err.Error())
@@ -441,7 +441,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 	r.residentEnd()
 	// Page-cache runs still pending in the kernel, up to the residency
 	// snapshot just taken, go to the ring before it is read to its end.
-	if err := r.tr.FlushPageRuns(); err != nil {
+	if err := r.sess.tr.FlushPageRuns(); err != nil {
 		r.warn(err.Error() + ": the last page-cache adds and deletions of the run are missing")
 	}
 	tr.stopDrain()
@@ -474,7 +474,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 // files in the spool, after the ring's last record: a record per thread,
 // stamp and class stands for that many fault records.
 func (r *recording) takeFaultCounts() error {
-	evs, err := r.tr.FaultCounts()
+	evs, err := r.sess.tr.FaultCounts()
 	if err != nil {
 		return fmt.Errorf("the faults outside the model files are missing from the record: %w", err)
 	}
@@ -495,7 +495,7 @@ func (r *recording) takeFaultCounts() error {
 // not complete, after the ring's last record, in the spool: their bytes
 // were moved whether or not their completion reached BPF.
 func (r *recording) takeUnfinishedBlockRequests() {
-	evs, err := r.tr.TakeUnfinishedBlockRequests(proc.MonotonicNS())
+	evs, err := r.sess.tr.TakeUnfinishedBlockRequests(proc.MonotonicNS())
 	if err != nil {
 		r.warn(err.Error())
 	}
@@ -527,7 +527,7 @@ func (r *recording) wait(done <-chan struct{}, drainErr <-chan error) (drained b
 	}
 	discarded := make(chan discard, 1)
 	go func() {
-		n, err := bpf.Discard(dctx, r.tr.RingBuf(), r.act)
+		n, err := bpf.Discard(dctx, r.sess.tr.RingBuf(), r.act)
 		discarded <- discard{n, err}
 	}()
 	<-done
