@@ -41,10 +41,10 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	defer sess.close()
-	if err := r.createSpool(); err != nil {
+	if r.spool, err = createSpool(o.Dir); err != nil {
 		return Result{}, r.abort(err)
 	}
-	defer r.closeSpool()
+	defer r.spool.close()
 	r.m.Child.PID = pid
 	r.fam.first(pid)
 	defer r.fam.closeWarden()
@@ -96,7 +96,7 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	if a.MajFltAfter >= a.MajFltBefore {
 		r.m.Child.MajFlt = int64(a.MajFltAfter - a.MajFltBefore)
 	}
-	r.m.Counts = r.counts.Map()
+	r.m.Counts = r.spool.counts.Map()
 	r.fam.ended()
 	r.finish(&launch.Exit{}, derr)
 	// Nothing is recorded from here: the probes come off while the
@@ -110,7 +110,7 @@ func (r *recording) runAttached(ctx context.Context) (Result, error) {
 	}
 	r.fam.closeWarden()
 	r.finishMeta()
-	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Ran: true}
+	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.spool.counts.Total()), Ran: true}
 	if derr != nil {
 		return res, fmt.Errorf("%w (the run directory holds what was captured)", derr)
 	}

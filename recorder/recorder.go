@@ -168,16 +168,10 @@ type recording struct {
 	// sess is the tracer's session, nil until it opens.
 	sess   *session
 	models *models
-	spool  *ingest.SpoolWriter
-	// spoolOnce closes spool once, by end (for its error) or by Run's
-	// defer; spoolErr is that close's error.
-	spoolOnce sync.Once
-	spoolErr  error
+	spool  *spool
 	// fam is the traced processes and the warden that holds them.
 	fam   *family
 	stats liveStats
-	// counts are the records drained, by type.
-	counts ingest.Counts
 	// blockUnfinished counts the block requests put in the spool from
 	// BPF's pending map at the end (takeUnfinishedBlockRequests).
 	blockUnfinished uint64

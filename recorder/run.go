@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,10 +105,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		r.warn(err.Error() + ": processes of the command orphaned by their parent are not in the run's rusage")
 	}
-	if err := r.createSpool(); err != nil {
+	if r.spool, err = createSpool(o.Dir); err != nil {
 		return Result{}, r.abort(err)
 	}
-	defer r.closeSpool()
+	defer r.spool.close()
 	child, err := r.launch()
 	if err != nil {
 		return Result{}, r.abort(err)
@@ -168,7 +166,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if r.fam.warden == nil && r.fam.continueStopped() > 0 {
 		r.finishMeta()
 	}
-	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.counts.Total()), Signals: end.sigs, Ran: true}
+	res := Result{Meta: r.m, Stats: r.stats.snapshot(r.spool.counts.Total()), Signals: end.sigs, Ran: true}
 	if end.err != nil {
 		return res, fmt.Errorf("%w (the run directory holds what was captured)", end.err)
 	}
@@ -243,23 +241,6 @@ func (r *recording) addModels() error {
 		}
 	}
 	return nil
-}
-
-// createSpool creates the file the ring is drained into.
-func (r *recording) createSpool() error {
-	sp, err := ingest.CreateSpool(filepath.Join(r.o.Dir, rundir.SpoolFile))
-	if err != nil {
-		return err
-	}
-	r.spool = sp
-	return nil
-}
-
-// closeSpool closes the spool once: end does, to hear its error (a full
-// disk), and Run's defer does on the way out of a run that failed before.
-func (r *recording) closeSpool() error {
-	r.spoolOnce.Do(func() { r.spoolErr = r.spool.Close() })
-	return r.spoolErr
 }
 
 // launch starts the command held: it exists, with its pid, but runs none
@@ -421,8 +402,8 @@ func (r *recording) begin() tracing {
 
 	drainCtx, stopDrain := context.WithCancel(context.Background())
 	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
-	go func() { tr.drainErr <- bpf.Drain(drainCtx, r.sess.tr.RingBuf(), r.spool, &r.counts, r.act) }()
-	tr.stopProgress = r.stats.report(r.o.Progress, &r.counts, r.m.Start)
+	go func() { tr.drainErr <- r.spool.drain(drainCtx, r.sess.tr.RingBuf(), r.act) }()
+	tr.stopProgress = r.stats.report(r.o.Progress, &r.spool.counts, r.m.Start)
 	snaps, err := startSnapshots(r.o.Dir, r.models, r.warn, r.sess.tr, r.o.ExactSnapshots,
 		func(pid int) { r.fam.cont(pid, "for its token's residency snapshot") })
 	if err != nil {
@@ -464,7 +445,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 	r.filemapFaults = r.kernelCounts()
 	tr.stopProgress()
 	r.writer.stop()
-	if cerr := r.closeSpool(); err == nil {
+	if cerr := r.spool.close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -479,10 +460,9 @@ func (r *recording) takeFaultCounts() error {
 		return fmt.Errorf("the faults outside the model files are missing from the record: %w", err)
 	}
 	for i := range evs {
-		if err := r.spool.Write(ingest.Bytes(&evs[i])); err != nil {
+		if err := r.spool.append(wire.EventTypeEV_FAULT_COUNT, ingest.Bytes(&evs[i])); err != nil {
 			return fmt.Errorf("%d counts of faults outside the model files are missing: %w", len(evs)-i, err)
 		}
-		atomic.AddUint64(&r.counts[wire.EventTypeEV_FAULT_COUNT], 1)
 		// The summary's fault figures count them as they counted records.
 		if d, ok := ingest.Decode(ingest.Bytes(&evs[i]), &r.dec); ok {
 			r.stats.observe(d, r.models)
@@ -500,11 +480,10 @@ func (r *recording) takeUnfinishedBlockRequests() {
 		r.warn(err.Error())
 	}
 	for i := range evs {
-		if err := r.spool.Write(ingest.Bytes(&evs[i])); err != nil {
+		if err := r.spool.append(wire.EventTypeEV_BLOCK, ingest.Bytes(&evs[i])); err != nil {
 			r.warn(fmt.Sprintf("the run's %d unfinished block requests are missing: %v", len(evs)-i, err))
 			return
 		}
-		atomic.AddUint64(&r.counts[wire.EventTypeEV_BLOCK], 1)
 		r.blockUnfinished++
 	}
 }
@@ -558,7 +537,7 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 	if cg != nil {
 		r.m.Controls.CgroupCounters = cg.Counters()
 	}
-	r.m.Counts = r.counts.Map()
+	r.m.Counts = r.spool.counts.Map()
 	if r.filemapFaults != nil {
 		r.filemapFaults(r.m.Counts)
 	}
