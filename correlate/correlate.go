@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -46,6 +47,10 @@ type Result struct {
 	// --cpu-moe for those layers leaves them), where no CPU graph reads
 	// the router's output.
 	PicksUnseen []uint16
+	// PicksUnseenCalls are the calls in which layers not in PicksUnseen
+	// had picks unseen (picksUnseenCalls): their counts are NA too, in
+	// those calls' phase and tokens.
+	PicksUnseenCalls []event.PicksUnseenCall
 }
 
 // maxPending bounds the adds held back per thread while waiting for the
@@ -121,6 +126,8 @@ type Correlator struct {
 	lastTok *event.TokenInfo           // the token of the previous record: almost always the next one's too
 	experts map[event.ExpertSel]uint64 // Count unused in the key
 	selName map[selKey]string          // the node name whose ids were counted for a token's layer
+	selRows map[selKey]int32           // rows of ids (tokens) counted for a token's layer
+	graphed map[uint32]bool            // tokens in which a CPU graph was computed
 	// bufOf is the backend buffer of each weight a probe saw (a graph
 	// node's source, or a copy while loading) by tensor id; bufName names
 	// buffers as ggml_backend_buffer_name returned, the latest for an
@@ -161,6 +168,8 @@ func New(meta *rundir.Meta, sink event.Sink) (*Correlator, error) {
 		tokens:             make(map[uint32]*event.TokenInfo),
 		experts:            make(map[event.ExpertSel]uint64),
 		selName:            make(map[selKey]string),
+		selRows:            make(map[selKey]int32),
+		graphed:            make(map[uint32]bool),
 		bufOf:              make(map[uint32]uint64),
 		bufName:            make(map[uint64]string),
 		tids:               make(map[uint32]*tidState),
@@ -401,6 +410,8 @@ func (c *Correlator) Add(r ingest.Record) error {
 		if t.Phase == event.PhaseNone {
 			t.Phase = event.PhaseOfBatch(d.N_tokens)
 		}
+	case uint16(wire.EventTypeEV_GRAPH):
+		c.graphed[hdr.Token] = true
 	case uint16(wire.EventTypeEV_DECODE_END):
 		d := r.Decode()
 		t := c.token(hdr)
@@ -912,6 +923,9 @@ func (c *Correlator) expertsSel(e *wire.ExpertsEvent) {
 		return
 	}
 	cnt := min(int(e.Count), len(e.Ids))
+	if e.N_used > 0 {
+		c.selRows[k] += int32(cnt / int(e.N_used))
+	}
 	for _, id := range e.Ids[:cnt] {
 		if id < 0 || id > 0xffff {
 			continue
@@ -1040,7 +1054,60 @@ func (c *Correlator) Finish() (*Result, error) {
 	}
 	decoded := slices.ContainsFunc(r.Tokens, func(t event.TokenInfo) bool { return t.StartNS != 0 })
 	r.PicksUnseen = picksUnseen(c.tensors, r.Experts, decoded)
+	r.PicksUnseenCalls = picksUnseenCalls(c.tensors, r.Tokens, c.selRows, c.graphed, r.PicksUnseen)
 	return r, nil
+}
+
+// picksUnseenCalls are the llama_decode calls that computed tokens (a CPU
+// graph ran, or the router's picks were seen, in them) in which a MoE
+// layer whose experts lived on the CPU side (or in a buffer not named)
+// and that is not unseen run-wide (runWide) got fewer rows of picks than
+// the call had tokens: with layers on a GPU, llama.cpp's scheduler
+// offloads the MUL_MAT_ID of a large batch (32 tokens in ggml-vulkan and
+// ggml-cuda, GGML_OP_OFFLOAD_MIN_BATCH) to the GPU, where no CPU graph
+// reads its ids; a ubatch split of the call can leave only some of its
+// rows on the CPU. The last layer with picks computes only the rows whose
+// logits are wanted: one seen row counts it as seen. None in a run
+// without picks (rundir.Meta.PicksNA and runWide say why).
+func picksUnseenCalls(tensors []event.Tensor, tokens []event.TokenInfo, rows map[selKey]int32, graphed map[uint32]bool, runWide []uint16) []event.PicksUnseenCall {
+	if len(rows) == 0 {
+		return nil
+	}
+	last, offload := -1, false
+	for k := range rows {
+		last = max(last, int(k.layer))
+	}
+	cpu := map[uint16]bool{}
+	for _, t := range tensors {
+		offCPU := t.Device != "" && !strings.HasPrefix(t.Device, "CPU")
+		offload = offload || offCPU && !t.Pseudo()
+		if t.Experts > 0 && t.Layer >= 0 && t.Layer <= 0xffff && !offCPU && !slices.Contains(runWide, uint16(t.Layer)) {
+			cpu[uint16(t.Layer)] = true
+		}
+	}
+	layers := slices.Sorted(maps.Keys(cpu))
+	picked := map[uint32]bool{}
+	for k := range rows {
+		picked[k.token] = true
+	}
+	var calls []event.PicksUnseenCall
+	for _, t := range tokens {
+		if t.StartNS == 0 || t.NTokens <= 0 || !graphed[t.Token] && !picked[t.Token] {
+			continue
+		}
+		call := event.PicksUnseenCall{Token: t.Token, Phase: t.Phase, Tokens: t.NTokens, Offload: offload}
+		for _, l := range layers {
+			n := rows[selKey{t.Token, l}]
+			if n >= t.NTokens || int(l) == last && n > 0 {
+				continue
+			}
+			call.Layers = append(call.Layers, event.PicksUnseenLayer{Layer: l, Rows: n})
+		}
+		if len(call.Layers) > 0 {
+			calls = append(calls, call)
+		}
+	}
+	return calls
 }
 
 // picksUnseen are the layers with expert tensors and no pick in a run

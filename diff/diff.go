@@ -299,6 +299,9 @@ type runSide struct {
 	// noMatch is set when Options.Tensor selects no tensor of this run.
 	noMatch string
 	tensors []string // names of the selected real tensors, in model order
+	// picksNA says why the run's picks in the compared phase are not
+	// all known (rundir.Meta.PicksNA, index.Summary.PicksNAOf).
+	picksNA string
 }
 
 // side queries one run and gathers the groups its model has.
@@ -314,9 +317,13 @@ func side(r Run, name string, o Options) (*runSide, error) {
 	case err != nil:
 		return nil, err
 	}
-	rows, err := st.Query(index.Query{By: o.By, Tensor: o.Tensor, Phase: o.Phase, Pseudos: o.Pseudos})
+	q := index.Query{By: o.By, Tensor: o.Tensor, Phase: o.Phase, Pseudos: o.Pseudos}
+	rows, err := st.Query(q)
 	if err != nil {
 		return nil, err
+	}
+	if s.picksNA = r.Meta.PicksNA(); s.picksNA == "" {
+		s.picksNA = st.Summary.PicksNAOf(&q)
 	}
 	for i := range rows {
 		s.rows[rows[i].Key] = &rows[i]
@@ -427,7 +434,11 @@ func (s *runSide) value(key, counter, na string) Side {
 	if na != "" {
 		return Side{NA: na}
 	}
-	if why := counterNA(s.meta, counter); why != "" {
+	why := s.picksNA
+	if counter != index.Selected {
+		why = s.meta.CounterNA(counter)
+	}
+	if why != "" {
 		return Side{NA: why}
 	}
 	r := s.rows[key]
@@ -439,15 +450,6 @@ func (s *runSide) value(key, counter, na string) Side {
 	}
 	d, _ := event.CounterByName(counter)
 	return Side{V: *d.Field(&r.Counters)}
-}
-
-// counterNA says why a run did not measure a counter ("" when it did), in
-// the words of the run's metadata: its tier, its capabilities, its probes.
-func counterNA(m *rundir.Meta, counter string) string {
-	if counter == index.Selected {
-		return m.PicksNA()
-	}
-	return m.CounterNA(counter)
 }
 
 // onlyIn lists the tensors of x that y's models do not have.

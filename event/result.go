@@ -61,3 +61,26 @@ func (r *Result) OpOf(op, tensor uint32) uint32 {
 	}
 	return op
 }
+
+// PicksUnseenCall is one llama_decode call in which the router picks of
+// some MoE layers whose experts lived on the CPU side were not all seen:
+// with layers on a GPU backend, llama.cpp's scheduler hands a large
+// batch's MUL_MAT_ID of CPU-resident experts to the GPU (its op offload),
+// and no CPU graph then reads that layer's ids.
+type PicksUnseenCall struct {
+	Token  uint32 `json:"token"`
+	Phase  uint8  `json:"phase"`
+	Tokens int32  `json:"tokens"` // the call's batch
+	// Offload says the run had weights in a GPU backend's buffer: op
+	// offload is then the cause; without, the rows were not read.
+	Offload bool               `json:"offload,omitempty"`
+	Layers  []PicksUnseenLayer `json:"layers"`
+}
+
+// PicksUnseenLayer is a MoE layer of a PicksUnseenCall and how many of its
+// rows (the call's tokens) the probe saw: fewer than the call's tokens,
+// often none.
+type PicksUnseenLayer struct {
+	Layer uint16 `json:"layer"`
+	Rows  int32  `json:"rows_seen"`
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,8 +41,12 @@ type Summary struct {
 	NotFileBacked []string          `json:"not_file_backed,omitempty"`
 	// PicksUnseen are the MoE layers whose router picks no probe saw
 	// (correlate.Result.PicksUnseen): their counts of picks are NA.
-	PicksUnseen   []uint16 `json:"picks_unseen_layers,omitempty"`
-	PendingCapped uint64   `json:"readahead_windows_capped,omitempty"`
+	PicksUnseen []uint16 `json:"picks_unseen_layers,omitempty"`
+	// PicksUnseenCalls are the calls whose picks of other MoE layers
+	// were not all seen (correlate.Result.PicksUnseenCalls): their counts
+	// in those calls' tokens and phase are NA.
+	PicksUnseenCalls []event.PicksUnseenCall `json:"picks_unseen_calls,omitempty"`
+	PendingCapped    uint64                  `json:"readahead_windows_capped,omitempty"`
 	// HeldAggsPeak and HeldTokensPeak are the most aggregate rows, and
 	// tokens with rows, the correlator held at once while building: the
 	// build's memory, bounded whatever the run's length.
@@ -60,16 +65,116 @@ type Summary struct {
 }
 
 // PicksNA says why the run's picks are incomplete: "" when every MoE
-// layer's were seen (or none were: rundir.Meta.PicksNA says why).
-func (s *Summary) PicksNA() string {
-	if len(s.PicksUnseen) == 0 {
-		return ""
+// layer's were seen in every call (or none were: rundir.Meta.PicksNA
+// says why).
+func (s *Summary) PicksNA() string { return s.PicksNAOf(nil) }
+
+// PicksNAOf says why the picks a query selects (its tokens, phase and
+// layer; nil selects all) are incomplete: "" when every pick of them was
+// seen.
+func (s *Summary) PicksNAOf(q *Query) string {
+	var why []string
+	if layers := s.unseenLayers(q); len(layers) > 0 {
+		why = append(why, fmt.Sprintf("the router's expert picks of layer %s were not seen: llama.cpp computed those layers' experts on another backend (a GPU's), where no CPU graph reads the router's output", layerList(layers)))
 	}
-	layers := make([]string, len(s.PicksUnseen))
-	for i, l := range s.PicksUnseen {
-		layers[i] = strconv.Itoa(int(l))
+	if calls := s.unseenCalls(q); len(calls) > 0 {
+		why = append(why, unseenCallsNA(calls))
 	}
-	return fmt.Sprintf("the router's expert picks of layer %s were not seen: llama.cpp computed those layers' experts on another backend (a GPU's), where no CPU graph reads the router's output", strings.Join(layers, ", "))
+	return strings.Join(why, "; ")
+}
+
+// unseenLayers are the layers of PicksUnseen q selects.
+func (s *Summary) unseenLayers(q *Query) []uint16 {
+	if q == nil || q.Layer == nil {
+		return s.PicksUnseen
+	}
+	if slices.Contains(s.PicksUnseen, uint16(*q.Layer)) {
+		return []uint16{uint16(*q.Layer)}
+	}
+	return nil
+}
+
+// unseenCalls are the calls of PicksUnseenCalls q selects, each with only
+// the layers it selects.
+func (s *Summary) unseenCalls(q *Query) []event.PicksUnseenCall {
+	var calls []event.PicksUnseenCall
+	for _, c := range s.PicksUnseenCalls {
+		if q != nil && (q.Token != nil && (c.Token < q.Token[0] || c.Token > q.Token[1]) ||
+			q.Phase != "" && !strings.EqualFold(q.Phase, event.PhaseName(c.Phase))) {
+			continue
+		}
+		if q != nil && q.Layer != nil {
+			i := slices.IndexFunc(c.Layers, func(l event.PicksUnseenLayer) bool { return int(l.Layer) == *q.Layer })
+			if i < 0 {
+				continue
+			}
+			c.Layers = c.Layers[i : i+1]
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// unseenCallsShown bounds the calls a reason names one by one.
+const unseenCallsShown = 3
+
+// unseenCallsNA says which calls' picks were not all seen, per call its
+// layers and the rows of them seen, and why.
+func unseenCallsNA(calls []event.PicksUnseenCall) string {
+	phases := map[string]int{}
+	var parts []string
+	offload := false
+	for i, c := range calls {
+		phases[event.PhaseName(c.Phase)]++
+		offload = offload || c.Offload
+		if i >= unseenCallsShown {
+			continue
+		}
+		// Layers with the same rows seen, together.
+		byRows := map[int32][]uint16{}
+		for _, l := range c.Layers {
+			byRows[l.Rows] = append(byRows[l.Rows], l.Layer)
+		}
+		var ls []string
+		for _, n := range slices.Sorted(maps.Keys(byRows)) {
+			seen := "none"
+			if n > 0 {
+				seen = strconv.Itoa(int(n))
+			}
+			ls = append(ls, fmt.Sprintf("layer %s %s of %d rows seen", layerList(byRows[n]), seen, c.Tokens))
+		}
+		parts = append(parts, fmt.Sprintf("token %d (%s, %d tokens): %s", c.Token, event.PhaseName(c.Phase), c.Tokens, strings.Join(ls, ", ")))
+	}
+	if len(calls) > unseenCallsShown {
+		parts = append(parts, fmt.Sprintf("and %d more", len(calls)-unseenCallsShown))
+	}
+	var counts []string
+	for _, p := range slices.Sorted(maps.Keys(phases)) {
+		counts = append(counts, fmt.Sprintf("%d %s", phases[p], p))
+	}
+	cause := "the probe did not read those rows of the router's ids"
+	if offload {
+		cause = "their experts stayed on the CPU, but llama.cpp's op offload ran those batches' MUL_MAT_ID on the GPU (from GGML_OP_OFFLOAD_MIN_BATCH tokens, 32 by default), where no CPU graph reads the router's ids; --no-op-offload keeps it on the CPU"
+	}
+	return fmt.Sprintf("the router's expert picks were not all seen in %s llama_decode call(s) (%s): %s", strings.Join(counts, " and "), strings.Join(parts, "; "), cause)
+}
+
+// layerList names layers, runs of consecutive ones as ranges: "0-6, 9".
+func layerList(layers []uint16) string {
+	var out []string
+	for i := 0; i < len(layers); {
+		j := i
+		for j+1 < len(layers) && layers[j+1] == layers[j]+1 {
+			j++
+		}
+		if j > i {
+			out = append(out, fmt.Sprintf("%d-%d", layers[i], layers[j]))
+		} else {
+			out = append(out, strconv.Itoa(int(layers[i])))
+		}
+		i = j + 1
+	}
+	return strings.Join(out, ", ")
 }
 
 // RecordsPerSecond is the ingest rate of the build.

@@ -48,7 +48,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 10 // 10: the run's totals by phase (0x25, 0x26, 0x27)
+const FormatVersion = 11 // 11: picks unseen per call (Summary.PicksUnseenCalls)
 
 var be = binary.BigEndian
 

@@ -288,7 +288,7 @@ func TestSummaryPicksNANamesTheUnseenLayers(t *testing.T) {
 		want   string
 	}{
 		{nil, ""},
-		{[]uint16{4, 5}, "layer 4, 5 were not seen"},
+		{[]uint16{4, 5, 7}, "layer 4-5, 7 were not seen"},
 	} {
 		b, err := summaryValue(&Summary{PicksUnseen: tc.unseen})
 		if err != nil {
@@ -302,5 +302,48 @@ func TestSummaryPicksNANamesTheUnseenLayers(t *testing.T) {
 		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("unseen %v: NA %q, want one saying %q", tc.unseen, got, tc.want)
 		}
+	}
+}
+
+// Picks unseen in some calls make NA the picks a query selects of those
+// calls' tokens, phase and layers, saying which calls, layers and rows and
+// why (op offload when the run had a GPU); a query of other tokens, phase
+// or layers keeps them exact. The reason survives the stored JSON.
+func TestSummaryPicksNAOfSaysWhichCallsLayersAndRowsWereUnseen(t *testing.T) {
+	sum := &Summary{PicksUnseenCalls: []event.PicksUnseenCall{
+		{Token: 1, Phase: event.PhasePrefill, Tokens: 199, Offload: true, Layers: []event.PicksUnseenLayer{{Layer: 0}, {Layer: 1}, {Layer: 2}, {Layer: 4, Rows: 7}}},
+	}}
+	b, err := summaryValue(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := parseSummary(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	layer := func(l int) *int { return &l }
+	for _, tc := range []struct {
+		name string
+		q    *Query
+		want []string // "" for exact
+	}{
+		{"the whole run", nil, []string{"1 prefill llama_decode call", "token 1 (prefill, 199 tokens): layer 0-2 none of 199 rows seen, layer 4 7 of 199 rows seen", "MUL_MAT_ID on the GPU", "--no-op-offload"}},
+		{"the prefill", &Query{Phase: "prefill"}, []string{"layer 0-2 none"}},
+		{"the decode", &Query{Phase: "decode"}, nil},
+		{"tokens after the prefill", &Query{Token: &[2]uint32{2, 9}}, nil},
+		{"a layer partly seen", &Query{Layer: layer(4)}, []string{"layer 4 7 of 199 rows seen"}},
+		{"a layer wholly seen", &Query{Layer: layer(3)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := s.PicksNAOf(tc.q)
+			if (got == "") != (tc.want == nil) {
+				t.Fatalf("NA %q, want NA: %v", got, tc.want != nil)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("NA %q does not say %q", got, w)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
 )
 
 const naNoMoE = "no MoE layers: the run's models have no *_exps tensors"
@@ -91,8 +92,13 @@ func (r *run) moe() []Table {
 	}
 	for _, p := range []string{"prefill", "decode"} {
 		for _, ml := range layers {
+			why := r.picksNA(p, ml.layer)
 			for e := range ml.experts {
-				act.add(Str(p), I64(ml.layer), I64(e), I64(counts[ck{p, ml.layer, e}]))
+				v := I64(counts[ck{p, ml.layer, e}])
+				if why != "" {
+					v = NA(why)
+				}
+				act.add(Str(p), I64(ml.layer), I64(e), v)
 			}
 		}
 	}
@@ -111,7 +117,9 @@ func (r *run) moe() []Table {
 			ov = append(ov, Overlap(ml.tokens[i-1], ml.tokens[i]))
 		}
 		row := []Value{I64(ml.layer), I64(ml.experts), I64(n)}
-		if n == 0 {
+		if why := r.picksNA("decode", ml.layer); why != "" {
+			row = append(row[:2], NA(why), NA(why), NA(why))
+		} else if n == 0 {
 			row = append(row, NA(naNoPicks), NA(naNoPicks))
 		} else {
 			row = append(row, F64(ent, ""), ratio(ent, math.Log2(float64(ml.experts)), "a layer of one expert has no routing choice"))
@@ -244,4 +252,11 @@ func (r *run) realHitRate(layer int) Value {
 		return NA(naNoPicks + " (or no token start times)")
 	}
 	return F64(float64(h[0])/float64(h[1]), "")
+}
+
+// picksNA says why the router's picks of layer in phase are not all
+// known ("" when they are): unseen in some of the phase's calls, or
+// run-wide (index.Summary.PicksNAOf).
+func (r *run) picksNA(phase string, layer int) string {
+	return r.st.Summary.PicksNAOf(&index.Query{Phase: phase, Layer: &layer})
 }

@@ -84,7 +84,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		na := unmeasured(meta, *allColumns)
 		if q.By == "expert" {
 			if na.Selected = meta.PicksNA(); na.Selected == "" {
-				na.Selected = st.Summary.PicksNA()
+				na.Selected = st.Summary.PicksNAOf(&q)
 			}
 		}
 		// Sorting by a counter the run did not measure would order zeros.

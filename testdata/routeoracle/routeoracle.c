@@ -3,7 +3,7 @@
  * token and layer by layer, as an oracle for iocorr's router probe.
  *
  *   routeoracle -m MODEL.gguf [-p PROMPT] [-n TOKENS] [-t THREADS] [-c CTX] [--no-repack]
- *               [--backends DIR] [-ngl N] [--cpu-moe | --n-cpu-moe N]
+ *               [--backends DIR] [-ngl N] [--cpu-moe | --n-cpu-moe N] [--no-op-offload]
  *
  * It decodes the prompt in one llama_decode call, then generates greedily,
  * one llama_decode per further token (TOKENS calls in all, like
@@ -35,6 +35,11 @@
  * loads them at run time). The router's top-k then runs on the GPU: the
  * callback reads it through ggml_backend_tensor_get, from whichever
  * buffer holds it.
+ *
+ * --no-op-offload clears op_offload in llama_context_params, as llama.cpp's
+ * tools do: by default the scheduler runs an op whose weights sit in the
+ * CPU's buffer on the GPU for a batch of GGML_OP_OFFLOAD_MIN_BATCH (32)
+ * tokens or more, a prefill's MUL_MAT_ID of CPU-resident experts included.
  *
  * Built by testkit/llmtest (BuildRouteOracle) against the public headers
  * and libllama of llama.cpp's shared build.
@@ -107,7 +112,7 @@ static bool on_eval(struct ggml_tensor *t, bool ask, void *ud)
 static void usage(void)
 {
 	fprintf(stderr, "usage: routeoracle -m MODEL.gguf [-p PROMPT] [-n TOKENS] [-t THREADS] [-c CTX] [--no-repack]\n"
-			"                   [--backends DIR] [-ngl N] [--cpu-moe | --n-cpu-moe N]\n");
+			"                   [--backends DIR] [-ngl N] [--cpu-moe | --n-cpu-moe N] [--no-op-offload]\n");
 	exit(2);
 }
 
@@ -115,12 +120,16 @@ int main(int argc, char **argv)
 {
 	const char *model_path = NULL, *prompt = "the quick brown fox", *backends = NULL;
 	int n_gen = 8, threads = 2, n_ctx = 256, n_gpu_layers = 0, cpu_moe = 0;
-	bool repack = true;
+	bool repack = true, op_offload = true;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--no-repack")) {
 			repack = false;
+			continue;
+		}
+		if (!strcmp(a, "--no-op-offload")) {
+			op_offload = false;
 			continue;
 		}
 		if (!strcmp(a, "--cpu-moe")) {
@@ -195,6 +204,7 @@ int main(int argc, char **argv)
 	cp.n_threads = threads;
 	cp.n_threads_batch = threads;
 	cp.no_perf = true;
+	cp.op_offload = op_offload;
 	cp.cb_eval = on_eval;
 	cp.cb_eval_user_data = NULL;
 	struct llama_context *ctx = llama_init_from_model(model, cp);
