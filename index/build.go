@@ -123,17 +123,19 @@ const unseenCallsShown = 3
 func unseenCallsNA(calls []event.PicksUnseenCall) string {
 	phases := map[string]int{}
 	var parts []string
-	offload := false
+	var offloaded, unread, partly bool
 	for i, c := range calls {
 		phases[event.PhaseName(c.Phase)]++
-		offload = offload || c.Offload
-		if i >= unseenCallsShown {
-			continue
-		}
 		// Layers with the same rows seen, together.
 		byRows := map[int32][]uint16{}
 		for _, l := range c.Layers {
 			byRows[l.Rows] = append(byRows[l.Rows], l.Layer)
+			offloaded = offloaded || l.Rows == 0 && c.Offload
+			unread = unread || l.Rows == 0 && !c.Offload
+			partly = partly || l.Rows > 0
+		}
+		if i >= unseenCallsShown {
+			continue
 		}
 		var ls []string
 		for _, n := range slices.Sorted(maps.Keys(byRows)) {
@@ -152,11 +154,17 @@ func unseenCallsNA(calls []event.PicksUnseenCall) string {
 	for _, p := range slices.Sorted(maps.Keys(phases)) {
 		counts = append(counts, fmt.Sprintf("%d %s", phases[p], p))
 	}
-	cause := "the probe did not read those rows of the router's ids"
-	if offload {
-		cause = "their experts stayed on the CPU, but llama.cpp's op offload ran those batches' MUL_MAT_ID on the GPU (from GGML_OP_OFFLOAD_MIN_BATCH tokens, 32 by default), where no CPU graph reads the router's ids; --no-op-offload keeps it on the CPU"
+	var causes []string
+	if offloaded {
+		causes = append(causes, "their experts stayed on the CPU, but llama.cpp's op offload ran those batches' MUL_MAT_ID on the GPU (from GGML_OP_OFFLOAD_MIN_BATCH tokens, 32 by default), where no CPU graph reads the router's ids; --no-op-offload keeps it on the CPU")
 	}
-	return fmt.Sprintf("the router's expert picks were not all seen in %s llama_decode call(s) (%s): %s", strings.Join(counts, " and "), strings.Join(parts, "; "), cause)
+	if unread {
+		causes = append(causes, "the probe did not read the rows of layers none of whose rows were seen")
+	}
+	if partly {
+		causes = append(causes, "where some rows were seen, the probe did not read the others (or, with layers on a GPU, op offload ran a ubatch of the call there)")
+	}
+	return fmt.Sprintf("the router's expert picks were not all seen in %s llama_decode call(s) (%s): %s", strings.Join(counts, " and "), strings.Join(parts, "; "), strings.Join(causes, "; "))
 }
 
 // layerList names layers, runs of consecutive ones as ranges: "0-6, 9".

@@ -331,7 +331,7 @@ func TestSummaryPicksNAOfSaysWhichCallsLayersAndRowsWereUnseen(t *testing.T) {
 		{"the prefill", &Query{Phase: "prefill"}, []string{"layer 0-2 none"}},
 		{"the decode", &Query{Phase: "decode"}, nil},
 		{"tokens after the prefill", &Query{Token: &[2]uint32{2, 9}}, nil},
-		{"a layer partly seen", &Query{Layer: layer(4)}, []string{"layer 4 7 of 199 rows seen"}},
+		{"a layer partly seen", &Query{Layer: layer(4)}, []string{"layer 4 7 of 199 rows seen", "the probe did not read the others"}},
 		{"a layer wholly seen", &Query{Layer: layer(3)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
