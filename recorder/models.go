@@ -108,12 +108,7 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 		return nil, fmt.Errorf("model %s: %w", abs, err)
 	}
 	mf.DataOffset = f.DataOffset
-	for _, t := range f.Tensors {
-		mf.Tensors = append(mf.Tensors, rundir.Tensor{
-			Name: t.Name, Type: t.Type.String(), Shape: dimsU(t.Dims), Offset: t.FileOffset, Size: t.Size,
-			Layer: t.Layer, Role: t.Role, Experts: t.Experts, ExpertStride: t.ExpertSize,
-		})
-	}
+	mf.Tensors = rundir.TensorsOf(f)
 	if mf.Extents, err = blockdev.Extents(abs); err != nil {
 		m.warn(fmt.Sprintf("model %s: no extents, block requests cannot be attributed to it: %v", abs, err))
 	}
@@ -203,14 +198,6 @@ func (m *models) files() []rundir.ModelFile {
 	out := make([]rundir.ModelFile, len(m.list))
 	for i, mf := range m.list {
 		out[i] = *mf
-	}
-	return out
-}
-
-func dimsU(d []int64) []uint64 {
-	out := make([]uint64, len(d))
-	for i, v := range d {
-		out[i] = uint64(v)
 	}
 	return out
 }
