@@ -83,9 +83,22 @@ lint: ## gofmt, go vet and staticcheck (pinned in go.mod's tool block) over ever
 ARM64_SKIP  := TestSynthModelsRunInLlamaCpp
 ARM64_TESTS := ./event ./wire ./ingest ./gguf ./ggml ./rundir ./internal/units ./internal/atomicfile ./internal/procmaps ./internal/elfinfo ./stats ./sweep ./perfetto
 
-cross: ## build iocorr for macOS (arm64) and Windows: the read side (ingest, query, report, export, stats, diff) without the BPF loader; record, sweep and doctor say "Linux only" there
+# The packages that build on any OS, their tests included: the ingest, the
+# read side, the pure internal packages and the test kit their tests use.
+# A test that records (BPF, the page cache, /proc) is in a file tagged
+# linux; internal/layers' test holds this list to its read side.
+CROSS_PKGS := ./wire ./ingest ./correlate ./pipeline ./event ./gguf ./ggml ./rundir ./index \
+	./stats ./perfetto ./sweep ./diff ./predict ./output ./report ./dataset ./cmd/iocorr \
+	./internal/kernel ./internal/units ./internal/atomicfile ./internal/procmaps \
+	./internal/elfinfo ./internal/extsort ./internal/varint ./internal/protowalk \
+	./testkit/testenv ./testkit/llmtest ./testkit/spooltest ./testkit/storetest \
+	./testkit/runtest ./testkit/perfettotest ./testkit/ducktest ./testkit/browsertest
+
+cross: ## build iocorr for macOS (arm64) and Windows, and vet the packages that must build there with their tests: the read side (ingest, query, report, export, stats, diff) without the BPF loader; record, sweep, doctor and pin say "Linux only" there
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/iocorr
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/iocorr
+	GOOS=darwin GOARCH=arm64 $(GO) vet $(CROSS_PKGS)
+	GOOS=windows GOARCH=amd64 $(GO) vet $(CROSS_PKGS)
 
 arm64: ## cross-build for linux/arm64 (no clang: the arm64 BPF object is committed) and run the pure packages' tests under qemu-user
 	GOARCH=arm64 $(GO) build ./...

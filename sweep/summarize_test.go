@@ -5,7 +5,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/sweep"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
@@ -14,7 +14,7 @@ import (
 // faults among three of 10 ns stall each; token 3 has a fourth fault (on
 // anonymous memory, stalled 10 ns too).
 func TestSweepFiguresComeFromTheDecodeTokens(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	var r sweep.Row
 	if err := sweep.Summarize(dir, &r); err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
 )
 
 // recordForced records args with `iocorr record` with the features
@@ -50,7 +53,7 @@ func recordForced(t *testing.T, without, capName string, args ...string) string 
 func TestACapabilityWithNoPathIsNAWithItsReasonInEveryOutput(t *testing.T) {
 	requireBPF(t)
 	toucher := llmtest.BuildToucher(t)
-	model, f := pageableMoE(t)
+	model, f := rectest.PageableMoE(t)
 	tn := f.Tensor("blk.0.attn_q.weight")
 	page := (tn.FileOffset+4095)/4096 + 1
 	faults := []string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns"}

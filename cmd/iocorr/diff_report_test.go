@@ -1,64 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/iocorr/iocorr/report"
-	"github.com/iocorr/iocorr/testkit/browsertest"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
-// TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures: `iocorr
-// report A B` of two real runs of different models, opened from disk in
-// headless Chromium, logs no error and draws the comparisons and both
-// runs' own charts at a non-zero size; the page names both models and the
-// tensors only A's has. The screenshot goes to $IOCORR_PAIR_SCREENSHOT
-// when set.
-func TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures(t *testing.T) {
-	a, b, modelA, modelB := rectest.RecordedPair(t)
-	browsertest.Require(t)
-	out := filepath.Join(t.TempDir(), "pair.html")
-	stdoutText, errOut, err := runCmd(t, "report", "-o", out, a, b)
-	if err != nil {
-		t.Fatalf("report A B: %v\n%s", err, errOut)
-	}
-	page, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{filepath.Base(modelA), filepath.Base(modelB), a, b, "only in run A: 20 tensors: blk.6."} {
-		if !bytes.Contains(page, []byte(s)) {
-			t.Errorf("the page does not name %q", s)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	p, err := browsertest.Open(ctx, out, browsertest.Options{Width: 1400, Height: 2400})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Errors) > 0 {
-		t.Errorf("the browser logged errors: %q", p.Errors)
-	}
-	if probs := p.Check(report.PairChartNames(true, true)); len(probs) > 0 {
-		t.Errorf("charts:\n%s", strings.Join(probs, "\n"))
-	}
-	if s := os.Getenv("IOCORR_PAIR_SCREENSHOT"); s != "" {
-		if err := os.WriteFile(s, p.Screenshot, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("%s: %d bytes, %d charts drawn", strings.TrimSpace(stdoutText), len(page), len(p.Charts))
-}
-
 func TestReportOfTwoRunsBadUsageIsOneLineError(t *testing.T) {
-	a := rectest.TinyRun(t)
+	a := runtest.TinyRun(t)
 	out := filepath.Join(t.TempDir(), "r.html")
 	for _, tc := range []struct {
 		name string

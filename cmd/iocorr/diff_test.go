@@ -2,16 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 func TestDiffBadUsageIsOneLineError(t *testing.T) {
-	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
+	a, b := runtest.TinyRun(t), runtest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -46,64 +44,11 @@ func TestDiffBadUsageIsOneLineError(t *testing.T) {
 	}
 }
 
-// TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas: the tensors
-// of the shared run's model that smallerMoE has not (layers 6 and 7) are
-// named, with their count, after the table and on stderr beside JSON, and
-// every row of theirs has b NA.
-func TestDiffOfRunsOfDifferentModelsSaysWhichTensorsOnlyOneHas(t *testing.T) {
-	a, b, modelA, modelB := rectest.RecordedPair(t)
-	namesA, namesB := rectest.TensorNames(t, modelA), rectest.TensorNames(t, modelB)
-	var only []string
-	for n := range namesA {
-		if !namesB[n] {
-			only = append(only, n)
-		}
-	}
-	if len(only) == 0 {
-		t.Fatal("the models have the same tensors")
-	}
-	for n := range namesB {
-		if !namesA[n] {
-			t.Fatalf("%s is only in B's model", n)
-		}
-	}
-	line := fmt.Sprintf("only in run A: %d tensors: ", len(only))
-	out, _, err := runCmd(t, "diff", a, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, line) || !strings.Contains(out, "blk.6.") || strings.Contains(out, "only in run B") {
-		t.Errorf("the table does not say %q:\n%s", line, out)
-	}
-	if !strings.Contains(out, "NA: run B: the tensor is not in run B's model") {
-		t.Errorf("the table does not give the NA's reason:\n%s", out)
-	}
-	_, errOut, err := runCmd(t, "diff", "--format", "csv", a, b)
-	if err != nil || !strings.Contains(errOut, "iocorr: note: "+line) {
-		t.Errorf("stderr beside CSV %q (%v), want a note %q", errOut, err, line)
-	}
-	nonly := map[string]bool{}
-	for _, r := range jsonRows(t, "diff", "--tensor", "blk.*", a, b) {
-		name := r["tensor"].(string)
-		if !slices.Contains(only, name) {
-			continue
-		}
-		nonly[name] = true
-		if r["in"] != "a" || r["b"] != nil || r["na_reason"] != "run B: the tensor is not in run B's model" {
-			t.Errorf("%s %s: in %v, b %v, reason %v", name, r["counter"], r["in"], r["b"], r["na_reason"])
-		}
-	}
-	if len(nonly) == 0 {
-		t.Error("no row of a tensor only A has: layers 6-7 read nothing?")
-	}
-	t.Logf("%d tensors only in A, %d of them with rows", len(only), len(nonly))
-}
-
 // TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput: B's recorder did
 // not finish; stderr names run B and its directory, CSV starts with a
 // comment and every JSON row carries it, prefixed "run B: ".
 func TestDiffOfAnUnfinishedRunSaysWhichRunInEveryOutput(t *testing.T) {
-	a, b := rectest.TinyRun(t), rectest.TinyRun(t)
+	a, b := runtest.TinyRun(t), runtest.TinyRun(t)
 	meta := unfinish(t, b)
 	status := "run B: " + meta.Status()
 	for _, format := range []string{"table", "csv", "json"} {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // A run that counted the faults outside the model files in the kernel has
@@ -18,7 +18,7 @@ import (
 // sidecar); a run that recorded them one by one says nothing of it.
 func TestOutputsOfEachFaultSayWhyFaultsCountedInTheKernelAreNotThere(t *testing.T) {
 	for _, counted := range []bool{true, false} {
-		dir := rectest.TinyRun(t)
+		dir := runtest.TinyRun(t)
 		m, err := rundir.ReadMeta(dir)
 		if err != nil {
 			t.Fatal(err)

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/perfetto"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // `export perfetto` writes to its -o file the bytes perfetto.WriteFile
 // writes of the run (perfetto's tests hold those to the store), and
 // refuses stdout and --format: the trace is binary, and its own format.
 func TestExportPerfettoWritesTheTraceAndRefusesStdoutAndFormat(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	path := filepath.Join(t.TempDir(), "trace.pftrace")
 	if _, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", path); err != nil {
 		t.Fatalf("export perfetto: %v\n%s", err, errOut)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/ducktest"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // pyRead is the script that reads an export as a study's first reader
@@ -63,7 +63,7 @@ func pyRows(t *testing.T, path, format string) (header []string, rows []map[stri
 // defaultTierRun is the tiny run as the default tier records it: no
 // page-cache counters.
 func defaultTierRun(t *testing.T) string {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	meta, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/testkit/ducktest"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // checkStatsParquetEqualsJSON exports the stats tables of the run in dir
@@ -109,13 +109,13 @@ func sameCell(got, want any) bool {
 }
 
 func TestStatsParquetTablesReadInDuckDBAsStatsPrintsThem(t *testing.T) {
-	if n := checkStatsParquetEqualsJSON(t, rectest.TinyRun(t)); n < 100 {
+	if n := checkStatsParquetEqualsJSON(t, runtest.TinyRun(t)); n < 100 {
 		t.Errorf("compared %d cells: the tiny run's stats should give more", n)
 	}
 }
 
 func TestExportStatsAsTextIsOneNamedTable(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	if _, _, err := runCmd(t, "export", "-i", dir, "stats"); err == nil || !strings.Contains(err.Error(), "--table") {
 		t.Errorf("export stats without --table: %v, want a usage error naming --table", err)
 	}

@@ -1,13 +1,7 @@
 package main
 
-import (
-	"github.com/iocorr/iocorr/testkit/rectest"
-	"github.com/iocorr/iocorr/testkit/spooltest"
-)
+import "github.com/iocorr/iocorr/testkit/spooltest"
 
 // The end-to-end tests still in this package (the recorder's, moving
-// beside it) read runs with rectest's checks and spooltest's readers.
-var (
-	spoolEvents = spooltest.Events
-	pageableMoE = rectest.PageableMoE
-)
+// beside it) read runs with spooltest's readers.
+var spoolEvents = spooltest.Events

@@ -10,7 +10,7 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/testkit/ducktest"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // exportParquet runs iocorr export KIND --format parquet into a file.
@@ -125,7 +125,7 @@ func checkParquetAgreesWithStore(t *testing.T, dir string) storeSums {
 }
 
 func TestParquetExportsSumInDuckDBToTheStore(t *testing.T) {
-	want := checkParquetAgreesWithStore(t, rectest.TinyRun(t))
+	want := checkParquetAgreesWithStore(t, runtest.TinyRun(t))
 	// The tiny run's totals, as TestExportSumsEqualTheTotals knows them,
 	// so that an empty store cannot agree with empty files.
 	var faults, read uint64
@@ -140,7 +140,7 @@ func TestParquetExportsSumInDuckDBToTheStore(t *testing.T) {
 // The columns are the CSV's, in its order, with types a reader needs
 // no cast for.
 func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	db := ducktest.Open(t)
 	for _, kind := range exportKinds {
 		t.Run(kind, func(t *testing.T) {
@@ -182,7 +182,7 @@ func TestParquetColumnsAreTheCSVsWithTheirTypes(t *testing.T) {
 // The run's status is the file's key-value metadata "run_status": the
 // Status() line of a partial run, "complete" otherwise.
 func TestParquetCarriesTheRunStatus(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	status := func() string {
 		var v string
 		err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT decode(value) FROM parquet_kv_metadata('%s') WHERE decode(key) = 'run_status'`,
@@ -202,7 +202,7 @@ func TestParquetCarriesTheRunStatus(t *testing.T) {
 }
 
 func TestParquetNeedsAnOutputFile(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	out, _, err := runCmd(t, "export", "-i", dir, "events", "--format", "parquet")
 	if err == nil || !strings.Contains(err.Error(), "give -o FILE") || out != "" {
 		t.Errorf("parquet to stdout: %v, %d bytes written", err, len(out))

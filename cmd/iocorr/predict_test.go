@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // predict over a run recorded without a memory limit: the run's own row
@@ -16,7 +16,7 @@ import (
 // beside na_reason: never a zero. plan over it refuses in one line and
 // writes no file.
 func TestPredictAndPlanSayWhyARunWithoutALimitPredictsNothing(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	out, errOut, err := runCmd(t, "predict", "-i", dir, "--mem-limit", "96MiB,128MiB", "--format", "json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
@@ -51,7 +51,7 @@ func TestPredictAndPlanSayWhyARunWithoutALimitPredictsNothing(t *testing.T) {
 }
 
 func TestPredictRefusesBadInputInOneLine(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	other := filepath.Join(t.TempDir(), "plan.json")
 	if err := os.WriteFile(other, []byte(`{"model":{"path":"/elsewhere.gguf","size":1,"tensors":1,"tensor_table_sha256":"00"},"budget_bytes":1,"pinned_bytes":0,"ranges":[],"recommendation":"pin nothing"}`), 0o644); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
 // unfinish makes the run in dir one whose recorder did not finish, and
@@ -101,7 +101,7 @@ func jsonUint(t *testing.T, v any) (n uint64, ok bool) {
 }
 
 func TestQueryTensorPrintsOneRowPerToken(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	out, _, err := runCmd(t, "query", "-i", dir, "--tensor", "blk.*.ffn_down.weight", "--format", "csv")
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestQueryTensorPrintsOneRowPerToken(t *testing.T) {
 }
 
 func TestQueryFiltersGroupsSortsAndTops(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -189,7 +189,7 @@ func TestQueryFiltersGroupsSortsAndTops(t *testing.T) {
 }
 
 func TestQueryBadInputIsOneLineError(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	tests := []struct {
 		name string
 		args []string
@@ -226,7 +226,7 @@ func TestQueryBadInputIsOneLineError(t *testing.T) {
 }
 
 func TestExportSumsEqualTheTotals(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	export := func(kind string) []map[string]string {
 		out, _, err := runCmd(t, "export", "-i", dir, kind)
 		if err != nil {
@@ -283,7 +283,7 @@ func TestExportSumsEqualTheTotals(t *testing.T) {
 }
 
 func TestExportFormats(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	t.Run("csv is RFC 4180", func(t *testing.T) {
 		out, _, err := runCmd(t, "export", "-i", dir, "faults-per-token")
 		if err != nil {
@@ -334,7 +334,7 @@ func TestExportFormats(t *testing.T) {
 }
 
 func TestExportEventsFilters(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	tests := []struct {
 		args  []string
 		n     int
@@ -367,7 +367,7 @@ func TestExportEventsFilters(t *testing.T) {
 }
 
 func TestExportToAFileLeavesNothingElse(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, "tokens.csv")
 	if _, _, err := runCmd(t, "export", "-i", dir, "faults-per-token", "-o", out); err != nil {
@@ -392,7 +392,7 @@ func TestExportToAFileLeavesNothingElse(t *testing.T) {
 }
 
 func TestExportRejectsBadUsage(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	for _, args := range [][]string{{"bogus"}, {"events", "--format", "xml"}, {}, {"faults-per-token", "--tensor", "x"},
 		{"events", "--token", "x"}, {"events", "extra"}, {"events", "--layer", "7"}} {
 		_, _, err := runCmd(t, append([]string{"export", "-i", dir}, args...)...)
@@ -407,7 +407,7 @@ func TestExportRejectsBadUsage(t *testing.T) {
 }
 
 func TestIngestIsIdempotentAndRejectsANonRun(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	_, errOut, err := runCmd(t, "ingest", dir)
 	if err != nil || !strings.Contains(errOut, "up to date") {
 		t.Errorf("second ingest: %v %q, want up to date", err, errOut)
@@ -432,7 +432,7 @@ func notIngested(t *testing.T) string {
 // (which a CSV reader told of comments skips), a run_status field in
 // every JSON object; tables stay tables.
 func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	meta := unfinish(t, dir)
 	status := meta.Status()
 	for _, cmd := range [][]string{{"query", "--by", "tensor"}, {"export", "faults-per-token"}, {"export", "events"}} {
@@ -489,7 +489,7 @@ func TestAnUnfinishedRunSaysSoInEveryOutput(t *testing.T) {
 // Event classes are names in every format: minor, major, unaccounted for
 // faults, read or write for block requests, empty for page-cache events.
 func TestExportEventsNameTheirClassInEveryFormat(t *testing.T) {
-	dir := rectest.TinyRun(t)
+	dir := runtest.TinyRun(t)
 	// The tiny run's faults and block reads, in time order, for --token 1.
 	want := []string{"major", "", "minor", "", "major", "", "read", ""}
 	for _, format := range []string{"table", "csv", "json", "jsonl"} {
@@ -552,7 +552,7 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 		{"get_rows failed to attach", []rundir.Probe{{Kind: "uprobe", Target: "lib.so", Symbol: ggml.SymGetRows, Error: "EPERM"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := rectest.TinyRun(t)
+			dir := runtest.TinyRun(t)
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
 				t.Fatal(err)

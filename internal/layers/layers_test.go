@@ -1,7 +1,10 @@
 package layers_test
 
 import (
+	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,6 +40,7 @@ var floor = map[string]int{
 	// 7–8: the store, and what reads it.
 	"index":    7,
 	"pipeline": 8, "stats": 8, "perfetto": 8, "testkit/storetest": 8,
+	"testkit/runtest": 9,
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
 	"sweep": 9, "recorder": 9, "diff": 9,
 	"output": 10, "report": 10, "doctor": 10, "recorder/sweeprun": 10, "testkit/rectest": 10,
@@ -50,12 +54,13 @@ var floor = map[string]int{
 // render it: none of them may link the BPF loader, its decoder, the
 // correlator or cilium/ebpf, so a report or an export builds and runs
 // where BPF does not.
-var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff", "dataset"}
+var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff", "predict", "dataset"}
 
 // offline are the packages that turn a recorded spool into a store: they
 // read the records the loader wrote, never the loader, so a run recorded
-// on Linux is ingested anywhere.
-var offline = []string{"wire", "ingest", "correlate", "pipeline"}
+// on Linux is ingested anywhere (testkit/runtest writes such a spool and
+// ingests it, for the read side's tests there).
+var offline = []string{"wire", "ingest", "correlate", "pipeline", "testkit/runtest"}
 
 var loader = []string{module + "bpf", module + "recorder", "github.com/cilium/ebpf"}
 
@@ -115,6 +120,32 @@ func requireNoLinks(t *testing.T, pkgs, forbidden []string) {
 					t.Errorf("%s links %s", pkg, dep)
 				}
 			}
+		}
+	}
+}
+
+// crossPkgs are the packages `make cross` vets, tests included, for macOS
+// and Windows: the Makefile's CROSS_PKGS.
+func crossPkgs(t *testing.T) []string {
+	t.Helper()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CROSS_PKGS\s*:=((?:.*\\\n)*.*)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("the Makefile has no CROSS_PKGS")
+	}
+	return strings.Fields(strings.ReplaceAll(string(m[1]), "\\\n", " "))
+}
+
+// What reads a run and what ingests one build, with their tests, wherever
+// a run is copied to: `make cross` vets each of them for macOS and Windows.
+func TestMakeCrossVetsTheReadSideAndTheIngest(t *testing.T) {
+	cross := crossPkgs(t)
+	for _, pkg := range append(slices.Clone(readSide), offline...) {
+		if !slices.Contains(cross, "./"+pkg) {
+			t.Errorf("%s is not in the Makefile's CROSS_PKGS: make cross would not vet it for macOS and Windows", pkg)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -133,9 +134,18 @@ func pruneRecorded() {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		// Signal 0 checks the process exists; EPERM means it does.
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+		if !running(pid) {
 			os.RemoveAll(d)
 		}
 	}
+}
+
+// running reports whether process pid may still run: signal 0 only checks
+// that it exists (a process of another user answers EPERM, and runs).
+func running(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }

@@ -1,4 +1,9 @@
-package rectest
+// Package runtest writes the read side's runs of known events: a run
+// directory as the recorder leaves it (meta.json and a spool of the
+// records bpf/iocorr.h defines), ingested through the real pipeline, with
+// no tracer. It links neither the recorder nor the BPF loader, so the
+// tests that read such a run build wherever the read side does.
+package runtest
 
 import (
 	"path/filepath"
