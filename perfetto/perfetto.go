@@ -92,7 +92,7 @@ func (b *builder) build() error {
 	if err := b.storeEvents(); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(b.meta.ProbeSet, "ops") {
+	if !b.meta.HasProbeSet(rundir.ProbeSetOps) {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "ops: recorded only with --probe ops")
 	}
 	if why := b.meta.FaultDetailNA(); why != "" {
@@ -102,7 +102,7 @@ func (b *builder) build() error {
 			anns: []annotation{annS("why", why)}})
 	}
 	b.threadStates()
-	if !strings.Contains(b.meta.ProbeSet, "sched") {
+	if !b.meta.HasProbeSet(rundir.ProbeSetSched) {
 		b.sum.NotInTrace = append(b.sum.NotInTrace, "thread states: recorded only with --probe sched")
 	}
 	return nil

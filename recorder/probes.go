@@ -29,12 +29,12 @@ func ParseProbes(s string) (Probes, error) {
 	var p Probes
 	for _, set := range strings.Split(s, ",") {
 		switch set {
-		case "graph":
-		case "ops":
+		case rundir.ProbeSetGraph:
+		case rundir.ProbeSetOps:
 			p.Ops = true
-		case "sched":
+		case rundir.ProbeSetSched:
 			p.Sched = true
-		case "faults":
+		case rundir.ProbeSetFaults:
 			p.Faults = true
 		case rundir.TierPageCache:
 			p.PageCache = true
@@ -48,18 +48,18 @@ func ParseProbes(s string) (Probes, error) {
 // String is the probe sets as meta.json's probe_set spells them: "graph"
 // or "ops", then ",pagecache", ",sched" and ",faults" when on.
 func (p Probes) String() string {
-	s := "graph"
+	s := rundir.ProbeSetGraph
 	if p.Ops {
-		s = "ops"
+		s = rundir.ProbeSetOps
 	}
 	if p.PageCache {
 		s += "," + rundir.TierPageCache
 	}
 	if p.Sched {
-		s += ",sched"
+		s += "," + rundir.ProbeSetSched
 	}
 	if p.Faults {
-		s += ",faults"
+		s += "," + rundir.ProbeSetFaults
 	}
 	return s
 }

@@ -33,9 +33,16 @@ func TestParseProbesReadsTheProbeSetsAndSpellsThemAsMetaDoes(t *testing.T) {
 			if got.String() != tc.probeSet || got.Tier() != tc.tier {
 				t.Errorf("probe set %q, tier %q; want %q, %q", got.String(), got.Tier(), tc.probeSet, tc.tier)
 			}
-			// What meta.json says reads back as the same sets.
+			// What meta.json says reads back as the same sets, here and
+			// on the read side.
 			if again, err := ParseProbes(got.String()); err != nil || again != got {
 				t.Errorf("ParseProbes(%q) = %+v, %v", got.String(), again, err)
+			}
+			m := rundir.Meta{ProbeSet: got.String()}
+			read := Probes{Ops: m.HasProbeSet(rundir.ProbeSetOps), PageCache: m.HasProbeSet(rundir.TierPageCache),
+				Sched: m.HasProbeSet(rundir.ProbeSetSched), Faults: m.HasProbeSet(rundir.ProbeSetFaults)}
+			if read != got || m.HasProbeSet(rundir.ProbeSetGraph) == got.Ops {
+				t.Errorf("rundir reads probe set %q as %+v (graph %v); want %+v", got.String(), read, m.HasProbeSet(rundir.ProbeSetGraph), got)
 			}
 		})
 	}

@@ -236,7 +236,7 @@ func (h *headerFields) probes(m *rundir.Meta) {
 			kinds[p.Kind]++
 		}
 	}
-	h.add("probes", "probe set %s: %d attached (%s)", cmp.Or(m.ProbeSet, "graph"), ok, sortedKV(kinds))
+	h.add("probes", "probe set %s: %d attached (%s)", cmp.Or(m.ProbeSet, rundir.ProbeSetGraph), ok, sortedKV(kinds))
 	for _, s := range failed {
 		h.add("not probed", "%s", s)
 	}

@@ -1,9 +1,11 @@
 package rundir
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // TracepointSysEnterRead is the tracepoint behind the bytes that read(2)
@@ -94,6 +96,22 @@ const (
 	// TierPageCache adds every page-cache add and eviction of the models.
 	TierPageCache = "pagecache"
 )
+
+// The probe sets (record --probe) as Meta.ProbeSet names them, beside
+// TierPageCache: graph or ops first, then the others that were on.
+const (
+	ProbeSetGraph  = "graph"
+	ProbeSetOps    = "ops"
+	ProbeSetSched  = "sched"
+	ProbeSetFaults = "faults"
+)
+
+// HasProbeSet says whether the run was recorded with the probe set name
+// (a ProbeSet constant or TierPageCache). A run that names none recorded
+// the default, graph.
+func (m *Meta) HasProbeSet(name string) bool {
+	return slices.Contains(strings.Split(cmp.Or(m.ProbeSet, ProbeSetGraph), ","), name)
+}
 
 // SymbolGetRows is the ggml function whose probe records the router's
 // expert picks (ggml.SymGetRows), named as the recorder writes it in

@@ -163,3 +163,34 @@ func TestCounterNAFollowsTheCapabilitiesTheKernelHad(t *testing.T) {
 		}
 	}
 }
+
+func TestHasProbeSetReadsTheCommaSeparatedSets(t *testing.T) {
+	tests := []struct {
+		probeSet string
+		has      []string
+		hasNot   []string
+	}{
+		{"", []string{"graph"}, []string{"ops", "sched", "pagecache", "faults"}},
+		{"graph", []string{"graph"}, []string{"ops", "sched", "pagecache", "faults"}},
+		{"ops", []string{"ops"}, []string{"graph", "sched", "pagecache", "faults"}},
+		{"ops,pagecache,sched", []string{"ops", "pagecache", "sched"}, []string{"graph", "faults"}},
+		{"graph,faults", []string{"graph", "faults"}, []string{"ops", "sched", "pagecache"}},
+		// A name is a whole set, never a part of one.
+		{"graph,schedx", []string{"graph", "schedx"}, []string{"sched", "sch", "", "graph,schedx"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.probeSet, func(t *testing.T) {
+			m := rundir.Meta{ProbeSet: tc.probeSet}
+			for _, name := range tc.has {
+				if !m.HasProbeSet(name) {
+					t.Errorf("HasProbeSet(%q) = false", name)
+				}
+			}
+			for _, name := range tc.hasNot {
+				if m.HasProbeSet(name) {
+					t.Errorf("HasProbeSet(%q) = true", name)
+				}
+			}
+		})
+	}
+}

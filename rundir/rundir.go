@@ -55,7 +55,8 @@ type Meta struct {
 	Host Host `json:"host"`
 
 	// ProbeSet is "graph" (default) or "ops", followed by ",pagecache" in
-	// the pagecache tier and ",sched" when scheduler events were recorded.
+	// the pagecache tier, ",sched" when scheduler events were recorded and
+	// ",faults" when every fault was; read it with HasProbeSet.
 	ProbeSet string `json:"probe_set"`
 	// Tier is TierDefault or TierPageCache; empty in runs recorded before
 	// tiers, which all recorded page-cache events.
