@@ -186,8 +186,7 @@ func (r *recording) probeMapped(pid int) {
 	if !model {
 		return
 	}
-	r.mapsN++
-	snap, err := proc.SnapshotMaps(r.o.Dir, r.mapsN, pid, proc.MonotonicNS())
+	snap, err := proc.SnapshotMaps(r.o.Dir, r.probed.nextMaps(), pid, proc.MonotonicNS())
 	if err != nil {
 		r.warn(err.Error())
 		return

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -192,13 +191,9 @@ type recording struct {
 	ops *opCosts
 	// layout validates the ggml struct layout against each graph node.
 	layout layoutCheck
-
-	// filesMu guards what the recording learns of the files it probes
-	// and the maps it snapshots.
-	filesMu  sync.Mutex
-	searched []string // files inspected for llama/ggml symbols
-	mapsN    int
-	libs     map[string]rundir.Library // build ids, read once per file
+	// probed is the files searched for symbols, their libraries and the
+	// maps snapshots' count.
+	probed *probedFiles
 }
 
 // tracefsHint explains a tracepoint that could not attach when tracefs is
@@ -251,21 +246,10 @@ func (r *recording) snapshot() rundir.Meta {
 		m.Probes, m.Libraries = nil, nil
 		m.Capabilities = capabilities(tr.Capabilities())
 		m.FaultsCounted = tr.FaultsCounted()
-		seenLib := map[string]bool{}
 		for _, p := range probes {
 			m.Probes = append(m.Probes, rundir.Probe{Kind: p.Kind, Target: p.Target, Symbol: p.Symbol, Error: p.Error, LandingPad: p.Pad})
-			if (strings.HasPrefix(p.Kind, "uprobe") || p.Kind == "uretprobe") && p.Error == "" && !seenLib[p.Target] {
-				seenLib[p.Target] = true
-				r.filesMu.Lock()
-				lib, ok := r.libs[p.Target]
-				if !ok {
-					lib = libraryInfo(p.Target)
-					r.libs[p.Target] = lib
-				}
-				r.filesMu.Unlock()
-				m.Libraries = append(m.Libraries, lib)
-			}
 		}
+		m.Libraries = r.probed.libraries(probes)
 		tensor, graph := lay.Map()
 		m.Layout = &rundir.Layout{Source: lay.Source, Tensor: tensor, Graph: graph}
 		if layoutOK {
@@ -324,7 +308,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		}
 		if exit != nil && !r.hasUserProbes() {
 			r.warn(fmt.Sprintf("no llama.cpp symbols (%s) found, kernel events only; searched: %s",
-				strings.Join(ggml.ProbeSymbols, ", "), strings.Join(r.searched, ", ")))
+				strings.Join(ggml.ProbeSymbols, ", "), strings.Join(r.probed.searchedFiles(), ", ")))
 		}
 		// Graphs whose nodes could not be read at all (a wrong node
 		// count or array offset) validate nothing: the layout is as
@@ -333,10 +317,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 			r.warn(layoutFailed(r.sess.tr.Layout(), err))
 		}
 		if exit != nil {
-			r.filesMu.Lock()
-			searched := append([]string(nil), r.searched...)
-			r.filesMu.Unlock()
-			for _, w := range missingCapabilities(r.sess.tr.Probes(), searched, r.o.Probes.Ops, r.hasExperts()) {
+			for _, w := range missingCapabilities(r.sess.tr.Probes(), r.probed.searchedFiles(), r.o.Probes.Ops, r.hasExperts()) {
 				r.warn(w)
 			}
 
@@ -393,9 +374,7 @@ func (r *recording) hasUserProbes() bool {
 // probed (and the layout and op names read from the file) goes to
 // meta.json at once.
 func (r *recording) attach(path string) {
-	r.filesMu.Lock()
-	r.searched = append(r.searched, path)
-	r.filesMu.Unlock()
+	r.probed.search(path)
 	if _, err := r.sess.tr.AttachUser(path); err != nil {
 		r.warn(err.Error())
 	}
@@ -464,11 +443,7 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 		r.warn(fmt.Sprintf("model %s became known only when it was mapped: its page-cache events before that are not in the record (name it with --model)", path))
 		r.writer.changed()
 	}
-	r.filesMu.Lock()
-	r.mapsN++
-	n := r.mapsN
-	r.filesMu.Unlock()
-	snap, err := proc.SnapshotMaps(r.o.Dir, n, pid, e.Hdr.Ts)
+	snap, err := proc.SnapshotMaps(r.o.Dir, r.probed.nextMaps(), pid, e.Hdr.Ts)
 	if err != nil {
 		r.warn(err.Error())
 		return

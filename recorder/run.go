@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // the directory says what was attempted (Finished stays false until the
 // end), and holds back the disk space its last one needs.
 func prepare(o *Options) (*recording, error) {
-	r := &recording{runMeta: runMeta{dir: o.Dir, stderr: o.Stderr}, o: o, libs: map[string]rundir.Library{}}
+	r := &recording{runMeta: runMeta{dir: o.Dir, stderr: o.Stderr}, o: o, probed: newProbedFiles()}
 	r.fam = newFamily(r.warn)
 	r.m = rundir.Meta{
 		Version: o.Version, Command: o.Argv, Host: proc.HostInfo(), ProbeSet: o.Probes.String(), Tier: o.Probes.Tier(),
