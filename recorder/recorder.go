@@ -174,12 +174,8 @@ type recording struct {
 	// blockUnfinished counts the block requests put in the spool from
 	// BPF's pending map at the end (takeUnfinishedBlockRequests).
 	blockUnfinished uint64
-	// cpuAtRelease and cpuAtExit are the recorder's own CPU when it let
-	// the command run and when the command exited (rundir.Recorder).
-	cpuAtRelease, cpuAtExit int64
-	// wakesAtRelease and wakesAtExit are its voluntary context switches
-	// then (rundir.Recorder.WakesWhile).
-	wakesAtRelease, wakesAtExit int64
+	// cost is the recorder's own CPU and wakes (meta.json's recorder).
+	cost selfCost
 	// snaps takes the models' residency at token starts (residency.go);
 	// filemapFaults is what the kernel counted instead of recording.
 	snaps         *snapshotter
@@ -331,14 +327,8 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 	r.mu.Unlock()
 	r.m.Complete = exit != nil && derr == nil && nlost == 0 && exit.Signal == ""
 	r.m.Finished = true
-	var self unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err == nil {
-		r.m.Recorder = &rundir.Recorder{MaxRSSKiB: self.Maxrss, UserNS: unix.TimevalToNsec(self.Utime), SystemNS: unix.TimevalToNsec(self.Stime)}
-		if r.cpuAtRelease > 0 && r.cpuAtExit >= r.cpuAtRelease {
-			r.m.Recorder.BeforeNS, r.m.Recorder.WhileNS = r.cpuAtRelease, r.cpuAtExit-r.cpuAtRelease
-			w := r.wakesAtExit - r.wakesAtRelease
-			r.m.Recorder.WakesWhile = &w
-		}
+	if rec := r.cost.summary(); rec != nil {
+		r.m.Recorder = rec
 	}
 	r.finishMeta()
 }

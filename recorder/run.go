@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/blockdev"
@@ -341,7 +339,7 @@ type ended struct {
 func (r *recording) trace(ctx context.Context, child *launch.Child) (ended, error) {
 	tr := r.begin()
 	stopForward := child.ForwardSignals()
-	r.cpuAtRelease, r.wakesAtRelease = selfUsage()
+	r.cost.released()
 	if err := child.Release(); err != nil {
 		stopForward()
 		tr.stopDrain()
@@ -357,7 +355,7 @@ func (r *recording) trace(ctx context.Context, child *launch.Child) (ended, erro
 	e.err = derr
 	e.sigs = stopForward()
 	e.exit = child.Wait()
-	r.cpuAtExit, r.wakesAtExit = selfUsage()
+	r.cost.exited()
 	if !drained {
 		r.fam.await(ctx, r.sess.tr.TracedProcesses)
 	}
@@ -555,16 +553,6 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 		}
 		r.warn(fmt.Sprintf("the command was killed by %s%s", e.exit.Signal, hint))
 	}
-}
-
-// selfUsage is the recorder's own CPU so far (user+sys) and its voluntary
-// context switches, 0 when unknown.
-func selfUsage() (cpuNS, wakes int64) {
-	var self unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err != nil {
-		return 0, 0
-	}
-	return unix.TimevalToNsec(self.Utime) + unix.TimevalToNsec(self.Stime), self.Nvcsw
 }
 
 // stopSnapshots ends the residency snapshots and puts what they did in
