@@ -439,7 +439,14 @@ func (c *Correlator) Add(r ingest.Record) error {
 		c.place(r.Place())
 	case uint16(wire.EventTypeEV_BUFNAME):
 		b := r.BufName()
-		c.bufName[b.Buffer] = wire.CString(b.Name[:])
+		// An empty name is the recorder's word, at the run's end, that
+		// the name of a buffer the kernel could not read could not be
+		// found in a file either: it never hides a name read before.
+		if name := wire.CString(b.Name[:]); name != "" {
+			c.bufName[b.Buffer] = name
+		} else if c.bufName[b.Buffer] == "" {
+			c.bufName[b.Buffer] = event.DeviceUnnamed
+		}
 	case uint16(wire.EventTypeEV_READ):
 		c.read(r.Read())
 	case uint16(wire.EventTypeEV_MMAP):

@@ -35,7 +35,8 @@ type Tensor struct {
 	// Device is the name of the backend buffer that holds the weight while
 	// the run computes, as ggml names it ("CPU_Mapped": streamed from the
 	// mapped file; "Vulkan0", "CUDA0", "CPU_REPACK": copied there while
-	// loading); "" when no probe saw it (query names that "[unknown]").
+	// loading); "" when no probe saw it (query names that DeviceUnknown),
+	// DeviceUnnamed when its buffer's name could not be read.
 	Device string `json:"device,omitempty"`
 	// Copied is set when the loader copied the weight from the model's
 	// mapping into its buffer (ggml_backend_tensor_set): its load-time
@@ -45,6 +46,24 @@ type Tensor struct {
 
 // DeviceUnknown names the device of a weight no probe placed.
 const DeviceUnknown = "[unknown]"
+
+// DeviceUnnamed is the device of a weight whose buffer the probes saw
+// but whose name they could not read: unreadable at every return of
+// ggml_backend_buffer_name in its thread, and at the run's end in no file
+// the process had mapped (a name on the heap, as a GPU backend's is).
+const DeviceUnnamed = "[unnamed buffer]"
+
+// DeviceNA is why a device name is no buffer's name ("" when it is one):
+// a row of DeviceUnknown or DeviceUnnamed says where nothing was measured.
+func DeviceNA(name string) string {
+	switch name {
+	case DeviceUnknown:
+		return "no probe saw the buffer that held these weights (the recording had no buffer probe, or neither the loader's copy nor a graph node showed their buffer)"
+	case DeviceUnnamed:
+		return "their buffer's name was unreadable at each return of ggml_backend_buffer_name in its thread (its page not yet mapped) and, at the run's end, lay in no unwritable file mapping of the process (a name built on the heap, as a GPU backend's is)"
+	}
+	return ""
+}
 
 // DeviceName is t's device as outputs print it: DeviceUnknown for a weight
 // no probe placed, "" for a pseudo tensor (no weight at all).

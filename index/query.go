@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -42,6 +43,12 @@ type Row struct {
 	// in the selected tokens and layers: set against its faults and reads
 	// it shows how well the expert cache served.
 	Selected uint64
+	// Devices is, for By layer, where the layer's selected weights lived:
+	// their distinct device names (event.Tensor.DeviceName) in name order,
+	// joined by "+" ("CPU_Mapped+Vulkan0" for a layer whose experts
+	// stayed in the mapped file and the rest went to the GPU); "" for a
+	// pseudo tensor's row, which holds no weight.
+	Devices string
 	event.Counters
 	order int // group order (token number, tensor id, layer...)
 }
@@ -265,7 +272,46 @@ func (s *Store) Query(q Query) ([]Row, error) {
 	if p.by == "request" {
 		p.addShares(groups)
 	}
+	if p.by == "layer" {
+		s.addLayerDevices(p, groups)
+	}
 	return p.rows(groups), nil
+}
+
+// DevicesNA are the device names of the run's weights that name no
+// buffer (event.DeviceUnknown, event.DeviceUnnamed), each with why.
+func (s *Store) DevicesNA() map[string]string {
+	na := map[string]string{}
+	for i := range s.Tensors {
+		t := &s.Tensors[i]
+		if why := event.DeviceNA(t.DeviceName()); why != "" && !t.Pseudo() {
+			na[t.DeviceName()] = why
+		}
+	}
+	return na
+}
+
+// addLayerDevices names, on each layer's row, the devices its selected
+// weights lived on.
+func (s *Store) addLayerDevices(p *queryPlan, groups map[string]*Row) {
+	devs := map[int]map[string]bool{}
+	for id := range p.tensors {
+		t := &s.Tensors[id]
+		if t.Pseudo() {
+			continue
+		}
+		if devs[t.Layer] == nil {
+			devs[t.Layer] = map[string]bool{}
+		}
+		devs[t.Layer][t.DeviceName()] = true
+	}
+	for _, r := range groups {
+		// A pseudo tensor's row is keyed by its name; the weights of
+		// no layer (token_embd, output) by -1.
+		if layer, err := strconv.Atoi(r.Key); err == nil {
+			r.Devices = strings.Join(slices.Sorted(maps.Keys(devs[layer])), "+")
+		}
+	}
 }
 
 // validateQuery checks what q says on its own, before the store is read;
@@ -492,8 +538,8 @@ func (p *queryPlan) group(s *Store, a *event.Agg, op uint32, ph uint8) (key stri
 		if t.Pseudo() {
 			return t.Name, -1 - int(t.ID)
 		}
-		if t.Device == "" {
-			return t.DeviceName(), 1 << 30
+		if d := t.DeviceName(); event.DeviceNA(d) != "" {
+			return d, 1 << 30
 		}
 		return t.Device, 0
 	case "request":

@@ -104,6 +104,10 @@ type Sidecar struct {
 	// (an events export of a run that counted the faults outside the
 	// model files in the kernel: rundir.Meta.FaultDetailNA).
 	RowsNA string `json:"rows_na,omitempty"`
+	// ValuesNA maps a column to its values that stand for no
+	// measurement, each to why: the device column's event.DeviceUnknown
+	// and event.DeviceUnnamed (index.Store.DevicesNA).
+	ValuesNA map[string]map[string]string `json:"values_na,omitempty"`
 }
 
 // NewSidecar is the sidecar of an export of the run in run with status.

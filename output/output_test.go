@@ -122,19 +122,20 @@ func TestFileFormatAlsoTakesParquet(t *testing.T) {
 // A pseudo tensor's row of a query by layer (--all) keeps the key column
 // an integer column: its layer is none, its name in pseudo_tensor, a
 // column only such a result has.
-func TestAPseudoTensorsLayerIsNoneAndItsNameAColumnOfItsOwn(t *testing.T) {
-	rows := []index.Row{{Key: "[anonymous]"}, {Key: "-1"}, {Key: "0"}}
+func TestAPseudoTensorsLayerIsNoneAndItsNameAColumnOfItsOwnAndItHoldsNoDevice(t *testing.T) {
+	// A layer's row names its weights' devices; a pseudo tensor's has none.
+	rows := []index.Row{{Key: "[anonymous]"}, {Key: "-1", Devices: "CPU_Mapped"}, {Key: "0", Devices: "CPU_Mapped+Vulkan0"}}
 	tests := []struct {
 		name   string
 		rows   []index.Row
 		format Format
 		want   string
 	}{
-		{"csv", rows, CSV, "layer,pseudo_tensor,major_faults\r\n,[anonymous],0\r\n,,0\r\n0,,0\r\n"},
-		{"jsonl", rows, JSONL, `{"layer":null,"pseudo_tensor":"[anonymous]","major_faults":0}` + "\n" +
-			`{"layer":null,"pseudo_tensor":null,"major_faults":0}` + "\n" + `{"layer":0,"pseudo_tensor":null,"major_faults":0}` + "\n"},
-		{"table", rows, Table, "LAYER  PSEUDO_TENSOR  MAJOR_FAULTS  \n-      [anonymous]    0             \n-      -              0             \n0      -              0             \n"},
-		{"no pseudo tensor, no column", rows[1:], CSV, "layer,major_faults\r\n,0\r\n0,0\r\n"},
+		{"csv", rows, CSV, "layer,pseudo_tensor,devices,major_faults\r\n,[anonymous],,0\r\n,,CPU_Mapped,0\r\n0,,CPU_Mapped+Vulkan0,0\r\n"},
+		{"jsonl", rows, JSONL, `{"layer":null,"pseudo_tensor":"[anonymous]","devices":null,"major_faults":0}` + "\n" +
+			`{"layer":null,"pseudo_tensor":null,"devices":"CPU_Mapped","major_faults":0}` + "\n" + `{"layer":0,"pseudo_tensor":null,"devices":"CPU_Mapped+Vulkan0","major_faults":0}` + "\n"},
+		{"table", rows, Table, "LAYER  PSEUDO_TENSOR  DEVICES             MAJOR_FAULTS  \n-      [anonymous]    -                   0             \n-      -              CPU_Mapped          0             \n0      -              CPU_Mapped+Vulkan0  0             \n"},
+		{"no pseudo tensor, no column", rows[1:], CSV, "layer,devices,major_faults\r\n,CPU_Mapped,0\r\n0,CPU_Mapped+Vulkan0,0\r\n"},
 	}
 	// Only major_faults: the other counters are left out as unmeasured.
 	na := &Unmeasured{Counters: CounterNA{}}

@@ -33,6 +33,12 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 			cols = append(cols, Column{Name: PseudoTensor, Type: String, Nullable: true})
 		}
 	}
+	// Where each layer's weights lived (index.Row.Devices); a pseudo
+	// tensor's row, which holds none, has none.
+	devices := by == "layer"
+	if devices {
+		cols = append(cols, Column{Name: "devices", Type: String, Nullable: pseudo})
+	}
 	selected := false
 	if by == "expert" {
 		keep, unmeasured := na.keeps(index.Selected)
@@ -56,6 +62,13 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 			cells[0] = key
 			if pseudo {
 				cells = append(cells, name)
+			}
+		}
+		if devices {
+			if r.Devices == "" {
+				cells = append(cells, None())
+			} else {
+				cells = append(cells, Text(r.Devices))
 			}
 		}
 		if selected {

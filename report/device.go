@@ -14,7 +14,8 @@ import (
 var DeviceCounters = []string{"bytes_read", "faults", "major_faults", "fault_stall_ns", "bytes_requested"}
 
 // DeviceTable is where the run's weights lived (llama.cpp's buffer names,
-// event.DeviceUnknown where no probe placed a weight) and what each device's
+// event.DeviceUnknown where no probe placed a weight, event.DeviceUnnamed
+// where its buffer's name could not be read) and what each device's
 // weights cost: a row per device of `iocorr query --by device`, with how
 // many weights the loader copied into that buffer at load and how many
 // were streamed from the model's mapping. It is nil, with a note saying
@@ -77,12 +78,18 @@ func DeviceTable(st *index.Store, meta *rundir.Meta) (*stats.Table, string, erro
 	for _, c := range DeviceCounters {
 		t.Columns = append(t.Columns, stats.Column{Name: c, Kind: stats.Int})
 	}
-	const unplaced = "no probe saw where these weights lived (the recording had no buffer probe, no graph node read them, or their buffer's name was unreadable at every ggml_backend_buffer_name return of its thread)"
 	for _, d := range keys {
 		p := devs[d]
 		row := []stats.Value{stats.Str(d), stats.I64(p.weights), stats.I64(p.copied), stats.I64(p.weights - p.copied)}
-		if d == event.DeviceUnknown {
-			row[2], row[3] = stats.NA(unplaced), stats.NA(unplaced)
+		// Of weights in no named buffer, those the loader copied are
+		// known (its probe saw each copy); whether the rest were streamed
+		// from the mapping is not, nor, where no buffer probe ran at all,
+		// whether none was copied.
+		if why := event.DeviceNA(d); why != "" {
+			row[3] = stats.NA(why)
+			if d == event.DeviceUnknown && p.copied == 0 {
+				row[2] = stats.NA(why)
+			}
 		}
 		for _, c := range DeviceCounters {
 			if why := meta.CounterNA(c); why != "" {

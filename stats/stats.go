@@ -854,14 +854,20 @@ const naNoMincore = "not measured: the run has no end-of-run mincore snapshot (r
 
 func (r *run) tensors() Table {
 	t := Table{Name: "tensors", Title: "per tensor: amplification, refaults, residency at the end against mincore",
-		Columns: cols("sisiiiiiiffiiifif", "tensor", "layer", "role", "size_bytes", "bytes_read_bytes", "faults", "major_faults", "fault_stall_ns",
+		Columns: cols("sissiiiiiiffiiifif", "tensor", "layer", "role", "device", "size_bytes", "bytes_read_bytes", "faults", "major_faults", "fault_stall_ns",
 			"faulted_bytes", "readahead_amplification_ratio", "reread_amplification_ratio", "refault_pages",
 			"pages", "resident_end_pages", "resident_end_share_ratio", "resident_end_mincore_pages", "resident_end_mincore_share_ratio")}
 	for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
 		x := &r.st.Tensors[i]
 		c := &r.tensor[i]
 		pages := rangePages(x.Offset, x.Size)
-		row := []Value{Str(x.Name), I64(x.Layer), Str(x.Role), I64(x.Size), I64(c.ReadBytes), I64(c.Faults), I64(c.Major), I64(c.StallNS),
+		// Where the weight lived (llama.cpp's buffer name); NA, with why,
+		// where that was not measured.
+		dev := Str(x.DeviceName())
+		if why := event.DeviceNA(x.DeviceName()); why != "" {
+			dev = NA(why)
+		}
+		row := []Value{Str(x.Name), I64(x.Layer), Str(x.Role), dev, I64(x.Size), I64(c.ReadBytes), I64(c.Faults), I64(c.Major), I64(c.StallNS),
 			I64(c.Faults * ps), ratio(float64(c.ReadBytes), float64(c.Faults*ps), naNoFaults), ratio(float64(c.ReadBytes), float64(x.Size), "empty tensor")}
 		if why := r.resNA(x.Model); r.refaultsFromReads {
 			// The default tier: refaults from device reads; the state at

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -58,6 +60,16 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 		res, err := diff.Compare(runs[0], runs[1], o)
 		if err != nil {
 			return fmt.Errorf("diff: %w", err)
+		}
+		if o.By == "device" {
+			// A device group of no buffer name is the weights' own, but
+			// where they lived was not measured: say why, of each run.
+			for i, r := range runs {
+				na := r.Store.DevicesNA()
+				for _, d := range slices.Sorted(maps.Keys(na)) {
+					fmt.Fprintf(stderr, "iocorr: note: run %s: device %s: %s\n", "AB"[i:i+1], d, na[d])
+				}
+			}
 		}
 		if *format != output.Table {
 			for _, only := range []struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -142,7 +143,27 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	}
 	side := output.NewSidecar(o.dir, status, na)
 	side.RowsNA = rowsNA
+	if kind != "faults-per-token" { // the exports with a device column
+		if devs := noteDevicesNA(st.DevicesNA(), nil); len(devs) > 0 {
+			side.ValuesNA = map[string]map[string]string{"device": devs}
+		}
+	}
 	return writeSidecar(o.out, side)
+}
+
+// noteDevicesNA says on stderr, one line each, why a device name of na
+// names no buffer, of those shown when shown is not nil; it returns those
+// it said.
+func noteDevicesNA(na map[string]string, shown func(string) bool) map[string]string {
+	said := map[string]string{}
+	for _, d := range slices.Sorted(maps.Keys(na)) {
+		if shown != nil && !shown(d) {
+			continue
+		}
+		said[d] = na[d]
+		fmt.Fprintf(stderr, "iocorr: note: device %s: %s\n", d, na[d])
+	}
+	return said
 }
 
 // addToDataset adds the run in run to the study dataset in dir and says

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,6 +97,13 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 			return fmt.Errorf("query: %w", err)
 		}
 		noteUnmeasured(na)
+		if q.By == "device" || q.By == "layer" {
+			noteDevicesNA(st.DevicesNA(), func(d string) bool {
+				return slices.ContainsFunc(rows, func(r index.Row) bool {
+					return r.Key == d || slices.Contains(strings.Split(r.Devices, "+"), d)
+				})
+			})
+		}
 		return output.QueryRows(stdout, rows, q.By, *format, meta.Status(), na)
 	}
 }

@@ -53,6 +53,22 @@ func WriteResultRun(t testing.TB, dir string, res event.Result, meta *rundir.Met
 	}
 }
 
+// WriteEventsRun is WriteResultRun with evs, in time order, as the run's
+// events (the events export's rows).
+func WriteEventsRun(t testing.TB, dir string, res event.Result, evs []event.Event, meta *rundir.Meta) {
+	t.Helper()
+	writeIn(t, dir, res.Tensors, 0, func(w *index.Writer) {
+		for i := range evs {
+			if err := w.Event(&evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, &res)
+	if err := rundir.WriteMeta(dir, meta); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // write creates a store of tensors, lets fill write its events, commits
 // res and opens the store.
 func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*index.Writer), res *event.Result) *index.Store {
