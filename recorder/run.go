@@ -432,6 +432,7 @@ func (r *recording) end(tr tracing, drained bool) error {
 	}
 	if !drained {
 		r.takeUnfinishedBlockRequests()
+		r.takeUnreadBufNames()
 		// Counts lost are figures missing from every table: the run is
 		// incomplete, and its status says why wherever it is read.
 		if ferr := r.takeFaultCounts(); err == nil {
