@@ -37,7 +37,7 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 	cols = append(cols, []Column{{Name: "in"}, {Name: "counter"}, {Name: "a", Type: Uint64, Nullable: true},
 		{Name: "b", Type: Uint64, Nullable: true}, {Name: "delta", Type: Int64, Nullable: true}, {Name: "ratio", Type: Float64, Nullable: true}}...)
 	if !table {
-		cols = append(cols, Column{Name: "na_reason"})
+		cols = append(cols, Column{Name: "na_reason", Type: String, Nullable: true})
 	}
 	rw := New(w, format, cols)
 	rw.SetStatus(r.Status())
@@ -74,7 +74,7 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 				}
 			}
 			if !table {
-				cells = append(cells, Text(why))
+				cells = append(cells, OptText(why))
 			} else if why != "" && !slices.Contains(reasons, why) {
 				reasons = append(reasons, why)
 			}

@@ -113,6 +113,17 @@ type Cell struct {
 // Text is a text cell.
 func Text(s string) Cell { return Cell{s: s, kind: 's'} }
 
+// OptText is text that may be none (an op or device not known, a reason
+// where there is none): null in the formats a program reads, an empty
+// CSV field, "-" in a table. Its column is Nullable. An empty string
+// would read as NULL from CSV but as an empty string from JSON and Parquet.
+func OptText(s string) Cell {
+	if s == "" {
+		return None()
+	}
+	return Text(s)
+}
+
 // TextAs is text that a table shows as human.
 func TextAs(s, human string) Cell { return Cell{s: s, kind: 's', Human: human} }
 
@@ -134,9 +145,16 @@ func Duration(ns uint64) Cell { return Cell{u: ns, kind: 'u', unit: event.UnitNS
 func NA() Cell { return Cell{kind: 'u', empty: true} }
 
 // Float is a float for the text formats (its shortest exact decimal; a
-// table shows 4 significant digits) and for Float64 columns.
+// table shows 4 significant digits) and for Float64 columns. An integral
+// value keeps a decimal point ("0.0", not "0"): a reader that types a
+// column from its first rows (DuckDB sniffs 20,480) would otherwise take
+// a column of zeros for an integer one and lose the fractions after.
 func Float(v float64) Cell {
-	return TextAs(strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'g', 4, 64))
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eNI") {
+		s += ".0"
+	}
+	return TextAs(s, strconv.FormatFloat(v, 'g', 4, 64))
 }
 
 // Counter is a counter's value, rendered in tables by its unit.

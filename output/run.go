@@ -130,7 +130,7 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 // has a null layer, a dense tensor a null expert.
 func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	cols := CounterColumns([]Column{{"token", Uint32, false}, {"phase", String, false}, {"tensor", String, false},
-		{"layer", Int32, true}, {"expert", Int32, true}, {"op", String, false}, {"device", String, false}}, false, na)
+		{"layer", Int32, true}, {"expert", Int32, true}, {"op", String, true}, {"device", String, true}}, false, na)
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
 	NoteNA(rw, na)
@@ -151,7 +151,7 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 		t := st.Tensor(a.Tensor)
 		// The op is the one of the graph node reading the weight.
 		cells = append(cells[:0], Num(a.Token), Text(event.PhaseName(phase[a.Token])), Text(t.Name), KeyOf(t.Layer),
-			KeyOf(a.Expert), Text(st.OpName(t.Op)), Text(t.DeviceName()))
+			KeyOf(a.Expert), OptText(st.OpName(t.Op)), OptText(t.DeviceName()))
 		cells = CounterCells(cells, &a.Counters, false, na)
 		return rw.Row(cells...)
 	})
@@ -162,13 +162,14 @@ func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Form
 }
 
 // eventColumns are an events export's columns. Strings that do not apply
-// (the class of a page-cache event, the trigger of a fault) are empty, as
-// in CSV and JSON; unmeasured numbers are NA, and a layer or expert that
-// is none (a tensor of no layer, a dense tensor) null.
-var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {"class", String, false},
-	{"token", Uint32, false}, {"phase", String, false}, {"op", String, false}, {"tid", Uint32, false},
+// (the class of a page-cache event, the trigger of a fault, an op or
+// device not known) are null (OptText), so that every reader finds the
+// same NULL; unmeasured numbers are NA, and a layer or expert that is
+// none (a tensor of no layer, a dense tensor) null.
+var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {"class", String, true},
+	{"token", Uint32, false}, {"phase", String, false}, {"op", String, true}, {"tid", Uint32, false},
 	{"tensor", String, false}, {"layer", Int32, true}, {"expert", Int32, true}, {"offset", Int64, false},
-	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, false}, {"device", String, false}}
+	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, true}, {"device", String, true}}
 
 // Events writes a row per attributed event that f selects.
 func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, f index.EventFilter) error {
@@ -189,9 +190,9 @@ func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 		if e.CompletionUnseen() { // no latency measured, not a zero one
 			dur = NA()
 		}
-		cells = append(cells[:0], Num(e.Ts), Text(e.Kind.String()), Text(e.ClassName()), Num(e.Token), Text(event.PhaseName(e.Phase)),
-			Text(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), KeyOf(t.Layer), KeyOf(e.Expert),
-			Num(e.Offset), Bytes(e.Bytes), dur, Text(trig), Text(t.DeviceName()))
+		cells = append(cells[:0], Num(e.Ts), Text(e.Kind.String()), OptText(e.ClassName()), Num(e.Token), Text(event.PhaseName(e.Phase)),
+			OptText(st.OpName(st.OpOf(e.Op, e.Tensor))), Num(e.Tid), Text(t.Name), KeyOf(t.Layer), KeyOf(e.Expert),
+			Num(e.Offset), Bytes(e.Bytes), dur, OptText(trig), OptText(t.DeviceName()))
 		return rw.Row(cells...)
 	})
 	if err != nil {

@@ -83,7 +83,7 @@ func writePrediction(res *predict.Result, format output.Format, status string) e
 	}
 	cols = append(cols, output.Column{Name: "readahead_bytes", Type: output.Uint64},
 		output.Column{Name: "disk_read_ahead_bytes", Type: output.Uint64, Nullable: true},
-		output.Column{Name: "non_file_bytes", Type: output.Uint64}, output.Column{Name: "na_reason"})
+		output.Column{Name: "non_file_bytes", Type: output.Uint64}, output.Column{Name: "na_reason", Type: output.String, Nullable: true})
 	w := output.New(stdout, format, cols)
 	w.SetStatus(status)
 	for _, r := range res.Rows {
@@ -113,7 +113,7 @@ func writePrediction(res *predict.Result, format output.Format, status string) e
 		} else if why == "" {
 			why = "disk_read_ahead_bytes: the run did not record its disk's read_ahead_kb"
 		}
-		cells = append(cells, output.Bytes(uint64(res.ReadaheadBytes)), disk, output.Bytes(uint64(res.NonFileBytes)), output.Text(why))
+		cells = append(cells, output.Bytes(uint64(res.ReadaheadBytes)), disk, output.Bytes(uint64(res.NonFileBytes)), output.OptText(why))
 		if err := w.Row(cells...); err != nil {
 			return err
 		}
