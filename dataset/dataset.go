@@ -54,6 +54,10 @@ const (
 // Tables are the tables of a run, Runs last (it is written last).
 var Tables = []string{Tokens, TokenTensors, Experts, Stats, ExpertActivations, CacheSimLayers, Residency, Runs}
 
+// format is the dataset's files': Parquet with signed integers only, which
+// every engine reads as the integers they are.
+const format = output.ParquetSigned
+
 // FileName is the name of a table's file in a run's partition.
 const FileName = "data.parquet"
 
@@ -174,17 +178,17 @@ func (w *writer) write(name string, f io.Writer) error {
 	na := unmeasured(w.meta, w.st)
 	switch name {
 	case Tokens:
-		return output.Tokens(w.ctx, w.st, f, output.Parquet, status, na)
+		return output.Tokens(w.ctx, w.st, f, format, status, na)
 	case TokenTensors:
-		return output.TokenTensors(w.ctx, w.st, f, output.Parquet, status, na)
+		return output.TokenTensors(w.ctx, w.st, f, format, status, na)
 	case Experts:
 		rows, err := w.st.Query(index.Query{By: "expert"})
 		if err != nil {
 			return err
 		}
-		return output.QueryRows(f, rows, "expert", output.Parquet, status, na)
+		return output.QueryRows(f, rows, "expert", format, status, na)
 	case Stats:
-		return output.StatsLong(f, output.Parquet, w.rep)
+		return output.StatsLong(f, format, w.rep)
 	case ExpertActivations, CacheSimLayers, Residency:
 		return longTable(f, w.rep, name)
 	}

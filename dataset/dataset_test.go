@@ -261,7 +261,8 @@ func TestFailedRunsAndAMissingModelAreRunsRowsWithNulls(t *testing.T) {
 
 // Each table's files of runs of different models read as one table with
 // DuckDB's defaults (no union_by_name): one schema, the run partition
-// its last column. The long stats tables have the figures of stats's.
+// its last column, integers signed. The long stats tables have the
+// figures of stats's.
 func TestEveryTableHasOneSchemaAcrossRuns(t *testing.T) {
 	runs := []*testRun{
 		{model: "a.gguf", shape: storetest.SmallShape, typ: gguf.TypeQ8_0, budget: 64 << 20},
@@ -292,6 +293,10 @@ func TestEveryTableHasOneSchemaAcrossRuns(t *testing.T) {
 		all := schema(t, db, filepath.Join(ds, table, "*", "*.parquet"))
 		if !strings.HasSuffix(all, ", run VARCHAR") {
 			t.Errorf("table %s: %s: want the run partition last", table, all)
+		}
+		// Signed integers only: Spark, Trino and Hive have no unsigned.
+		if u := regexp.MustCompile(`\w+ U(TINYINT|SMALLINT|INTEGER|BIGINT)`).FindString(all); u != "" {
+			t.Errorf("table %s: %s unsigned", table, u)
 		}
 		if want, ok := long[table]; ok && all != want {
 			t.Errorf("table %s:\n got %s\nwant %s", table, all, want)

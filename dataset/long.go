@@ -31,7 +31,7 @@ func longTable(w io.Writer, rep *stats.Report, name string) error {
 		cols = append(cols, output.Column{Name: c.Name, Type: typ, Nullable: true})
 	}
 	cols = append(cols, output.Column{Name: "na_reason", Type: output.String, Nullable: true})
-	rw := output.New(w, output.Parquet, cols)
+	rw := output.New(w, format, cols)
 	rw.SetStatus(rep.Status)
 	cells := make([]output.Cell, len(cols))
 	var reasons []string

@@ -145,7 +145,7 @@ func writeRunRow(f io.Writer, m *rundir.Meta, started bool, run string, reasons 
 	}
 	cells = append(cells, figures...)
 	cells = append(cells, output.Text(string(naJSON)), output.Text(abs))
-	rw := output.New(f, output.Parquet, runColumns)
+	rw := output.New(f, format, runColumns)
 	rw.SetStatus(m.Status())
 	if err := rw.Row(cells...); err != nil {
 		return err

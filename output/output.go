@@ -20,6 +20,7 @@ package output
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -40,6 +41,11 @@ const (
 	// Parquet is accepted only where a file is written (export, sweep):
 	// it is binary. FileFormat is the flag value that takes it.
 	Parquet Format = "parquet"
+	// ParquetSigned is Parquet with every integer column signed
+	// (unsigned ones widened to INT64): the study dataset's, for the
+	// engines without unsigned types (Spark, Trino, Hive), which read
+	// UINT64 as decimal(20,0) or not at all. Not a flag value.
+	ParquetSigned Format = "parquet-signed"
 )
 
 func (f *Format) String() string { return string(*f) }
@@ -295,8 +301,17 @@ type Writer interface {
 
 // New returns the writer of format for rows of cols.
 func New(w io.Writer, format Format, cols []Column) Writer {
-	if format == Parquet {
+	switch format {
+	case Parquet:
 		return newParquetWriter(w, cols)
+	case ParquetSigned:
+		signed := slices.Clone(cols)
+		for i := range signed {
+			if t := signed[i].Type; t == Uint32 || t == Uint64 {
+				signed[i].Type = Int64
+			}
+		}
+		return newParquetWriter(w, signed)
 	}
 	return &textWriter{w: w, format: format, cols: cols}
 }
