@@ -183,6 +183,16 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 		t.Errorf("dataset: %d runs (%d ok, %d with tokens, %d with an absolute run_dir), failed status %q, bytes per token sum %v (%v); want 4 (3, 3, 4), %q, %v",
 			runs, okRuns, tokenRuns, absDirs, failedStatus, dsSum, err, sum.Rows[0].Status, wantSum)
 	}
+	// Per-layer routing of a real MoE model: in every run that ran, the
+	// router picked experts in every MoE layer while decoding.
+	var routedRuns, layers int
+	var leastPicks int64
+	if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT count(DISTINCT run), count(DISTINCT layer), min(picks) FROM (
+			SELECT run, layer, sum(activations) AS picks FROM read_parquet('%s/expert_activations/*/*.parquet', hive_partitioning = true)
+			WHERE phase = 'decode' GROUP BY run, layer)`, study)).Scan(&routedRuns, &layers, &leastPicks); err != nil ||
+		routedRuns != 3 || layers < 2 || leastPicks <= 0 {
+		t.Errorf("expert_activations: %d runs, %d layers, at least %d decode picks a layer (%v); want 3 runs, picks in every layer", routedRuns, layers, leastPicks, err)
+	}
 }
 
 // sameSum compares sums of the same figures added in another order: DuckDB
