@@ -123,6 +123,8 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 				t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
 			}
 			checkDevices(t, st, rec.Stderr, tc.gpuFrom)
+			checkLayerDevices(t, st, tc.gpuFrom)
+			checkLoadReads(t, st)
 			if t.Failed() {
 				// What the kernel recorded of each buffer's name: a name
 				// recorded empty left every weight of its buffer without a
@@ -208,6 +210,96 @@ func checkDevices(t *testing.T, st *index.Store, log string, gpuFrom int) {
 		t.Errorf("%d weights copied while loading, %d faults on them while tokens ran: want some, none", len(copied), tokenFaults)
 	}
 	t.Logf("devices: llama.cpp's buffers %v MiB; the store's weights by device %v bytes", bufs, sums)
+}
+
+// checkLayerDevices checks query --by layer's devices against the
+// offload: a layer from gpuFrom on has its experts mapped and the rest in
+// the GPU's buffer, one before wholly mapped.
+func checkLayerDevices(t *testing.T, st *index.Store, gpuFrom int) {
+	t.Helper()
+	rows, err := st.Query(index.Query{By: "layer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]string{}
+	for _, r := range rows {
+		if l, err := strconv.Atoi(r.Key); err == nil && l >= 0 {
+			got[l] = r.Devices
+		}
+	}
+	for l := range llmtest.MoE.Layers {
+		want := "CPU_Mapped"
+		if l >= gpuFrom {
+			want = "CPU_Mapped+Vulkan0"
+		}
+		if got[l] != want {
+			t.Errorf("layer %d: devices %q, want %q", l, got[l], want)
+		}
+	}
+}
+
+// checkLoadReads checks that the reads of the weights the loader copied
+// into a backend's buffer while loading are the load's, charged to those
+// weights: from a cold cache every byte of them came from the disk then
+// (token 0, before the first llama_decode; more than once under the
+// memory limit), no read before the first call is charged to a token, and
+// no fault on them comes in a token (the GPU reads its copy). Their bytes
+// in the model's mapping are read again in tokens all the same, by the
+// readahead around the experts' faults (the file interleaves each layer's
+// experts with its other weights): logged, that is the tokens' I/O.
+func checkLoadReads(t *testing.T, st *index.Store) {
+	t.Helper()
+	copied := map[uint32]bool{}
+	var size int64
+	for _, tn := range st.Tensors {
+		if tn.Copied {
+			copied[tn.ID] = true
+			size += tn.Size
+		}
+	}
+	first := uint64(0)
+	if err := st.EachToken(func(ti *event.TokenInfo) error {
+		if ti.StartNS != 0 && (first == 0 || ti.StartNS < first) {
+			first = ti.StartNS
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(copied) == 0 || first == 0 {
+		t.Fatalf("%d weights copied, first llama_decode at %d ns: want both", len(copied), first)
+	}
+	var loadBytes, tokenBytes, tokenFaults uint64
+	if err := st.Aggs(func(a *event.Agg) error {
+		switch {
+		case !copied[a.Tensor]:
+		case a.Token == 0:
+			loadBytes += a.ReadBytes
+		default:
+			tokenBytes += a.ReadBytes
+			tokenFaults += a.Faults
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var early, earlyInToken int
+	if err := st.Events(index.EventFilter{Tensors: copied}, func(e *event.Event) error {
+		if (e.Kind == event.KindFault || e.Kind == event.KindBlock) && e.Ts < first {
+			early++
+			if e.Token != 0 {
+				earlyInToken++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if loadBytes < uint64(size) || earlyInToken != 0 || early == 0 || tokenFaults != 0 {
+		t.Errorf("weights copied at load (%d bytes): %d bytes read charged to the load; of %d faults and reads before the first call, %d charged to a token; %d faults in tokens: want all their bytes read by the load and charged to it, no fault in a token",
+			size, loadBytes, early, earlyInToken, tokenFaults)
+	}
+	t.Logf("weights copied at load: %d bytes, %d read by the load (%d faults and reads), %d read again in tokens by readahead", size, loadBytes, early, tokenBytes)
 }
 
 // checkSplitTimes checks the timeline's graph computations: each begun
