@@ -100,6 +100,10 @@ type Sidecar struct {
 	NA map[string]string `json:"na"`
 	// LeftOut are the columns of NA that the export left out.
 	LeftOut []string `json:"left_out"`
+	// SomeRowsNA maps each column NA in some rows only to why: its one
+	// reason, or, where reasons differ by row, the column that gives
+	// each row's (COL_na_reason, null where COL is measured).
+	SomeRowsNA map[string]string `json:"na_in_some_rows,omitempty"`
 	// RowsNA says which rows the export cannot have one by one, and why
 	// (an events export of a run that counted the faults outside the
 	// model files in the kernel: rundir.Meta.FaultDetailNA).

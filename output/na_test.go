@@ -127,29 +127,44 @@ func TestLayerAndExpertKeysAreIntegersAndNullForNone(t *testing.T) {
 }
 
 // A stats figure NA in every row for one reason is left out of a stats
-// export (and named, with why); one NA in some rows keeps its reason
-// column; --all-columns keeps both.
-func TestAStatsColumnNAInEveryRowIsLeftOutUnlessAll(t *testing.T) {
+// export unless all; a figure NA for one reason is null, its reason
+// beside the rows (TableNA: the sidecar, the note); only a figure whose
+// reasons differ by row has a reason column, null where it is measured.
+func TestAStatsColumnNAInEveryRowIsLeftOutUnlessAllAndAReasonColumnOnlyWhereReasonsDiffer(t *testing.T) {
+	const tier = "not measured: the default tier"
 	tbl := &stats.Table{Name: "amp", Columns: []stats.Column{{Name: "layer", Kind: stats.Int}, {Name: "readahead_ratio", Kind: stats.Float},
-		{Name: "reread_ratio", Kind: stats.Float}}, Rows: [][]stats.Value{
-		{{I: 0}, stats.NA("not measured: the default tier"), {F: 1.5}},
-		{{I: 1}, stats.NA("not measured: the default tier"), stats.NA("no reads")},
+		{Name: "reread_ratio", Kind: stats.Float}, {Name: "miss_ratio", Kind: stats.Float}}, Rows: [][]stats.Value{
+		{{I: 0}, stats.NA(tier), {F: 1.5}, stats.NA("no reads")},
+		{{I: 1}, stats.NA(tier), stats.NA("no reads"), stats.NA("no faults")},
+		{{I: 2}, stats.NA(tier), {F: 0}, {F: 0.5}},
 	}}
 	for _, tc := range []struct {
-		all  bool
-		want string
-		left map[string]string
+		format Format
+		all    bool
+		want   string
+		na     TableNA
 	}{
-		{false, "layer,reread_ratio,reread_ratio_na_reason\r\n0,1.5,\r\n1,,no reads\r\n", map[string]string{"readahead_ratio": "not measured: the default tier"}},
-		{true, "layer,readahead_ratio,readahead_ratio_na_reason,reread_ratio,reread_ratio_na_reason\r\n0,,not measured: the default tier,1.5,\r\n1,,not measured: the default tier,,no reads\r\n", map[string]string{}},
+		{CSV, false, "layer,reread_ratio,miss_ratio,miss_ratio_na_reason\r\n0,1.5,,no reads\r\n1,,,no faults\r\n2,0.0,0.5,\r\n",
+			TableNA{Every: map[string]string{"readahead_ratio": tier}, LeftOut: []string{"readahead_ratio"}, Some: map[string]string{"reread_ratio": "no reads"}, PerRow: []string{"miss_ratio"}}},
+		{CSV, true, "layer,readahead_ratio,reread_ratio,miss_ratio,miss_ratio_na_reason\r\n0,,1.5,,no reads\r\n1,,,,no faults\r\n2,,0.0,0.5,\r\n",
+			TableNA{Every: map[string]string{"readahead_ratio": tier}, LeftOut: []string{}, Some: map[string]string{"reread_ratio": "no reads"}, PerRow: []string{"miss_ratio"}}},
+		{JSONL, false, `{"layer":0,"reread_ratio":1.5,"miss_ratio":null,"miss_ratio_na_reason":"no reads"}` + "\n" +
+			`{"layer":1,"reread_ratio":null,"miss_ratio":null,"miss_ratio_na_reason":"no faults"}` + "\n" +
+			`{"layer":2,"reread_ratio":0.0,"miss_ratio":0.5,"miss_ratio_na_reason":null}` + "\n",
+			TableNA{Every: map[string]string{"readahead_ratio": tier}, LeftOut: []string{"readahead_ratio"}, Some: map[string]string{"reread_ratio": "no reads"}, PerRow: []string{"miss_ratio"}}},
 	} {
 		var b bytes.Buffer
-		left, err := StatsTable(&b, CSV, "", tbl, tc.all)
+		na, err := StatsTable(&b, tc.format, "", tbl, tc.all)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.String() != tc.want || fmt.Sprint(left) != fmt.Sprint(tc.left) {
-			t.Errorf("all %v: got\n%q, left out %v\nwant\n%q, left out %v", tc.all, b.String(), left, tc.want, tc.left)
+		if b.String() != tc.want || fmt.Sprint(na) != fmt.Sprint(tc.na) {
+			t.Errorf("%s all %v: got\n%q, %v\nwant\n%q, %v", tc.format, tc.all, b.String(), na, tc.want, tc.na)
 		}
+	}
+	side := (&TableNA{Every: map[string]string{"readahead_ratio": tier}, LeftOut: []string{"readahead_ratio"},
+		Some: map[string]string{"reread_ratio": "no reads"}, PerRow: []string{"miss_ratio"}}).Sidecar("run", "")
+	if side.NA["readahead_ratio"] != tier || side.SomeRowsNA["reread_ratio"] != "no reads" || !strings.Contains(side.SomeRowsNA["miss_ratio"], "miss_ratio_na_reason") {
+		t.Errorf("sidecar %+v", side)
 	}
 }

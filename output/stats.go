@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,24 +173,62 @@ func StatsJSON(w io.Writer, rep *stats.Report) error {
 	return bw.Flush()
 }
 
-// StatsTable writes one table of stats in format, for programs: a column
-// that is NA in some rows gets a <name>_na_reason column beside it, as in
-// StatsJSON, so that no reason is lost. A column NA in every row for one
-// reason (a figure the run's tier did not measure) is left out, unless
-// all; left maps each column left out to its reason.
-func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all bool) (left map[string]string, err error) {
-	cols, reasons, left, err := statsColumns(t, all)
+// TableNA is what a stats table export says of its NA figures beside its
+// rows: in its sidecar (Sidecar) and one note on stderr. A column's
+// reason is in its rows only where the reasons differ from row to row.
+type TableNA struct {
+	// Every maps each column NA in every row for one reason to why.
+	Every map[string]string
+	// LeftOut are the columns of Every the export left out (not all).
+	LeftOut []string
+	// Some maps each column NA in some rows for one reason to why.
+	Some map[string]string
+	// PerRow are the columns NA for reasons that differ by row: each has
+	// a nullable <name>_na_reason column beside it, null where the figure
+	// is measured.
+	PerRow []string
+}
+
+// Sidecar is the sidecar of a table with na of the run in run.
+func (na *TableNA) Sidecar(run, status string) *Sidecar {
+	s := NewSidecar(run, status, nil)
+	maps.Copy(s.NA, na.Every)
+	s.LeftOut = append(s.LeftOut, na.LeftOut...)
+	if len(na.Some)+len(na.PerRow) > 0 {
+		s.SomeRowsNA = maps.Clone(na.Some)
+		for _, col := range na.PerRow {
+			s.SomeRowsNA[col] = "reasons differ by row: " + naKey(col)
+		}
+	}
+	return s
+}
+
+// StatsTable writes one table of stats in format, for programs. A column
+// NA in every row for one reason (a figure the run's tier did not
+// measure) is left out, unless all; a column NA for one reason is null
+// where NA, its reason in na (the caller's sidecar and note, Parquet's
+// key-value metadata); only a column whose reasons differ by row gets a
+// <name>_na_reason column beside it, so that no reason is lost.
+func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all bool) (na TableNA, err error) {
+	cols, perRow, na, err := statsColumns(t, all)
 	if err != nil {
-		return nil, err
+		return na, err
 	}
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
+	for _, m := range []map[string]string{na.Every, na.Some} {
+		for _, col := range slices.Sorted(maps.Keys(m)) {
+			if !slices.Contains(na.LeftOut, col) {
+				rw.SetNA(col, m[col])
+			}
+		}
+	}
 	cells := make([]Cell, 0, len(cols))
 	err = t.Each(func(r []stats.Value) error {
 		cells = cells[:0]
 		for i, c := range t.Columns {
 			v := r[i]
-			if _, out := left[c.Name]; out {
+			if slices.Contains(na.LeftOut, c.Name) {
 				continue
 			}
 			switch {
@@ -202,48 +241,52 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 			default:
 				cells = append(cells, Num(v.I))
 			}
-			if reasons[i] {
-				if v.NA != "" {
-					cells = append(cells, Text(v.NA))
-				} else {
-					cells = append(cells, NA())
-				}
+			if perRow[i] {
+				cells = append(cells, OptText(v.NA))
 			}
 		}
 		return rw.Row(cells...)
 	})
 	if err != nil {
-		return nil, err
+		return na, err
 	}
-	return left, rw.Close()
+	return na, rw.Close()
 }
 
-// statsColumns types a stats table's columns and says which are NA in
-// some row (and so have a reason column) and, unless all, which are NA
-// in every row for one reason (left out, with it).
-func statsColumns(t *stats.Table, all bool) (cols []Column, reasons []bool, left map[string]string, err error) {
-	reasons = make([]bool, len(t.Columns))
-	// only is a column's one reason while every row so far is NA for it.
-	only := make([]string, len(t.Columns))
+// statsColumns types a stats table's columns and sorts its NA figures
+// (TableNA): perRow says which columns have a reason column.
+func statsColumns(t *stats.Table, all bool) (cols []Column, perRow []bool, na TableNA, err error) {
+	perRow = make([]bool, len(t.Columns))
+	// reason is a column's one reason so far; naRows its NA rows.
+	reason := make([]string, len(t.Columns))
+	naRows := make([]int, len(t.Columns))
 	rows := 0
 	if err := t.Each(func(r []stats.Value) error {
 		for i := range r {
-			reasons[i] = reasons[i] || r[i].NA != ""
-			if rows == 0 || only[i] == r[i].NA {
-				only[i] = r[i].NA
-			} else {
-				only[i] = ""
+			switch why := r[i].NA; {
+			case why == "":
+			case naRows[i] == 0:
+				reason[i] = why
+				naRows[i]++
+			default:
+				perRow[i] = perRow[i] || why != reason[i]
+				naRows[i]++
 			}
 		}
 		rows++
 		return nil
 	}); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, na, err
 	}
-	left = map[string]string{}
+	na = TableNA{Every: map[string]string{}, LeftOut: []string{}, Some: map[string]string{}}
 	for i, c := range t.Columns {
-		if !all && rows > 0 && only[i] != "" {
-			left[c.Name] = only[i]
+		oneReason := naRows[i] > 0 && !perRow[i]
+		every := oneReason && naRows[i] == rows
+		if every {
+			na.Every[c.Name] = reason[i]
+		}
+		if every && !all {
+			na.LeftOut = append(na.LeftOut, c.Name)
 			continue
 		}
 		typ := Int64
@@ -253,12 +296,16 @@ func statsColumns(t *stats.Table, all bool) (cols []Column, reasons []bool, left
 		case stats.Float:
 			typ = Float64
 		}
-		cols = append(cols, Column{Name: c.Name, Type: typ, Nullable: reasons[i]})
-		if reasons[i] {
+		cols = append(cols, Column{Name: c.Name, Type: typ, Nullable: naRows[i] > 0})
+		switch {
+		case perRow[i]:
+			na.PerRow = append(na.PerRow, c.Name)
 			cols = append(cols, Column{Name: c.Name + "_na_reason", Type: String, Nullable: true})
+		case oneReason && !every:
+			na.Some[c.Name] = reason[i]
 		}
 	}
-	return cols, reasons, left, nil
+	return cols, perRow, na, nil
 }
 
 // statsLongColumns are StatsLong's: every figure of every table in one

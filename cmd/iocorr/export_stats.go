@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/stats"
@@ -35,22 +38,36 @@ func exportStats(dir, out, table string, format output.Format, all bool) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer rep.Close()
-	// Every column left out, as table.column, for the one note of each
-	// reason on stderr.
-	leftOut := &output.Unmeasured{Counters: output.CounterNA{}}
+	// Every column NA, as table.column, for the one note of each reason
+	// on stderr.
+	every := &output.Unmeasured{Counters: output.CounterNA{}, All: all}
+	some := map[string][]string{}
 	write := func(path string, t *stats.Table) error {
-		var left map[string]string
+		var na output.TableNA
 		if err := writeExport(path, func(w io.Writer) (err error) {
-			left, err = output.StatsTable(w, format, rep.Status, t, all)
+			na, err = output.StatsTable(w, format, rep.Status, t, all)
 			return err
 		}); err != nil {
 			return err
 		}
-		u := &output.Unmeasured{Counters: left}
-		for col, why := range left {
-			leftOut.Counters[t.Name+"."+col] = why
+		for col, why := range na.Every {
+			every.Counters[t.Name+"."+col] = why
 		}
-		return writeSidecar(path, output.NewSidecar(dir, rep.Status, u))
+		for col, why := range na.Some {
+			some[why] = append(some[why], t.Name+"."+col)
+		}
+		for _, col := range na.PerRow {
+			why := "a reason per row in " + t.Name + "." + col + "_na_reason"
+			some[why] = append(some[why], t.Name+"."+col)
+		}
+		return writeSidecar(path, na.Sidecar(dir, rep.Status))
+	}
+	note := func() {
+		noteUnmeasured(every)
+		for _, why := range slices.Sorted(maps.Keys(some)) {
+			slices.Sort(some[why])
+			fmt.Fprintf(stderr, "iocorr: note: %s NA in some rows: %s\n", strings.Join(some[why], ", "), why)
+		}
 	}
 	if format != output.Parquet {
 		t := rep.Table(table)
@@ -60,7 +77,7 @@ func exportStats(dir, out, table string, format output.Format, all bool) error {
 		if err := write(out, t); err != nil {
 			return err
 		}
-		noteUnmeasured(leftOut)
+		note()
 		return nil
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -75,6 +92,6 @@ func exportStats(dir, out, table string, format output.Format, all bool) error {
 			return err
 		}
 	}
-	noteUnmeasured(leftOut)
+	note()
 	return nil
 }

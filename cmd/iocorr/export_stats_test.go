@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/runtest"
 )
@@ -49,6 +50,15 @@ func checkStatsParquetEqualsJSON(t *testing.T, dir string) int {
 	db := ducktest.Open(t)
 	cells := 0
 	for _, name := range names {
+		// Why a column is NA, where its rows do not say: the sidecar.
+		b, err := os.ReadFile(filepath.Join(out, name+".na.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var side output.Sidecar
+		if err := json.Unmarshal(b, &side); err != nil {
+			t.Fatal(err)
+		}
 		rows, err := db.Query(fmt.Sprintf(`SELECT * FROM '%s'`, filepath.Join(out, name+".parquet")))
 		if err != nil {
 			t.Fatal(err)
@@ -81,6 +91,13 @@ func checkStatsParquetEqualsJSON(t *testing.T, dir string) int {
 					t.Errorf("%s row %d %s: Parquet %v (%T), stats %v", name, i, c, vals[k], vals[k], wv)
 				}
 				cells++
+				why, isNA := w[c+"_na_reason"]
+				if !isNA || slices.Contains(cols, c+"_na_reason") {
+					continue
+				}
+				if side.NA[c] != why && side.SomeRowsNA[c] != why {
+					t.Errorf("%s row %d %s: NA for %q, the sidecar says %q (every row) or %q (some)", name, i, c, why, side.NA[c], side.SomeRowsNA[c])
+				}
 			}
 		}
 		rows.Close()
