@@ -183,6 +183,14 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 		t.Errorf("dataset: %d runs (%d ok, %d with tokens, %d with an absolute run_dir), failed status %q, bytes per token sum %v (%v); want 4 (3, 3, 4), %q, %v",
 			runs, okRuns, tokenRuns, absDirs, failedStatus, dsSum, err, sum.Rows[0].Status, wantSum)
 	}
+	// Each run's speed and bytes per token are the sweep's.
+	for _, r := range sum.Rows[1:] {
+		var tps, bpt float64
+		if err := ducktest.Open(t).QueryRow(fmt.Sprintf(`SELECT tokens_per_s, bytes_read_per_token FROM read_parquet('%s/runs/*/*.parquet', hive_partitioning = true)
+			WHERE run_dir = '%s'`, study, filepath.Join(dir, r.Budget))).Scan(&tps, &bpt); err != nil || tps != *r.TokensPerS || bpt != *r.BytesPerToken {
+			t.Errorf("dataset: %s: %v tok/s, %v B/token (%v); the sweep says %v, %v", r.Budget, tps, bpt, err, *r.TokensPerS, *r.BytesPerToken)
+		}
+	}
 	// Per-layer routing of a real MoE model: in every run that ran, the
 	// router picked experts in every MoE layer while decoding.
 	var routedRuns, layers int
