@@ -141,6 +141,41 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	}
 }
 
+// TestRecordHybridOffloadTensorOverridesSplitTheLayers records
+// llama-completion (the Shared build's, on the Vulkan build's libraries)
+// with llama.cpp's own tensor overrides: -ngl 99, and -ot keeping layers
+// 0-2 wholly and every layer's experts on the CPU (one -ot of two
+// patterns: of several -ot flags llama.cpp keeps the last). From a cold
+// cache, the per-layer split shows in query --by layer (0-2 CPU_Mapped,
+// 3-7 CPU_Mapped+Vulkan0), each weight's device is the buffer llama.cpp's
+// log names, and the copied weights' reads are the load's. -fit off:
+// llama-completion otherwise loads the model once without weights first
+// to fit it to the device, logging buffers of no size.
+func TestRecordHybridOffloadTensorOverridesSplitTheLayers(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	hy := llmtest.HybridDir(t)
+	model := llmtest.Model(t, llmtest.MoE)
+	for _, kv := range llmtest.HybridEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	const cpuLayers = 3
+	args := append(llmtest.CompletionArgs(filepath.Join(hy, "llama-completion"), model, 3),
+		"-ngl", "99", "-ot", `blk\.[0-2]\.=CPU,exps=CPU`, "--no-repack", "-fit", "off", "-v")
+	llmtest.WarmShaderCache(t, "completion-ot", args)
+	dir := filepath.Join(t.TempDir(), "run")
+	rec := rectest.Record(t, dir, rectest.Options{Cold: true}, args...)
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkDevices(t, st, rec.Stderr, cpuLayers)
+	checkLayerDevices(t, st, cpuLayers)
+	checkLoadReads(t, st)
+}
+
 // checkDevices checks where the store says each weight lived against the
 // offload flags (layers from gpuFrom on the GPU) and llama.cpp's own log of its model buffers (printed by
 // the oracle: "load_tensors: Vulkan0 model buffer size = 16.66 MiB"):
