@@ -70,6 +70,22 @@ func makeRuns(t *testing.T, runs []*testRun) {
 	}
 }
 
+// twoModels is a dataset of a run of each of two models (one under a
+// budget, one without), and DuckDB to read it.
+func twoModels(t *testing.T) ([]*testRun, string, *sql.DB) {
+	t.Helper()
+	runs := []*testRun{
+		{model: "a.gguf", shape: storetest.SmallShape, typ: gguf.TypeQ8_0, budget: 64 << 20},
+		{model: "b.gguf", shape: storetest.SynthShape{Layers: 6, Experts: 4}, typ: gguf.TypeF16},
+	}
+	makeRuns(t, runs)
+	ds := filepath.Join(t.TempDir(), "study")
+	for _, r := range runs {
+		add(t, ds, r.dir)
+	}
+	return runs, ds, ducktest.Open(t)
+}
+
 func add(t *testing.T, ds, run string) (string, bool) {
 	t.Helper()
 	id, added, err := dataset.Add(context.Background(), ds, run)
@@ -121,16 +137,7 @@ func TestAddIsIdempotentAndRedoesARunCutShort(t *testing.T) {
 // run's meta.json, its model file and its other tables say, and null
 // (typed, its reason in na) for what the run did not measure.
 func TestRunsRowSaysWhatRanWhereAndHowFastWithNAAsNull(t *testing.T) {
-	runs := []*testRun{
-		{model: "a.gguf", shape: storetest.SmallShape, typ: gguf.TypeQ8_0, budget: 64 << 20},
-		{model: "b.gguf", shape: storetest.SynthShape{Layers: 6, Experts: 4}, typ: gguf.TypeF16},
-	}
-	makeRuns(t, runs)
-	ds := filepath.Join(t.TempDir(), "study")
-	for _, r := range runs {
-		add(t, ds, r.dir)
-	}
-	db := ducktest.Open(t)
+	runs, ds, db := twoModels(t)
 	for i, r := range runs {
 		st, err := os.Stat(r.meta.Models[0].Path)
 		if err != nil {
@@ -264,16 +271,7 @@ func TestFailedRunsAndAMissingModelAreRunsRowsWithNulls(t *testing.T) {
 // its last column, integers signed. The long stats tables have the
 // figures of stats's.
 func TestEveryTableHasOneSchemaAcrossRuns(t *testing.T) {
-	runs := []*testRun{
-		{model: "a.gguf", shape: storetest.SmallShape, typ: gguf.TypeQ8_0, budget: 64 << 20},
-		{model: "b.gguf", shape: storetest.SynthShape{Layers: 6, Experts: 4}, typ: gguf.TypeF16},
-	}
-	makeRuns(t, runs)
-	ds := filepath.Join(t.TempDir(), "study")
-	for _, r := range runs {
-		add(t, ds, r.dir)
-	}
-	db := ducktest.Open(t)
+	runs, ds, db := twoModels(t)
 	// The long tables' columns are stats's, each nullable, and na_reason.
 	long := map[string]string{
 		dataset.ExpertActivations: "phase VARCHAR, layer BIGINT, expert BIGINT, activations BIGINT, na_reason VARCHAR, run VARCHAR",
@@ -389,14 +387,7 @@ func rowsOf(t *testing.T, db *sql.DB, q string) []string {
 	cols, _ := rows.Columns()
 	var out []string
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+		vals := scan(t, rows, len(cols))
 		cells := make([]string, len(vals))
 		for i, v := range vals {
 			cells[i] = fmt.Sprint(v)
@@ -407,6 +398,20 @@ func rowsOf(t *testing.T, db *sql.DB, q string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// scan scans the row of n columns at rows.
+func scan(t *testing.T, rows *sql.Rows, n int) []any {
+	t.Helper()
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		t.Fatal(err)
+	}
+	return vals
 }
 
 // queryRow runs q, which has one row, and gives its cells by column.
@@ -421,14 +426,7 @@ func queryRow(t *testing.T, db *sql.DB, q string) map[string]any {
 	if !rows.Next() {
 		t.Fatalf("%s: no row (%v)", q, rows.Err())
 	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
+	vals := scan(t, rows, len(cols))
 	if rows.Next() {
 		t.Fatalf("%s: more than one row", q)
 	}
