@@ -189,6 +189,33 @@ type TableNA struct {
 	PerRow []string
 }
 
+// Notes say once per reason which columns are NA, each named with
+// prefix ("TABLE." or ""), in reason order: "COLS: why", "COLS (some
+// rows): why", "COL (some rows): a reason per row in COL_na_reason".
+// Columns left out say so.
+func (na *TableNA) Notes(prefix string) []string {
+	byReason := map[string][]string{}
+	add := func(why, col string) { byReason[why] = append(byReason[why], prefix+col) }
+	for col, why := range na.Every {
+		if slices.Contains(na.LeftOut, col) {
+			add(why, col+" (left out)")
+		} else {
+			add(why, col)
+		}
+	}
+	for col, why := range na.Some {
+		add(why, col+" (some rows)")
+	}
+	for _, col := range na.PerRow {
+		add("a reason per row in "+prefix+naKey(col), col+" (some rows)")
+	}
+	var notes []string
+	for _, why := range slices.Sorted(maps.Keys(byReason)) {
+		notes = append(notes, strings.Join(slices.Sorted(slices.Values(byReason[why])), ", ")+": "+why)
+	}
+	return notes
+}
+
 // Sidecar is the sidecar of a table with na of the run in run.
 func (na *TableNA) Sidecar(run, status string) *Sidecar {
 	s := NewSidecar(run, status, nil)

@@ -98,7 +98,7 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 			if err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
-			return writeExport(o.out, func(w io.Writer) error { return output.SweepRows(w, *o.format, sum.Rows) })
+			return exportSweep(o.dir, o.out, *o.format, sum.Rows)
 		}
 		return exportRun(ctx, fs, &o, kind)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // exportStats writes every table of iocorr stats for the run in dir: as
@@ -94,4 +95,20 @@ func exportStats(dir, out, table string, format output.Format, all bool) error {
 	}
 	note()
 	return nil
+}
+
+// exportSweep writes the summary rows of the sweep in dir, every column
+// kept; what is NA and why goes to the sidecar and, once, to stderr.
+func exportSweep(dir, out string, format output.Format, rows []sweep.Row) error {
+	var na output.TableNA
+	if err := writeExport(out, func(w io.Writer) (err error) {
+		na, err = output.SweepExport(w, format, rows)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, n := range na.Notes("") {
+		fmt.Fprintf(stderr, "iocorr: note: NA: %s\n", n)
+	}
+	return writeSidecar(out, na.Sidecar(dir, ""))
 }
