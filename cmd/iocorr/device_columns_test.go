@@ -70,6 +70,20 @@ func csvColumn(t *testing.T, path, col string) []string {
 	return out
 }
 
+// readSidecar reads the .na.json sidecar at path.
+func readSidecar(t *testing.T, path string) output.Sidecar {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var side output.Sidecar
+	if err := json.Unmarshal(b, &side); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return side
+}
+
 // TestEveryOutputNamesEachWeightsDeviceAndWhyWhereItIsNone: the exports
 // with a device column (a row per token and tensor, a row per event) name
 // each weight's buffer as the store has it, and a weight placed by no
@@ -104,14 +118,7 @@ func TestEveryOutputNamesEachWeightsDeviceAndWhyWhereItIsNone(t *testing.T) {
 			if got := csvColumn(t, out, "device"); !slices.Equal(got, wantCol) {
 				t.Errorf("device column %q, want %q", got, wantCol)
 			}
-			b, err := os.ReadFile(output.SidecarPath(out))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var side output.Sidecar
-			if err := json.Unmarshal(b, &side); err != nil {
-				t.Fatal(err)
-			}
+			side := readSidecar(t, output.SidecarPath(out))
 			if got := side.ValuesNA["device"]; len(got) != len(wantNA) || got[event.DeviceUnknown] != wantNA[event.DeviceUnknown] || got[event.DeviceUnnamed] != wantNA[event.DeviceUnnamed] {
 				t.Errorf("sidecar values_na %q, want device: %q", side.ValuesNA, wantNA)
 			}

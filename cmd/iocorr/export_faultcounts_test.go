@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,14 +36,7 @@ func TestOutputsOfEachFaultSayWhyFaultsCountedInTheKernelAreNotThere(t *testing.
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(output.SidecarPath(out))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var side output.Sidecar
-		if err := json.Unmarshal(b, &side); err != nil {
-			t.Fatal(err)
-		}
+		side := readSidecar(t, output.SidecarPath(out))
 		said := strings.Count(errOut, "each fault outside the model files")
 		if counted && (said != 1 || !strings.Contains(side.RowsNA, why)) || !counted && (said != 0 || side.RowsNA != "") {
 			t.Errorf("counted %v: export events said it %d times on stderr, sidecar rows_na %q; want once and the reason %q, or nothing", counted, said, side.RowsNA, why)
