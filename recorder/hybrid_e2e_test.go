@@ -1,8 +1,10 @@
 package recorder_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +31,12 @@ import (
 //   - the store's picks per token, layer and expert equal the oracle's
 //     (read by its cb_eval through ggml_backend_tensor_get from the GPU's
 //     buffer), and decode picks are decode tokens × layers × experts used;
-//   - no layer's picks are NA;
+//   - no layer's picks are NA; but with a prompt of 32 tokens or more
+//     (GGML_OP_OFFLOAD_MIN_BATCH) and llama.cpp's default op offload, the
+//     scheduler runs the prefill's MUL_MAT_ID of the CPU's experts on the
+//     GPU: that call's picks are NA, saying so, for every layer but the
+//     last (whose one output row stays on the CPU, exact), while decode
+//     picks stay exact; --no-op-offload keeps them all on the CPU, exact;
 //   - the recorded major faults are the child's own (rusage), and the
 //     device read bytes of expert tensors, their faults charged to them;
 //   - each weight's device is the buffer llama.cpp put it in (checkDevices);
@@ -49,37 +56,56 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	// The oracle was linked against the shared build: its libllama.so.0
 	// and libggml.so.0 are then the Vulkan build's, from the hybrid dir.
 	t.Setenv("LD_LIBRARY_PATH", hy)
+	// 34 tokens of the test model's vocabulary: a batch past llama.cpp's
+	// op offload threshold of 32, and within one 49-row chunk of the
+	// router probe's ids.
+	const longPrompt = "the quick brown fox jumps over the lazy dog"
 	for _, tc := range []struct {
 		name    string
 		offload []string
 		gpuFrom int // the first layer llama.cpp puts on the GPU
+		// prefillNA: the prompt's batch takes the op offload, leaving its
+		// picks of every layer but the last unseen.
+		prefillNA bool
+		memLimit  string
 	}{
-		{"every layer on the gpu, experts on the cpu", llmtest.HybridArgs(-1), 0},
+		{"every layer on the gpu, experts on the cpu", llmtest.HybridArgs(-1), 0, false, llmtest.MemLimit},
+		// The offloaded MUL_MAT_ID copies each layer's experts into
+		// lavapipe's buffers, anonymous memory charged to the run's cgroup:
+		// under 112 MiB the kernel killed the oracle in its prefill; under
+		// 256 MiB it ran, with 64 major faults in the model file.
+		{"a prompt of 32 tokens: its prefill's MUL_MAT_ID offloaded to the gpu", append(llmtest.HybridArgs(-1), "-p", longPrompt), 0, true, "256MiB"},
 		// -ngl counts the output layer: layers 5-7 and the output on the
 		// GPU as above, 0-4 wholly on the CPU, whose router's get_rows the
-		// CPU runs: both ways of reading picks in one run.
-		{"the last 3 layers and the output on the gpu, experts on the cpu", []string{"-ngl", "4", "--cpu-moe"}, spec.Layers - 3},
+		// CPU runs: both ways of reading picks in one run; with op offload
+		// off, a long prompt's too.
+		{"the last 3 layers and the output on the gpu, experts on the cpu, op offload off", []string{"-ngl", "4", "--cpu-moe", "--no-op-offload", "-p", longPrompt}, spec.Layers - 3, false, llmtest.MemLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
 			args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
 			args = append(args, tc.offload...)
 			llmtest.WarmShaderCache(t, "routeoracle-"+strings.Join(tc.offload, ""), args, "LD_LIBRARY_PATH="+hy)
-			rec, routing, m := recordOracle(t, dir, llmtest.MemLimit, spec, args...)
+			rec, routing, m := recordOracle(t, dir, tc.memLimit, spec, args...)
 			st, err := index.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
+			if slices.Contains(tc.offload, longPrompt) && routing.PromptTokens < 32 {
+				t.Fatalf("the long prompt is %d tokens, want 32 or more (GGML_OP_OFFLOAD_MIN_BATCH)", routing.PromptTokens)
+			}
+			if tc.prefillNA {
+				checkPrefillOffloaded(t, st, &routing, spec.Layers)
+			} else if why := st.Summary.PicksNA(); why != "" {
+				t.Errorf("picks NA: %s", why)
+			}
 			checkStoredPicks(t, st, routing)
 			decodeTok, picks := rectest.DecodePicks(t, st)
 			if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
 				t.Errorf("%d distinct decode picks, want %d", picks, want)
 			}
 			if why := m.PicksNA(); why != "" {
-				t.Errorf("picks NA: %s", why)
-			}
-			if why := st.Summary.PicksNA(); why != "" {
 				t.Errorf("picks NA: %s", why)
 			}
 
@@ -120,7 +146,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			}
 			ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return decodeTok[tok] })
 			if expertRead == 0 {
-				t.Errorf("no device bytes charged to expert tensors under %s", llmtest.MemLimit)
+				t.Errorf("no device bytes charged to expert tensors under %s", tc.memLimit)
 			}
 			checkDevices(t, st, rec.Stderr, tc.gpuFrom)
 			checkLayerDevices(t, st, tc.gpuFrom)
@@ -174,6 +200,32 @@ func TestRecordHybridOffloadTensorOverridesSplitTheLayers(t *testing.T) {
 	checkDevices(t, st, rec.Stderr, cpuLayers)
 	checkLayerDevices(t, st, cpuLayers)
 	checkLoadReads(t, st)
+}
+
+// checkPrefillOffloaded checks a run whose prompt's batch took llama.cpp's
+// op offload: its decode picks are exact (no NA of the decode phase), its
+// prefill picks NA saying which layers were unseen in the prompt's call
+// and why, and the store holds none of those layers' prefill picks, only
+// the last layer's output row. It leaves in r what the store must equal:
+// the oracle's routing without the unseen prefill rows.
+func checkPrefillOffloaded(t *testing.T, st *index.Store, r *llmtest.Routing, layers int) {
+	t.Helper()
+	if why := st.Summary.PicksNAOf(&index.Query{Phase: "decode"}); why != "" {
+		t.Errorf("decode picks NA: %s", why)
+	}
+	prefill := st.Summary.PicksNAOf(&index.Query{Phase: "prefill"})
+	seen := fmt.Sprintf("token 1 (prefill, %d tokens): layer 0-%d none of %d rows seen", r.PromptTokens, layers-2, r.PromptTokens)
+	for _, want := range []string{seen, "op offload ran those batches' MUL_MAT_ID on the GPU", "--no-op-offload"} {
+		if !strings.Contains(prefill, want) {
+			t.Errorf("prefill picks NA %q, want it to say %q", prefill, want)
+		}
+	}
+	if whole := st.Summary.PicksNA(); whole != prefill {
+		t.Errorf("the run's picks NA %q, want the prefill's", whole)
+	}
+	for l := range layers - 1 {
+		delete(r.Calls[1].Rows, l)
+	}
 }
 
 // checkDevices checks where the store says each weight lived against the
