@@ -1086,7 +1086,7 @@ func picksUnseenCalls(tensors []event.Tensor, tokens []event.TokenInfo, rows map
 	}
 	cpu := map[uint16]bool{}
 	for _, t := range tensors {
-		offCPU := t.Device != "" && !strings.HasPrefix(t.Device, "CPU")
+		offCPU := t.OffCPU()
 		offload = offload || offCPU && !t.Pseudo()
 		if t.Experts > 0 && t.Layer >= 0 && t.Layer <= 0xffff && !offCPU && !slices.Contains(runWide, uint16(t.Layer)) {
 			cpu[uint16(t.Layer)] = true

@@ -58,6 +58,9 @@ func TestPicksUnseenCallsAreTheCallsThatLeftLayersRowsUnread(t *testing.T) {
 		{ID: event.FirstTensor + 4, Name: "blk.3.ffn_up_exps.weight", Layer: 3, Experts: 4, Device: "Vulkan0"},
 	}
 	cpuOnly := slices.Clone(tensors[1:4])
+	// A buffer whose name could not be read proves no GPU.
+	unnamed := slices.Clone(cpuOnly)
+	unnamed[0].Device = event.DeviceUnnamed
 	tokens := []event.TokenInfo{
 		{Token: 1, Phase: event.PhasePrefill, NTokens: 40, StartNS: 1},
 		{Token: 2, Phase: event.PhaseDecode, NTokens: 1, StartNS: 2},
@@ -86,6 +89,8 @@ func TestPicksUnseenCallsAreTheCallsThatLeftLayersRowsUnread(t *testing.T) {
 			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Offload: true, Layers: []event.PicksUnseenLayer{{Layer: 2}}}}},
 		{"a layer unseen run-wide is that list's", tensors, map[selKey]int32{{1, 1}: 40, {1, 2}: 1, {2, 1}: 1, {2, 2}: 1}, []uint16{0}, nil},
 		{"rows missed without a gpu: not offload", cpuOnly, with(map[selKey]int32{{1, 0}: 40, {1, 1}: 39, {1, 2}: 1}), nil,
+			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Layers: []event.PicksUnseenLayer{{Layer: 1, Rows: 39}}}}},
+		{"rows missed beside an unnamed buffer: not offload", unnamed, with(map[selKey]int32{{1, 0}: 40, {1, 1}: 39, {1, 2}: 1}), nil,
 			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Layers: []event.PicksUnseenLayer{{Layer: 1, Rows: 39}}}}},
 		{"no picks in the run", tensors, nil, nil, nil},
 	} {

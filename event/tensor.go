@@ -1,5 +1,7 @@
 package event
 
+import "strings"
+
 // Pseudo tensor ids. Real tensors are numbered from FirstTensor in the
 // order of the run metadata (model by model, header order).
 const (
@@ -75,6 +77,13 @@ func (t *Tensor) DeviceName() string {
 		return DeviceUnknown
 	}
 	return t.Device
+}
+
+// OffCPU says whether t lived in a named buffer of no CPU backend (a
+// GPU's): false where its buffer is unknown or its name unreadable, which
+// proves no GPU.
+func (t *Tensor) OffCPU() bool {
+	return t.Device != "" && DeviceNA(t.Device) == "" && !strings.HasPrefix(t.Device, "CPU")
 }
 
 // Pseudo reports whether t is one of the bracketed catch-all tensors.
