@@ -480,15 +480,6 @@ var (
 	errNotInKernel = errors.New("not in this kernel")
 )
 
-// notInKernel is a feature probe's answer as has gives it: the kernel's
-// "no" (cilium/ebpf's ErrNotSupported) says only that.
-func notInKernel(err error) error {
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		return errNotInKernel
-	}
-	return err
-}
-
 // has returns nil when the kernel has the feature, else why not.
 func (d *detector) has(n Need) error {
 	for _, w := range d.without {
@@ -501,8 +492,13 @@ func (d *detector) has(n Need) error {
 		return err
 	}
 	err := d.probe(n)
+	switch {
+	// The kernel's "no" to a feature probe (cilium/ebpf's
+	// ErrNotSupported) says only that.
+	case errors.Is(err, ebpf.ErrNotSupported):
+		err = errNotInKernel
 	// A probe the process may not make says nothing of the kernel.
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
 		err = fmt.Errorf("%w: %v", ErrPrivileges, err)
 	}
 	d.memo[key] = err
@@ -530,11 +526,11 @@ func (d *detector) probe(n Need) error {
 		}
 		return nil
 	case NeedHelper:
-		return notInKernel(features.HaveProgramHelper(ebpf.TracePoint, n.helper))
+		return features.HaveProgramHelper(ebpf.TracePoint, n.helper)
 	case NeedVerifier:
-		return notInKernel(features.HaveBoundedLoops())
+		return features.HaveBoundedLoops()
 	case NeedLink:
-		return notInKernel(features.HaveBPFLinkUprobeMulti())
+		return features.HaveBPFLinkUprobeMulti()
 	case NeedPerf:
 		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: n.perf, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 			Sample: 1, Bits: unix.PerfBitDisabled}
