@@ -86,7 +86,9 @@ ARM64_TESTS := ./event ./wire ./ingest ./gguf ./ggml ./rundir ./internal/units .
 # The packages that build on any OS, their tests included: the ingest, the
 # read side, the pure internal packages and the test kit their tests use.
 # A test that records (BPF, the page cache, /proc) is in a file tagged
-# linux; internal/layers' test holds this list to its read side.
+# linux; internal/layers' test holds this list to its read side. The CLI's
+# test binary, whose tests ingest, query and report runs written without a
+# tracer (testkit/runtest, testkit/storetest), is linked for both too.
 CROSS_PKGS := ./wire ./ingest ./correlate ./pipeline ./event ./gguf ./ggml ./rundir ./index \
 	./stats ./perfetto ./sweep ./diff ./predict ./output ./report ./dataset ./cmd/iocorr \
 	./internal/kernel ./internal/units ./internal/atomicfile ./internal/procmaps \
@@ -99,6 +101,8 @@ cross: ## build iocorr for macOS (arm64) and Windows, and vet the packages that 
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/iocorr
 	GOOS=darwin GOARCH=arm64 $(GO) vet $(CROSS_PKGS)
 	GOOS=windows GOARCH=amd64 $(GO) vet $(CROSS_PKGS)
+	GOOS=darwin GOARCH=arm64 $(GO) test -c -o /dev/null ./cmd/iocorr
+	GOOS=windows GOARCH=amd64 $(GO) test -c -o /dev/null ./cmd/iocorr
 
 arm64: ## cross-build for linux/arm64 (no clang: the arm64 BPF object is committed) and run the pure packages' tests under qemu-user
 	GOARCH=arm64 $(GO) build ./...
