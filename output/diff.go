@@ -26,13 +26,15 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 	switch r.By {
 	case "token":
 		key.Type = Uint32
-	case "layer", "expert":
+	}
+	intKey, pseudoCol := IntKey(r.By)
+	if intKey {
 		key.Type, key.Nullable = Int32, true
 	}
 	cols := []Column{key}
-	pseudo := key.Type == Int32 && anyPseudo(len(r.Groups), func(i int) string { return r.Groups[i].Key })
+	pseudo := r.By == "request" || intKey && anyPseudo(len(r.Groups), func(i int) string { return r.Groups[i].Key })
 	if pseudo {
-		cols = append(cols, Column{Name: PseudoTensor, Type: String, Nullable: true})
+		cols = append(cols, Column{Name: pseudoCol, Type: String, Nullable: true})
 	}
 	cols = append(cols, []Column{{Name: "in"}, {Name: "counter"}, {Name: "a", Type: Uint64, Nullable: true},
 		{Name: "b", Type: Uint64, Nullable: true}, {Name: "delta", Type: Int64, Nullable: true}, {Name: "ratio", Type: Float64, Nullable: true}}...)
@@ -51,7 +53,7 @@ func Diff(w io.Writer, r *diff.Result, format Format) error {
 			if n, err := strconv.ParseUint(g.Key, 10, 32); err == nil {
 				key = Num(n)
 			}
-		case "layer", "expert":
+		case "layer", "expert", "request":
 			key, name = Key(g.Key)
 		}
 		for ci := range g.Cells {

@@ -168,3 +168,30 @@ func TestAStatsColumnNAInEveryRowIsLeftOutUnlessAllAndAReasonColumnOnlyWhereReas
 		t.Errorf("sidecar %+v", side)
 	}
 }
+
+// A stats key that is none (a tensor of no layer, a first pick of no
+// earlier one) is null in an export, "-" to a person, and is no NA: no
+// reason anywhere, since nothing went unmeasured.
+func TestAStatsKeyOfNoneIsNullWithNoReason(t *testing.T) {
+	tbl := &stats.Table{Name: "layers", Columns: []stats.Column{{Name: "layer", Kind: stats.Int, NoneBelowZero: true}, {Name: "size_bytes", Kind: stats.Int}},
+		Rows: [][]stats.Value{{{I: -1}, {I: 10}}, {{I: 0}, {I: 20}}}}
+	for _, tc := range []struct {
+		format Format
+		want   string
+	}{
+		{CSV, "layer,size_bytes\r\n,10\r\n0,20\r\n"},
+		{JSONL, "{\"layer\":null,\"size_bytes\":10}\n{\"layer\":0,\"size_bytes\":20}\n"},
+	} {
+		var b bytes.Buffer
+		na, err := StatsTable(&b, tc.format, "", tbl, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want || len(na.Every)+len(na.Some)+len(na.PerRow) != 0 {
+			t.Errorf("%s: got %q, NA %+v; want %q and no NA", tc.format, b.String(), na, tc.want)
+		}
+	}
+	if c := statsCell(tbl.Columns[0], tbl.Rows[0][0]); c.human() != "-" {
+		t.Errorf("a person sees layer none as %q, want -", c.human())
+	}
+}

@@ -206,7 +206,27 @@ func CounterCells(dst []Cell, c *event.Counters, tableOnly bool, na *Unmeasured)
 // an integer column into text for every reader.
 const PseudoTensor = "pseudo_tensor"
 
-// Key is a typed group key, a layer or an expert: an integer, or, for
+// PseudoRequest is the column that names the pseudo request (event's
+// RequestShared, RequestUnknown, RequestIncomplete, RequestNone) of a
+// row keyed by request, whose request (a llama.cpp sequence id) is then
+// null: in the key column its name would turn the integer column into
+// text for every reader.
+const PseudoRequest = "pseudo_request"
+
+// IntKey says whether a result grouped by by has an integer key that may
+// be none (layer, expert, request), and names the column that says what
+// a row of no key stands for (PseudoTensor, PseudoRequest).
+func IntKey(by string) (ok bool, pseudo string) {
+	switch by {
+	case "layer", "expert":
+		return true, PseudoTensor
+	case "request":
+		return true, PseudoRequest
+	}
+	return false, ""
+}
+
+// Key is a typed group key, a layer, an expert or a request: an integer, or, for
 // none (-1: a tensor of no layer, a dense tensor), null in the formats a
 // program reads and "-" in a table. A key that is no integer (a pseudo
 // tensor's name) is none too, and pseudo its name, for the PseudoTensor

@@ -156,3 +156,39 @@ func TestAPseudoTensorsLayerIsNoneAndItsNameAColumnOfItsOwnAndItHoldsNoDevice(t 
 		})
 	}
 }
+
+// A query by request keeps its key an integer column, the llama.cpp
+// sequence: a pseudo request's row ("shared", "[no decode]") has a null
+// request and its name in pseudo_request, which a query by request always
+// has, so that every run's result has one schema.
+func TestARequestKeyIsTheSequenceAndAPseudoRequestsNameAColumnOfItsOwn(t *testing.T) {
+	na := &Unmeasured{Counters: CounterNA{}}
+	for _, d := range event.CounterFields {
+		if d.Name != "major_faults" {
+			na.Counters[d.Name] = "not in this test"
+		}
+	}
+	for _, tc := range []struct {
+		keys   []string
+		format Format
+		want   string
+	}{
+		{[]string{"0", "3", event.RequestShared, event.RequestNone}, CSV,
+			"request,pseudo_request,major_faults\r\n0,,0\r\n3,,0\r\n,shared,0\r\n,[no decode],0\r\n"},
+		{[]string{"0", event.RequestUnknown}, JSONL,
+			`{"request":0,"pseudo_request":null,"major_faults":0}` + "\n" + `{"request":null,"pseudo_request":"[unknown]","major_faults":0}` + "\n"},
+		{[]string{"1"}, CSV, "request,pseudo_request,major_faults\r\n1,,0\r\n"},
+	} {
+		var rows []index.Row
+		for _, k := range tc.keys {
+			rows = append(rows, index.Row{Key: k})
+		}
+		var b bytes.Buffer
+		if err := QueryRows(&b, rows, "request", tc.format, "", na); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want {
+			t.Errorf("%v %s: got\n%q\nwant\n%q", tc.keys, tc.format, b.String(), tc.want)
+		}
+	}
+}

@@ -11,9 +11,11 @@ import (
 // QueryRows writes the rows of index.Store.Query grouped by by. A table
 // shows what a person reads first (event.Counter.Table); the other
 // formats carry every counter as a raw number. Columns are the counters'
-// names everywhere. A layer or expert key is an integer, null for none;
-// a pseudo tensor's row (query --all) has a null key and its name in the
-// PseudoTensor column, which only such a result has.
+// names everywhere. A layer, expert or request key is an integer, null
+// for none; a pseudo tensor's row (query --all) has a null key and its
+// name in the PseudoTensor column, which only such a result has; a pseudo
+// request's ("shared", "[unknown]", ...) has its name in PseudoRequest,
+// which a query by request always has.
 // What the run did not measure (na: its counters, and for a query by
 // expert the router's picks) is left out, or NA, never a count of zero.
 func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured) error {
@@ -22,15 +24,15 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 	}
 	tableOnly := format == Table
 	cols := []Column{{Name: by, Type: String}}
-	intKey := by == "layer" || by == "expert"
-	pseudo := intKey && anyPseudo(len(rows), func(i int) string { return rows[i].Key })
+	intKey, pseudoCol := IntKey(by)
+	pseudo := by == "request" || intKey && anyPseudo(len(rows), func(i int) string { return rows[i].Key })
 	switch {
 	case by == "token":
 		cols = []Column{{Name: by, Type: Uint32}, {Name: "phase", Type: String}}
 	case intKey:
 		cols[0] = Column{Name: by, Type: Int32, Nullable: true}
 		if pseudo {
-			cols = append(cols, Column{Name: PseudoTensor, Type: String, Nullable: true})
+			cols = append(cols, Column{Name: pseudoCol, Type: String, Nullable: true})
 		}
 	}
 	// Where each layer's weights lived (index.Row.Devices); a pseudo
@@ -93,7 +95,7 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 // were not measured.
 func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
-		{"request", String, false}, {"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
+		{"request", Int32, true}, {PseudoRequest, String, true}, {"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
 	cols = append(CounterColumns(cols, false, na), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
@@ -112,9 +114,11 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 				dur = Duration(t.EndNS - t.StartNS)
 			}
 		}
-		// The request: the token's llama.cpp sequence, or the pseudo
-		// request of event.TokenInfo.Request ("shared", "[unknown]"...).
-		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), Text(t.Request()), start, dur)
+		// The request: the token's llama.cpp sequence, or null and the
+		// pseudo request of event.TokenInfo.Request ("shared",
+		// "[unknown]"...).
+		req, pseudo := Key(t.Request())
+		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), req, pseudo, start, dur)
 		cells = CounterCells(cells, &t.Counters, false, na)
 		cells = append(cells, Num(t.TensorsTouched), Num(t.ExpertsTouched))
 		return rw.Row(cells...)

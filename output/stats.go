@@ -90,6 +90,8 @@ func statsCell(c stats.Column, v stats.Value) Cell {
 	switch {
 	case v.NA != "":
 		return NA()
+	case c.IsNone(v):
+		return None()
 	case c.Kind == stats.String:
 		return Text(v.S)
 	case c.Kind == stats.Int && v.I >= 0 && strings.HasSuffix(c.Name, "_bytes"):
@@ -144,6 +146,8 @@ func StatsJSON(w io.Writer, rep *stats.Report) error {
 				case v.NA != "":
 					m[c.Name] = nil
 					m[c.Name+"_na_reason"] = v.NA
+				case c.IsNone(v):
+					m[c.Name] = nil
 				case c.Kind == stats.String:
 					m[c.Name] = v.S
 				case c.Kind == stats.Int:
@@ -261,6 +265,8 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 			switch {
 			case v.NA != "":
 				cells = append(cells, NA())
+			case c.IsNone(v):
+				cells = append(cells, None())
 			case c.Kind == stats.String:
 				cells = append(cells, Text(v.S))
 			case c.Kind == stats.Float:
@@ -284,12 +290,15 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 // (TableNA): perRow says which columns have a reason column.
 func statsColumns(t *stats.Table, all bool) (cols []Column, perRow []bool, na TableNA, err error) {
 	perRow = make([]bool, len(t.Columns))
-	// reason is a column's one reason so far; naRows its NA rows.
+	// reason is a column's one reason so far; naRows its NA rows; none
+	// whether a row is none (stats.Column.NoneBelowZero).
 	reason := make([]string, len(t.Columns))
 	naRows := make([]int, len(t.Columns))
+	none := make([]bool, len(t.Columns))
 	rows := 0
 	if err := t.Each(func(r []stats.Value) error {
 		for i := range r {
+			none[i] = none[i] || t.Columns[i].IsNone(r[i])
 			switch why := r[i].NA; {
 			case why == "":
 			case naRows[i] == 0:
@@ -323,7 +332,7 @@ func statsColumns(t *stats.Table, all bool) (cols []Column, perRow []bool, na Ta
 		case stats.Float:
 			typ = Float64
 		}
-		cols = append(cols, Column{Name: c.Name, Type: typ, Nullable: naRows[i] > 0})
+		cols = append(cols, Column{Name: c.Name, Type: typ, Nullable: naRows[i] > 0 || none[i]})
 		switch {
 		case perRow[i]:
 			na.PerRow = append(na.PerRow, c.Name)
@@ -362,6 +371,8 @@ func StatsLong(w io.Writer, format Format, rep *stats.Report) error {
 				switch {
 				case v.NA != "":
 					cells[6] = Text(v.NA)
+				case c.IsNone(v):
+					// None: every value column null, and no reason.
 				case c.Kind == stats.String:
 					cells[5] = Text(v.S)
 				case c.Kind == stats.Float:

@@ -2,7 +2,6 @@ package stats
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
 
@@ -62,13 +61,20 @@ var policies = []struct {
 	sim  func([]int, int) []bool
 }{{"lru", LRU}, {"lfu", LFU}, {"belady", Belady}}
 
+// The kinds of a reuse_distance row: a pick of an expert picked before
+// in the layer, at a distance, or its first pick, at none.
+const (
+	ReuseKindReuse = "reuse"
+	ReuseKindFirst = "first use"
+)
+
 func (r *run) moe() []Table {
 	act := Table{Name: "expert_activations", Title: "activation matrix: how often the router picked each expert, by phase", Long: true,
 		Columns: cols("siii", "phase", "layer", "expert", "activations")}
 	routing := Table{Name: "routing", Title: "per MoE layer: routing entropy, token-to-token overlap, real hit rate (decode)",
 		Columns: cols("iiiffff", "layer", "experts", "decode_activations", "routing_entropy_bits", "routing_entropy_normalized_ratio", "token_overlap_ratio", "real_hit_rate_ratio")}
 	reuse := Table{Name: "reuse_distance", Title: "reuse distance (distinct experts of the layer between two picks of one expert), decode, all MoE layers",
-		Columns: cols("siif", "distance", "distance_experts", "activations", "cdf_ratio")}
+		Columns: cols("skif", "kind", "distance_experts", "activations", "cdf_ratio")}
 	simL := Table{Name: "cache_sim_layers", Title: "expert-cache simulation per layer, decode", Long: true,
 		Columns: cols("isifff", "layer", "policy", "k_experts", "hit_rate_ratio", "hit_rate_after_warmup_ratio", "bytes_read_per_token_bytes")}
 	sim := Table{Name: "cache_sim", Title: "expert-cache simulation, all MoE layers, decode: K experts per layer, or one byte budget shared; the real run beside them",
@@ -149,11 +155,13 @@ func (r *run) moe() []Table {
 	cum := 0
 	for _, d := range ds {
 		cum += hist[d]
+		// A first pick has no distance (none, not unmeasured): kind says
+		// so, and the distance column stays an integer one.
+		kind := ReuseKindReuse
 		if d < 0 {
-			reuse.add(Str("first use"), NA("first use: no earlier pick"), I64(hist[d]), F64(float64(cum)/float64(total), ""))
-		} else {
-			reuse.add(Str(fmt.Sprint(d)), I64(d), I64(hist[d]), F64(float64(cum)/float64(total), ""))
+			kind = ReuseKindFirst
 		}
+		reuse.add(Str(kind), I64(d), I64(hist[d]), F64(float64(cum)/float64(total), ""))
 	}
 	// Per-layer simulations and their sums per K.
 	maxE := 0

@@ -250,9 +250,9 @@ func TestMoEFiguresOfAScriptedRouterEqualTheirDefinitions(t *testing.T) {
 	}
 	gotReuse := map[int]int{}
 	for _, row := range st["reuse_distance"] {
-		d := -1
-		if row["distance"].S != "first use" {
-			d = int(num(row, "distance_experts"))
+		d := int(num(row, "distance_experts"))
+		if (d < 0) != (row["kind"].S == stats.ReuseKindFirst) {
+			t.Errorf("reuse_distance: kind %q at distance %d", row["kind"].S, d)
 		}
 		gotReuse[d] = int(num(row, "activations"))
 	}

@@ -666,7 +666,7 @@ const naNoTime = "no token of this phase has llama_decode entry and return times
 
 func (r *run) perToken() Table {
 	t := Table{Name: "per_token", Title: "per token (one llama_decode call), by phase"}
-	t.Columns = []Column{{"phase", String}, {"tokens", Int}}
+	t.Columns = []Column{{Name: "phase", Kind: String}, {Name: "tokens", Kind: Int}}
 	type fig struct {
 		name string
 		get  func(*event.TokenInfo) (float64, bool)
@@ -689,10 +689,10 @@ func (r *run) perToken() Table {
 	stats := []string{"mean", "p50", "p90", "p99", "max"}
 	for _, f := range figs {
 		for _, s := range stats {
-			t.Columns = append(t.Columns, Column{fmt.Sprintf(f.name, s), Float})
+			t.Columns = append(t.Columns, Column{Name: fmt.Sprintf(f.name, s), Kind: Float})
 		}
 	}
-	t.Columns = append(t.Columns, Column{"stall_share_ratio", Float})
+	t.Columns = append(t.Columns, Column{Name: "stall_share_ratio", Kind: Float})
 	for _, ph := range phases {
 		row := []Value{Str(ph.name)}
 		var toks []*event.TokenInfo
@@ -854,7 +854,7 @@ const naNoMincore = "not measured: the run has no end-of-run mincore snapshot (r
 
 func (r *run) tensors() Table {
 	t := Table{Name: "tensors", Title: "per tensor: amplification, refaults, residency at the end against mincore",
-		Columns: cols("sissiiiiiiffiiifif", "tensor", "layer", "role", "device", "size_bytes", "bytes_read_bytes", "faults", "major_faults", "fault_stall_ns",
+		Columns: cols("skssiiiiiiffiiifif", "tensor", "layer", "role", "device", "size_bytes", "bytes_read_bytes", "faults", "major_faults", "fault_stall_ns",
 			"faulted_bytes", "readahead_amplification_ratio", "reread_amplification_ratio", "refault_pages",
 			"pages", "resident_end_pages", "resident_end_share_ratio", "resident_end_mincore_pages", "resident_end_mincore_share_ratio")}
 	for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
@@ -896,7 +896,7 @@ func (r *run) tensors() Table {
 
 func (r *run) layers() Table {
 	t := Table{Name: "layers", Title: "per layer: bytes read against its size (re-read amplification)",
-		Columns: cols("iiif", "layer", "size_bytes", "bytes_read_bytes", "reread_amplification_ratio")}
+		Columns: cols("kiif", "layer", "size_bytes", "bytes_read_bytes", "reread_amplification_ratio")}
 	size, read := map[int]int64{}, map[int]uint64{}
 	for i := event.FirstTensor; int(i) < len(r.st.Tensors); i++ {
 		x := &r.st.Tensors[i]

@@ -262,14 +262,16 @@ func TestRoutingFiguresOfScriptedPicks(t *testing.T) {
 		t.Errorf("activations %v, want decode 24, prefill 4", sum)
 	}
 	// Reuse distances: 6 first uses, 14 at distance 1, 4 at distance 2.
+	// A first use has no distance: its kind says so, its distance is none.
 	for _, c := range []struct {
-		d   string
-		n   int64
-		cdf float64
-	}{{"first use", 6, 6.0 / 24}, {"1", 14, 20.0 / 24}, {"2", 4, 1}} {
-		r := find(t, rep, "reuse_distance", map[string]any{"distance": c.d})
+		kind string
+		d    int
+		n    int64
+		cdf  float64
+	}{{stats.ReuseKindFirst, -1, 6, 6.0 / 24}, {stats.ReuseKindReuse, 1, 14, 20.0 / 24}, {stats.ReuseKindReuse, 2, 4, 1}} {
+		r := find(t, rep, "reuse_distance", map[string]any{"kind": c.kind, "distance_experts": c.d})
 		if r["activations"].I != c.n || r["cdf_ratio"].F != c.cdf {
-			t.Errorf("distance %s: %d picks, cdf %v; want %d, %v", c.d, r["activations"].I, r["cdf_ratio"].F, c.n, c.cdf)
+			t.Errorf("%s at distance %d: %d picks, cdf %v; want %d, %v", c.kind, c.d, r["activations"].I, r["cdf_ratio"].F, c.n, c.cdf)
 		}
 	}
 }

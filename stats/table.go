@@ -23,7 +23,14 @@ const (
 type Column struct {
 	Name string
 	Kind Kind
+	// NoneBelowZero: a negative Int is none (a tensor of no layer, a first
+	// pick of no earlier one), not a number: null for programs, "-" for a
+	// person, and no NA, since nothing went unmeasured.
+	NoneBelowZero bool
 }
+
+// IsNone says whether v, of column c, is none (NoneBelowZero).
+func (c *Column) IsNone(v Value) bool { return c.NoneBelowZero && v.NA == "" && v.I < 0 }
 
 // Value is one cell. NA, when set, says why the figure was not measured:
 // an unmeasured figure is never a zero.
@@ -83,16 +90,21 @@ func (t *Table) add(row ...Value) {
 	t.Rows = append(t.Rows, row)
 }
 
+// cols are columns of names, of kinds one letter each: s a string, i an
+// integer, k an integer key whose negative values are none
+// (NoneBelowZero), f a float.
 func cols(kinds string, names ...string) []Column {
 	out := make([]Column, len(names))
 	for i, n := range names {
 		switch kinds[i] {
 		case 's':
-			out[i] = Column{n, String}
+			out[i] = Column{n, String, false}
 		case 'i':
-			out[i] = Column{n, Int}
+			out[i] = Column{n, Int, false}
+		case 'k':
+			out[i] = Column{n, Int, true}
 		default:
-			out[i] = Column{n, Float}
+			out[i] = Column{n, Float, false}
 		}
 	}
 	return out
