@@ -98,7 +98,9 @@ func (r *run) expertActivations(layers []int, experts int) ([][]float64, string)
 	li := layerIndex(layers)
 	rows, why := r.table("expert_activations", "phase", "layer", "expert", "activations")
 	for _, m := range rows {
-		if m["phase"].S != "decode" {
+		// A layer whose decode picks were not all seen is NA (the
+		// report's notes say why): left grey, not summed as NaN.
+		if m["phase"].S != "decode" || m["activations"].NA != "" {
 			continue
 		}
 		if i, ok := li[int(m["layer"].I)]; ok && int(m["expert"].I) < experts {

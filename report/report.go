@@ -107,6 +107,11 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 	add(r.layerBars())
 	add(r.roleBars())
 	if r.moe {
+		if why := meta.PicksNA(); why != "" {
+			out.Notes = append(out.Notes, "router picks NA: "+why)
+		} else if why := st.Summary.PicksNA(); why != "" {
+			out.Notes = append(out.Notes, "router picks NA where not all seen (the decode heatmap leaves those layers grey): "+why)
+		}
 		add(r.expertHeatmap(ev, false))
 		add(r.expertHeatmap(ev, true))
 		add(r.cacheCurves())
