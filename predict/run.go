@@ -129,6 +129,10 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 	}
 	if missing > 0 {
 		r.picksNA = fmt.Sprintf("%d of %d calls lack the router's picks of some MoE layer: their expert reads are unknown", missing, moeCalls)
+	} else if why := st.Summary.PicksNA(); why != "" {
+		// Some rows of a call's layer seen, others not: its expert set,
+		// and so its reads, may be short.
+		r.picksNA = why
 	}
 	phaseOf := map[uint32]uint8{}
 	for _, t := range tokens {
