@@ -14,15 +14,16 @@ import (
 
 // Model writes what iocorr inspect shows of a GGUF model: in a table, a
 // summary, the tensor types, with withMeta every metadata key, then a row
-// per tensor (also in JSON lines); in CSV the tensor rows alone; in JSON
-// one object holding the summary, the metadata (withMeta) and the tensors.
+// per tensor; in CSV and JSON lines the tensor rows alone (a reader of
+// either takes every line for a row); in JSON one object holding the
+// summary, the metadata (withMeta) and the tensors.
 func Model(w io.Writer, m *gguf.Model, format Format, withMeta bool) error {
 	sum := summarize(m)
 	split := len(m.Files) > 1
 	switch format {
 	case JSON:
 		return inspectJSON(w, m, sum, split, withMeta)
-	case CSV:
+	case CSV, JSONL:
 		return tensorTable(w, m, format, split)
 	}
 	printSummary(w, sum)
