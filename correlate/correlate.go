@@ -1073,8 +1073,10 @@ func (c *Correlator) Finish() (*Result, error) {
 // offloads the MUL_MAT_ID of a large batch (32 tokens in ggml-vulkan and
 // ggml-cuda, GGML_OP_OFFLOAD_MIN_BATCH) to the GPU, where no CPU graph
 // reads its ids; a ubatch split of the call can leave only some of its
-// rows on the CPU. The last layer with picks computes only the rows whose
-// logits are wanted: one seen row counts it as seen. None in a run
+// rows on the CPU. The model's last layer computes only the rows whose
+// logits are wanted: one seen row counts it as seen. That is the last
+// layer with picks unless a later layer's experts lived on a GPU
+// (--n-cpu-moe N), whose CPU layers all compute every row. None in a run
 // without picks (rundir.Meta.PicksNA and runWide say why).
 func picksUnseenCalls(tensors []event.Tensor, tokens []event.TokenInfo, rows map[selKey]int32, graphed map[uint32]bool, runWide []uint16) []event.PicksUnseenCall {
 	if len(rows) == 0 {
@@ -1085,12 +1087,17 @@ func picksUnseenCalls(tensors []event.Tensor, tokens []event.TokenInfo, rows map
 		last = max(last, int(k.layer))
 	}
 	cpu := map[uint16]bool{}
+	gpuAfter := false
 	for _, t := range tensors {
 		offCPU := t.OffCPU()
 		offload = offload || offCPU && !t.Pseudo()
 		if t.Experts > 0 && t.Layer >= 0 && t.Layer <= 0xffff && !offCPU && !slices.Contains(runWide, uint16(t.Layer)) {
 			cpu[uint16(t.Layer)] = true
 		}
+		gpuAfter = gpuAfter || t.Experts > 0 && offCPU && t.Layer > last
+	}
+	if gpuAfter {
+		last = -1
 	}
 	layers := slices.Sorted(maps.Keys(cpu))
 	picked := map[uint32]bool{}

@@ -45,8 +45,9 @@ func TestPicksUnseenAreTheMoELayersWithoutPicksInARunWithPicks(t *testing.T) {
 // A call that computed tokens lists the MoE layers with experts on the CPU
 // side whose picks it did not see for every one of its tokens: none of
 // them (a prefill's MUL_MAT_ID offloaded to the GPU), or some (a ubatch
-// of the call left on the CPU). The last layer with picks computes only
-// the output rows, so one row seen is all of it. Layers on the GPU and
+// of the call left on the CPU). The model's last layer computes only the
+// output rows, so one row seen is all of it; where later layers' experts
+// are on the GPU, the last CPU layer computes every row. Layers on the GPU and
 // those unseen run-wide are the run-wide list's; a call that computed
 // nothing (no graph, no pick) and a run without picks list none.
 func TestPicksUnseenCallsAreTheCallsThatLeftLayersRowsUnread(t *testing.T) {
@@ -55,9 +56,10 @@ func TestPicksUnseenCallsAreTheCallsThatLeftLayersRowsUnread(t *testing.T) {
 		{ID: event.FirstTensor + 1, Name: "blk.0.ffn_up_exps.weight", Layer: 0, Experts: 4, Device: "CPU_Mapped"},
 		{ID: event.FirstTensor + 2, Name: "blk.1.ffn_up_exps.weight", Layer: 1, Experts: 4, Device: "CPU_Mapped"},
 		{ID: event.FirstTensor + 3, Name: "blk.2.ffn_up_exps.weight", Layer: 2, Experts: 4, Device: "CPU_Mapped"},
-		{ID: event.FirstTensor + 4, Name: "blk.3.ffn_up_exps.weight", Layer: 3, Experts: 4, Device: "Vulkan0"},
 	}
 	cpuOnly := slices.Clone(tensors[1:4])
+	// --n-cpu-moe 3: the last layer's experts on the GPU.
+	gpuLast := append(slices.Clone(tensors), event.Tensor{ID: event.FirstTensor + 4, Name: "blk.3.ffn_up_exps.weight", Layer: 3, Experts: 4, Device: "Vulkan0"})
 	// A buffer whose name could not be read proves no GPU.
 	unnamed := slices.Clone(cpuOnly)
 	unnamed[0].Device = event.DeviceUnnamed
@@ -87,6 +89,9 @@ func TestPicksUnseenCallsAreTheCallsThatLeftLayersRowsUnread(t *testing.T) {
 			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Offload: true, Layers: []event.PicksUnseenLayer{{Layer: 0, Rows: 8}, {Layer: 1, Rows: 8}}}}},
 		{"the last layer unseen in a call", tensors, with(map[selKey]int32{{1, 0}: 40, {1, 1}: 40}), nil,
 			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Offload: true, Layers: []event.PicksUnseenLayer{{Layer: 2}}}}},
+		{"the last layer's experts on the gpu: the last cpu layer computes every row", gpuLast, with(map[selKey]int32{{1, 0}: 40, {1, 1}: 40, {1, 2}: 1}), nil,
+			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Offload: true, Layers: []event.PicksUnseenLayer{{Layer: 2, Rows: 1}}}}},
+		{"the last layer's experts on the gpu, every cpu row seen", gpuLast, with(map[selKey]int32{{1, 0}: 40, {1, 1}: 40, {1, 2}: 40}), nil, nil},
 		{"a layer unseen run-wide is that list's", tensors, map[selKey]int32{{1, 1}: 40, {1, 2}: 1, {2, 1}: 1, {2, 2}: 1}, []uint16{0}, nil},
 		{"rows missed without a gpu: not offload", cpuOnly, with(map[selKey]int32{{1, 0}: 40, {1, 1}: 39, {1, 2}: 1}), nil,
 			[]event.PicksUnseenCall{{Token: 1, Phase: event.PhasePrefill, Tokens: 40, Layers: []event.PicksUnseenLayer{{Layer: 1, Rows: 39}}}}},
