@@ -116,25 +116,12 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	if m.BlockRequeues == nil {
 		t.Fatalf("meta.json has no block_requeues: the requeue hook is not attached on %s", m.Host.Kernel)
 	}
-	theirs := bytesPerTensor(ct, f, exts)
 	st, err := index.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rows, err := st.Query(index.Query{By: "tensor"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := map[string]uint64{}
-	var total, theirTotal uint64
-	for _, r := range rows {
-		ours[r.Key] = r.ReadBytes
-		total += r.ReadBytes
-	}
-	for _, b := range theirs {
-		theirTotal += b
-	}
+	total, theirTotal := checkTensorBytes(t, st, f, ct, exts)
 	t.Logf("%d completions, %d requeues of the file's sectors (iocorr, the whole device: %d while held), %d completions unseen by iocorr's programs; tensors read %d bytes (oracle %d)",
 		len(ct.Completions), ct.Requeues, *m.BlockRequeues, m.BlockIncomplete, total, theirTotal)
 	if ct.Requeues == 0 {
@@ -188,8 +175,26 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	if extra > 0 {
 		t.Errorf("iocorr has %d requests of the file the device never completed at that sector and size", extra)
 	}
+}
+
+// checkTensorBytes holds the device bytes the store gives each tensor of
+// the model to the completions' (ct, stopped), byte for byte, and returns
+// both totals; a run that read nothing of the model fails it.
+func checkTensorBytes(t *testing.T, st *index.Store, f *gguf.File, ct *blocktrace.Trace, exts []rundir.Extent) (ours, theirs uint64) {
+	t.Helper()
+	want := bytesPerTensor(ct, f, exts)
+	rows, err := st.Query(index.Query{By: "tensor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, r := range rows {
+		got[r.Key] = r.ReadBytes
+		ours += r.ReadBytes
+	}
 	for _, tn := range f.Tensors {
-		o, th := ours[tn.Name], theirs[tn.Name]
+		o, th := got[tn.Name], want[tn.Name]
+		theirs += th
 		switch {
 		case o < th:
 			t.Errorf("%s: iocorr %d bytes, the completions %d: short by %d", tn.Name, o, th, th-o)
@@ -197,7 +202,8 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 			t.Errorf("%s: iocorr %d bytes, the completions %d: %d too many", tn.Name, o, th, o-th)
 		}
 	}
-	if theirTotal == 0 {
+	if theirs == 0 {
 		t.Fatal("the run read nothing of the model from the device")
 	}
+	return ours, theirs
 }

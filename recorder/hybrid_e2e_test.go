@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -39,6 +42,8 @@ import (
 //     picks stay exact; --no-op-offload keeps them all on the CPU, exact;
 //   - the recorded major faults are the child's own (rusage), and the
 //     device read bytes of expert tensors, their faults charged to them;
+//   - each tensor's device bytes are the disk's completions of its sectors
+//     (an ftrace instance, testkit/blocktrace), byte for byte;
 //   - each weight's device is the buffer llama.cpp put it in (checkDevices);
 //   - each CPU split's computation is timed, inside its token's call
 //     (checkSplitTimes).
@@ -49,6 +54,18 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	oracle := llmtest.BuildRouteOracle(t)
 	spec := llmtest.MoE
 	model := llmtest.Model(t, spec)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := blockdev.StatFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts, err := blockdev.Extents(model)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, kv := range llmtest.HybridEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
@@ -86,12 +103,16 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
 			args = append(args, tc.offload...)
 			llmtest.WarmShaderCache(t, "routeoracle-"+strings.Join(tc.offload, ""), args, "LD_LIBRARY_PATH="+hy)
+			ct := blocktrace.Start(t, id.Dev, fileSectors(exts))
 			rec, routing, m := recordOracle(t, dir, tc.memLimit, spec, args...)
+			ct.Stop(t)
 			st, err := index.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
+			ours, theirs := checkTensorBytes(t, st, f, ct, exts)
+			t.Logf("the model's device bytes: iocorr %d, the completions %d, tensor by tensor", ours, theirs)
 			if slices.Contains(tc.offload, longPrompt) && routing.PromptTokens < 32 {
 				t.Fatalf("the long prompt is %d tokens, want 32 or more (GGML_OP_OFFLOAD_MIN_BATCH)", routing.PromptTokens)
 			}
