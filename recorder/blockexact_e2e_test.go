@@ -88,20 +88,10 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	model := llmtest.Model(t, llmtest.MoE)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := blockdev.StatFile(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exts, err := blockdev.Extents(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := openModelDisk(t, model)
+	exts := md.exts
 	oursBefore := progMisses(t, "tracing", "block_")
-	ct := blocktrace.Start(t, id.Dev, fileSectors(exts))
+	ct := md.trace(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit},
 		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), model, 8)...)
@@ -121,7 +111,7 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	total, theirTotal := checkTensorBytes(t, st, f, ct, exts)
+	total, theirTotal := md.checkTensorBytes(t, st, ct)
 	t.Logf("%d completions, %d requeues of the file's sectors (iocorr, the whole device: %d while held), %d completions unseen by iocorr's programs; tensors read %d bytes (oracle %d)",
 		len(ct.Completions), ct.Requeues, *m.BlockRequeues, m.BlockIncomplete, total, theirTotal)
 	if ct.Requeues == 0 {
@@ -140,7 +130,7 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	var extra, seen uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		b := spooltest.Decoded(t, rec).Block()
-		if b == nil || b.Dev != id.Dev || b.CmdFlags&0xff != 0 {
+		if b == nil || b.Dev != md.dev || b.CmdFlags&0xff != 0 {
 			return
 		}
 		ps, pe := b.Sector*512, b.Sector*512+uint64(b.Bytes)
@@ -177,12 +167,43 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	}
 }
 
+// modelDisk is a model file and where it lies on its disk: what the
+// completion oracle traces and maps back onto tensors.
+type modelDisk struct {
+	f    *gguf.File
+	dev  uint32
+	exts []rundir.Extent
+}
+
+func openModelDisk(t *testing.T, model string) modelDisk {
+	t.Helper()
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := blockdev.StatFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts, err := blockdev.Extents(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return modelDisk{f, id.Dev, exts}
+}
+
+// trace starts the completion oracle on the model's sectors.
+func (md modelDisk) trace(t *testing.T) *blocktrace.Trace {
+	return blocktrace.Start(t, md.dev, fileSectors(md.exts))
+}
+
 // checkTensorBytes holds the device bytes the store gives each tensor of
 // the model to the completions' (ct, stopped), byte for byte, and returns
 // both totals; a run that read nothing of the model fails it.
-func checkTensorBytes(t *testing.T, st *index.Store, f *gguf.File, ct *blocktrace.Trace, exts []rundir.Extent) (ours, theirs uint64) {
+func (md modelDisk) checkTensorBytes(t *testing.T, st *index.Store, ct *blocktrace.Trace) (ours, theirs uint64) {
 	t.Helper()
-	want := bytesPerTensor(ct, f, exts)
+	f := md.f
+	want := bytesPerTensor(ct, f, md.exts)
 	rows, err := st.Query(index.Query{By: "tensor"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
-	"github.com/iocorr/iocorr/internal/blockdev"
-	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -54,18 +51,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	oracle := llmtest.BuildRouteOracle(t)
 	spec := llmtest.MoE
 	model := llmtest.Model(t, spec)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := blockdev.StatFile(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exts, err := blockdev.Extents(model)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := openModelDisk(t, model)
 	for _, kv := range llmtest.HybridEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
@@ -103,7 +89,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
 			args = append(args, tc.offload...)
 			llmtest.WarmShaderCache(t, "routeoracle-"+strings.Join(tc.offload, ""), args, "LD_LIBRARY_PATH="+hy)
-			ct := blocktrace.Start(t, id.Dev, fileSectors(exts))
+			ct := md.trace(t)
 			rec, routing, m := recordOracle(t, dir, tc.memLimit, spec, args...)
 			ct.Stop(t)
 			st, err := index.Open(dir)
@@ -111,7 +97,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			ours, theirs := checkTensorBytes(t, st, f, ct, exts)
+			ours, theirs := md.checkTensorBytes(t, st, ct)
 			t.Logf("the model's device bytes: iocorr %d, the completions %d, tensor by tensor", ours, theirs)
 			if slices.Contains(tc.offload, longPrompt) && routing.PromptTokens < 32 {
 				t.Fatalf("the long prompt is %d tokens, want 32 or more (GGML_OP_OFFLOAD_MIN_BATCH)", routing.PromptTokens)
