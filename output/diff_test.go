@@ -37,8 +37,8 @@ func TestDiffPrintsARowPerGroupAndCounterWithNAAndItsReasonInEveryFormat(t *test
 			"NA: run B: no layer 1\n" +
 			"only in run A: 1 tensors: blk.1.attn_q.weight\n"},
 		{CSV, "layer,in,counter,a,b,delta,ratio,na_reason\r\n" +
-			"0,both,bytes_read,1024,3072,2048,3.0,\r\n0,both,fault_stall_ns,2000000,1000000,-1000000,0.5,\r\n" +
-			"1,a,bytes_read,0,,,,run B: no layer 1\r\n1,a,fault_stall_ns,0,,,,run B: no layer 1\r\n"},
+			"0,\"both\",\"bytes_read\",1024,3072,2048,3.0,\r\n0,\"both\",\"fault_stall_ns\",2000000,1000000,-1000000,0.5,\r\n" +
+			"1,\"a\",\"bytes_read\",0,,,,\"run B: no layer 1\"\r\n1,\"a\",\"fault_stall_ns\",0,,,,\"run B: no layer 1\"\r\n"},
 		{JSONL, `{"layer":0,"in":"both","counter":"bytes_read","a":1024,"b":3072,"delta":2048,"ratio":3.0,"na_reason":null,"run_status":"run B: incomplete run: killed"}` + "\n" +
 			`{"layer":0,"in":"both","counter":"fault_stall_ns","a":2000000,"b":1000000,"delta":-1000000,"ratio":0.5,"na_reason":null,"run_status":"run B: incomplete run: killed"}` + "\n" +
 			`{"layer":1,"in":"a","counter":"bytes_read","a":0,"b":null,"delta":null,"ratio":null,"na_reason":"run B: no layer 1","run_status":"run B: incomplete run: killed"}` + "\n" +

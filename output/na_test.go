@@ -144,9 +144,9 @@ func TestAStatsColumnNAInEveryRowIsLeftOutUnlessAllAndAReasonColumnOnlyWhereReas
 		want   string
 		na     TableNA
 	}{
-		{CSV, false, "layer,reread_ratio,miss_ratio,miss_ratio_na_reason\r\n0,1.5,,no reads\r\n1,,,no faults\r\n2,0.0,0.5,\r\n",
+		{CSV, false, "layer,reread_ratio,miss_ratio,miss_ratio_na_reason\r\n0,1.5,,\"no reads\"\r\n1,,,\"no faults\"\r\n2,0.0,0.5,\r\n",
 			TableNA{Every: map[string]string{"readahead_ratio": tier}, LeftOut: []string{"readahead_ratio"}, Some: map[string]string{"reread_ratio": "no reads"}, PerRow: []string{"miss_ratio"}}},
-		{CSV, true, "layer,readahead_ratio,reread_ratio,miss_ratio,miss_ratio_na_reason\r\n0,,1.5,,no reads\r\n1,,,,no faults\r\n2,,0.0,0.5,\r\n",
+		{CSV, true, "layer,readahead_ratio,reread_ratio,miss_ratio,miss_ratio_na_reason\r\n0,,1.5,,\"no reads\"\r\n1,,,,\"no faults\"\r\n2,,0.0,0.5,\r\n",
 			TableNA{Every: map[string]string{"readahead_ratio": tier}, LeftOut: []string{}, Some: map[string]string{"reread_ratio": "no reads"}, PerRow: []string{"miss_ratio"}}},
 		{JSONL, false, `{"layer":0,"reread_ratio":1.5,"miss_ratio":null,"miss_ratio_na_reason":"no reads"}` + "\n" +
 			`{"layer":1,"reread_ratio":null,"miss_ratio":null,"miss_ratio_na_reason":"no faults"}` + "\n" +

@@ -109,7 +109,7 @@ type Cell struct {
 	s     string
 	n     int64
 	u     uint64
-	kind  byte // 's', 'i' or 'u'
+	kind  byte // 's', 'i', 'u' or 'f' (a float, its decimal in s)
 	unit  event.Unit
 	empty bool // a number that was not measured: NA in tables, empty in CSV, null in JSON
 	// Human, when set, is what a table shows instead of the value.
@@ -160,7 +160,7 @@ func Float(v float64) Cell {
 	if !strings.ContainsAny(s, ".eNI") {
 		s += ".0"
 	}
-	return TextAs(s, strconv.FormatFloat(v, 'g', 4, 64))
+	return Cell{s: s, kind: 'f', Human: strconv.FormatFloat(v, 'g', 4, 64)}
 }
 
 // Counter is a counter's value, rendered in tables by its unit.
@@ -277,7 +277,7 @@ func (c *Cell) human() string {
 		return c.Human
 	case c.empty:
 		return "NA"
-	case c.kind == 's':
+	case c.kind == 's' || c.kind == 'f':
 		return c.s
 	case c.kind == 'i':
 		return strconv.FormatInt(c.n, 10)
@@ -290,12 +290,15 @@ func (c *Cell) human() string {
 }
 
 // appendRaw appends the raw value: na for an unmeasured number, text
-// through quote, numbers in decimal.
+// through quote, numbers in decimal (NaN and ±Inf, which JSON has not,
+// through quote too).
 func (c *Cell) appendRaw(b []byte, na string, quote func([]byte, string) []byte) []byte {
 	switch {
 	case c.empty:
 		return append(b, na...)
-	case c.kind == 's':
+	case c.kind == 'f' && !strings.ContainsAny(c.s, "NI"):
+		return append(b, c.s...)
+	case c.kind == 's' || c.kind == 'f':
 		return quote(b, c.s)
 	case c.kind == 'i':
 		return strconv.AppendInt(b, c.n, 10)
@@ -410,7 +413,7 @@ func (rw *textWriter) Row(cells ...Cell) error {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = cells[i].appendRaw(b, "", appendCSVField)
+			b = cells[i].appendRaw(b, "", appendCSVQuoted)
 		}
 		b = append(b, '\r', '\n')
 	default:
@@ -427,12 +430,6 @@ func (rw *textWriter) Row(cells ...Cell) error {
 			}
 			b = appendJSONString(b, rw.cols[i].Name)
 			b = append(b, ':')
-			if c := &cells[i]; rw.cols[i].Type == Float64 && c.kind == 's' && !c.empty && !strings.ContainsAny(c.s, "NI") {
-				// A Float cell of a Float64 column is a JSON number (NaN
-				// and ±Inf, which JSON has not, stay strings).
-				b = append(b, c.s...)
-				continue
-			}
 			b = cells[i].appendRaw(b, "null", appendJSONString)
 		}
 		if rw.status != "" {
@@ -471,6 +468,18 @@ func (rw *textWriter) Close() error {
 func appendCSVField(b []byte, s string) []byte {
 	if !strings.ContainsAny(s, ",\"\r\n") && (s == "" || (s[0] != ' ' && s[0] != '\t' && s[0] != '#')) {
 		return append(b, s...)
+	}
+	return appendCSVQuoted(b, s)
+}
+
+// appendCSVQuoted appends s quoted, as every text cell of a row is: a
+// reader that sniffs the quote character from its first rows (DuckDB, in
+// 20,480) finds it there, and does not break on a later cell that needs
+// quotes (a comma in "read, completion unseen" at line 72,946 of a real
+// run's events).
+func appendCSVQuoted(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {

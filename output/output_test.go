@@ -65,18 +65,21 @@ func TestATableShowsSizesAndTimesForPeopleAndTheOthersRawNumbers(t *testing.T) {
 }
 
 // Text that a CSV reader or a JSON parser would take for something else
-// is quoted or escaped.
+// is quoted or escaped; in CSV every text cell is quoted, so that a reader
+// that sniffs the quote character from the first rows finds it; bytes
+// that are no UTF-8 are U+FFFD in both.
 func TestTextIsQuotedWhereAReaderWouldMisreadIt(t *testing.T) {
 	cols := []Column{{Name: "s"}}
 	for _, tc := range []struct {
 		in, csv, json string
 	}{
-		{"plain", "plain", `"plain"`},
+		{"plain", `"plain"`, `"plain"`},
+		{"read, completion unseen", `"read, completion unseen"`, `"read, completion unseen"`},
 		{`say "hi"`, `"say ""hi"""`, `"say \"hi\""`},
 		{"#not a comment", `"#not a comment"`, `"#not a comment"`},
 		{" lead", `" lead"`, `" lead"`},
 		{"two\nlines", "\"two\nlines\"", `"two\u000alines"`},
-		{"bad \xff byte", "bad \xff byte", "\"bad \uFFFD byte\""},
+		{"bad \xff byte", "\"bad \uFFFD byte\"", "\"bad \uFFFD byte\""},
 	} {
 		if got := render(t, CSV, "", cols, []Cell{Text(tc.in)}); got != "s\r\n"+tc.csv+"\r\n" {
 			t.Errorf("CSV of %q: %q, want %q", tc.in, got, tc.csv)
@@ -131,11 +134,11 @@ func TestAPseudoTensorsLayerIsNoneAndItsNameAColumnOfItsOwnAndItHoldsNoDevice(t 
 		format Format
 		want   string
 	}{
-		{"csv", rows, CSV, "layer,pseudo_tensor,devices,major_faults\r\n,[anonymous],,0\r\n,,CPU_Mapped,0\r\n0,,CPU_Mapped+Vulkan0,0\r\n"},
+		{"csv", rows, CSV, "layer,pseudo_tensor,devices,major_faults\r\n,\"[anonymous]\",,0\r\n,,\"CPU_Mapped\",0\r\n0,,\"CPU_Mapped+Vulkan0\",0\r\n"},
 		{"jsonl", rows, JSONL, `{"layer":null,"pseudo_tensor":"[anonymous]","devices":null,"major_faults":0}` + "\n" +
 			`{"layer":null,"pseudo_tensor":null,"devices":"CPU_Mapped","major_faults":0}` + "\n" + `{"layer":0,"pseudo_tensor":null,"devices":"CPU_Mapped+Vulkan0","major_faults":0}` + "\n"},
 		{"table", rows, Table, "LAYER  PSEUDO_TENSOR  DEVICES             MAJOR_FAULTS  \n-      [anonymous]    -                   0             \n-      -              CPU_Mapped          0             \n0      -              CPU_Mapped+Vulkan0  0             \n"},
-		{"no pseudo tensor, no column", rows[1:], CSV, "layer,devices,major_faults\r\n,CPU_Mapped,0\r\n0,CPU_Mapped+Vulkan0,0\r\n"},
+		{"no pseudo tensor, no column", rows[1:], CSV, "layer,devices,major_faults\r\n,\"CPU_Mapped\",0\r\n0,\"CPU_Mapped+Vulkan0\",0\r\n"},
 	}
 	// Only major_faults: the other counters are left out as unmeasured.
 	na := &Unmeasured{Counters: CounterNA{}}
@@ -174,7 +177,7 @@ func TestARequestKeyIsTheSequenceAndAPseudoRequestsNameAColumnOfItsOwn(t *testin
 		want   string
 	}{
 		{[]string{"0", "3", event.RequestShared, event.RequestNone}, CSV,
-			"request,pseudo_request,major_faults\r\n0,,0\r\n3,,0\r\n,shared,0\r\n,[no decode],0\r\n"},
+			"request,pseudo_request,major_faults\r\n0,,0\r\n3,,0\r\n,\"shared\",0\r\n,\"[no decode]\",0\r\n"},
 		{[]string{"0", event.RequestUnknown}, JSONL,
 			`{"request":0,"pseudo_request":null,"major_faults":0}` + "\n" + `{"request":null,"pseudo_request":"[unknown]","major_faults":0}` + "\n"},
 		{[]string{"1"}, CSV, "request,pseudo_request,major_faults\r\n1,,0\r\n"},

@@ -171,7 +171,7 @@ func parquetValue(c *Cell, col *Column) (parquet.Value, error) {
 		// A float cell is its shortest exact decimal (Float), so
 		// parsing it back gives the very value.
 		f, err := strconv.ParseFloat(c.s, 64)
-		if c.kind != 's' || err != nil {
+		if c.kind != 'f' || err != nil {
 			return parquet.Value{}, fmt.Errorf("internal: column %s holds floats, not %q", col.Name, c.human())
 		}
 		return parquet.DoubleValue(f), nil
@@ -182,8 +182,8 @@ func parquetValue(c *Cell, col *Column) (parquet.Value, error) {
 		}
 		return parquet.ByteArrayValue([]byte(c.s)), nil
 	}
-	if c.kind == 's' {
-		return parquet.Value{}, fmt.Errorf("internal: column %s holds numbers", col.Name)
+	if c.kind == 's' || c.kind == 'f' {
+		return parquet.Value{}, fmt.Errorf("internal: column %s holds integers", col.Name)
 	}
 	neg := c.kind == 'i' && c.n < 0
 	var lo, hi int64 // the range of signed columns

@@ -59,7 +59,7 @@ func TestASweepSummaryHasOneSchemaInEveryFormatAndNoReasonsInItsRows(t *testing.
 	if na.Some["tokens_per_s"] != noDecode || !slices.Equal(na.PerRow, []string{"expert_hit_rate"}) {
 		t.Errorf("NA %+v: want tokens_per_s's one reason and expert_hit_rate's per row", na)
 	}
-	if !strings.Contains(csvOut.String(), "\r\n128MiB,134217728,ok,0,128MiB,3,900000000,3145728,44,1000000000,3.0,2.5,3.25,1.048576e+06,14.0,1.0,,iocorr stats") {
+	if !strings.Contains(csvOut.String(), "\r\n\"128MiB\",134217728,\"ok\",0,\"128MiB\",3,900000000,3145728,44,1000000000,3.0,2.5,3.25,1.048576e+06,14.0,1.0,,\"iocorr stats") {
 		t.Errorf("CSV:\n%s", csvOut.String())
 	}
 }

@@ -106,6 +106,7 @@ mkdir -p "$work/disk"
 touched="blk.0.attn_q.weight blk.1.ffn_up.weight output.weight"
 pages=$("$work/iocorr" inspect --format csv "$work/disk/m.gguf" | awk -F, -v want="$touched" '
 	BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) t[w[i]] = 1 }
+	{ gsub(/"/, "") } # every text cell is quoted; no name here has a comma
 	t[$1] { p = int(($4 + 4095) / 4096) + 1; if ((p + 1) * 4096 > $4 + $5) exit 1; out = out (out ? "," : "") p }
 	END { print out }')
 [ "$(echo "$pages" | tr ',' '\n' | wc -l)" -eq 3 ] || fail "cannot place a page in each of $touched"
@@ -215,6 +216,7 @@ $(section "record $without" | tail -20)"
 section "query $without" | awk -F, -v want="$touched" -v majflt="$majflt" '
 	BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) t[w[i]] = 1 }
 	/^#/ || /^iocorr: / { next }
+	{ gsub(/"/, "") } # every text cell is quoted; no name here has a comma
 	!hdr && /^tensor,/ { for (i = 1; i <= NF; i++) col[$i] = i; tc = col["tensor"]; mc = col["major_faults"]; hdr = 1; next }
 	hdr { name = $tc; m = $mc; sum += m
 	  if ((name in t) && m != 1) { print "tensor " name ": " m " major faults, touched one page" > "/dev/stderr"; bad = 1 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iocorr/iocorr/sweep"
 	"github.com/iocorr/iocorr/testkit/ducktest"
+	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
@@ -101,8 +102,16 @@ func canon(v any) (s string, kind byte) {
 // run (runtest.TinyRun, no tracer, every figure known by construction)
 // as the default tier records it.
 func TestEveryOutputLoadsInEveryReaderCellByCell(t *testing.T) {
-	dir := defaultTierRun(t)
-	full := runtest.TinyRun(t)
+	if n := checkEveryOutput(t, defaultTierRun(t), runtest.TinyRun(t)); n < 10_000 {
+		t.Errorf("compared %d cells: the tiny run's outputs should give more", n)
+	}
+}
+
+// checkEveryOutput checks every output of the run in dir (diff against
+// the run in other) and returns how many cells it compared.
+func checkEveryOutput(t *testing.T, dir, other string) int {
+	t.Helper()
+	full := other
 	out := t.TempDir()
 	sweepDir := filepath.Join(out, "sweep")
 	if err := os.Mkdir(sweepDir, 0o755); err != nil {
@@ -287,7 +296,13 @@ func TestEveryOutputLoadsInEveryReaderCellByCell(t *testing.T) {
 					t.Errorf("%s: %d rows, want %d", reader, len(rows), len(ref))
 					return
 				}
+				// Every row is read; of a long output (a real run's events),
+				// the first rows and an even sample of the rest are compared.
+				step := max(1, len(rows)/2000)
 				for i, r := range rows {
+					if i >= 2000 && i%step != 0 {
+						continue
+					}
 					for _, col := range head {
 						ws, wk := canon(ref[i][col])
 						gv := r[col]
@@ -353,8 +368,16 @@ func TestEveryOutputLoadsInEveryReaderCellByCell(t *testing.T) {
 			check("duckdb "+read, cols, got, true)
 		})
 	}
-	if cells < 10_000 {
-		t.Errorf("compared %d cells: the tiny run's outputs should give more", cells)
-	}
 	t.Logf("%d outputs, %d cells compared", len(files), cells)
+	return cells
+}
+
+// So does every output of a real recorded run: the shared MoE run that
+// the stats and report tests read (llmtest.RecordedMoE, recorded once per
+// test binary), with its prefill, decode, experts and residency table.
+func TestEveryOutputOfARecordedRunLoadsInEveryReaderCellByCell(t *testing.T) {
+	dir := llmtest.RecordedMoE(t).Dir
+	if n := checkEveryOutput(t, dir, dir); n < 10_000 {
+		t.Errorf("compared %d cells of a recorded run", n)
+	}
 }

@@ -138,7 +138,7 @@ func TestInspectSplitModelListsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "token_embd.weight,F16,[8 4],") || !strings.Contains(out, "s-00001-of-00002.gguf") ||
+	if !strings.Contains(out, `"token_embd.weight","F16","[8 4]",`) || !strings.Contains(out, "s-00001-of-00002.gguf") ||
 		!strings.Contains(out, "s-00002-of-00002.gguf") || !strings.HasPrefix(out, "name,type,shape,offset,bytes,layer,role,experts,file\r\n") {
 		t.Errorf("csv:\n%s", out)
 	}

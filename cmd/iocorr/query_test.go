@@ -290,7 +290,7 @@ func TestExportFormats(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.SplitAfter(out, "\r\n")
-		if len(lines) != 5 || lines[4] != "" || !strings.HasPrefix(lines[0], "token,phase,n_tokens,request,start_ns,duration_ns,faults,") {
+		if len(lines) != 5 || lines[4] != "" || !strings.HasPrefix(lines[0], "token,phase,n_tokens,request,pseudo_request,start_ns,duration_ns,faults,") {
 			t.Errorf("want a header and 3 records, each ended by CRLF:\n%q", out)
 		}
 	})
