@@ -21,10 +21,19 @@ import (
 )
 
 // pyReadAll reads every file of a list (path and format, a pair per
-// line on stdin) as pyRead does, and prints {path: {"header", "rows"}}:
-// one Python for every export, not one each.
+// line on stdin) as pyRead does, and prints {path: {"header", "n",
+// "rows": [[index, row]...]}} for the rows sampled (see sampled): one
+// Python for every export, not one each.
 const pyReadAll = `
 import csv, json, sys
+def sampled(n):
+    if n <= sampleHead:
+        return range(n)
+    idx = list(range(sampleHead))
+    for q in range(1, 5):
+        k = max(sampleHead, n * q // 4 - sampleWindow)
+        idx += range(k, min(n, k + sampleWindow))
+    return sorted(set(idx))
 out = {}
 for line in sys.stdin:
     path, fmt = line.rstrip("\n").rsplit(" ", 1)
@@ -39,9 +48,37 @@ for line in sys.stdin:
         else:
             rows = [json.loads(l) for l in f if l.strip()]
             header = list(rows[0]) if rows else []
-    out[path] = {"header": header, "rows": rows}
+    out[path] = {"header": header, "n": len(rows), "rows": [[i, rows[i]] for i in sampled(len(rows))]}
 json.dump(out, sys.stdout)
 `
+
+// The rows of an output compared cell by cell: every row of a short one;
+// of a long one (a real run's events) the first sampleHead and four
+// windows of sampleWindow spread over the rest, ending with the last
+// rows, where a reader that typed a column from its first rows goes
+// wrong. Every row is read all the same.
+const sampleHead, sampleWindow = 2000, 250
+
+// sampled are the indexes of the rows compared of an output of n rows,
+// as pyReadAll's sampled.
+func sampled(n int) []int {
+	var idx []int
+	for i := range min(n, sampleHead) {
+		idx = append(idx, i)
+	}
+	if n <= sampleHead {
+		return idx
+	}
+	for q := 1; q <= 4; q++ {
+		k := max(sampleHead, n*q/4-sampleWindow)
+		for i := k; i < min(n, k+sampleWindow); i++ {
+			if i > idx[len(idx)-1] {
+				idx = append(idx, i)
+			}
+		}
+	}
+	return idx
+}
 
 // readerCase is one output of iocorr a study reads: a command (without
 // --format and -o) and the formats it is read in.
@@ -102,14 +139,15 @@ func canon(v any) (s string, kind byte) {
 // run (runtest.TinyRun, no tracer, every figure known by construction)
 // as the default tier records it.
 func TestEveryOutputLoadsInEveryReaderCellByCell(t *testing.T) {
-	if n := checkEveryOutput(t, defaultTierRun(t), runtest.TinyRun(t)); n < 10_000 {
+	if n := checkEveryOutput(t, defaultTierRun(t), runtest.TinyRun(t), nil); n < 10_000 {
 		t.Errorf("compared %d cells: the tiny run's outputs should give more", n)
 	}
 }
 
 // checkEveryOutput checks every output of the run in dir (diff against
-// the run in other) and returns how many cells it compared.
-func checkEveryOutput(t *testing.T, dir, other string) int {
+// the run in other), or those only keeps (nil: all), and returns how many
+// cells it compared.
+func checkEveryOutput(t *testing.T, dir, other string, only []string) int {
 	t.Helper()
 	full := other
 	out := t.TempDir()
@@ -160,6 +198,9 @@ func checkEveryOutput(t *testing.T, dir, other string) int {
 		cases = append(cases, readerCase{name: "stats-" + name, args: []string{"export", "-i", dir, "stats", "--table", name}, formats: all, file: true, table: name})
 	}
 
+	if only != nil {
+		cases = slices.DeleteFunc(cases, func(c readerCase) bool { return !slices.Contains(only, c.name) })
+	}
 	// Write every output, and the reference: the command's JSON lines.
 	type written struct {
 		c      *readerCase
@@ -254,15 +295,16 @@ func checkEveryOutput(t *testing.T, dir, other string) int {
 			fmt.Fprintf(&list, "%s %s\n", w.path, w.format)
 		}
 	}
-	cmd := exec.Command(py, "-c", pyReadAll)
+	cmd := exec.Command(py, "-c", fmt.Sprintf("sampleHead, sampleWindow = %d, %d\n", sampleHead, sampleWindow)+pyReadAll)
 	cmd.Stdin = strings.NewReader(list.String())
 	pyOut, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("python3: %v", err)
 	}
 	var pyRead map[string]struct {
-		Header []string         `json:"header"`
-		Rows   []map[string]any `json:"rows"`
+		Header []string `json:"header"`
+		N      int      `json:"n"`
+		Rows   [][2]any `json:"rows"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(pyOut)))
 	dec.UseNumber()
@@ -287,21 +329,22 @@ func checkEveryOutput(t *testing.T, dir, other string) int {
 					}
 				}
 			}
-			check := func(reader string, gotHead []string, rows []map[string]any, typed bool) {
+			// check compares the rows a reader read (n of them, the
+			// sampled ones by index) with the reference.
+			check := func(reader string, gotHead []string, n int, rows map[int]map[string]any, typed bool) {
 				t.Helper()
 				if len(ref) > 0 && !slices.Equal(gotHead, head) {
 					t.Errorf("%s: header %v, want %v", reader, gotHead, head)
 				}
-				if len(rows) != len(ref) {
-					t.Errorf("%s: %d rows, want %d", reader, len(rows), len(ref))
+				if n != len(ref) {
+					t.Errorf("%s: %d rows, want %d", reader, n, len(ref))
 					return
 				}
-				// Every row is read; of a long output (a real run's events),
-				// the first rows and an even sample of the rest are compared.
-				step := max(1, len(rows)/2000)
-				for i, r := range rows {
-					if i >= 2000 && i%step != 0 {
-						continue
+				for _, i := range sampled(n) {
+					r, ok := rows[i]
+					if !ok {
+						t.Errorf("%s: row %d not read", reader, i)
+						return
 					}
 					for _, col := range head {
 						ws, wk := canon(ref[i][col])
@@ -334,50 +377,78 @@ func checkEveryOutput(t *testing.T, dir, other string) int {
 				if !ok {
 					t.Fatalf("python did not read %s", w.path)
 				}
-				check("python "+w.format, p.Header, p.Rows, w.format != "csv")
+				rows := map[int]map[string]any{}
+				for _, ir := range p.Rows {
+					i, _ := ir[0].(json.Number).Int64()
+					r, _ := ir[1].(map[string]any)
+					rows[int(i)] = r
+				}
+				check("python "+w.format, p.Header, p.N, rows, w.format != "csv")
 			}
 			read := map[string]string{"csv": "read_csv", "json": "read_json", "jsonl": "read_json", "parquet": "read_parquet"}[w.format]
 			if len(ref) == 0 {
 				return // DuckDB's readers take no types from an empty file
 			}
-			rows, err := db.Query(fmt.Sprintf(`SELECT * FROM %s('%s')`, read, w.path))
-			if err != nil {
+			// Every row is read (count), the sampled ones fetched in the
+			// file's order (DuckDB keeps insertion order by default).
+			src := fmt.Sprintf(`%s('%s')`, read, w.path)
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM ` + src).Scan(&n); err != nil {
 				t.Fatalf("duckdb %s: %v", read, err)
 			}
-			defer rows.Close()
-			cols, _ := rows.Columns()
-			var got []map[string]any
-			for rows.Next() {
-				vals := make([]any, len(cols))
-				ptrs := make([]any, len(cols))
-				for k := range vals {
-					ptrs[k] = &vals[k]
+			idx := sampled(n)
+			got := map[int]map[string]any{}
+			var cols []string
+			for lo := 0; lo < len(idx); {
+				hi := lo
+				for hi+1 < len(idx) && idx[hi+1] == idx[hi]+1 {
+					hi++
 				}
-				if err := rows.Scan(ptrs...); err != nil {
+				rows, err := db.Query(fmt.Sprintf(`SELECT * FROM %s LIMIT %d OFFSET %d`, src, hi-lo+1, idx[lo]))
+				if err != nil {
+					t.Fatalf("duckdb %s: %v", read, err)
+				}
+				cols, _ = rows.Columns()
+				for i := idx[lo]; rows.Next(); i++ {
+					vals := make([]any, len(cols))
+					ptrs := make([]any, len(cols))
+					for k := range vals {
+						ptrs[k] = &vals[k]
+					}
+					if err := rows.Scan(ptrs...); err != nil {
+						t.Fatal(err)
+					}
+					r := map[string]any{}
+					for k, c := range cols {
+						r[c] = vals[k]
+					}
+					got[i] = r
+				}
+				if err := rows.Err(); err != nil {
 					t.Fatal(err)
 				}
-				r := map[string]any{}
-				for k, c := range cols {
-					r[c] = vals[k]
-				}
-				got = append(got, r)
+				rows.Close()
+				lo = hi + 1
 			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			check("duckdb "+read, cols, got, true)
+			check("duckdb "+read, cols, n, got, true)
 		})
 	}
 	t.Logf("%d outputs, %d cells compared", len(files), cells)
 	return cells
 }
 
-// So does every output of a real recorded run: the shared MoE run that
+// So do the long outputs of a real recorded run, the shared MoE run that
 // the stats and report tests read (llmtest.RecordedMoE, recorded once per
-// test binary), with its prefill, decode, experts and residency table.
+// test binary): its events (over 100,000 rows, where a reader that types
+// or quotes from its first 20,480 rows goes wrong), the per-token export
+// (against query's rows by token) and per-token-tensor one, and the stats
+// tables of a row per token or token × tensor. The tiny run above has
+// every other output; each command on a real run costs a store opened
+// and read.
 func TestEveryOutputOfARecordedRunLoadsInEveryReaderCellByCell(t *testing.T) {
 	dir := llmtest.RecordedMoE(t).Dir
-	if n := checkEveryOutput(t, dir, dir); n < 10_000 {
+	long := []string{"events", "faults-per-token", "query-token-all", "faults-per-token-tensor", "stats-residency", "stats-per_token"}
+	if n := checkEveryOutput(t, dir, dir, long); n < 10_000 {
 		t.Errorf("compared %d cells of a recorded run", n)
 	}
 }
