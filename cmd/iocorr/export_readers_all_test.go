@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -21,7 +22,9 @@ import (
 )
 
 // pyReadAll reads every file of a list (path and format, a pair per
-// line on stdin) as pyRead does, and prints {path: {"header", "n",
+// line on stdin) as a study's first reader would, with Python's own
+// modules and their defaults: csv.DictReader, json.load, json.loads per
+// line. It prints {path: {"header", "n",
 // "rows": [[index, row]...]}} for the rows sampled (see sampled): one
 // Python for every export, not one each.
 const pyReadAll = `
@@ -90,6 +93,20 @@ type readerCase struct {
 	file bool
 	// table: a stats table, which Parquet writes into the directory -o.
 	table string
+}
+
+// scanAny is the row rows is at, n columns, as database/sql gives them.
+func scanAny(t *testing.T, rows *sql.Rows, n int) []any {
+	t.Helper()
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for k := range vals {
+		ptrs[k] = &vals[k]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		t.Fatal(err)
+	}
+	return vals
 }
 
 // withFormat is args with --format format after the subcommand's name
@@ -410,14 +427,7 @@ func checkEveryOutput(t *testing.T, dir, other string, only []string) int {
 				}
 				cols, _ = rows.Columns()
 				for i := idx[lo]; rows.Next(); i++ {
-					vals := make([]any, len(cols))
-					ptrs := make([]any, len(cols))
-					for k := range vals {
-						ptrs[k] = &vals[k]
-					}
-					if err := rows.Scan(ptrs...); err != nil {
-						t.Fatal(err)
-					}
+					vals := scanAny(t, rows, len(cols))
 					r := map[string]any{}
 					for k, c := range cols {
 						r[c] = vals[k]

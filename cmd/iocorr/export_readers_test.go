@@ -16,48 +16,33 @@ import (
 	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
-// pyRead is the script that reads an export as a study's first reader
-// would, with Python's own modules and their defaults: csv.DictReader,
-// json.load, json.loads per line. It prints {"header": [...], "rows":
-// [{col: value}]}, values as the module gave them.
-const pyRead = `
-import csv, json, sys
-path, fmt = sys.argv[1], sys.argv[2]
-with open(path, newline="") as f:
-    if fmt == "csv":
-        r = csv.DictReader(f)
-        rows = list(r)
-        header = r.fieldnames
-    elif fmt == "json":
-        rows = json.load(f)
-        header = list(rows[0]) if rows else []
-    else:
-        rows = [json.loads(l) for l in f if l.strip()]
-        header = list(rows[0]) if rows else []
-json.dump({"header": header, "rows": rows}, sys.stdout)
-`
-
-// pyRows reads path (csv, json or jsonl) with Python.
+// pyRows reads path (csv, json or jsonl) with Python (pyReadAll), every row.
 func pyRows(t *testing.T, path, format string) (header []string, rows []map[string]any) {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatalf("python3, the readers' reference, is missing: %v", err)
 	}
-	out, err := exec.Command(py, "-c", pyRead, path, format).Output()
+	cmd := exec.Command(py, "-c", "sampleHead, sampleWindow = 1 << 62, 0\n"+pyReadAll)
+	cmd.Stdin = strings.NewReader(path + " " + format + "\n")
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("python3 reading %s: %v", path, err)
 	}
-	var got struct {
-		Header []string         `json:"header"`
-		Rows   []map[string]any `json:"rows"`
+	var got map[string]struct {
+		Header []string `json:"header"`
+		Rows   [][2]any `json:"rows"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	dec.UseNumber()
 	if err := dec.Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	return got.Header, got.Rows
+	for _, ir := range got[path].Rows {
+		r, _ := ir[1].(map[string]any)
+		rows = append(rows, r)
+	}
+	return got[path].Header, rows
 }
 
 // defaultTierRun is the tiny run as the default tier records it: no

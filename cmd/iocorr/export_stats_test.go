@@ -66,14 +66,7 @@ func checkStatsParquetEqualsJSON(t *testing.T, dir string) int {
 		cols, _ := rows.Columns()
 		var i int
 		for ; rows.Next(); i++ {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for k := range vals {
-				ptrs[k] = &vals[k]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
+			vals := scanAny(t, rows, len(cols))
 			if i >= len(want.Tables[name]) {
 				t.Errorf("%s: more rows in Parquet than the %d of stats", name, len(want.Tables[name]))
 				break
