@@ -85,8 +85,15 @@ func StatsTables(w io.Writer, rep *stats.Report) (notes []string, err error) {
 	return notes, nil
 }
 
-// statsCell renders a value for a table by its column's unit suffix.
+// statsCell renders a value for a table by its column's unit: a name
+// ending in _bytes or starting bytes_ is a size, one ending in _ns or
+// holding _ns_ (stall_ns_per_token) a time.
 func statsCell(c stats.Column, v stats.Value) Cell {
+	if strings.HasPrefix(c.Name, "bytes_") {
+		c.Name += "_bytes"
+	} else if strings.Contains(c.Name, "_ns_") {
+		c.Name += "_ns"
+	}
 	switch {
 	case v.NA != "":
 		return NA()
@@ -263,6 +270,9 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 				continue
 			}
 			switch {
+			case format == Table:
+				// A person reads sizes and times in their units.
+				cells = append(cells, statsCell(c, v))
 			case v.NA != "":
 				cells = append(cells, NA())
 			case c.IsNone(v):

@@ -70,55 +70,14 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	}
 }
 
-// writePrediction writes a prediction's rows: a figure not predicted is
-// NA, its reason in the row's na_reason.
+// writePrediction writes a prediction's rows; why a figure is NA goes
+// once to stderr (a reason column only where the rows' reasons differ).
 func writePrediction(res *predict.Result, format output.Format, status string) error {
-	cols := []output.Column{{Name: "budget_bytes", Type: output.Uint64}, {Name: "policy"}, {Name: "phase"}}
-	for _, c := range predict.Figures {
-		t := output.Float64
-		if c == predict.ColBytes || c == predict.ColStall {
-			t = output.Uint64
-		}
-		cols = append(cols, output.Column{Name: c, Type: t, Nullable: true})
+	na, err := output.Prediction(stdout, res, format, status)
+	for _, n := range na.Notes("") {
+		fmt.Fprintf(stderr, "iocorr: note: NA: %s\n", n)
 	}
-	cols = append(cols, output.Column{Name: "readahead_bytes", Type: output.Uint64},
-		output.Column{Name: "disk_read_ahead_bytes", Type: output.Uint64, Nullable: true},
-		output.Column{Name: "non_file_bytes", Type: output.Uint64}, output.Column{Name: "na_reason", Type: output.String, Nullable: true})
-	w := output.New(stdout, format, cols)
-	w.SetStatus(status)
-	for _, r := range res.Rows {
-		cells := []output.Cell{output.Bytes(uint64(r.BudgetBytes)), output.Text(r.Policy), output.Text(r.Phase)}
-		vals := []float64{r.BytesReadPerToken, r.MajorFaultsPerToken, r.StallNSPerToken, r.TokensPerS}
-		why := ""
-		for i, c := range predict.Figures {
-			if reason, na := r.NA[c]; na {
-				cells = append(cells, output.NA())
-				if why == "" {
-					why = c + ": " + reason
-				}
-				continue
-			}
-			switch c {
-			case predict.ColBytes:
-				cells = append(cells, output.Bytes(uint64(vals[i])))
-			case predict.ColStall:
-				cells = append(cells, output.Duration(uint64(vals[i])))
-			default:
-				cells = append(cells, output.Float(vals[i]))
-			}
-		}
-		disk := output.NA()
-		if res.DiskReadAheadBytes != nil {
-			disk = output.Bytes(uint64(*res.DiskReadAheadBytes))
-		} else if why == "" {
-			why = "disk_read_ahead_bytes: the run did not record its disk's read_ahead_kb"
-		}
-		cells = append(cells, output.Bytes(uint64(res.ReadaheadBytes)), disk, output.Bytes(uint64(res.NonFileBytes)), output.OptText(why))
-		if err := w.Row(cells...); err != nil {
-			return err
-		}
-	}
-	return w.Close()
+	return err
 }
 
 // planRanges reads a plan and checks it is for the run's model.
