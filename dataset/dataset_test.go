@@ -387,7 +387,7 @@ func rowsOf(t *testing.T, db *sql.DB, q string) []string {
 	cols, _ := rows.Columns()
 	var out []string
 	for rows.Next() {
-		vals := scan(t, rows, len(cols))
+		vals := ducktest.Row(t, rows, len(cols))
 		cells := make([]string, len(vals))
 		for i, v := range vals {
 			cells[i] = fmt.Sprint(v)
@@ -398,20 +398,6 @@ func rowsOf(t *testing.T, db *sql.DB, q string) []string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// scan scans the row of n columns at rows.
-func scan(t *testing.T, rows *sql.Rows, n int) []any {
-	t.Helper()
-	vals := make([]any, n)
-	ptrs := make([]any, n)
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	return vals
 }
 
 // queryRow runs q, which has one row, and gives its cells by column.
@@ -426,7 +412,7 @@ func queryRow(t *testing.T, db *sql.DB, q string) map[string]any {
 	if !rows.Next() {
 		t.Fatalf("%s: no row (%v)", q, rows.Err())
 	}
-	vals := scan(t, rows, len(cols))
+	vals := ducktest.Row(t, rows, len(cols))
 	if rows.Next() {
 		t.Fatalf("%s: more than one row", q)
 	}

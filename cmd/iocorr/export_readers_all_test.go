@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -93,20 +92,6 @@ type readerCase struct {
 	file bool
 	// table: a stats table, which Parquet writes into the directory -o.
 	table string
-}
-
-// scanAny is the row rows is at, n columns, as database/sql gives them.
-func scanAny(t *testing.T, rows *sql.Rows, n int) []any {
-	t.Helper()
-	vals := make([]any, n)
-	ptrs := make([]any, n)
-	for k := range vals {
-		ptrs[k] = &vals[k]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	return vals
 }
 
 // withFormat is args with --format format after the subcommand's name
@@ -427,7 +412,7 @@ func checkEveryOutput(t *testing.T, dir, other string, only []string) int {
 				}
 				cols, _ = rows.Columns()
 				for i := idx[lo]; rows.Next(); i++ {
-					vals := scanAny(t, rows, len(cols))
+					vals := ducktest.Row(t, rows, len(cols))
 					r := map[string]any{}
 					for k, c := range cols {
 						r[c] = vals[k]

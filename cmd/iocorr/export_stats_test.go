@@ -66,7 +66,7 @@ func checkStatsParquetEqualsJSON(t *testing.T, dir string) int {
 		cols, _ := rows.Columns()
 		var i int
 		for ; rows.Next(); i++ {
-			vals := scanAny(t, rows, len(cols))
+			vals := ducktest.Row(t, rows, len(cols))
 			if i >= len(want.Tables[name]) {
 				t.Errorf("%s: more rows in Parquet than the %d of stats", name, len(want.Tables[name]))
 				break
