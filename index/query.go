@@ -250,7 +250,7 @@ func parsePhase(p string) (uint8, error) {
 // scan the aggregates into groups, add the router's picks when grouping by
 // expert, then order and cut the rows.
 func (s *Store) Query(q Query) ([]Row, error) {
-	if err := validateQuery(&q); err != nil {
+	if err := q.Validate(); err != nil {
 		return nil, err
 	}
 	p, err := s.planQuery(q)
@@ -314,9 +314,9 @@ func (s *Store) addLayerDevices(p *queryPlan, groups map[string]*Row) {
 	}
 }
 
-// validateQuery checks what q says on its own, before the store is read;
+// Validate checks what q says on its own, before the store is read;
 // an empty By becomes "token".
-func validateQuery(q *Query) error {
+func (q *Query) Validate() error {
 	if q.By == "" {
 		q.By = "token"
 	}

@@ -71,11 +71,8 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if fs.Changed("expert") {
 			q.Expert = expert
 		}
-		if q.Top < 0 {
-			return usagef("query: --top must not be negative")
-		}
-		if fs.Changed("expert") && *expert < 0 {
-			return usagef("query: --expert must not be negative")
+		if err := q.Validate(); err != nil {
+			return usagef("query: %v", err)
 		}
 		st, meta, err := openRunMeta(*dir)
 		if err != nil {
