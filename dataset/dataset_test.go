@@ -379,23 +379,14 @@ func columnNames(t *testing.T, db *sql.DB, glob string) []string {
 // rowsOf runs q and gives each row as its cells joined by |, NULL as <nil>.
 func rowsOf(t *testing.T, db *sql.DB, q string) []string {
 	t.Helper()
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
+	_, rows := ducktest.All(t, db, q)
 	var out []string
-	for rows.Next() {
-		vals := ducktest.Row(t, rows, len(cols))
+	for _, vals := range rows {
 		cells := make([]string, len(vals))
 		for i, v := range vals {
 			cells[i] = fmt.Sprint(v)
 		}
 		out = append(out, strings.Join(cells, "|"))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
@@ -403,19 +394,11 @@ func rowsOf(t *testing.T, db *sql.DB, q string) []string {
 // queryRow runs q, which has one row, and gives its cells by column.
 func queryRow(t *testing.T, db *sql.DB, q string) map[string]any {
 	t.Helper()
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
+	cols, rows := ducktest.All(t, db, q)
+	if len(rows) != 1 {
+		t.Fatalf("%s: %d rows, want one", q, len(rows))
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		t.Fatalf("%s: no row (%v)", q, rows.Err())
-	}
-	vals := ducktest.Row(t, rows, len(cols))
-	if rows.Next() {
-		t.Fatalf("%s: more than one row", q)
-	}
+	vals := rows[0]
 	out := map[string]any{}
 	for i, c := range cols {
 		out[c] = vals[i]

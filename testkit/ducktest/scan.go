@@ -19,3 +19,24 @@ func Row(t testing.TB, rows *sql.Rows, n int) []any {
 	}
 	return vals
 }
+
+// All runs q and gives its columns and every row's cells (Row's), failing
+// the test on an error of the query or of its rows.
+func All(t testing.TB, db *sql.DB, q string) (cols []string, rows [][]any) {
+	t.Helper()
+	rs, err := db.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rs.Close()
+	if cols, err = rs.Columns(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	for rs.Next() {
+		rows = append(rows, Row(t, rs, len(cols)))
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return cols, rows
+}
