@@ -875,11 +875,16 @@ func (c *Correlator) node(n *wire.NodeEvent) {
 	if !ok {
 		return // not a weight: inp_tokens, cache_k_l0, ...
 	}
+	if c.meta.Layout.Left(wire.CString(n.NodeName[:]), name) {
+		return // failed validation (rundir.Meta.NodesNA): not to be read
+	}
 	t := &c.tensors[id]
 	if t.Op == 0 {
 		t.Op = c.opID(c.opName(n.Op))
 	}
-	if n.Ino == 0 {
+	// A weight is file-backed only in a model's own mapping: a driver's
+	// host-visible buffer is a mapping of its device file or a memfd.
+	if n.Ino == 0 || c.modelOf(n.Dev, n.Ino) == nil {
 		t.NotFileBacked = true
 	}
 	c.placeIn(id, n.WeightBuffer)

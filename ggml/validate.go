@@ -40,23 +40,30 @@ func WeightOf(typeName string, ne []uint64, off int64) (Weight, bool) {
 
 // Node is a graph node as the probes read it with a Layout: the node's
 // and its weight's names as C char arrays, the op, and the weight's type,
-// ne and nb; Ino and FileOff are where the kernel found the weight's data
-// (Ino 0: in no file).
+// ne and nb. InModel says the kernel found the weight's data in a traced
+// model's file, at FileOff. Data anywhere else is not InModel, whatever
+// backs it: anonymous memory (a KV cache, a repacked copy), a GPU
+// driver's mapping of its device file (/dev/nvidia0, /dev/dri/renderD128,
+// /dev/kfd), a memfd, shmem, or a file that is no model.
 type Node struct {
 	Name, WeightName   []int8
 	Op, WeightType     uint32
 	WeightNe, WeightNb [4]uint64
-	Ino, FileOff       uint64
+	InModel            bool
+	FileOff            uint64
 }
 
 // ValidateNode checks that a node read with the layout looks like ggml
 // data: printable, terminated names, a known op (of nOps; 0: not known),
-// a sane type and shape — and, for a weight the kernel found in a file,
-// that it is a tensor of a traced model (weight looks it up by name) with
-// the GGUF's type, ne, nb and offset. The first bad node of a run means
-// the layout is wrong for the target and its data must not be trusted:
-// names, ops and shapes read at wrong offsets cannot all agree with the
-// model by chance.
+// a sane type and shape — and, for a weight the kernel found in a traced
+// model's file, that it is a tensor of that model (weight looks it up by
+// name) with the GGUF's type, ne, nb and offset. Only a model's own bytes
+// are compared with its GGUF: a file-backed mapping is no evidence of a
+// model read, since GPU drivers map host-visible buffers (graph inputs
+// among them) from device files and memfds. Names, ops and shapes read at
+// wrong offsets cannot all agree with the model by chance; one node that
+// fails can still be the target's own oddity, so what a failure means for
+// the layout is the caller's to judge from many nodes.
 func ValidateNode(e Node, nOps int, weight func(name string) (Weight, bool)) error {
 	var end [2]int // of the names: where their NUL is
 	for k, n := range []struct {
@@ -88,8 +95,8 @@ func ValidateNode(e Node, nOps int, weight func(name string) (Weight, bool)) err
 			return fmt.Errorf("weight ne[%d] = %d", i, ne)
 		}
 	}
-	if e.Ino == 0 || weight == nil {
-		return nil // not in a file (KV cache, a repacked copy): nothing to compare with
+	if !e.InModel || weight == nil {
+		return nil // not a model's bytes: ggml data with nothing to compare it with
 	}
 	name := string(bytesOf(e.WeightName[:end[1]]))
 	w, ok := weight(name)

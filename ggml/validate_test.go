@@ -57,7 +57,7 @@ func TestValidateNodeComparesAFileBackedWeightWithTheModel(t *testing.T) {
 	lookup := func(n string) (Weight, bool) { w, ok := gguf[n]; return w, ok }
 	good := func() *Node {
 		e := nodeEvent("Qcur-0", "blk.0.attn_q.weight", 29, 30, [4]uint64{512, 512, 1, 1})
-		e.WeightNb, e.Ino, e.FileOff = [4]uint64{2, 1024, 524288, 524288}, 12, 1<<20
+		e.WeightNb, e.InModel, e.FileOff = [4]uint64{2, 1024, 524288, 524288}, true, 1<<20
 		return e
 	}
 	tests := []struct {
@@ -66,7 +66,13 @@ func TestValidateNodeComparesAFileBackedWeightWithTheModel(t *testing.T) {
 		wantErr string
 	}{
 		{"the model's own tensor passes", func(*Node) {}, ""},
-		{"a weight not in a file is not compared", func(e *Node) { e.Ino, e.WeightName[0] = 0, 'x' }, ""},
+		{"a weight outside the model files is not compared", func(e *Node) { e.InModel, e.WeightName[0] = false, 'x' }, ""},
+		// inp_tokens in a GPU driver's host-visible buffer, mapped from
+		// /dev/nvidia0 or a memfd: file-backed, yet no model's bytes.
+		{"a graph input in a driver's mapping is ggml data, not a weight", func(e *Node) {
+			e.InModel, e.FileOff = false, 0
+			copy(e.WeightName, []int8{'i', 'n', 'p', '_', 't', 'o', 'k', 'e', 'n', 's', 0})
+		}, ""},
 		{"a name the model does not have", func(e *Node) { e.WeightName[0] = 'x' }, "no tensor of the traced models"},
 		{"another type", func(e *Node) { e.WeightType = 1 }, "has type 1"},
 		{"another shape", func(e *Node) { e.WeightNe[1] = 256 }, "has ne"},

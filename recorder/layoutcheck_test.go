@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
 )
 
 // TestWrongLayoutDisablesWhatItReadsAndSaysWhy records real llama.cpp on
@@ -123,25 +125,121 @@ func TestWrongLayoutDisablesWhatItReadsAndSaysWhy(t *testing.T) {
 	}
 }
 
-func TestLayoutCheckSaysItsVerdictWhenItChanges(t *testing.T) {
-	ms := newModels(func(string) {}, nil)
-	good := ggml.Node{Name: []int8{'a', 0}, WeightName: []int8{0}, WeightNe: [4]uint64{1, 1, 1, 1}}
-	bad := good
-	bad.Name = []int8{'a'} // not NUL-terminated: read at a wrong offset
-	var c layoutCheck
-	for i, want := range []bool{true, false} {
-		if changed, err := c.check(good, 0, ms); changed != want || err != nil {
-			t.Fatalf("good node %d: changed %v, %v; want %v", i, changed, err, want)
+// cNode is a graph node of the given names as the probes send them, with
+// a sane shape; bad makes its name unterminated, as a wrong layout reads it.
+func cNode(node, weight string, bad bool) ggml.Node {
+	n := ggml.Node{Name: make([]int8, 16), WeightName: make([]int8, 32), WeightNe: [4]uint64{1, 1, 1, 1}}
+	for i := range min(len(node), 15) {
+		n.Name[i] = int8(node[i])
+	}
+	for i := range min(len(weight), 31) {
+		n.WeightName[i] = int8(weight[i])
+	}
+	if bad {
+		for i := range n.Name {
+			n.Name[i] = 'x'
 		}
 	}
-	if ok, err := c.verdict(); !ok || err != nil {
-		t.Fatalf("after good nodes: ok %v, %v", ok, err)
+	return n
+}
+
+// TestLayoutCheckJudgesTheLayoutByMostNodesNotOne feeds graphs of nodes,
+// some failing, and holds the verdict to the rule: a node that fails
+// under a layout that holds is counted and named once; most nodes of a
+// graph (or of the run) failing, past the quorum, condemns the layout.
+func TestLayoutCheckJudgesTheLayoutByMostNodesNotOne(t *testing.T) {
+	type graph struct {
+		id        uint64
+		good, bad int
 	}
-	if changed, err := c.check(bad, 0, ms); !changed || err == nil {
-		t.Fatalf("bad node: changed %v, %v", changed, err)
+	tests := []struct {
+		name       string
+		graphs     []graph
+		wantErr    string // "" for a layout that holds
+		wantFailed int    // nodes counted as failed
+		wantNamed  int    // distinct failing nodes named
+	}{
+		{"every node valid", []graph{{1, 20, 0}, {2, 20, 0}}, "", 0, 0},
+		{"one odd node in each graph is counted, named once", []graph{{1, 20, 1}, {2, 20, 1}, {1, 20, 1}}, "", 3, 1},
+		{"most nodes of a graph fail", []graph{{1, 20, 0}, {2, 3, 9}}, "5 of 8 nodes of a graph failed", 5, 1},
+		{"a small graph below the quorum is not judged alone", []graph{{1, 20, 0}, {2, 1, 3}}, "", 3, 1},
+		{"most of the run's nodes fail across small graphs", []graph{{1, 1, 2}, {2, 1, 2}, {3, 1, 2}}, "5 of the run's 8 graph nodes failed", 5, 1},
 	}
-	if ok, err := c.verdict(); ok || err == nil || !strings.Contains(err.Error(), "not NUL-terminated") {
-		t.Fatalf("after a bad node: ok %v, %v", ok, err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newModels(func(string) {}, nil)
+			var c layoutCheck
+			var err error
+			for _, g := range tc.graphs {
+				for i := range g.good {
+					if _, err = c.check(g.id, cNode(fmt.Sprintf("n%d", i), "w", false), 0, ms); err != nil {
+						t.Fatalf("a valid node: %v", err)
+					}
+				}
+				for range g.bad {
+					if _, e := c.check(g.id, cNode("odd", "w", true), 0, ms); e != nil && err == nil {
+						err = e
+					}
+				}
+			}
+			ok, verdict, failed := c.verdict()
+			if tc.wantErr == "" {
+				if err != nil || verdict != nil || !ok {
+					t.Fatalf("the layout failed: %v (verdict %v, ok %v)", err, verdict, ok)
+				}
+			} else if err == nil || verdict == nil || ok || !strings.Contains(verdict.Error(), tc.wantErr) {
+				t.Fatalf("verdict %v (ok %v), want %q", verdict, ok, tc.wantErr)
+			}
+			if failed.Failed != tc.wantFailed || len(failed.Nodes) != tc.wantNamed {
+				t.Fatalf("failed %d, named %d; want %d, %d", failed.Failed, len(failed.Nodes), tc.wantFailed, tc.wantNamed)
+			}
+			if tc.wantNamed > 0 && !strings.Contains(failed.Nodes[0].Why, "not NUL-terminated") {
+				t.Fatalf("a failing node named without its reason: %+v", failed.Nodes[0])
+			}
+		})
+	}
+}
+
+// TestNodeOfComparesOnlyAModelsOwnBytes holds nodeOf to the GPU driver's
+// case: a graph input whose data lies in a file-backed mapping that is no
+// traced model (a device file, a memfd) is ggml data and validates; a
+// weight in the model's own file is looked up in its GGUF and fails when
+// the model has no such tensor.
+func TestNodeOfComparesOnlyAModelsOwnBytes(t *testing.T) {
+	dir := t.TempDir()
+	model := ggufFile(t, dir, "m.gguf")
+	other := plainFile(t, dir, "buffer")
+	ms := newModels(func(string) {}, nil)
+	if _, err := ms.add(model); err != nil {
+		t.Fatal(err)
+	}
+	mdev, mino := fileID(t, model)
+	odev, oino := fileID(t, other)
+	ev := func(weight string, dev uint32, ino uint64) *wire.NodeEvent {
+		e := &wire.NodeEvent{Dev: dev, Ino: ino, WeightNe: [4]uint64{1, 1, 1, 1}}
+		copy(e.NodeName[:], []int8{'n', 0})
+		for i := range len(weight) {
+			e.WeightName[i] = int8(weight[i])
+		}
+		return e
+	}
+	tests := []struct {
+		name    string
+		e       *wire.NodeEvent
+		wantErr string
+	}{
+		{"a graph input in another file's mapping", ev("inp_tokens", odev, oino), ""},
+		{"a graph input in anonymous memory", ev("inp_tokens", 0, 0), ""},
+		{"a name the model lacks, in the model's file", ev("inp_tokens", mdev, mino), "is no tensor of the traced models"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var c layoutCheck
+			err := ggml.ValidateNode(nodeOf(tc.e, ms), 0, c.weight(ms))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }
 
@@ -151,12 +249,23 @@ func TestLayoutCheckFailsALayoutUnderWhichNoNodeCouldBeRead(t *testing.T) {
 		t.Fatal("failed a layout with no graph computed, or no model traced")
 	}
 	err := c.unreadable(3, 1)
-	if _, verdict := c.verdict(); err == nil || verdict != err || !strings.Contains(err.Error(), "3 graphs were computed but none of their nodes could be read") {
+	if _, verdict, _ := c.verdict(); err == nil || verdict != err || !strings.Contains(err.Error(), "3 graphs were computed but none of their nodes could be read") {
 		t.Fatalf("unreadable: %v, verdict %v", err, verdict)
 	}
+	ms := newModels(func(string) {}, nil)
 	var read layoutCheck
-	read.check(ggml.Node{Name: []int8{0}, WeightName: []int8{0}, WeightNe: [4]uint64{1, 1, 1, 1}}, 0, newModels(func(string) {}, nil))
+	read.check(1, cNode("a", "", false), 0, ms)
 	if err := read.unreadable(3, 1); err != nil {
 		t.Fatalf("a layout under which a node was read: %v", err)
+	}
+	// A run too short for the quorum whose every node failed.
+	var short layoutCheck
+	for range 3 {
+		if _, err := short.check(1, cNode("a", "", true), 0, ms); err != nil {
+			t.Fatalf("3 nodes judged the layout: %v", err)
+		}
+	}
+	if err := short.unreadable(1, 1); err == nil || !strings.Contains(err.Error(), "none of the 3 graph nodes read validated") {
+		t.Fatalf("a short run of failing nodes: %v", err)
 	}
 }

@@ -226,7 +226,7 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.models != nil {
 		models = r.models.files()
 	}
-	layoutOK, layoutErr := r.layout.verdict()
+	layoutOK, layoutErr, nodeFailures := r.layout.verdict()
 	var ops *rundir.OpProbes
 	if tr != nil && r.ops != nil {
 		ops = r.ops.summary(opFiles, opIdle, opNames, opFuncs, r.opFirstInstructions(opFiles, opFuncs))
@@ -253,6 +253,9 @@ func (r *recording) snapshot() rundir.Meta {
 		}
 		if layoutErr != nil {
 			m.Layout.Invalid = layoutErr.Error()
+		}
+		if nodeFailures.Checked > 0 {
+			m.Layout.Nodes = &nodeFailures
 		}
 		m.OpNames, m.OpFuncs = opNames, opFuncs
 		if ops != nil {
@@ -311,6 +314,10 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		// unproven as one that failed, and the expert ids were read with it.
 		if err := r.layout.unreadable(r.stats.graphs.Load(), len(r.models.files())); err != nil {
 			r.warn(layoutFailed(r.sess.tr.Layout(), err))
+		}
+		if _, lerr, nodes := r.layout.verdict(); lerr == nil && nodes.Failed > 0 {
+			m := rundir.Meta{Layout: &rundir.Layout{Nodes: &nodes}}
+			r.warn(m.NodesNA())
 		}
 		if exit != nil {
 			for _, w := range missingCapabilities(r.sess.tr.Probes(), r.probed.searchedFiles(), r.o.Probes.Ops, r.hasExperts()) {
@@ -526,16 +533,16 @@ func (r *recording) onGraph(e *wire.GraphEvent) {
 }
 
 // onNode validates the layout the probes read ggml's structs with against
-// each graph node; at the first node that fails, those probes come off.
+// each graph node; once most nodes fail, those probes come off.
 func (r *recording) onNode(e *wire.NodeEvent) {
 	if r.ops != nil {
 		r.ops.onNode(e)
 	}
-	if _, failed := r.layout.verdict(); failed != nil {
+	if r.layout.failure() != nil {
 		return
 	}
 	names, _ := r.sess.tr.OpNames()
-	changed, err := r.layout.check(nodeOf(e), len(names), r.models)
+	changed, err := r.layout.check(e.GraphId, nodeOf(e, r.models), len(names), r.models)
 	if err == nil {
 		if changed {
 			r.writer.changed()

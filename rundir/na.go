@@ -36,6 +36,26 @@ func (m *Meta) PicksNA() string {
 	return "the router's expert picks were not recorded: no probe on " + SymbolGetRows + " attached in this run (iocorr doctor -- CMD says which probe points the build has)"
 }
 
+// NodesNA says which graph nodes failed validation under a layout that
+// holds ("" when none did): each is left out, so the op and device of a
+// weight only such nodes read are unknown.
+func (m *Meta) NodesNA() string {
+	if m.Layout == nil || m.Layout.Nodes == nil || m.Layout.Nodes.Failed == 0 {
+		return ""
+	}
+	n := m.Layout.Nodes
+	names := make([]string, 0, min(len(n.Nodes), 3))
+	for _, f := range n.Nodes[:min(len(n.Nodes), 3)] {
+		names = append(names, fmt.Sprintf("%s reading %s: %s", f.Node, f.Weight, f.Why))
+	}
+	more := ""
+	if len(n.Nodes) > len(names) {
+		more = fmt.Sprintf(" and %d more", len(n.Nodes)-len(names))
+	}
+	return fmt.Sprintf("%d of %d graph nodes failed validation and are left out, their weights' op and device not taken from them (%s%s)",
+		n.Failed, n.Checked, strings.Join(names, "; "), more)
+}
+
 // FaultDetailNA says why the faults outside the model files are not in
 // the record one by one ("" when they are): their counts and summed stall
 // per token, thread, tensor and op are exact, but each one's time,

@@ -285,6 +285,40 @@ type Layout struct {
 	// (a graph node that does not match the traced model): the graph,
 	// expert and op records of such a run are not to be read.
 	Invalid string `json:"invalid,omitempty"`
+	// Nodes is what the validation of a layout that holds met: nodes the
+	// target made otherwise than its GGUF says, each left out of the
+	// record (correlate attributes no op or device from it).
+	Nodes *NodeFailures `json:"nodes,omitempty"`
+}
+
+// NodeFailures counts the graph nodes checked and failed, and names each
+// distinct failing node once.
+type NodeFailures struct {
+	Checked int           `json:"checked"`
+	Failed  int           `json:"failed"`
+	Nodes   []NodeFailure `json:"failures,omitempty"`
+}
+
+// NodeFailure is a graph node (by its name and its weight's) that failed
+// validation, and why.
+type NodeFailure struct {
+	Node   string `json:"node"`
+	Weight string `json:"weight"`
+	Why    string `json:"why,omitempty"`
+}
+
+// Left reports whether the node named node, reading weight, failed
+// validation and is left out of the record.
+func (l *Layout) Left(node, weight string) bool {
+	if l == nil || l.Nodes == nil {
+		return false
+	}
+	for _, f := range l.Nodes.Nodes {
+		if f.Node == node && f.Weight == weight {
+			return true
+		}
+	}
+	return false
 }
 
 // Library is an ELF file that was probed.
