@@ -15,6 +15,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/tracefs"
 )
 
 // WithoutEnv names the environment variable that makes the tracer behave
@@ -466,12 +468,7 @@ type detector struct {
 
 func newDetector(without []string) *detector {
 	d := &detector{without: without, types: btf.NewCache(), memo: map[string]error{}}
-	for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
-		if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
-			d.tracefs = dir
-			break
-		}
-	}
+	d.tracefs = tracefs.Dir()
 	return d
 }
 
@@ -509,7 +506,7 @@ func (d *detector) probe(n Need) error {
 	switch n.Kind {
 	case NeedTracepoint:
 		if d.tracefs == "" {
-			return errors.New("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+			return errors.New("tracefs is not mounted (" + tracefs.Hint + ")")
 		}
 		if _, err := os.Stat(filepath.Join(d.tracefs, "events", n.Name)); err != nil {
 			return errNotInKernel

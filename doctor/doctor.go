@@ -19,6 +19,7 @@ import (
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/elfinfo"
 	"github.com/iocorr/iocorr/internal/proc"
+	"github.com/iocorr/iocorr/internal/tracefs"
 )
 
 // Status is a check's outcome.
@@ -82,9 +83,6 @@ func Failed(checks []Check) bool {
 	return slices.ContainsFunc(checks, func(c Check) bool { return c.Status == Fail })
 }
 
-// tracefsMounts are where tracefs may be, newest first.
-var tracefsMounts = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
 // check is a check as it is made: whether it passed and whether record
 // needs it.
 type check struct {
@@ -138,17 +136,13 @@ func machineChecks() []check {
 	_, err = os.Stat("/sys/bus/event_source/devices/uprobe")
 	add("uprobes", err == nil, true, map[bool]string{true: "/sys/bus/event_source/devices/uprobe", false: "no uprobe event source: the kernel needs CONFIG_UPROBE_EVENTS"}[err == nil])
 
-	tracefs := ""
-	for _, d := range tracefsMounts {
-		if _, err := os.Stat(filepath.Join(d, "events")); err == nil {
-			tracefs = d
-			break
-		}
-	}
-	if tracefs == "" {
-		add("tracefs", false, true, "not mounted: mount -t tracefs nodev "+tracefsMounts[0])
+	// As record does: mount tracefs when it is missing and doctor may.
+	if dir, mounted, err := tracefs.Ensure(); err != nil {
+		add("tracefs", false, true, err.Error())
+	} else if mounted {
+		add("tracefs", true, true, dir+" (it was not mounted: mounted it now)")
 	} else {
-		add("tracefs", true, true, tracefs)
+		add("tracefs", true, true, dir)
 	}
 	out = append(out, capabilityChecks(bpf.Detect(bpf.DetectOptions{ProbeOps: true, ProbeSched: true, PageCache: true}))...)
 	// The decisive check: load every program and attach the kernel side.

@@ -192,17 +192,6 @@ type recording struct {
 	probed *probedFiles
 }
 
-// tracefsHint explains a tracepoint that could not attach when tracefs is
-// not mounted (the default on some machines).
-func tracefsHint() string {
-	for _, d := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
-		if _, err := os.Stat(d); err == nil {
-			return ""
-		}
-	}
-	return "tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing"
-}
-
 // snapshot is the metadata as far as it is known now: what the run set
 // up, every model found so far, the probes and libraries attached, the
 // layout and op names read from the target, the maps snapshots taken.

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/internal/tracefs"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -25,12 +26,17 @@ type session struct {
 // openSession loads and attaches the BPF programs; the error says what
 // the machine lacks where it can tell.
 func openSession(o *Options) (*session, error) {
+	// Tracepoints are named through tracefs, which many machines boot
+	// without; as root it is mounted here, as perf and bpftrace do.
+	if dir, mounted, err := tracefs.Ensure(); err != nil {
+		return nil, err
+	} else if mounted {
+		fmt.Fprintf(o.Stderr, "iocorr record: tracefs was not mounted: mounted it at %s\n", dir)
+	}
 	tr, err := openTracer(bpf.Options{ProbeOps: o.Probes.Ops, ProbeSched: o.Probes.Sched, PageCache: o.Probes.PageCache, FaultsOneByOne: o.Probes.Faults, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)
-		} else if hint := tracefsHint(); hint != "" {
-			err = fmt.Errorf("%w (%s)", err, hint)
 		}
 		return nil, err
 	}

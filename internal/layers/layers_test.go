@@ -16,7 +16,7 @@ const module = "github.com/iocorr/iocorr/"
 var floor = map[string]int{
 	// 0: the ground facts, each decoded once.
 	"internal/kernel": 0, "internal/units": 0, "internal/atomicfile": 0,
-	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0,
+	"internal/procmaps": 0, "internal/elfinfo": 0, "internal/cgroup": 0, "internal/tracefs": 0,
 	"internal/pagecache": 0, "testkit/testenv": 0, "internal/layers": 0,
 	"internal/extsort":     0,
 	"internal/varint":      0,
