@@ -31,6 +31,11 @@ func newModels(warn func(string), onNew func(*rundir.ModelFile) error) *models {
 }
 
 func isGGUF(path string) bool {
+	// Never open a device file or a memfd to look: a GPU driver's
+	// mappings are of those, and opening one can have effects.
+	if procmaps.BackingOf(path) != procmaps.BackingFile {
+		return false
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -215,7 +220,7 @@ func mappedPath(pid int, start, end uint64) string {
 	}
 	for _, m := range ms {
 		if m.Start == start && m.End == end {
-			return m.Path
+			return m.Name()
 		}
 	}
 	return ""

@@ -412,9 +412,14 @@ func (r *recording) onMmap(e *wire.MmapEvent) {
 	if e.Stopped == 1 {
 		// The kernel stopped the process before it could run code
 		// of this file: probe it, then let it go — always.
-		if path != "" {
+		switch procmaps.BackingOf(path) {
+		case procmaps.BackingFile:
 			r.attach(path)
+		case procmaps.BackingDeleted:
+			r.warn(fmt.Sprintf("%s was deleted while mapped: its code cannot be probed", path))
 		}
+		// A driver's executable memfd or device mapping holds no ggml
+		// symbols: nothing to probe, nothing to say.
 		r.fam.cont(pid, "for a uprobe attach")
 		return
 	}

@@ -74,6 +74,14 @@ func BuildRouteOracle(t testing.TB) string {
 	return buildC(t, "routeoracle", "-I"+inc, "-L"+lib, "-lllama", "-lggml", "-lggml-base", "-Wl,-rpath,"+lib)
 }
 
+// BuildDriverAlloc compiles testdata/driveralloc, the LD_PRELOAD
+// allocator that puts ggml's CPU buffers in the kinds of shared mappings
+// a GPU driver makes (see its source for DRIVERALLOC's kinds).
+func BuildDriverAlloc(t testing.TB) string {
+	t.Helper()
+	return buildC(t, "driveralloc", "-shared", "-fPIC", "-lpthread")
+}
+
 // RouteOracleArgs is the oracle's command line generating n tokens on
 // model (n llama_decode calls: the prompt, then one per further token)
 // on 2 threads; noRepack keeps every weight in the model's mapping.
