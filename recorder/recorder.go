@@ -187,6 +187,8 @@ type recording struct {
 	ops *opCosts
 	// layout validates the ggml struct layout against each graph node.
 	layout layoutCheck
+	// copies is what the command copied out of its models' mappings.
+	copies copies
 	// probed is the files searched for symbols, their libraries and the
 	// maps snapshots' count.
 	probed *probedFiles
@@ -394,6 +396,11 @@ func (r *recording) act(typ uint16, rec []byte) {
 		}
 	case d.Node() != nil:
 		r.onNode(d.Node())
+	case d.Place() != nil:
+		e := d.Place()
+		r.copies.onPlace(e, e.Ino != 0 && r.models.known(e.Dev, e.Ino))
+	case d.BufName() != nil:
+		r.copies.onBufName(d.BufName())
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
-	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
@@ -550,7 +549,8 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 	if e.exit.Signal != "" {
 		hint := ""
 		if e.exit.Signal == "SIGKILL" && cg != nil {
-			hint = fmt.Sprintf(" (the %s memory limit may be too small for the command itself: see cgroup_counters)", units.ExactSize(r.o.MemLimit))
+			cs := r.m.Controls.CgroupCounters
+			hint = " (" + killedUnder(r.o.MemLimit, max(cs["memory.peak"], cs["memory.max_usage_in_bytes"]), r.copies.byName()) + ")"
 		}
 		r.warn(fmt.Sprintf("the command was killed by %s%s", e.exit.Signal, hint))
 	}
