@@ -53,7 +53,7 @@ type Options struct {
 // Run makes every check: the machine's, then, with a command or
 // libraries to search, the probe points they define.
 func Run(o Options) []Check {
-	checks := machineChecks()
+	checks := append(machineChecks(), gpuChecks(o.Command)...)
 	if len(o.Command) > 0 || len(o.Libs) > 0 {
 		checks = append(checks, commandChecks(o.Command, o.Libs)...)
 	}
