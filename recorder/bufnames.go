@@ -113,6 +113,9 @@ func nameInFile(maps []snapshotMaps, p bpf.UnreadBufName, max int) (name string,
 		return "", pid, fmt.Errorf("address %#x is in %s mapped %s: the file may not hold what the process read", p.Name, at.Path, at.Perms)
 	case at.Deleted:
 		return "", pid, fmt.Errorf("address %#x is in %s, deleted since", p.Name, at.Path)
+	case procmaps.BackingOf(at.Name()) != procmaps.BackingFile:
+		// A driver's device file or a memfd is never opened to read it.
+		return "", pid, fmt.Errorf("address %#x is in %s, no regular file", p.Name, at.Path)
 	}
 	name, err = readCString(at, p.Name-at.Start+at.Offset, max)
 	if err != nil {

@@ -48,7 +48,9 @@ func TestAnUnreadBufferNameIsReadFromTheFileItsSnapshotMapsOrNotAtAll(t *testing
 	// The library's second and third pages at 0x7000_1000, read-only.
 	good := snap("good", 100, line(0x70001000, "r--p", 0x1000, st.Ino, lib),
 		line(0x70010000, "rw-p", 0x1000, st.Ino, lib), line(0x70020000, "rw-p", 0, 0, ""),
-		line(0x70030000, "r--p", 0x1000, st.Ino+1, lib))
+		line(0x70030000, "r--p", 0x1000, st.Ino+1, lib),
+		// A driver's read-only shared mappings: never opened.
+		line(0x70040000, "r--s", 0, 142, "/dev/null"), line(0x70050000, "r-xs", 0, 1042, "/memfd:/.glXXXXXX (deleted)"))
 	other := snap("other", 200, line(0x70001000, "r--p", 0, st.Ino, lib))
 	tests := []struct {
 		name  string
@@ -67,6 +69,8 @@ func TestAnUnreadBufferNameIsReadFromTheFileItsSnapshotMapsOrNotAtAll(t *testing
 		{"anonymous memory", []rundir.MapsSnapshot{good}, 100, 0x70020010, "", "no file"},
 		{"a writable mapping", []rundir.MapsSnapshot{good}, 100, 0x70010010, "", "may not hold"},
 		{"another file now", []rundir.MapsSnapshot{good}, 100, 0x70030010, "", "no longer the file"},
+		{"a device file", []rundir.MapsSnapshot{good}, 100, 0x70040010, "", "no regular file"},
+		{"a memfd", []rundir.MapsSnapshot{good}, 100, 0x70050010, "", "deleted since"},
 		{"processes disagree", []rundir.MapsSnapshot{other, good}, 101, 0x70001010, "", "in one process's maps"},
 	}
 	for _, tc := range tests {
