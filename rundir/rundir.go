@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/internal/atomicfile"
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/procmaps"
 )
 
 // Default is the run directory used when none is given, as perf uses
@@ -25,10 +27,20 @@ const Default = "iocorr.data"
 
 // Names of the files inside a run directory.
 const (
-	MetaFile  = "meta.json"    // Meta
-	SpoolFile = "events.spool" // raw BPF events, package ingest
-	MapsDir   = "maps"         // /proc/PID/maps snapshots, see MapsSnapshot
-	DBDir     = "db"           // the badger store, package index
+	MetaFile  = "meta.json"          // Meta
+	SpoolFile = "events.spool"       // raw BPF events, package ingest
+	MapsDir   = procmaps.SnapshotDir // /proc/PID/maps snapshots, see MapsSnapshot
+	DBDir     = "db"                 // the badger store, package index
+)
+
+// The machine's facts a run keeps, read by internal/proc and
+// internal/blockdev, which stand below the run directory and so own them.
+type (
+	Host         = kernel.Host        // the machine a run was recorded on
+	BlockDevice  = kernel.BlockDevice // the device holding a model file
+	Extent       = kernel.Extent      // one FIEMAP extent of a model file
+	DiskStat     = kernel.DiskStat    // one line of /proc/diskstats
+	MapsSnapshot = procmaps.Snapshot  // a copy of /proc/PID/maps
 )
 
 // FormatVersion changes when a reader of an older run would misread it.
@@ -166,16 +178,6 @@ func firstOr(xs []string, def string) string {
 		return xs[0]
 	}
 	return def
-}
-
-// Host describes the machine the run was recorded on.
-type Host struct {
-	Hostname string `json:"hostname"`
-	Kernel   string `json:"kernel"`
-	CPUModel string `json:"cpu_model"`
-	NumCPU   int    `json:"num_cpu"`
-	MemTotal uint64 `json:"mem_total"`
-	PageSize int    `json:"page_size"`
 }
 
 // Probe is one attached (or failed) probe.
@@ -378,37 +380,6 @@ type Tensor struct {
 	ExpertStride int64 `json:"expert_stride,omitempty"`
 }
 
-// BlockDevice is the device holding a model file. Block events carry
-// sectors from the start of the whole disk; PartStartSector converts them.
-type BlockDevice struct {
-	Name            string `json:"name"`     // e.g. vda, nvme0n1p2
-	Dev             uint32 `json:"dev"`      // kernel encoding of the partition (or disk)
-	DiskDev         uint32 `json:"disk_dev"` // kernel encoding of the whole disk, as in block events
-	PartStartSector uint64 `json:"part_start_sector"`
-	LogicalBlock    int    `json:"logical_block_size"`
-	// ReadAheadKB is the disk's queue/read_ahead_kb when the run began
-	// (nil: unknown). A mapped file's fault read-around is that window,
-	// twice it after fadvise(SEQUENTIAL), as llama.cpp advises its model.
-	ReadAheadKB *uint64 `json:"read_ahead_kb,omitempty"`
-}
-
-// Extent is one FIEMAP extent: file bytes [Logical, Logical+Length) are
-// at device bytes [Physical, Physical+Length) of the partition.
-type Extent struct {
-	Logical  uint64 `json:"logical"`
-	Physical uint64 `json:"physical"`
-	Length   uint64 `json:"length"`
-	Flags    uint32 `json:"flags"`
-}
-
-// MapsSnapshot is a copy of /proc/PID/maps taken when a model file was
-// mapped; File is relative to the run directory.
-type MapsSnapshot struct {
-	MonoNS uint64 `json:"mono_ns"`
-	PID    int    `json:"pid"`
-	File   string `json:"file"`
-}
-
 // Child is what became of the traced command.
 type Child struct {
 	PID       int    `json:"pid"`
@@ -506,18 +477,6 @@ type Pinned struct {
 	// HolderAnon is the holder's own anonymous memory, charged to the
 	// command's budget beside the pin.
 	HolderAnon int64 `json:"holder_anon_bytes"`
-}
-
-// DiskStat is one line of /proc/diskstats.
-type DiskStat struct {
-	Name           string `json:"name"`
-	Major          uint32 `json:"major"`
-	Minor          uint32 `json:"minor"`
-	Reads          uint64 `json:"reads"`
-	SectorsRead    uint64 `json:"sectors_read"`
-	ReadTicksMS    uint64 `json:"read_ms"`
-	Writes         uint64 `json:"writes"`
-	SectorsWritten uint64 `json:"sectors_written"`
 }
 
 // ReadMeta reads DIR/meta.json.

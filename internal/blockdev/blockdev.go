@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // FileID is what the kernel's events name a file by.
@@ -60,7 +59,7 @@ const (
 // Extents lists where a file's bytes are on its block device (FIEMAP),
 // with physical offsets relative to the start of the partition. Block
 // events are then mapped back to file offsets through them.
-func Extents(path string) ([]rundir.Extent, error) {
+func Extents(path string) ([]kernel.Extent, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -70,7 +69,7 @@ func Extents(path string) ([]rundir.Extent, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []rundir.Extent
+	var out []kernel.Extent
 	buf := make([]byte, int(unsafe.Sizeof(fiemapHeader{}))+fiemapBatchExtents*int(unsafe.Sizeof(fiemapExtent{})))
 	start := uint64(0)
 	for start < uint64(st.Size()) {
@@ -91,7 +90,7 @@ func Extents(path string) ([]rundir.Extent, error) {
 		exts := unsafe.Slice((*fiemapExtent)(unsafe.Pointer(&buf[unsafe.Sizeof(fiemapHeader{})])), h.MappedExtents)
 		last := false
 		for _, e := range exts {
-			out = append(out, rundir.Extent{Logical: e.Logical, Physical: e.Physical, Length: e.Length, Flags: e.Flags})
+			out = append(out, kernel.Extent{Logical: e.Logical, Physical: e.Physical, Length: e.Length, Flags: e.Flags})
 			start = e.Logical + e.Length
 			last = last || e.Flags&fiemapExtentLast != 0
 		}
@@ -105,13 +104,13 @@ func Extents(path string) ([]rundir.Extent, error) {
 // Of describes the block device holding a file: the partition
 // (or whole disk), the whole disk's dev that block events carry, and the
 // partition's start so that a request's sector maps into the partition.
-func Of(id FileID) (rundir.BlockDevice, error) {
+func Of(id FileID) (kernel.BlockDevice, error) {
 	sys := fmt.Sprintf("/sys/dev/block/%d:%d", id.Major, id.Minor)
 	real, err := filepath.EvalSymlinks(sys)
 	if err != nil {
-		return rundir.BlockDevice{}, fmt.Errorf("%d:%d is not a block device (a virtual file system?): %w", id.Major, id.Minor, err)
+		return kernel.BlockDevice{}, fmt.Errorf("%d:%d is not a block device (a virtual file system?): %w", id.Major, id.Minor, err)
 	}
-	bd := rundir.BlockDevice{Name: filepath.Base(real), Dev: id.Dev, DiskDev: id.Dev, LogicalBlock: 512}
+	bd := kernel.BlockDevice{Name: filepath.Base(real), Dev: id.Dev, DiskDev: id.Dev, LogicalBlock: 512}
 	if _, err := os.Stat(filepath.Join(real, "partition")); err == nil {
 		start, err := readUint(filepath.Join(real, "start"))
 		if err != nil {
@@ -137,7 +136,7 @@ func Of(id FileID) (rundir.BlockDevice, error) {
 
 // DiskName is the name of the whole disk for a block device (what
 // /proc/diskstats lists).
-func DiskName(bd rundir.BlockDevice) string {
+func DiskName(bd kernel.BlockDevice) string {
 	sys := "/sys/dev/block/" + kernel.DevString(bd.DiskDev)
 	if real, err := filepath.EvalSymlinks(sys); err == nil {
 		return filepath.Base(real)
@@ -166,7 +165,7 @@ func readDev(p string) (uint32, uint32, error) {
 }
 
 // DiskStats reads /proc/diskstats for the named devices (all if none).
-func DiskStats(names ...string) ([]rundir.DiskStat, error) {
+func DiskStats(names ...string) ([]kernel.DiskStat, error) {
 	f, err := os.Open("/proc/diskstats")
 	if err != nil {
 		return nil, err
@@ -176,7 +175,7 @@ func DiskStats(names ...string) ([]rundir.DiskStat, error) {
 	for _, n := range names {
 		want[n] = true
 	}
-	var out []rundir.DiskStat
+	var out []kernel.DiskStat
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fl := strings.Fields(sc.Text())
@@ -184,7 +183,7 @@ func DiskStats(names ...string) ([]rundir.DiskStat, error) {
 			continue
 		}
 		u := func(i int) uint64 { v, _ := strconv.ParseUint(fl[i], 10, 64); return v }
-		out = append(out, rundir.DiskStat{
+		out = append(out, kernel.DiskStat{
 			Name: fl[2], Major: uint32(u(0)), Minor: uint32(u(1)),
 			Reads: u(3), SectorsRead: u(5), ReadTicksMS: u(6), Writes: u(7), SectorsWritten: u(9),
 		})

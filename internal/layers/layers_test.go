@@ -25,18 +25,20 @@ var floor = map[string]int{
 	"testkit/blocktrace":   0,
 	"testkit/ducktest":     0,
 	"testkit/perfettotest": 1,
-	// 1: the data model, the model file format, the BPF records.
-	"event": 1, "gguf": 1, "wire": 1,
+	// 1: the data model, the model file format, the BPF records; the
+	// machine's facts, read in the kernel's shapes (internal/kernel's),
+	// and the held child and helpers that record starts.
+	"event": 1, "gguf": 1, "wire": 1, "internal/blockdev": 1, "internal/proc": 1,
+	"internal/launch": 2,
 	// 2: target knowledge (llama.cpp and ggml), no BPF; the spool and its
 	// decoding.
 	"ggml": 2, "ingest": 2,
 	// 3: the run directory's metadata and its NA reasons.
 	"rundir": 3,
-	// 4–6: facts in the run's types, the loader (and its generator of the
-	// wire types), the joins.
-	"internal/blockdev": 4, "internal/proc": 4, "bpf": 4, "bpf/internal/wiregen": 4, "testkit/llmtest": 4,
-	"internal/launch": 5, "testkit/bpftest": 5,
-	"correlate": 6, "testkit/spooltest": 6,
+	// 4–6: the loader (and its generator of the wire types), the joins.
+	"bpf": 4, "bpf/internal/wiregen": 4, "testkit/llmtest": 4,
+	"testkit/bpftest": 5,
+	"correlate":       6, "testkit/spooltest": 6,
 	// 7–8: the store, and what reads it.
 	"index":    7,
 	"pipeline": 8, "stats": 8, "perfetto": 8, "testkit/storetest": 8,

@@ -11,12 +11,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/internal/kernel"
 )
 
 // HostInfo describes the machine for the run metadata.
-func HostInfo() rundir.Host {
-	h := rundir.Host{NumCPU: runtime.NumCPU(), PageSize: os.Getpagesize()}
+func HostInfo() kernel.Host {
+	h := kernel.Host{NumCPU: runtime.NumCPU(), PageSize: os.Getpagesize()}
 	h.Hostname, _ = os.Hostname()
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/procmaps"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // SnapshotMaps copies /proc/PID/maps into the run directory's maps/ as
@@ -18,25 +17,25 @@ import (
 // is checked to parse (ingest refuses a malformed snapshot) and appears
 // whole or not at all: a recorder killed while writing it leaves no torn
 // file behind.
-func SnapshotMaps(runDir string, seq, pid int, monoNS uint64) (rundir.MapsSnapshot, error) {
+func SnapshotMaps(runDir string, seq, pid int, monoNS uint64) (procmaps.Snapshot, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
-		return rundir.MapsSnapshot{}, fmt.Errorf("reading maps of %d: %w", pid, err)
+		return procmaps.Snapshot{}, fmt.Errorf("reading maps of %d: %w", pid, err)
 	}
 	if len(b) == 0 {
 		// A process that already exited (a zombie) has no mappings left.
-		return rundir.MapsSnapshot{}, fmt.Errorf("reading maps of %d: the process exited before they could be read", pid)
+		return procmaps.Snapshot{}, fmt.Errorf("reading maps of %d: the process exited before they could be read", pid)
 	}
 	if _, err := procmaps.Parse(bytes.NewReader(b)); err != nil {
-		return rundir.MapsSnapshot{}, fmt.Errorf("maps of %d: %w", pid, err)
+		return procmaps.Snapshot{}, fmt.Errorf("maps of %d: %w", pid, err)
 	}
-	dir := filepath.Join(runDir, rundir.MapsDir)
+	dir := filepath.Join(runDir, procmaps.SnapshotDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
+		return procmaps.Snapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
 	}
-	rel := filepath.Join(rundir.MapsDir, fmt.Sprintf("%04d-%d.txt", seq, pid))
+	rel := filepath.Join(procmaps.SnapshotDir, fmt.Sprintf("%04d-%d.txt", seq, pid))
 	if err := atomicfile.WriteBytes(filepath.Join(runDir, rel), 0o644, false, b); err != nil {
-		return rundir.MapsSnapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
+		return procmaps.Snapshot{}, fmt.Errorf("saving maps of %d: %w", pid, err)
 	}
-	return rundir.MapsSnapshot{MonoNS: monoNS, PID: pid, File: rel}, nil
+	return procmaps.Snapshot{MonoNS: monoNS, PID: pid, File: rel}, nil
 }
