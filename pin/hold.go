@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
 )
 
@@ -31,7 +32,7 @@ type request struct {
 // test binary that pins): in a holder it locks what it is asked to and
 // holds it until its stdin closes, then exits.
 func RunHolderIfChild() {
-	if os.Getenv(holderEnv) != "1" {
+	if !launch.IsHelper(holderEnv) {
 		return
 	}
 	in := bufio.NewReader(os.Stdin)
@@ -129,23 +130,9 @@ type Holder struct {
 // cgroup) before it reads a byte, and returns once spans of path are
 // locked. Release ends it.
 func Hold(path string, spans [][2]int64, place func(pid int) error) (*Holder, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding iocorr's executable for the holder: %w", err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), holderEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	cmd, stdin, stdout, err := launch.StartHelper(holderEnv, "the holder", nil)
 	if err != nil {
 		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the holder: %w", err)
 	}
 	h := &Holder{cmd: cmd, stdin: stdin, PID: cmd.Process.Pid}
 	fail := func(err error) (*Holder, error) {

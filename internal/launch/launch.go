@@ -85,10 +85,10 @@ func armDeathSignal(ppid int) error {
 // It also makes the process the ptrace warden (warden.go) when the
 // recorder started it as one.
 func RunShimIfChild() {
-	if os.Getenv(wardenEnv) == "1" {
+	if IsHelper(wardenEnv) {
 		runWarden()
 	}
-	if os.Getenv(shimEnv) != "1" {
+	if !IsHelper(shimEnv) {
 		return
 	}
 	os.Unsetenv(shimEnv)
@@ -134,7 +134,7 @@ func RunShimIfChild() {
 // its own: a chain of recorders, each holding tracepoints, until the
 // kernel refuses more programs on one (seen: 64 nested test binaries).
 func notAShim() error {
-	if os.Getenv(wardenEnv) == "1" || os.Getenv(shimEnv) == "1" {
+	if IsHelper(wardenEnv) || IsHelper(shimEnv) {
 		return errors.New("this process was started as iocorr's launcher or ptrace warden but ran its own program: its main must call launch.RunShimIfChild first")
 	}
 	return nil
@@ -169,24 +169,19 @@ func StartHeld(argv []string, user *proc.User, out, errw io.Writer, tr ForkTrace
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
-	if err := notAShim(); err != nil {
-		return nil, err
-	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, fmt.Errorf("command not found: %w", err)
 	}
-	self, err := os.Executable()
+	cmd, err := HelperCommand(shimEnv, argv...)
 	if err != nil {
-		return nil, fmt.Errorf("finding iocorr's own executable: %w", err)
+		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, argv...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, out, errw
-	cmd.Env = append(os.Environ(), shimEnv+"=1")
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if user != nil {

@@ -698,29 +698,11 @@ type WardenStats struct {
 // StartWarden starts the warden process; warn receives what it says went
 // wrong while it runs.
 func StartWarden(warn func(string)) (*Warden, error) {
-	if err := notAShim(); err != nil {
-		return nil, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding iocorr's own executable: %w", err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), wardenEnv+"=1")
-	cmd.Stderr = os.Stderr
 	// It must not outlive the recorder; its tracees are detached by the
 	// kernel when it goes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
+	cmd, in, out, err := StartHelper(wardenEnv, "the ptrace warden", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
 	if err != nil {
 		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the ptrace warden: %w", err)
 	}
 	w := &Warden{cmd: cmd, in: in, reply: make(chan string, 1), done: make(chan string, 1), warn: warn}
 	go func() {
