@@ -434,18 +434,11 @@ type seriesPoint struct {
 	v      int64
 }
 
-var seriesPointCodec = extsort.Codec[seriesPoint]{
-	Append: func(b []byte, p *seriesPoint) []byte {
-		b = binary.AppendUvarint(b, uint64(p.series))
-		b = binary.AppendUvarint(b, p.bucket)
-		return binary.AppendVarint(b, p.v)
-	},
-	Decode: func(b []byte, p *seriesPoint) error {
-		r := varint.Reader{B: b}
-		p.series, p.bucket, p.v = uint32(r.Uvarint()), r.Uvarint(), r.Varint()
-		return whole(&r)
-	},
-}
+var seriesPointCodec = extsort.Ints(3, func(p *seriesPoint) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{int64(p.series), int64(p.bucket), p.v}
+}, func(p *seriesPoint, a [extsort.MaxInts]int64) {
+	p.series, p.bucket, p.v = uint32(a[0]), uint64(a[1]), a[2]
+})
 
 func newSeries(interval uint64) *series {
 	return &series{interval: interval, index: map[string]uint32{},
@@ -525,42 +518,20 @@ type joinKey struct {
 	start, stop uint64 // a fault's start and end, a request's issue and completion
 }
 
-var joinKeyCodec = extsort.Codec[joinKey]{
-	Append: func(b []byte, k *joinKey) []byte {
-		b = binary.AppendVarint(b, k.page)
-		b = binary.AppendVarint(b, k.end)
-		if k.req {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
-		}
-		b = binary.AppendUvarint(b, uint64(k.idx))
-		b = binary.AppendUvarint(b, k.start)
-		return binary.AppendUvarint(b, k.stop)
-	},
-	Decode: func(b []byte, k *joinKey) error {
-		r := varint.Reader{B: b}
-		k.page, k.end = r.Varint(), r.Varint()
-		k.req = r.Byte() == 1
-		k.idx = uint32(r.Uvarint())
-		k.start, k.stop = r.Uvarint(), r.Uvarint()
-		return whole(&r)
-	},
-}
+var joinKeyCodec = extsort.Ints(6, func(k *joinKey) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{k.page, k.end, extsort.Bool(k.req), int64(k.idx), int64(k.start), int64(k.stop)}
+}, func(k *joinKey, a [extsort.MaxInts]int64) {
+	k.page, k.end, k.req, k.idx, k.start, k.stop = a[0], a[1], a[2] == 1, uint32(a[3]), uint64(a[4]), uint64(a[5])
+})
 
 // flow joins fault number fault to request number req.
 type flow struct{ fault, req uint32 }
 
-var flowCodec = extsort.Codec[flow]{
-	Append: func(b []byte, f *flow) []byte {
-		return binary.AppendUvarint(binary.AppendUvarint(b, uint64(f.fault)), uint64(f.req))
-	},
-	Decode: func(b []byte, f *flow) error {
-		r := varint.Reader{B: b}
-		f.fault, f.req = uint32(r.Uvarint()), uint32(r.Uvarint())
-		return whole(&r)
-	},
-}
+var flowCodec = extsort.Ints(2, func(f *flow) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{int64(f.fault), int64(f.req)}
+}, func(f *flow, a [extsort.MaxInts]int64) {
+	f.fault, f.req = uint32(a[0]), uint32(a[1])
+})
 
 // scanStore reads every record once: it counts faults, collects read
 // calls and the counters' values, and writes the join's keys.

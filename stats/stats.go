@@ -2,8 +2,6 @@ package stats
 
 import (
 	"cmp"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -13,7 +11,6 @@ import (
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/internal/varint"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -176,28 +173,11 @@ type pageEv struct {
 // (about 2.5 MiB of each kind) before it spills a sorted run.
 const sortBatch = 1 << 16
 
-var pageEvCodec = extsort.Codec[pageEv]{
-	Append: func(b []byte, v *pageEv) []byte {
-		b = binary.AppendUvarint(b, v.ts)
-		b = binary.AppendUvarint(b, uint64(v.model))
-		b = binary.AppendVarint(b, v.first)
-		b = binary.AppendVarint(b, v.end)
-		if v.add {
-			return append(b, 1)
-		}
-		return append(b, 0)
-	},
-	Decode: func(b []byte, v *pageEv) error {
-		r := varint.Reader{B: b}
-		v.ts, v.model = r.Uvarint(), int32(r.Uvarint())
-		v.first, v.end = r.Varint(), r.Varint()
-		v.add = r.Byte() == 1
-		if r.Err != nil || len(r.B) != 0 {
-			return errBadRecord
-		}
-		return nil
-	},
-}
+var pageEvCodec = extsort.Ints(5, func(v *pageEv) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{int64(v.ts), int64(v.model), v.first, v.end, extsort.Bool(v.add)}
+}, func(v *pageEv, a [extsort.MaxInts]int64) {
+	v.ts, v.model, v.first, v.end, v.add = uint64(a[0]), int32(a[1]), a[2], a[3], a[4] == 1
+})
 
 // interval is one fault's stall, [start, end), in its token.
 type interval struct {
@@ -205,42 +185,17 @@ type interval struct {
 	start, end uint64
 }
 
-var intervalCodec = extsort.Codec[interval]{
-	Append: func(b []byte, v *interval) []byte {
-		b = binary.AppendUvarint(b, uint64(v.token))
-		b = binary.AppendUvarint(b, v.start)
-		return binary.AppendUvarint(b, v.end)
-	},
-	Decode: func(b []byte, v *interval) error {
-		r := varint.Reader{B: b}
-		v.token, v.start, v.end = uint32(r.Uvarint()), r.Uvarint(), r.Uvarint()
-		if r.Err != nil || len(r.B) != 0 {
-			return errBadRecord
-		}
-		return nil
-	},
-}
+var intervalCodec = extsort.Ints(3, func(v *interval) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{int64(v.token), int64(v.start), int64(v.end)}
+}, func(v *interval, a [extsort.MaxInts]int64) {
+	v.token, v.start, v.end = uint32(a[0]), uint64(a[1]), uint64(a[2])
+})
 
-var requestCodec = extsort.Codec[request]{
-	Append: func(b []byte, v *request) []byte {
-		b = binary.AppendUvarint(b, v.issue)
-		b = binary.AppendUvarint(b, v.bytes)
-		b = binary.AppendVarint(b, int64(v.model))
-		b = binary.AppendVarint(b, v.start)
-		return binary.AppendVarint(b, v.end)
-	},
-	Decode: func(b []byte, v *request) error {
-		r := varint.Reader{B: b}
-		v.issue, v.bytes, v.model = r.Uvarint(), r.Uvarint(), int(r.Varint())
-		v.start, v.end = r.Varint(), r.Varint()
-		if r.Err != nil || len(r.B) != 0 {
-			return errBadRecord
-		}
-		return nil
-	},
-}
-
-var errBadRecord = errors.New("a sorted record of the wrong length")
+var requestCodec = extsort.Ints(5, func(v *request) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{int64(v.issue), int64(v.bytes), int64(v.model), v.start, v.end}
+}, func(v *request, a [extsort.MaxInts]int64) {
+	v.issue, v.bytes, v.model, v.start, v.end = uint64(a[0]), uint64(a[1]), int(a[2]), a[3], a[4]
+})
 
 // fileRange is where in its model file e's bytes start, when they are in
 // a model the metadata names.
