@@ -218,12 +218,13 @@ func a3bAnalysis(r *Report, cfg Config, sec, dir, out string, recSecs float64) b
 // a3bPicks adds the decode picks and what they must equal: every decode
 // token routes every layer's one row to ExpertsUsed experts.
 func a3bPicks(r *Report, sec, dir string, spec gguf.SynthSpec) {
-	st, err := index.Open(dir)
+	run, err := index.OpenRun(dir)
 	if err != nil {
 		r.NA(sec, "decode picks", "", orNA(err))
 		return
 	}
-	defer st.Close()
+	defer run.Close()
+	st := run.Store
 	// Only the decode calls' picks: a prefill's unseen (op offload, or a
 	// probe that missed rows) leaves these exact.
 	if na := st.Summary.PicksNAOf(&index.Query{Phase: "decode"}); na != "" {

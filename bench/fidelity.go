@@ -34,12 +34,13 @@ func Fidelity(r *Report, sec, dir string) {
 	default:
 		r.Add(sec, "major faults captured/rusage", "ratio", []float64{float64(major) / float64(m.Child.MajFlt)}, "")
 	}
-	st, err := index.Open(dir)
+	run, err := index.OpenRun(dir)
 	if err != nil {
 		r.NA(sec, "model block bytes/diskstats", "ratio", orNA(err))
 		return
 	}
-	defer st.Close()
+	defer run.Close()
+	st := run.Store
 	var sum event.Counters
 	if err := st.Aggs(func(a *event.Agg) error { sum.Add(&a.Counters); return nil }); err != nil {
 		r.NA(sec, "model block bytes/diskstats", "ratio", orNA(err))

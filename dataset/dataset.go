@@ -82,33 +82,32 @@ func Partition(dir, table, id string) string {
 // Add adds the run in run to the dataset in dir (made if missing) and
 // returns its ID; added is false when the run was there already.
 func Add(ctx context.Context, dir, run string) (id string, added bool, err error) {
-	meta, id, err := readMeta(run)
+	_, id, err = readMeta(run)
 	if err != nil {
 		return "", false, err
 	}
 	if there, err := present(dir, id); err != nil || there {
 		return id, false, err
 	}
-	// The sweep's figures first: they open the store themselves.
+	r, err := index.OpenRun(run)
+	if err != nil {
+		return "", false, err
+	}
+	defer r.Close()
 	var sum sweep.Row
-	if err := sweep.Summarize(run, &sum); err != nil {
+	if err := sweep.SummarizeRun(r, &sum); err != nil {
 		return "", false, err
 	}
-	st, err := index.Open(run)
+	snaps, err := r.Snapshots()
 	if err != nil {
 		return "", false, err
 	}
-	defer st.Close()
-	snaps, err := rundir.ReadSnapshots(run)
-	if err != nil {
-		return "", false, err
-	}
-	rep, err := stats.Compute(st, meta, stats.Options{Snapshots: snaps})
+	rep, err := stats.Compute(r.Store, r.Meta, stats.Options{Snapshots: snaps})
 	if err != nil {
 		return "", false, err
 	}
 	defer rep.Close()
-	w := &writer{ctx: ctx, dir: dir, id: id, run: run, st: st, meta: meta, sum: &sum, rep: rep}
+	w := &writer{ctx: ctx, dir: dir, id: id, run: run, src: r, sum: &sum, rep: rep}
 	for _, t := range Tables {
 		if err := w.table(t); err != nil {
 			return "", false, fmt.Errorf("dataset %s: table %s: %w", dir, t, err)
@@ -142,14 +141,13 @@ func present(dir, id string) (bool, error) {
 
 // writer writes the tables of one run.
 type writer struct {
-	ctx  context.Context
-	dir  string
-	id   string
-	run  string
-	st   *index.Store
-	meta *rundir.Meta
-	sum  *sweep.Row
-	rep  *stats.Report
+	ctx context.Context
+	dir string
+	id  string
+	run string
+	src *index.Run
+	sum *sweep.Row
+	rep *stats.Report
 }
 
 // table writes one table of the run into its partition, replacing what
@@ -171,18 +169,18 @@ func writePartition(dir, table, id string, write func(io.Writer) error) error {
 }
 
 func (w *writer) write(name string, f io.Writer) error {
-	status := w.meta.Status()
+	status := w.src.Meta.Status()
 	// Every column stays, NA where the run did not measure it, so that
 	// the files of runs of any tier share one schema; why is in the
 	// runs table's na.
-	na := unmeasured(w.meta, w.st)
+	na := unmeasured(w.src)
 	switch name {
 	case Tokens:
-		return output.Tokens(w.ctx, w.st, f, format, status, na)
+		return output.Tokens(w.ctx, w.src.Store, f, format, status, na)
 	case TokenTensors:
-		return output.TokenTensors(w.ctx, w.st, f, format, status, na)
+		return output.TokenTensors(w.ctx, w.src.Store, f, format, status, na)
 	case Experts:
-		rows, err := w.st.Query(index.Query{By: "expert"})
+		rows, err := w.src.Store.Query(index.Query{By: "expert"})
 		if err != nil {
 			return err
 		}

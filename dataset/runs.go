@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
@@ -62,16 +61,8 @@ var runColumns = []output.Column{
 // unmeasured is what the run did not measure, its columns kept (NA):
 // its counters, and the router's picks (not probed, or of layers no
 // probe saw, as query --by expert says).
-func unmeasured(m *rundir.Meta, st *index.Store) *output.Unmeasured {
-	names := make([]string, len(event.CounterFields))
-	for i := range event.CounterFields {
-		names[i] = event.CounterFields[i].Name
-	}
-	picks := m.PicksNA()
-	if picks == "" {
-		picks = st.Summary.PicksNA()
-	}
-	return &output.Unmeasured{Counters: m.CountersNA(names), Selected: picks, All: true}
+func unmeasured(r *index.Run) *output.Unmeasured {
+	return &output.Unmeasured{Counters: r.CountersNA(), Selected: r.PicksNA(nil), All: true}
 }
 
 // runRow writes the runs table's one row of the run; sum is its sweep
@@ -88,10 +79,10 @@ func (w *writer) runRow(f io.Writer, na *output.Unmeasured, sum *sweep.Row) erro
 		return output.Float(*v)
 	}
 	status := output.NA()
-	if s := w.meta.Status(); s != "" {
+	if s := w.src.Meta.Status(); s != "" {
 		status = output.Text(s)
 	}
-	return writeRunRow(f, w.meta, true, w.run, reasons, status, output.Num(sum.Decode), fl(sum.TokensPerS), fl(sum.BytesPerToken))
+	return writeRunRow(f, w.src.Meta, true, w.run, reasons, status, output.Num(sum.Decode), fl(sum.TokensPerS), fl(sum.BytesPerToken))
 }
 
 // writeRunRow writes the runs row of the run in run described by m

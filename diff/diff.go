@@ -30,11 +30,8 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// Run is one side of a comparison: an open store and its run's metadata.
-type Run struct {
-	Store *index.Store
-	Meta  *rundir.Meta
-}
+// Run is one side of a comparison: a run as the read side opens it.
+type Run = index.Run
 
 // Options select what is compared.
 type Options struct {
@@ -322,9 +319,7 @@ func side(r Run, name string, o Options) (*runSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.picksNA = r.Meta.PicksNA(); s.picksNA == "" {
-		s.picksNA = st.Summary.PicksNAOf(&q)
-	}
+	s.picksNA = r.PicksNA(&q)
 	for i := range rows {
 		s.rows[rows[i].Key] = &rows[i]
 		s.keys = append(s.keys, rows[i].Key)

@@ -11,27 +11,28 @@ import (
 
 // Summarize computes r's figures from the store of the run in dir.
 func Summarize(dir string, r *Row) error {
+	run, err := index.OpenRun(dir)
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	return SummarizeRun(run, r)
+}
+
+// SummarizeRun computes r's figures from an open run's store.
+func SummarizeRun(run *index.Run, r *Row) error {
 	if r.NA == nil {
 		r.NA = map[string]string{}
 	}
-	st, err := index.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := r.figures(st); err != nil {
-		return err
-	}
-	meta, err := rundir.ReadMeta(dir)
-	if err != nil {
+	if err := r.figures(run.Store); err != nil {
 		return err
 	}
 	// A run of the default tier takes its residency from these.
-	snaps, err := rundir.ReadSnapshots(dir)
+	snaps, err := run.Snapshots()
 	if err != nil {
 		return err
 	}
-	return r.expertHitRate(st, meta, snaps)
+	return r.expertHitRate(run.Store, run.Meta, snaps)
 }
 
 // expertHitRate takes the run's real expert hit rate from iocorr stats

@@ -12,7 +12,6 @@ import (
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 func init() {
@@ -50,12 +49,12 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 		}
 		var runs [2]diff.Run
 		for i, dir := range args {
-			st, meta, err := openRunOf("AB"[i:i+1], dir)
+			run, err := openRunOf("AB"[i:i+1], dir)
 			if err != nil {
 				return fmt.Errorf("diff: %w", err)
 			}
-			defer st.Close()
-			runs[i] = diff.Run{Store: st, Meta: meta}
+			defer run.Close()
+			runs[i] = *run
 		}
 		res, err := diff.Compare(runs[0], runs[1], o)
 		if err != nil {
@@ -87,6 +86,6 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 
 // openRunOf opens one run of two (name A or B) and says on stderr which
 // one is partial, when one is.
-func openRunOf(name, dir string) (*index.Store, *rundir.Meta, error) {
-	return openRunAs(dir, fmt.Sprintf("run %s (%s)", name, dir))
+func openRunOf(name, dir string) (*index.Run, error) {
+	return openRun(dir, fmt.Sprintf("run %s (%s)", name, dir))
 }

@@ -14,16 +14,16 @@ import (
 func writePairReport(o reportOptions, dirA, dirB string) error {
 	var runs [2]report.PairRun
 	for i, dir := range []string{dirA, dirB} {
-		st, meta, err := openRunOf("AB"[i:i+1], dir)
+		run, err := openRunOf("AB"[i:i+1], dir)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		defer st.Close()
-		sr, err := stats.Compute(st, meta, stats.Options{NoTokenResidency: true})
+		defer run.Close()
+		sr, err := stats.Compute(run.Store, run.Meta, stats.Options{NoTokenResidency: true})
 		if err != nil {
 			return fmt.Errorf("report: %s: %w", dir, err)
 		}
-		runs[i] = report.PairRun{Dir: dir, Store: st, Meta: meta, Stats: sr}
+		runs[i] = report.PairRun{Dir: dir, Store: run.Store, Meta: run.Meta, Stats: sr}
 	}
 	p, err := report.BuildPair(runs[0], runs[1])
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/dataset"
-	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/output"
@@ -106,12 +105,12 @@ func exportFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 
 // exportRun writes one of exportKinds of the run in o.dir.
 func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind string) error {
-	st, meta, err := openRunMeta(o.dir)
+	run, err := openRun(o.dir, "")
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	defer st.Close()
-	status := meta.Status()
+	defer run.Close()
+	st, meta, status := run.Store, run.Meta, run.Meta.Status()
 	var filter index.EventFilter
 	if kind == "events" {
 		if filter, err = eventFilter(fs, st, o); err != nil {
@@ -123,7 +122,7 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	var na *output.Unmeasured
 	rowsNA := ""
 	if kind != "events" {
-		na = unmeasured(meta, o.allColumns)
+		na = unmeasured(run, o.allColumns)
 		noteUnmeasured(na)
 	} else if why := meta.FaultDetailNA(); why != "" {
 		rowsNA = "no row for each fault outside the model files: " + why
@@ -181,14 +180,10 @@ func addToDataset(ctx context.Context, dir, run string) error {
 	return nil
 }
 
-// unmeasured is what the run of meta did not measure of the counters,
+// unmeasured is what the run did not measure of the counters,
 // with the columns kept when all; its notes go to stderr once.
-func unmeasured(meta *rundir.Meta, all bool) *output.Unmeasured {
-	names := make([]string, len(event.CounterFields))
-	for i := range event.CounterFields {
-		names[i] = event.CounterFields[i].Name
-	}
-	return &output.Unmeasured{Counters: meta.CountersNA(names), All: all}
+func unmeasured(run *index.Run, all bool) *output.Unmeasured {
+	return &output.Unmeasured{Counters: run.CountersNA(), All: all}
 }
 
 // noteUnmeasured says on stderr, once per command and one line per

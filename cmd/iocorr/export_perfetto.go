@@ -15,12 +15,12 @@ func exportPerfetto(dir, out string, formatGiven bool) error {
 	if out == "-" || out == "" {
 		return usagef("export: perfetto is binary: give -o FILE (e.g. trace.pftrace)")
 	}
-	st, meta, err := openRunMeta(dir)
+	run, err := openRun(dir, "")
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	defer st.Close()
-	sum, err := perfetto.WriteFile(out, st, meta, perfetto.Options{})
+	defer run.Close()
+	sum, err := perfetto.WriteFile(out, run.Store, run.Meta, perfetto.Options{})
 	if err != nil {
 		return fmt.Errorf("export: writing %s: %w", out, err)
 	}

@@ -19,13 +19,13 @@ func TestExportPerfettoWritesTheTraceAndRefusesStdoutAndFormat(t *testing.T) {
 	if _, errOut, err := runCmd(t, "export", "-i", dir, "perfetto", "-o", path); err != nil {
 		t.Fatalf("export perfetto: %v\n%s", err, errOut)
 	}
-	st, meta, err := openRunMeta(dir)
+	run, err := openRun(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer run.Close()
 	want := filepath.Join(t.TempDir(), "want.pftrace")
-	if _, err := perfetto.WriteFile(want, st, meta, perfetto.Options{}); err != nil {
+	if _, err := perfetto.WriteFile(want, run.Store, run.Meta, perfetto.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(path)

@@ -20,21 +20,21 @@ import (
 // format, the one table named table. A column NA in every row is left
 // out unless all, said once on stderr and in each file's sidecar.
 func exportStats(dir, out, table string, format output.Format, all bool) error {
-	st, meta, err := openRunMeta(dir)
+	run, err := openRun(dir, "")
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	defer st.Close()
+	defer run.Close()
 	if format != output.Parquet && table == "" {
 		return usagef("export: stats in %s is one table: give --table NAME (parquet writes every table)", format)
 	}
 	// Every table, the token × tensor residency too, unless one other
 	// table is asked for.
-	opt, err := withSnapshots(dir, stats.Options{NoTokenResidency: table != "" && table != "residency"})
-	if err != nil {
+	opt := stats.Options{NoTokenResidency: table != "" && table != "residency"}
+	if opt.Snapshots, err = run.Snapshots(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	rep, err := stats.Compute(st, meta, opt)
+	rep, err := stats.Compute(run.Store, run.Meta, opt)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

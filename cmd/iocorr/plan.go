@@ -40,16 +40,16 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return err
 		}
-		st, meta, err := openRunMeta(*dir)
+		run, err := openRun(*dir, "")
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
-		defer st.Close()
-		snaps, err := rundir.ReadSnapshots(*dir)
+		defer run.Close()
+		snaps, err := run.Snapshots()
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
-		p, err := predict.MakePlan(st, meta, snaps, budget, readahead)
+		p, err := predict.MakePlan(run.Store, run.Meta, snaps, budget, readahead)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}

@@ -48,25 +48,25 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if opt.Readahead, err = parseReadahead("predict", *ra); err != nil {
 			return err
 		}
-		st, meta, err := openRunMeta(*dir)
+		run, err := openRun(*dir, "")
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		defer st.Close()
+		defer run.Close()
 		if *planFile != "" {
-			if opt.Pinned, err = planRanges(*planFile, meta); err != nil {
+			if opt.Pinned, err = planRanges(*planFile, run.Meta); err != nil {
 				return fmt.Errorf("predict: %w", err)
 			}
 		}
-		snaps, err := rundir.ReadSnapshots(*dir)
+		snaps, err := run.Snapshots()
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		res, err := predict.Compute(st, meta, snaps, opt)
+		res, err := predict.Compute(run.Store, run.Meta, snaps, opt)
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		return writePrediction(res, format, meta.Status())
+		return writePrediction(res, format, run.Meta.Status())
 	}
 }
 

@@ -74,16 +74,15 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		if err := q.Validate(); err != nil {
 			return usagef("query: %v", err)
 		}
-		st, meta, err := openRunMeta(*dir)
+		run, err := openRun(*dir, "")
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
 		}
-		defer st.Close()
-		na := unmeasured(meta, *allColumns)
+		defer run.Close()
+		st, meta := run.Store, run.Meta
+		na := unmeasured(run, *allColumns)
 		if q.By == "expert" {
-			if na.Selected = meta.PicksNA(); na.Selected == "" {
-				na.Selected = st.Summary.PicksNAOf(&q)
-			}
+			na.Selected = run.PicksNA(&q)
 		}
 		// Sorting by a counter the run did not measure would order zeros.
 		if why, ok := na.Counters[q.Sort]; ok {

@@ -61,21 +61,19 @@ func writeReport(o reportOptions) error {
 		runDir = filepath.Join(o.dir, row.RunDir)
 		opt.RunDir = runDir
 	}
-	st, meta, err := openRunMeta(runDir)
+	run, err := openRun(runDir, "")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	defer st.Close()
-	sopt, err := withSnapshots(runDir, stats.Options{NoTokenResidency: true})
+	defer run.Close()
+	if opt.Snapshots, err = run.Snapshots(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	sr, err := stats.Compute(run.Store, run.Meta, stats.Options{NoTokenResidency: true, Snapshots: opt.Snapshots})
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	sr, err := stats.Compute(st, meta, sopt)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	opt.Snapshots = sopt.Snapshots
-	rep, err := report.Build(st, meta, sr, opt)
+	rep, err := report.Build(run.Store, run.Meta, sr, opt)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

@@ -39,17 +39,17 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return usagef("stats: --cache: %v", err)
 		}
 		opt.Top = *top
-		st, meta, err := openRunMeta(*dir)
+		run, err := openRun(*dir, "")
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		defer st.Close()
+		defer run.Close()
 		// The table format never prints the token × tensor residency.
 		opt.NoTokenResidency = *format != "json"
-		if opt, err = withSnapshots(*dir, opt); err != nil {
+		if opt.Snapshots, err = run.Snapshots(); err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		rep, err := stats.Compute(st, meta, opt)
+		rep, err := stats.Compute(run.Store, run.Meta, opt)
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
