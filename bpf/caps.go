@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/internal/tracefs"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // WithoutEnv names the environment variable that makes the tracer behave
@@ -652,8 +653,8 @@ func demoteUnrecorded(caps []capChoice) []string {
 
 // DetectOptions are what Detect needs of a run's options.
 type DetectOptions struct {
-	ProbeOps, ProbeSched, PageCache bool
-	Without                         []string
+	Probes  rundir.ProbeSet
+	Without []string
 }
 
 var detectMu sync.Mutex
@@ -668,7 +669,7 @@ func Detect(o DetectOptions) ([]CapStatus, error) {
 	}
 	detectMu.Lock()
 	defer detectMu.Unlock()
-	opts := Options{ProbeOps: o.ProbeOps, ProbeSched: o.ProbeSched, PageCache: o.PageCache}
+	opts := Options{Probes: o.Probes}
 	chs := choose(newDetector(without), opts.wanted)
 	out := make([]CapStatus, len(chs))
 	for i := range chs {

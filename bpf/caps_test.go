@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
@@ -155,7 +156,7 @@ func TestOpenTakesTheFallbackOfEachFeatureSwitchedOff(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.without, ","), func(t *testing.T) {
-			tr := openTracer(t, Options{Without: tc.without, PageCache: true})
+			tr := openTracer(t, Options{Without: tc.without, Probes: rundir.ProbeSet{PageCache: true}})
 			caps := tr.Capabilities()
 			i := slices.IndexFunc(caps, func(c CapStatus) bool { return c.Name == tc.cap })
 			want := ""

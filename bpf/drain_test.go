@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/ingest"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -37,7 +38,7 @@ func faultAway(pages int) {
 func TestDrainSpoolsEveryRecordAndCountsByType(t *testing.T) {
 	testenv.RequireBPF(t)
 	// Anonymous faults are this test's records: one by one.
-	tr, err := Open(Options{FaultsOneByOne: true})
+	tr, err := Open(Options{Probes: rundir.ProbeSet{Faults: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestDrainStopsWithAClearErrorWhenTheDiskIsFullAndDiscardKeepsTheRingMoving(
 	}
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
 	// Anonymous faults are this test's records: one by one.
-	tr, err := Open(Options{FaultsOneByOne: true})
+	tr, err := Open(Options{Probes: rundir.ProbeSet{Faults: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ const (
 // ahead ([other file]'s readahead_trigger_bytes), and only a record has a
 // window. An anonymous fault reads no file.
 func (o *Options) countFaultsConst(caps []capChoice) uint8 {
-	if o.FaultsOneByOne || !chosenPrimary(caps, CapOffsets) {
+	if o.Probes.Faults || !chosenPrimary(caps, CapOffsets) {
 		return 0
 	}
 	if o.RecordsPageCache() {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -37,7 +38,7 @@ func TestFaultsOutsideTheModelsAreCountedInTheKernelAsTheThreadsOwnCountersCount
 		counted bool // faults outside the models come as counts
 	}{
 		{"counted in the kernel (the default)", Options{}, true},
-		{"one by one (--probe faults)", Options{FaultsOneByOne: true}, false},
+		{"one by one (--probe faults)", Options{Probes: rundir.ProbeSet{Faults: true}}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/bpf"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/bpftest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
@@ -23,10 +24,10 @@ func TestOpenWithARefusedProgramLeavesOnlyWhatItCostNA(t *testing.T) {
 		wantNA []string
 	}{
 		{"major-fault program: faults and their offsets", "fault_major", bpf.Options{}, []string{bpf.CapFaults, bpf.CapOffsets}},
-		{"page-cache add program: the page cache and the readahead trigger", "page_add", bpf.Options{PageCache: true}, []string{bpf.CapPageCache, bpf.CapReadahead}},
+		{"page-cache add program: the page cache and the readahead trigger", "page_add", bpf.Options{Probes: rundir.ProbeSet{PageCache: true}}, []string{bpf.CapPageCache, bpf.CapReadahead}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want, err := bpf.Detect(bpf.DetectOptions{PageCache: tc.opts.PageCache})
+			want, err := bpf.Detect(bpf.DetectOptions{Probes: tc.opts.Probes})
 			if err != nil {
 				t.Fatal(err)
 			}

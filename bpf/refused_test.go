@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // An optional capability whose program an old kernel's verifier refuses
@@ -37,7 +39,7 @@ func TestAVerifierRefusalMakesOnlyItsOptionalCapabilitiesNA(t *testing.T) {
 		{"no refusal", "page_add", fmt.Errorf("program page_add: %w", errors.New("map create: operation not permitted")), nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := Options{PageCache: true}
+			opts := Options{Probes: rundir.ProbeSet{PageCache: true}}
 			caps := choose(fakeKernel("mm_filemap_fault", "readahead"), opts.wanted)
 			drop := demoteRefused(caps, tc.err)
 			var na []string

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // Ring.Wait parks the reader in Go's poller: it returns at its deadline
@@ -76,7 +78,7 @@ func TestRingWaitReturnsOnDataOrWakeupOrDeadline(t *testing.T) {
 // once (the wait ended 4 µs in, before the interrupt it was waiting for).
 func quietTracer(t *testing.T) *Tracer {
 	// Anonymous faults are its tests' records: one by one.
-	return openTracer(t, Options{Devices: []uint32{^uint32(0)}, FaultsOneByOne: true})
+	return openTracer(t, Options{Devices: []uint32{^uint32(0)}, Probes: rundir.ProbeSet{Faults: true}})
 }
 
 // empty reads every record the ring holds now.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 	"golang.org/x/sys/unix"
 )
@@ -43,7 +44,7 @@ func TestAPageAddedOnOneCPUAndDeletedOnAnotherKeepsItsOrder(t *testing.T) {
 	}
 	const pages = 64
 	f, dev, ino := coldFile(t, pages)
-	tr := openTracer(t, Options{PageCache: true})
+	tr := openTracer(t, Options{Probes: rundir.ProbeSet{PageCache: true}})
 	if err := tr.AddFile(dev, ino); err != nil {
 		t.Fatal(err)
 	}

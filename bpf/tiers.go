@@ -14,7 +14,7 @@ import (
 // fire once per folio of every file on the machine, in the reading and the
 // reclaiming task's path: under memory pressure they were ~90% of the BPF
 // time and most of the tracer's cost, so they are asked for, not paid by
-// default. Op and scheduler probes (Options.ProbeOps, ProbeSched) stay
+// default. Op and scheduler probes (Options.Probes: Ops, Sched) stay
 // apart, as before.
 
 // pagesNone is PAGES_NONE of common.bpf.h: no page-cache records, and
@@ -25,7 +25,7 @@ const pagesNone = 3
 // the pagecache tier, or a page-record mode other than the default runs
 // (a test comparing runs with folios asks for them by that).
 func (o *Options) RecordsPageCache() bool {
-	return o.PageCache || o.PageRecords != PageRuns
+	return o.Probes.PageCache || o.PageRecords != PageRuns
 }
 
 // pageRecordsConst is cfg.page_records (common.bpf.h) for these options
@@ -56,9 +56,9 @@ func hasPath(caps []capChoice, name string) bool {
 func (o *Options) wanted(c *Capability) bool {
 	switch c.Name {
 	case CapOps:
-		return o.ProbeOps
+		return o.Probes.Ops
 	case CapSched:
-		return o.ProbeSched
+		return o.Probes.Sched
 	case CapPageCache, CapReadahead:
 		return o.RecordsPageCache()
 	}

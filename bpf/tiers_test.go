@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -22,7 +23,7 @@ func TestTheDefaultTierRecordsFaultsWithoutPageCacheEvents(t *testing.T) {
 		pageCache bool
 	}{
 		{"default", Options{}, false},
-		{"pagecache", Options{PageCache: true}, true},
+		{"pagecache", Options{Probes: rundir.ProbeSet{PageCache: true}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, dev, ino := coldFile(t, pages)
@@ -76,7 +77,7 @@ func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
 	const pages = 16
 	touched := []int{2, 6, 11}
 	f, dev, ino := coldFile(t, pages)
-	tr := openTracer(t, Options{PageCache: true})
+	tr := openTracer(t, Options{Probes: rundir.ProbeSet{PageCache: true}})
 	mem := traceRandomMapping(t, tr, f, dev, ino, pages)
 	runtime.LockOSThread()
 	for _, p := range touched {
@@ -96,7 +97,7 @@ func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
 	if n < uint64(len(touched)) || records != 0 {
 		t.Errorf("%d filemap faults counted, %d recorded; want at least %d counted, none recorded", n, records, len(touched))
 	}
-	fresh := openTracer(t, Options{PageCache: true})
+	fresh := openTracer(t, Options{Probes: rundir.ProbeSet{PageCache: true}})
 	if m, err := fresh.FilemapFaults(); err != nil || m != 0 {
 		t.Errorf("a tracer that traces nothing counted %d (%v)", m, err)
 	}

@@ -18,19 +18,23 @@ import (
 
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
 
 // Options select what the tracer records.
 type Options struct {
-	// ProbeOps attaches a uprobe to every exported ggml_compute_forward_*
-	// function for per-op timing. It costs one uprobe hit per op per
-	// compute thread, so it is off by default.
-	ProbeOps bool
-	// ProbeSched attaches to sched_switch and sched_wakeup for the thread
-	// states of traced threads: every context switch of the machine pays
-	// the program's tgid test, so it is off by default.
-	ProbeSched bool
+	// Probes are the probe sets (record --probe), each off by default
+	// for its cost: Ops attaches a uprobe to every exported
+	// ggml_compute_forward_* function for per-op timing (one hit per op
+	// per compute thread); Sched attaches to sched_switch and
+	// sched_wakeup for the thread states of traced threads (every context
+	// switch of the machine pays the program's tgid test); PageCache is
+	// the pagecache tier, page-cache adds and evictions of the model files
+	// (tiers.go); Faults records every fault as a record, where those
+	// outside the model files are otherwise counted in the kernel per
+	// thread and token (faultcounts.go).
+	Probes rundir.ProbeSet
 	// RingBufBytes sizes the ring buffer (a power of two, at least a
 	// page); 0 means DefaultRingBufBytes.
 	RingBufBytes int
@@ -39,13 +43,6 @@ type Options struct {
 	// or EV_PAGE_DEL per folio as the kernel reports them, or both side by
 	// side (to check the runs against the folios of the same events).
 	PageRecords PageRecords
-	// PageCache is the pagecache tier: page-cache adds and evictions of
-	// the model files are recorded (tiers.go).
-	PageCache bool
-	// FaultsOneByOne records every fault as a record (--probe faults):
-	// by default those outside the model files are counted in the kernel
-	// per thread and token (faultcounts.go).
-	FaultsOneByOne bool
 	// StopAtTokens stops a traced process at each token's start until
 	// user space resumes it (TokenStops), for exact residency snapshots.
 	StopAtTokens bool
@@ -218,7 +215,7 @@ func Open(opts Options) (*Tracer, error) {
 		PageRecords: pageRecords,
 		// Slots beyond the CPUs would never be used: flushes scan only these.
 		RunSlots:   uint32(min(runWays*cpus, runSlots)),
-		ProbeOps:   opts.ProbeOps,
+		ProbeOps:   opts.Probes.Ops,
 		UseBpfLoop: chosenPrimary(caps, CapLoops),
 		// The fault and mmap programs resolve mappings in the kernel
 		// only where it has the helper (the fault offsets' primary path).

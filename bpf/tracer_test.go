@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -157,7 +158,7 @@ func traceRandomMapping(t *testing.T, tr *Tracer, f *os.File, dev uint32, ino ui
 
 func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 	f, dev, ino := coldFile(t, 64)
-	tr := openTracer(t, Options{PageCache: true})
+	tr := openTracer(t, Options{Probes: rundir.ProbeSet{PageCache: true}})
 	mem := traceRandomMapping(t, tr, f, dev, ino, 64)
 	touched := []int{3, 17, 18, 42, 63, 0}
 	// On one thread: a touch interrupted by a signal is retried by the
@@ -321,7 +322,7 @@ func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
 
 func TestAFaultOnABadAddressIsReportedUnaccounted(t *testing.T) {
 	// The record of each fault is what is checked: one by one.
-	tr := openTracer(t, Options{FaultsOneByOne: true})
+	tr := openTracer(t, Options{Probes: rundir.ProbeSet{Faults: true}})
 	if err := tr.TracePID(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestAFaultAfterItsMappingChangedIsAtWhatIsMappedNow(t *testing.T) {
 			b, db, ib := coldFile(t, pages)
 			// The record of each fault is what is checked, anonymous
 			// ones too: one by one.
-			tr := openTracer(t, Options{FaultsOneByOne: true})
+			tr := openTracer(t, Options{Probes: rundir.ProbeSet{Faults: true}})
 			for _, f := range [][2]uint64{{uint64(da), ia}, {uint64(db), ib}} {
 				if err := tr.AddFile(uint32(f[0]), f[1]); err != nil {
 					t.Fatal(err)

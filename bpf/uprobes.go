@@ -55,7 +55,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 			t.addProbe(Probe{Kind: "elf", Target: real, Symbol: ggml.SymOpNames, Error: err.Error()})
 		}
 	}
-	if len(probeSyms) == 0 && (!t.opts.ProbeOps || len(opSyms) == 0) {
+	if len(probeSyms) == 0 && (!t.opts.Probes.Ops || len(opSyms) == 0) {
 		return nil, nil
 	}
 	// A library built with debug info tells the exact layout; the
@@ -102,7 +102,7 @@ func (t *Tracer) AttachUser(path string) ([]Probe, error) {
 			attach("uretprobe", sym, t.objs.GraphComputeRet, 0)
 			// node-llama-cpp loads every CPU backend variant and runs one:
 			// its ops are probed when its first graph says it runs.
-			if t.opts.ProbeOps && len(opSyms) > 0 && out[len(out)-1].Error == "" {
+			if t.opts.Probes.Ops && len(opSyms) > 0 && out[len(out)-1].Error == "" {
 				want := uint32(1)
 				if err := t.objs.OpsPending.Put(file, want); err == nil {
 					t.mu.Lock()
@@ -177,7 +177,7 @@ func (t *Tracer) OpProbeFiles() (attached, waiting []string) {
 // one uprobe per function on kernels without uprobe_multi.
 func (t *Tracer) attachOps(ex *link.Executable, real string, opSyms []string) []Probe {
 	var out []Probe
-	if t.opts.ProbeOps && len(opSyms) > 0 {
+	if t.opts.Probes.Ops && len(opSyms) > 0 {
 		cookies, offsets, pads := make([]uint64, len(opSyms)), make([]uint64, len(opSyms)), make([]int, len(opSyms))
 		t.mu.Lock()
 		for i, sym := range opSyms {

@@ -20,6 +20,7 @@ import (
 	"github.com/iocorr/iocorr/internal/elfinfo"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/tracefs"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // Status is a check's outcome.
@@ -144,7 +145,7 @@ func machineChecks() []check {
 	} else {
 		add("tracefs", true, true, dir)
 	}
-	out = append(out, capabilityChecks(bpf.Detect(bpf.DetectOptions{ProbeOps: true, ProbeSched: true, PageCache: true}))...)
+	out = append(out, capabilityChecks(bpf.Detect(bpf.DetectOptions{Probes: rundir.ProbeSet{Ops: true, Sched: true, PageCache: true}}))...)
 	// The decisive check: load every program and attach the kernel side.
 	if capOK {
 		tr, err := bpf.Open(bpf.Options{RingBufBytes: 1 << 20})
@@ -155,7 +156,7 @@ func machineChecks() []check {
 		// The optional tiers load programs of their own, which a kernel's
 		// verifier may refuse where the default ones pass (6.1 refused a
 		// page-cache program's stack): say so before a record asks.
-		tr, err = bpf.Open(bpf.Options{RingBufBytes: 1 << 20, PageCache: true, ProbeSched: true})
+		tr, err = bpf.Open(bpf.Options{RingBufBytes: 1 << 20, Probes: rundir.ProbeSet{PageCache: true, Sched: true}})
 		if err == nil {
 			tr.Close()
 		}

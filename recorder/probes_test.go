@@ -11,18 +11,18 @@ import (
 func TestParseProbesReadsTheProbeSetsAndSpellsThemAsMetaDoes(t *testing.T) {
 	tests := []struct {
 		flag     string
-		want     Probes
+		want     rundir.ProbeSet
 		probeSet string // meta.json's probe_set
 		tier     string
 	}{
-		{"graph", Probes{}, "graph", rundir.TierDefault},
-		{"ops", Probes{Ops: true}, "ops", rundir.TierDefault},
-		{"graph,ops", Probes{Ops: true}, "ops", rundir.TierDefault},
-		{"pagecache", Probes{PageCache: true}, "graph,pagecache", rundir.TierPageCache},
-		{"sched,ops", Probes{Ops: true, Sched: true}, "ops,sched", rundir.TierDefault},
-		{"ops,pagecache,sched", Probes{Ops: true, PageCache: true, Sched: true}, "ops,pagecache,sched", rundir.TierPageCache},
-		{"faults", Probes{Faults: true}, "graph,faults", rundir.TierDefault},
-		{"faults,pagecache,ops", Probes{Ops: true, PageCache: true, Faults: true}, "ops,pagecache,faults", rundir.TierPageCache},
+		{"graph", rundir.ProbeSet{}, "graph", rundir.TierDefault},
+		{"ops", rundir.ProbeSet{Ops: true}, "ops", rundir.TierDefault},
+		{"graph,ops", rundir.ProbeSet{Ops: true}, "ops", rundir.TierDefault},
+		{"pagecache", rundir.ProbeSet{PageCache: true}, "graph,pagecache", rundir.TierPageCache},
+		{"sched,ops", rundir.ProbeSet{Ops: true, Sched: true}, "ops,sched", rundir.TierDefault},
+		{"ops,pagecache,sched", rundir.ProbeSet{Ops: true, PageCache: true, Sched: true}, "ops,pagecache,sched", rundir.TierPageCache},
+		{"faults", rundir.ProbeSet{Faults: true}, "graph,faults", rundir.TierDefault},
+		{"faults,pagecache,ops", rundir.ProbeSet{Ops: true, PageCache: true, Faults: true}, "ops,pagecache,faults", rundir.TierPageCache},
 	}
 	for _, tc := range tests {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -39,7 +39,7 @@ func TestParseProbesReadsTheProbeSetsAndSpellsThemAsMetaDoes(t *testing.T) {
 				t.Errorf("ParseProbes(%q) = %+v, %v", got.String(), again, err)
 			}
 			m := rundir.Meta{ProbeSet: got.String()}
-			read := Probes{Ops: m.HasProbeSet(rundir.ProbeSetOps), PageCache: m.HasProbeSet(rundir.TierPageCache),
+			read := rundir.ProbeSet{Ops: m.HasProbeSet(rundir.ProbeSetOps), PageCache: m.HasProbeSet(rundir.TierPageCache),
 				Sched: m.HasProbeSet(rundir.ProbeSetSched), Faults: m.HasProbeSet(rundir.ProbeSetFaults)}
 			if read != got || m.HasProbeSet(rundir.ProbeSetGraph) == got.Ops {
 				t.Errorf("rundir reads probe set %q as %+v (graph %v); want %+v", got.String(), read, m.HasProbeSet(rundir.ProbeSetGraph), got)

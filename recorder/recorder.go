@@ -44,7 +44,7 @@ type Options struct {
 	PID      int
 	Duration time.Duration
 	// Probes are the probe sets (--probe).
-	Probes Probes
+	Probes rundir.ProbeSet
 	Libs   []string // further ELF files to probe
 	Models []string // model files to trace from the start
 	// ExactSnapshots stops each traced process at every token's start

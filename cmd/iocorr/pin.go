@@ -23,7 +23,8 @@ func init() {
 
 func pinFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	planFile := fs.String("plan", "", "the plan (iocorr plan -o)")
-	limit := fs.String("mem-limit", "", "the command's memory budget (default: the plan's)")
+	var limit int64
+	memLimitFlag(fs, &limit, "the command's memory budget (default: the plan's)")
 	return func(ctx context.Context, argv []string) error {
 		if *planFile == "" {
 			return usagef("pin: --plan wants a plan file (iocorr plan -o plan.json)")
@@ -31,14 +32,7 @@ func pinFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if len(argv) == 0 {
 			return usagef("pin: no command to run (pin --plan plan.json -- CMD)")
 		}
-		o := pin.Options{Argv: argv, Stdout: stdout, Stderr: stderr}
-		if *limit != "" {
-			n, err := units.ParseSize(*limit)
-			if err != nil {
-				return usagef("pin: --mem-limit %q: %v", *limit, err)
-			}
-			o.MemLimit = n
-		}
+		o := pin.Options{Argv: argv, MemLimit: limit, Stdout: stdout, Stderr: stderr}
 		var err error
 		if o.Plan, err = pin.Read(*planFile); err != nil {
 			return fmt.Errorf("pin: %w", err)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/predict"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -22,19 +21,16 @@ func init() {
 
 func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit)")
-	limit := fs.String("mem-limit", "", "the budget the plan is for (e.g. 160MiB)")
+	var budget int64
+	memLimitFlag(fs, &budget, "the budget the plan is for (e.g. 160MiB)")
 	out := fs.StringP("output", "o", "plan.json", "plan file to write")
 	ra := fs.String("readahead", "", readaheadHelp)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("plan: takes no arguments, got %q", args)
 		}
-		if *limit == "" {
+		if budget == 0 {
 			return usagef("plan: --mem-limit wants the budget (e.g. --mem-limit 160MiB)")
-		}
-		budget, err := units.ParseSize(*limit)
-		if err != nil {
-			return usagef("plan: --mem-limit %q: %v", *limit, err)
 		}
 		readahead, err := parseReadahead("plan", *ra)
 		if err != nil {

@@ -24,7 +24,7 @@ func init() {
 
 func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	dir := fs.StringP("input", "i", rundir.Default, "run directory (recorded under --mem-limit, default tier or above)")
-	limits := fs.StringSlice("mem-limit", nil, "memory budgets to predict, comma-separated (e.g. 96MiB,192MiB)")
+	limits := memLimitsFlag(fs, "memory budgets to predict (e.g. 96MiB,192MiB)")
 	planFile := fs.String("plan", "", "a pin plan (iocorr plan -o): also predict with its ranges pinned")
 	ra := fs.String("readahead", "", readaheadHelp)
 	format := output.Table
@@ -33,17 +33,10 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if len(args) > 0 {
 			return usagef("predict: takes no arguments, got %q", args)
 		}
-		if len(*limits) == 0 {
+		if len(limits.Bytes) == 0 {
 			return usagef("predict: --mem-limit wants the budgets (e.g. --mem-limit 96MiB,192MiB)")
 		}
-		var opt predict.Options
-		for _, l := range *limits {
-			n, err := units.ParseSize(l)
-			if err != nil {
-				return usagef("predict: --mem-limit %q: %v", l, err)
-			}
-			opt.Budgets = append(opt.Budgets, n)
-		}
+		opt := predict.Options{Budgets: limits.Bytes}
 		var err error
 		if opt.Readahead, err = parseReadahead("predict", *ra); err != nil {
 			return err

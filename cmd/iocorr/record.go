@@ -31,11 +31,10 @@ func init() {
 // recordOpts are record's flags: recorder.Options, bound to the flags
 // where a flag is the option, and the values that need parsing.
 type recordOpts struct {
-	rec      recorder.Options
-	probe    string
-	memLimit string
-	user     string
-	ringbuf  string
+	rec     recorder.Options
+	probe   string
+	user    string
+	ringbuf string
 }
 
 func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
@@ -43,7 +42,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.StringVarP(&o.rec.Dir, "output", "o", rundir.Default, "run directory to write")
 	fs.BoolVarP(&o.rec.Force, "force", "f", false, "overwrite an existing run directory")
 	runFlags(fs, o, "before the command starts")
-	fs.StringVar(&o.memLimit, "mem-limit", "", "run the command in a memory cgroup with this limit (e.g. 256MiB)")
+	memLimitFlag(fs, &o.rec.MemLimit, "run the command under this memory budget (e.g. 256MiB)")
 	fs.BoolVar(&o.rec.NoIngest, "no-ingest", false, "do not build the query store at the end (run iocorr ingest DIR later)")
 	fs.IntVarP(&o.rec.PID, "pid", "p", 0, "attach to this running process (and the children it starts) instead of running a command")
 	fs.DurationVar(&o.rec.Duration, "duration", 0, "with -p: record this long (default: until Ctrl-C or the process exits)")
@@ -80,11 +79,6 @@ func (o *recordOpts) options(argv []string) (recorder.Options, error) {
 		return ro, usagef("--ringbuf-size: %v", err)
 	}
 	ro.RingBufBytes = int(min(ring, 1<<31))
-	if o.memLimit != "" {
-		if ro.MemLimit, err = units.ParseSize(o.memLimit); err != nil {
-			return ro, usagef("--mem-limit: %v", err)
-		}
-	}
 	if o.user != "" {
 		if os.Geteuid() != 0 {
 			return ro, usagef("--user needs root")

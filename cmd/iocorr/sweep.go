@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/dataset"
-	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/recorder/sweeprun"
 	"github.com/iocorr/iocorr/sweep"
@@ -28,24 +27,19 @@ func init() {
 
 func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	o := &recordOpts{}
-	var limits []string
-	fs.StringSliceVar(&limits, "mem-limit", nil, "memory budgets, comma-separated (e.g. 64MiB,96MiB,128MiB); one run each, in DIR/<budget>/")
+	limits := memLimitsFlag(fs, "memory budgets (e.g. 64MiB,96MiB,128MiB), one run each in DIR/<budget>/")
 	dir := fs.StringP("output", "o", "iocorr.sweep", "sweep directory to write")
 	ds := fs.String("dataset", "", "study dataset (hive-partitioned Parquet, as export dataset writes) to add each run to, failed ones as a runs row; give several sweeps one to make one study (default DIR/dataset)")
 	fs.BoolVarP(&o.rec.Force, "force", "f", false, "overwrite existing run directories of the sweep")
 	runFlags(fs, o, "before each run")
 	format := fileFormatFlag(fs, output.Table)
 	return func(ctx context.Context, argv []string) error {
-		if len(limits) == 0 {
+		if len(limits.Bytes) == 0 {
 			return usagef("sweep: --mem-limit wants the budgets (e.g. --mem-limit 64MiB,96MiB,128MiB)")
 		}
 		var budgets []sweeprun.Budget
-		for _, l := range limits {
-			n, err := units.ParseSize(l)
-			if err != nil {
-				return usagef("sweep: --mem-limit %q: %v", l, err)
-			}
-			budgets = append(budgets, sweeprun.Budget{Name: l, Bytes: n})
+		for i, n := range limits.Bytes {
+			budgets = append(budgets, sweeprun.Budget{Name: limits.Typed[i], Bytes: n})
 		}
 		stdout, stderr = shareable(stdout), shareable(stderr)
 		ro, err := o.options(argv)

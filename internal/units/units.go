@@ -82,3 +82,55 @@ func Duration(ns float64) string {
 	}
 	return fmt.Sprintf("%.2f s", ns/1e9)
 }
+
+// Size is a size flag's value (a pflag.Value): the bytes ParseSize reads
+// of what was typed, so that a command is handed bytes and a mistyped
+// size is refused where the flag is read, in one way for every command.
+type Size int64
+
+// Set reads one size.
+func (s *Size) Set(v string) error {
+	n, err := ParseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
+}
+
+// String is the size as a flag takes it; "" when unset.
+func (s *Size) String() string {
+	if *s == 0 {
+		return ""
+	}
+	return ExactSize(int64(*s))
+}
+
+// Type names the value in a flag's help.
+func (s *Size) Type() string { return "size" }
+
+// Sizes is a flag of comma-separated sizes (a pflag.Value; given again,
+// it adds to the list), each kept as typed beside its bytes: a sweep
+// names each run's directory by the budget as typed.
+type Sizes struct {
+	Typed []string
+	Bytes []int64
+}
+
+// Set reads a comma-separated list of sizes.
+func (s *Sizes) Set(v string) error {
+	for _, t := range strings.Split(v, ",") {
+		n, err := ParseSize(t)
+		if err != nil {
+			return err
+		}
+		s.Typed, s.Bytes = append(s.Typed, t), append(s.Bytes, n)
+	}
+	return nil
+}
+
+// String is the list as a flag takes it.
+func (s *Sizes) String() string { return strings.Join(s.Typed, ",") }
+
+// Type names the value in a flag's help.
+func (s *Sizes) Type() string { return "sizes" }

@@ -1,6 +1,7 @@
 package units_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/iocorr/iocorr/internal/units"
@@ -81,5 +82,33 @@ func TestBytesAndDurationPickTheUnitBelow1024Or1000(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+func TestSizeFlagsHoldTheBytesOfWhatWasTypedAndRefuseWhatIsNoSize(t *testing.T) {
+	for _, tc := range []struct {
+		typed string
+		want  []int64
+		ok    bool
+	}{
+		{"96MiB", []int64{96 << 20}, true},
+		{"64MiB,1G", []int64{64 << 20, 1 << 30}, true},
+		{"64MiB,lots", nil, false},
+		{"", nil, false},
+	} {
+		t.Run(tc.typed, func(t *testing.T) {
+			var list units.Sizes
+			err := list.Set(tc.typed)
+			if (err == nil) != tc.ok || tc.ok && (!slices.Equal(list.Bytes, tc.want) || list.String() != tc.typed) {
+				t.Errorf("Sizes.Set(%q): %v %q, %v; want %v", tc.typed, list.Bytes, list.String(), err, tc.want)
+			}
+			if len(tc.want) != 1 {
+				return
+			}
+			var one units.Size
+			if err := one.Set(tc.typed); err != nil || int64(one) != tc.want[0] || one.String() != tc.typed {
+				t.Errorf("Size.Set(%q): %d %q, %v", tc.typed, one, one.String(), err)
+			}
+		})
 	}
 }
