@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -33,7 +34,7 @@ type manual struct {
 type example struct{ what, cmd string }
 
 // exitStatus is what every command's status means (main).
-const exitStatus = "0 when the command did what it was asked; 1 when it failed (a one-line error on stderr: nothing half-written is left under an output's name); 2 on a usage error: an unknown command or flag, a bad value or argument."
+const exitStatus = "0 when the command did what it was asked; 1 when it failed, with a one-line error on stderr; 2 on a usage error: an unknown command or flag, a bad value or argument."
 
 // page is a command's manual, its flags read from the FlagSet the
 // command parses.
@@ -69,6 +70,9 @@ func pageOf(c *command) page {
 	return p
 }
 
+// pflagType is how pflag names a value it knows only by its type.
+var pflagType = regexp.MustCompile(`^[a-z]+[0-9]*(Array|Slice)?$`)
+
 func optionOf(f *pflag.Flag) option {
 	name, usage := pflag.UnquoteUsage(f)
 	names := "--" + f.Name
@@ -78,7 +82,7 @@ func optionOf(f *pflag.Flag) option {
 	if name != "" {
 		// pflag names a value by its type (string, stringArray,
 		// duration); a page shows a placeholder, as in a synopsis.
-		if strings.ToLower(name) == name || strings.HasSuffix(name, "Array") || strings.HasSuffix(name, "Slice") {
+		if pflagType.MatchString(name) {
 			name = strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(name, "Array"), "Slice"))
 		}
 		names += " " + name
