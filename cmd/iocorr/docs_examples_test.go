@@ -104,15 +104,19 @@ func TestDocsExamplesRunAsShown(t *testing.T) {
 // checkParses parses ex's flags with its command's FlagSet, as run does.
 func checkParses(t *testing.T, ex docExample) {
 	t.Helper()
+	if err := exampleFlags(t, ex).Parse(ex.args[1:]); err != nil {
+		t.Fatalf("%q: %v", ex.text, err)
+	}
+}
+
+// exampleFlags is the FlagSet of ex's command.
+func exampleFlags(t *testing.T, ex docExample) *pflag.FlagSet {
+	t.Helper()
 	c, ok := commands[ex.args[0]]
 	if !ok {
 		t.Fatalf("%q: no command %q", ex.text, ex.args[0])
 	}
-	fs := newFlagSet(c)
-	c.flags(fs)
-	if err := fs.Parse(ex.args[1:]); err != nil {
-		t.Fatalf("%q: %v", ex.text, err)
-	}
+	return flagsOf(c)
 }
 
 var flagWord = regexp.MustCompile(`^-(-[a-z0-9][a-z0-9-]*|[a-zA-Z])$`)
@@ -121,12 +125,7 @@ var flagWord = regexp.MustCompile(`^-(-[a-z0-9][a-z0-9-]*|[a-zA-Z])$`)
 // of its command's.
 func checkSynopsisFlags(t *testing.T, ex docExample) {
 	t.Helper()
-	c, ok := commands[ex.args[0]]
-	if !ok {
-		t.Fatalf("%q: no command %q", ex.text, ex.args[0])
-	}
-	fs := newFlagSet(c)
-	c.flags(fs)
+	fs := exampleFlags(t, ex)
 	for _, w := range ex.args[1:] {
 		if w == "--" {
 			break

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -55,8 +56,7 @@ type option struct {
 // pageOf builds c's page: its flags come from the FlagSet c's flags
 // function fills, the one the command parses.
 func pageOf(c *command) page {
-	fs := newFlagSet(c)
-	c.flags(fs)
+	fs := flagsOf(c)
 	p := page{name: c.name, summary: c.summary, man: c.man}
 	for s := range strings.SplitSeq(c.usage, " | ") {
 		p.synopsis = append(p.synopsis, strings.TrimSpace("iocorr "+c.name+" "+strings.TrimSpace(s)))
@@ -95,13 +95,13 @@ func optionOf(f *pflag.Flag) option {
 }
 
 // sortedCommands is the registry's names in order.
-func sortedCommands() []string {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+func sortedCommands() []string { return slices.Sorted(maps.Keys(commands)) }
+
+// flagsOf is c's FlagSet, filled by its flags function as run fills it.
+func flagsOf(c *command) *pflag.FlagSet {
+	fs := newFlagSet(c)
+	c.flags(fs)
+	return fs
 }
 
 // helpWidth is where a page's text is wrapped.

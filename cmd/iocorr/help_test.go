@@ -48,8 +48,7 @@ func TestHelpOfEveryCommandIsAManualPageOfItsFlags(t *testing.T) {
 			if !strings.Contains(out, "iocorr-"+name+" - "+c.summary) {
 				t.Errorf("NAME is not the command's summary:\n%s", out)
 			}
-			fs := newFlagSet(c)
-			c.flags(fs)
+			fs := flagsOf(c)
 			options := out[strings.Index(out, "\nOPTIONS\n")+1:]
 			fs.VisitAll(func(f *pflag.Flag) {
 				if !strings.Contains(options, "--"+f.Name) {
@@ -89,8 +88,7 @@ func TestManPagesAreTheHelpPagesInRoff(t *testing.T) {
 			}
 		}
 		c := commands[name]
-		fs := newFlagSet(c)
-		c.flags(fs)
+		fs := flagsOf(c)
 		fs.VisitAll(func(f *pflag.Flag) {
 			if !strings.Contains(s, `\fB`) || !strings.Contains(s, `\-\-`+strings.ReplaceAll(f.Name, "-", `\-`)) {
 				t.Errorf("iocorr-%s.1 has no flag --%s", name, f.Name)
