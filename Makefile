@@ -12,7 +12,7 @@ DEMO_TOKENS ?= 16
 SETUP_OK  := .setup-done
 SETUP_DEMO_OK := .setup-demo-done
 
-.PHONY: help build release version test lint arm64 cross generate setup setup-demo demo bench bench-go fuzz clean FORCE
+.PHONY: help build man release version test lint arm64 cross generate setup setup-demo demo bench bench-go fuzz clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,9 +20,18 @@ help: ## list the targets
 build: ## build bin/iocorr (no clang needed: the BPF objects are committed)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/iocorr
 
+# The manual pages: iocorr.1 and iocorr-COMMAND.1, what `iocorr help
+# COMMAND` prints, in roff, written by the binary from the flags each
+# command parses.
+MAN_DIR := bin/man
+
+man: build ## write the manual pages (roff: iocorr help COMMAND's pages) to bin/man/
+	rm -rf $(MAN_DIR)
+	$(BIN) help --man $(MAN_DIR)
+
 # A release: for each of RELEASE_ARCHS a static (CGO_ENABLED=0: DuckDB's
-# cgo is the tests' only), stripped binary, a tarball of it with the README,
-# and SHA256SUMS of them all, in dist/. scripts/oldkernel.sh boots these
+# cgo is the tests' only), stripped binary, a tarball of it with the README
+# and the manual pages (man/), and SHA256SUMS of them all, in dist/. scripts/oldkernel.sh boots these
 # very binaries in Debian 12's kernel (x86-64 and arm64).
 DIST          := dist
 RELEASE_ARCHS := amd64 arm64
@@ -44,9 +53,10 @@ $(RELEASE_ARCHS:%=$(RELEASE)-%): $(RELEASE)-%: FORCE
 	@! $(GO) list -deps ./cmd/iocorr | grep duckdb || { echo "make release: cmd/iocorr links DuckDB (its cgo is the tests' only)" >&2; exit 1; }
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $@ ./cmd/iocorr
 
-$(RELEASE_ARCHS:%=$(RELEASE)-%.tar.gz): $(RELEASE)-%.tar.gz: $(RELEASE)-%
+$(RELEASE_ARCHS:%=$(RELEASE)-%.tar.gz): $(RELEASE)-%.tar.gz: $(RELEASE)-% man
 	rm -rf $(DIST)/stage-$* && mkdir -p $(DIST)/stage-$*/$(notdir $<)
 	cp $< $(DIST)/stage-$*/$(notdir $<)/iocorr && cp README.md $(DIST)/stage-$*/$(notdir $<)/
+	cp -R $(MAN_DIR) $(DIST)/stage-$*/$(notdir $<)/man
 	tar -C $(DIST)/stage-$* --owner=0 --group=0 -czf $@ $(notdir $<)
 	rm -rf $(DIST)/stage-$*
 

@@ -75,8 +75,15 @@ func candidatesIn(argv []string, dir string, known func(path string) bool) []str
 				continue
 			}
 			seen[a] = true
-			if dir != "" && a != "" && !filepath.IsAbs(a) {
-				if real, err := filepath.EvalSymlinks(filepath.Join(dir, a)); err == nil {
+			// isGGUF takes only an absolute path (a mapping's): a relative
+			// one is the process's (dir), or, before the start, the
+			// recorder's, the directory the command starts in.
+			if a != "" && !filepath.IsAbs(a) {
+				if dir == "" {
+					if abs, err := filepath.Abs(a); err == nil {
+						a = abs
+					}
+				} else if real, err := filepath.EvalSymlinks(filepath.Join(dir, a)); err == nil {
 					a = real
 				}
 			}

@@ -190,6 +190,9 @@ func TestCandidatesInFindTheModelsACommandLineNames(t *testing.T) {
 	dir := t.TempDir()
 	model, other := ggufFile(t, dir, "m.gguf"), ggufFile(t, dir, "other.gguf")
 	plain := plainFile(t, dir, "plain.gguf")
+	// Before the start, a relative name is the recorder's: the command
+	// starts in its directory (record --cold -- llama-cli -m m.gguf).
+	t.Chdir(dir)
 	tests := []struct {
 		name  string
 		argv  []string
@@ -202,6 +205,7 @@ func TestCandidatesInFindTheModelsACommandLineNames(t *testing.T) {
 		{"inside a shell's command line, quoted", []string{"sh", "-c", "llama-cli -m '" + model + "' -n 4"}, "", nil, []string{model}},
 		{"each file once", []string{"llama-cli", "-m", model, "--model=" + model, "-md", other}, "", nil, []string{model, other}},
 		{"relative to the process's directory", []string{"llama-cli", "-m", "m.gguf"}, dir, nil, []string{model}},
+		{"relative to the recorder's directory before the start", []string{"llama-cli", "-m", "m.gguf"}, "", nil, []string{model}},
 		{"a file that is no model", []string{"llama-cli", "-m", plain, "-f", "/no/such.gguf"}, "", nil, nil},
 		{"a model known already is not read", []string{"llama-cli", "-m", model, "-md", other}, "", func(p string) bool { return p == model }, []string{other}},
 		{"the program alone", []string{model}, "", nil, nil},

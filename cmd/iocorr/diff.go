@@ -20,6 +20,7 @@ func init() {
 		summary: "two runs side by side by tensor, layer, expert, op, phase, token or device: each counter in A and B, its change and ratio",
 		usage:   "[--by DIM] [--tensor NAME|GLOB] [--phase prefill|decode] [--counter NAME,...] [--sort COUNTER] [--top K] [--all] [--format table|csv|json|jsonl] A B",
 		flags:   diffFlags,
+		man:     diffManual,
 	})
 }
 

@@ -19,6 +19,7 @@ func init() {
 		summary: "check that this machine can record, and what a command offers to probe",
 		usage:   "[--lib PATH] [-- CMD [ARGS...]]",
 		flags:   doctorFlags,
+		man:     doctorManual,
 	})
 }
 

@@ -25,6 +25,7 @@ func init() {
 		summary: "write a run's per-token, per-token-tensor or per-event data as CSV, JSON, JSON lines, Parquet or a table, or add the run to a study's Parquet dataset (dataset -o DIR)",
 		usage:   "[-i DIR] faults-per-token|faults-per-token-tensor|events|stats|sweep|perfetto|dataset [-o FILE|DIR] [--format csv|json|jsonl|table|parquet] [--all-columns] [--table NAME] [event filters]",
 		flags:   exportFlags,
+		man:     exportManual,
 	})
 }
 

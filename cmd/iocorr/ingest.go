@@ -18,6 +18,7 @@ func init() {
 		summary: "attribute a recorded run's events to tensors and build its query store",
 		usage:   "[--force] [DIR]",
 		flags:   ingestFlags,
+		man:     ingestManual,
 	})
 }
 

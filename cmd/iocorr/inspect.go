@@ -16,6 +16,7 @@ func init() {
 		summary: "show a GGUF model's metadata and where each tensor lies in the file",
 		usage:   "[--format table|csv|json|jsonl] [--metadata] MODEL.gguf",
 		flags:   inspectFlags,
+		man:     inspectManual,
 	})
 }
 

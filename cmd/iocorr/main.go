@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"sort"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -62,8 +61,9 @@ func versionOf(stamped string, info func() (*debug.BuildInfo, bool)) string {
 type command struct {
 	name    string
 	summary string
-	usage   string // the synopsis after "iocorr NAME"
+	usage   string // the synopsis after "iocorr NAME"; alternatives split by " | "
 	flags   func(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
+	man     manual // the rest of its page (help.go)
 }
 
 var commands = map[string]*command{}
@@ -128,23 +128,16 @@ var (
 func run(ctx context.Context, args []string, out, errw io.Writer) error {
 	stdout, stderr = out, errw
 	if len(args) == 0 {
-		printUsage(errw)
+		writeOverview(errw)
 		return usagef("no command given")
 	}
 	name := args[0]
 	switch name {
 	case "-h", "--help", "help":
 		if name == "help" && len(args) > 1 {
-			c, ok := commands[args[1]]
-			if !ok {
-				return usagef("unknown command %q (see 'iocorr help')", args[1])
-			}
-			fs := newFlagSet(c)
-			c.flags(fs)
-			printCommandUsage(out, c, fs)
-			return nil
+			return help(out, args[1:])
 		}
-		printUsage(out)
+		writeOverview(out)
 		return nil
 	case "version", "--version":
 		fmt.Fprintf(out, "iocorr %s\n", version)
@@ -179,17 +172,4 @@ func printCommandUsage(w io.Writer, c *command, fs *pflag.FlagSet) {
 	if fs.HasFlags() {
 		fmt.Fprintf(w, "\nflags:\n%s", fs.FlagUsages())
 	}
-}
-
-func printUsage(w io.Writer) {
-	fmt.Fprintf(w, "iocorr: which tensors of an LLM caused disk I/O under llama.cpp\n\nusage: iocorr COMMAND [flags] [args]\n\ncommands:\n")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintf(w, "  %-10s %s\n  %-10s %s\n", "help", "show help for a command: iocorr help COMMAND", "version", "print the version")
 }

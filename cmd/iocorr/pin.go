@@ -18,6 +18,7 @@ func init() {
 		summary: "run a command with a plan's file ranges locked in RAM inside its own memory cgroup (no tracing)",
 		usage:   "--plan plan.json [--mem-limit B] -- CMD [ARGS...]",
 		flags:   pinFlags,
+		man:     pinManual,
 	})
 }
 

@@ -16,6 +16,7 @@ func init() {
 		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing",
 		usage:   "[-i DIR] --mem-limit B [--readahead W] -o plan.json",
 		flags:   planFlags,
+		man:     planManual,
 	})
 }
 

@@ -19,6 +19,7 @@ func init() {
 		summary: "predict bytes read, major faults, stall and tokens/s per token at other memory budgets from one run (kernel, plan, Belady)",
 		usage:   "[-i DIR] --mem-limit 96MiB,192MiB,... [--plan FILE] [--format table|csv|json|jsonl]",
 		flags:   predictFlags,
+		man:     predictManual,
 	})
 }
 

@@ -20,6 +20,7 @@ func init() {
 		summary: "per-token faults, page-cache and device I/O of tensors, layers, experts or ops of a run",
 		usage:   "[-i DIR] [--tensor NAME|GLOB] [--token N|A-B] [--layer L] [--expert E] [--op NAME] [--phase prefill|decode] [--by DIM] [--sort COL] [--top K] [--all-columns] [--format table|csv|json|jsonl]",
 		flags:   queryFlags,
+		man:     queryManual,
 	})
 }
 

@@ -25,6 +25,7 @@ func init() {
 		summary: "run a command and trace which tensors cause its disk I/O",
 		usage:   "[-o DIR] [flags] -- CMD [ARGS...] | -p PID [--duration 30s]",
 		flags:   recordFlags,
+		man:     recordManual,
 	})
 }
 

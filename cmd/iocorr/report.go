@@ -22,6 +22,7 @@ func init() {
 		summary: "one self-contained HTML file of a run (or a sweep, or two runs side by side): header, stats tables, heatmaps and charts",
 		usage:   "[-i DIR] [-o report.html] [--png DIR]  |  [-o report.html] [--png DIR] A B",
 		flags:   reportFlags,
+		man:     reportManual,
 	})
 }
 

@@ -19,6 +19,7 @@ func init() {
 		summary: "per-token I/O distributions, read amplification, page-cache residency, routing and expert-cache simulations of a run",
 		usage:   "[-i DIR] [--format table|json] [--cache K|SIZE,...]",
 		flags:   statsFlags,
+		man:     statsManual,
 	})
 }
 

@@ -22,6 +22,7 @@ func init() {
 		summary: "record a command once per memory budget and sum each run up against its budget",
 		usage:   "--mem-limit 64MiB,96MiB,... [-o DIR] [--dataset DIR] [--cold] [record flags] [--format table|csv|json|jsonl|parquet] -- CMD [ARGS...]",
 		flags:   sweepFlags,
+		man:     sweepManual,
 	})
 }
 

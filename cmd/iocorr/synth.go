@@ -19,6 +19,7 @@ func init() {
 		summary: "write a random-weight model (llama, qwen3moe, qwen2moe, gpt-oss) that llama.cpp loads and runs",
 		usage:   "-o MODEL.gguf [--like qwen3-30b-a3b|gpt-oss-20b] [--arch llama|qwen3moe|qwen2moe|gpt-oss] [--size 2GiB | --layers N --embd N --ff N --heads N] [--experts N [--router-skew S]] [--type f16|f32|bf16|q8_0|q4_k|q6_k|mxfp4]",
 		flags:   synthFlags,
+		man:     synthManual,
 	})
 }
 
