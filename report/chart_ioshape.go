@@ -70,21 +70,7 @@ func (r *run) ioShapeLine() (*Chart, string) {
 			}
 			hovers = append(hovers, hoverPoint{q.x, q.y, fmt.Sprintf("%s, %s: %s %.3g", what, event.PhaseName(q.phase), line.col, q.y)})
 		}
-		if len(xy) == 0 {
-			continue
-		}
-		l, s, err := plotter.NewLinePoints(xy)
-		if err != nil {
-			continue
-		}
-		l.Color, s.Color = line.colour, line.colour
-		s.Shape = draw.CircleGlyph{}
-		s.Radius = vg.Points(2)
-		if len(xy) > 60 {
-			s.Radius = vg.Points(1)
-		}
-		p.Add(l, s)
-		p.Legend.Add(line.label, l, s)
+		addLine(p, xy, line.label, line.colour, vg.Points(2), len(xy) > 60)
 	}
 	var verdicts []string
 	for _, ph := range phases {
