@@ -49,10 +49,14 @@ const (
 	// Residency is stats's residency: a row per token × tensor, the pages
 	// resident at the token's start.
 	Residency = "residency"
+	// IOShapeTokens is stats's io_shape_tokens: a row per token, the
+	// models' device busy share, requests and faults in flight, and the
+	// verdict (the phases' are in Stats, table io_shape).
+	IOShapeTokens = stats.IOShapeTokensTable
 )
 
 // Tables are the tables of a run, Runs last (it is written last).
-var Tables = []string{Tokens, TokenTensors, Experts, Stats, ExpertActivations, CacheSimLayers, Residency, Runs}
+var Tables = []string{Tokens, TokenTensors, Experts, Stats, ExpertActivations, CacheSimLayers, Residency, IOShapeTokens, Runs}
 
 // format is the dataset's files': Parquet with signed integers only, which
 // every engine reads as the integers they are.
@@ -187,7 +191,7 @@ func (w *writer) write(name string, f io.Writer) error {
 		return output.QueryRows(f, rows, "expert", format, status, na)
 	case Stats:
 		return output.StatsLong(f, format, w.rep)
-	case ExpertActivations, CacheSimLayers, Residency:
+	case ExpertActivations, CacheSimLayers, Residency, IOShapeTokens:
 		return longTable(f, w.rep, name)
 	}
 	return w.runRow(f, na, w.sum)

@@ -19,6 +19,15 @@ import (
 // What the run did not measure (na: its counters, and for a query by
 // expert the router's picks) is left out, or NA, never a count of zero.
 func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured) error {
+	return QueryRowsWith(w, rows, by, format, status, na, nil)
+}
+
+// QueryRowsWith is QueryRows whose rows by token carry figs beside their
+// counters (nil: none).
+func QueryRowsWith(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured, figs *TokenFigures) error {
+	if by != "token" && by != "" {
+		figs = nil
+	}
 	if by == "" {
 		by = "token"
 	}
@@ -48,10 +57,11 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 			cols = append(cols, Column{Name: index.Selected, Type: Uint64, Nullable: unmeasured})
 		}
 	}
-	cols = CounterColumns(cols, tableOnly, na)
+	cols = figs.columns(CounterColumns(cols, tableOnly, na))
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
 	NoteNA(rw, na)
+	figs.set(rw)
 	cells := make([]Cell, 0, len(cols))
 	for _, r := range rows {
 		cells = append(cells[:0], Text(r.Key))
@@ -80,7 +90,7 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 				cells = append(cells, Num(r.Selected))
 			}
 		}
-		cells = CounterCells(cells, &r.Counters, tableOnly, na)
+		cells = figs.cells(CounterCells(cells, &r.Counters, tableOnly, na), r.Token, format)
 		if err := rw.Row(cells...); err != nil {
 			return err
 		}
@@ -94,12 +104,20 @@ func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status s
 // Tokens writes a row per token of the run in st; the counters in na
 // were not measured.
 func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
+	return TokensWith(ctx, st, w, format, status, na, nil)
+}
+
+// TokensWith is Tokens whose rows carry figs after the touched counts
+// (nil: none).
+func TokensWith(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured, figs *TokenFigures) error {
 	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
 		{"request", Int32, true}, {PseudoRequest, String, true}, {"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
 	cols = append(CounterColumns(cols, false, na), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
+	cols = figs.columns(cols)
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
 	NoteNA(rw, na)
+	figs.set(rw)
 	cells := make([]Cell, 0, len(cols))
 	err := st.EachToken(func(t *event.TokenInfo) error {
 		if err := ctx.Err(); err != nil {
@@ -121,7 +139,7 @@ func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, st
 		cells = append(cells[:0], Num(t.Token), Text(event.PhaseName(t.Phase)), Num(t.NTokens), req, pseudo, start, dur)
 		cells = CounterCells(cells, &t.Counters, false, na)
 		cells = append(cells, Num(t.TensorsTouched), Num(t.ExpertsTouched))
-		return rw.Row(cells...)
+		return rw.Row(figs.cells(cells, t.Token, format)...)
 	})
 	if err != nil {
 		return err

@@ -227,18 +227,38 @@ func (na *TableNA) Notes(prefix string) []string {
 	return notes
 }
 
+// set tells rw the reasons of the columns NA for one reason.
+func (na *TableNA) set(rw Writer) {
+	for _, m := range []map[string]string{na.Every, na.Some} {
+		for _, col := range slices.Sorted(maps.Keys(m)) {
+			if !slices.Contains(na.LeftOut, col) {
+				rw.SetNA(col, m[col])
+			}
+		}
+	}
+}
+
 // Sidecar is the sidecar of a table with na of the run in run.
 func (na *TableNA) Sidecar(run, status string) *Sidecar {
 	s := NewSidecar(run, status, nil)
+	na.AddTo(s)
+	return s
+}
+
+// AddTo puts na's columns into the sidecar s of an export that carries
+// them beside others.
+func (na *TableNA) AddTo(s *Sidecar) {
 	maps.Copy(s.NA, na.Every)
 	s.LeftOut = append(s.LeftOut, na.LeftOut...)
 	if len(na.Some)+len(na.PerRow) > 0 {
-		s.SomeRowsNA = maps.Clone(na.Some)
+		if s.SomeRowsNA == nil {
+			s.SomeRowsNA = map[string]string{}
+		}
+		maps.Copy(s.SomeRowsNA, na.Some)
 		for _, col := range na.PerRow {
 			s.SomeRowsNA[col] = "reasons differ by row: " + naKey(col)
 		}
 	}
-	return s
 }
 
 // StatsTable writes one table of stats in format, for programs. A column
@@ -254,13 +274,7 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 	}
 	rw := New(w, format, cols)
 	rw.SetStatus(status)
-	for _, m := range []map[string]string{na.Every, na.Some} {
-		for _, col := range slices.Sorted(maps.Keys(m)) {
-			if !slices.Contains(na.LeftOut, col) {
-				rw.SetNA(col, m[col])
-			}
-		}
-	}
+	na.set(rw)
 	cells := make([]Cell, 0, len(cols))
 	err = t.Each(func(r []stats.Value) error {
 		cells = cells[:0]
@@ -269,21 +283,7 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 			if slices.Contains(na.LeftOut, c.Name) {
 				continue
 			}
-			switch {
-			case format == Table:
-				// A person reads sizes and times in their units.
-				cells = append(cells, statsCell(c, v))
-			case v.NA != "":
-				cells = append(cells, NA())
-			case c.IsNone(v):
-				cells = append(cells, None())
-			case c.Kind == stats.String:
-				cells = append(cells, Text(v.S))
-			case c.Kind == stats.Float:
-				cells = append(cells, Float(v.F))
-			default:
-				cells = append(cells, Num(v.I))
-			}
+			cells = append(cells, formatCell(format, c, v))
 			if perRow[i] {
 				cells = append(cells, OptText(v.NA))
 			}
@@ -294,6 +294,24 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 		return na, err
 	}
 	return na, rw.Close()
+}
+
+// formatCell is a stats value as a cell of format.
+func formatCell(format Format, c stats.Column, v stats.Value) Cell {
+	switch {
+	case format == Table:
+		// A person reads sizes and times in their units.
+		return statsCell(c, v)
+	case v.NA != "":
+		return NA()
+	case c.IsNone(v):
+		return None()
+	case c.Kind == stats.String:
+		return Text(v.S)
+	case c.Kind == stats.Float:
+		return Float(v.F)
+	}
+	return Num(v.I)
 }
 
 // statsColumns types a stats table's columns and sorts its NA figures

@@ -535,6 +535,9 @@ func (r *recording) recordEnd(e ended, cg *cgroup.Cgroup) {
 	if cg != nil {
 		r.m.Controls.CgroupCounters = cg.Counters()
 	}
+	if r.models != nil {
+		r.m.Disk = diskProfile(r.models.files(), r.warn)
+	}
 	r.m.Counts = r.spool.counts.Map()
 	if r.filemapFaults != nil {
 		r.filemapFaults(r.m.Counts)

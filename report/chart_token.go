@@ -125,23 +125,29 @@ func phaseLines(p *plot.Plot, pts []tokenPoint) float64 {
 				}
 			}
 		}
-		if len(xy) == 0 {
-			continue
-		}
-		l, s, err := plotter.NewLinePoints(xy)
-		if err != nil {
-			continue
-		}
-		l.Color, s.Color = ph.col, ph.col
-		s.Shape = draw.CircleGlyph{}
-		s.Radius = vg.Points(2.5)
-		if len(pts) > 60 {
-			s.Radius = vg.Points(1) // dots, not beads
-		}
-		p.Add(l, s)
-		p.Legend.Add(ph.name, l, s)
+		addLine(p, xy, ph.name, ph.col, vg.Points(2.5), len(pts) > 60)
 	}
 	return firstDecode
+}
+
+// addLine draws xy as a line with a point at each, of colour col, in the
+// legend as name; dense lines get dots, not beads.
+func addLine(p *plot.Plot, xy plotter.XYs, name string, col color.Color, radius vg.Length, dense bool) {
+	if len(xy) == 0 {
+		return
+	}
+	l, s, err := plotter.NewLinePoints(xy)
+	if err != nil {
+		return
+	}
+	l.Color, s.Color = col, col
+	s.Shape = draw.CircleGlyph{}
+	s.Radius = radius
+	if dense {
+		s.Radius = vg.Points(1)
+	}
+	p.Add(l, s)
+	p.Legend.Add(name, l, s)
 }
 
 // vline is a dashed vertical line at x, labelled.

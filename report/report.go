@@ -104,6 +104,7 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 	add(r.offsetHeatmap(ev, true))
 	add(r.perTokenLine(false))
 	add(r.perTokenLine(true))
+	add(r.ioShapeLine())
 	add(r.layerBars())
 	add(r.roleBars())
 	if r.moe {
@@ -147,7 +148,7 @@ func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 // gets, the MoE ones when moe, the sweep ones when sweep. Tests check a
 // rendered report against it.
 func ChartNames(moe, sweep bool) []string {
-	n := []string{"offset_token_bytes", "offset_token_faults", "token_bytes_read", "token_stall", "layer_bytes_read", "role_bytes_read"}
+	n := []string{"offset_token_bytes", "offset_token_faults", "token_bytes_read", "token_stall", "io_shape", "layer_bytes_read", "role_bytes_read"}
 	if moe {
 		n = append(n, "expert_activations", "expert_bytes_read", "cache_hit_rate")
 	}

@@ -329,7 +329,7 @@ func TestReportSizeIsBoundedWhateverTheRunsLength(t *testing.T) {
 		t.Errorf("%d heatmap rasters in the page, want the 2 offset heatmaps", heat)
 	}
 	for _, c := range rep.Charts {
-		if c.Name != "token_bytes_read" && c.Name != "token_stall" {
+		if c.Name != "token_bytes_read" && c.Name != "token_stall" && c.Name != "io_shape" {
 			continue
 		}
 		svg, err := c.SVG()

@@ -145,6 +145,10 @@ type Meta struct {
 	// ResidencySnapshots says how many token starts got a residency
 	// snapshot (ResidencyFile); nil in runs recorded before them.
 	ResidencySnapshots *SnapshotStats `json:"residency_snapshots,omitempty"`
+	// Disk is the kept profile (`iocorr doctor --disk`) of the disk that
+	// holds the run's models, copied at the recording's end; nil when the
+	// disk was never measured (DiskNA).
+	Disk *DiskProfile `json:"disk,omitempty"`
 
 	// Complete is false when recording stopped early (the child crashed,
 	// the disk filled, a signal); Warnings say why and what is missing.

@@ -77,6 +77,7 @@ type run struct {
 	// From the event pass, which holds none of the run's events: what
 	// needs them in another order goes through an external sort.
 	stall     map[uint32]uint64 // fault stall within each token's call, by token
+	shapes    []shape           // the I/O shape, by index in tokens
 	reqHist   map[int]int       // device read requests by bits.Len64 of their size
 	reqs      int               // device read requests
 	backSeeks [2]int            // backward seeks, consecutive pairs in one model file
@@ -141,13 +142,14 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Status: meta.Status(), snaps: r.tokenRes}
-	rep.Tables = append(rep.Tables, r.perToken(), r.tokenTime(), r.amplification(), r.requestSizes(),
+	shapeByPhase, shapeByToken := ioShape(r.tokens, r.shapes, meta)
+	rep.Tables = append(rep.Tables, r.perToken(), r.tokenTime(), shapeByPhase, r.amplification(), r.requestSizes(),
 		r.tensors(), r.layers())
 	if !opt.NoTokenResidency {
 		rep.Tables = append(rep.Tables, r.residencyPerToken())
 	}
 	rep.Tables = append(rep.Tables, r.moe()...)
-	rep.Tables = append(rep.Tables, r.top())
+	rep.Tables = append(rep.Tables, r.top(), shapeByToken)
 	// Last, so that every caller (stats, its exports, the report, a diff's
 	// report, a sweep's summary) shows a counter the run did not measure as
 	// NA, never as the zeros the store holds.
@@ -215,11 +217,10 @@ func (r *run) eventPass() error {
 	for i := range r.meta.Models {
 		readSeen[i] = make([]uint32, pagesOf(r.meta.Models[i].Size))
 	}
-	byTokenStart := func(a, b *interval) int {
-		return cmp.Or(cmp.Compare(a.token, b.token), cmp.Compare(a.start, b.start))
-	}
-	ivs := extsort.New(sortBatch, byTokenStart, intervalCodec)
-	defer ivs.Close()
+	// The faults' stall and the requests' time on the device: the I/O
+	// shape (ioshape.go), whose fault union is each token's stall.
+	sh := newShaper()
+	defer sh.Close()
 	reqs := extsort.New(sortBatch, func(a, b *request) int { return cmp.Compare(a.issue, b.issue) }, requestCodec)
 	defer reqs.Close()
 	// Adds are emitted when their trigger is known, after later events:
@@ -227,22 +228,10 @@ func (r *run) eventPass() error {
 	pev := extsort.New(sortBatch, func(a, b *pageEv) int { return cmp.Compare(a.ts, b.ts) }, pageEvCodec)
 	defer pev.Close()
 	err := r.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+		if err := sh.record(rec); err != nil {
+			return err
+		}
 		switch rec[0].Kind {
-		case event.KindFault:
-			for _, e := range rec {
-				// The I/O stall is the model's: a fault outside the model
-				// files (heap, stacks, libraries) may have come only as the
-				// kernel's count (rundir.Meta.FaultDetailNA), with no time
-				// of its own to join; its stall is in fault_stall_ns.
-				if e.Tensor == event.TensorAnon || e.Tensor == event.TensorOther {
-					continue
-				}
-				if e.Class == event.ClassMajor || e.Class == event.ClassMinor {
-					if err := ivs.Add(interval{e.Token, e.Ts - e.Dur, e.Ts}); err != nil {
-						return err
-					}
-				}
-			}
 		case event.KindBlock:
 			if !event.BlockWrite(rec[0].Class) {
 				q := r.readRequest(rec, readSeen)
@@ -269,7 +258,7 @@ func (r *run) eventPass() error {
 	if err != nil {
 		return fmt.Errorf("reading events: %w", err)
 	}
-	if err := r.sumStalls(ivs); err != nil {
+	if err := r.sumStalls(sh); err != nil {
 		return fmt.Errorf("reading events: %w", err)
 	}
 	if err := r.seeks(reqs); err != nil {
@@ -284,38 +273,21 @@ func (r *run) eventPass() error {
 	return nil
 }
 
-// sumStalls sums each token's fault stall within its llama_decode call
-// (wall time with a fault in a model file in progress) from the intervals
-// in order of token and start.
-func (r *run) sumStalls(ivs *extsort.Sorter[interval]) error {
+// sumStalls takes each token's I/O shape, and its fault stall within its
+// llama_decode call (wall time with a fault in a model file in progress).
+func (r *run) sumStalls(sh *shaper) error {
+	shapes, err := sh.shapes(r.tokens)
+	if err != nil {
+		return err
+	}
+	r.shapes = shapes
 	r.stall = map[uint32]uint64{}
-	window := map[uint32][2]uint64{}
-	for _, t := range r.tokens {
-		if t.StartNS != 0 && t.EndNS >= t.StartNS {
-			window[t.Token] = [2]uint64{t.StartNS, t.EndNS}
+	for i := range r.tokens {
+		if shapes[i].stall > 0 {
+			r.stall[r.tokens[i].Token] = shapes[i].stall
 		}
 	}
-	var u union
-	cur, have := uint32(0), false
-	err := ivs.Each(func(iv *interval) error {
-		if !have || iv.token != cur {
-			if have {
-				r.stall[cur] = u.total
-			}
-			w, ok := window[iv.token]
-			cur, have = iv.token, ok
-			u = union{lo: w[0], hi: w[1]}
-			if !ok {
-				return nil
-			}
-		}
-		u.add(iv.start, iv.end)
-		return nil
-	})
-	if have {
-		r.stall[cur] = u.total
-	}
-	return err
+	return nil
 }
 
 // seeks counts backward seeks, in issue order, between consecutive

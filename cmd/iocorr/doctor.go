@@ -11,13 +11,14 @@ import (
 
 	"github.com/iocorr/iocorr/doctor"
 	"github.com/iocorr/iocorr/output"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 func init() {
 	register(&command{
 		name:    "doctor",
 		summary: "check that this machine can record, and what a command offers to probe",
-		usage:   "[--lib PATH] [-- CMD [ARGS...]]",
+		usage:   "[--lib PATH] [-- CMD [ARGS...]] | --disk FILE",
 		flags:   doctorFlags,
 		man:     doctorManual,
 	})
@@ -26,8 +27,23 @@ func init() {
 func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	var o doctor.Options
 	fs.StringArrayVar(&o.Libs, "lib", nil, "also look for probe symbols in this file (repeatable)")
+	disk := fs.String("disk", "", "measure the disk holding FILE (O_DIRECT random reads at depths 1-32) and keep its profile for record (in $"+rundir.DiskProfilesEnv+", default "+rundir.DiskProfilesDir+")")
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
+		if *disk != "" {
+			if len(args) > 0 || len(o.Libs) > 0 {
+				return usageError{"--disk measures a disk alone: no command or --lib with it"}
+			}
+			d, kept, err := doctor.MeasureDisk(*disk, doctor.DiskOptions{})
+			if err != nil {
+				return fmt.Errorf("doctor --disk: %w", err)
+			}
+			if err := output.DiskProfile(stdout, *format, d); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "iocorr: note: the profile of %s is kept in %s; record copies it into the runs of models on that disk\n", d.Device, kept)
+			return nil
+		}
 		o.Command = args
 		checks := doctor.Run(o)
 		if err := writeChecks(stdout, *format, checks); err != nil {

@@ -119,6 +119,12 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 		}
 	}
 	format := *o.format
+	var figs *output.TokenFigures
+	if kind == "faults-per-token" {
+		if figs, err = tokenShape(st, meta); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
 	// The events have no counter columns: nothing of theirs is left out.
 	var na *output.Unmeasured
 	rowsNA := ""
@@ -132,7 +138,7 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	err = writeExport(o.out, func(w io.Writer) error {
 		switch kind {
 		case "faults-per-token":
-			return output.Tokens(ctx, st, w, format, status, na)
+			return output.TokensWith(ctx, st, w, format, status, na, figs)
 		case "faults-per-token-tensor":
 			return output.TokenTensors(ctx, st, w, format, status, na)
 		}
@@ -143,6 +149,9 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	}
 	side := output.NewSidecar(o.dir, status, na)
 	side.RowsNA = rowsNA
+	if figs != nil {
+		figs.NA.AddTo(side)
+	}
 	if kind != "faults-per-token" { // the exports with a device column
 		if devs := noteDevicesNA(st.DevicesNA(), nil); len(devs) > 0 {
 			side.ValuesNA = map[string]map[string]string{"device": devs}

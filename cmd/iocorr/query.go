@@ -101,6 +101,14 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 				})
 			})
 		}
-		return output.QueryRows(stdout, rows, q.By, *format, meta.Status(), na)
+		// The I/O shape is the whole token's: beside rows of some of its
+		// tensors or ops it would pass for theirs.
+		var figs *output.TokenFigures
+		if q.By == "token" && q.Tensor == "" && q.Layer == nil && q.Expert == nil && q.Op == "" {
+			if figs, err = tokenShape(st, meta); err != nil {
+				return fmt.Errorf("query: %w", err)
+			}
+		}
+		return output.QueryRowsWith(stdout, rows, q.By, *format, meta.Status(), na, figs)
 	}
 }

@@ -37,8 +37,13 @@ import (
 type Range struct{ Start, End uint64 }
 
 // Completion is one read request the disk completed: Sectors sectors
-// from Sector.
-type Completion struct{ Sector, Sectors uint64 }
+// from Sector. Ts is when (CLOCK_MONOTONIC, as bpf_ktime_get_ns, to the
+// microsecond ftrace prints), set by a trace from StartTimed.
+type Completion struct{ Sector, Sectors, Ts uint64 }
+
+// Issue is one read request issued to the disk (a trace from StartTimed):
+// Sectors sectors from Sector, at Ts (CLOCK_MONOTONIC, to the µs).
+type Issue struct{ Sector, Sectors, Ts uint64 }
 
 // Trace is a running ftrace instance; Stop fills Completions and
 // Requeues.
@@ -50,6 +55,10 @@ type Trace struct {
 	Completions []Completion
 	// Requeues counts block_rq_requeue of requests that touch the ranges.
 	Requeues uint64
+	// Issues are the read issues that touch the ranges, in time order,
+	// when the trace was started by StartTimed.
+	Issues []Issue
+	timed  bool
 }
 
 const tracefs = "/sys/kernel/tracing"
@@ -65,6 +74,19 @@ const maxFilterRanges = 48
 // Stop. It must be called before the test's I/O.
 func Start(t testing.TB, disk uint32, ranges []Range) *Trace {
 	t.Helper()
+	return start(t, disk, ranges, false)
+}
+
+// StartTimed is Start that also records the read issues (block_rq_issue),
+// and every event's time on the clock BPF's are on (ftrace's "mono"): a
+// request's time on the device is from its last issue to its completion.
+func StartTimed(t testing.TB, disk uint32, ranges []Range) *Trace {
+	t.Helper()
+	return start(t, disk, ranges, true)
+}
+
+func start(t testing.TB, disk uint32, ranges []Range, timed bool) *Trace {
+	t.Helper()
 	if len(ranges) == 0 {
 		t.Fatal("blocktrace: no sectors to trace")
 	}
@@ -72,6 +94,7 @@ func Start(t testing.TB, disk uint32, ranges []Range) *Trace {
 	tr := &Trace{
 		dir:    filepath.Join(tracefs, "instances", fmt.Sprintf("iocorr-blocktrace-%d-%d", os.Getpid(), instances.Add(1))),
 		ranges: slices.Clone(ranges),
+		timed:  timed,
 	}
 	if err := os.Mkdir(tr.dir, 0o700); err != nil {
 		t.Fatalf("blocktrace: an ftrace instance: %v", err)
@@ -97,6 +120,11 @@ func Start(t testing.TB, disk uint32, ranges []Range) *Trace {
 	set("events/block/block_rq_requeue/filter", fmt.Sprintf(`dev == %d && (%s)`, disk, sectors))
 	set("events/block/block_rq_complete/enable", "1")
 	set("events/block/block_rq_requeue/enable", "1")
+	if timed {
+		set("trace_clock", "mono")
+		set("events/block/block_rq_issue/filter", fmt.Sprintf(`dev == %d && rwbs ~ "R*" && (%s)`, disk, sectors))
+		set("events/block/block_rq_issue/enable", "1")
+	}
 	set("tracing_on", "1")
 	return tr
 }
@@ -187,6 +215,13 @@ var completionLine = regexp.MustCompile(`block_rq_complete: \d+,\d+ (\S+) \([^)]
 // requeueLine is block_rq_requeue's: "MAJ,MIN RWBS (CMD) SECTOR + NR_SECTOR ...".
 var requeueLine = regexp.MustCompile(`block_rq_requeue: \d+,\d+ (\S+) \([^)]*\) (\d+) \+ (\d+)`)
 
+// issueLine is block_rq_issue's: "MAJ,MIN RWBS BYTES (CMD) SECTOR + NR_SECTOR ...".
+var issueLine = regexp.MustCompile(`block_rq_issue: \d+,\d+ (\S+) \d+ \([^)]*\) (\d+) \+ (\d+)`)
+
+// stampLine is the time ftrace prints before the event's name: seconds,
+// a point and microseconds.
+var stampLine = regexp.MustCompile(` (\d+)\.(\d{6}): block_rq_`)
+
 // Stop ends the trace and reads what it recorded of the ranges, failing
 // the test when the buffer overwrote or dropped anything.
 func (tr *Trace) Stop(t testing.TB) {
@@ -226,6 +261,8 @@ func (tr *Trace) Stop(t testing.TB) {
 			re = requeueLine
 		case strings.Contains(line, "block_rq_complete:"):
 			re = completionLine
+		case strings.Contains(line, "block_rq_issue:"):
+			re = issueLine
 		default:
 			continue
 		}
@@ -238,15 +275,35 @@ func (tr *Trace) Stop(t testing.TB) {
 		if !tr.touches(s, n) {
 			continue
 		}
-		if re == requeueLine {
+		var ts uint64
+		if tr.timed {
+			if ts, err = stamp(line); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch re {
+		case requeueLine:
 			tr.Requeues++
-		} else {
-			tr.Completions = append(tr.Completions, Completion{s, n})
+		case issueLine:
+			tr.Issues = append(tr.Issues, Issue{s, n, ts})
+		default:
+			tr.Completions = append(tr.Completions, Completion{s, n, ts})
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stamp is the time of a line of a timed trace, in nanoseconds.
+func stamp(line string) (uint64, error) {
+	m := stampLine.FindStringSubmatch(line)
+	if m == nil {
+		return 0, fmt.Errorf("blocktrace: no time in the line %q", line)
+	}
+	sec, _ := strconv.ParseUint(m[1], 10, 64)
+	us, _ := strconv.ParseUint(m[2], 10, 64)
+	return sec*1e9 + us*1e3, nil
 }
 
 func (tr *Trace) touches(sector, sectors uint64) bool {

@@ -4,6 +4,7 @@ package blocktrace
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -43,5 +44,28 @@ func TestTheKernelFilterLetsInEveryRequestThatTouchesTheRanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestATimedTraceReadsIssuesAndTheirTimes(t *testing.T) {
+	for _, tc := range []struct {
+		line          string
+		re            string
+		sector, n, ts uint64
+	}{
+		{"              dd-18752   [001] .....  1844.791310: block_rq_issue: 254,0 RS 1044480 () 34619392 + 2040 be,0,4 [dd]", "issue", 34619392, 2040, 1844_791310_000},
+		{"         compile-18660   [001] ..s..  1844.790658: block_rq_complete: 254,0 RA () 12580640 + 8 be,0,4 [0]", "complete", 12580640, 8, 1844_790658_000},
+	} {
+		re := completionLine
+		if tc.re == "issue" {
+			re = issueLine
+		}
+		m := re.FindStringSubmatch(tc.line)
+		if m == nil || m[2] != strconv.FormatUint(tc.sector, 10) || m[3] != strconv.FormatUint(tc.n, 10) {
+			t.Errorf("%s: read %q", tc.line, m)
+		}
+		if ts, err := stamp(tc.line); err != nil || ts != tc.ts {
+			t.Errorf("%s: time %d (%v), want %d", tc.line, ts, err, tc.ts)
+		}
 	}
 }

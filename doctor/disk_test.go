@@ -1,0 +1,121 @@
+package doctor
+
+import (
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// diskFile is a file on the disk of size bytes: random data written
+// through the page cache, or none (a hole) when sparse.
+func diskFile(t *testing.T, size int64, sparse bool) string {
+	t.Helper()
+	p := testenv.DiskFile(t, nil)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if sparse {
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		rand.Read(buf)
+		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func TestMeasureDiskRefusesAFileThatWouldNotMeasureTheDisk(t *testing.T) {
+	t.Setenv(rundir.DiskProfilesEnv, t.TempDir())
+	for _, c := range []struct {
+		name   string
+		size   int64
+		sparse bool
+		want   string
+	}{
+		{"too small", 4 << 20, false, "reads at random over at least"},
+		{"in the page cache (just written)", MinDiskFile, false, "in the page cache"},
+		{"a hole", MinDiskFile + 1<<20, true, "written on the disk"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := diskFile(t, c.size, c.sparse)
+			_, _, err := MeasureDisk(p, DiskOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestMeasureDiskReadsFromTheDevice measures a freshly written, evicted
+// file's disk at two depths and sizes, and holds what the profile says
+// was read to /proc/diskstats: each point ran at least PerPoint at its
+// bandwidth, so the disk read at least that many bytes meanwhile (other
+// I/O on the machine only adds). Reads served from a cache would not be
+// there.
+func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
+	t.Setenv(rundir.DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
+	p := diskFile(t, MinDiskFile, false)
+	if resident, _, err := pagecache.Evict(p); err != nil || resident > 0 {
+		t.Fatalf("evicting the file: %d pages stayed (%v)", resident, err)
+	}
+	id, err := blockdev.StatFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd, err := blockdev.Of(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := blockdev.DiskName(bd)
+	sectors := func() uint64 {
+		st, err := blockdev.DiskStats(disk)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("diskstats of %s: %v %v", disk, st, err)
+		}
+		return st[0].SectorsRead
+	}
+	o := DiskOptions{Depths: []int{1, 4}, Blocks: []int64{128 << 10, 1 << 20}, PerPoint: 100 * time.Millisecond}
+	before := sectors()
+	d, kept, err := MeasureDisk(p, o)
+	read := (sectors() - before) * 512
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Points) != len(o.Depths)*len(o.Blocks) {
+		t.Fatalf("%d points, want %d", len(d.Points), len(o.Depths)*len(o.Blocks))
+	}
+	var least float64
+	for _, pt := range d.Points {
+		if pt.BytesPerSec <= 0 || pt.MeanLatencyNs <= 0 {
+			t.Errorf("point %+v: no bandwidth or latency", pt)
+		}
+		least += pt.BytesPerSec * o.PerPoint.Seconds()
+		t.Logf("depth %d, %d KiB: %.0f MB/s, %.0f µs", pt.Depth, pt.BlockBytes>>10, pt.BytesPerSec/1e6, pt.MeanLatencyNs/1e3)
+	}
+	if float64(read) < least {
+		t.Errorf("the disk read %d bytes while the profile says at least %.0f were", read, least)
+	}
+	if !strings.HasSuffix(d.Device, " "+disk) {
+		t.Errorf("device %q, want the disk %s", d.Device, disk)
+	}
+	back, err := rundir.ReadDiskProfile(bd.DiskDev)
+	if err != nil || back == nil || len(back.Points) != len(d.Points) || back.Points[0] != d.Points[0] || kept != rundir.DiskProfilePath(bd.DiskDev) {
+		t.Errorf("kept %s: read back %+v (%v), want %+v", kept, back, err, d)
+	}
+}

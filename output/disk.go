@@ -1,0 +1,22 @@
+package output
+
+import (
+	"io"
+
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+)
+
+// DiskProfile writes what `doctor --disk` measured: a row per queue
+// depth and read size, bandwidth in MB/s (10^6 bytes) and the mean
+// latency of one read.
+func DiskProfile(w io.Writer, format Format, d *rundir.DiskProfile) error {
+	t := &stats.Table{Name: "disk", Columns: []stats.Column{{Name: "device"}, {Name: "depth", Kind: stats.Int},
+		{Name: "block_size_bytes", Kind: stats.Int}, {Name: "bandwidth_mb_per_s", Kind: stats.Float}, {Name: "mean_latency_ns", Kind: stats.Float}}}
+	for _, p := range d.Points {
+		t.Rows = append(t.Rows, []stats.Value{stats.Str(d.Device), stats.I64(p.Depth), stats.I64(p.BlockBytes),
+			{F: p.BytesPerSec / 1e6}, {F: p.MeanLatencyNs}})
+	}
+	_, err := StatsTable(w, format, "", t, true)
+	return err
+}

@@ -1,0 +1,175 @@
+package recorder_test
+
+import (
+	"cmp"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/testkit/blocktrace"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// oracleShape is what the ftrace oracle's issues and completions say of
+// a set of llama_decode calls: the union of the requests' time on the
+// device within them, and the requests' summed time within them.
+type oracleShape struct{ wall, busy, area uint64 }
+
+// oracleRequests pairs each completion the oracle saw with the last issue
+// of a request at the same sector before it: a requeued request's time on
+// the device starts at its last issue.
+func oracleRequests(t *testing.T, ct *blocktrace.Trace) [][2]uint64 {
+	t.Helper()
+	issues := map[uint64][]uint64{} // sector → issue times, in order
+	for _, is := range ct.Issues {
+		issues[is.Sector] = append(issues[is.Sector], is.Ts)
+	}
+	var out [][2]uint64
+	unpaired := 0
+	for _, c := range ct.Completions {
+		ts := issues[c.Sector]
+		i, _ := slices.BinarySearch(ts, c.Ts+1) // issues at or before the completion
+		if i == 0 {
+			unpaired++
+			continue
+		}
+		out = append(out, [2]uint64{ts[i-1], c.Ts})
+	}
+	if unpaired > 0 {
+		t.Errorf("the oracle has %d completions of %d without an issue before them", unpaired, len(ct.Completions))
+	}
+	return out
+}
+
+// oracleOf sums, call by call, the requests' intervals clipped to each
+// call: a sweep over the calls' boundary points, counting the requests
+// open between each two.
+func oracleOf(reqs [][2]uint64, calls [][2]uint64) oracleShape {
+	var o oracleShape
+	for _, c := range calls {
+		o.wall += c[1] - c[0]
+		type edge struct {
+			at uint64
+			d  int
+		}
+		var edges []edge
+		for _, r := range reqs {
+			s, e := max(r[0], c[0]), min(r[1], c[1])
+			if s < e {
+				edges = append(edges, edge{s, 1}, edge{e, -1})
+			}
+		}
+		slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.d, b.d)) })
+		open := 0
+		for i, e := range edges {
+			if i > 0 && open > 0 {
+				d := e.at - edges[i-1].at
+				o.busy += d
+				o.area += d * uint64(open)
+			}
+			open += e.d
+		}
+	}
+	return o
+}
+
+// TestTheIOShapeEqualsTheBlockOracles records a cold MoE run under a
+// memory limit beside the ftrace oracle of the model's read issues and
+// completions, and holds stats' busy share and mean requests in flight,
+// by phase, to what the oracle's requests give within the same
+// llama_decode calls: within 2%. It also holds the run to the disk
+// profile kept for its disk, copied into meta.json.
+func TestTheIOShapeEqualsTheBlockOracles(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, llmtest.MoE)
+	md := openModelDisk(t, model)
+	// A profile of the model's disk, kept where record looks: its figures
+	// stand for a measure here (doctor's own test measures one); what is
+	// tested is that the run carries it.
+	t.Setenv(rundir.DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
+	kept := &rundir.DiskProfile{Device: "test", Measured: time.Now().UTC().Truncate(time.Second),
+		Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 2e9, MeanLatencyNs: 5e5}}}
+	if err := rundir.WriteDiskProfile(md.dev, kept); err != nil {
+		t.Fatal(err)
+	}
+	ct := blocktrace.StartTimed(t, md.dev, fileSectors(md.exts))
+	dir := filepath.Join(t.TempDir(), "run")
+	rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit},
+		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), model, 8)...)
+	ct.Stop(t)
+	m, err := rundir.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Disk == nil || m.Disk.Device != kept.Device || len(m.Disk.Points) != 1 || m.Disk.Points[0] != kept.Points[0] {
+		t.Errorf("meta.json's disk profile is %+v, want the one kept for the model's disk, %+v", m.Disk, kept)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	byPhase, _, err := stats.IOShape(st, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := st.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := oracleRequests(t, ct)
+	t.Logf("the oracle: %d issues, %d completions, %d requeues of the model's sectors; iocorr: %d block requests without completion",
+		len(ct.Issues), len(ct.Completions), ct.Requeues, m.BlockIncomplete)
+	compared := 0
+	for _, row := range byPhase.Rows {
+		phase := row[0].S
+		var calls [][2]uint64
+		for _, tk := range tokens {
+			if tk.StartNS != 0 && tk.EndNS >= tk.StartNS && (phase == "all" || event.PhaseName(tk.Phase) == phase) {
+				calls = append(calls, [2]uint64{tk.StartNS, tk.EndNS})
+			}
+		}
+		if len(calls) == 0 {
+			continue
+		}
+		o := oracleOf(reqs, calls)
+		busy, inFlight := row[byPhase.Col("busy_share")], row[byPhase.Col("requests_in_flight_mean")]
+		if busy.NA != "" || inFlight.NA != "" {
+			// NA is right only where requests lack their completion.
+			if !strings.Contains(busy.NA+inFlight.NA, "no completion") {
+				t.Errorf("%s: busy share NA (%s), requests in flight NA (%s)", phase, busy.NA, inFlight.NA)
+			}
+			t.Logf("%s: NA: %s", phase, busy.NA)
+			continue
+		}
+		theirBusy, theirInFlight := float64(o.busy)/float64(o.wall), float64(o.area)/float64(o.busy)
+		t.Logf("%s: %d calls, busy share %.4f (oracle %.4f), requests in flight %.3f (oracle %.3f), verdict %v",
+			phase, len(calls), busy.F, theirBusy, inFlight.F, theirInFlight, row[byPhase.Col("verdict")])
+		if o.busy == 0 {
+			t.Errorf("%s: the oracle saw no request of the model within its calls", phase)
+			continue
+		}
+		for _, f := range []struct {
+			name        string
+			ours, their float64
+		}{{"busy share", busy.F, theirBusy}, {"requests in flight", inFlight.F, theirInFlight}} {
+			if math.Abs(f.ours-f.their) > 0.02*f.their {
+				t.Errorf("%s: %s %.4f, the oracle's %.4f: more than 2%% apart", phase, f.name, f.ours, f.their)
+			}
+		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no phase to compare: the run has no timed call with a request")
+	}
+}

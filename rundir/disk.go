@@ -1,0 +1,138 @@
+package rundir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/iocorr/iocorr/internal/atomicfile"
+	"github.com/iocorr/iocorr/internal/kernel"
+)
+
+// DiskProfile is what `iocorr doctor --disk FILE` measured of the whole
+// disk holding FILE: O_DIRECT random reads at several queue depths and
+// block sizes. It is kept per disk (DiskProfilePath) and copied into the
+// meta.json of a run whose models it holds, so that a run read elsewhere
+// still compares its reads with its own device.
+type DiskProfile struct {
+	// Device is the whole disk's kernel dev_t as "major:minor" and its
+	// name, e.g. "254:0 vda".
+	Device string `json:"device"`
+	// Model is the disk's model string from sysfs ("" when it has none,
+	// as virtio disks).
+	Model    string      `json:"model"`
+	Measured time.Time   `json:"measured"`
+	Points   []DiskPoint `json:"points"`
+}
+
+// DiskPoint is one measured depth × block size: the bandwidth served and
+// the mean time from a read's submission to its return.
+type DiskPoint struct {
+	Depth         int     `json:"depth"`
+	BlockBytes    int64   `json:"block_bytes"`
+	BytesPerSec   float64 `json:"bytes_per_sec"`
+	MeanLatencyNs float64 `json:"mean_latency_ns"`
+}
+
+// DiskProfilesEnv names the folder of disk profiles when set; tests and
+// unprivileged users point it elsewhere than DiskProfilesDir.
+const DiskProfilesEnv = "IOCORR_DISK_PROFILES"
+
+// DiskProfilesDir is where doctor keeps disk profiles by default.
+const DiskProfilesDir = "/var/lib/iocorr/disks"
+
+// DiskProfilePath is the file of the profile of the whole disk dev
+// (kernel encoding): DIR/MAJOR:MINOR.json.
+func DiskProfilePath(dev uint32) string {
+	dir := os.Getenv(DiskProfilesEnv)
+	if dir == "" {
+		dir = DiskProfilesDir
+	}
+	return filepath.Join(dir, kernel.DevString(dev)+".json")
+}
+
+// ReadDiskProfile reads the kept profile of disk dev; nil, nil when the
+// disk was never measured.
+func ReadDiskProfile(dev uint32) (*DiskProfile, error) {
+	p := DiskProfilePath(dev)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading disk profile: %w", err)
+	}
+	var d DiskProfile
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("parsing disk profile %s: %w", p, err)
+	}
+	return &d, nil
+}
+
+// WriteDiskProfile keeps d as disk dev's profile, replacing any older one
+// whole or not at all.
+func WriteDiskProfile(dev uint32, d *DiskProfile) error {
+	p := DiskProfilePath(dev)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("disk profile: %w", err)
+	}
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding disk profile: %w", err)
+	}
+	if err := atomicfile.WriteBytes(p, 0o644, true, append(b, '\n')); err != nil {
+		return fmt.Errorf("disk profile: %w", err)
+	}
+	return nil
+}
+
+// BandwidthAt is the bandwidth the disk served at queue depth depth for
+// reads of about blockBytes: of the measured block sizes the nearest on
+// a log scale, between measured depths interpolated linearly, beyond them
+// the nearest measured depth's. ok is false for a profile with no points.
+func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64, ok bool) {
+	if d == nil || len(d.Points) == 0 {
+		return 0, false
+	}
+	best, bestDist := int64(0), math.Inf(1)
+	for _, p := range d.Points {
+		dist := math.Abs(math.Log(float64(p.BlockBytes)) - math.Log(max(blockBytes, 1)))
+		if dist < bestDist {
+			best, bestDist = p.BlockBytes, dist
+		}
+	}
+	var lo, hi *DiskPoint
+	for i := range d.Points {
+		p := &d.Points[i]
+		if p.BlockBytes != best {
+			continue
+		}
+		if float64(p.Depth) <= depth && (lo == nil || p.Depth > lo.Depth) {
+			lo = p
+		}
+		if float64(p.Depth) >= depth && (hi == nil || p.Depth < hi.Depth) {
+			hi = p
+		}
+	}
+	switch {
+	case lo == nil:
+		return hi.BytesPerSec, true
+	case hi == nil || hi.Depth == lo.Depth:
+		return lo.BytesPerSec, true
+	}
+	f := (depth - float64(lo.Depth)) / float64(hi.Depth-lo.Depth)
+	return lo.BytesPerSec + f*(hi.BytesPerSec-lo.BytesPerSec), true
+}
+
+// DiskNA says why the run has no figure of its device's own bandwidth
+// ("" when it has one).
+func (m *Meta) DiskNA() string {
+	if m.Disk == nil || len(m.Disk.Points) == 0 {
+		return "no disk profile: run iocorr doctor --disk FILE"
+	}
+	return ""
+}

@@ -1,0 +1,65 @@
+package rundir
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestBandwidthAtTakesTheNearestSizeAndInterpolatesDepths(t *testing.T) {
+	d := &DiskProfile{Points: []DiskPoint{
+		{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 100},
+		{Depth: 4, BlockBytes: 128 << 10, BytesPerSec: 400},
+		{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 1000},
+		{Depth: 4, BlockBytes: 1 << 20, BytesPerSec: 1600},
+	}}
+	for _, c := range []struct {
+		name         string
+		depth, bytes float64
+		want         float64
+	}{
+		{"a measured point", 1, 1 << 20, 1000},
+		{"between depths", 2.5, 1 << 20, 1300},
+		{"below the shallowest", 0.5, 1 << 20, 1000},
+		{"beyond the deepest", 32, 1 << 20, 1600},
+		{"a size nearer the small reads", 2, 200 << 10, 200},
+		{"a size nearer the large reads", 4, 512 << 10, 1600},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := d.BandwidthAt(c.depth, c.bytes)
+			if !ok || got != c.want {
+				t.Errorf("got %v (%v), want %v", got, ok, c.want)
+			}
+		})
+	}
+	if _, ok := (&DiskProfile{}).BandwidthAt(1, 1); ok {
+		t.Error("a profile of no points gave a bandwidth")
+	}
+}
+
+func TestADiskProfileIsKeptPerDiskAndReadBack(t *testing.T) {
+	t.Setenv(DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
+	const dev = 254<<20 | 16
+	if p, err := ReadDiskProfile(dev); p != nil || err != nil {
+		t.Fatalf("a disk never measured: %v, %v", p, err)
+	}
+	want := &DiskProfile{Device: "254:16 vdb", Measured: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC),
+		Points: []DiskPoint{{Depth: 2, BlockBytes: 1 << 20, BytesPerSec: 2e9, MeanLatencyNs: 1e6}}}
+	if err := WriteDiskProfile(dev, want); err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(DiskProfilePath(dev)) != "254:16.json" {
+		t.Errorf("kept as %s", DiskProfilePath(dev))
+	}
+	got, err := ReadDiskProfile(dev)
+	if err != nil || got.Device != want.Device || !got.Measured.Equal(want.Measured) || len(got.Points) != 1 || got.Points[0] != want.Points[0] {
+		t.Errorf("read back %+v, %v; want %+v", got, err, want)
+	}
+	m := Meta{Disk: got}
+	if why := m.DiskNA(); why != "" {
+		t.Errorf("a run with a profile: %s", why)
+	}
+	if why := (&Meta{}).DiskNA(); why == "" {
+		t.Error("a run without a profile has no reason")
+	}
+}

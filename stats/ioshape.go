@@ -1,0 +1,444 @@
+package stats
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"slices"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/internal/extsort"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// The I/O shape of a token or phase: is the token waiting on the device's
+// bandwidth, on one fault at a time, or on neither?
+//
+// Its intervals are the models' block read requests (a request with a
+// slice in a model file, from its last issue to its completion: a
+// requeued request's earlier issues are not time on the device) and the
+// faults in model files (stall: start to end). Each is clipped to the
+// llama_decode calls it overlaps; time between calls is in no token.
+//
+//   - busy_share: the union of the requests' intervals ÷ the wall time.
+//   - requests_in_flight_mean: the requests' summed time ÷ their union
+//     (requests in flight on average while any is); _peak the most at once.
+//   - read_bandwidth_mb_per_s: the bytes of the requests completed in the
+//     token (or phase) ÷ its wall time; bandwidth_share that ÷ what the
+//     disk served in `doctor --disk` at the mean depth observed and the
+//     nearest read size measured to the mean request's
+//     (rundir.DiskProfile.BandwidthAt).
+//   - faults_in_flight_mean, _peak: as the requests', of the faults.
+//   - stall_share: the faults' union ÷ the wall time.
+//
+// The verdict (verdictOf) takes them in this order:
+//
+//  1. stall_share < 0.25: compute. Removing every stall would give at
+//     most 1/(1−0.25) = 1.33× the tokens/s: the I/O is not the cost.
+//  2. busy_share ≥ 0.8: bandwidth. The device is almost never idle while
+//     the token runs: more requests at once only queue.
+//  3. bandwidth_share ≥ 0.7: bandwidth. The reads already get most of what
+//     the device serves at the depth they have.
+//  4. Otherwise latency: the token waits on faults while the device idles
+//     or serves less than it can; more requests in flight (prefetch) pay.
+//
+// Where a figure of a step cannot be known (no disk profile, requests
+// without completion) the verdict is NA with that reason, unless an
+// earlier step decided.
+const (
+	computeStallShare  = 0.25
+	bandwidthBusyShare = 0.8
+	bandwidthBWShare   = 0.7
+	// maxUnseenShare is the share of a span's requests that may lack a
+	// completion before its time figures are NA: what they leave out is
+	// within what the figures are held to (2%).
+	maxUnseenShare     = 0.01
+	naNoModelRequests  = "no block read requests of the models in this span"
+	naNoFaultsInFlight = "no faults in the model files in this span"
+	naTokenTimeUnknown = "the token has no llama_decode entry and return times"
+	naRequestsUnseen   = "block read requests of the models have no completion (their time on the device is unknown): "
+	verdictCompute     = "compute"
+	verdictLatency     = "latency"
+	verdictBandwidth   = "bandwidth"
+	mbPerS             = 1e6
+)
+
+// IOShapeTable and IOShapeTokensTable name the I/O shape's tables: a row
+// per phase (prefill, decode, all), and a row per token.
+const (
+	IOShapeTable       = "io_shape"
+	IOShapeTokensTable = "io_shape_tokens"
+)
+
+// flight follows intervals given in order of their starts, clipped to
+// [lo, hi): their union (busy), their summed clipped length (area: the
+// mean number open while any is, times busy) and the most open at once.
+type flight struct {
+	u    union
+	area uint64
+	peak int
+	open endHeap // ends of the intervals open at the last start
+}
+
+func newFlight(lo, hi uint64) flight { return flight{u: union{lo: lo, hi: hi}} }
+
+func (f *flight) add(s, e uint64) {
+	s, e = max(s, f.u.lo), min(e, f.u.hi)
+	if s >= e {
+		return
+	}
+	f.u.add(s, e)
+	f.area += e - s
+	// An interval ending as another starts is not open with it.
+	for len(f.open) > 0 && f.open[0] <= s {
+		heap.Pop(&f.open)
+	}
+	heap.Push(&f.open, e)
+	f.peak = max(f.peak, len(f.open))
+}
+
+type endHeap []uint64
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// shape is what one token (or a phase's tokens summed) did on the device.
+type shape struct {
+	wall             uint64 // ns; 0 with timed false
+	timed            bool
+	busy, area       uint64 // requests
+	peak             int
+	stall, faultArea uint64 // faults
+	faultPeak        int
+	requests, unseen int // model read requests completed (or not) in it
+	bytes            uint64
+}
+
+func (s *shape) sum(o *shape) {
+	s.wall += o.wall
+	s.timed = s.timed || o.timed
+	s.busy, s.area, s.peak = s.busy+o.busy, s.area+o.area, max(s.peak, o.peak)
+	s.stall, s.faultArea, s.faultPeak = s.stall+o.stall, s.faultArea+o.faultArea, max(s.faultPeak, o.faultPeak)
+	s.requests, s.unseen, s.bytes = s.requests+o.requests, s.unseen+o.unseen, s.bytes+o.bytes
+}
+
+// span is one model read request with its completion.
+type span struct{ issue, done uint64 }
+
+var spanCodec = extsort.Ints(2, func(v *span) [extsort.MaxInts]int64 {
+	return [extsort.MaxInts]int64{int64(v.issue), int64(v.done)}
+}, func(v *span, a [extsort.MaxInts]int64) {
+	v.issue, v.done = uint64(a[0]), uint64(a[1])
+})
+
+// shaper gathers the I/O shape from the records as they stream by.
+type shaper struct {
+	reqs     *extsort.Sorter[span]     // by issue
+	faults   *extsort.Sorter[interval] // by token, start
+	requests map[uint32]*shape         // counts and bytes by token
+}
+
+func newShaper() *shaper {
+	return &shaper{
+		reqs: extsort.New(sortBatch, func(a, b *span) int { return cmp.Compare(a.issue, b.issue) }, spanCodec),
+		faults: extsort.New(sortBatch, func(a, b *interval) int {
+			return cmp.Or(cmp.Compare(a.token, b.token), cmp.Compare(a.start, b.start))
+		}, intervalCodec),
+		requests: map[uint32]*shape{}}
+}
+
+func (sh *shaper) Close() {
+	sh.reqs.Close()
+	sh.faults.Close()
+}
+
+// inModel says whether event e is a slice of a model file (its header
+// included): the stall and the device time are the models'. A fault
+// outside them may have come only as the kernel's count
+// (rundir.Meta.FaultDetailNA), with no time of its own to join.
+func inModel(e *event.Event) bool {
+	return e.Tensor != event.TensorAnon && e.Tensor != event.TensorOther
+}
+
+// record takes one record (index.Store.Records).
+func (sh *shaper) record(rec []event.Event) error {
+	switch rec[0].Kind {
+	case event.KindFault:
+		for i := range rec {
+			e := &rec[i]
+			if (e.Class == event.ClassMajor || e.Class == event.ClassMinor) && inModel(e) {
+				if err := sh.faults.Add(interval{e.Token, e.Ts - e.Dur, e.Ts}); err != nil {
+					return err
+				}
+			}
+		}
+	case event.KindBlock:
+		if event.BlockWrite(rec[0].Class) || !slices.ContainsFunc(rec, func(e event.Event) bool { return inModel(&e) }) {
+			return nil
+		}
+		e := &rec[0]
+		t := sh.requests[e.Token]
+		if t == nil {
+			t = &shape{}
+			sh.requests[e.Token] = t
+		}
+		for i := range rec {
+			t.bytes += rec[i].Bytes
+		}
+		if e.CompletionUnseen() {
+			t.unseen++
+			return nil
+		}
+		t.requests++
+		return sh.reqs.Add(span{e.Ts - e.Dur, e.Ts})
+	}
+	return nil
+}
+
+// window is one token's llama_decode call.
+type window struct {
+	ti     int // index in the tokens
+	lo, hi uint64
+}
+
+// shapes is every token's shape, by index in tokens.
+func (sh *shaper) shapes(tokens []event.TokenInfo) ([]shape, error) {
+	out := make([]shape, len(tokens))
+	var ws []window
+	byToken := map[uint32]int{}
+	for i := range tokens {
+		t := &tokens[i]
+		byToken[t.Token] = i
+		if r := sh.requests[t.Token]; r != nil {
+			out[i].requests, out[i].unseen, out[i].bytes = r.requests, r.unseen, r.bytes
+		}
+		if t.StartNS != 0 && t.EndNS >= t.StartNS {
+			out[i].wall, out[i].timed = t.EndNS-t.StartNS, true
+			ws = append(ws, window{i, t.StartNS, t.EndNS})
+		}
+	}
+	slices.SortStableFunc(ws, func(a, b window) int { return cmp.Compare(a.lo, b.lo) })
+	if err := sh.requestFlights(ws, out); err != nil {
+		return nil, err
+	}
+	if err := sh.faultFlights(ws, byToken, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// requestFlights clips the requests, in issue order, to each window in
+// start order: those that may still overlap a window are held, no more.
+func (sh *shaper) requestFlights(ws []window, out []shape) error {
+	var held []span
+	next := 0
+	flush := func(upTo uint64) {
+		// Windows that start before upTo have all their requests held.
+		for ; next < len(ws) && ws[next].hi <= upTo; next++ {
+			w := ws[next]
+			held = slices.DeleteFunc(held, func(s span) bool { return s.done <= w.lo })
+			f := newFlight(w.lo, w.hi)
+			for _, s := range held {
+				f.add(s.issue, s.done)
+			}
+			out[w.ti].busy, out[w.ti].area, out[w.ti].peak = f.u.total, f.area, f.peak
+		}
+	}
+	err := sh.reqs.Each(func(s *span) error {
+		flush(s.issue)
+		held = append(held, *s)
+		return nil
+	})
+	flush(^uint64(0))
+	return err
+}
+
+// faultFlights takes each token's faults, in start order, within its
+// window.
+func (sh *shaper) faultFlights(ws []window, byToken map[uint32]int, out []shape) error {
+	win := map[int]window{}
+	for _, w := range ws {
+		win[w.ti] = w
+	}
+	var f flight
+	cur, have := -1, false
+	end := func() {
+		if have {
+			out[cur].stall, out[cur].faultArea, out[cur].faultPeak = f.u.total, f.area, f.peak
+		}
+	}
+	err := sh.faults.Each(func(iv *interval) error {
+		ti, ok := byToken[iv.token]
+		if !ok {
+			return nil
+		}
+		if ti != cur {
+			end()
+			w, timed := win[ti]
+			cur, have = ti, timed
+			f = newFlight(w.lo, w.hi)
+		}
+		if have {
+			f.add(iv.start, iv.end)
+		}
+		return nil
+	})
+	end()
+	return err
+}
+
+// ioShapeColumns are the figures of a token's or phase's row, after its
+// key columns.
+var ioShapeColumns = cols("iffiifiiffffifs",
+	"wall_ns", "busy_share", "stall_share", "requests", "requests_without_completion",
+	"requests_in_flight_mean", "requests_in_flight_peak", "bytes_read_bytes", "read_bandwidth_mb_per_s",
+	"device_bandwidth_mb_per_s", "bandwidth_share", "faults_in_flight_mean", "faults_in_flight_peak",
+	"request_size_mean_bytes", "verdict")
+
+// shapeRun is what a shape's figures need of the run: its disk profile
+// (nil: diskNA says why) and why its block requests are NA, if they are.
+type shapeRun struct {
+	disk            *rundir.DiskProfile
+	diskNA, blockNA string
+}
+
+func newShapeRun(meta *rundir.Meta) shapeRun {
+	return shapeRun{disk: meta.Disk, diskNA: meta.DiskNA(), blockNA: meta.CapabilityNA(rundir.CapBlock)}
+}
+
+// figures is s as a row of ioShapeColumns.
+func (s *shape) figures(run shapeRun) []Value {
+	disk, diskNA := run.disk, run.diskNA
+	if !s.timed || s.wall == 0 {
+		row := []Value{NA(naTokenTimeUnknown)}
+		for range ioShapeColumns[1:] {
+			row = append(row, NA(naTokenTimeUnknown))
+		}
+		if run.blockNA == "" {
+			row[3], row[4], row[7] = I64(s.requests), I64(s.unseen), I64(s.bytes)
+		}
+		return row
+	}
+	wall := float64(s.wall)
+	// The requests' time on the device: NA where too many of them have
+	// no completion to tell it.
+	timesNA := run.blockNA
+	if all := s.requests + s.unseen; timesNA == "" && s.unseen > 0 && float64(s.unseen) > maxUnseenShare*float64(all) {
+		timesNA = fmt.Sprintf("%s%d of %d", naRequestsUnseen, s.unseen, all)
+	}
+	busy, inFlight, peak := F64(float64(s.busy)/wall, ""), ratio(float64(s.area), float64(s.busy), naNoModelRequests), I64(s.peak)
+	if timesNA != "" {
+		busy, inFlight, peak = NA(timesNA), NA(timesNA), NA(timesNA)
+	}
+	achieved := float64(s.bytes) / (wall / 1e9)
+	device, share := NA(diskNA), NA(diskNA)
+	var devBW float64
+	switch {
+	case diskNA != "":
+	case timesNA != "":
+		device, share = NA(timesNA), NA(timesNA)
+	case s.requests == 0:
+		device, share = NA(naNoModelRequests), NA(naNoModelRequests)
+	default:
+		bw, ok := disk.BandwidthAt(float64(s.area)/float64(s.busy), float64(s.bytes)/float64(s.requests+s.unseen))
+		if !ok {
+			device, share = NA(diskNA), NA(diskNA)
+			break
+		}
+		devBW = bw
+		device, share = F64(bw/mbPerS, ""), F64(achieved/bw, "the disk profile has a bandwidth of 0")
+	}
+	size := ratio(float64(s.bytes), float64(s.requests+s.unseen), naNoModelRequests)
+	faultsMean, faultsPeak := ratio(float64(s.faultArea), float64(s.stall), naNoFaultsInFlight), I64(s.faultPeak)
+	if s.stall == 0 {
+		faultsPeak = NA(naNoFaultsInFlight)
+	}
+	verdict := verdictOf(float64(s.stall)/wall, busy, share, devBW)
+	requests, unseen, bytes, bandwidth := I64(s.requests), I64(s.unseen), I64(s.bytes), F64(achieved/mbPerS, "")
+	if run.blockNA != "" {
+		requests, unseen, bytes, bandwidth, size = NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA)
+	}
+	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), requests, unseen,
+		inFlight, peak, bytes, bandwidth, device, share, faultsMean, faultsPeak, size, verdict}
+}
+
+// verdictOf applies the rule above to a span's stall share, busy share
+// and bandwidth share (either NA with its reason).
+func verdictOf(stallShare float64, busy, bwShare Value, deviceBW float64) Value {
+	switch {
+	case stallShare < computeStallShare:
+		return Str(verdictCompute)
+	case busy.NA != "":
+		return NA(busy.NA)
+	case busy.F >= bandwidthBusyShare:
+		return Str(verdictBandwidth)
+	case bwShare.NA != "" && bwShare.NA != naNoModelRequests:
+		return NA(bwShare.NA)
+	case bwShare.NA == "" && deviceBW > 0 && bwShare.F >= bandwidthBWShare:
+		return Str(verdictBandwidth)
+	}
+	return Str(verdictLatency)
+}
+
+// ioShape is the phase table and the token table.
+func ioShape(tokens []event.TokenInfo, shapes []shape, meta *rundir.Meta) (Table, Table) {
+	run := newShapeRun(meta)
+	ph := Table{Name: IOShapeTable, Title: "I/O shape by phase: the models' device busy share, requests and faults in flight, bandwidth against the disk's own, and the verdict (compute, latency or bandwidth)",
+		Columns: append(cols("si", "phase", "tokens"), ioShapeColumns...)}
+	for _, p := range phases {
+		var sum shape
+		n := 0
+		for i := range tokens {
+			if p.sel(tokens[i].Phase) {
+				sum.sum(&shapes[i])
+				n++
+			}
+		}
+		row := []Value{Str(p.name), I64(n)}
+		if n == 0 {
+			for range ioShapeColumns {
+				row = append(row, NA(naNoTokens))
+			}
+		} else {
+			row = append(row, sum.figures(run)...)
+		}
+		ph.add(row...)
+	}
+	tt := Table{Name: IOShapeTokensTable, Title: "I/O shape per token", Long: true,
+		Columns: append(cols("is", "token", "phase"), ioShapeColumns...)}
+	for i := range tokens {
+		tt.add(append([]Value{I64(tokens[i].Token), Str(event.PhaseName(tokens[i].Phase))}, shapes[i].figures(run)...)...)
+	}
+	return ph, tt
+}
+
+// IOShape computes the I/O shape tables (IOShapeTable, IOShapeTokensTable)
+// of a run alone, for the commands that show it beside other figures
+// (query --by token, export faults-per-token) without every table of
+// Compute.
+func IOShape(st *index.Store, meta *rundir.Meta) (phases, tokens *Table, err error) {
+	toks, err := st.Tokens()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	sh := newShaper()
+	defer sh.Close()
+	if err := st.Records(index.EventFilter{}, sh.record); err != nil {
+		return nil, nil, fmt.Errorf("reading events: %w", err)
+	}
+	shapes, err := sh.shapes(toks)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading events: %w", err)
+	}
+	ph, tt := ioShape(toks, shapes, meta)
+	return &ph, &tt, nil
+}
