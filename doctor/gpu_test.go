@@ -96,10 +96,7 @@ func TestParseListDevicesReadsLlamaCppsList(t *testing.T) {
 func TestDoctorListsTheDevicesTheCommandsLlamaCppSees(t *testing.T) {
 	llmtest.Require(t)
 	hy := llmtest.HybridDir(t)
-	for _, kv := range llmtest.HybridEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	llmtest.SetHybridEnv(t)
 	t.Setenv("LD_LIBRARY_PATH", hy)
 	tool := filepath.Join(hy, "llama-completion")
 	c := listDevicesCheck(tool)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -87,18 +88,8 @@ func TestRecordDriverMappedBuffersKeepPicksDevicesAndBytes(t *testing.T) {
 			if n := m.Layout.Nodes; n == nil || n.Checked == 0 || n.Failed != 0 {
 				t.Errorf("graph nodes checked and failed: %+v; want some checked, none failed", n)
 			}
-			if why := m.PicksNA(); why != "" {
-				t.Errorf("picks NA: %s", why)
-			}
-			st, err := index.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := openExactPicks(t, dir, m, routing)
 			defer st.Close()
-			if why := st.Summary.PicksNA(); why != "" {
-				t.Errorf("picks NA: %s", why)
-			}
-			checkStoredPicks(t, st, routing)
 			if _, picks := rectest.DecodePicks(t, st); picks != (archTokens-1)*spec.Layers*spec.ExpertsUsed {
 				t.Errorf("%d distinct decode picks, want %d", picks, (archTokens-1)*spec.Layers*spec.ExpertsUsed)
 			}
@@ -123,6 +114,25 @@ func TestRecordDriverMappedBuffersKeepPicksDevicesAndBytes(t *testing.T) {
 			t.Logf("%s: %d graphs, %d nodes checked; the model's device bytes: iocorr %d, the completions %d", tc.kinds, graphs, m.Layout.Nodes.Checked, ours, theirs)
 		})
 	}
+}
+
+// openExactPicks opens the run in dir and holds its picks to the oracle's
+// routing: none NA, by meta.json or by the store, and the store's per
+// token, layer and expert equal to the oracle's.
+func openExactPicks(t *testing.T, dir string, m *rundir.Meta, routing llmtest.Routing) *index.Store {
+	t.Helper()
+	if why := m.PicksNA(); why != "" {
+		t.Errorf("picks NA: %s", why)
+	}
+	st, err := index.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := st.Summary.PicksNA(); why != "" {
+		t.Errorf("picks NA: %s", why)
+	}
+	checkStoredPicks(t, st, routing)
+	return st
 }
 
 // loopDevice attaches a loop block device of size bytes, backed by a
@@ -171,10 +181,7 @@ func TestRecordHybridOffloadWithDriverMappedHostBuffers(t *testing.T) {
 	spec := llmtest.MoE
 	model := llmtest.Model(t, spec)
 	md := openModelDisk(t, model)
-	for _, kv := range llmtest.HybridEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	llmtest.SetHybridEnv(t)
 	t.Setenv("LD_LIBRARY_PATH", hy)
 	args := append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "--backends", hy)
 	args = append(args, llmtest.HybridArgs(-1)...)
@@ -189,15 +196,8 @@ func TestRecordHybridOffloadWithDriverMappedHostBuffers(t *testing.T) {
 	if m.Layout == nil || m.Layout.Invalid != "" || m.Layout.Nodes == nil || m.Layout.Nodes.Failed != 0 {
 		t.Fatalf("layout %+v: want it validated, no node failed", m.Layout)
 	}
-	st, err := index.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openExactPicks(t, dir, m, routing)
 	defer st.Close()
-	if why := st.Summary.PicksNA(); why != "" {
-		t.Errorf("picks NA: %s", why)
-	}
-	checkStoredPicks(t, st, routing)
 	checkDevices(t, st, rec.Stderr, 0)
 	checkLayerDevices(t, st, 0)
 	checkLoadReads(t, st)

@@ -52,10 +52,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 	spec := llmtest.MoE
 	model := llmtest.Model(t, spec)
 	md := openModelDisk(t, model)
-	for _, kv := range llmtest.HybridEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	llmtest.SetHybridEnv(t)
 	// The oracle was linked against the shared build: its libllama.so.0
 	// and libggml.so.0 are then the Vulkan build's, from the hybrid dir.
 	t.Setenv("LD_LIBRARY_PATH", hy)
@@ -189,10 +186,7 @@ func TestRecordHybridOffloadTensorOverridesSplitTheLayers(t *testing.T) {
 	llmtest.Require(t)
 	hy := llmtest.HybridDir(t)
 	model := llmtest.Model(t, llmtest.MoE)
-	for _, kv := range llmtest.HybridEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	llmtest.SetHybridEnv(t)
 	const cpuLayers = 3
 	args := append(llmtest.CompletionArgs(filepath.Join(hy, "llama-completion"), model, 3),
 		"-ngl", "99", "-ot", `blk\.[0-2]\.=CPU,exps=CPU`, "--no-repack", "-fit", "off", "-v")

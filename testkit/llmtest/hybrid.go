@@ -37,6 +37,16 @@ func HybridEnv() []string {
 	return []string{"GGML_VK_VISIBLE_DEVICES=0", "MESA_SHADER_CACHE_DIR=" + ShaderCache()}
 }
 
+// SetHybridEnv sets HybridEnv in the test's environment, for the commands
+// it runs and records.
+func SetHybridEnv(t testing.TB) {
+	t.Helper()
+	for _, kv := range HybridEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
 // ShaderCache is Mesa's shader cache of the hybrid runs, beside the
 // llama.cpp builds.
 func ShaderCache() string {
