@@ -121,14 +121,14 @@ func (c *layoutCheck) failure() error {
 	return c.err
 }
 
-// verdict is whether the layout validated, why it failed, and the nodes
-// that failed under a layout that holds.
-func (c *layoutCheck) verdict() (ok bool, err error, failed rundir.NodeFailures) {
+// verdict is whether the layout validated, the nodes that failed under a
+// layout that holds, and why the layout failed.
+func (c *layoutCheck) verdict() (ok bool, failed rundir.NodeFailures, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	failed = c.failed
 	failed.Nodes = append([]rundir.NodeFailure(nil), c.failed.Nodes...)
-	return c.ok, c.err, failed
+	return c.ok, failed, c.err
 }
 
 // weight looks a tensor up in the models known now (a model mapped after

@@ -182,7 +182,7 @@ func TestLayoutCheckJudgesTheLayoutByMostNodesNotOne(t *testing.T) {
 					}
 				}
 			}
-			ok, verdict, failed := c.verdict()
+			ok, failed, verdict := c.verdict()
 			if tc.wantErr == "" {
 				if err != nil || verdict != nil || !ok {
 					t.Fatalf("the layout failed: %v (verdict %v, ok %v)", err, verdict, ok)
@@ -249,7 +249,7 @@ func TestLayoutCheckFailsALayoutUnderWhichNoNodeCouldBeRead(t *testing.T) {
 		t.Fatal("failed a layout with no graph computed, or no model traced")
 	}
 	err := c.unreadable(3, 1)
-	if _, verdict, _ := c.verdict(); err == nil || verdict != err || !strings.Contains(err.Error(), "3 graphs were computed but none of their nodes could be read") {
+	if _, _, verdict := c.verdict(); err == nil || verdict != err || !strings.Contains(err.Error(), "3 graphs were computed but none of their nodes could be read") {
 		t.Fatalf("unreadable: %v, verdict %v", err, verdict)
 	}
 	ms := newModels(func(string) {}, nil)

@@ -217,7 +217,7 @@ func (r *recording) snapshot() rundir.Meta {
 	if r.models != nil {
 		models = r.models.files()
 	}
-	layoutOK, layoutErr, nodeFailures := r.layout.verdict()
+	layoutOK, nodeFailures, layoutErr := r.layout.verdict()
 	var ops *rundir.OpProbes
 	if tr != nil && r.ops != nil {
 		ops = r.ops.summary(opFiles, opIdle, opNames, opFuncs, r.opFirstInstructions(opFiles, opFuncs))
@@ -306,7 +306,7 @@ func (r *recording) finish(exit *launch.Exit, derr error) {
 		if err := r.layout.unreadable(r.stats.graphs.Load(), len(r.models.files())); err != nil {
 			r.warn(layoutFailed(r.sess.tr.Layout(), err))
 		}
-		if _, lerr, nodes := r.layout.verdict(); lerr == nil && nodes.Failed > 0 {
+		if _, nodes, lerr := r.layout.verdict(); lerr == nil && nodes.Failed > 0 {
 			m := rundir.Meta{Layout: &rundir.Layout{Nodes: &nodes}}
 			r.warn(m.NodesNA())
 		}
