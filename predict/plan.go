@@ -8,7 +8,6 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pin"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // The recommendations a plan makes.
@@ -33,12 +32,16 @@ const minGain = 0.05
 // best only where it beats the kernel's policy; otherwise the plan pins
 // nothing and says why. readahead is the read-around window in bytes, as
 // Options.Readahead (0: the kernel's).
-func MakePlan(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, budget, readahead int64) (*pin.Plan, error) {
-	r, err := Load(st, meta, snaps)
+func MakePlan(run *index.Run, budget, readahead int64) (*pin.Plan, error) {
+	snaps, err := run.Snapshots()
 	if err != nil {
 		return nil, err
 	}
-	return r.plan(budget, readahead, ModelIdentity(&meta.Models[0]), st.Tensors)
+	r, err := Load(run.Store, run.Meta, snaps)
+	if err != nil {
+		return nil, err
+	}
+	return r.plan(budget, readahead, ModelIdentity(&run.Meta.Models[0]), run.Store.Tensors)
 }
 
 func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tensor) (*pin.Plan, error) {

@@ -42,11 +42,7 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return fmt.Errorf("plan: %w", err)
 		}
 		defer run.Close()
-		snaps, err := run.Snapshots()
-		if err != nil {
-			return fmt.Errorf("plan: %w", err)
-		}
-		p, err := predict.MakePlan(run.Store, run.Meta, snaps, budget, readahead)
+		p, err := predict.MakePlan(run, budget, readahead)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
