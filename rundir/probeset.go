@@ -7,7 +7,7 @@ import (
 
 // ProbeSet is the probe sets of a recording, as `record --probe` names
 // them (graph,ops,pagecache,sched,faults): graph, the default tier, is
-// always on. It is the one value from the flag to its effects: the BPF
+// always on. It is the one value from the flag (Set) to its effects: the BPF
 // tracer's options take it whole (bpf.Options.Probes), and meta.json's
 // probe_set and tier are written from it (String, Tier), read back by
 // Meta.HasProbeSet.
@@ -65,6 +65,19 @@ func (p ProbeSet) String() string {
 	}
 	return s
 }
+
+// Set reads --probe into p (a pflag.Value: the flag is the value).
+func (p *ProbeSet) Set(s string) error {
+	v, err := ParseProbeSet(s)
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// Type names the value in a flag's help.
+func (p *ProbeSet) Type() string { return "sets" }
 
 // Tier is the run's probe tier (Meta.Tier).
 func (p ProbeSet) Tier() string {

@@ -33,7 +33,6 @@ func init() {
 // where a flag is the option, and the values that need parsing.
 type recordOpts struct {
 	rec     recorder.Options
-	probe   string
 	user    string
 	ringbuf string
 }
@@ -54,7 +53,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 // and sweep (which records one run per budget); when says when the
 // cache controls act.
 func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
-	fs.StringVar(&o.probe, "probe", "graph", "probe sets, comma-separated: graph (the default tier: faults, block requests, read calls, tokens, the router), ops (also every op, costlier), pagecache (also every page-cache add and eviction of the models: landed readahead, residency replay, refaults; costlier under memory pressure), sched (context switches and wakeups of traced threads), faults (also each fault outside the model files one by one: by default the kernel counts them per token and thread)")
+	fs.Var(&o.rec.Probes, "probe", "probe sets, comma-separated: graph (the default tier: faults, block requests, read calls, tokens, the router), ops (also every op, costlier), pagecache (also every page-cache add and eviction of the models: landed readahead, residency replay, refaults; costlier under memory pressure), sched (context switches and wakeups of traced threads), faults (also each fault outside the model files one by one: by default the kernel counts them per token and thread)")
 	fs.StringArrayVar(&o.rec.Libs, "lib", nil, "also attach uprobes to this ELF file (repeatable)")
 	fs.StringArrayVar(&o.rec.Models, "model", nil, "a model file to trace (repeatable; default: every GGUF file the command maps)")
 	fs.BoolVar(&o.rec.Cold, "cold", false, "evict the model files from the page cache "+when)
@@ -72,9 +71,6 @@ func (o *recordOpts) options(argv []string) (recorder.Options, error) {
 	ro := o.rec
 	ro.Argv, ro.Version, ro.Stdout, ro.Stderr = argv, version, stdout, stderr
 	var err error
-	if ro.Probes, err = recorder.ParseProbes(o.probe); err != nil {
-		return ro, err
-	}
 	ring, err := units.ParseSize(o.ringbuf)
 	if err != nil {
 		return ro, usagef("--ringbuf-size: %v", err)
