@@ -34,7 +34,7 @@ func init() {
 type recordOpts struct {
 	rec     recorder.Options
 	user    string
-	ringbuf string
+	ringbuf units.Size
 }
 
 func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
@@ -61,7 +61,8 @@ func runFlags(fs *pflag.FlagSet, o *recordOpts, when string) {
 	fs.StringVar(&o.rec.Pin, "pin", "", "a pin plan (iocorr plan -o): its ranges are locked in the command's memory cgroup "+when+" and held to its end (needs --mem-limit)")
 	fs.StringVar(&o.user, "user", "", "run the command as this user (default: the invoking user under sudo)")
 	fs.BoolVar(&o.rec.ExactSnapshots, "exact-snapshots", false, "stop the traced process at every token's start until its residency snapshot is taken, so it is the page cache at the start (default: a snapshot taken while it runs on, some milliseconds later, at most 1% of the run's time; the pause costs ~20 ms a token)")
-	fs.StringVar(&o.ringbuf, "ringbuf-size", fmt.Sprintf("%dMiB", recorder.DefaultRingBufBytes>>20), "BPF ring buffer size (a power of two)")
+	o.ringbuf = recorder.DefaultRingBufBytes
+	fs.Var(&o.ringbuf, "ringbuf-size", "BPF ring buffer size (a power of two)")
 }
 
 // options completes the recorder's options from the flags that need
@@ -71,11 +72,7 @@ func (o *recordOpts) options(argv []string) (recorder.Options, error) {
 	ro := o.rec
 	ro.Argv, ro.Version, ro.Stdout, ro.Stderr = argv, version, stdout, stderr
 	var err error
-	ring, err := units.ParseSize(o.ringbuf)
-	if err != nil {
-		return ro, usagef("--ringbuf-size: %v", err)
-	}
-	ro.RingBufBytes = int(min(ring, 1<<31))
+	ro.RingBufBytes = int(min(o.ringbuf, 1<<31))
 	if o.user != "" {
 		if os.Geteuid() != 0 {
 			return ro, usagef("--user needs root")
