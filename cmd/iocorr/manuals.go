@@ -41,7 +41,7 @@ Every counter adds up over any grouping: the rows of --by layer sum to those of 
 }
 
 var statsManual = manual{
-	description: `Sums a run up the way offloading studies do, by phase: bytes read, major faults, stall and stall share per token (mean, p50, p90, p99, max), time to first token and per output token split into compute and I/O stall, readahead and re-read amplification per tensor and layer, device request sizes, page-cache residency per tensor at each token and refaults; for an MoE model, the router's activation matrix, routing entropy, token-to-token overlap, reuse distances, and LRU, LFU and Belady expert-cache simulations beside the run's real hit rate.
+	description: `Sums a run up the way offloading studies do, by phase: bytes read, major faults, stall and stall share per token (mean, p50, p90, p99, max), time to first token and per output token split into compute and I/O stall, the I/O shape of each token and phase (the device's busy share, requests and faults in flight, bandwidth against the disk's profile from doctor --disk, and whether it waited on latency, on bandwidth or on neither), readahead and re-read amplification per tensor and layer, device request sizes, page-cache residency per tensor at each token and refaults; for an MoE model, the router's activation matrix, routing entropy, token-to-token overlap, reuse distances, and LRU, LFU and Belady expert-cache simulations beside the run's real hit rate.
 
 A figure not measured is NA in the tables, with its reason once on stderr; in JSON it is null with a <column>_na_reason beside it.`,
 	examples: []example{
