@@ -448,6 +448,10 @@ func tableCells(lines []string) [][]string {
 	}
 	var rows [][]string
 	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "NA: ") {
+			// The reasons a table gives under its rows.
+			continue
+		}
 		row := make([]string, len(starts))
 		for k, s := range starts {
 			end := len(l)
@@ -464,8 +468,8 @@ func tableCells(lines []string) [][]string {
 }
 
 var (
-	sizeCell     = regexp.MustCompile(`^[0-9.]+ (B|KiB|MiB|GiB|TiB)$`)
-	durationCell = regexp.MustCompile(`^[0-9.]+ ?(ns|µs|us|ms|s|m|h)$`)
+	sizeCell     = regexp.MustCompile(`^-?[0-9.]+ (B|KiB|MiB|GiB|TiB)$`)
+	durationCell = regexp.MustCompile(`^-?[0-9.]+ ?(ns|µs|us|ms|s|m|h)$`)
 	countCell    = regexp.MustCompile(`^-?[0-9][0-9,]*$`)
 	ratioCell    = regexp.MustCompile(`^-?[0-9]*\.[0-9]+(e[-+][0-9]+)?%?$`)
 	figure       = regexp.MustCompile(`[0-9][0-9.,]*`)
@@ -481,10 +485,9 @@ func cellKind(c string) string {
 		return "size"
 	case durationCell.MatchString(c):
 		return "duration"
-	case countCell.MatchString(c):
-		return "count"
-	case ratioCell.MatchString(c):
-		return "ratio"
+	case countCell.MatchString(c), ratioCell.MatchString(c):
+		// A ratio of whole numbers prints as one (1, not 1.0).
+		return "number"
 	}
 	return "name"
 }

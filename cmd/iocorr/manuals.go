@@ -41,7 +41,7 @@ Every counter adds up over any grouping: the rows of --by layer sum to those of 
 }
 
 var statsManual = manual{
-	description: `Sums a run up the way offloading studies do, by phase: bytes read, major faults, stall and stall share per token (mean, p50, p90, p99, max), time to first token and per output token split into compute and I/O stall, readahead and re-read amplification per tensor and layer, device request sizes, page-cache residency per tensor at each token and refaults; for an MoE model, the router's activation matrix, routing entropy, token-to-token overlap, reuse distances, and LRU, LFU and Belady expert-cache simulations beside the run's real hit rate.
+	description: `Sums a run up the way offloading studies do, by phase: bytes read, major faults, stall and stall share per token (mean, p50, p90, p99, max), time to first token and per output token split into compute and I/O stall, the I/O shape of each token and phase (the device's busy share, requests and faults in flight, bandwidth against the disk's profile from doctor --disk, and whether it waited on latency, on bandwidth or on neither), readahead and re-read amplification per tensor and layer, device request sizes, page-cache residency per tensor at each token and refaults; for an MoE model, the router's activation matrix, routing entropy, token-to-token overlap, reuse distances, and LRU, LFU and Belady expert-cache simulations beside the run's real hit rate.
 
 A figure not measured is NA in the tables, with its reason once on stderr; in JSON it is null with a <column>_na_reason beside it.`,
 	examples: []example{
@@ -130,13 +130,17 @@ var sweepManual = manual{
 }
 
 var doctorManual = manual{
-	description: `Checks that this machine can record: the kernel, its BTF, the privileges, tracefs, memory cgroups, and for each capability record uses (faults, page cache, block I/O, read calls, loops, ...) the path this kernel offers, the kernel it needs, and what a fallback loses. With -- CMD it also says, for each probe point (llama_decode, ggml_graph_compute, the router's get_rows, the op functions), in which file the command's llama.cpp build has it and how it is bound, or what a run loses without it, and which devices a GPU build lists.`,
+	description: `Checks that this machine can record: the kernel, its BTF, the privileges, tracefs, memory cgroups, and for each capability record uses (faults, page cache, block I/O, read calls, loops, ...) the path this kernel offers, the kernel it needs, and what a fallback loses. With -- CMD it also says, for each probe point (llama_decode, ggml_graph_compute, the router's get_rows, the op functions), in which file the command's llama.cpp build has it and how it is bound, or what a run loses without it, and which devices a GPU build lists.
+
+--disk FILE measures the disk that holds FILE instead (random O_DIRECT reads at queue depths 1 to 32, of 128 KiB and 1 MiB; FILE at least 256 MiB, on the disk and not in the page cache) and keeps its profile, which record copies into a run on that disk: stats' I/O shape holds a token's reads to it.`,
 	examples: []example{
 		{"The machine's checks:", "iocorr doctor"},
 		{"And what a llama.cpp build offers to probe:", "iocorr doctor -- llama-cli -m model.gguf"},
+		{"The bandwidth of the disk that holds /data/ioprobe, a file of 1 GiB written with O_DIRECT:", "iocorr doctor --disk /data/ioprobe"},
 	},
 	exit:    "1 when a check that record needs failed.",
-	seeAlso: []string{"record", "docs/kernels.md", "docs/gpu.md"},
+	files:   []string{"/var/lib/iocorr/disks/MAJOR:MINOR.json  a disk's profile (--disk); $IOCORR_DISK_PROFILES moves them"},
+	seeAlso: []string{"record", "stats", "docs/kernels.md", "docs/gpu.md"},
 }
 
 var ingestManual = manual{
