@@ -118,6 +118,9 @@ const (
 	// flagShadowWS is an evicted page's shadow entry's workingset bit: the
 	// only flag eviction keeps.
 	flagShadowWS
+	// flagLarge marks a page read in a large folio: the async windows'
+	// (readWindow's large).
+	flagLarge
 )
 
 // The kernel's constants of mm/filemap.c and the x86 default of
@@ -207,7 +210,7 @@ func (c *pageCache) reclaim() {
 		p := c.tail[listInactive]
 		f := c.flags[p]
 		switch {
-		case f&flagYoung != 0 && f&flagRef != 0:
+		case f&flagYoung != 0 && (f&flagRef != 0 || f&flagLarge != 0):
 			c.unlink(p)
 			c.flags[p] &^= flagYoung | flagRef
 			c.age++
@@ -237,7 +240,7 @@ func (c *pageCache) reclaim() {
 // page_cache_ra_unbounded stops there (mm/readahead.c, mm/memcontrol.c
 // try_charge_memcg). It only matters when a window is larger than the
 // cache, as under a plan that leaves less cache than a window.
-func (c *pageCache) readWindow(first, end, mark int32) {
+func (c *pageCache) readWindow(first, end, mark int32, large bool) {
 	first, end = max(first, 0), min(end, c.n)
 	var added int64
 	for p := first; p < end; p++ {
@@ -249,6 +252,9 @@ func (c *pageCache) readWindow(first, end, mark int32) {
 		}
 		c.add(p)
 		added++
+		if large {
+			c.flags[p] |= flagLarge
+		}
 		if p == mark {
 			c.flags[p] |= flagMarker
 		}
@@ -295,7 +301,7 @@ func (c *pageCache) touch(p int32) {
 				q++
 			}
 			if q < c.n && !c.resident(q) {
-				c.readWindow(q, q+c.ra, q)
+				c.readWindow(q, q+c.ra, q, true)
 				c.reclaim()
 			}
 		}
@@ -310,7 +316,7 @@ func (c *pageCache) touch(p int32) {
 		// Near the file's start the window moves, not shrinks: the kernel
 		// reads [0, ra) for page 0 (ra->start = max(0, pgoff - ra/2)).
 		start := max(p-c.ra/2, 0)
-		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4)
+		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4, false)
 		if !c.resident(p) {
 			// The window ended before it: filemap_fault reads the page
 			// alone (__filemap_get_folio with the fault's own gfp, which
@@ -322,6 +328,21 @@ func (c *pageCache) touch(p int32) {
 	c.faultAround(p)
 	c.flags[p] |= flagMapped | flagYoung
 	c.reclaim()
+}
+
+// prefetch reads the missing pages of r as a prefetcher's request does
+// (MADV_WILLNEED, POSIX_FADV_WILLNEED: exactly the range, no read-around,
+// no fault, nothing mapped), reclaiming as it goes; it returns the pages
+// it read.
+func (c *pageCache) prefetch(r pageRange) uint64 {
+	n0 := c.readPages
+	for p := max(r.first, 0); p < r.end && p < c.n; p++ {
+		if !c.resident(p) {
+			c.add(p)
+			c.reclaim()
+		}
+	}
+	return c.readPages - n0
 }
 
 // access reads pages [first, end) in order.

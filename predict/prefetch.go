@@ -1,0 +1,302 @@
+package predict
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/iocorr/iocorr/event"
+)
+
+// Prefetch policies: a prefetcher's requests ahead of the graph, the rest
+// to the kernel's policy.
+const (
+	// PolicyPrefetchExperts requests the picked experts' slices of a layer
+	// (gate, up, down; gate_up where fused) at the router's pick.
+	PolicyPrefetchExperts = "prefetch-experts"
+	// PolicyPrefetchLayers requests the next layer's dense weights (the
+	// output head after the last layer) at a layer's start.
+	PolicyPrefetchLayers = "prefetch-layers"
+	// PolicyPrefetchBoth does both.
+	PolicyPrefetchBoth = "prefetch-both"
+)
+
+// PrefetchPolicy is the policy of a --prefetch choice (experts, layers,
+// both), "" for none of them.
+func PrefetchPolicy(choice string) string {
+	switch choice {
+	case "experts":
+		return PolicyPrefetchExperts
+	case "layers":
+		return PolicyPrefetchLayers
+	case "both":
+		return PolicyPrefetchBoth
+	}
+	return ""
+}
+
+func prefetchesExperts(pol string) bool {
+	return pol == PolicyPrefetchExperts || pol == PolicyPrefetchBoth
+}
+
+func prefetchesLayers(pol string) bool {
+	return pol == PolicyPrefetchLayers || pol == PolicyPrefetchBoth
+}
+
+// deviceRate is the model disk as the run's own block requests measured
+// it: the bytes it read over the time it was busy (the union of its read
+// requests' intervals), the rate it serves at the depth the run kept it.
+type deviceRate struct {
+	bytesPerS float64
+	busy      []span // disjoint, in order
+	why       string // why the rate is not known ("" when it is)
+}
+
+// device sets the run's device rate from its read requests' intervals
+// (disjoint, in order) and bytes.
+func (r *Run) device(busy []span, bytes uint64) {
+	r.dev = deviceRate{busy: busy}
+	t := covered(busy, 0, ^uint64(0))
+	if t == 0 || bytes == 0 {
+		r.dev.why = "the run has no completed read request: the device's rate was not measured"
+		return
+	}
+	r.dev.bytesPerS = float64(bytes) / (float64(t) / 1e9)
+}
+
+// DeviceNote says where the device's rate a prefetch row is timed at came
+// from.
+const DeviceNote = "device rate from the run's own block completions (bytes over the time the disk was busy): no disk profile was recorded"
+
+// busyShare is the share of the phase's calls' time the device was busy
+// reading, and whether it was measured.
+func (r *Run) busyShare(ph uint8) (float64, bool) {
+	var busy, wall uint64
+	for _, c := range r.calls {
+		if c.phase != ph || c.end == 0 {
+			continue
+		}
+		wall += c.end - c.start
+		busy += covered(r.dev.busy, c.start, c.end)
+	}
+	if wall == 0 || r.dev.why != "" {
+		return 0, false
+	}
+	return float64(busy) / float64(wall), true
+}
+
+// group is one request a prefetcher makes in a call: the reads it
+// covers (indices into the call's reads), made before read at, and the
+// read whose weight's first fault stands for the moment it is made.
+type group struct {
+	at    int
+	reads []int
+	// anchor are the reads whose earliest first fault is the request's
+	// moment in the trace: the router's pick has no time of its own, and
+	// the layer's first expert fault follows it within the router's
+	// top-k; a layer's start is its first fault.
+	anchor []int
+	experts bool
+}
+
+// groups lists the requests a policy makes in call c, in stream order.
+func groups(c *call, pol string) []group {
+	var out []group
+	layerStart := map[int16]int{}
+	var layers []int16
+	for i, o := range c.of {
+		if o.layer < 0 {
+			continue
+		}
+		if _, ok := layerStart[o.layer]; !ok {
+			layerStart[o.layer] = i
+			layers = append(layers, o.layer)
+		}
+	}
+	readsOf := func(pred func(readOf) bool) []int {
+		var rs []int
+		for i, o := range c.of {
+			if pred(o) {
+				rs = append(rs, i)
+			}
+		}
+		return rs
+	}
+	for k, l := range layers {
+		inLayer := readsOf(func(o readOf) bool { return o.layer == l })
+		if prefetchesLayers(pol) {
+			next := readsOf(func(o readOf) bool { return o.layer < 0 && o.expert < 0 })
+			if k+1 < len(layers) {
+				nl := layers[k+1]
+				next = readsOf(func(o readOf) bool { return o.layer == nl && o.expert < 0 })
+			}
+			if len(next) > 0 {
+				out = append(out, group{at: layerStart[l], reads: next, anchor: inLayer})
+			}
+		}
+		if prefetchesExperts(pol) {
+			ex := readsOf(func(o readOf) bool { return o.layer == l && o.expert >= 0 })
+			if len(ex) > 0 {
+				out = append(out, group{at: ex[0], reads: ex, anchor: ex, experts: true})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b group) int { return a.at - b.at })
+	return out
+}
+
+// leadKey names a read's lead time across calls: its tensor, and whether
+// the request was the experts' (an expert slice's lead is its tensor's,
+// whichever expert the router picked).
+type leadKey struct {
+	tensor  uint32
+	experts bool
+}
+
+// leads are the trace's own lead times of a policy's requests: for every
+// read a request covers, the compute time from the request's moment
+// (group.anchor) to the read's first fault in the same call, less the
+// faults waited on between (a prefetched run does not wait on those),
+// the median over the decode calls that faulted on both.
+func (r *Run) leads(pol string) map[leadKey]float64 {
+	by := map[leadKey][]float64{}
+	for i := range r.calls {
+		c := &r.calls[i]
+		if c.phase != event.PhaseDecode {
+			continue
+		}
+		for _, g := range groups(c, pol) {
+			t0, ok := uint64(0), false
+			for _, j := range g.anchor {
+				if t, f := r.firstFault[c.key(j)]; f && (!ok || t < t0) {
+					t0, ok = t, true
+				}
+			}
+			if !ok {
+				continue
+			}
+			for _, j := range g.reads {
+				tf, f := r.firstFault[c.key(j)]
+				if !f || tf < t0 {
+					continue
+				}
+				k := leadKey{c.of[j].tensor, g.experts}
+				by[k] = append(by[k], float64(tf-t0-covered(r.stalls[c.token], t0, tf)))
+			}
+		}
+	}
+	out := map[leadKey]float64{}
+	for k, v := range by {
+		slices.Sort(v)
+		out[k] = v[len(v)/2]
+	}
+	return out
+}
+
+// key is read j's weight's first-fault key in the call.
+func (c *call) key(j int) faultKey {
+	return faultKey{c.token, c.of[j].tensor, c.of[j].expert}
+}
+
+// prefetchStall is what a request still makes the graph wait: its reads
+// arrive in order at the device's rate (bytes[i] is what the request
+// read of read i, the resident pages skipped), and read i is needed
+// lead[i] ns of compute after the request, later by whatever the earlier
+// reads already made it wait.
+func prefetchStall(bytes, lead []float64, bytesPerS float64) float64 {
+	var stall, cum, need float64
+	for i, b := range bytes {
+		cum += b
+		need = max(need, lead[i])
+		if arrive := cum / bytesPerS * 1e9; arrive > need+stall {
+			stall = arrive - need
+		}
+	}
+	return stall
+}
+
+// prefetched is a prefetch policy's simulation: its counts per phase,
+// and per phase the bytes read on demand (faults) and the stall its
+// requests left.
+type prefetched struct {
+	counts      phaseCounts
+	demandBytes map[uint8]uint64
+	stallNS     map[uint8]float64
+	// window is the most bytes one request asked for: what a prefetcher
+	// must hold in flight.
+	window int64
+	// unmeasured counts the reads whose lead time no call measured: timed
+	// with none.
+	unmeasured int
+}
+
+// simulatePrefetch runs the kernel model with a policy's requests made
+// at their moments in each call's stream.
+func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol string, leads map[leadKey]float64) prefetched {
+	c := newPageCache(r.pages, capacity, ra, pinned)
+	c.access(r.load())
+	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}}
+	for i := range r.calls {
+		cl := &r.calls[i]
+		gs := groups(cl, pol)
+		b0, m0 := c.readPages, c.majors
+		for j, rg := range cl.reads {
+			for len(gs) > 0 && gs[0].at == j {
+				g := gs[0]
+				gs = gs[1:]
+				var bytes, lead []float64
+				var asked int64
+				for _, k := range g.reads {
+					rk := cl.reads[k]
+					asked += int64(rk.end-rk.first) * pageSize
+					bytes = append(bytes, float64(c.prefetch(rk))*pageSize)
+					l, ok := leads[leadKey{cl.of[k].tensor, g.experts}]
+					if !ok {
+						out.unmeasured++
+					}
+					lead = append(lead, l)
+				}
+				out.window = max(out.window, asked)
+				if r.dev.why == "" {
+					out.stallNS[cl.phase] += prefetchStall(bytes, lead, r.dev.bytesPerS)
+				}
+			}
+			d0 := c.readPages
+			c.access(rg)
+			out.demandBytes[cl.phase] += (c.readPages - d0) * pageSize
+		}
+		out.counts[cl.phase][0] += (c.readPages - b0) * pageSize
+		out.counts[cl.phase][1] += c.majors - m0
+	}
+	return out
+}
+
+// prefetchRow turns a prefetch simulation into the figures of one phase:
+// the bytes and faults it read, the stall of its demand reads at the
+// run's wait per byte plus what its requests left.
+func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, why string) Row {
+	row := r.row(budget, pol, ph, got.counts, why)
+	m := r.byPhase[ph]
+	if why != "" || m.calls == 0 {
+		return row
+	}
+	n := float64(m.calls)
+	row.Note = DeviceNote
+	if got.unmeasured > 0 {
+		row.Note += fmt.Sprintf("; %d requested reads had no lead time in the trace (their weight never faulted after the request's moment in a decode call) and are timed with none", got.unmeasured)
+	}
+	delete(row.NA, ColStall)
+	delete(row.NA, ColTPS)
+	switch {
+	case r.dev.why != "":
+		row.NA[ColStall] = r.dev.why
+	case got.demandBytes[ph] > 0 && m.bytes == 0:
+		row.NA[ColStall] = "the run read nothing from the device in this phase: its wait per byte was not measured"
+	default:
+		row.StallNSPerToken = got.stallNS[ph] / n
+		if got.demandBytes[ph] > 0 {
+			row.StallNSPerToken += float64(got.demandBytes[ph]) / n * float64(m.waitNS) / float64(m.bytes)
+		}
+	}
+	r.tps(&row, m)
+	return row
+}
