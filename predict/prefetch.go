@@ -1,8 +1,11 @@
 package predict
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/iocorr/iocorr/event"
 )
@@ -94,7 +97,7 @@ type group struct {
 	// moment in the trace: the router's pick has no time of its own, and
 	// the layer's first expert fault follows it within the router's
 	// top-k; a layer's start is its first fault.
-	anchor []int
+	anchor  []int
 	experts bool
 }
 
@@ -299,4 +302,96 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	}
 	r.tps(&row, m)
 	return row
+}
+
+// PrefetchAdvice is whether a prefetcher pays at a plan's budget, and
+// how to run it.
+type PrefetchAdvice struct {
+	// Policy is the prefetch policy recommended, "" for none.
+	Policy string
+	// WindowBytes is the most bytes its requests hold in flight at once.
+	WindowBytes int64
+	// Command is the command line that runs it ("" for none).
+	Command string
+	Reason  string
+}
+
+// Thresholds of the advice. A prefetch must be predicted to give
+// minSpeedup× the kernel policy's decode tokens/s, reading at most
+// maxBytes× its bytes, in every mode of the run; and the run's decode
+// calls must have kept the device busy less than bandwidthBound of
+// their time: where the device is busy nearly always, bytes are the
+// cost and a prefetch can only add some.
+const (
+	minSpeedup     = 1.1
+	maxBytes       = 1.05
+	bandwidthBound = 0.8
+)
+
+// advise predicts every prefetch policy at budget, in every mode, and
+// recommends the one with the most decode tokens/s where it pays in all.
+func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice {
+	a := &PrefetchAdvice{}
+	share, ok := r.busyShare(event.PhaseDecode)
+	switch {
+	case !ok:
+		a.Reason = "no prefetch: the device's busy share in decode calls was not measured (" + cmp.Or(r.dev.why, "the run's decode calls have no times") + ")"
+		return a
+	case share >= bandwidthBound:
+		a.Reason = fmt.Sprintf("no prefetch: the device was busy %.0f%% of the decode calls' time (bandwidth-bound: a prefetch can only add bytes)", share*100)
+		return a
+	}
+	capacity := r.capacityPages(budget, 0)
+	ra := r.window(readahead)
+	best, bestSpeed, why := "", 0.0, ""
+	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchLayers, PolicyPrefetchBoth} {
+		leads := r.leads(pol)
+		speed, window, fails := math.Inf(1), int64(0), ""
+		for _, mode := range r.modes() {
+			w := modeWindow(mode, ra)
+			base, _ := r.simulate(capacity, w, nil, false)
+			k := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
+			pf := r.simulatePrefetch(capacity, w, nil, pol, leads)
+			p := r.prefetchRow(budget, pol, event.PhaseDecode, pf, "")
+			window = max(window, pf.window)
+			if len(k.NA)+len(p.NA) > 0 {
+				fails = "its tokens/s or the kernel's is NA"
+				break
+			}
+			s := p.TokensPerS / k.TokensPerS
+			speed = min(speed, s)
+			if bytes := p.BytesReadPerToken / max(k.BytesReadPerToken, 1); s < minSpeedup || bytes > maxBytes {
+				fails = fmt.Sprintf("%.2f× the tokens/s and %.2f× the bytes of the kernel's policy in the %s mode", s, bytes, mode)
+				break
+			}
+		}
+		if fails != "" {
+			why += fmt.Sprintf("; %s: %s", pol, fails)
+			continue
+		}
+		if speed > bestSpeed {
+			best, bestSpeed, a.WindowBytes = pol, speed, window
+		}
+	}
+	if best == "" {
+		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, maxBytes) + why
+		return a
+	}
+	a.Policy = best
+	a.Command = fmt.Sprintf("iocorr prefetch --window %d --mem-limit %d -- %s", a.WindowBytes, budget, shellJoin(command))
+	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
+	return a
+}
+
+// shellJoin is a command line as a shell reads it back: each argument
+// that holds anything but plain characters single-quoted.
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = a
+		if a == "" || strings.ContainsFunc(a, func(c rune) bool { return !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", c) }) {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }
