@@ -389,7 +389,9 @@ func shellJoin(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		out[i] = a
-		if a == "" || strings.ContainsFunc(a, func(c rune) bool { return !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", c) }) {
+		if a == "" || strings.ContainsFunc(a, func(c rune) bool {
+			return !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", c)
+		}) {
 			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 	}
