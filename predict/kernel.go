@@ -15,6 +15,15 @@ package predict
 //     activated when it is young again at its next scan; an old one is
 //     evicted (mm/vmscan.c folio_check_references).
 //
+//   - A page read by an async window sits in a large folio (readahead
+//     raises the order of each async window's folios), and the graph maps
+//     it with its neighbours: at its first scan more than one of its
+//     folio's PTEs is young, and folio_check_references activates it
+//     (referenced_ptes > 1) where an order-0 page is kept once. Without
+//     it a budget near the model's size kept nothing of the file between
+//     tokens, where the kernel keeps part (the demo MoE at 256 MiB: the
+//     model read the whole 325 MiB a decode token, runs 70–129).
+//
 //   - Reclaim scans both lists from their tails in proportion to their
 //     sizes (mm/vmscan.c get_scan_count; the active file list is scanned
 //     whenever refaults were seen since the last reclaim, as they always
@@ -68,7 +77,8 @@ package predict
 //
 // This is an approximation, said where it departs: reclaim runs page by
 // page to the limit (the kernel reclaims in batches of 32), pages are
-// order 0 (the kernel reads and evicts large folios whole), every page of
+// read, scanned and evicted one by one (the kernel does a large folio
+// whole; only its activation above is modelled), every page of
 // a file shares one readahead state, the fault-around block is aligned in
 // the file (the kernel aligns it in the address space; llama.cpp maps the
 // file from offset 0), and the cgroup's other memory is a constant (the

@@ -17,13 +17,17 @@
 // decode token in some runs and 383–443 in others, where one thread's runs
 // read 339–345 in 8 of 10 (docs/overhead.md, session 16). A prediction is
 // the single stream's figure, and a run of two threads may be in the
-// other mode: hold it to the median of repeated runs.
+// other mode: so a run whose decode calls faulted from more than one
+// thread is predicted in both (ModeOne, ModeRace), and a plan must win in
+// both. Prefetch policies (prefetch.go) add a prefetcher's requests to
+// the stream, timed by the trace's own lead times and the device's rate.
 package predict
 
 import (
 	"cmp"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/index"
@@ -140,6 +144,10 @@ type Result struct {
 	// ModeRace where the run's decode calls faulted from more than one
 	// thread.
 	Modes []string
+	// RunMode is the mode whose prediction at the run's own budget is
+	// nearest what the run read a decode token, "" where there is one
+	// mode or no figure; ModesNote says so in words.
+	RunMode, ModesNote string
 	// ReadaheadBytes is the read-around window the kernel model used;
 	// NonFileBytes the run's memory besides the model, taken from every
 	// budget.
@@ -259,6 +267,9 @@ func Predict(r *Run, opt Options) (*Result, error) {
 		ra = r.window(opt.Readahead)
 		res.ReadaheadBytes = int64(ra) * pageSize
 	}
+	if why == "" && len(res.Modes) > 1 {
+		res.RunMode, res.ModesNote = r.runMode(ra)
+	}
 	pins, pinPages := pinnedPages(opt.Pinned)
 	leads := map[string]map[leadKey]float64{}
 	for _, p := range opt.Prefetch {
@@ -286,6 +297,28 @@ func (r *Run) modes() []string {
 		return []string{ModeOne, ModeRace}
 	}
 	return []string{ModeOne}
+}
+
+// runMode is the mode whose kernel prediction at the run's own budget is
+// nearest (by ratio) what it read a decode call, and a note saying so.
+func (r *Run) runMode(ra int32) (string, string) {
+	m := r.byPhase[event.PhaseDecode]
+	capacity := r.capacityPages(r.Budget, 0)
+	if m.calls == 0 || m.bytes == 0 || capacity <= 0 {
+		return "", ""
+	}
+	measured := float64(m.bytes) / float64(m.calls)
+	best, bestErr, say := "", math.Inf(1), []string{}
+	for _, mode := range r.modes() {
+		got, _ := r.simulate(capacity, modeWindow(mode, ra), nil, false)
+		b := float64(got[event.PhaseDecode][0]) / float64(m.calls)
+		say = append(say, fmt.Sprintf("%s %.1f MiB", mode, b/(1<<20)))
+		if e := math.Abs(math.Log(max(b, 1) / measured)); e < bestErr {
+			best, bestErr = mode, e
+		}
+	}
+	return best, fmt.Sprintf("%d threads faulted in one decode call: runs of this command fall in two modes (their read-arounds race), each predicted; this run read %.1f MiB a decode token at its budget, nearest the %s mode (%s)",
+		r.readers, measured/(1<<20), best, strings.Join(say, ", "))
 }
 
 // modeWindow is a mode's read-around window for one reader's ra.

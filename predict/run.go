@@ -196,7 +196,8 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 
 // roleRank orders a layer's weights as llama.cpp's graph reads them:
 // the attention's norm, Q (and its norm), V, K (and its norm), output;
-// the FFN's norm and router; the experts gate, up, down; shared experts;
+// the FFN's norm and router; the experts gate (or gate_up where fused),
+// up, down; shared experts;
 // then a dense FFN. ggml builds a graph depth first from its output, so
 // SwiGLU's gate is computed before up although build_moe_ffn makes up
 // first, and V before K: the first faults of every decode call of the
@@ -217,7 +218,7 @@ func roleRank(role string) int {
 		return 5
 	case role == "ffn_gate_inp":
 		return 6
-	case role == "ffn_gate_exps":
+	case role == "ffn_gate_exps" || role == "ffn_gate_up_exps":
 		return 7
 	case role == "ffn_up_exps":
 		return 8

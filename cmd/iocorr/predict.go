@@ -76,6 +76,9 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 // once to stderr (a reason column only where the rows' reasons differ).
 func writePrediction(res *predict.Result, format output.Format, status string) error {
 	na, err := output.Prediction(stdout, res, format, status)
+	if res.ModesNote != "" {
+		fmt.Fprintf(stderr, "iocorr: note: %s\n", res.ModesNote)
+	}
 	for _, n := range na.Notes("") {
 		fmt.Fprintf(stderr, "iocorr: note: NA: %s\n", n)
 	}
