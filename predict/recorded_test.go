@@ -201,18 +201,23 @@ func TestPredictOverARecordedToucherRunGivesTheKernelsExactBytes(t *testing.T) {
 // The demo MoE (326 MiB, 8 experts, 2 used) under llama-completion (24
 // tokens, two threads) recorded once cold at 96 MiB and predicted at the
 // budgets predict missed (issue 39). At 256 MiB the kernel keeps part of
-// the file between tokens, where the model read all of it (325 MiB a
-// decode token predicted; runs measured 70, 78 and 129 in one mode and
-// 254 in the other): a run there is held to the prediction's two modes,
-// at least 0.6× the fewer bytes of the two (one reader's 100 MiB from a
-// 96 MiB run, where its runs spread 70–129) and at most 1.15× the more,
-// and one reader's prediction keeps part of the file (under half of it
-// read a token). At 128 MiB plan pinned 62.6 MiB, predicted 5% fewer
-// bytes, and the pinned run read 427 MiB against the unpinned 324–381:
-// a pin plan recommends now must win in both modes, and where it
-// recommends one, its pinned run is held to `predict --plan`'s two
-// modes the same way. The prefetch rows are there in both modes, timed,
-// with the device's rate's source in their note.
+// the file between tokens, where the model read all of it at every
+// budget under the file's size (325 MiB a decode token predicted; runs
+// measured 70, 78 and 129 in one mode and 254 in the other). The model
+// now keeps part of it too, but its onset is a cliff some 8 MiB wide (from
+// one 96 MiB run: 295 MiB a decode token at 248 MiB, 100 at 256) where the
+// kernel's is gradual (267 at 224), and the run's non-file memory, which
+// every budget is taken less, is known to ±7 MiB (docs/overhead.md,
+// session 16): so a run at 256 MiB is held to the band of both modes'
+// predictions at 240, 256 and 272 MiB, at least 0.6× its least (one
+// reader's 100 MiB where its runs spread 70–129) and at most 1.15× its
+// most; the old model's least was the whole file. At 128 MiB plan
+// pinned 62.6 MiB, predicted 5% fewer bytes, and the pinned run read 427
+// MiB against the unpinned 324–381: a pin plan recommends now must win in
+// both modes, and where it recommends one, its pinned run is held to
+// `predict --plan`'s two modes at the plan's budget (0.85–1.15×). The
+// prefetch rows are there in both modes, timed, with the device's rate's
+// source in their note.
 func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
@@ -251,8 +256,10 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		}
 		return rows
 	}
-	// within holds a run's measured decode bytes to a prediction's modes.
-	within := func(what string, measured float64, modes []predict.Row) {
+	// within holds a run's measured decode bytes to predictions (the
+	// modes, budgets), at least loTol× their least and at most 1.15× their
+	// most.
+	within := func(what string, measured, loTol float64, modes []predict.Row) {
 		t.Helper()
 		lo, hi := modes[0].BytesReadPerToken, modes[0].BytesReadPerToken
 		for _, m := range modes {
@@ -261,7 +268,7 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 			}
 			lo, hi = min(lo, m.BytesReadPerToken), max(hi, m.BytesReadPerToken)
 		}
-		if measured < 0.6*lo || measured > 1.15*hi {
+		if measured < loTol*lo || measured > 1.15*hi {
 			t.Errorf("%s: the run read %.1f MiB a decode token; predicted %.1f–%.1f over %d modes", what, measured/(1<<20), lo/(1<<20), hi/(1<<20), len(modes))
 		}
 	}
@@ -271,9 +278,8 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		t.Fatalf("modes %v: two compute threads faulted, want both modes", res.Modes)
 	}
 	kernel := decode(res, predict.PolicyKernel)
-	_, meta, _ := open(from)
-	if one := kernel[0]; one.Mode != predict.ModeOne || one.BytesReadPerToken > float64(meta.Models[0].Size)/2 {
-		t.Errorf("%s at 256 MiB: %.1f MiB a decode token, want one reader's under half the file (part of it kept)", one.Mode, one.BytesReadPerToken/(1<<20))
+	for _, b := range []int64{240 << 20, 272 << 20} {
+		kernel = append(kernel, decode(predictAt(from, b, predict.Options{}), predict.PolicyKernel)...)
 	}
 	for _, p := range decode(res, predict.PolicyPrefetchBoth) {
 		if len(p.NA) > 0 || p.TokensPerS <= 0 || !strings.HasPrefix(p.Note, predict.DeviceNote) {
@@ -281,7 +287,7 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		}
 	}
 	at256 := record("256MiB", "")
-	within("256 MiB", decode(predictAt(at256, 256<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken, kernel)
+	within("256 MiB", decode(predictAt(at256, 256<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken, 0.6, kernel)
 
 	st, meta, snaps := open(from)
 	plan, advice, err := predict.MakePlan(st, meta, snaps, 128<<20, 0)
@@ -300,6 +306,6 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	pinned := record("128MiB", path)
-	within("128 MiB pinned", decode(predictAt(pinned, 128<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken,
+	within("128 MiB pinned", decode(predictAt(pinned, 128<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken, 0.85,
 		decode(predictAt(from, 128<<20, predict.Options{Pinned: plan.Spans()}), predict.PolicyPlan))
 }
