@@ -3,6 +3,7 @@ package predict
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
@@ -185,6 +186,96 @@ func TestAnAdvisedCommandLineReadsBackAsItsArguments(t *testing.T) {
 	} {
 		if got := shellJoin(tc.argv); got != tc.want {
 			t.Errorf("%q: %s, want %s", tc.argv, got, tc.want)
+		}
+	}
+}
+
+// A prefetch row needs the picks (the experts' requests are the picks)
+// and the stream they make: where they are NA, every figure of every
+// prefetch row is NA with that reason.
+func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
+	r := cyclicRun(100, 2)
+	r.Budget = 1 << 20
+	r.picksNA = "1 of 2 calls lack the router's picks of some MoE layer"
+	res, err := Predict(r, Options{Budgets: []int64{1 << 20}, Prefetch: []string{PolicyPrefetchExperts, PolicyPrefetchLayers, PolicyPrefetchBoth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, row := range res.Rows {
+		if row.Policy == PolicyRun || row.Policy == PolicyKernel || row.Policy == PolicyBelady {
+			continue
+		}
+		seen++
+		for _, c := range Figures {
+			if row.NA[c] != r.picksNA {
+				t.Errorf("%s %s: %s NA %q, want the picks' reason", row.Policy, row.Phase, c, row.NA[c])
+			}
+		}
+	}
+	if seen != 3*2 {
+		t.Errorf("%d prefetch rows, want 6 (three policies, two phases)", seen)
+	}
+}
+
+// plan advises no prefetch where the device was busy most of the decode
+// calls' time (a prefetch there can only add bytes), nor where its busy
+// share was not measured, and says which.
+func TestPlanAdvisesNoPrefetchWhereTheDeviceIsBandwidthBoundOrUnmeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		busy []span
+		says string
+	}{
+		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, "bandwidth-bound"},
+		{"no request completed", nil, "not measured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.calls[0].start, r.calls[0].end = 100, 200
+			r.calls[1].start, r.calls[1].end = 200, 300
+			var bytes uint64
+			if tc.busy != nil {
+				bytes = 1 << 20
+			}
+			r.device(tc.busy, bytes)
+			a := r.advise(1<<20, 0, []string{"cmd"})
+			if a.Policy != "" || a.Command != "" || !strings.Contains(a.Reason, tc.says) {
+				t.Errorf("advice %+v, want none, saying %q", a, tc.says)
+			}
+		})
+	}
+}
+
+// A request's lead times are the trace's: from the request's moment (the
+// layer's first expert fault for the picks) to each slice's first fault
+// in the same call, less the faults waited on between, the median over
+// decode calls.
+func TestLeadTimesAreTheComputeFromTheRequestToEachSlicesFirstFault(t *testing.T) {
+	r := &Run{byPhase: map[uint8]*measured{event.PhaseDecode: {calls: 2}}}
+	for tok := range uint32(2) {
+		c := call{phase: event.PhaseDecode, token: tok}
+		for tensor := uint32(1); tensor <= 2; tensor++ {
+			c.reads = append(c.reads, pageRange{int32(tensor) * 10, int32(tensor)*10 + 10})
+			c.of = append(c.of, readOf{tensor: tensor, expert: 3, layer: 0})
+		}
+		r.calls = append(r.calls, c)
+	}
+	r.firstFault = map[faultKey]uint64{
+		{0, 1, 3}: 1000, {0, 2, 3}: 3000, // call 0: up 2000 ns after gate, 500 of them waiting
+		{1, 1, 3}: 10000, {1, 2, 3}: 11000, // call 1: 1000 after, no wait
+	}
+	r.stalls = map[uint32][]span{0: {{1500, 2000}}}
+	leads := r.leads(PolicyPrefetchExperts)
+	for _, tc := range []struct {
+		tensor uint32
+		want   float64
+	}{
+		{1, 0},    // the gate's first fault is the request's moment
+		{2, 1500}, // the median (the upper of two) of 1500 and 1000
+	} {
+		if got, ok := leads[leadKey{tc.tensor, true}]; !ok || got != tc.want {
+			t.Errorf("tensor %d: lead %v (measured %v), want %v", tc.tensor, got, ok, tc.want)
 		}
 	}
 }
