@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/internal/units"
 )
 
 // Prefetch policies: a prefetcher's requests ahead of the graph, the rest
@@ -378,22 +378,7 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		return a
 	}
 	a.Policy = best
-	a.Command = fmt.Sprintf("iocorr prefetch --window %d --mem-limit %d -- %s", a.WindowBytes, budget, shellJoin(command))
+	a.Command = fmt.Sprintf("iocorr prefetch --window %d --mem-limit %d -- %s", a.WindowBytes, budget, units.ShellJoin(command))
 	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
 	return a
-}
-
-// shellJoin is a command line as a shell reads it back: each argument
-// that holds anything but plain characters single-quoted.
-func shellJoin(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = a
-		if a == "" || strings.ContainsFunc(a, func(c rune) bool {
-			return !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", c)
-		}) {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(out, " ")
 }

@@ -175,21 +175,6 @@ func TestARunWithRacingReadersIsPredictedInBothModes(t *testing.T) {
 	}
 }
 
-func TestAnAdvisedCommandLineReadsBackAsItsArguments(t *testing.T) {
-	for _, tc := range []struct {
-		argv []string
-		want string
-	}{
-		{[]string{"llama-completion", "-m", "/m/model.gguf", "-n", "24"}, "llama-completion -m /m/model.gguf -n 24"},
-		{[]string{"x", "-p", "The memory of a machine"}, "x -p 'The memory of a machine'"},
-		{[]string{"x", "it's", ""}, `x 'it'\''s' ''`},
-	} {
-		if got := shellJoin(tc.argv); got != tc.want {
-			t.Errorf("%q: %s, want %s", tc.argv, got, tc.want)
-		}
-	}
-}
-
 // A prefetch row needs the picks (the experts' requests are the picks)
 // and the stream they make: where they are NA, every figure of every
 // prefetch row is NA with that reason.
