@@ -68,7 +68,7 @@ func (r *Run) device(busy []span, bytes uint64) {
 
 // DeviceNote says where the device's rate a prefetch row is timed at came
 // from.
-const DeviceNote = "device rate from the run's own block completions (bytes over the time the disk was busy): no disk profile was recorded"
+const DeviceNote = "device rate from the run's own block completions (bytes over the time the disk was busy, at the run's own depth; a deeper queue may serve faster): no disk profile was recorded"
 
 // busyShare is the share of the phase's calls' time the device was busy
 // reading, and whether it was measured.
@@ -379,6 +379,6 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 	}
 	a.Policy = best
 	a.Command = fmt.Sprintf("iocorr prefetch --window %d --mem-limit %d -- %s", a.WindowBytes, budget, units.ShellJoin(command))
-	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
+	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
 	return a
 }
