@@ -3,11 +3,14 @@ package predict
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // Prefetch policies: a prefetcher's requests ahead of the graph, the rest
@@ -45,19 +48,30 @@ func prefetchesLayers(pol string) bool {
 	return pol == PolicyPrefetchLayers || pol == PolicyPrefetchBoth
 }
 
-// deviceRate is the model disk as the run's own block requests measured
-// it: the bytes it read over the time it was busy (the union of its read
-// requests' intervals), the rate it serves at the depth the run kept it.
+// deviceRate is the model disk: as the run's own block requests measured
+// it (the bytes it read over the time it was busy: the rate it serves at
+// the depth the run kept it), and as `iocorr doctor --disk` measured it
+// at every depth where the run carries the disk's profile.
 type deviceRate struct {
 	bytesPerS float64
 	busy      []span // disjoint, in order
-	why       string // why the rate is not known ("" when it is)
+	// requestBytes is the run's mean read request: the block size a
+	// prefetch's reads are split into.
+	requestBytes float64
+	profile      *rundir.DiskProfile // nil without one
+	why          string              // why the run's rate is not known ("" when it is)
 }
 
-// device sets the run's device rate from its read requests' intervals
-// (disjoint, in order) and bytes.
-func (r *Run) device(busy []span, bytes uint64) {
+// device sets the run's device from its read requests' intervals
+// (disjoint, in order), bytes and count, and the disk's profile.
+func (r *Run) device(busy []span, bytes uint64, requests int, profile *rundir.DiskProfile) {
 	r.dev = deviceRate{busy: busy}
+	if profile != nil && len(profile.Points) > 0 {
+		r.dev.profile = profile
+	}
+	if requests > 0 {
+		r.dev.requestBytes = float64(bytes) / float64(requests)
+	}
 	t := covered(busy, 0, ^uint64(0))
 	if t == 0 || bytes == 0 {
 		r.dev.why = "the run has no completed read request: the device's rate was not measured"
@@ -66,9 +80,35 @@ func (r *Run) device(busy []span, bytes uint64) {
 	r.dev.bytesPerS = float64(bytes) / (float64(t) / 1e9)
 }
 
-// DeviceNote says where the device's rate a prefetch row is timed at came
-// from.
-const DeviceNote = "device rate from the run's own block completions (bytes over the time the disk was busy, at the run's own depth; a deeper queue may serve faster): no disk profile was recorded"
+// maxDepth is the deepest queue a prefetch's request is taken to keep:
+// doctor --disk's deepest.
+const maxDepth = 32
+
+// rate is the bytes per second the device serves a request of asked
+// bytes at, and where the figure came from: with the disk's profile, at
+// the depth its reads keep (asked over the run's mean request, at most
+// maxDepth) and that request size; without one, the run's own rate.
+// ok is false where neither is known.
+func (d *deviceRate) rate(asked int64) (bytesPerS float64, note string, ok bool) {
+	if d.profile != nil && d.requestBytes > 0 {
+		depth := min(max(math.Ceil(float64(asked)/d.requestBytes), 1), maxDepth)
+		if bw, ok := d.profile.BandwidthAt(depth, d.requestBytes); ok && bw > 0 {
+			return bw, ProfileNote, true
+		}
+	}
+	if d.why != "" {
+		return 0, "", false
+	}
+	return d.bytesPerS, DeviceNote, true
+}
+
+// Notes of a prefetch row: where the device's rate its requests are
+// timed at came from. Both begin with DeviceNotePrefix.
+const (
+	DeviceNotePrefix = "device rate from "
+	DeviceNote       = DeviceNotePrefix + "the run's own block completions (bytes over the time the disk was busy, at the run's own depth; a deeper queue may serve faster): the run carries no disk profile"
+	ProfileNote      = DeviceNotePrefix + "the disk's profile (iocorr doctor --disk), at the depth each request's reads keep (its bytes over the run's mean read request, at most 32) and that request size"
+)
 
 // busyShare is the share of the phase's calls' time the device was busy
 // reading, and whether it was measured.
@@ -230,6 +270,10 @@ type prefetched struct {
 	// unmeasured counts the reads whose lead time no call measured: timed
 	// with none.
 	unmeasured int
+	// notes are where the rates its requests were timed at came from;
+	// untimed says some request had no rate.
+	notes   map[string]bool
+	untimed bool
 }
 
 // simulatePrefetch runs the kernel model with a policy's requests made
@@ -237,7 +281,7 @@ type prefetched struct {
 func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol string, leads map[leadKey]float64) prefetched {
 	c := newPageCache(r.pages, capacity, ra, pinned)
 	c.access(r.load())
-	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}}
+	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{}}
 	for i := range r.calls {
 		cl := &r.calls[i]
 		gs := groups(cl, pol)
@@ -259,8 +303,11 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 					lead = append(lead, l)
 				}
 				out.window = max(out.window, asked)
-				if r.dev.why == "" {
-					out.stallNS[cl.phase] += prefetchStall(bytes, lead, r.dev.bytesPerS)
+				if rate, note, ok := r.dev.rate(asked); ok {
+					out.stallNS[cl.phase] += prefetchStall(bytes, lead, rate)
+					out.notes[note] = true
+				} else {
+					out.untimed = true
 				}
 			}
 			d0 := c.readPages
@@ -283,15 +330,15 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		return row
 	}
 	n := float64(m.calls)
-	row.Note = DeviceNote
+	row.Note = strings.Join(slices.Sorted(maps.Keys(got.notes)), "; ")
 	if got.unmeasured > 0 {
 		row.Note += fmt.Sprintf("; %d requested reads had no lead time in the trace (their weight never faulted after the request's moment in a decode call) and are timed with none", got.unmeasured)
 	}
 	delete(row.NA, ColStall)
 	delete(row.NA, ColTPS)
 	switch {
-	case r.dev.why != "":
-		row.NA[ColStall] = r.dev.why
+	case got.untimed:
+		row.NA[ColStall] = r.dev.why + " and the run carries no disk profile (iocorr doctor --disk)"
 	case got.demandBytes[ph] > 0 && m.bytes == 0:
 		row.NA[ColStall] = "the run read nothing from the device in this phase: its wait per byte was not measured"
 	default:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/rundir"
 )
 
 // Pages that async read-ahead brings in sit in large folios, whose young
@@ -223,7 +224,7 @@ func TestPlanAdvisesNoPrefetchWhereTheDeviceIsBandwidthBoundOrUnmeasured(t *test
 			if tc.busy != nil {
 				bytes = 1 << 20
 			}
-			r.device(tc.busy, bytes)
+			r.device(tc.busy, bytes, 1, nil)
 			a := r.advise(1<<20, 0, []string{"cmd"})
 			if a.Policy != "" || a.Command != "" || !strings.Contains(a.Reason, tc.says) {
 				t.Errorf("advice %+v, want none, saying %q", a, tc.says)
@@ -262,5 +263,39 @@ func TestLeadTimesAreTheComputeFromTheRequestToEachSlicesFirstFault(t *testing.T
 		if got, ok := leads[leadKey{tc.tensor, true}]; !ok || got != tc.want {
 			t.Errorf("tensor %d: lead %v (measured %v), want %v", tc.tensor, got, ok, tc.want)
 		}
+	}
+}
+
+// A request is timed at the disk's profiled bandwidth at the depth its
+// reads keep (its bytes over the run's mean request, at most 32) where
+// the run carries a profile, else at the run's own rate, and says which.
+func TestARequestIsTimedAtTheDepthItKeepsOrTheRunsOwnRate(t *testing.T) {
+	profile := &rundir.DiskProfile{Points: []rundir.DiskPoint{
+		{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 100e6},
+		{Depth: 32, BlockBytes: 128 << 10, BytesPerSec: 900e6},
+	}}
+	busy := []span{{0, 1e9}} // 200 MiB over one busy second
+	for _, tc := range []struct {
+		name    string
+		busy    []span
+		profile *rundir.DiskProfile
+		asked   int64
+		want    float64
+		note    string
+		ok      bool
+	}{
+		{"one request's worth: depth 1", busy, profile, 128 << 10, 100e6, ProfileNote, true},
+		{"32 requests' worth and more: depth 32", busy, profile, 64 << 20, 900e6, ProfileNote, true},
+		{"no profile: the run's own rate", busy, nil, 64 << 20, 200 << 20, DeviceNote, true},
+		{"neither", nil, nil, 64 << 20, 0, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{}
+			r.device(tc.busy, 200<<20, 1600, tc.profile) // 200 MiB in 128 KiB requests
+			got, note, ok := r.dev.rate(tc.asked)
+			if ok != tc.ok || math.Abs(got-tc.want) > 1 || note != tc.note {
+				t.Errorf("rate %v (%q, %v), want %v (%q, %v)", got, note, ok, tc.want, tc.note, tc.ok)
+			}
+		})
 	}
 }

@@ -282,7 +282,7 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		kernel = append(kernel, decode(predictAt(from, b, predict.Options{}), predict.PolicyKernel)...)
 	}
 	for _, p := range decode(res, predict.PolicyPrefetchBoth) {
-		if len(p.NA) > 0 || p.TokensPerS <= 0 || !strings.HasPrefix(p.Note, predict.DeviceNote) {
+		if len(p.NA) > 0 || p.TokensPerS <= 0 || !strings.HasPrefix(p.Note, predict.DeviceNotePrefix) {
 			t.Errorf("prefetch-both, %s: %+v; want every figure and the device's note", p.Mode, p)
 		}
 	}

@@ -80,8 +80,10 @@ type Run struct {
 	// call: more than one, and runs fall in two modes (the package
 	// comment).
 	readers int
-	// dev is the device as the run's own block requests measured it.
-	dev deviceRate
+	// dev is the device as the run's own block requests measured it;
+	// disk its profile where the run carries one.
+	dev  deviceRate
+	disk *rundir.DiskProfile
 }
 
 // unit is a plan's grain: a whole tensor, or one expert's slice of an
@@ -108,6 +110,9 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 	r.Model.Tensors = nil
 	r.Budget = meta.Controls.MemLimit
 	r.Cold = meta.Models[0].ResidentBefore == 0
+	if meta.DiskNA() == "" {
+		r.disk = meta.Disk
+	}
 	r.pages = int32((r.Model.Size + pageSize - 1) / pageSize)
 	for _, t := range st.Tensors {
 		if !t.Pseudo() && t.Model == 0 {
@@ -345,6 +350,7 @@ func (r *Run) measureWait(st *index.Store, model map[uint32]bool, phaseOf map[ui
 	readers := map[uint32]map[uint32]bool{}
 	var blocks []span
 	var blockBytes uint64
+	requests := map[uint32]bool{}
 	err := st.Events(index.EventFilter{}, func(e *event.Event) error {
 		switch {
 		case e.Kind == event.KindFault && model[e.Tensor] && e.Dur > 0 && e.Dur <= e.Ts:
@@ -362,6 +368,7 @@ func (r *Run) measureWait(st *index.Store, model map[uint32]bool, phaseOf map[ui
 		case e.Kind == event.KindBlock && !event.BlockWrite(e.Class) && !e.CompletionUnseen() && e.Dur > 0 && e.Dur <= e.Ts:
 			blocks = append(blocks, span{e.Ts - e.Dur, e.Ts})
 			blockBytes += e.Bytes
+			requests[e.Req] = true
 		}
 		return nil
 	})
@@ -379,7 +386,7 @@ func (r *Run) measureWait(st *index.Store, model map[uint32]bool, phaseOf map[ui
 	for _, ts := range readers {
 		r.readers = max(r.readers, len(ts))
 	}
-	r.device(union(blocks), blockBytes)
+	r.device(union(blocks), blockBytes, len(requests), r.disk)
 	return nil
 }
 
