@@ -15,6 +15,15 @@ package predict
 //     activated when it is young again at its next scan; an old one is
 //     evicted (mm/vmscan.c folio_check_references).
 //
+//   - A page read by an async window sits in a large folio (readahead
+//     raises the order of each async window's folios), and the graph maps
+//     it with its neighbours: at its first scan more than one of its
+//     folio's PTEs is young, and folio_check_references activates it
+//     (referenced_ptes > 1) where an order-0 page is kept once. Without
+//     it a budget near the model's size kept nothing of the file between
+//     tokens, where the kernel keeps part (the demo MoE at 256 MiB: the
+//     model read the whole 325 MiB a decode token, runs 70–129).
+//
 //   - Reclaim scans both lists from their tails in proportion to their
 //     sizes (mm/vmscan.c get_scan_count; the active file list is scanned
 //     whenever refaults were seen since the last reclaim, as they always
@@ -68,7 +77,8 @@ package predict
 //
 // This is an approximation, said where it departs: reclaim runs page by
 // page to the limit (the kernel reclaims in batches of 32), pages are
-// order 0 (the kernel reads and evicts large folios whole), every page of
+// read, scanned and evicted one by one (the kernel does a large folio
+// whole; only its activation above is modelled), every page of
 // a file shares one readahead state, the fault-around block is aligned in
 // the file (the kernel aligns it in the address space; llama.cpp maps the
 // file from offset 0), and the cgroup's other memory is a constant (the
@@ -118,6 +128,9 @@ const (
 	// flagShadowWS is an evicted page's shadow entry's workingset bit: the
 	// only flag eviction keeps.
 	flagShadowWS
+	// flagLarge marks a page read in a large folio: the async windows'
+	// (readWindow's large).
+	flagLarge
 )
 
 // The kernel's constants of mm/filemap.c and the x86 default of
@@ -207,7 +220,7 @@ func (c *pageCache) reclaim() {
 		p := c.tail[listInactive]
 		f := c.flags[p]
 		switch {
-		case f&flagYoung != 0 && f&flagRef != 0:
+		case f&flagYoung != 0 && (f&flagRef != 0 || f&flagLarge != 0):
 			c.unlink(p)
 			c.flags[p] &^= flagYoung | flagRef
 			c.age++
@@ -237,7 +250,7 @@ func (c *pageCache) reclaim() {
 // page_cache_ra_unbounded stops there (mm/readahead.c, mm/memcontrol.c
 // try_charge_memcg). It only matters when a window is larger than the
 // cache, as under a plan that leaves less cache than a window.
-func (c *pageCache) readWindow(first, end, mark int32) {
+func (c *pageCache) readWindow(first, end, mark int32, large bool) {
 	first, end = max(first, 0), min(end, c.n)
 	var added int64
 	for p := first; p < end; p++ {
@@ -249,6 +262,9 @@ func (c *pageCache) readWindow(first, end, mark int32) {
 		}
 		c.add(p)
 		added++
+		if large {
+			c.flags[p] |= flagLarge
+		}
 		if p == mark {
 			c.flags[p] |= flagMarker
 		}
@@ -295,7 +311,7 @@ func (c *pageCache) touch(p int32) {
 				q++
 			}
 			if q < c.n && !c.resident(q) {
-				c.readWindow(q, q+c.ra, q)
+				c.readWindow(q, q+c.ra, q, true)
 				c.reclaim()
 			}
 		}
@@ -310,7 +326,7 @@ func (c *pageCache) touch(p int32) {
 		// Near the file's start the window moves, not shrinks: the kernel
 		// reads [0, ra) for page 0 (ra->start = max(0, pgoff - ra/2)).
 		start := max(p-c.ra/2, 0)
-		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4)
+		c.readWindow(start, start+c.ra, start+c.ra-c.ra/4, false)
 		if !c.resident(p) {
 			// The window ended before it: filemap_fault reads the page
 			// alone (__filemap_get_folio with the fault's own gfp, which
@@ -322,6 +338,21 @@ func (c *pageCache) touch(p int32) {
 	c.faultAround(p)
 	c.flags[p] |= flagMapped | flagYoung
 	c.reclaim()
+}
+
+// prefetch reads the missing pages of r as a prefetcher's request does
+// (MADV_WILLNEED, POSIX_FADV_WILLNEED: exactly the range, no read-around,
+// no fault, nothing mapped), reclaiming as it goes; it returns the pages
+// it read.
+func (c *pageCache) prefetch(r pageRange) uint64 {
+	n0 := c.readPages
+	for p := max(r.first, 0); p < r.end && p < c.n; p++ {
+		if !c.resident(p) {
+			c.add(p)
+			c.reclaim()
+		}
+	}
+	return c.readPages - n0
 }
 
 // access reads pages [first, end) in order.

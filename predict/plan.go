@@ -32,16 +32,25 @@ const minGain = 0.05
 // best only where it beats the kernel's policy; otherwise the plan pins
 // nothing and says why. readahead is the read-around window in bytes, as
 // Options.Readahead (0: the kernel's).
-func MakePlan(run *index.Run, budget, readahead int64) (*pin.Plan, error) {
+//
+// Where the run's readers race (Result.Modes), a pinning must read fewer
+// bytes and more tokens/s in both modes to be recommended. The advice
+// beside the plan says whether a prefetcher pays at the budget
+// (Run.advise).
+func MakePlan(run *index.Run, budget, readahead int64) (*pin.Plan, *PrefetchAdvice, error) {
 	snaps, err := run.Snapshots()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := Load(run.Store, run.Meta, snaps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return r.plan(budget, readahead, ModelIdentity(&run.Meta.Models[0]), run.Store.Tensors)
+	p, err := r.plan(budget, readahead, ModelIdentity(&run.Meta.Models[0]), run.Store.Tensors)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, r.advise(budget, readahead, run.Meta.Command), nil
 }
 
 func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tensor) (*pin.Plan, error) {
@@ -75,7 +84,16 @@ func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tens
 		return cmp.Or(cmp.Compare(units[b].reads, units[a].reads), cmp.Compare(score[b], score[a]))
 	})
 	kernelRow := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
+	// The racing readers' mode, where the run has it: a pinning must win
+	// in it too.
+	raceKernel := kernelRow
+	race := len(r.modes()) > 1
+	if race {
+		got, _ := r.simulate(capacity, raceWindow(ra), nil, false)
+		raceKernel = r.row(budget, PolicyKernel, event.PhaseDecode, got, "")
+	}
 	best, bestRow := []int(nil), kernelRow
+	bestGain := 0.0
 	for tenth := int64(1); tenth <= 9; tenth++ {
 		limit := capacity * tenth / 10 * pageSize
 		var chosen []int
@@ -97,9 +115,19 @@ func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tens
 		pins, pp := pinnedPages(spans)
 		got, _ := r.simulate(capacity-pp, ra, pins, false)
 		row := r.row(budget, PolicyPlan, event.PhaseDecode, got, "")
-		if better(row, bestRow) {
-			best, bestRow = chosen, row
+		if !better(row, bestRow) {
+			continue
 		}
+		gain := 1 - row.BytesReadPerToken/max(kernelRow.BytesReadPerToken, 1)
+		if race {
+			got, _ := r.simulate(capacity-pp, raceWindow(ra), pins, false)
+			rr := r.row(budget, PolicyPlan, event.PhaseDecode, got, "")
+			if !better(rr, raceKernel) {
+				continue
+			}
+			gain = min(gain, 1-rr.BytesReadPerToken/max(raceKernel.BytesReadPerToken, 1))
+		}
+		best, bestRow, bestGain = chosen, row, gain
 	}
 	p := &pin.Plan{Model: id, Budget: budget, Ranges: []pin.Range{},
 		Expected: map[string]map[string]*float64{PolicyKernel: figures(kernelRow)}, ExpectedNA: map[string]string{},
@@ -107,10 +135,13 @@ func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tens
 	for k, v := range kernelRow.NA {
 		p.ExpectedNA[PolicyKernel+"/"+k] = v
 	}
-	gain := 1 - bestRow.BytesReadPerToken/max(kernelRow.BytesReadPerToken, 1)
+	gain := bestGain
 	if best == nil || gain < minGain {
 		p.Recommendation = PinNothing
 		p.Reason = fmt.Sprintf("no pinning is predicted to read %.0f%% fewer bytes per decode token than the kernel's own policy (%.1f MiB) at this budget (read-around %.1f MiB)", minGain*100, kernelRow.BytesReadPerToken/(1<<20), float64(p.ReadaheadBytes)/(1<<20))
+		if race {
+			p.Reason += fmt.Sprintf(" in both modes of the run's racing readers (the kernel's %.1f MiB in the other)", raceKernel.BytesReadPerToken/(1<<20))
+		}
 		if decode.calls == 0 {
 			p.Reason = "the run has no decode call to predict from"
 		}
@@ -131,6 +162,9 @@ func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tens
 	}
 	p.Reason = fmt.Sprintf("pinning %d ranges (%.1f MiB) is predicted to read %.1f MiB per decode token against the kernel's %.1f MiB (%.0f%% fewer; read-around %.1f MiB)",
 		len(p.Ranges), float64(p.Pinned)/(1<<20), bestRow.BytesReadPerToken/(1<<20), kernelRow.BytesReadPerToken/(1<<20), gain*100, float64(p.ReadaheadBytes)/(1<<20))
+	if race {
+		p.Reason += "; the share fewer is the smaller of the run's two modes (its readers race)"
+	}
 	return p, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/predict"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
@@ -195,4 +196,120 @@ func TestPredictOverARecordedToucherRunGivesTheKernelsExactBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The demo MoE (326 MiB, 8 experts, 2 used) under llama-completion (24
+// tokens, two threads) recorded once cold at 96 MiB and predicted at the
+// budgets predict missed (issue 39). At 256 MiB the kernel keeps part of
+// the file between tokens, where the model read all of it at every
+// budget under the file's size (325 MiB a decode token predicted; runs
+// measured 70, 78 and 129 in one mode and 254 in the other). The model
+// now keeps part of it too, but its onset is a cliff some 8 MiB wide (from
+// one 96 MiB run: 295 MiB a decode token at 248 MiB, 100 at 256) where the
+// kernel's is gradual (267 at 224), and the run's non-file memory, which
+// every budget is taken less, is known to ±7 MiB (docs/overhead.md,
+// session 16): so a run at 256 MiB is held to the band of both modes'
+// predictions at 240, 256 and 272 MiB, at least 0.6× its least (one
+// reader's 100 MiB where its runs spread 70–129) and at most 1.15× its
+// most; the old model's least was the whole file. At 128 MiB plan
+// pinned 62.6 MiB, predicted 5% fewer bytes, and the pinned run read 427
+// MiB against the unpinned 324–381: a pin plan recommends now must win in
+// both modes, and where it recommends one, its pinned run is held to
+// `predict --plan`'s two modes at the plan's budget (0.85–1.15×). The
+// prefetch rows are there in both modes, timed, with the device's rate's
+// source in their note.
+func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	model := llmtest.Model(t, gguf.SynthSpec{Layers: 8, Embd: 768, FF: 1024, Heads: 12, Experts: 8, ExpertsUsed: 2, Type: llmtest.WeightType})
+	argv := []string{llmtest.CLI(t, llmtest.Static, "llama-completion"), "-m", model, "-p", "The memory of a machine", "-n", "24",
+		"-t", "2", "-no-cnv", "--temp", "0"}
+	record := func(budget, plan string) string {
+		dir := filepath.Join(t.TempDir(), "run")
+		rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: budget, Set: func(o *recorder.Options) {
+			o.Models, o.ExactSnapshots, o.Pin = []string{model}, true, plan
+		}}, argv...)
+		return dir
+	}
+	open := func(dir string) (*index.Store, *rundir.Meta, []rundir.Snapshot) {
+		st, meta := storetest.OpenRun(t, dir)
+		snaps, err := rundir.ReadSnapshots(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, meta, snaps
+	}
+	predictAt := func(dir string, budget int64, opt predict.Options) *predict.Result {
+		st, meta, snaps := open(dir)
+		opt.Budgets = []int64{budget}
+		res, err := predict.Compute(st, meta, snaps, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	decode := func(res *predict.Result, policy string) (rows []predict.Row) {
+		for _, r := range res.Rows {
+			if r.Policy == policy && r.Phase == "decode" {
+				rows = append(rows, r)
+			}
+		}
+		return rows
+	}
+	// within holds a run's measured decode bytes to predictions (the
+	// modes, budgets), at least loTol× their least and at most 1.15× their
+	// most.
+	within := func(what string, measured, loTol float64, modes []predict.Row) {
+		t.Helper()
+		lo, hi := modes[0].BytesReadPerToken, modes[0].BytesReadPerToken
+		for _, m := range modes {
+			if why := m.NA[predict.ColBytes]; why != "" {
+				t.Fatalf("%s, %s: NA: %s", what, m.Mode, why)
+			}
+			lo, hi = min(lo, m.BytesReadPerToken), max(hi, m.BytesReadPerToken)
+		}
+		if measured < loTol*lo || measured > 1.15*hi {
+			t.Errorf("%s: the run read %.1f MiB a decode token; predicted %.1f–%.1f over %d modes", what, measured/(1<<20), lo/(1<<20), hi/(1<<20), len(modes))
+		}
+	}
+	from := record("96MiB", "")
+	res := predictAt(from, 256<<20, predict.Options{Prefetch: []string{predict.PolicyPrefetchBoth}})
+	if len(res.Modes) != 2 {
+		t.Fatalf("modes %v: two compute threads faulted, want both modes", res.Modes)
+	}
+	kernel := decode(res, predict.PolicyKernel)
+	for _, b := range []int64{240 << 20, 272 << 20} {
+		kernel = append(kernel, decode(predictAt(from, b, predict.Options{}), predict.PolicyKernel)...)
+	}
+	for _, p := range decode(res, predict.PolicyPrefetchBoth) {
+		if len(p.NA) > 0 || p.TokensPerS <= 0 || !strings.HasPrefix(p.Note, predict.DeviceNotePrefix) {
+			t.Errorf("prefetch-both, %s: %+v; want every figure and the device's note", p.Mode, p)
+		}
+	}
+	at256 := record("256MiB", "")
+	within("256 MiB", decode(predictAt(at256, 256<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken, 0.6, kernel)
+
+	run, err := index.OpenRun(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	plan, advice, err := predict.MakePlan(run, 128<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if advice.Reason == "" || (advice.Policy != "") != strings.Contains(advice.Command, "iocorr prefetch --window ") {
+		t.Errorf("prefetch advice %+v: want a reason, and a command exactly when a policy", advice)
+	}
+	t.Logf("plan at 128 MiB: %s: %s", plan.Recommendation, plan.Reason)
+	if plan.Recommendation == predict.PinNothing {
+		return
+	}
+	path := filepath.Join(t.TempDir(), "plan.json")
+	if err := plan.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	pinned := record("128MiB", path)
+	within("128 MiB pinned", decode(predictAt(pinned, 128<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken, 0.85,
+		decode(predictAt(from, 128<<20, predict.Options{Pinned: plan.Spans()}), predict.PolicyPlan))
 }

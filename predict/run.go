@@ -3,6 +3,7 @@ package predict
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -22,6 +23,20 @@ type pageRange struct{ first, end int32 }
 type call struct {
 	phase uint8
 	reads []pageRange
+	// of names each read's weight: its tensor, expert (-1 for a whole
+	// tensor) and layer (-1 past the blocks), what a prefetch groups by.
+	of []readOf
+	// token is the call's token number (the trace's key for its faults);
+	// start and end its time, 0 when not recorded.
+	token      uint32
+	start, end uint64
+}
+
+// readOf is the weight one read of a call's stream reads.
+type readOf struct {
+	tensor uint32
+	expert int16
+	layer  int16
 }
 
 // measured is what the run itself measured in one phase, summed over its
@@ -56,6 +71,19 @@ type Run struct {
 	// Picks says why the stream lacks router picks ("" when every MoE layer
 	// of every call has them).
 	picksNA string
+
+	// stalls are each call's fault waits (by token), disjoint and in
+	// order; firstFault the start of each weight's first fault in a call.
+	stalls     map[uint32][]span
+	firstFault map[faultKey]uint64
+	// readers is the most threads that faulted on the model in one decode
+	// call: more than one, and runs fall in two modes (the package
+	// comment).
+	readers int
+	// dev is the device as the run's own block requests measured it;
+	// disk its profile where the run carries one.
+	dev  deviceRate
+	disk *rundir.DiskProfile
 }
 
 // unit is a plan's grain: a whole tensor, or one expert's slice of an
@@ -82,6 +110,9 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 	r.Model.Tensors = nil
 	r.Budget = meta.Controls.MemLimit
 	r.Cold = meta.Models[0].ResidentBefore == 0
+	if meta.DiskNA() == "" {
+		r.disk = meta.Disk
+	}
 	r.pages = int32((r.Model.Size + pageSize - 1) / pageSize)
 	for _, t := range st.Tensors {
 		if !t.Pseudo() && t.Model == 0 {
@@ -112,7 +143,10 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 			continue
 		}
 		c, lacks := r.stream(order, picks[t.Token])
-		c.phase = t.Phase
+		c.phase, c.token = t.Phase, t.Token
+		if t.EndNS > t.StartNS && t.StartNS > 0 {
+			c.start, c.end = t.StartNS, t.EndNS
+		}
 		r.calls = append(r.calls, c)
 		if lacks >= 0 {
 			moeCalls++
@@ -167,7 +201,8 @@ func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, er
 
 // roleRank orders a layer's weights as llama.cpp's graph reads them:
 // the attention's norm, Q (and its norm), V, K (and its norm), output;
-// the FFN's norm and router; the experts gate, up, down; shared experts;
+// the FFN's norm and router; the experts gate (or gate_up where fused),
+// up, down; shared experts;
 // then a dense FFN. ggml builds a graph depth first from its output, so
 // SwiGLU's gate is computed before up although build_moe_ffn makes up
 // first, and V before K: the first faults of every decode call of the
@@ -188,7 +223,7 @@ func roleRank(role string) int {
 		return 5
 	case role == "ffn_gate_inp":
 		return 6
-	case role == "ffn_gate_exps":
+	case role == "ffn_gate_exps" || role == "ffn_gate_up_exps":
 		return 7
 	case role == "ffn_up_exps":
 		return 8
@@ -242,8 +277,10 @@ func (r *Run) stream(order []event.Tensor, picks map[int][]int) (c call, lacks i
 	lacks = -1
 	seen := map[int]bool{}
 	for _, t := range order {
+		layer := int16(max(t.Layer, -1))
 		if t.Experts == 0 || t.ExpertStride == 0 {
 			c.reads = append(c.reads, bytesToPages(t.Offset, t.Size))
+			c.of = append(c.of, readOf{tensor: t.ID, expert: -1, layer: layer})
 			continue
 		}
 		if lacks < 0 {
@@ -257,43 +294,99 @@ func (r *Run) stream(order []event.Tensor, picks map[int][]int) (c call, lacks i
 		slices.Sort(es)
 		for _, e := range slices.Compact(es) {
 			c.reads = append(c.reads, bytesToPages(t.Offset+int64(e)*t.ExpertStride, t.ExpertStride))
+			c.of = append(c.of, readOf{tensor: t.ID, expert: int16(e), layer: layer})
 		}
 	}
 	return c, lacks
 }
 
+// span is a time interval [a, b) in CLOCK_MONOTONIC ns.
+type span struct{ a, b uint64 }
+
+// union merges spans (sorted in place) into disjoint ones, in order.
+func union(ss []span) []span {
+	if len(ss) == 0 {
+		return nil
+	}
+	slices.SortFunc(ss, func(x, y span) int { return cmp.Compare(x.a, y.a) })
+	out := []span{ss[0]}
+	for _, s := range ss[1:] {
+		if cur := &out[len(out)-1]; s.a > cur.b {
+			out = append(out, s)
+		} else {
+			cur.b = max(cur.b, s.b)
+		}
+	}
+	return out
+}
+
+// covered is how much of [a, b) the disjoint sorted spans cover.
+func covered(ss []span, a, b uint64) uint64 {
+	var n uint64
+	for _, s := range ss {
+		if s.b <= a || s.a >= b {
+			continue
+		}
+		n += min(s.b, b) - max(s.a, a)
+	}
+	return n
+}
+
+// faultKey is a weight's first fault in a call: token, tensor, expert.
+type faultKey struct {
+	token, tensor uint32
+	expert        int16
+}
+
 // measureWait sums, per phase, the time each call waited on the model's
 // faults: the union of its threads' fault intervals, so two threads
-// waiting at once count once. It is the stall that tokens/s pays.
+// waiting at once count once. It is the stall that tokens/s pays. The
+// same scan keeps what a prefetch's prediction reads from the trace: each
+// weight's first fault in each call, the threads that faulted in a decode
+// call, and the device's read requests (the rate it served them at).
 func (r *Run) measureWait(st *index.Store, model map[uint32]bool, phaseOf map[uint32]uint8) error {
-	type span struct{ a, b uint64 }
 	by := map[uint32][]span{}
+	r.firstFault = map[faultKey]uint64{}
+	readers := map[uint32]map[uint32]bool{}
+	var blocks []span
+	var blockBytes uint64
+	requests := map[uint32]bool{}
 	err := st.Events(index.EventFilter{}, func(e *event.Event) error {
-		if e.Kind == event.KindFault && model[e.Tensor] && e.Dur > 0 && e.Dur <= e.Ts {
+		switch {
+		case e.Kind == event.KindFault && model[e.Tensor] && e.Dur > 0 && e.Dur <= e.Ts:
 			by[e.Token] = append(by[e.Token], span{e.Ts - e.Dur, e.Ts})
+			k := faultKey{e.Token, e.Tensor, e.Expert}
+			if t, ok := r.firstFault[k]; !ok || e.Ts-e.Dur < t {
+				r.firstFault[k] = e.Ts - e.Dur
+			}
+			if phaseOf[e.Token] == event.PhaseDecode {
+				if readers[e.Token] == nil {
+					readers[e.Token] = map[uint32]bool{}
+				}
+				readers[e.Token][e.Tid] = true
+			}
+		case e.Kind == event.KindBlock && !event.BlockWrite(e.Class) && !e.CompletionUnseen() && e.Dur > 0 && e.Dur <= e.Ts:
+			blocks = append(blocks, span{e.Ts - e.Dur, e.Ts})
+			blockBytes += e.Bytes
+			requests[e.Req] = true
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("reading fault events: %w", err)
 	}
+	r.stalls = map[uint32][]span{}
 	for tok, ss := range by {
-		m := r.byPhase[phaseOf[tok]]
-		if m == nil {
-			continue
+		u := union(ss)
+		r.stalls[tok] = u
+		if m := r.byPhase[phaseOf[tok]]; m != nil {
+			m.waitNS += covered(u, 0, math.MaxUint64)
 		}
-		slices.SortFunc(ss, func(x, y span) int { return cmp.Compare(x.a, y.a) })
-		cur := ss[0]
-		for _, s := range ss[1:] {
-			if s.a > cur.b {
-				m.waitNS += cur.b - cur.a
-				cur = s
-			} else {
-				cur.b = max(cur.b, s.b)
-			}
-		}
-		m.waitNS += cur.b - cur.a
 	}
+	for _, ts := range readers {
+		r.readers = max(r.readers, len(ts))
+	}
+	r.device(union(blocks), blockBytes, len(requests), r.disk)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/predict"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/sweep"
@@ -96,7 +97,7 @@ func (r *run) prediction(s *sweep.Summary, opt Options) (*Chart, *stats.Table, s
 				ratio = stats.NA(pv.NA)
 			}
 		}
-		t.Rows = append(t.Rows, []stats.Value{stats.I64(row.BudgetBytes), stats.Str(row.Policy), pv, mv, ratio})
+		t.Rows = append(t.Rows, []stats.Value{stats.I64(row.BudgetBytes), stats.Str(policyLabel(row)), pv, mv, ratio})
 	}
 	if why != "" {
 		t.Rows = append(t.Rows, []stats.Value{stats.NA(why), stats.Str(predict.PolicyKernel), stats.NA(why), stats.NA(why), stats.NA(why)})
@@ -105,6 +106,15 @@ func (r *run) prediction(s *sweep.Summary, opt Options) (*Chart, *stats.Table, s
 		return nil, t, ""
 	}
 	return predictChart(s, rows, measured, why), t, ""
+}
+
+// policyLabel names a predicted row's policy, and its readers' mode where
+// it is the racing readers' (a run of two modes has a row of each).
+func policyLabel(row predict.Row) string {
+	if row.Mode == predict.ModeRace {
+		return row.Policy + ", " + predict.ModeRace
+	}
+	return row.Policy
 }
 
 // predictChart draws each policy's predicted decode MiB per token and the
@@ -124,16 +134,23 @@ func predictChart(s *sweep.Summary, rows []predict.Row, measured map[int64]*floa
 			continue
 		}
 		x, y := float64(row.BudgetBytes)/(1<<20), row.BytesReadPerToken/(1<<20)
-		byPolicy[row.Policy] = append(byPolicy[row.Policy], plotter.XY{X: x, Y: y})
-		pts = append(pts, hoverPoint{x, y, fmt.Sprintf("%s at %.0f MiB: %.4g MiB per token predicted", row.Policy, x, y)})
+		label := policyLabel(row)
+		byPolicy[label] = append(byPolicy[label], plotter.XY{X: x, Y: y})
+		pts = append(pts, hoverPoint{x, y, fmt.Sprintf("%s at %.0f MiB: %.4g MiB per token predicted", label, x, y)})
 	}
 	for _, pol := range []string{predict.PolicyKernel, predict.PolicyPlan, predict.PolicyBelady} {
-		if xy := byPolicy[pol]; len(xy) > 0 {
-			if l, err := plotter.NewLine(xy); err == nil {
-				l.Color = colPredict[pol]
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-				p.Add(l)
-				p.Legend.Add(pol+" (predicted)", l)
+		for _, mode := range []string{"", predict.ModeRace} {
+			label := policyLabel(predict.Row{Policy: pol, Mode: mode})
+			if xy := byPolicy[label]; len(xy) > 0 {
+				if l, err := plotter.NewLine(xy); err == nil {
+					l.Color = colPredict[pol]
+					l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+					if mode == predict.ModeRace {
+						l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+					}
+					p.Add(l)
+					p.Legend.Add(label+" (predicted)", l)
+				}
 			}
 		}
 	}
@@ -155,7 +172,7 @@ func predictChart(s *sweep.Summary, rows []predict.Row, measured map[int64]*floa
 		}
 	}
 	p.Legend.Top = true
-	caption := fmt.Sprintf("%s: the kernel's page cache as iocorr predict models it, Belady's bound, and each budget's recorded run (%s).", title, shellJoin(s.Command))
+	caption := fmt.Sprintf("%s: the kernel's page cache as iocorr predict models it, Belady's bound, and each budget's recorded run (%s).", title, units.ShellJoin(s.Command))
 	if why != "" {
 		caption += " No prediction: " + strings.TrimSpace(why) + "."
 	}

@@ -41,9 +41,9 @@ func sweepChart(s *sweep.Summary, perToken bool) (*Chart, string) {
 			p.Add(l, sc)
 		}
 	}
-	caption := fmt.Sprintf("%s, one recorded run per budget (%s).", title, shellJoin(s.Command))
+	caption := fmt.Sprintf("%s, one recorded run per budget (%s).", title, units.ShellJoin(s.Command))
 	if !perToken {
-		caption = fmt.Sprintf("%s: the speed the command reported, run untraced under each budget right after its recorded run (%s).", title, shellJoin(s.Command))
+		caption = fmt.Sprintf("%s: the speed the command reported, run untraced under each budget right after its recorded run (%s).", title, units.ShellJoin(s.Command))
 	}
 	if len(failed) > 0 {
 		caption += " Not drawn: " + strings.Join(failed, "; ") + "."

@@ -166,7 +166,7 @@ func header(m *rundir.Meta, opt Options) []Field {
 	if opt.SweepDir != "" {
 		h.add("sweep", "%s (the run below is one of its budgets)", opt.SweepDir)
 	}
-	h.add("command", "%s", shellJoin(m.Command))
+	h.add("command", "%s", units.ShellJoin(m.Command))
 	switch {
 	case m.Start.IsZero():
 	case m.End.Before(m.Start):
@@ -269,21 +269,6 @@ func sortedKV(m map[string]uint64) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func shellJoin(argv []string) string {
-	s := ""
-	for i, a := range argv {
-		if i > 0 {
-			s += " "
-		}
-		if a == "" || strings.ContainsAny(a, " \t\n'\"$\\`*?;&|<>()") {
-			s += "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		} else {
-			s += a
-		}
-	}
-	return s
 }
 
 // MaxSize is the bound on a report's HTML size for a model of tensors

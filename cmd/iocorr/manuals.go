@@ -89,19 +89,22 @@ var diffManual = manual{
 }
 
 var predictManual = manual{
-	description: `Predicts, from one run recorded under a memory limit, what other budgets would cost per llama_decode call, for the prefill and the decode: bytes read, major faults, stall and tokens/s, per policy. kernel is a model of Linux's page cache (its LRU lists, refaults, mmap read-around) fed with the run's own access stream; plan (with --plan) is the same with the plan's pages pinned; belady is the offline optimum, which no policy beats; run is what the run measured at its own budget.
+	description: `Predicts, from one run recorded under a memory limit, what other budgets would cost per llama_decode call, for the prefill and the decode: bytes read, major faults, stall and tokens/s, per policy. kernel is a model of Linux's page cache (its LRU lists, refaults, mmap read-around) fed with the run's own access stream; plan (with --plan) is the same with the plan's pages pinned; belady is the offline optimum, which no policy beats; run is what the run measured at its own budget; prefetch-experts, prefetch-layers and prefetch-both (with --prefetch) are the kernel's with a prefetcher's requests: the picked experts' slices at the router's pick, the next layer's dense weights at a layer's start, timed by the trace's own lead times and the device's rate.
+
+Where the run's decode calls faulted from more than one thread, runs of the command fall in two modes (the threads' read-arounds race), and each row comes in both (mode one-reader and racing-readers); a note on stderr says which the run itself is nearest.
 
 A figure the run cannot give (no memory limit, no residency snapshots, calls without the router's picks) is NA with its reason.`,
 	examples: []example{
 		{"Three budgets from the run in run-96MiB:", "iocorr predict -i run-96MiB --mem-limit 96MiB,128MiB,160MiB"},
 		{"With a plan's ranges pinned:", "iocorr predict -i run-96MiB --mem-limit 160MiB --plan plan.json"},
+		{"With the picked experts and the next layer prefetched:", "iocorr predict -i run-96MiB --mem-limit 128MiB,160MiB --prefetch both"},
 	},
 	files:   []string{runFiles, storeFiles, "DIR/residency.jsonl  the residency snapshots the non-file memory is measured from"},
 	seeAlso: []string{"plan", "pin", "docs/memory.md"},
 }
 
 var planManual = manual{
-	description: `Chooses, from one run recorded under a memory limit, which whole tensors and expert slices to lock in RAM under a budget: ranked by stall saved per byte, the best prefix as predict's kernel model says. It recommends pinning only where that beats the kernel's own policy by 5% of the decode bytes; otherwise the plan pins nothing and says why. A plan's advice is a prediction: check it with one pinned run (record --pin).`,
+	description: `Chooses, from one run recorded under a memory limit, which whole tensors and expert slices to lock in RAM under a budget: ranked by stall saved per byte, the best prefix as predict's kernel model says. It recommends pinning only where that beats the kernel's own policy by 5% of the decode bytes; otherwise the plan pins nothing and says why; where the run has two modes (predict), the pin must win in both. It then says whether a prefetcher pays at the budget (predicted at 1.1× the tokens/s and at most 1.05× the bytes in every mode, the device not bandwidth-bound), and the command that runs it: iocorr prefetch --window W --mem-limit L -- CMD. A plan's advice is a prediction: check it with one pinned run (record --pin).`,
 	examples: []example{
 		{"A plan for 160 MiB from the run in run-96MiB:", "iocorr plan -i run-96MiB --mem-limit 160MiB -o plan.json"},
 	},

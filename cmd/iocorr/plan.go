@@ -13,7 +13,7 @@ import (
 func init() {
 	register(&command{
 		name:    "plan",
-		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing",
+		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing; and whether a prefetcher pays there",
 		usage:   "[-i DIR] --mem-limit B [--readahead W] -o plan.json",
 		flags:   planFlags,
 		man:     planManual,
@@ -42,7 +42,7 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return fmt.Errorf("plan: %w", err)
 		}
 		defer run.Close()
-		p, err := predict.MakePlan(run, budget, readahead)
+		p, advice, err := predict.MakePlan(run, budget, readahead)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
@@ -50,6 +50,11 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return fmt.Errorf("plan: %w", err)
 		}
 		fmt.Fprintf(stdout, "%s: %s\n%s\n", *out, p.Recommendation, p.Reason)
+		if advice.Command != "" {
+			fmt.Fprintf(stdout, "prefetch: %s\n%s\n", advice.Command, advice.Reason)
+		} else {
+			fmt.Fprintf(stdout, "%s\n", advice.Reason)
+		}
 		return nil
 	}
 }

@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "predict",
 		summary: "predict bytes read, major faults, stall and tokens/s per token at other memory budgets from one run (kernel, plan, Belady)",
-		usage:   "[-i DIR] --mem-limit 96MiB,192MiB,... [--plan FILE] [--format table|csv|json|jsonl]",
+		usage:   "[-i DIR] --mem-limit 96MiB,192MiB,... [--plan FILE] [--prefetch experts|layers|both] [--format table|csv|json|jsonl]",
 		flags:   predictFlags,
 		man:     predictManual,
 	})
@@ -28,6 +28,7 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	limits := memLimitsFlag(fs, "memory budgets to predict (e.g. 96MiB,192MiB)")
 	planFile := fs.String("plan", "", "a pin plan (iocorr plan -o): also predict with its ranges pinned")
 	ra := fs.String("readahead", "", readaheadHelp)
+	prefetch := fs.String("prefetch", "", "also predict a prefetcher's requests: experts (the picked experts' slices at the router's pick), layers (the next layer's dense weights at a layer's start) or both")
 	format := output.Table
 	fs.Var(&format, "format", "output format: table, csv, json or jsonl")
 	return func(ctx context.Context, args []string) error {
@@ -38,6 +39,13 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return usagef("predict: --mem-limit wants the budgets (e.g. --mem-limit 96MiB,192MiB)")
 		}
 		opt := predict.Options{Budgets: limits.Bytes}
+		if *prefetch != "" {
+			pol := predict.PrefetchPolicy(*prefetch)
+			if pol == "" {
+				return usagef("predict: --prefetch %q: want experts, layers or both", *prefetch)
+			}
+			opt.Prefetch = []string{pol}
+		}
 		var err error
 		if opt.Readahead, err = parseReadahead("predict", *ra); err != nil {
 			return err
@@ -68,6 +76,9 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 // once to stderr (a reason column only where the rows' reasons differ).
 func writePrediction(res *predict.Result, format output.Format, status string) error {
 	na, err := output.Prediction(stdout, res, format, status)
+	if res.ModesNote != "" {
+		fmt.Fprintf(stderr, "iocorr: note: %s\n", res.ModesNote)
+	}
 	for _, n := range na.Notes("") {
 		fmt.Fprintf(stderr, "iocorr: note: NA: %s\n", n)
 	}

@@ -69,6 +69,7 @@ func TestPredictRefusesBadInputInOneLine(t *testing.T) {
 		{"a budget that is no size", []string{"predict", "-i", dir, "--mem-limit", "lots"}, "lots"},
 		{"a read-around that is no size", []string{"predict", "-i", dir, "--mem-limit", "96MiB", "--readahead", "-4KiB"}, "--readahead"},
 		{"a plan for another model", []string{"predict", "-i", dir, "--mem-limit", "96MiB", "--plan", other}, "for another model file"},
+		{"a prefetch that is no policy", []string{"predict", "-i", dir, "--mem-limit", "96MiB", "--prefetch", "everything"}, "--prefetch"},
 		{"a plan's read-around that is no size", []string{"plan", "-i", dir, "--mem-limit", "96MiB", "--readahead", "0", "-o", filepath.Join(t.TempDir(), "p.json")}, "--readahead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

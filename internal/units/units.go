@@ -1,6 +1,7 @@
 // Package units reads and writes the sizes and durations people type and
 // read: "96MiB" on a command line, "1.5 MiB" in a table. It is the one size
-// parser and the one set of formatters of the tree.
+// parser and the one set of formatters of the tree, a command line's
+// included (ShellJoin).
 package units
 
 import (
@@ -134,3 +135,17 @@ func (s *Sizes) String() string { return strings.Join(s.Typed, ",") }
 
 // Type names the value in a flag's help.
 func (s *Sizes) Type() string { return "sizes" }
+
+// ShellJoin is a command line as a shell reads it back: each argument
+// that is empty or holds a character the shell would take apart
+// single-quoted.
+func ShellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"$\\`*?;&|<>()") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -112,3 +112,19 @@ func TestSizeFlagsHoldTheBytesOfWhatWasTypedAndRefuseWhatIsNoSize(t *testing.T) 
 		})
 	}
 }
+
+func TestShellJoinQuotesWhatTheShellWouldTakeApart(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"llama-completion", "-m", "/m/model.gguf", "-n", "24"}, "llama-completion -m /m/model.gguf -n 24"},
+		{[]string{"x", "-p", "The memory of a machine"}, "x -p 'The memory of a machine'"},
+		{[]string{"x", "it's", ""}, `x 'it'\''s' ''`},
+		{[]string{"x", "$HOME", "a;b"}, `x '$HOME' 'a;b'`},
+	} {
+		if got := units.ShellJoin(tc.argv); got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.argv, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,431 @@
+package predict
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Prefetch policies: a prefetcher's requests ahead of the graph, the rest
+// to the kernel's policy.
+const (
+	// PolicyPrefetchExperts requests the picked experts' slices of a layer
+	// (gate, up, down; gate_up where fused) at the router's pick.
+	PolicyPrefetchExperts = "prefetch-experts"
+	// PolicyPrefetchLayers requests the next layer's dense weights (the
+	// output head after the last layer) at a layer's start.
+	PolicyPrefetchLayers = "prefetch-layers"
+	// PolicyPrefetchBoth does both.
+	PolicyPrefetchBoth = "prefetch-both"
+)
+
+// PrefetchPolicy is the policy of a --prefetch choice (experts, layers,
+// both), "" for none of them.
+func PrefetchPolicy(choice string) string {
+	switch choice {
+	case "experts":
+		return PolicyPrefetchExperts
+	case "layers":
+		return PolicyPrefetchLayers
+	case "both":
+		return PolicyPrefetchBoth
+	}
+	return ""
+}
+
+func prefetchesExperts(pol string) bool {
+	return pol == PolicyPrefetchExperts || pol == PolicyPrefetchBoth
+}
+
+func prefetchesLayers(pol string) bool {
+	return pol == PolicyPrefetchLayers || pol == PolicyPrefetchBoth
+}
+
+// deviceRate is the model disk: as the run's own block requests measured
+// it (the bytes it read over the time it was busy: the rate it serves at
+// the depth the run kept it), and as `iocorr doctor --disk` measured it
+// at every depth where the run carries the disk's profile.
+type deviceRate struct {
+	bytesPerS float64
+	busy      []span // disjoint, in order
+	// requestBytes is the run's mean read request: the block size a
+	// prefetch's reads are split into.
+	requestBytes float64
+	profile      *rundir.DiskProfile // nil without one
+	why          string              // why the run's rate is not known ("" when it is)
+}
+
+// device sets the run's device from its read requests' intervals
+// (disjoint, in order), bytes and count, and the disk's profile.
+func (r *Run) device(busy []span, bytes uint64, requests int, profile *rundir.DiskProfile) {
+	r.dev = deviceRate{busy: busy}
+	if profile != nil && len(profile.Points) > 0 {
+		r.dev.profile = profile
+	}
+	if requests > 0 {
+		r.dev.requestBytes = float64(bytes) / float64(requests)
+	}
+	t := covered(busy, 0, ^uint64(0))
+	if t == 0 || bytes == 0 {
+		r.dev.why = "the run has no completed read request: the device's rate was not measured"
+		return
+	}
+	r.dev.bytesPerS = float64(bytes) / (float64(t) / 1e9)
+}
+
+// maxDepth is the deepest queue a prefetch's request is taken to keep:
+// doctor --disk's deepest.
+const maxDepth = 32
+
+// rate is the bytes per second the device serves a request of asked
+// bytes at, and where the figure came from: with the disk's profile, at
+// the depth its reads keep (asked over the run's mean request, at most
+// maxDepth) and that request size; without one, the run's own rate.
+// ok is false where neither is known.
+func (d *deviceRate) rate(asked int64) (bytesPerS float64, note string, ok bool) {
+	if d.profile != nil && d.requestBytes > 0 {
+		depth := min(max(math.Ceil(float64(asked)/d.requestBytes), 1), maxDepth)
+		if bw, ok := d.profile.BandwidthAt(depth, d.requestBytes); ok && bw > 0 {
+			return bw, ProfileNote, true
+		}
+	}
+	if d.why != "" {
+		return 0, "", false
+	}
+	return d.bytesPerS, DeviceNote, true
+}
+
+// Notes of a prefetch row: where the device's rate its requests are
+// timed at came from. Both begin with DeviceNotePrefix.
+const (
+	DeviceNotePrefix = "device rate from "
+	DeviceNote       = DeviceNotePrefix + "the run's own block completions (bytes over the time the disk was busy, at the run's own depth; a deeper queue may serve faster): the run carries no disk profile"
+	ProfileNote      = DeviceNotePrefix + "the disk's profile (iocorr doctor --disk), at the depth each request's reads keep (its bytes over the run's mean read request, at most 32) and that request size"
+)
+
+// busyShare is the share of the phase's calls' time the device was busy
+// reading, and whether it was measured.
+func (r *Run) busyShare(ph uint8) (float64, bool) {
+	var busy, wall uint64
+	for _, c := range r.calls {
+		if c.phase != ph || c.end == 0 {
+			continue
+		}
+		wall += c.end - c.start
+		busy += covered(r.dev.busy, c.start, c.end)
+	}
+	if wall == 0 || r.dev.why != "" {
+		return 0, false
+	}
+	return float64(busy) / float64(wall), true
+}
+
+// group is one request a prefetcher makes in a call: the reads it
+// covers (indices into the call's reads), made before read at, and the
+// read whose weight's first fault stands for the moment it is made.
+type group struct {
+	at    int
+	reads []int
+	// anchor are the reads whose earliest first fault is the request's
+	// moment in the trace: the router's pick has no time of its own, and
+	// the layer's first expert fault follows it within the router's
+	// top-k; a layer's start is its first fault.
+	anchor  []int
+	experts bool
+}
+
+// groups lists the requests a policy makes in call c, in stream order.
+func groups(c *call, pol string) []group {
+	var out []group
+	layerStart := map[int16]int{}
+	var layers []int16
+	for i, o := range c.of {
+		if o.layer < 0 {
+			continue
+		}
+		if _, ok := layerStart[o.layer]; !ok {
+			layerStart[o.layer] = i
+			layers = append(layers, o.layer)
+		}
+	}
+	readsOf := func(pred func(readOf) bool) []int {
+		var rs []int
+		for i, o := range c.of {
+			if pred(o) {
+				rs = append(rs, i)
+			}
+		}
+		return rs
+	}
+	for k, l := range layers {
+		inLayer := readsOf(func(o readOf) bool { return o.layer == l })
+		if prefetchesLayers(pol) {
+			next := readsOf(func(o readOf) bool { return o.layer < 0 && o.expert < 0 })
+			if k+1 < len(layers) {
+				nl := layers[k+1]
+				next = readsOf(func(o readOf) bool { return o.layer == nl && o.expert < 0 })
+			}
+			if len(next) > 0 {
+				out = append(out, group{at: layerStart[l], reads: next, anchor: inLayer})
+			}
+		}
+		if prefetchesExperts(pol) {
+			ex := readsOf(func(o readOf) bool { return o.layer == l && o.expert >= 0 })
+			if len(ex) > 0 {
+				out = append(out, group{at: ex[0], reads: ex, anchor: ex, experts: true})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b group) int { return a.at - b.at })
+	return out
+}
+
+// leadKey names a read's lead time across calls: its tensor, and whether
+// the request was the experts' (an expert slice's lead is its tensor's,
+// whichever expert the router picked).
+type leadKey struct {
+	tensor  uint32
+	experts bool
+}
+
+// leads are the trace's own lead times of a policy's requests: for every
+// read a request covers, the compute time from the request's moment
+// (group.anchor) to the read's first fault in the same call, less the
+// faults waited on between (a prefetched run does not wait on those),
+// the median over the decode calls that faulted on both.
+func (r *Run) leads(pol string) map[leadKey]float64 {
+	by := map[leadKey][]float64{}
+	for i := range r.calls {
+		c := &r.calls[i]
+		if c.phase != event.PhaseDecode {
+			continue
+		}
+		for _, g := range groups(c, pol) {
+			t0, ok := uint64(0), false
+			for _, j := range g.anchor {
+				if t, f := r.firstFault[c.key(j)]; f && (!ok || t < t0) {
+					t0, ok = t, true
+				}
+			}
+			if !ok {
+				continue
+			}
+			for _, j := range g.reads {
+				tf, f := r.firstFault[c.key(j)]
+				if !f || tf < t0 {
+					continue
+				}
+				k := leadKey{c.of[j].tensor, g.experts}
+				by[k] = append(by[k], float64(tf-t0-covered(r.stalls[c.token], t0, tf)))
+			}
+		}
+	}
+	out := map[leadKey]float64{}
+	for k, v := range by {
+		slices.Sort(v)
+		out[k] = v[len(v)/2]
+	}
+	return out
+}
+
+// key is read j's weight's first-fault key in the call.
+func (c *call) key(j int) faultKey {
+	return faultKey{c.token, c.of[j].tensor, c.of[j].expert}
+}
+
+// prefetchStall is what a request still makes the graph wait: its reads
+// arrive in order at the device's rate (bytes[i] is what the request
+// read of read i, the resident pages skipped), and read i is needed
+// lead[i] ns of compute after the request, later by whatever the earlier
+// reads already made it wait.
+func prefetchStall(bytes, lead []float64, bytesPerS float64) float64 {
+	var stall, cum, need float64
+	for i, b := range bytes {
+		cum += b
+		need = max(need, lead[i])
+		if arrive := cum / bytesPerS * 1e9; arrive > need+stall {
+			stall = arrive - need
+		}
+	}
+	return stall
+}
+
+// prefetched is a prefetch policy's simulation: its counts per phase,
+// and per phase the bytes read on demand (faults) and the stall its
+// requests left.
+type prefetched struct {
+	counts      phaseCounts
+	demandBytes map[uint8]uint64
+	stallNS     map[uint8]float64
+	// window is the most bytes one request asked for: what a prefetcher
+	// must hold in flight.
+	window int64
+	// unmeasured counts the reads whose lead time no call measured: timed
+	// with none.
+	unmeasured int
+	// notes are where the rates its requests were timed at came from;
+	// untimed says some request had no rate.
+	notes   map[string]bool
+	untimed bool
+}
+
+// simulatePrefetch runs the kernel model with a policy's requests made
+// at their moments in each call's stream.
+func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol string, leads map[leadKey]float64) prefetched {
+	c := newPageCache(r.pages, capacity, ra, pinned)
+	c.access(r.load())
+	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{}}
+	for i := range r.calls {
+		cl := &r.calls[i]
+		gs := groups(cl, pol)
+		b0, m0 := c.readPages, c.majors
+		for j, rg := range cl.reads {
+			for len(gs) > 0 && gs[0].at == j {
+				g := gs[0]
+				gs = gs[1:]
+				var bytes, lead []float64
+				var asked int64
+				for _, k := range g.reads {
+					rk := cl.reads[k]
+					asked += int64(rk.end-rk.first) * pageSize
+					bytes = append(bytes, float64(c.prefetch(rk))*pageSize)
+					l, ok := leads[leadKey{cl.of[k].tensor, g.experts}]
+					if !ok {
+						out.unmeasured++
+					}
+					lead = append(lead, l)
+				}
+				out.window = max(out.window, asked)
+				if rate, note, ok := r.dev.rate(asked); ok {
+					out.stallNS[cl.phase] += prefetchStall(bytes, lead, rate)
+					out.notes[note] = true
+				} else {
+					out.untimed = true
+				}
+			}
+			d0 := c.readPages
+			c.access(rg)
+			out.demandBytes[cl.phase] += (c.readPages - d0) * pageSize
+		}
+		out.counts[cl.phase][0] += (c.readPages - b0) * pageSize
+		out.counts[cl.phase][1] += c.majors - m0
+	}
+	return out
+}
+
+// prefetchRow turns a prefetch simulation into the figures of one phase:
+// the bytes and faults it read, the stall of its demand reads at the
+// run's wait per byte plus what its requests left.
+func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, why string) Row {
+	row := r.row(budget, pol, ph, got.counts, why)
+	m := r.byPhase[ph]
+	if why != "" || m.calls == 0 {
+		return row
+	}
+	n := float64(m.calls)
+	row.Note = strings.Join(slices.Sorted(maps.Keys(got.notes)), "; ")
+	if got.unmeasured > 0 {
+		row.Note += fmt.Sprintf("; %d requested reads had no lead time in the trace (their weight never faulted after the request's moment in a decode call) and are timed with none", got.unmeasured)
+	}
+	delete(row.NA, ColStall)
+	delete(row.NA, ColTPS)
+	switch {
+	case got.untimed:
+		row.NA[ColStall] = r.dev.why + " and the run carries no disk profile (iocorr doctor --disk)"
+	case got.demandBytes[ph] > 0 && m.bytes == 0:
+		row.NA[ColStall] = "the run read nothing from the device in this phase: its wait per byte was not measured"
+	default:
+		row.StallNSPerToken = got.stallNS[ph] / n
+		if got.demandBytes[ph] > 0 {
+			row.StallNSPerToken += float64(got.demandBytes[ph]) / n * float64(m.waitNS) / float64(m.bytes)
+		}
+	}
+	r.tps(&row, m)
+	return row
+}
+
+// PrefetchAdvice is whether a prefetcher pays at a plan's budget, and
+// how to run it.
+type PrefetchAdvice struct {
+	// Policy is the prefetch policy recommended, "" for none.
+	Policy string
+	// WindowBytes is the most bytes its requests hold in flight at once.
+	WindowBytes int64
+	// Command is the command line that runs it ("" for none).
+	Command string
+	Reason  string
+}
+
+// Thresholds of the advice. A prefetch must be predicted to give
+// minSpeedup× the kernel policy's decode tokens/s, reading at most
+// maxBytes× its bytes, in every mode of the run; and the run's decode
+// calls must have kept the device busy less than bandwidthBound of
+// their time: where the device is busy nearly always, bytes are the
+// cost and a prefetch can only add some.
+const (
+	minSpeedup     = 1.1
+	maxBytes       = 1.05
+	bandwidthBound = 0.8
+)
+
+// advise predicts every prefetch policy at budget, in every mode, and
+// recommends the one with the most decode tokens/s where it pays in all.
+func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice {
+	a := &PrefetchAdvice{}
+	share, ok := r.busyShare(event.PhaseDecode)
+	switch {
+	case !ok:
+		a.Reason = "no prefetch: the device's busy share in decode calls was not measured (" + cmp.Or(r.dev.why, "the run's decode calls have no times") + ")"
+		return a
+	case share >= bandwidthBound:
+		a.Reason = fmt.Sprintf("no prefetch: the device was busy %.0f%% of the decode calls' time (bandwidth-bound: a prefetch can only add bytes)", share*100)
+		return a
+	}
+	capacity := r.capacityPages(budget, 0)
+	ra := r.window(readahead)
+	best, bestSpeed, why := "", 0.0, ""
+	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchLayers, PolicyPrefetchBoth} {
+		leads := r.leads(pol)
+		speed, window, fails := math.Inf(1), int64(0), ""
+		for _, mode := range r.modes() {
+			w := modeWindow(mode, ra)
+			base, _ := r.simulate(capacity, w, nil, false)
+			k := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
+			pf := r.simulatePrefetch(capacity, w, nil, pol, leads)
+			p := r.prefetchRow(budget, pol, event.PhaseDecode, pf, "")
+			window = max(window, pf.window)
+			if len(k.NA)+len(p.NA) > 0 {
+				fails = "its tokens/s or the kernel's is NA"
+				break
+			}
+			s := p.TokensPerS / k.TokensPerS
+			speed = min(speed, s)
+			if bytes := p.BytesReadPerToken / max(k.BytesReadPerToken, 1); s < minSpeedup || bytes > maxBytes {
+				fails = fmt.Sprintf("%.2f× the tokens/s and %.2f× the bytes of the kernel's policy in the %s mode", s, bytes, mode)
+				break
+			}
+		}
+		if fails != "" {
+			why += fmt.Sprintf("; %s: %s", pol, fails)
+			continue
+		}
+		if speed > bestSpeed {
+			best, bestSpeed, a.WindowBytes = pol, speed, window
+		}
+	}
+	if best == "" {
+		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, maxBytes) + why
+		return a
+	}
+	a.Policy = best
+	a.Command = fmt.Sprintf("iocorr prefetch --window %d --mem-limit %d -- %s", a.WindowBytes, budget, units.ShellJoin(command))
+	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
+	return a
+}

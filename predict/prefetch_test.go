@@ -1,0 +1,301 @@
+package predict
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// Pages that async read-ahead brings in sit in large folios, whose young
+// PTEs count more than one at their first scan (mm/vmscan.c
+// folio_check_references: referenced_ptes > 1 activates), where an
+// order-0 page of a fault's read-around is kept once and activated only
+// when young again. The active list the large folios make lets refaults
+// pass the distance test: so a run at 256 MiB keeps part of the demo
+// MoE's 326 MiB between tokens (measured 70–129 MiB a decode token read;
+// the model read the whole file, 325, before).
+func TestALargeFolioYoungAtItsFirstScanIsActivated(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags uint8
+		want  uint8 // the list the page is on after one scan
+	}{
+		{"order 0, young: kept once on the inactive list", flagYoung, listInactive},
+		{"large, young: activated", flagYoung | flagLarge, listActive},
+		{"large, old: evicted", flagLarge, listNone},
+		{"order 0, young again after its first scan: activated", flagYoung | flagRef, listActive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPageCache(4, 3, 1, nil)
+			for p := range int32(3) {
+				c.add(p)
+			}
+			c.flags[0] = tc.flags
+			// Pages 1 and 2 are old: the next scanned goes.
+			c.capacity = 2 // one page must go: the scan starts at page 0, the tail
+			c.reclaim()
+			if c.where[0] != tc.want {
+				t.Errorf("page 0 on list %d, want %d", c.where[0], tc.want)
+			}
+		})
+	}
+}
+
+func TestPrefetchStallIsTheServiceTimeLeftAfterEachReadsLead(t *testing.T) {
+	const rate = 1e9 // a byte a nanosecond
+	for _, tc := range []struct {
+		name        string
+		bytes, lead []float64
+		want        float64
+	}{
+		{"nothing read, nothing waited", []float64{0, 0}, []float64{0, 0}, 0},
+		{"needed at once: the whole service time", []float64{100, 50}, []float64{0, 0}, 150},
+		{"enough lead for every read", []float64{100, 50}, []float64{100, 150}, 0},
+		{"the first late, the second in time after it", []float64{100, 50}, []float64{40, 120}, 60},
+		{"a wait delays what follows it", []float64{100, 100}, []float64{0, 10}, 190},
+		{"a lead shorter than an earlier one counts as that one", []float64{10, 10}, []float64{30, 5}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := prefetchStall(tc.bytes, tc.lead, rate); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("stall %v ns, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// twoLayerCall is a call of two blocks (dense a, then experts 1 and 3 of
+// gate, up and down) and an output head.
+func twoLayerCall() *call {
+	c := &call{}
+	add := func(tensor uint32, expert, layer int16) {
+		c.of = append(c.of, readOf{tensor: tensor, expert: expert, layer: layer})
+		p := int32(len(c.reads)) * 10
+		c.reads = append(c.reads, pageRange{p, p + 10})
+	}
+	for l := range int16(2) {
+		add(uint32(10*l), -1, l)
+		for k := range uint32(3) {
+			add(uint32(10*l)+1+k, 1, l)
+			add(uint32(10*l)+1+k, 3, l)
+		}
+	}
+	add(99, -1, -1)
+	return c
+}
+
+func TestAPrefetchRequestsThePicksAtThePickAndTheNextLayerAtALayersStart(t *testing.T) {
+	type want struct {
+		at      int
+		reads   []int
+		experts bool
+	}
+	for _, tc := range []struct {
+		pol  string
+		want []want
+	}{
+		{PolicyPrefetchExperts, []want{{1, []int{1, 2, 3, 4, 5, 6}, true}, {8, []int{8, 9, 10, 11, 12, 13}, true}}},
+		{PolicyPrefetchLayers, []want{{0, []int{7}, false}, {7, []int{14}, false}}},
+		{PolicyPrefetchBoth, []want{{0, []int{7}, false}, {1, []int{1, 2, 3, 4, 5, 6}, true}, {7, []int{14}, false}, {8, []int{8, 9, 10, 11, 12, 13}, true}}},
+	} {
+		t.Run(tc.pol, func(t *testing.T) {
+			gs := groups(twoLayerCall(), tc.pol)
+			if len(gs) != len(tc.want) {
+				t.Fatalf("%d requests, want %d: %+v", len(gs), len(tc.want), gs)
+			}
+			for i, g := range gs {
+				w := tc.want[i]
+				if g.at != w.at || !slices.Equal(g.reads, w.reads) || g.experts != w.experts {
+					t.Errorf("request %d: at %d reads %v experts %v, want at %d reads %v experts %v", i, g.at, g.reads, g.experts, w.at, w.reads, w.experts)
+				}
+			}
+		})
+	}
+}
+
+// A prefetched range is read exactly (no read-around), and the graph's
+// later touches of it are no major fault.
+func TestAPrefetchedRangeIsReadExactlyAndNeverFaultedOn(t *testing.T) {
+	c := newPageCache(1000, 500, 64, nil)
+	if n := c.prefetch(pageRange{100, 150}); n != 50 {
+		t.Errorf("the request read %d pages, want 50", n)
+	}
+	if n := c.prefetch(pageRange{120, 160}); n != 10 {
+		t.Errorf("a request over 30 resident pages read %d, want 10", n)
+	}
+	c.access(pageRange{100, 160})
+	if c.majors != 0 || c.readPages != 60 {
+		t.Errorf("touching the prefetched pages: %d major faults, %d pages read; want 0 and 60", c.majors, c.readPages)
+	}
+}
+
+// With experts requested at the pick, a call reads its picked slices
+// and no fault's read-around reads the experts not picked.
+func TestPrefetchingThePicksReadsFewerBytesThanTheKernelsReadAround(t *testing.T) {
+	r := &Run{pages: 1000, loaded: false, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
+	r.Model.Size = 1000 * pageSize
+	for i := range int32(4) {
+		c := call{phase: event.PhaseDecode}
+		c.reads = append(c.reads, pageRange{0, 100})
+		c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
+		for _, e := range []int32{1 + i%2, 5 + i%2} {
+			c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
+			c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
+		}
+		r.calls = append(r.calls, c)
+	}
+	kernel, _ := r.simulate(400, 64, nil, false)
+	pf := r.simulatePrefetch(400, 64, nil, PolicyPrefetchExperts, nil)
+	k, p := kernel[event.PhaseDecode][0], pf.counts[event.PhaseDecode][0]
+	if p >= k {
+		t.Errorf("prefetching read %d bytes, the kernel %d; want fewer", p, k)
+	}
+	if pf.window != 200*pageSize {
+		t.Errorf("the largest request %d bytes, want the two slices' %d", pf.window, 200*pageSize)
+	}
+	if pf.unmeasured != 8 {
+		t.Errorf("%d reads without a lead time, want 8 (no trace)", pf.unmeasured)
+	}
+}
+
+func TestARunWithRacingReadersIsPredictedInBothModes(t *testing.T) {
+	for _, tc := range []struct {
+		readers int
+		want    []string
+	}{
+		{0, []string{ModeOne}},
+		{1, []string{ModeOne}},
+		{2, []string{ModeOne, ModeRace}},
+	} {
+		if got := (&Run{readers: tc.readers}).modes(); !slices.Equal(got, tc.want) {
+			t.Errorf("%d readers: modes %v, want %v", tc.readers, got, tc.want)
+		}
+	}
+}
+
+// A prefetch row needs the picks (the experts' requests are the picks)
+// and the stream they make: where they are NA, every figure of every
+// prefetch row is NA with that reason.
+func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
+	r := cyclicRun(100, 2)
+	r.Budget = 1 << 20
+	r.picksNA = "1 of 2 calls lack the router's picks of some MoE layer"
+	res, err := Predict(r, Options{Budgets: []int64{1 << 20}, Prefetch: []string{PolicyPrefetchExperts, PolicyPrefetchLayers, PolicyPrefetchBoth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, row := range res.Rows {
+		if row.Policy == PolicyRun || row.Policy == PolicyKernel || row.Policy == PolicyBelady {
+			continue
+		}
+		seen++
+		for _, c := range Figures {
+			if row.NA[c] != r.picksNA {
+				t.Errorf("%s %s: %s NA %q, want the picks' reason", row.Policy, row.Phase, c, row.NA[c])
+			}
+		}
+	}
+	if seen != 3*2 {
+		t.Errorf("%d prefetch rows, want 6 (three policies, two phases)", seen)
+	}
+}
+
+// plan advises no prefetch where the device was busy most of the decode
+// calls' time (a prefetch there can only add bytes), nor where its busy
+// share was not measured, and says which.
+func TestPlanAdvisesNoPrefetchWhereTheDeviceIsBandwidthBoundOrUnmeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		busy []span
+		says string
+	}{
+		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, "bandwidth-bound"},
+		{"no request completed", nil, "not measured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.calls[0].start, r.calls[0].end = 100, 200
+			r.calls[1].start, r.calls[1].end = 200, 300
+			var bytes uint64
+			if tc.busy != nil {
+				bytes = 1 << 20
+			}
+			r.device(tc.busy, bytes, 1, nil)
+			a := r.advise(1<<20, 0, []string{"cmd"})
+			if a.Policy != "" || a.Command != "" || !strings.Contains(a.Reason, tc.says) {
+				t.Errorf("advice %+v, want none, saying %q", a, tc.says)
+			}
+		})
+	}
+}
+
+// A request's lead times are the trace's: from the request's moment (the
+// layer's first expert fault for the picks) to each slice's first fault
+// in the same call, less the faults waited on between, the median over
+// decode calls.
+func TestLeadTimesAreTheComputeFromTheRequestToEachSlicesFirstFault(t *testing.T) {
+	r := &Run{byPhase: map[uint8]*measured{event.PhaseDecode: {calls: 2}}}
+	for tok := range uint32(2) {
+		c := call{phase: event.PhaseDecode, token: tok}
+		for tensor := uint32(1); tensor <= 2; tensor++ {
+			c.reads = append(c.reads, pageRange{int32(tensor) * 10, int32(tensor)*10 + 10})
+			c.of = append(c.of, readOf{tensor: tensor, expert: 3, layer: 0})
+		}
+		r.calls = append(r.calls, c)
+	}
+	r.firstFault = map[faultKey]uint64{
+		{0, 1, 3}: 1000, {0, 2, 3}: 3000, // call 0: up 2000 ns after gate, 500 of them waiting
+		{1, 1, 3}: 10000, {1, 2, 3}: 11000, // call 1: 1000 after, no wait
+	}
+	r.stalls = map[uint32][]span{0: {{1500, 2000}}}
+	leads := r.leads(PolicyPrefetchExperts)
+	for _, tc := range []struct {
+		tensor uint32
+		want   float64
+	}{
+		{1, 0},    // the gate's first fault is the request's moment
+		{2, 1500}, // the median (the upper of two) of 1500 and 1000
+	} {
+		if got, ok := leads[leadKey{tc.tensor, true}]; !ok || got != tc.want {
+			t.Errorf("tensor %d: lead %v (measured %v), want %v", tc.tensor, got, ok, tc.want)
+		}
+	}
+}
+
+// A request is timed at the disk's profiled bandwidth at the depth its
+// reads keep (its bytes over the run's mean request, at most 32) where
+// the run carries a profile, else at the run's own rate, and says which.
+func TestARequestIsTimedAtTheDepthItKeepsOrTheRunsOwnRate(t *testing.T) {
+	profile := &rundir.DiskProfile{Points: []rundir.DiskPoint{
+		{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 100e6},
+		{Depth: 32, BlockBytes: 128 << 10, BytesPerSec: 900e6},
+	}}
+	busy := []span{{0, 1e9}} // 200 MiB over one busy second
+	for _, tc := range []struct {
+		name    string
+		busy    []span
+		profile *rundir.DiskProfile
+		asked   int64
+		want    float64
+		note    string
+		ok      bool
+	}{
+		{"one request's worth: depth 1", busy, profile, 128 << 10, 100e6, ProfileNote, true},
+		{"32 requests' worth and more: depth 32", busy, profile, 64 << 20, 900e6, ProfileNote, true},
+		{"no profile: the run's own rate", busy, nil, 64 << 20, 200 << 20, DeviceNote, true},
+		{"neither", nil, nil, 64 << 20, 0, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{}
+			r.device(tc.busy, 200<<20, 1600, tc.profile) // 200 MiB in 128 KiB requests
+			got, note, ok := r.dev.rate(tc.asked)
+			if ok != tc.ok || math.Abs(got-tc.want) > 1 || note != tc.note {
+				t.Errorf("rate %v (%q, %v), want %v (%q, %v)", got, note, ok, tc.want, tc.note, tc.ok)
+			}
+		})
+	}
+}
