@@ -106,7 +106,7 @@ CROSS_PKGS := ./wire ./ingest ./correlate ./pipeline ./event ./gguf ./ggml ./run
 	./testkit/testenv ./testkit/llmtest ./testkit/spooltest ./testkit/storetest \
 	./testkit/runtest ./testkit/perfettotest ./testkit/ducktest ./testkit/browsertest
 
-cross: ## build iocorr for macOS (arm64) and Windows, and vet the packages that must build there with their tests: the read side (ingest, query, report, export, stats, diff) without the BPF loader; record, sweep, doctor and pin say "Linux only" there
+cross: ## build iocorr for macOS (arm64) and Windows, and vet the packages that must build there with their tests: the read side (ingest, query, report, export, stats, diff) without the BPF loader; record, sweep, doctor, pin and prefetch say "Linux only" there
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/iocorr
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/iocorr
 	GOOS=darwin GOARCH=arm64 $(GO) vet $(CROSS_PKGS)

@@ -63,7 +63,7 @@ func (c Config) runsArm(name string) bool {
 }
 
 // Sections are the benchmark's sections, in the order Run runs them.
-var Sections = []string{"overhead", "scale", "sweep", "probes", "store", "toucher", "warden", "predict", "a3b"}
+var Sections = []string{"overhead", "scale", "sweep", "probes", "store", "toucher", "warden", "predict", "prefetch", "a3b"}
 
 // OnDemand are the sections run only when asked for by name: a3b writes
 // a 16 GiB model and its run reads hundreds of GiB.
@@ -275,7 +275,7 @@ func Run(cfg Config) *Report {
 	for _, s := range []struct {
 		name string
 		run  func(*Report, Config)
-	}{{"probes", ProbeCost}, {"store", Store}, {"toucher", Toucher}, {"warden", Warden}, {"predict", Predict}, {"a3b", A3B}} {
+	}{{"probes", ProbeCost}, {"store", Store}, {"toucher", Toucher}, {"warden", Warden}, {"predict", Predict}, {"prefetch", Prefetch}, {"a3b", A3B}} {
 		if cfg.runs(s.name) {
 			s.run(r, cfg)
 		}

@@ -68,7 +68,12 @@ struct config {
 	 * Only where the kernel resolves faults (use_find_vma): elsewhere it
 	 * cannot tell where a fault is. */
 	__u8 count_faults;
-	__u8 pad[2];
+	/* A prefetcher acts on the router's picks (iocorr prefetch, record
+	 * --prefetch): each experts event wakes the reader at once, since
+	 * the experts it names are read within the layer, long before the
+	 * reader's next poll. */
+	bool wake_picks;
+	__u8 pad[1];
 };
 
 const volatile struct config cfg = {};
@@ -267,6 +272,8 @@ static __always_inline __u64 ring__wakeup_flags(__u16 type)
 	 * the token's start: waiting for the reader's next poll would be
 	 * most of the pause. */
 	if (type == EV_DECODE_BEGIN && (cfg.stop_at_tokens || ring__token_wakeup_armed()))
+		return BPF_RB_FORCE_WAKEUP;
+	if (type == EV_EXPERTS && cfg.wake_picks)
 		return BPF_RB_FORCE_WAKEUP;
 	return ring__fill_flags();
 }

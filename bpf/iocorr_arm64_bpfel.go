@@ -58,7 +58,8 @@ type IocorrConfig struct {
 	StopAtTokens bool
 	FilterDevs   bool
 	CountFaults  uint8
-	Pad          [2]uint8
+	WakePicks    bool
+	Pad          [1]uint8
 }
 
 type IocorrDecodeStart struct {

@@ -52,8 +52,16 @@ func hasPath(caps []capChoice, name string) bool {
 
 // wanted says whether the run asks for capability c: the tier decides the
 // page-cache programs and what is rebuilt from them (the readahead
-// trigger is the adds inside each fault), options the op and sched probes.
+// trigger is the adds inside each fault), options the op and sched probes;
+// a prefetcher's own session (PrefetchOnly) only what it acts on.
 func (o *Options) wanted(c *Capability) bool {
+	if o.PrefetchOnly {
+		switch c.Name {
+		case CapLoops, CapProcesses, CapMappings, CapFaults, CapOffsets:
+			return true
+		}
+		return false
+	}
 	switch c.Name {
 	case CapOps:
 		return o.Probes.Ops

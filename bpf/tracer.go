@@ -43,6 +43,16 @@ type Options struct {
 	// or EV_PAGE_DEL per folio as the kernel reports them, or both side by
 	// side (to check the runs against the folios of the same events).
 	PageRecords PageRecords
+	// Prefetch serves a prefetcher (the prefetch package) from the ring:
+	// every router pick wakes the reader at once, as the experts it names
+	// are read within their layer, well before the reader's next poll.
+	Prefetch bool
+	// PrefetchOnly attaches only what a prefetcher needs besides the
+	// graph probes (`iocorr prefetch`, not a recording): the traced
+	// processes, their mappings (libraries to probe) and the faults with
+	// their file offsets (whether what it asked for arrived before use);
+	// no block, page-cache, read-call or scheduler hooks.
+	PrefetchOnly bool
 	// StopAtTokens stops a traced process at each token's start until
 	// user space resumes it (TokenStops), for exact residency snapshots.
 	StopAtTokens bool
@@ -224,6 +234,7 @@ func Open(opts Options) (*Tracer, error) {
 		StopAtTokens: opts.StopAtTokens,
 		FilterDevs:   len(opts.Devices) > 0,
 		CountFaults:  opts.countFaultsConst(caps),
+		WakePicks:    opts.Prefetch || opts.PrefetchOnly,
 	}
 	if err := setConfig(spec, cfg); err != nil {
 		return nil, err

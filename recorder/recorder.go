@@ -28,6 +28,7 @@ import (
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/procmaps"
+	"github.com/iocorr/iocorr/prefetch"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -60,6 +61,14 @@ type Options struct {
 	// locked inside the command's memory cgroup before it starts and held
 	// to its end (package pin). It needs MemLimit.
 	Pin string
+	// Prefetch runs the prefetcher beside the command (package prefetch):
+	// the router's picks bring their experts' slices into the page cache
+	// from a helper in the command's memory cgroup. It needs a launched
+	// command.
+	Prefetch *prefetch.Config
+	// PrefetchOnly is `iocorr prefetch`'s run: only the hooks the
+	// prefetcher acts on (bpf.Options.PrefetchOnly); it needs Prefetch.
+	PrefetchOnly bool
 	// User runs the command as someone else and hands them the run
 	// directory; nil keeps the recorder's identity.
 	User *proc.User
@@ -138,6 +147,15 @@ func (o *Options) Validate() error {
 	if o.Pin != "" && (o.MemLimit <= 0 || o.PID != 0) {
 		return optionf("--pin needs --mem-limit and a launched command: the plan is locked in the command's memory cgroup")
 	}
+	if o.Prefetch != nil && o.PID != 0 {
+		return optionf("--prefetch needs a launched command: its helper runs in the command's memory cgroup")
+	}
+	if o.PrefetchOnly && o.Prefetch == nil {
+		return optionf("a prefetch-only run without the prefetcher")
+	}
+	if o.Prefetch != nil && o.Prefetch.Window < 0 {
+		return optionf("--window %d: want a positive size", o.Prefetch.Window)
+	}
 	if o.MemLimit != 0 && o.MemLimit < 1<<20 {
 		return optionf("memory limit %d is below 1MiB: the command could not even start", o.MemLimit)
 	}
@@ -192,6 +210,8 @@ type recording struct {
 	// probed is the files searched for symbols, their libraries and the
 	// maps snapshots' count.
 	probed *probedFiles
+	// pf is the prefetcher (Options.Prefetch), nil without it.
+	pf *prefetcher
 }
 
 // snapshot is the metadata as far as it is known now: what the run set
@@ -401,6 +421,10 @@ func (r *recording) act(typ uint16, rec []byte) {
 		r.copies.onPlace(e, e.Ino != 0 && r.models.known(e.Dev, e.Ino))
 	case d.BufName() != nil:
 		r.copies.onBufName(d.BufName())
+	case d.Experts() != nil:
+		r.pf.onPicks(d.Experts(), r.models)
+	case d.Fault() != nil:
+		r.pf.onFault(d.Fault())
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/launch"
+	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/prefetch"
 	"github.com/iocorr/iocorr/rundir"
 )
 
@@ -18,6 +20,8 @@ import (
 // is the test binary, which must then become the command.
 func TestMain(m *testing.M) {
 	launch.RunShimIfChild()
+	pin.RunHolderIfChild()      // --pin's holder re-executes the binary too
+	prefetch.RunHelperIfChild() // and --prefetch's helper
 	os.Exit(m.Run())
 }
 

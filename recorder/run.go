@@ -143,6 +143,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}()
 		r.m.Controls.Pinned = &rundir.Pinned{Plan: o.Pin, Model: plan.Model.Path, Ranges: len(plan.Ranges), Bytes: h.Bytes, HolderAnon: h.Anon}
 	}
+	if err := r.startPrefetch(cg); err != nil {
+		return Result{}, r.abort(err)
+	}
+	// Ended before the cgroup is removed (the defers run in reverse): the
+	// helper is in it. A no-op once the run ended in order.
+	defer r.stopPrefetch()
 	// Ctrl-C during the set-up (eviction of a large model takes a while)
 	// means the command should not start at all.
 	if ctx.Err() != nil {
@@ -154,6 +160,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, r.abort(err)
 	}
 
+	r.stopPrefetch()
 	r.recordEnd(end, cg)
 	r.finish(&end.exit, end.err)
 	// Nothing reads the ring from here on: detach before anything slow,
@@ -401,6 +408,10 @@ func (r *recording) begin() tracing {
 	tr := tracing{stopDrain: stopDrain, drainErr: make(chan error, 1)}
 	go func() { tr.drainErr <- r.spool.drain(drainCtx, r.sess.tr.RingBuf(), r.act) }()
 	tr.stopProgress = r.stats.report(r.o.Progress, &r.spool.counts, r.m.Start)
+	if r.o.PrefetchOnly {
+		// `iocorr prefetch` keeps no recording: no residency to take.
+		return tr
+	}
 	snaps, err := startSnapshots(r.o.Dir, r.models, r.warn, r.sess.tr, r.o.ExactSnapshots,
 		func(pid int) { r.fam.cont(pid, "for its token's residency snapshot") })
 	if err != nil {

@@ -33,7 +33,7 @@ func openSession(o *Options) (*session, error) {
 	} else if mounted {
 		fmt.Fprintf(o.Stderr, "iocorr record: tracefs was not mounted: mounted it at %s\n", dir)
 	}
-	tr, err := openTracer(bpf.Options{Probes: o.Probes, StopAtTokens: o.ExactSnapshots, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
+	tr, err := openTracer(bpf.Options{Probes: o.Probes, StopAtTokens: o.ExactSnapshots, Prefetch: o.Prefetch != nil, PrefetchOnly: o.PrefetchOnly, RingBufBytes: o.RingBufBytes, SelfPID: os.Getpid()})
 	if err != nil {
 		if errors.Is(err, bpf.ErrPrivileges) {
 			err = fmt.Errorf("%w (run as root)", err)

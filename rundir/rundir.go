@@ -468,6 +468,58 @@ type Controls struct {
 	CgroupCounters map[string]uint64 `json:"cgroup_counters,omitempty"`
 	// Pinned is the pin plan held in RAM for the run (record --pin).
 	Pinned *Pinned `json:"pinned,omitempty"`
+	// Prefetched is what the prefetcher did (record --prefetch).
+	Prefetched *Prefetched `json:"prefetched,omitempty"`
+}
+
+// Prefetched says what the prefetcher (package prefetch) asked the kernel
+// for, from the router's picks, and what became of it. Bytes are whole
+// pages. Arrived, late and evicted unused split the asked bytes by the
+// command's major faults on them; they are NA (OutcomeNA) when the faults
+// were not traced.
+type Prefetched struct {
+	// Window bounds the bytes brought in for one layer's picks; 0 is
+	// unbounded.
+	Window int64 `json:"window_bytes"`
+	// Layers: the next layer's dense weights were asked for too, at each
+	// layer's first pick, after its experts.
+	Layers bool `json:"next_layers"`
+	// Picks are the router decisions acted on (one a layer a token).
+	Picks uint64 `json:"picks"`
+	// Ranges are the picked experts' slices (and the next layers' dense
+	// weights, with Layers), Bytes their pages (a page two slices share
+	// counts in each): Resident, OverWindow, Dropped and Asked split them.
+	Ranges uint64 `json:"ranges"`
+	Bytes  int64  `json:"bytes"`
+	// ResidentBytes of them were in the page cache already; OverWindow
+	// were not asked for, the layer's window being full.
+	ResidentBytes   int64 `json:"resident_bytes"`
+	OverWindowBytes int64 `json:"over_window_bytes"`
+	// DroppedBytes were not asked for either: the helper was so far
+	// behind that its queue was full.
+	DroppedBytes int64 `json:"dropped_bytes"`
+	// AskedBytes were asked of the kernel (posix_fadvise WILLNEED) in
+	// Calls runs of pages; Failed of the calls returned an error.
+	AskedBytes int64  `json:"asked_bytes"`
+	Calls      uint64 `json:"calls"`
+	Failed     uint64 `json:"failed_calls"`
+	// ArrivedBytes were in the page cache at their first use (no major
+	// fault on them); LateBytes were faulted in by the command before the
+	// kernel had the request; EvictedUnusedBytes were brought in and
+	// faulted in again, evicted before they were used.
+	ArrivedBytes       int64  `json:"arrived_bytes"`
+	LateBytes          int64  `json:"late_bytes"`
+	EvictedUnusedBytes int64  `json:"evicted_unused_bytes"`
+	OutcomeNA          string `json:"outcome_na,omitempty"`
+	// ModelMajorFaults are the command's major faults in the model files
+	// the prefetcher saw (those it did not prevent).
+	ModelMajorFaults uint64 `json:"model_major_faults"`
+	// HelperCPUNS is the helper's CPU (user+sys) that made the calls,
+	// SelfCPUNS iocorr's own on the picks and faults.
+	HelperCPUNS int64 `json:"helper_cpu_ns"`
+	SelfCPUNS   int64 `json:"self_cpu_ns"`
+	// Errors say what went wrong, if anything.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Pinned says what a pin plan locked in the command's memory cgroup

@@ -5,11 +5,14 @@ package main
 import (
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/prefetch"
 )
 
 // runShimIfChild makes the held child of `record` the traced command, and
-// a pin plan's holder process the holder.
+// a pin plan's holder process the holder, the prefetcher's helper the
+// helper.
 func runShimIfChild() {
 	launch.RunShimIfChild()
 	pin.RunHolderIfChild()
+	prefetch.RunHelperIfChild()
 }

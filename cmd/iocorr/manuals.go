@@ -122,6 +122,21 @@ var pinManual = manual{
 	seeAlso: []string{"plan", "predict", "record", "docs/memory.md"},
 }
 
+var prefetchManual = manual{
+	description: `Runs CMD with a prefetcher that needs no patch of llama.cpp: at each MoE layer's router pick (the probe record reads), it asks the kernel (posix_fadvise WILLNEED on the model file) for the pages of the picked experts' slices that are not in the page cache, and with --layers for the next layer's dense weights after them, so that they are read together while the layer computes rather than one read-around at a time as its matmuls fault them in.
+
+The calls come from a helper process in the command's memory cgroup: pages are charged to the cgroup of whoever reads them in, so they count against --mem-limit as the command's own reads do. One layer's picks bring in at most --window bytes. Only what the prefetcher acts on is attached: the traced processes, their mappings, the graph probes and the command's faults in the model (to tell what arrived before use); no recording is kept. record --prefetch does the same beside a recording.
+
+On stderr, and as JSON with --report: the picks acted on, the slices and their bytes, what was cached already, what was asked and what the window held back; of what was asked, what arrived before use (no major fault on it), what came late (faulted before the kernel had the request) and what was evicted unused (faulted after it); the prefetcher's own CPU.`,
+	examples: []example{
+		{"Run llama-cli cold under 96 MiB with the prefetcher, a 24 MiB window:", `iocorr prefetch --cold --window 24MiB --mem-limit 96MiB -- llama-cli -m model.gguf -p "..." -n 32`},
+		{"The same beside a recording, its report in meta.json:", `iocorr record --prefetch --cold --mem-limit 96MiB -- llama-cli -m model.gguf -p "..." -n 32`},
+	},
+	exit:    "When CMD exits with a non-zero status, prefetch exits with that status.",
+	files:   []string{"FILE  the report, with --report"},
+	seeAlso: []string{"record", "predict", "plan", "docs/memory.md"},
+}
+
 var sweepManual = manual{
 	description: `Records CMD once per memory budget, each run into DIR/<budget>/ as record would (with --cold, each from a cold cache), then runs it again untraced under the same budget for the tokens/s a study publishes. It prints, and writes to DIR/sweep.json, per budget: tokens/s, bytes read and major faults per decode token, stall share and the expert hit rate. A run that failed (killed for memory, a non-zero exit) is a row with its status. Each run is added to the study dataset DIR/dataset, or to --dataset, as it ends.`,
 	examples: []example{

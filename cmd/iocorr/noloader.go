@@ -10,12 +10,12 @@ import (
 )
 
 // Recording needs the BPF loader, and pinning Linux's memory cgroups:
-// elsewhere record, sweep, doctor and pin are named but only say so, and a run recorded on Linux
+// elsewhere record, sweep, doctor, pin and prefetch are named but only say so, and a run recorded on Linux
 // is ingested, queried, reported and exported here as there. The tag
 // noloader builds the same on Linux, so that a test runs what macOS and
 // Windows build.
 func init() {
-	for _, name := range []string{"record", "sweep", "doctor", "pin"} {
+	for _, name := range []string{"record", "sweep", "doctor", "pin", "prefetch"} {
 		register(&command{
 			name:    name,
 			summary: "Linux only (a run recorded there is ingested, queried and reported here)",

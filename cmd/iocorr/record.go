@@ -15,6 +15,7 @@ import (
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/prefetch"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -35,6 +36,11 @@ type recordOpts struct {
 	rec     recorder.Options
 	user    string
 	ringbuf units.Size
+	// prefetch, prefetchWindow and prefetchLayers are record's
+	// --prefetch flags.
+	prefetch       bool
+	prefetchWindow units.Size
+	prefetchLayers bool
 }
 
 func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
@@ -46,6 +52,9 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.BoolVar(&o.rec.NoIngest, "no-ingest", false, "do not build the query store at the end (run iocorr ingest DIR later)")
 	fs.IntVarP(&o.rec.PID, "pid", "p", 0, "attach to this running process (and the children it starts) instead of running a command")
 	fs.DurationVar(&o.rec.Duration, "duration", 0, "with -p: record this long (default: until Ctrl-C or the process exits)")
+	fs.BoolVar(&o.prefetch, "prefetch", false, "run the router-driven expert prefetcher beside the command (as iocorr prefetch does), its report in meta.json")
+	fs.Var(&o.prefetchWindow, "prefetch-window", "with --prefetch: most bytes brought in for one layer's picks at once (default: a quarter of the budget --mem-limit and a pin leave)")
+	fs.BoolVar(&o.prefetchLayers, "prefetch-layers", false, "with --prefetch: also the next layer's dense weights at each layer's first pick")
 	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
 }
 
@@ -73,6 +82,12 @@ func (o *recordOpts) options(argv []string) (recorder.Options, error) {
 	ro.Argv, ro.Version, ro.Stdout, ro.Stderr = argv, version, stdout, stderr
 	var err error
 	ro.RingBufBytes = int(min(o.ringbuf, 1<<31))
+	if (o.prefetchWindow != 0 || o.prefetchLayers) && !o.prefetch {
+		return ro, usagef("--prefetch-window and --prefetch-layers need --prefetch")
+	}
+	if o.prefetch {
+		ro.Prefetch = &prefetch.Config{Window: int64(o.prefetchWindow), Layers: o.prefetchLayers}
+	}
 	if o.user != "" {
 		if os.Geteuid() != 0 {
 			return ro, usagef("--user needs root")
@@ -96,7 +111,12 @@ func runRecord(ctx context.Context, o *recordOpts, argv []string) error {
 	if err != nil {
 		return commandErr("record", err)
 	}
-	ro.Recorded = func(res *recorder.Result) { printRecordSummary(stderr, res, ro.Dir) }
+	ro.Recorded = func(res *recorder.Result) {
+		printRecordSummary(stderr, res, ro.Dir)
+		if p := res.Meta.Controls.Prefetched; p != nil {
+			fmt.Fprint(stderr, prefetch.Summary(p))
+		}
+	}
 	rec, err := recorder.Record(ctx, ro)
 	if rec.Ingested {
 		printBuildSummary(rec.Store, ro.Dir)

@@ -47,7 +47,7 @@ var floor = map[string]int{
 	"sweep": 9, "recorder": 9, "diff": 9,
 	"output": 10, "report": 10, "doctor": 10, "recorder/sweeprun": 10, "testkit/rectest": 10,
 	"bench": 11, "dataset": 11,
-	"pin": 6, "predict": 9, // plan.json and its holder (write side, no BPF); the page-cache predictor (read side)
+	"pin": 6, "prefetch": 6, "predict": 9, // plan.json and its holder (write side, no BPF); the page-cache predictor (read side)
 	// 12: the commands.
 	"cmd/iocorr": 12, "cmd/iocorr-bench": 12,
 }

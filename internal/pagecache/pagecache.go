@@ -178,3 +178,54 @@ func DrainLRUBatches() error {
 	}
 	return nil
 }
+
+// Mapped is a file mapped read-only for mincore of its ranges: the
+// mapping itself brings nothing in and charges nothing.
+type Mapped struct {
+	mem  []byte
+	size int64
+}
+
+// Map maps the file at path for Resident.
+func Map(path string) (*Mapped, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %s for mincore: %w", path, err)
+	}
+	return &Mapped{mem: mem, size: st.Size()}, nil
+}
+
+// Resident fills vec (grown as needed, returned) with the residency of
+// the pages holding bytes [off, off+n) of the file, one byte a page, bit 0
+// set for a page in the page cache.
+func (m *Mapped) Resident(off, n int64, vec []byte) ([]byte, error) {
+	ps := int64(os.Getpagesize())
+	a, b := off/ps*ps, min((off+n+ps-1)/ps*ps, m.size)
+	if off < 0 || n <= 0 || a >= b {
+		return vec[:0], fmt.Errorf("range %d+%d lies outside the file (%d bytes)", off, n, m.size)
+	}
+	pages := int((b - a + ps - 1) / ps)
+	if cap(vec) < pages {
+		vec = make([]byte, pages)
+	}
+	vec = vec[:pages]
+	if err := mincore(m.mem[a:b], vec); err != nil {
+		return vec[:0], fmt.Errorf("mincore: %w", err)
+	}
+	return vec, nil
+}
+
+// Close unmaps the file.
+func (m *Mapped) Close() error { return unix.Munmap(m.mem) }

@@ -20,6 +20,7 @@ import (
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/prefetch"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 )
@@ -30,6 +31,7 @@ import (
 func Main(m *testing.M) {
 	launch.RunShimIfChild()
 	pin.RunHolderIfChild() // record --pin's holder re-executes the binary too
+	prefetch.RunHelperIfChild()
 	os.Exit(m.Run())
 }
 

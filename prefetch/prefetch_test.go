@@ -1,0 +1,233 @@
+//go:build linux
+
+package prefetch
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/testenv"
+	"github.com/iocorr/iocorr/wire"
+)
+
+// The prefetcher re-executes the test binary as its helper.
+func TestMain(m *testing.M) {
+	RunHelperIfChild()
+	os.Exit(m.Run())
+}
+
+// moeFile writes a small MoE model, synced and evicted, and gives it as
+// the recorder would (its dev and ino).
+func moeFile(t *testing.T) (rundir.ModelFile, *gguf.File) {
+	t.Helper()
+	// On the disk, not a tmpfs: its pages must leave and come back.
+	path := filepath.Join(filepath.Dir(testenv.DiskFile(t, nil)), "moe.gguf")
+	spec := gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: gguf.TypeF16}
+	if _, err := gguf.CreateSynth(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pagecache.Evict(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return rundir.ModelFile{Path: path, Dev: kernel.Dev(unix.Major(st.Dev), unix.Minor(st.Dev)), Ino: st.Ino}, f
+}
+
+// picks is the router event of one layer picking ids for one token.
+func picks(token uint32, layer int, ids ...int32) *wire.ExpertsEvent {
+	e := &wire.ExpertsEvent{N_used: uint32(len(ids)), N_tokens: 1, Count: uint32(len(ids))}
+	e.Hdr.Token = token
+	copy(e.Ids[:], ids)
+	for i, c := range fmt.Sprintf("ffn_moe_weights-%d", layer) {
+		e.Name[i] = int8(c)
+	}
+	return e
+}
+
+// TestTheHelpersReadsAreChargedToTheCommandsCgroup asks for two experts
+// of a layer from a cold file with the helper in a fresh memory cgroup:
+// exactly their slices come into the page cache (mincore), and the
+// cgroup's own page-cache counter holds them, so the prefetcher's reads
+// count against the command's budget, not iocorr's.
+func TestTheHelpersReadsAreChargedToTheCommandsCgroup(t *testing.T) {
+	testenv.RequireRoot(t)
+	mf, f := moeFile(t)
+	cg, err := cgroup.NewMemory(fmt.Sprintf("iocorr-test-prefetch-%d", os.Getpid()), 256<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	var issued []Issue
+	p, err := Start(Config{Issued: func(is Issue) { issued = append(issued, is) }}, []rundir.ModelFile{mf}, cg.Add, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnPicks(picks(1, 1, 3, 0))
+	p.OnPicks(picks(1, 1, 0)) // the same layer's other row: nothing new
+	rep := p.Close()
+
+	want := map[[2]int64]bool{}
+	var wantBytes int64
+	for _, tn := range f.TensorsByOffset() {
+		if tn.Layer == 1 && tn.Experts > 0 {
+			for _, e := range []int{3, 0} {
+				a, b := tn.ExpertRange(e)
+				want[[2]int64{a, b}] = true
+				wantBytes += b - a
+			}
+		}
+	}
+	got := map[[2]int64]bool{}
+	for _, is := range issued {
+		got[[2]int64{is.Off, is.Off + is.Len}] = true
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(issued) != len(want) {
+		t.Fatalf("asked for %v, want the slices %v", got, want)
+	}
+	// WILLNEED returns once the reads are asked for, before their pages
+	// are in the cache (seen on 6.18): wait for them, boundedly.
+	ps := int64(kernel.PageSize)
+	var inSlices, resident int64
+	for try := 0; try < 200; try++ {
+		var ranges [][2]int64
+		if ranges, resident, err = pagecache.ResidentRanges(mf.Path); err != nil {
+			t.Fatal(err)
+		}
+		inSlices = 0
+		for _, r := range ranges {
+			for p := r[0]; p < r[1]; p++ {
+				for s := range want {
+					if p*ps+ps > s[0] && p*ps < s[1] {
+						inSlices++
+						break
+					}
+				}
+			}
+		}
+		if inSlices*ps >= wantBytes {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if inSlices*ps < wantBytes || rep.AskedBytes < wantBytes || rep.AskedBytes > wantBytes+int64(len(want))*ps {
+		t.Errorf("%d of the slices' %d bytes resident (%d pages of the file), %d asked", inSlices*ps, wantBytes, resident, rep.AskedBytes)
+	}
+	c := cg.Counters()
+	charged := max(c["memory.stat.file"], c["memory.stat.total_cache"])
+	if int64(charged) < inSlices*ps {
+		t.Errorf("the cgroup holds %d bytes of page cache, the helper brought %d in: %v", charged, inSlices*ps, c)
+	}
+	if rep.Picks != 1 || rep.Ranges != uint64(len(want)) || rep.Failed != 0 || len(rep.Errors) > 0 || rep.HelperCPUNS <= 0 {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+// TestTheWindowBoundsALayersAsk: a window smaller than a layer's picked
+// slices asks for that much and counts the rest over it.
+func TestTheWindowBoundsALayersAsk(t *testing.T) {
+	testenv.RequireRoot(t)
+	mf, _ := moeFile(t)
+	const window = 64 << 10
+	p, err := Start(Config{Window: window}, []rundir.ModelFile{mf}, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnPicks(picks(1, 0, 1, 2))
+	p.OnPicks(picks(2, 0, 1, 2))
+	rep := p.Close()
+	if rep.AskedBytes > 2*window || rep.OverWindowBytes == 0 || rep.AskedBytes+rep.OverWindowBytes+rep.DroppedBytes+rep.ResidentBytes != rep.Bytes {
+		t.Errorf("window %d: %+v", window, rep)
+	}
+}
+
+// TestTheHelperSpeaksItsProtocol runs the helper's loop on a file: each
+// ask is answered with its sequence number and no error, and a line it
+// does not know ends it with an error.
+func TestTheHelperSpeaksItsProtocol(t *testing.T) {
+	path := testenv.DiskFile(t, bytes.Repeat([]byte{7}, 1<<20))
+	tests := []struct {
+		name, in, wantOut, wantErr string
+	}{
+		{"asks", fmt.Sprintf("o 0 %s\nw 1 0 0 4096\nw 2 0 65536 131072\n", path), "d 1 * 0\nd 2 * 0\n", ""},
+		{"unopened file", "w 1 3 0 4096\n", "", "never opened"},
+		{"unknown line", "x\n", "", "bad line"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			w := bufio.NewWriter(&out)
+			err := serve(strings.NewReader(tc.in), w)
+			w.Flush()
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			var got strings.Builder
+			for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+				if f := strings.Fields(l); len(f) == 4 {
+					fmt.Fprintf(&got, "%s %s * %s\n", f[0], f[1], f[3])
+				}
+			}
+			if got.String() != tc.wantOut {
+				t.Errorf("said %q, want %q", got.String(), tc.wantOut)
+			}
+		})
+	}
+}
+
+// TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts: with Layers,
+// a layer's first pick asks for its experts' slices, then for every dense
+// tensor of the next layer, once; the last layer's picks have no next.
+func TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts(t *testing.T) {
+	testenv.RequireRoot(t)
+	mf, f := moeFile(t)
+	var issued []Issue
+	p, err := Start(Config{Layers: true, Issued: func(is Issue) { issued = append(issued, is) }}, []rundir.ModelFile{mf}, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnPicks(picks(1, 0, 2))
+	p.OnPicks(picks(1, 0, 1))
+	p.OnPicks(picks(1, 1, 0))
+	rep := p.Close()
+	var want []string
+	for _, e := range []struct {
+		layer, expert int
+		dense         bool
+	}{{0, 2, false}, {1, -1, true}, {0, 1, false}, {1, 0, false}} {
+		for _, tn := range f.TensorsByOffset() {
+			if tn.Layer == e.layer && (tn.Experts > 0) != e.dense {
+				want = append(want, fmt.Sprintf("%s/%d", tn.Name, e.expert))
+			}
+		}
+	}
+	var got []string
+	for _, is := range issued {
+		got = append(got, fmt.Sprintf("%s/%d", is.Tensor, is.Expert))
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("asked for\n%v\nwant\n%v", got, want)
+	}
+	if !rep.Layers || rep.Ranges != uint64(len(want)) {
+		t.Errorf("report %+v", rep)
+	}
+}
