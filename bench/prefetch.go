@@ -101,12 +101,13 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string) {
 			var run prefetchRun
 			var err error
 			if (i+k)%2 == 0 {
-				run, err = plainPrefetchRun(cfg, argv, model, budget)
+				run, err = again(cfg, func() (prefetchRun, error) { return plainPrefetchRun(cfg, argv, model, budget) })
 				if err == nil {
 					plain = append(plain, run)
 				}
 			} else {
-				run, err = prefetchedRun(cfg, argv, model, budget, filepath.Join(cfg.WorkDir, "prefetch", fmt.Sprintf("%s-%d.json", strings.ReplaceAll(name, " ", "_"), i)))
+				report := filepath.Join(cfg.WorkDir, "prefetch", fmt.Sprintf("%s-%d.json", strings.ReplaceAll(name, " ", "_"), i))
+				run, err = again(cfg, func() (prefetchRun, error) { return prefetchedRun(cfg, argv, model, budget, report) })
 				if err == nil {
 					pf = append(pf, run)
 				}
@@ -152,6 +153,19 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string) {
 	r.Add(prefetchSection, name+": I/O stall share, prefetch (PSI io some ÷ wall)", "share", stallQ, stallNA)
 	r.Add(prefetchSection, name+": share of the bytes asked that arrived before use", "share", arrived, "the prefetcher's outcomes were NA")
 	r.Add(prefetchSection, name+": the prefetcher's CPU ÷ the run's", "share", own, "no CPU figure")
+}
+
+// again runs a run once more when llama.cpp's output lacked its eval-time
+// line: its log is written by a thread of its own, and on this 2-vCPU VM
+// under load a run exited now and then before that thread had written
+// the line (its output cut mid-line), in this section and in sweep's.
+func again(cfg Config, run func() (prefetchRun, error)) (prefetchRun, error) {
+	r, err := run()
+	if err != nil && strings.Contains(err.Error(), sweep.NoReportedTokensPerS) {
+		logf(cfg, "%v: once more", err)
+		r, err = run()
+	}
+	return r, err
 }
 
 // ioWatch is the model disk's sectors read and the system's PSI io stall
