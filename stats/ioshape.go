@@ -145,6 +145,9 @@ type shaper struct {
 	reqs     *extsort.Sorter[span]     // by issue
 	faults   *extsort.Sorter[interval] // by token, start
 	requests map[uint32]*shape         // counts and bytes by token
+	// seen is every token the events name, with its phase: one the run
+	// has no llama_decode record of still gets its row, NA with why.
+	seen map[uint32]uint8
 }
 
 func newShaper() *shaper {
@@ -153,7 +156,7 @@ func newShaper() *shaper {
 		faults: extsort.New(sortBatch, func(a, b *interval) int {
 			return cmp.Or(cmp.Compare(a.token, b.token), cmp.Compare(a.start, b.start))
 		}, intervalCodec),
-		requests: map[uint32]*shape{}}
+		requests: map[uint32]*shape{}, seen: map[uint32]uint8{}}
 }
 
 func (sh *shaper) Close() {
@@ -171,6 +174,11 @@ func inModel(e *event.Event) bool {
 
 // record takes one record (index.Store.Records).
 func (sh *shaper) record(rec []event.Event) error {
+	for i := range rec {
+		if _, ok := sh.seen[rec[i].Token]; !ok {
+			sh.seen[rec[i].Token] = rec[i].Phase
+		}
+	}
 	switch rec[0].Kind {
 	case event.KindFault:
 		for i := range rec {
@@ -202,6 +210,26 @@ func (sh *shaper) record(rec []event.Event) error {
 		return sh.reqs.Add(span{e.Ts - e.Dur, e.Ts})
 	}
 	return nil
+}
+
+// everyToken is tokens with a TokenInfo of no times added for each token
+// the events name that tokens lacks (their rows then say why they are
+// NA, and their requests are counted, not dropped), in token order.
+func (sh *shaper) everyToken(tokens []event.TokenInfo) []event.TokenInfo {
+	have := map[uint32]bool{}
+	for i := range tokens {
+		have[tokens[i].Token] = true
+	}
+	n := len(tokens)
+	for tok, phase := range sh.seen {
+		if !have[tok] {
+			tokens = append(tokens, event.TokenInfo{Token: tok, Phase: phase})
+		}
+	}
+	if len(tokens) > n {
+		slices.SortStableFunc(tokens, func(a, b event.TokenInfo) int { return cmp.Compare(a.Token, b.Token) })
+	}
+	return tokens
 }
 
 // window is one token's llama_decode call.
@@ -435,6 +463,7 @@ func IOShape(st *index.Store, meta *rundir.Meta) (phases, tokens *Table, err err
 	if err := st.Records(index.EventFilter{}, sh.record); err != nil {
 		return nil, nil, fmt.Errorf("reading events: %w", err)
 	}
+	toks = sh.everyToken(toks)
 	shapes, err := sh.shapes(toks)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading events: %w", err)

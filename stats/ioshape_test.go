@@ -92,6 +92,33 @@ func TestTheShaperClipsEachRequestToTheCallsItOverlaps(t *testing.T) {
 	}
 }
 
+// A token the events name that has no llama_decode record (none of the
+// run's tokens) still gets its shape, untimed, with its requests counted:
+// its row is NA with why, never left out.
+func TestTheShaperGivesEveryTokenTheEventsNameARow(t *testing.T) {
+	sh := newShaper()
+	defer sh.Close()
+	for _, rec := range [][]event.Event{blockRec(1, 110, 150, 4096), blockRec(7, 500, 0, 8192), faultRec(7, 510, 520)} {
+		if err := sh.record(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toks := sh.everyToken([]event.TokenInfo{{Token: 1, Phase: event.PhaseDecode, StartNS: 100, EndNS: 200}})
+	if len(toks) != 2 || toks[1].Token != 7 || toks[1].StartNS != 0 {
+		t.Fatalf("tokens %+v: want token 7 added, untimed", toks)
+	}
+	got, err := sh.shapes(toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[1].timed || got[1].unseen != 1 || got[1].bytes != 8192 {
+		t.Fatalf("token 7: %+v; want untimed, its request counted", got[1])
+	}
+	if row := got[1].figures(shapeRun{diskNA: "no disk profile"}); row[1].NA == "" {
+		t.Fatalf("token 7's busy share %+v: want NA with why", row[1])
+	}
+}
+
 func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 	// 1 GB/s at depth 1, 2 GB/s at depth 4, reads of 1 MiB.
 	disk := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 1e9}, {Depth: 4, BlockBytes: 1 << 20, BytesPerSec: 2e9}}}

@@ -76,17 +76,20 @@ type run struct {
 	sels    []event.ExpertSel
 	// From the event pass, which holds none of the run's events: what
 	// needs them in another order goes through an external sort.
-	stall     map[uint32]uint64 // fault stall within each token's call, by token
-	shapes    []shape           // the I/O shape, by index in tokens
-	reqHist   map[int]int       // device read requests by bits.Len64 of their size
-	reqs      int               // device read requests
-	backSeeks [2]int            // backward seeks, consecutive pairs in one model file
-	uniqueRd  []int64           // distinct pages read from the device, by model
-	res       *residency
-	tokenRes  *tokenSnaps        // resident pages by token index, by tensor id (nil when not asked for)
-	snapErr   error              // the first error keeping them
-	realHits  map[[2]int]*[2]int // (layer, phase) → hits, activations
-	realNA    string
+	stall  map[uint32]uint64 // fault stall within each token's call, by token
+	shapes []shape           // the I/O shape, by index in shapeTokens
+	// shapeTokens are the tokens and every token the events name besides
+	// (shaper.everyToken).
+	shapeTokens []event.TokenInfo
+	reqHist     map[int]int // device read requests by bits.Len64 of their size
+	reqs        int         // device read requests
+	backSeeks   [2]int      // backward seeks, consecutive pairs in one model file
+	uniqueRd    []int64     // distinct pages read from the device, by model
+	res         *residency
+	tokenRes    *tokenSnaps        // resident pages by token index, by tensor id (nil when not asked for)
+	snapErr     error              // the first error keeping them
+	realHits    map[[2]int]*[2]int // (layer, phase) → hits, activations
+	realNA      string
 	// snapshotNA says why no decode pick met a residency snapshot, when
 	// the residency comes from the recorder's snapshots.
 	snapshotNA string
@@ -142,7 +145,7 @@ func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Status: meta.Status(), snaps: r.tokenRes}
-	shapeByPhase, shapeByToken := ioShape(r.tokens, r.shapes, meta)
+	shapeByPhase, shapeByToken := ioShape(r.shapeTokens, r.shapes, meta)
 	rep.Tables = append(rep.Tables, r.perToken(), r.tokenTime(), shapeByPhase, r.amplification(), r.requestSizes(),
 		r.tensors(), r.layers())
 	if !opt.NoTokenResidency {
@@ -276,15 +279,16 @@ func (r *run) eventPass() error {
 // sumStalls takes each token's I/O shape, and its fault stall within its
 // llama_decode call (wall time with a fault in a model file in progress).
 func (r *run) sumStalls(sh *shaper) error {
-	shapes, err := sh.shapes(r.tokens)
+	toks := sh.everyToken(slices.Clone(r.tokens))
+	shapes, err := sh.shapes(toks)
 	if err != nil {
 		return err
 	}
-	r.shapes = shapes
+	r.shapeTokens, r.shapes = toks, shapes
 	r.stall = map[uint32]uint64{}
-	for i := range r.tokens {
+	for i := range toks {
 		if shapes[i].stall > 0 {
-			r.stall[r.tokens[i].Token] = shapes[i].stall
+			r.stall[toks[i].Token] = shapes[i].stall
 		}
 	}
 	return nil

@@ -63,8 +63,11 @@ func TestTheIOShapeReachesStatsQueryAndExport(t *testing.T) {
 		if !ok {
 			continue
 		}
-		// The phase's busy time is its tokens' summed.
+		// The phase's busy time is its tokens' summed, where each token's
+		// is known: a phase may take a token whose own share is NA (more
+		// than 1% of its requests without completion) within its 1%.
 		var busyNS, wall float64
+		partial := false
 		for _, tr := range perToken {
 			if tr["phase"] != r["phase"] && r["phase"] != "all" {
 				continue
@@ -74,9 +77,13 @@ func TestTheIOShapeReachesStatsQueryAndExport(t *testing.T) {
 			if okB && okW {
 				busyNS += b * w
 				wall += w
+			} else if okW {
+				partial = true
 			}
 		}
-		if math.Abs(busyNS/wall-busy) > 1e-9 {
+		if partial {
+			t.Logf("%s: a token's busy share is NA: the phase's %v is not its known tokens' %v", r["phase"], busy, busyNS/wall)
+		} else if math.Abs(busyNS/wall-busy) > 1e-9 {
 			t.Errorf("%s: busy share %v, its tokens' %v", r["phase"], busy, busyNS/wall)
 		}
 	}
