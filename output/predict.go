@@ -19,7 +19,7 @@ func predictionTable(res *predict.Result) *stats.Table {
 		t.Columns = append(t.Columns, stats.Column{Name: c, Kind: k})
 	}
 	t.Columns = append(t.Columns, stats.Column{Name: "readahead_bytes", Kind: stats.Int}, stats.Column{Name: "disk_read_ahead_bytes", Kind: stats.Int},
-		stats.Column{Name: "non_file_bytes", Kind: stats.Int}, stats.Column{Name: "note"})
+		stats.Column{Name: "non_file_bytes", Kind: stats.Int}, stats.Column{Name: "note", Kind: stats.String, NoneIfEmpty: true})
 	disk := stats.NA("the run did not record its disk's read_ahead_kb")
 	if res.DiskReadAheadBytes != nil {
 		disk = stats.I64(*res.DiskReadAheadBytes)

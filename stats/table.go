@@ -27,10 +27,19 @@ type Column struct {
 	// pick of no earlier one), not a number: null for programs, "-" for a
 	// person, and no NA, since nothing went unmeasured.
 	NoneBelowZero bool
+	// NoneIfEmpty: an empty String is none (a note a row has not): null
+	// for programs, as NoneBelowZero's.
+	NoneIfEmpty bool
 }
 
-// IsNone says whether v, of column c, is none (NoneBelowZero).
-func (c *Column) IsNone(v Value) bool { return c.NoneBelowZero && v.NA == "" && v.I < 0 }
+// IsNone says whether v, of column c, is none (NoneBelowZero,
+// NoneIfEmpty).
+func (c *Column) IsNone(v Value) bool {
+	if v.NA != "" {
+		return false
+	}
+	return c.NoneBelowZero && v.I < 0 || c.NoneIfEmpty && c.Kind == String && v.S == ""
+}
 
 // Value is one cell. NA, when set, says why the figure was not measured:
 // an unmeasured figure is never a zero.
@@ -98,13 +107,13 @@ func cols(kinds string, names ...string) []Column {
 	for i, n := range names {
 		switch kinds[i] {
 		case 's':
-			out[i] = Column{n, String, false}
+			out[i] = Column{Name: n, Kind: String}
 		case 'i':
-			out[i] = Column{n, Int, false}
+			out[i] = Column{Name: n, Kind: Int}
 		case 'k':
-			out[i] = Column{n, Int, true}
+			out[i] = Column{Name: n, Kind: Int, NoneBelowZero: true}
 		default:
-			out[i] = Column{n, Float, false}
+			out[i] = Column{Name: n, Kind: Float}
 		}
 	}
 	return out
