@@ -99,7 +99,7 @@ ARM64_TESTS := ./event ./wire ./ingest ./gguf ./ggml ./rundir ./internal/units .
 # linux; internal/layers' test holds this list to its read side. The CLI's
 # test binary, whose tests ingest, query and report runs written without a
 # tracer (testkit/runtest, testkit/storetest), is linked for both too.
-CROSS_PKGS := ./wire ./ingest ./correlate ./pipeline ./event ./gguf ./ggml ./rundir ./index \
+CROSS_PKGS := ./wire ./ingest ./correlate ./pipeline ./event ./gguf ./ggml ./rundir ./store \
 	./stats ./perfetto ./sweep ./diff ./predict ./output ./report ./dataset ./cmd/iocorr \
 	./internal/kernel ./internal/units ./internal/atomicfile ./internal/procmaps \
 	./internal/elfinfo ./internal/extsort ./internal/varint ./internal/protowalk \

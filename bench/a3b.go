@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // The a3b section (issue 33) records a study's run at a study's size, on
@@ -149,7 +149,7 @@ func a3bRecord(cfg Config, spec gguf.SynthSpec, dir string) (float64, error) {
 // every export of one run, in each format that takes another path.
 func a3bCommands() []scaleCommand {
 	cmds := []scaleCommand{{"ingest", func(dir, _ string) []string { return []string{"ingest", "--force", dir} }}}
-	for _, by := range index.GroupBys {
+	for _, by := range store.GroupBys {
 		cmds = append(cmds, scaleCommand{"query --by " + by, func(dir, _ string) []string {
 			return []string{"query", "-i", dir, "--by", by, "--format", "json"}
 		}})
@@ -218,7 +218,7 @@ func a3bAnalysis(r *Report, cfg Config, sec, dir, out string, recSecs float64) b
 // a3bPicks adds the decode picks and what they must equal: every decode
 // token routes every layer's one row to ExpertsUsed experts.
 func a3bPicks(r *Report, sec, dir string, spec gguf.SynthSpec) {
-	run, err := index.OpenRun(dir)
+	run, err := store.OpenRun(dir)
 	if err != nil {
 		r.NA(sec, "decode picks", "", orNA(err))
 		return
@@ -227,16 +227,16 @@ func a3bPicks(r *Report, sec, dir string, spec gguf.SynthSpec) {
 	st := run.Store
 	// Only the decode calls' picks: a prefill's unseen (op offload, or a
 	// probe that missed rows) leaves these exact.
-	if na := st.Summary.PicksNAOf(&index.Query{Phase: "decode"}); na != "" {
+	if na := st.Summary.PicksNAOf(&store.Query{Phase: "decode"}); na != "" {
 		r.NA(sec, "decode picks", "", na)
 		return
 	}
-	tokens, err := st.Query(index.Query{By: "token", Phase: "decode"})
+	tokens, err := st.Query(store.Query{By: "token", Phase: "decode"})
 	if err != nil {
 		r.NA(sec, "decode picks", "", orNA(err))
 		return
 	}
-	experts, err := st.Query(index.Query{By: "expert", Phase: "decode"})
+	experts, err := st.Query(store.Query{By: "expert", Phase: "decode"})
 	if err != nil {
 		r.NA(sec, "decode picks", "", orNA(err))
 		return

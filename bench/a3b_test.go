@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
@@ -44,7 +44,7 @@ func TestTheA3BSectionMeasuresEveryAnalysisCommandOnAGivenRun(t *testing.T) {
 	if cmds[0].name != "ingest" {
 		t.Errorf("the first command is %s, want the ingest the others read", cmds[0].name)
 	}
-	for _, by := range index.GroupBys {
+	for _, by := range store.GroupBys {
 		if !slices.ContainsFunc(cmds, func(c scaleCommand) bool { return c.name == "query --by "+by }) {
 			t.Errorf("no query by %s", by)
 		}

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -34,7 +34,7 @@ func Fidelity(r *Report, sec, dir string) {
 	default:
 		r.Add(sec, "major faults captured/rusage", "ratio", []float64{float64(major) / float64(m.Child.MajFlt)}, "")
 	}
-	run, err := index.OpenRun(dir)
+	run, err := store.OpenRun(dir)
 	if err != nil {
 		r.NA(sec, "model block bytes/diskstats", "ratio", orNA(err))
 		return
@@ -61,7 +61,7 @@ func Fidelity(r *Report, sec, dir string) {
 // resident compares the model pages `iocorr stats` replays from the
 // page-cache events as resident at the end with the mincore(2) snapshot
 // record took then, summed over the tensors of its per-tensor table.
-func resident(r *Report, sec string, st *index.Store, m *rundir.Meta) {
+func resident(r *Report, sec string, st *store.Store, m *rundir.Meta) {
 	const name = "model pages resident at end: trace/mincore"
 	rep, err := stats.Compute(st, m, stats.Options{NoTokenResidency: true})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Store adds the store's figures from the index package's own Go
+// Store adds the store's figures from the store package's own Go
 // benchmarks, which generate the synthetic 10 M-event run (1 M with
 // -short) once into a directory both use: BenchmarkIngest's events/s, one
 // build per -count, and BenchmarkQueryTensor's time per query (open,
@@ -43,13 +43,13 @@ func Store(r *Report, cfg Config) {
 	r.Add(sec, name, "ms", ns, "go test printed no ns/op")
 }
 
-// goBench runs one benchmark of the index package.
+// goBench runs one benchmark of the store package.
 func goBench(cfg Config, bench, benchtime string, count int, events string) ([]byte, error) {
 	args := []string{"test", "-run", "^$", "-bench", "^" + bench + "$", "-benchtime", benchtime, "-count", strconv.Itoa(count), "-timeout", "30m"}
 	if cfg.Short {
 		args = append(args, "-short")
 	}
-	args = append(args, "./index")
+	args = append(args, "./store")
 	logf(cfg, "go %s", strings.Join(args, " "))
 	cmd := exec.Command("go", args...)
 	cmd.Dir = cfg.Repo

@@ -1,6 +1,6 @@
 // Package correlate attributes decoded BPF events to the model tensors,
 // experts, tokens, phases and ops that caused them. It sits between ingest
-// (which decodes spool records) and index (which stores the result): it
+// (which decodes spool records) and store (which keeps the result): it
 // reads records in spool order, emits one attributed Event per (event,
 // tensor slice) to a Sink, and keeps per-run aggregates: in memory until
 // Finish returns them, or, for a sink that is also an AggSink (the store's
@@ -97,7 +97,7 @@
 // event whose thread ran no probed op, the graph node that consumes a
 // weight (the first EV_NODE naming it) names the op of every event on that
 // weight: Event.Op stays 0 and the consumer's op is applied where events
-// are read (Result.OpOf, index.Store.OpOf), because graph nodes are only
+// are read (Result.OpOf, store.Store.OpOf), because graph nodes are only
 // seen after the loading faults.
 //
 // Experts. EV_EXPERTS carry the router's picks of a token's MoE layer (the

@@ -23,11 +23,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/sweep"
 )
 
@@ -93,7 +93,7 @@ func Add(ctx context.Context, dir, run string) (id string, added bool, err error
 	if there, err := present(dir, id); err != nil || there {
 		return id, false, err
 	}
-	r, err := index.OpenRun(run)
+	r, err := store.OpenRun(run)
 	if err != nil {
 		return "", false, err
 	}
@@ -149,7 +149,7 @@ type writer struct {
 	dir string
 	id  string
 	run string
-	src *index.Run
+	src *store.Run
 	sum *sweep.Row
 	rep *stats.Report
 }
@@ -184,7 +184,7 @@ func (w *writer) write(name string, f io.Writer) error {
 	case TokenTensors:
 		return output.TokenTensors(w.ctx, w.src.Store, f, format, status, na)
 	case Experts:
-		rows, err := w.src.Store.Query(index.Query{By: "expert"})
+		rows, err := w.src.Store.Query(store.Query{By: "expert"})
 		if err != nil {
 			return err
 		}

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/sweep"
 )
 
@@ -61,7 +61,7 @@ var runColumns = []output.Column{
 // unmeasured is what the run did not measure, its columns kept (NA):
 // its counters, and the router's picks (not probed, or of layers no
 // probe saw, as query --by expert says).
-func unmeasured(r *index.Run) *output.Unmeasured {
+func unmeasured(r *store.Run) *output.Unmeasured {
 	return &output.Unmeasured{Counters: r.CountersNA(), Selected: r.PicksNA(nil), All: true}
 }
 

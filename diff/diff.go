@@ -1,5 +1,5 @@
 // Package diff compares two recorded runs in the manner of perf diff: the
-// same query (index.Store.Query, grouped by tensor, layer, expert, op,
+// same query (store.Store.Query, grouped by tensor, layer, expert, op,
 // phase, token or device) over both stores, side by side, with each counter's
 // value in A (the baseline) and B, the change B − A and the ratio B / A.
 //
@@ -11,7 +11,7 @@
 // probed) is NA for that run, as are its change and ratio; a ratio over a
 // zero baseline is NA too, never an infinity or a zero.
 //
-// The package reads stores only through package index's queries and the
+// The package reads stores only through package store's queries and the
 // run metadata's NA reasons (rundir), so the numbers are the ones `iocorr
 // query` prints for each run.
 package diff
@@ -26,16 +26,16 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Run is one side of a comparison: a run as the read side opens it.
-type Run = index.Run
+type Run = store.Run
 
 // Options select what is compared.
 type Options struct {
-	// By is one of index.GroupBys; "" is tensor (perf diff's symbols).
+	// By is one of store.GroupBys; "" is tensor (perf diff's symbols).
 	By string
 	// Tensor is a name or glob selecting tensors in both runs; a run with
 	// no tensor of it has NA for every group.
@@ -45,7 +45,7 @@ type Options struct {
 	// Pseudos includes [other file], [anonymous] and [model header].
 	Pseudos bool
 	// Counters are the counters compared, by name (event.CounterFields,
-	// and index.Selected when By is expert); nil compares them all.
+	// and store.Selected when By is expert); nil compares them all.
 	Counters []string
 	// Sort, a counter of Counters, orders the groups by the size of its
 	// change, largest first (groups whose change is NA last); "" keeps
@@ -126,14 +126,14 @@ func (r *Result) Status() string {
 }
 
 // Counters lists the counters a comparison by by can compare: every
-// counter, and the router's picks (index.Selected) by expert.
+// counter, and the router's picks (store.Selected) by expert.
 func Counters(by string) []string {
 	var cs []string
 	for _, d := range event.CounterFields {
 		cs = append(cs, d.Name)
 	}
 	if by == "expert" {
-		cs = append(cs, index.Selected)
+		cs = append(cs, store.Selected)
 	}
 	return cs
 }
@@ -149,7 +149,7 @@ func TableCounters(by string) []string {
 		}
 	}
 	if by == "expert" {
-		cs = append(cs, index.Selected)
+		cs = append(cs, store.Selected)
 	}
 	return cs
 }
@@ -160,8 +160,8 @@ func Compare(a, b Run, o Options) (*Result, error) {
 	if o.By == "" {
 		o.By = "tensor"
 	}
-	if !slices.Contains(index.GroupBys, o.By) {
-		return nil, fmt.Errorf("cannot compare by %q (want one of %s)", o.By, strings.Join(index.GroupBys, ", "))
+	if !slices.Contains(store.GroupBys, o.By) {
+		return nil, fmt.Errorf("cannot compare by %q (want one of %s)", o.By, strings.Join(store.GroupBys, ", "))
 	}
 	all := Counters(o.By)
 	counters := o.Counters
@@ -170,7 +170,7 @@ func Compare(a, b Run, o Options) (*Result, error) {
 	}
 	for _, c := range counters {
 		if !slices.Contains(all, c) {
-			if c == index.Selected {
+			if c == store.Selected {
 				return nil, fmt.Errorf("counter %q is only compared by expert", c)
 			}
 			return nil, fmt.Errorf("unknown counter %q (want one of %s)", c, strings.Join(all, ", "))
@@ -286,7 +286,7 @@ type runSide struct {
 	name string // "A" or "B"
 	meta *rundir.Meta
 	by   string
-	rows map[string]*index.Row
+	rows map[string]*store.Row
 	keys []string // query rows' keys, in the query's group order
 	// has lists the groups the run's model (and record) has: a group
 	// missing from the query but in has is a measured zero.
@@ -297,16 +297,16 @@ type runSide struct {
 	noMatch string
 	tensors []string // names of the selected real tensors, in model order
 	// picksNA says why the run's picks in the compared phase are not
-	// all known (rundir.Meta.PicksNA, index.Summary.PicksNAOf).
+	// all known (rundir.Meta.PicksNA, store.Summary.PicksNAOf).
 	picksNA string
 }
 
 // side queries one run and gathers the groups its model has.
 func side(r Run, name string, o Options) (*runSide, error) {
-	s := &runSide{name: name, meta: r.Meta, by: o.By, rows: map[string]*index.Row{}, has: map[string]bool{}}
+	s := &runSide{name: name, meta: r.Meta, by: o.By, rows: map[string]*store.Row{}, has: map[string]bool{}}
 	st := r.Store
 	ids, err := st.MatchTensors(o.Tensor, nil, o.Pseudos)
-	var unknown *index.UnknownTensorError
+	var unknown *store.UnknownTensorError
 	switch {
 	case errors.As(err, &unknown):
 		s.noMatch = fmt.Sprintf("no tensor of run %s matches %q", name, o.Tensor)
@@ -314,7 +314,7 @@ func side(r Run, name string, o Options) (*runSide, error) {
 	case err != nil:
 		return nil, err
 	}
-	q := index.Query{By: o.By, Tensor: o.Tensor, Phase: o.Phase, Pseudos: o.Pseudos}
+	q := store.Query{By: o.By, Tensor: o.Tensor, Phase: o.Phase, Pseudos: o.Pseudos}
 	rows, err := st.Query(q)
 	if err != nil {
 		return nil, err
@@ -430,7 +430,7 @@ func (s *runSide) value(key, counter, na string) Side {
 		return Side{NA: na}
 	}
 	why := s.picksNA
-	if counter != index.Selected {
+	if counter != store.Selected {
 		why = s.meta.CounterNA(counter)
 	}
 	if why != "" {
@@ -440,7 +440,7 @@ func (s *runSide) value(key, counter, na string) Side {
 	if r == nil {
 		return Side{} // the run has the group and charged it nothing
 	}
-	if counter == index.Selected {
+	if counter == store.Selected {
 		return Side{V: r.Selected}
 	}
 	d, _ := event.CounterByName(counter)

@@ -9,13 +9,13 @@ import (
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ggml"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
-// storeOf writes res through the real index writer and opens it.
-func storeOf(t *testing.T, res event.Result) *index.Store {
+// storeOf writes res through the real store writer and opens it.
+func storeOf(t *testing.T, res event.Result) *store.Store {
 	t.Helper()
 	return storetest.FromResult(t, res)
 }
@@ -99,13 +99,13 @@ func TestCompareGivesEachCounterInBothRunsWithItsChangeAndRatioOrNAWithAReason(t
 				{"1", "bytes_read", diff.OnlyA, 4096, -1, 0, na, "run B's model has layers 0-0"},
 			}},
 		{"by expert: experts beyond B's count are NA in B; picks compared",
-			diff.Options{By: "expert", Counters: []string{"major_faults", index.Selected}}, []want{
+			diff.Options{By: "expert", Counters: []string{"major_faults", store.Selected}}, []want{
 				{"-1", "major_faults", diff.Both, 2, 6, 4, 3, ""},
-				{"-1", index.Selected, diff.Both, 0, 0, 0, na, "0 in both runs"},
+				{"-1", store.Selected, diff.Both, 0, 0, 0, na, "0 in both runs"},
 				{"0", "major_faults", diff.Both, 1, 6, 5, 6, ""},
-				{"0", index.Selected, diff.Both, 0, 2, 2, na, "the baseline (run A) is 0"},
+				{"0", store.Selected, diff.Both, 0, 2, 2, na, "the baseline (run A) is 0"},
 				{"3", "major_faults", diff.OnlyA, 2, -1, 0, na, "run B's model has 2 experts per layer"},
-				{"3", index.Selected, diff.OnlyA, 1, -1, 0, na, "run B's model has 2 experts per layer"},
+				{"3", store.Selected, diff.OnlyA, 1, -1, 0, na, "run B's model has 2 experts per layer"},
 			}},
 		{"by token: a token only B ran; the load (token 0) in both",
 			diff.Options{By: "token", Counters: []string{"major_faults", "pages_evicted"}}, []want{
@@ -195,7 +195,7 @@ func TestCompareRejectsWhatItCannotCompare(t *testing.T) {
 	}{
 		{"unknown group", diff.Options{By: "colour"}, `cannot compare by "colour"`},
 		{"unknown counter", diff.Options{Counters: []string{"speed"}}, `unknown counter "speed"`},
-		{"picks outside a comparison by expert", diff.Options{By: "layer", Counters: []string{index.Selected}}, "only compared by expert"},
+		{"picks outside a comparison by expert", diff.Options{By: "layer", Counters: []string{store.Selected}}, "only compared by expert"},
 		{"sort by a counter not compared", diff.Options{Counters: []string{"faults"}, Sort: "bytes_read"}, `cannot sort by "bytes_read"`},
 		{"negative top", diff.Options{Top: -1}, "top must not be negative"},
 		{"a tensor neither run has", diff.Options{Tensor: "blk.9.*"}, `no tensor of either run matches "blk.9.*"`},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
@@ -23,17 +23,17 @@ func TestMain(m *testing.M) { rectest.Main(m) }
 // prints it: each group's counters, and the counters its metadata says
 // were not measured (NA, printed as null).
 type queried struct {
-	rows map[string]*index.Row
+	rows map[string]*store.Row
 	run  diff.Run
 }
 
 func query(t *testing.T, r diff.Run, by string) queried {
 	t.Helper()
-	rows, err := r.Store.Query(index.Query{By: by})
+	rows, err := r.Store.Query(store.Query{By: by})
 	if err != nil {
 		t.Fatalf("query by %s: %v", by, err)
 	}
-	q := queried{rows: map[string]*index.Row{}, run: r}
+	q := queried{rows: map[string]*store.Row{}, run: r}
 	for i := range rows {
 		q.rows[rows[i].Key] = &rows[i]
 	}
@@ -45,7 +45,7 @@ func query(t *testing.T, r diff.Run, by string) queried {
 func (q queried) value(t *testing.T, key, counter string) (v uint64, ok bool) {
 	t.Helper()
 	r := q.rows[key]
-	if counter == index.Selected {
+	if counter == store.Selected {
 		return r.Selected, q.run.Meta.PicksNA() == ""
 	}
 	if q.run.Meta.CounterNA(counter) != "" {
@@ -84,7 +84,7 @@ func TestCompareOfTwoRecordedRunsIsTheDifferenceOfTheirQueries(t *testing.T) {
 	var runA, runB diff.Run
 	runA.Store, runA.Meta = storetest.OpenRun(t, a)
 	runB.Store, runB.Meta = storetest.OpenRun(t, b)
-	for _, by := range index.GroupBys {
+	for _, by := range store.GroupBys {
 		t.Run("by "+by, func(t *testing.T) {
 			qa, qb := query(t, runA, by), query(t, runB, by)
 			counters := diff.Counters(by)

@@ -69,7 +69,7 @@ func PhaseName(p uint8) string {
 // fault, a folio or run of folios, a block request, a read call. The
 // correlator numbers records from 1 in spool order, so the slices of one
 // record share it and no two records of a run do; readers put a request
-// back together by it (index.Store.Records). 0 is no record (events made
+// back together by it (store.Store.Records). 0 is no record (events made
 // by hand): each such event stands alone. 32 bits keep Event at 64 bytes;
 // after 2³² records the ids wrap, which readers never see: they join only
 // consecutive slices, and two records 2³² apart are never consecutive.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
 // CounterNA maps the counters a run did not measure (its probe tier left
@@ -34,7 +34,7 @@ func (u *Unmeasured) reason(col string) string {
 	if u == nil {
 		return ""
 	}
-	if col == index.Selected {
+	if col == store.Selected {
 		return u.Selected
 	}
 	return u.Counters[col]
@@ -50,7 +50,7 @@ func (u *Unmeasured) keeps(col string) (keep, na bool) {
 func (u *Unmeasured) Columns() []string {
 	cols := slices.Collect(maps.Keys(u.Counters))
 	if u.Selected != "" {
-		cols = append(cols, index.Selected)
+		cols = append(cols, store.Selected)
 	}
 	slices.Sort(cols)
 	return cols
@@ -110,7 +110,7 @@ type Sidecar struct {
 	RowsNA string `json:"rows_na,omitempty"`
 	// ValuesNA maps a column to its values that stand for no
 	// measurement, each to why: the device column's event.DeviceUnknown
-	// and event.DeviceUnnamed (index.Store.DevicesNA).
+	// and event.DeviceUnnamed (store.Store.DevicesNA).
 	ValuesNA map[string]map[string]string `json:"values_na,omitempty"`
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
 func render(t *testing.T, format Format, status string, cols []Column, rows ...[]Cell) string {
@@ -127,10 +127,10 @@ func TestFileFormatAlsoTakesParquet(t *testing.T) {
 // column only such a result has.
 func TestAPseudoTensorsLayerIsNoneAndItsNameAColumnOfItsOwnAndItHoldsNoDevice(t *testing.T) {
 	// A layer's row names its weights' devices; a pseudo tensor's has none.
-	rows := []index.Row{{Key: "[anonymous]"}, {Key: "-1", Devices: "CPU_Mapped"}, {Key: "0", Devices: "CPU_Mapped+Vulkan0"}}
+	rows := []store.Row{{Key: "[anonymous]"}, {Key: "-1", Devices: "CPU_Mapped"}, {Key: "0", Devices: "CPU_Mapped+Vulkan0"}}
 	tests := []struct {
 		name   string
-		rows   []index.Row
+		rows   []store.Row
 		format Format
 		want   string
 	}{
@@ -182,9 +182,9 @@ func TestARequestKeyIsTheSequenceAndAPseudoRequestsNameAColumnOfItsOwn(t *testin
 			`{"request":0,"pseudo_request":null,"major_faults":0}` + "\n" + `{"request":null,"pseudo_request":"[unknown]","major_faults":0}` + "\n"},
 		{[]string{"1"}, CSV, "request,pseudo_request,major_faults\r\n1,,0\r\n"},
 	} {
-		var rows []index.Row
+		var rows []store.Row
 		for _, k := range tc.keys {
-			rows = append(rows, index.Row{Key: k})
+			rows = append(rows, store.Row{Key: k})
 		}
 		var b bytes.Buffer
 		if err := QueryRows(&b, rows, "request", tc.format, "", na); err != nil {

@@ -5,10 +5,10 @@ import (
 	"io"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
-// QueryRows writes the rows of index.Store.Query grouped by by. A table
+// QueryRows writes the rows of store.Store.Query grouped by by. A table
 // shows what a person reads first (event.Counter.Table); the other
 // formats carry every counter as a raw number. Columns are the counters'
 // names everywhere. A layer, expert or request key is an integer, null
@@ -18,13 +18,13 @@ import (
 // which a query by request always has.
 // What the run did not measure (na: its counters, and for a query by
 // expert the router's picks) is left out, or NA, never a count of zero.
-func QueryRows(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured) error {
+func QueryRows(w io.Writer, rows []store.Row, by string, format Format, status string, na *Unmeasured) error {
 	return QueryRowsWith(w, rows, by, format, status, na, nil)
 }
 
 // QueryRowsWith is QueryRows whose rows by token carry figs beside their
 // counters (nil: none).
-func QueryRowsWith(w io.Writer, rows []index.Row, by string, format Format, status string, na *Unmeasured, figs *TokenFigures) error {
+func QueryRowsWith(w io.Writer, rows []store.Row, by string, format Format, status string, na *Unmeasured, figs *TokenFigures) error {
 	if by != "token" && by != "" {
 		figs = nil
 	}
@@ -44,7 +44,7 @@ func QueryRowsWith(w io.Writer, rows []index.Row, by string, format Format, stat
 			cols = append(cols, Column{Name: pseudoCol, Type: String, Nullable: true})
 		}
 	}
-	// Where each layer's weights lived (index.Row.Devices); a pseudo
+	// Where each layer's weights lived (store.Row.Devices); a pseudo
 	// tensor's row, which holds none, has none.
 	devices := by == "layer"
 	if devices {
@@ -52,9 +52,9 @@ func QueryRowsWith(w io.Writer, rows []index.Row, by string, format Format, stat
 	}
 	selected := false
 	if by == "expert" {
-		keep, unmeasured := na.keeps(index.Selected)
+		keep, unmeasured := na.keeps(store.Selected)
 		if selected = keep; keep {
-			cols = append(cols, Column{Name: index.Selected, Type: Uint64, Nullable: unmeasured})
+			cols = append(cols, Column{Name: store.Selected, Type: Uint64, Nullable: unmeasured})
 		}
 	}
 	cols = figs.columns(CounterColumns(cols, tableOnly, na))
@@ -84,7 +84,7 @@ func QueryRowsWith(w io.Writer, rows []index.Row, by string, format Format, stat
 			}
 		}
 		if selected {
-			if na.reason(index.Selected) != "" {
+			if na.reason(store.Selected) != "" {
 				cells = append(cells, NA())
 			} else {
 				cells = append(cells, Num(r.Selected))
@@ -103,13 +103,13 @@ func QueryRowsWith(w io.Writer, rows []index.Row, by string, format Format, stat
 
 // Tokens writes a row per token of the run in st; the counters in na
 // were not measured.
-func Tokens(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
+func Tokens(ctx context.Context, st *store.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	return TokensWith(ctx, st, w, format, status, na, nil)
 }
 
 // TokensWith is Tokens whose rows carry figs after the touched counts
 // (nil: none).
-func TokensWith(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured, figs *TokenFigures) error {
+func TokensWith(ctx context.Context, st *store.Store, w io.Writer, format Format, status string, na *Unmeasured, figs *TokenFigures) error {
 	cols := []Column{{"token", Uint32, false}, {"phase", String, false}, {"n_tokens", Int32, false},
 		{"request", Int32, true}, {PseudoRequest, String, true}, {"start_ns", Uint64, true}, {"duration_ns", Uint64, true}}
 	cols = append(CounterColumns(cols, false, na), Column{"tensors_touched", Uint32, false}, Column{"experts_touched", Uint32, false})
@@ -150,7 +150,7 @@ func TokensWith(ctx context.Context, st *index.Store, w io.Writer, format Format
 // TokenTensors writes a row per token and tensor (and expert) the token
 // touched; the counters in na were not measured. A tensor of no layer
 // has a null layer, a dense tensor a null expert.
-func TokenTensors(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
+func TokenTensors(ctx context.Context, st *store.Store, w io.Writer, format Format, status string, na *Unmeasured) error {
 	cols := CounterColumns([]Column{{"token", Uint32, false}, {"phase", String, false}, {"tensor", String, false},
 		{"layer", Int32, true}, {"expert", Int32, true}, {"op", String, true}, {"device", String, true}}, false, na)
 	rw := New(w, format, cols)
@@ -194,7 +194,7 @@ var eventColumns = []Column{{"ts_ns", Uint64, false}, {"kind", String, false}, {
 	{"bytes", Uint64, false}, {"duration_ns", Uint64, true}, {"trigger_tensor", String, true}, {"device", String, true}}
 
 // Events writes a row per attributed event that f selects.
-func Events(ctx context.Context, st *index.Store, w io.Writer, format Format, status string, f index.EventFilter) error {
+func Events(ctx context.Context, st *store.Store, w io.Writer, format Format, status string, f store.EventFilter) error {
 	rw := New(w, format, eventColumns)
 	rw.SetStatus(status)
 	cells := make([]Cell, 0, len(eventColumns))

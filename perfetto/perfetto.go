@@ -25,12 +25,12 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/ggml"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/varint"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Options bound the trace.
@@ -62,7 +62,7 @@ type Summary struct {
 const pageSize = kernel.PageSize
 
 // Export writes the run of store st and metadata meta to w.
-func Export(w io.Writer, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+func Export(w io.Writer, st *store.Store, meta *rundir.Meta, opt Options) (Summary, error) {
 	b := newBuilder(st, meta, opt)
 	defer b.events.Close()
 	if err := b.build(); err != nil {
@@ -71,7 +71,7 @@ func Export(w io.Writer, st *index.Store, meta *rundir.Meta, opt Options) (Summa
 	return b.sum, b.write(w)
 }
 
-func newBuilder(st *index.Store, meta *rundir.Meta, opt Options) *builder {
+func newBuilder(st *store.Store, meta *rundir.Meta, opt Options) *builder {
 	if opt.MaxInstants <= 0 {
 		opt.MaxInstants = 1_000_000
 	}
@@ -109,7 +109,7 @@ func (b *builder) build() error {
 }
 
 type builder struct {
-	st   *index.Store
+	st   *store.Store
 	meta *rundir.Meta
 	opt  Options
 	sum  Summary
@@ -546,7 +546,7 @@ func (b *builder) scanStore() (*storeScan, error) {
 		resident[i] = int64(m.ResidentBefore)
 	}
 	var reqs uint32
-	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+	err := b.st.Records(store.EventFilter{}, func(rec []event.Event) error {
 		switch rec[0].Kind {
 		case event.KindFault:
 			for i := range rec {
@@ -695,7 +695,7 @@ func (b *builder) requests(byReq *extsort.Sorter[flow]) (*extsort.Sorter[request
 	next := cur.next
 	f, more := next()
 	var idx uint32
-	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+	err := b.st.Records(store.EventFilter{}, func(rec []event.Event) error {
 		if rec[0].Kind != event.KindBlock {
 			return nil
 		}
@@ -791,7 +791,7 @@ func (c *flowCursor) close() error {
 func (b *builder) faultCounters(nFaults int) error {
 	b.sum.Downsampled = fmt.Sprintf("%d faults are more than the %d instants a trace holds here: each thread's faults are a counter per %d ms instead", nFaults, b.opt.MaxInstants, b.opt.Interval/1_000_000)
 	counts := map[[2]uint64]int64{}
-	err := b.st.Events(index.EventFilter{}, func(e *event.Event) error {
+	err := b.st.Events(store.EventFilter{}, func(e *event.Event) error {
 		if e.Kind == event.KindFault {
 			counts[[2]uint64{uint64(e.Tid), e.Ts / b.opt.Interval}]++
 		}
@@ -825,7 +825,7 @@ func (b *builder) faultInstants(byFault *extsort.Sorter[flow]) error {
 	next := cur.next
 	f, more := next()
 	var idx uint32
-	err := b.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+	err := b.st.Records(store.EventFilter{}, func(rec []event.Event) error {
 		if rec[0].Kind != event.KindFault {
 			return nil
 		}
@@ -1037,7 +1037,7 @@ func (b *builder) write(w io.Writer) error {
 
 // WriteFile writes the trace to path through a temporary file renamed
 // into place, so that a failed export leaves no truncated trace.
-func WriteFile(path string, st *index.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+func WriteFile(path string, st *store.Store, meta *rundir.Meta, opt Options) (Summary, error) {
 	var sum Summary
 	err := atomicfile.Write(path, 0o644, false, func(w io.Writer) error {
 		var err error

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/perfettotest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
@@ -19,13 +19,13 @@ var pseudoTensors = []event.Tensor{
 }
 
 // storeOf builds a store of the given events and timeline marks.
-func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *index.Store {
+func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *store.Store {
 	return storetest.Build(t, pseudoTensors, 0, evs, marks)
 }
 
 // export writes the trace of st and reads it back with the test kit's
 // decoder.
-func export(t *testing.T, st *index.Store, meta *rundir.Meta) (perfettotest.Trace, Summary) {
+func export(t *testing.T, st *store.Store, meta *rundir.Meta) (perfettotest.Trace, Summary) {
 	t.Helper()
 	var buf bytes.Buffer
 	sum, err := Export(&buf, st, meta, Options{})

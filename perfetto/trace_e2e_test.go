@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/perfetto"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/perfettotest"
 	"github.com/iocorr/iocorr/testkit/runtest"
 	"github.com/iocorr/iocorr/testkit/storetest"
@@ -137,14 +137,14 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 
 	// The store's counts: faults, block requests and read calls (distinct
 	// request ids among their slices), timed tokens.
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	want := map[string]int{}
 	reqs, calls := map[uint32]bool{}, map[uint32]bool{}
-	err = st.Events(index.EventFilter{}, func(e *event.Event) error {
+	err = st.Events(store.EventFilter{}, func(e *event.Event) error {
 		switch e.Kind {
 		case event.KindFault:
 			want["fault"]++

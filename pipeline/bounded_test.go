@@ -7,10 +7,10 @@ import (
 
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -103,7 +103,7 @@ func TestALongIngestHoldsAFewTokensAndStoresWhatHoldingThemAllWould(t *testing.T
 		t.Errorf("correlator held up to %d of the run's %d rows at once, want under 1/40", sum.HeldAggsPeak, len(want.Aggs))
 	}
 
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

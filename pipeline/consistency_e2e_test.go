@@ -7,8 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -49,7 +49,7 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 
 	// The per-token figures (what `export faults-per-token` writes) sum
 	// to it.
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 	ef := rectest.CountExpertFaults(t, st, func(tok uint32) bool { return tok > 0 })
 	// Each decoded token picks ExpertsUsed experts in every layer, and the
 	// per-expert query counts exactly those picks.
-	qrows, err := st.Query(index.Query{Tensor: "blk.*.ffn_down_exps.weight", By: "expert", Phase: "decode"})
+	qrows, err := st.Query(store.Query{Tensor: "blk.*.ffn_down_exps.weight", By: "expert", Phase: "decode"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package pipeline is the one ingest of a run directory: the spool's
 // records are decoded (ingest.Decode), attributed to tensors (correlate,
 // with the run's maps snapshots loaded), and written to the run's store
-// (index.Writer) with the run's timeline marks. `iocorr record` runs it when recording ends, `iocorr
+// (store.Writer) with the run's timeline marks. `iocorr record` runs it when recording ends, `iocorr
 // ingest` runs it on demand, and the tests run it: there is no other path
 // from a spool to a store, and no reader reads the spool.
 package pipeline
@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/correlate"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -24,30 +24,30 @@ type Options struct {
 	// Force rebuilds a store that is already complete for this spool.
 	Force bool
 	// ChunkEvents is the number of events per stored chunk
-	// (index.DefaultChunkEvents when 0).
+	// (store.DefaultChunkEvents when 0).
 	ChunkEvents int
 }
 
 // Summary describes the store an ingest built (or found complete).
-type Summary = index.Summary
+type Summary = store.Summary
 
 // Ingest builds DIR/db from DIR's spool and metadata.
 //
 // It is idempotent: a complete store for the same spool (size and mtime)
 // and store format is left alone (Summary.AlreadyBuilt) unless opts.Force.
-// It is crash-safe (see index.Writer): DIR/db is absent, the previous
+// It is crash-safe (see store.Writer): DIR/db is absent, the previous
 // store or the new one, never half written, and two ingests of one run at
 // once are refused.
 func Ingest(ctx context.Context, dir string, opts Options) (Summary, error) {
 	spoolPath := filepath.Join(dir, rundir.SpoolFile)
 	fi, err := os.Stat(spoolPath)
 	if err != nil {
-		if err := index.CheckRunDir(dir); err != nil {
+		if err := store.CheckRunDir(dir); err != nil {
 			return Summary{}, err
 		}
 		return Summary{}, fmt.Errorf("run has no event spool: %w", err)
 	}
-	w, err := index.Begin(dir)
+	w, err := store.Begin(dir)
 	if err != nil {
 		return Summary{}, err
 	}

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -71,13 +71,13 @@ func TestIngestAttributesAFaultOnlyTheMapsSnapshotCanPlace(t *testing.T) {
 	if sum.FaultsByMaps != 1 || sum.Records != 2 || sum.Short != 1 || sum.Events != 1 {
 		t.Errorf("summary %+v, want 2 records (1 short), 1 event, 1 fault resolved by the maps snapshot", sum)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	var got []event.Event
-	if err := st.Events(index.EventFilter{}, func(e *event.Event) error { got = append(got, *e); return nil }); err != nil {
+	if err := st.Events(store.EventFilter{}, func(e *event.Event) error { got = append(got, *e); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Tensor != event.FirstTensor || got[0].Offset != 4096 || got[0].Class != 1 {

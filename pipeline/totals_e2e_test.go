@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
@@ -25,7 +25,7 @@ func TestARealRunsQueriesEqualItsRowsPerTokenSummedByHand(t *testing.T) {
 		llmtest.Require(t)
 		dir = llmtest.RecordedMoE(t).Dir
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

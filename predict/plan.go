@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/store"
 )
 
 // The recommendations a plan makes.
@@ -37,7 +37,7 @@ const minGain = 0.05
 // bytes and more tokens/s in both modes to be recommended. The advice
 // beside the plan says whether a prefetcher pays at the budget
 // (Run.advise).
-func MakePlan(run *index.Run, budget, readahead int64) (*pin.Plan, *PrefetchAdvice, error) {
+func MakePlan(run *store.Run, budget, readahead int64) (*pin.Plan, *PrefetchAdvice, error) {
 	snaps, err := run.Snapshots()
 	if err != nil {
 		return nil, nil, err

@@ -30,9 +30,9 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Policies, as rows name them.
@@ -452,7 +452,7 @@ func (r *Run) measuredRows() []Row {
 }
 
 // Compute loads the run and predicts: the one call of `iocorr predict`.
-func Compute(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot, opt Options) (*Result, error) {
+func Compute(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot, opt Options) (*Result, error) {
 	r, err := Load(st, meta, snaps)
 	if err != nil {
 		return nil, err

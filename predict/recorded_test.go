@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/predict"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/storetest"
@@ -231,7 +231,7 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		}}, argv...)
 		return dir
 	}
-	open := func(dir string) (*index.Store, *rundir.Meta, []rundir.Snapshot) {
+	open := func(dir string) (*store.Store, *rundir.Meta, []rundir.Snapshot) {
 		st, meta := storetest.OpenRun(t, dir)
 		snaps, err := rundir.ReadSnapshots(dir)
 		if err != nil {
@@ -289,7 +289,7 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 	at256 := record("256MiB", "")
 	within("256 MiB", decode(predictAt(at256, 256<<20, predict.Options{}), predict.PolicyRun)[0].BytesReadPerToken, 0.6, kernel)
 
-	run, err := index.OpenRun(from)
+	run, err := store.OpenRun(from)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 const pageSize = kernel.PageSize
@@ -101,7 +101,7 @@ type unit struct {
 // prediction needs. It reads the aggregates, the picks and the fault
 // events once (for the time each call waited on the model: the union of
 // its threads' fault stalls).
-func Load(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, error) {
+func Load(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, error) {
 	r := &Run{byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {}}}
 	if len(meta.Models) != 1 {
 		return nil, fmt.Errorf("predict models one model file; the run mapped %d", len(meta.Models))
@@ -344,14 +344,14 @@ type faultKey struct {
 // same scan keeps what a prefetch's prediction reads from the trace: each
 // weight's first fault in each call, the threads that faulted in a decode
 // call, and the device's read requests (the rate it served them at).
-func (r *Run) measureWait(st *index.Store, model map[uint32]bool, phaseOf map[uint32]uint8) error {
+func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[uint32]uint8) error {
 	by := map[uint32][]span{}
 	r.firstFault = map[faultKey]uint64{}
 	readers := map[uint32]map[uint32]bool{}
 	var blocks []span
 	var blockBytes uint64
 	requests := map[uint32]bool{}
-	err := st.Events(index.EventFilter{}, func(e *event.Event) error {
+	err := st.Events(store.EventFilter{}, func(e *event.Event) error {
 		switch {
 		case e.Kind == event.KindFault && model[e.Tensor] && e.Dur > 0 && e.Dur <= e.Ts:
 			by[e.Token] = append(by[e.Token], span{e.Ts - e.Dur, e.Ts})

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
@@ -106,7 +106,7 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	if m.BlockRequeues == nil {
 		t.Fatalf("meta.json has no block_requeues: the requeue hook is not attached on %s", m.Host.Kernel)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +200,11 @@ func (md modelDisk) trace(t *testing.T) *blocktrace.Trace {
 // checkTensorBytes holds the device bytes the store gives each tensor of
 // the model to the completions' (ct, stopped), byte for byte, and returns
 // both totals; a run that read nothing of the model fails it.
-func (md modelDisk) checkTensorBytes(t *testing.T, st *index.Store, ct *blocktrace.Trace) (ours, theirs uint64) {
+func (md modelDisk) checkTensorBytes(t *testing.T, st *store.Store, ct *blocktrace.Trace) (ours, theirs uint64) {
 	t.Helper()
 	f := md.f
 	want := bytesPerTensor(ct, f, md.exts)
-	rows, err := st.Query(index.Query{By: "tensor"})
+	rows, err := st.Query(store.Query{By: "tensor"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -55,7 +55,7 @@ func recordMoE(t *testing.T, f *gguf.File, probe string, more func(typ uint16, r
 	r.prefill, r.decode = rectest.CountDecodeCalls(t, r.dir, f, weights, more)
 	rectest.CheckLayerWeightsRead(t, f, weights)
 
-	st, err := index.Open(r.dir)
+	st, err := store.Open(r.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
@@ -259,7 +259,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 			} else if d := diffFigures(primary, got); d != "" {
 				t.Errorf("major faults by token, tensor, expert and op, primary vs without %s:\n%s", fp.without, d)
 			}
-			st, err := index.Open(dir)
+			st, err := store.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

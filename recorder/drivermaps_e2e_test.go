@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -119,12 +119,12 @@ func TestRecordDriverMappedBuffersKeepPicksDevicesAndBytes(t *testing.T) {
 // openExactPicks opens the run in dir and holds its picks to the oracle's
 // routing: none NA, by meta.json or by the store, and the store's per
 // token, layer and expert equal to the oracle's.
-func openExactPicks(t *testing.T, dir string, m *rundir.Meta, routing llmtest.Routing) *index.Store {
+func openExactPicks(t *testing.T, dir string, m *rundir.Meta, routing llmtest.Routing) *store.Store {
 	t.Helper()
 	if why := m.PicksNA(); why != "" {
 		t.Errorf("picks NA: %s", why)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,18 +4,18 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
 // The end-to-end tests of this package record as `iocorr record` does,
 // through testkit/rectest (Run with the CLI's defaults, then the one
-// ingest), and read the run's store through index, as `query` and
+// ingest), and read the run's store through store, as `query` and
 // `export` do.
 
 // queryRows runs q on the run's store, as `iocorr query` does.
-func queryRows(t *testing.T, dir string, q index.Query) []index.Row {
+func queryRows(t *testing.T, dir string, q store.Query) []store.Row {
 	t.Helper()
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func (s counterSums) add(c *event.Counters) {
 }
 
 // rowSums are a query's rows' counters by the rows' keys.
-func rowSums(rows []index.Row) map[string]counterSums {
+func rowSums(rows []store.Row) map[string]counterSums {
 	out := map[string]counterSums{}
 	for i := range rows {
 		if out[rows[i].Key] == nil {
@@ -51,7 +51,7 @@ func rowSums(rows []index.Row) map[string]counterSums {
 // runTokens are the run's tokens, as `export faults-per-token` reads them.
 func runTokens(t *testing.T, dir string) []event.TokenInfo {
 	t.Helper()
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

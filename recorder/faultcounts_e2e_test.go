@@ -6,8 +6,8 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -47,7 +47,7 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 				tok.Add(&tk.Counters)
 			}
 			outside := counterSums{}
-			for _, r := range queryRows(t, dir, index.Query{By: "tensor", Pseudos: true}) {
+			for _, r := range queryRows(t, dir, store.Query{By: "tensor", Pseudos: true}) {
 				if r.Key == event.PseudoNames[event.TensorAnon] || r.Key == event.PseudoNames[event.TensorOther] {
 					outside.add(&r.Counters)
 				}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -89,7 +89,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			ct := md.trace(t)
 			rec, routing, m := recordOracle(t, dir, tc.memLimit, spec, args...)
 			ct.Stop(t)
-			st, err := index.Open(dir)
+			st, err := store.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +193,7 @@ func TestRecordHybridOffloadTensorOverridesSplitTheLayers(t *testing.T) {
 	llmtest.WarmShaderCache(t, "completion-ot", args)
 	dir := filepath.Join(t.TempDir(), "run")
 	rec := rectest.Record(t, dir, rectest.Options{Cold: true}, args...)
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,12 +209,12 @@ func TestRecordHybridOffloadTensorOverridesSplitTheLayers(t *testing.T) {
 // and why, and the store holds none of those layers' prefill picks, only
 // the last layer's output row. It leaves in r what the store must equal:
 // the oracle's routing without the unseen prefill rows.
-func checkPrefillOffloaded(t *testing.T, st *index.Store, r *llmtest.Routing, layers int) {
+func checkPrefillOffloaded(t *testing.T, st *store.Store, r *llmtest.Routing, layers int) {
 	t.Helper()
-	if why := st.Summary.PicksNAOf(&index.Query{Phase: "decode"}); why != "" {
+	if why := st.Summary.PicksNAOf(&store.Query{Phase: "decode"}); why != "" {
 		t.Errorf("decode picks NA: %s", why)
 	}
-	prefill := st.Summary.PicksNAOf(&index.Query{Phase: "prefill"})
+	prefill := st.Summary.PicksNAOf(&store.Query{Phase: "prefill"})
 	seen := fmt.Sprintf("token 1 (prefill, %d tokens): layer 0-%d none of %d rows seen", r.PromptTokens, layers-2, r.PromptTokens)
 	for _, want := range []string{seen, "op offload ran those batches' MUL_MAT_ID on the GPU", "--no-op-offload"} {
 		if !strings.Contains(prefill, want) {
@@ -237,7 +237,7 @@ func checkPrefillOffloaded(t *testing.T, st *index.Store, r *llmtest.Routing, la
 // weights of each copied-into buffer adding up to its size (the buffer
 // pads each tensor to its alignment); the load's reads of copied weights
 // are the load's: no fault on them in a token.
-func checkDevices(t *testing.T, st *index.Store, log string, gpuFrom int) {
+func checkDevices(t *testing.T, st *store.Store, log string, gpuFrom int) {
 	t.Helper()
 	bufs := map[string]float64{} // name → MiB
 	for _, m := range regexp.MustCompile(`(\S+) model buffer size = +([0-9.]+) MiB`).FindAllStringSubmatch(log, -1) {
@@ -286,7 +286,7 @@ func checkDevices(t *testing.T, st *index.Store, log string, gpuFrom int) {
 		}
 	}
 	var tokenFaults int
-	if err := st.Events(index.EventFilter{Tensors: copied}, func(e *event.Event) error {
+	if err := st.Events(store.EventFilter{Tensors: copied}, func(e *event.Event) error {
 		if e.Kind == event.KindFault && e.Token != 0 {
 			tokenFaults++
 		}
@@ -303,9 +303,9 @@ func checkDevices(t *testing.T, st *index.Store, log string, gpuFrom int) {
 // checkLayerDevices checks query --by layer's devices against the
 // offload: a layer from gpuFrom on has its experts mapped and the rest in
 // the GPU's buffer, one before wholly mapped.
-func checkLayerDevices(t *testing.T, st *index.Store, gpuFrom int) {
+func checkLayerDevices(t *testing.T, st *store.Store, gpuFrom int) {
 	t.Helper()
-	rows, err := st.Query(index.Query{By: "layer"})
+	rows, err := st.Query(store.Query{By: "layer"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func checkLayerDevices(t *testing.T, st *index.Store, gpuFrom int) {
 // in the model's mapping are read again in tokens all the same, by the
 // readahead around the experts' faults (the file interleaves each layer's
 // experts with its other weights): logged, that is the tokens' I/O.
-func checkLoadReads(t *testing.T, st *index.Store) {
+func checkLoadReads(t *testing.T, st *store.Store) {
 	t.Helper()
 	copied := map[uint32]bool{}
 	var size int64
@@ -372,7 +372,7 @@ func checkLoadReads(t *testing.T, st *index.Store) {
 		t.Fatal(err)
 	}
 	var early, earlyInToken int
-	if err := st.Events(index.EventFilter{Tensors: copied}, func(e *event.Event) error {
+	if err := st.Events(store.EventFilter{Tensors: copied}, func(e *event.Event) error {
 		if (e.Kind == event.KindFault || e.Kind == event.KindBlock) && e.Ts < first {
 			early++
 			if e.Token != 0 {
@@ -393,7 +393,7 @@ func checkLoadReads(t *testing.T, st *index.Store) {
 // checkSplitTimes checks the timeline's graph computations: each begun
 // (MarkGraph) returned (MarkGraphEnd) on its thread, with its begin and
 // sequence number, inside the llama_decode call of its token.
-func checkSplitTimes(t *testing.T, st *index.Store) {
+func checkSplitTimes(t *testing.T, st *store.Store) {
 	t.Helper()
 	type key struct{ tid, seq uint32 }
 	begun := map[key]uint64{}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
@@ -114,7 +114,7 @@ func TestTheIOShapeEqualsTheBlockOracles(t *testing.T) {
 	if m.Disk == nil || m.Disk.Device != kept.Device || len(m.Disk.Points) != 1 || m.Disk.Points[0] != kept.Points[0] {
 		t.Errorf("meta.json's disk profile is %+v, want the one kept for the model's disk, %+v", m.Disk, kept)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"unsafe"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -51,7 +51,7 @@ func requestedByTensor(f *gguf.File, rs []readSpec) map[string]int64 {
 func storeRequested(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
 	st, _ := storetest.OpenRun(t, dir)
-	rows, err := st.Query(index.Query{By: "tensor"})
+	rows, err := st.Query(store.Query{By: "tensor"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@ import (
 
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 )
@@ -199,7 +199,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				t.Fatalf("both requests ran in slot %d: not concurrent", got[0].Slot)
 			}
 
-			st, err := index.Open(dir)
+			st, err := store.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +252,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 			}
 
 			// The per-request rows against the per-token export, counter by counter.
-			byReq := rowSums(queryRows(t, dir, index.Query{By: "request", Pseudos: true}))
+			byReq := rowSums(queryRows(t, dir, store.Query{By: "request", Pseudos: true}))
 			byTokRow := tokenSums(runTokens(t, dir))
 			total := counterSums{}
 			for _, sums := range byReq {
@@ -339,7 +339,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				}
 			}
 			t.Logf("calls per sequence %v (%d shared); server %+v; rows (--all) %v; the model's tensors: %+v", calls, shared, got, byReq,
-				queryRows(t, dir, index.Query{By: "request"}))
+				queryRows(t, dir, store.Query{By: "request"}))
 		})
 	}
 }
@@ -398,7 +398,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	const n = 4
 	rectest.Record(t, dir, rectest.Options{}, llmtest.CompletionArgs(bin, model, n)...)
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	if decoded != n {
 		t.Errorf("%d tokens, want %d llama_decode calls", decoded, n)
 	}
-	for key := range rowSums(queryRows(t, dir, index.Query{By: "request", Pseudos: true})) {
+	for key := range rowSums(queryRows(t, dir, store.Query{By: "request", Pseudos: true})) {
 		if key != "0" && key != event.RequestNone {
 			t.Errorf("a row for request %s", key)
 		}

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
@@ -260,7 +260,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func sum(v []uint64) (s uint64) {
 
 // sharedRunSnapshots opens the shared recorded run (llmtest.RecordedMoE):
 // its store, its metadata and its residency snapshots.
-func sharedRunSnapshots(t *testing.T) (*index.Store, *rundir.Meta, []rundir.Snapshot) {
+func sharedRunSnapshots(t *testing.T) (*store.Store, *rundir.Meta, []rundir.Snapshot) {
 	t.Helper()
 	dir := llmtest.RecordedMoE(t).Dir
 	st, meta := storetest.OpenRun(t, dir)
@@ -402,11 +402,11 @@ type pageRead struct {
 type pageReads []pageRead
 
 // deviceReads collects the run's block reads of model pages.
-func deviceReads(t *testing.T, st *index.Store, meta *rundir.Meta) pageReads {
+func deviceReads(t *testing.T, st *store.Store, meta *rundir.Meta) pageReads {
 	t.Helper()
 	ps := int64(os.Getpagesize())
 	var out pageReads
-	err := st.Records(index.EventFilter{}, func(rec []event.Event) error {
+	err := st.Records(store.EventFilter{}, func(rec []event.Event) error {
 		for i := range rec {
 			e := &rec[i]
 			if e.Kind != event.KindBlock || event.BlockWrite(e.Class) {

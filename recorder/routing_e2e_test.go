@@ -12,8 +12,8 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
@@ -107,7 +107,7 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 				rec, routing, _ := recordOracle(t, dir, archMemLimit, spec, append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "-p", archPrompt)...)
 				summary := rec.Stderr
 				probed := checkProbedRows(t, dir, f, routing)
-				st, err := index.Open(dir)
+				st, err := store.Open(dir)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -284,7 +284,7 @@ func checkProbedRows(t *testing.T, dir string, f *gguf.File, r llmtest.Routing) 
 
 // checkStoredPicks checks the store's picks per token, layer and expert
 // against the counts of the oracle's rows.
-func checkStoredPicks(t *testing.T, st *index.Store, r llmtest.Routing) {
+func checkStoredPicks(t *testing.T, st *store.Store, r llmtest.Routing) {
 	t.Helper()
 	want := map[[3]uint32]uint64{}
 	for call, c := range r.Calls {
@@ -346,7 +346,7 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the oracle's output: %v\n%s", err, out)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 	decodeTok, _ := rectest.DecodePicks(t, st)
 	faults := map[gguf.Type]int{}
 	for typ, ids := range byType {
-		if err := st.Events(index.EventFilter{Tensors: ids}, func(e *event.Event) error {
+		if err := st.Events(store.EventFilter{Tensors: ids}, func(e *event.Event) error {
 			if e.Kind == event.KindFault && decodeTok[e.Token] {
 				faults[typ]++
 			}

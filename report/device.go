@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // DeviceCounters are the counters the per-device table shows, in its
@@ -21,7 +21,7 @@ var DeviceCounters = []string{"bytes_read", "faults", "major_faults", "fault_sta
 // were streamed from the model's mapping. It is nil, with a note saying
 // why, when the run has one device and copied nothing: the per-tensor
 // tables already say it all.
-func DeviceTable(st *index.Store, meta *rundir.Meta) (*stats.Table, string, error) {
+func DeviceTable(st *store.Store, meta *rundir.Meta) (*stats.Table, string, error) {
 	type placed struct{ weights, copied int }
 	devs := map[string]*placed{}
 	var order []string
@@ -51,11 +51,11 @@ func DeviceTable(st *index.Store, meta *rundir.Meta) (*stats.Table, string, erro
 		}
 		return nil, fmt.Sprintf("no per-device table: the run has one device (%s) and no weight copied into a backend buffer at load", where), nil
 	}
-	rows, err := st.Query(index.Query{By: "device"})
+	rows, err := st.Query(store.Query{By: "device"})
 	if err != nil {
 		return nil, "", fmt.Errorf("querying by device: %w", err)
 	}
-	byKey := map[string]*index.Row{}
+	byKey := map[string]*store.Row{}
 	for i := range rows {
 		byKey[rows[i].Key] = &rows[i]
 	}

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
@@ -22,7 +22,7 @@ func devAgg(token, tensor uint32, faults, major, stall, read uint64) event.Agg {
 // attention copied into Vulkan0 at load (its reads are token 0's), the
 // experts streamed from CPU_Mapped, layer 1's attention placed by no
 // probe, and a tensor nothing read.
-func hybridStore(t *testing.T, devices ...string) *index.Store {
+func hybridStore(t *testing.T, devices ...string) *store.Store {
 	tensors := slices.Clone(storetest.Pseudos)
 	for i, d := range devices {
 		tensors = append(tensors, event.Tensor{ID: uint32(3 + i), Name: "blk." + string(rune('0'+i)) + ".w", Layer: i, Device: d, Copied: d == "Vulkan0"})
@@ -45,7 +45,7 @@ func TestDeviceTableIsQueryByDeviceWithEachDevicesCopiedAndStreamedWeights(t *te
 	if err != nil || tab == nil {
 		t.Fatalf("table %v, note %q, err %v", tab, note, err)
 	}
-	rows, err := st.Query(index.Query{By: "device"})
+	rows, err := st.Query(store.Query{By: "device"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestDeviceTableIsQueryByDeviceWithEachDevicesCopiedAndStreamedWeights(t *te
 				t.Errorf("%s %s: %+v, want %d", r[0].S, c, v, p[i])
 			}
 		}
-		qr := rows[slices.IndexFunc(rows, func(q index.Row) bool { return q.Key == r[0].S })]
+		qr := rows[slices.IndexFunc(rows, func(q store.Row) bool { return q.Key == r[0].S })]
 		for _, c := range report.DeviceCounters {
 			v := r[col(c)]
 			if c == "bytes_requested" {

@@ -5,8 +5,8 @@ import (
 	"math"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/store"
 )
 
 // events is the one pass over the run's events, binned for drawing.
@@ -37,7 +37,7 @@ func (e *events) col(tok uint32) int {
 // slice.
 func (r *run) eventPass() (*events, error) {
 	ev := r.newEvents()
-	err := r.st.Events(index.EventFilter{}, func(e *event.Event) error {
+	err := r.st.Events(store.EventFilter{}, func(e *event.Event) error {
 		if e.Tensor < event.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
 			return nil
 		}

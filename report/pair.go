@@ -17,10 +17,10 @@ import (
 
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Two runs side by side: `iocorr report A B`. The page has the two runs'
@@ -34,7 +34,7 @@ import (
 // (stats.Compute over them), and its directory to name it.
 type PairRun struct {
 	Dir   string
-	Store *index.Store
+	Store *store.Store
 	Meta  *rundir.Meta
 	Stats *stats.Report
 }
@@ -155,7 +155,7 @@ func BuildPair(a, b PairRun) (*Pair, error) {
 	return p, nil
 }
 
-func hasExperts(st *index.Store) bool {
+func hasExperts(st *store.Store) bool {
 	for i := range st.Tensors {
 		if t := &st.Tensors[i]; !t.Pseudo() && t.Experts > 0 {
 			return true

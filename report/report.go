@@ -19,10 +19,10 @@ import (
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/sweep"
 )
 
@@ -63,7 +63,7 @@ type Field struct {
 
 // run is what Build gathers from the store.
 type run struct {
-	st     *index.Store
+	st     *store.Store
 	meta   *rundir.Meta
 	stats  *stats.Report
 	tokens []event.TokenInfo
@@ -72,7 +72,7 @@ type run struct {
 
 // Build gathers the run's figures and draws its charts. rep is the run's
 // stats (stats.Compute over the same store and metadata).
-func Build(st *index.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (*Report, error) {
+func Build(st *store.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (*Report, error) {
 	r := &run{st: st, meta: meta, stats: rep}
 	var err error
 	if r.tokens, err = st.Tokens(); err != nil {

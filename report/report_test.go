@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/sweep"
 	"github.com/iocorr/iocorr/testkit/browsertest"
 	"github.com/iocorr/iocorr/testkit/storetest"
@@ -87,7 +87,7 @@ func (s synth) build(t testing.TB) string {
 		tensors = append(tensors, event.Tensor{ID: n, Name: rt.Name, Model: 0, Layer: rt.Layer, Role: rt.Role,
 			Offset: rt.Offset, Size: rt.Size, Experts: rt.Experts, ExpertStride: rt.ExpertStride})
 	}
-	w, err := index.Begin(dir)
+	w, err := store.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func (s synth) build(t testing.TB) string {
 	slices.SortFunc(res.Aggs, func(a, b event.Agg) int {
 		return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Tensor, b.Tensor), cmp.Compare(a.Expert, b.Expert))
 	})
-	if err := w.Commit(res, &index.Summary{Tokens: len(res.Tokens)}); err != nil {
+	if err := w.Commit(res, &store.Summary{Tokens: len(res.Tokens)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rundir.WriteMeta(dir, meta); err != nil {

@@ -4,7 +4,7 @@
 //
 // The metadata is JSON so that a person can read it and other tools can use
 // it; the events themselves are in the binary spool (package ingest), and
-// the joined store lives in db/ (package index).
+// the joined store lives in db/ (package store).
 package rundir
 
 import (
@@ -30,7 +30,7 @@ const (
 	MetaFile  = "meta.json"          // Meta
 	SpoolFile = "events.spool"       // raw BPF events, package ingest
 	MapsDir   = procmaps.SnapshotDir // /proc/PID/maps snapshots, see MapsSnapshot
-	DBDir     = "db"                 // the badger store, package index
+	DBDir     = "db"                 // the badger store, package store
 )
 
 // The machine's facts a run keeps, read by internal/proc and

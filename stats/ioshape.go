@@ -7,9 +7,9 @@ import (
 	"slices"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // The I/O shape of a token or phase: is the token waiting on the device's
@@ -172,7 +172,7 @@ func inModel(e *event.Event) bool {
 	return e.Tensor != event.TensorAnon && e.Tensor != event.TensorOther
 }
 
-// record takes one record (index.Store.Records).
+// record takes one record (store.Store.Records).
 func (sh *shaper) record(rec []event.Event) error {
 	for i := range rec {
 		if _, ok := sh.seen[rec[i].Token]; !ok {
@@ -453,14 +453,14 @@ func ioShape(tokens []event.TokenInfo, shapes []shape, meta *rundir.Meta) (Table
 // of a run alone, for the commands that show it beside other figures
 // (query --by token, export faults-per-token) without every table of
 // Compute.
-func IOShape(st *index.Store, meta *rundir.Meta) (phases, tokens *Table, err error) {
+func IOShape(st *store.Store, meta *rundir.Meta) (phases, tokens *Table, err error) {
 	toks, err := st.Tokens()
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading tokens: %w", err)
 	}
 	sh := newShaper()
 	defer sh.Close()
-	if err := st.Records(index.EventFilter{}, sh.record); err != nil {
+	if err := st.Records(store.EventFilter{}, sh.record); err != nil {
 		return nil, nil, fmt.Errorf("reading events: %w", err)
 	}
 	toks = sh.everyToken(toks)

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
 const naNoMoE = "no MoE layers: the run's models have no *_exps tensors"
@@ -264,7 +264,7 @@ func (r *run) realHitRate(layer int) Value {
 
 // picksNA says why the router's picks of layer in phase are not all
 // known ("" when they are): unseen in some of the phase's calls, or
-// run-wide (index.Summary.PicksNAOf).
+// run-wide (store.Summary.PicksNAOf).
 func (r *run) picksNA(phase string, layer int) string {
-	return r.st.Summary.PicksNAOf(&index.Query{Phase: phase, Layer: &layer})
+	return r.st.Summary.PicksNAOf(&store.Query{Phase: phase, Layer: &layer})
 }

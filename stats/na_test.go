@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Compute makes NA, with the capability's reason, every column of
@@ -27,7 +27,7 @@ func TestComputeMakesNAEveryFigureOfACapabilityTheKernelLacked(t *testing.T) {
 			if err := rundir.WriteMeta(dir, s.meta); err != nil {
 				t.Fatal(err)
 			}
-			st, err := index.Open(dir)
+			st, err := store.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // PageStates replays a pagecache-tier run's page-cache adds and evictions
@@ -22,7 +22,7 @@ import (
 // between them. It is the oracle the recorder's residency snapshots are
 // checked against; a run without page-cache events has no history to
 // replay, and says why.
-func PageStates(st *index.Store, meta *rundir.Meta, at []uint64) (states, changed [][][]bool, err error) {
+func PageStates(st *store.Store, meta *rundir.Meta, at []uint64) (states, changed [][][]bool, err error) {
 	if why := meta.PageCacheNA(); why != "" {
 		return nil, nil, fmt.Errorf("no page-cache history to replay: %s", why)
 	}
@@ -31,7 +31,7 @@ func PageStates(st *index.Store, meta *rundir.Meta, at []uint64) (states, change
 	}
 	r := &run{st: st, meta: meta}
 	var pev []pageEv
-	err = st.Records(index.EventFilter{}, func(rec []event.Event) error {
+	err = st.Records(store.EventFilter{}, func(rec []event.Event) error {
 		if k := rec[0].Kind; k != event.KindPageAdd && k != event.KindPageDel {
 			return nil
 		}

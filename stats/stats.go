@@ -8,10 +8,10 @@ import (
 	"sort"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/extsort"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Options choose the expert-cache simulations.
@@ -67,7 +67,7 @@ var phases = []struct {
 
 // run holds what Compute gathers before it makes tables.
 type run struct {
-	st      *index.Store
+	st      *store.Store
 	meta    *rundir.Meta
 	opt     Options
 	tokens  []event.TokenInfo
@@ -107,7 +107,7 @@ type run struct {
 
 // Compute reads the store and metadata of one run and computes every
 // table.
-func Compute(st *index.Store, meta *rundir.Meta, opt Options) (*Report, error) {
+func Compute(st *store.Store, meta *rundir.Meta, opt Options) (*Report, error) {
 	if opt.Top <= 0 {
 		opt.Top = 10
 	}
@@ -230,7 +230,7 @@ func (r *run) eventPass() error {
 	// time order is the order the page cache saw them.
 	pev := extsort.New(sortBatch, func(a, b *pageEv) int { return cmp.Compare(a.ts, b.ts) }, pageEvCodec)
 	defer pev.Close()
-	err := r.st.Records(index.EventFilter{}, func(rec []event.Event) error {
+	err := r.st.Records(store.EventFilter{}, func(rec []event.Event) error {
 		if err := sh.record(rec); err != nil {
 			return err
 		}

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // The scripted run: two MoE layers of four experts; each layer has a
@@ -81,7 +81,7 @@ func buildScripted(t *testing.T) (string, scripted) {
 	// Device reads of layer 0's expert 2 in token 3.
 	res.Aggs = []event.Agg{{AggKey: event.AggKey{Token: 3, Tensor: s.exps[0], Expert: 2}, Counters: event.Counters{ReadBytes: stride, Faults: 1, Major: 1}}}
 
-	w, err := index.Begin(dir)
+	w, err := store.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func buildScripted(t *testing.T) (string, scripted) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Commit(res, &index.Summary{Tokens: len(res.Tokens)}); err != nil {
+	if err := w.Commit(res, &store.Summary{Tokens: len(res.Tokens)}); err != nil {
 		t.Fatal(err)
 	}
 	// mincore at the end: header page and the three layer-0 experts.
@@ -132,7 +132,7 @@ func buildScripted(t *testing.T) (string, scripted) {
 
 func computeScripted(t *testing.T, opt stats.Options) (*stats.Report, scripted) {
 	dir, s := buildScripted(t)
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // publishes from one recorded run: per-token I/O distributions by phase,
 // read amplification, page-cache residency and refaults per tensor,
 // routing statistics and expert-cache simulations (LRU, LFU, Belady) beside
-// the run's own hit rate. It reads a built store (package index) and the
+// the run's own hit rate. It reads a built store (package store) and the
 // run metadata; rendering is the caller's: every result is a Table whose
 // column names carry their unit (…_bytes, …_ns, …_ratio), so that JSON
 // keys and Parquet columns say what they count.

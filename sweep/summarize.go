@@ -4,14 +4,14 @@ import (
 	"fmt"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Summarize computes r's figures from the store of the run in dir.
 func Summarize(dir string, r *Row) error {
-	run, err := index.OpenRun(dir)
+	run, err := store.OpenRun(dir)
 	if err != nil {
 		return err
 	}
@@ -20,7 +20,7 @@ func Summarize(dir string, r *Row) error {
 }
 
 // SummarizeRun computes r's figures from an open run's store.
-func SummarizeRun(run *index.Run, r *Row) error {
+func SummarizeRun(run *store.Run, r *Row) error {
 	if r.NA == nil {
 		r.NA = map[string]string{}
 	}
@@ -38,7 +38,7 @@ func SummarizeRun(run *index.Run, r *Row) error {
 // expertHitRate takes the run's real expert hit rate from iocorr stats
 // (decode picks whose expert slice was wholly resident), so that the sweep
 // and stats can never disagree on it.
-func (r *Row) expertHitRate(st *index.Store, meta *rundir.Meta, snaps []rundir.Snapshot) error {
+func (r *Row) expertHitRate(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot) error {
 	if !hasExperts(st) {
 		r.NA["expert_hit_rate"] = "the model has no experts"
 		return nil
@@ -68,7 +68,7 @@ func (r *Row) expertHitRate(st *index.Store, meta *rundir.Meta, snaps []rundir.S
 }
 
 // figures computes the row's figures from the store's token rows.
-func (r *Row) figures(st *index.Store) error {
+func (r *Row) figures(st *store.Store) error {
 	var first, last, inDecode uint64
 	var tokens uint64
 	err := st.EachToken(func(t *event.TokenInfo) error {
@@ -121,7 +121,7 @@ func (r *Row) figures(st *index.Store) error {
 	return nil
 }
 
-func hasExperts(st *index.Store) bool {
+func hasExperts(st *store.Store) bool {
 	for i := range st.Tensors {
 		if st.Tensors[i].Experts > 0 {
 			return true

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/diff"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
+	"github.com/iocorr/iocorr/store"
 )
 
 func init() {
@@ -28,10 +28,10 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 	// perf diff takes its flags before or after the two runs.
 	fs.SetInterspersed(true)
 	var o diff.Options
-	fs.StringVar(&o.By, "by", "tensor", "group by "+strings.Join(index.GroupBys, "|")+" (tensors by name, so runs of different models compare)")
+	fs.StringVar(&o.By, "by", "tensor", "group by "+strings.Join(store.GroupBys, "|")+" (tensors by name, so runs of different models compare)")
 	fs.StringVar(&o.Tensor, "tensor", "", "only tensors of this name or glob, in both runs")
 	fs.StringVar(&o.Phase, "phase", "", "prefill, decode or none")
-	fs.StringSliceVar(&o.Counters, "counter", nil, "compare only these counters (default: all, in a table those query's table shows; by expert also "+index.Selected+")")
+	fs.StringSliceVar(&o.Counters, "counter", nil, "compare only these counters (default: all, in a table those query's table shows; by expert also "+store.Selected+")")
 	fs.StringVar(&o.Sort, "sort", "", "order groups by the size of this counter's change, largest first")
 	fs.IntVar(&o.Top, "top", 0, "keep the first K groups")
 	fs.BoolVar(&o.Pseudos, "all", false, "include [other file], [anonymous] and [model header] without --tensor")
@@ -87,6 +87,6 @@ func diffFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 
 // openRunOf opens one run of two (name A or B) and says on stderr which
 // one is partial, when one is.
-func openRunOf(name, dir string) (*index.Run, error) {
+func openRunOf(name, dir string) (*store.Run, error) {
 	return openRun(dir, fmt.Sprintf("run %s (%s)", name, dir))
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/dataset"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/atomicfile"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/sweep"
 )
 
@@ -112,7 +112,7 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	}
 	defer run.Close()
 	st, meta, status := run.Store, run.Meta, run.Meta.Status()
-	var filter index.EventFilter
+	var filter store.EventFilter
 	if kind == "events" {
 		if filter, err = eventFilter(fs, st, o); err != nil {
 			return err
@@ -192,7 +192,7 @@ func addToDataset(ctx context.Context, dir, run string) error {
 
 // unmeasured is what the run did not measure of the counters,
 // with the columns kept when all; its notes go to stderr once.
-func unmeasured(run *index.Run, all bool) *output.Unmeasured {
+func unmeasured(run *store.Run, all bool) *output.Unmeasured {
 	return &output.Unmeasured{Counters: run.CountersNA(), All: all}
 }
 
@@ -213,9 +213,9 @@ func writeSidecar(out string, s *output.Sidecar) error {
 	return writeExport(output.SidecarPath(out), s.Write)
 }
 
-// eventFilter turns the export's filter flags into an index.EventFilter.
-func eventFilter(fs *pflag.FlagSet, st *index.Store, o *exportOptions) (index.EventFilter, error) {
-	var f index.EventFilter
+// eventFilter turns the export's filter flags into an store.EventFilter.
+func eventFilter(fs *pflag.FlagSet, st *store.Store, o *exportOptions) (store.EventFilter, error) {
+	var f store.EventFilter
 	var err error
 	var lp *int
 	if fs.Changed("layer") {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 func init() {
@@ -33,7 +33,7 @@ func ingestFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) err
 		default:
 			return usagef("ingest: takes one run directory, got %d arguments", len(args))
 		}
-		index.BoundHeap()
+		store.BoundHeap()
 		sum, err := pipeline.Ingest(ctx, dir, pipeline.Options{Force: *force})
 		if err != nil {
 			return fmt.Errorf("ingest: %w", err)

@@ -3,15 +3,15 @@ package main
 import (
 	"fmt"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // tokenShape is the run's I/O shape per token (stats.IOShape) for the
 // per-token outputs, its NA reasons said on stderr.
-func tokenShape(st *index.Store, meta *rundir.Meta) (*output.TokenFigures, error) {
+func tokenShape(st *store.Store, meta *rundir.Meta) (*output.TokenFigures, error) {
 	_, byToken, err := stats.IOShape(st, meta)
 	if err != nil {
 		return nil, err

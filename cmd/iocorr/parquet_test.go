@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/runtest"
 )
@@ -23,7 +23,7 @@ func exportParquet(t testing.TB, dir, kind string) string {
 	return out
 }
 
-// storeSums are the figures a run's store holds, read through index.Store.
+// storeSums are the figures a run's store holds, read through store.Store.
 type storeSums struct {
 	perToken  map[uint32][3]uint64 // faults, major faults, bytes read
 	perTensor map[string][3]uint64
@@ -32,7 +32,7 @@ type storeSums struct {
 
 func readStoreSums(t testing.TB, dir string) storeSums {
 	t.Helper()
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func readStoreSums(t testing.TB, dir string) storeSums {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Events(index.EventFilter{}, func(e *event.Event) error {
+	if err := st.Events(store.EventFilter{}, func(e *event.Event) error {
 		s.byKind[e.Kind.String()]++
 		return nil
 	}); err != nil {

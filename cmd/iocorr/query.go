@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 func init() {
@@ -41,7 +41,7 @@ func parseTokenRange(s string) (*[2]uint32, error) {
 }
 
 func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) error {
-	var q index.Query
+	var q store.Query
 	dir := fs.StringP("input", "i", rundir.Default, "run directory")
 	fs.StringVar(&q.Tensor, "tensor", "", "tensor name or glob, e.g. 'blk.*.ffn_down_exps.weight'")
 	token := fs.String("token", "", "token N or range A-B (llama_decode calls, from 1)")
@@ -49,8 +49,8 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 	expert := fs.Int("expert", -1, "only expert E of *_exps tensors")
 	fs.StringVar(&q.Op, "op", "", "only events of op NAME (e.g. MUL_MAT)")
 	fs.StringVar(&q.Phase, "phase", "", "prefill, decode or none")
-	fs.StringVar(&q.By, "by", "token", "group by "+strings.Join(index.GroupBys, "|"))
-	fs.StringVar(&q.Sort, "sort", "", "sort descending by "+strings.Join(index.SortColumns, "|"))
+	fs.StringVar(&q.By, "by", "token", "group by "+strings.Join(store.GroupBys, "|"))
+	fs.StringVar(&q.Sort, "sort", "", "sort descending by "+strings.Join(store.SortColumns, "|"))
 	fs.IntVar(&q.Top, "top", 0, "keep the first K rows")
 	fs.BoolVar(&q.Pseudos, "all", false, "include [other file], [anonymous] and [model header] without --tensor (by layer: layer null, the name in pseudo_tensor)")
 	allColumns := fs.Bool("all-columns", false, "keep the columns the run did not measure (NA in every row) rather than leave them out")
@@ -96,7 +96,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		noteUnmeasured(na)
 		if q.By == "device" || q.By == "layer" {
 			noteDevicesNA(st.DevicesNA(), func(d string) bool {
-				return slices.ContainsFunc(rows, func(r index.Row) bool {
+				return slices.ContainsFunc(rows, func(r store.Row) bool {
 					return r.Key == d || slices.Contains(strings.Split(r.Devices, "+"), d)
 				})
 			})

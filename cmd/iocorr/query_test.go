@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/ggml"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
@@ -574,7 +574,7 @@ func TestQueryByExpertSaysSelectedIsNAWhenPicksWereNotProbed(t *testing.T) {
 					t.Fatalf("%d rows: %v", len(rows), rows)
 				}
 				for _, r := range rows {
-					got, present := r[index.Selected]
+					got, present := r[store.Selected]
 					if present != (all || !tc.na) || (got == nil) != tc.na {
 						t.Errorf("all-columns %v: expert %v: selected %v (present %v), want NA %v", all, r["expert"], got, present, tc.na)
 					}

@@ -18,11 +18,11 @@ import (
 
 	"github.com/iocorr/iocorr/correlate"
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -238,12 +238,12 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			}
 			want := tensorTotals(res.Tensors, res.Aggs)
 			// ... is what the store says, tensor by tensor.
-			st, err := index.Open(dir)
+			st, err := store.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			rows, err := st.Query(index.Query{By: "tensor", Pseudos: true})
+			rows, err := st.Query(store.Query{By: "tensor", Pseudos: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,14 +3,14 @@ package main
 import (
 	"fmt"
 
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
-// openRun opens the run in dir (index.OpenRun) and prints its status on
+// openRun opens the run in dir (store.OpenRun) and prints its status on
 // stderr when it is partial, after label when one names the run among
 // several.
-func openRun(dir, label string) (*index.Run, error) {
-	run, err := index.OpenRun(dir)
+func openRun(dir, label string) (*store.Run, error) {
+	run, err := store.OpenRun(dir)
 	if err != nil {
 		return nil, err
 	}

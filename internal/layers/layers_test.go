@@ -40,7 +40,7 @@ var floor = map[string]int{
 	"testkit/bpftest": 5,
 	"correlate":       6, "testkit/spooltest": 6,
 	// 7–8: the store, and what reads it.
-	"index":    7,
+	"store":    7,
 	"pipeline": 8, "stats": 8, "perfetto": 8, "testkit/storetest": 8,
 	"testkit/runtest": 9,
 	// 9–11: the record lifecycle, the sweep, the renderers, the bench.
@@ -56,7 +56,7 @@ var floor = map[string]int{
 // render it: none of them may link the BPF loader, its decoder, the
 // correlator or cilium/ebpf, so a report or an export builds and runs
 // where BPF does not.
-var readSide = []string{"event", "index", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff", "predict", "dataset"}
+var readSide = []string{"event", "store", "stats", "perfetto", "sweep", "output", "report", "rundir", "gguf", "diff", "predict", "dataset"}
 
 // offline are the packages that turn a recorded spool into a store: they
 // read the records the loader wrote, never the loader, so a run recorded

@@ -6,7 +6,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/testenv"
@@ -23,7 +23,7 @@ import (
 // run of the pagecache tier (its page adds).
 type ExpertFaults struct{ Picked, ReadAhead, Neither int }
 
-func CountExpertFaults(t testing.TB, st *index.Store, keep func(token uint32) bool) ExpertFaults {
+func CountExpertFaults(t testing.TB, st *store.Store, keep func(token uint32) bool) ExpertFaults {
 	t.Helper()
 	selected := map[[3]uint32]bool{} // token, layer, expert
 	if err := st.ExpertSelections(func(s event.ExpertSel) error {
@@ -43,7 +43,7 @@ func CountExpertFaults(t testing.TB, st *index.Store, keep func(token uint32) bo
 	}
 	readAhead := map[[2]int64]bool{} // tensor, page within it, brought in by readahead
 	var faults []event.Event
-	if err := st.Events(index.EventFilter{Tensors: exps}, func(e *event.Event) error {
+	if err := st.Events(store.EventFilter{Tensors: exps}, func(e *event.Event) error {
 		switch e.Kind {
 		case event.KindPageAdd:
 			if e.Trigger != event.NoTensor {
@@ -117,7 +117,7 @@ func CheckLayerWeightsRead(t testing.TB, f *gguf.File, weights map[string]bool) 
 
 // DecodePicks returns the decode tokens of a run's store and how many
 // distinct router picks (token, layer, expert) were made in them.
-func DecodePicks(t testing.TB, st *index.Store) (decodeTok map[uint32]bool, picks int) {
+func DecodePicks(t testing.TB, st *store.Store) (decodeTok map[uint32]bool, picks int) {
 	t.Helper()
 	toks, err := st.Tokens()
 	if err != nil {

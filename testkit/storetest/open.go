@@ -3,16 +3,16 @@ package storetest
 import (
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // OpenRun opens the run in dir as the read side's commands do
-// (index.OpenRun) and gives its store and metadata; the store is closed
+// (store.OpenRun) and gives its store and metadata; the store is closed
 // when the test ends.
-func OpenRun(t testing.TB, dir string) (*index.Store, *rundir.Meta) {
+func OpenRun(t testing.TB, dir string) (*store.Store, *rundir.Meta) {
 	t.Helper()
-	run, err := index.OpenRun(dir)
+	run, err := store.OpenRun(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
 // OracleRow is one group as the oracle sums it.
@@ -24,7 +24,7 @@ type OracleRow struct {
 // none), and, by expert, the router's picks per token
 // (Store.ExpertSelections) of the selected tensors' layers. It shares with
 // Query only the tensor and op name lookups.
-func QueryOracle(t testing.TB, st *index.Store, q index.Query) map[string]OracleRow {
+func QueryOracle(t testing.TB, st *store.Store, q store.Query) map[string]OracleRow {
 	t.Helper()
 	ids, err := st.MatchTensors(q.Tensor, q.Layer, q.Pseudos)
 	if err != nil {
@@ -112,15 +112,15 @@ func QueryOracle(t testing.TB, st *index.Store, q index.Query) map[string]Oracle
 // OracleQueries are the queries CheckQueries runs: every grouping of
 // QueryOracle, unfiltered and under each filter (token ranges too),
 // sorted and cut once.
-func OracleQueries(st *index.Store) []index.Query {
+func OracleQueries(st *store.Store) []store.Query {
 	one := 1
-	var qs []index.Query
-	filters := []index.Query{{}, {Phase: "decode"}, {Phase: "prefill"}, {Phase: "none"}, {Pseudos: true},
+	var qs []store.Query
+	filters := []store.Query{{}, {Phase: "decode"}, {Phase: "prefill"}, {Phase: "none"}, {Pseudos: true},
 		{Tensor: "blk.*.ffn_*_exps.weight"}, {Layer: &one}, {Expert: &one}, {Tensor: "blk.1.*", Phase: "decode", Expert: &one},
 		{Token: &[2]uint32{1, 1}}, {Token: &[2]uint32{2, 3}, Pseudos: true}, {Token: &[2]uint32{0, 2}, Phase: "prefill", Expert: &one}}
 	for _, op := range st.Ops {
 		if op != "" {
-			filters = append(filters, index.Query{Op: op})
+			filters = append(filters, store.Query{Op: op})
 		}
 	}
 	for _, by := range []string{"expert", "layer", "tensor", "device", "op", "phase"} {
@@ -129,7 +129,7 @@ func OracleQueries(st *index.Store) []index.Query {
 			qs = append(qs, f)
 		}
 	}
-	return append(qs, index.Query{By: "expert", Sort: index.Selected, Top: 3}, index.Query{By: "tensor", Sort: "faults", Top: 5})
+	return append(qs, store.Query{By: "expert", Sort: store.Selected, Top: 3}, store.Query{By: "tensor", Sort: "faults", Top: 5})
 }
 
 // CheckQueries runs OracleQueries on st and fails t where a result
@@ -137,7 +137,7 @@ func OracleQueries(st *index.Store) []index.Query {
 // (which st answers from its totals by phase), from the same query over
 // every token (Query's path through the rows per token: the rows equal,
 // in the same order). It returns how many queries it compared.
-func CheckQueries(t *testing.T, st *index.Store) int {
+func CheckQueries(t *testing.T, st *store.Store) int {
 	t.Helper()
 	n := 0
 	for _, q := range OracleQueries(st) {

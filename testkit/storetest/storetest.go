@@ -1,14 +1,14 @@
 // Package storetest builds small stores for the read side's tests: the
 // events and timeline marks a test writes, in its order, through the real
-// index writer, so that what a reader meets is what ingest would store.
+// store writer, so that what a reader meets is what ingest would store.
 package storetest
 
 import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Pseudos are the catch-all tensors every store's dictionary begins with.
@@ -19,9 +19,9 @@ var Pseudos = []event.Tensor{{ID: event.TensorOther, Name: event.PseudoNames[0],
 // Build writes evs and marks, in order, into a new store of the tensor
 // dictionary tensors, in chunks of chunkEvents events (0: the writer's
 // default), and opens it; the store is closed when the test ends.
-func Build(t testing.TB, tensors []event.Tensor, chunkEvents int, evs []event.Event, marks []event.Mark) *index.Store {
+func Build(t testing.TB, tensors []event.Tensor, chunkEvents int, evs []event.Event, marks []event.Mark) *store.Store {
 	t.Helper()
-	return write(t, tensors, chunkEvents, func(w *index.Writer) {
+	return write(t, tensors, chunkEvents, func(w *store.Writer) {
 		for i := range evs {
 			if err := w.Event(&evs[i]); err != nil {
 				t.Fatal(err)
@@ -36,18 +36,18 @@ func Build(t testing.TB, tensors []event.Tensor, chunkEvents int, evs []event.Ev
 }
 
 // FromResult writes a correlated result (its tensor dictionary,
-// aggregates, tokens and picks) through the real index writer and opens
+// aggregates, tokens and picks) through the real store writer and opens
 // the store; it is closed when the test ends.
-func FromResult(t testing.TB, res event.Result) *index.Store {
+func FromResult(t testing.TB, res event.Result) *store.Store {
 	t.Helper()
-	return write(t, res.Tensors, 0, func(*index.Writer) {}, &res)
+	return write(t, res.Tensors, 0, func(*store.Writer) {}, &res)
 }
 
 // WriteResultRun makes dir a finished run directory of res and meta, for
 // the read side's commands.
 func WriteResultRun(t testing.TB, dir string, res event.Result, meta *rundir.Meta) {
 	t.Helper()
-	writeIn(t, dir, res.Tensors, 0, func(*index.Writer) {}, &res)
+	writeIn(t, dir, res.Tensors, 0, func(*store.Writer) {}, &res)
 	if err := rundir.WriteMeta(dir, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func WriteResultRun(t testing.TB, dir string, res event.Result, meta *rundir.Met
 // events (the events export's rows).
 func WriteEventsRun(t testing.TB, dir string, res event.Result, evs []event.Event, meta *rundir.Meta) {
 	t.Helper()
-	writeIn(t, dir, res.Tensors, 0, func(w *index.Writer) {
+	writeIn(t, dir, res.Tensors, 0, func(w *store.Writer) {
 		for i := range evs {
 			if err := w.Event(&evs[i]); err != nil {
 				t.Fatal(err)
@@ -71,11 +71,11 @@ func WriteEventsRun(t testing.TB, dir string, res event.Result, evs []event.Even
 
 // write creates a store of tensors, lets fill write its events, commits
 // res and opens the store.
-func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*index.Writer), res *event.Result) *index.Store {
+func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*store.Writer), res *event.Result) *store.Store {
 	t.Helper()
 	dir := t.TempDir()
 	writeIn(t, dir, tensors, chunkEvents, fill, res)
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +83,9 @@ func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*ind
 	return st
 }
 
-func writeIn(t testing.TB, dir string, tensors []event.Tensor, chunkEvents int, fill func(*index.Writer), res *event.Result) {
+func writeIn(t testing.TB, dir string, tensors []event.Tensor, chunkEvents int, fill func(*store.Writer), res *event.Result) {
 	t.Helper()
-	w, err := index.Begin(dir)
+	w, err := store.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func writeIn(t testing.TB, dir string, tensors []event.Tensor, chunkEvents int, 
 		t.Fatal(err)
 	}
 	fill(w)
-	if err := w.Commit(res, &index.Summary{}); err != nil {
+	if err := w.Commit(res, &store.Summary{}); err != nil {
 		t.Fatal(err)
 	}
 }

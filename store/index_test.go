@@ -1,4 +1,4 @@
-package index_test
+package store_test
 
 import (
 	"context"
@@ -13,20 +13,20 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 )
 
-func builtRun(t *testing.T, n, tokens int) (string, synthTotals, *index.Store) {
+func builtRun(t *testing.T, n, tokens int) (string, synthTotals, *store.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	tot := writeSynthRun(t, dir, n, tokens)
 	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{ChunkEvents: 64}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +60,12 @@ func TestBuildIsIdempotentAndDiscardsAnUnfinishedBuild(t *testing.T) {
 		t.Fatalf("forced build %+v %v, want a rebuild with the same events", s3, err)
 	}
 	// Two readers at once.
-	a, err := index.Open(dir)
+	a, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := index.Open(dir)
+	b, err := store.Open(dir)
 	if err != nil {
 		t.Fatalf("second reader: %v", err)
 	}
@@ -80,8 +80,8 @@ func TestBuildStopsWhenCancelledAndLeavesNoStore(t *testing.T) {
 	if _, err := pipeline.Ingest(ctx, dir, pipeline.Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if _, err := index.Open(dir); !errors.Is(err, index.ErrNoStore) {
-		t.Fatalf("open after a cancelled build: %v, want index.ErrNoStore", err)
+	if _, err := store.Open(dir); !errors.Is(err, store.ErrNoStore) {
+		t.Fatalf("open after a cancelled build: %v, want store.ErrNoStore", err)
 	}
 }
 
@@ -109,7 +109,7 @@ func TestStoreTotalsEqualWhatWasRecorded(t *testing.T) {
 	}
 	// Every event is stored once.
 	var n, bytesAdded uint64
-	if err := st.Events(index.EventFilter{}, func(e *event.Event) error {
+	if err := st.Events(store.EventFilter{}, func(e *event.Event) error {
 		n++
 		if e.Kind == event.KindPageAdd {
 			bytesAdded += e.Bytes
@@ -130,13 +130,13 @@ func TestEventsOfOneTensorUseTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all, sel int
-	st.Events(index.EventFilter{}, func(e *event.Event) error {
+	st.Events(store.EventFilter{}, func(e *event.Event) error {
 		if ids[e.Tensor] {
 			all++
 		}
 		return nil
 	})
-	st.Events(index.EventFilter{Tensors: ids}, func(e *event.Event) error {
+	st.Events(store.EventFilter{Tensors: ids}, func(e *event.Event) error {
 		if !ids[e.Tensor] {
 			t.Fatalf("event of tensor %d passed the filter", e.Tensor)
 		}
@@ -150,13 +150,13 @@ func TestEventsOfOneTensorUseTheIndex(t *testing.T) {
 
 func TestQueryFiltersAndGroups(t *testing.T) {
 	_, _, st := builtRun(t, 6000, 6)
-	total := func(rows []index.Row) (c event.Counters) {
+	total := func(rows []store.Row) (c event.Counters) {
 		for i := range rows {
 			c.Add(&rows[i].Counters)
 		}
 		return c
 	}
-	all, err := st.Query(index.Query{})
+	all, err := st.Query(store.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,44 +171,44 @@ func TestQueryFiltersAndGroups(t *testing.T) {
 	three := 3
 	tests := []struct {
 		name  string
-		q     index.Query
+		q     store.Query
 		rows  int
-		check func(t *testing.T, rows []index.Row)
+		check func(t *testing.T, rows []store.Row)
 	}{
-		{"glob over layers, by layer", index.Query{Tensor: "blk.*.ffn_up_exps.weight", By: "layer"}, synLayers, nil},
-		{"by tensor covers everything", index.Query{By: "tensor"}, 2 * synLayers, func(t *testing.T, rows []index.Row) {
+		{"glob over layers, by layer", store.Query{Tensor: "blk.*.ffn_up_exps.weight", By: "layer"}, synLayers, nil},
+		{"by tensor covers everything", store.Query{By: "tensor"}, 2 * synLayers, func(t *testing.T, rows []store.Row) {
 			if total(rows) != grand {
 				t.Errorf("by tensor sums to %+v, want %+v", total(rows), grand)
 			}
 		}},
-		{"one token", index.Query{Token: &[2]uint32{3, 3}}, 1, func(t *testing.T, rows []index.Row) {
+		{"one token", store.Query{Token: &[2]uint32{3, 3}}, 1, func(t *testing.T, rows []store.Row) {
 			if rows[0].Token != 3 {
 				t.Errorf("row of token %d", rows[0].Token)
 			}
 		}},
-		{"token range", index.Query{Token: &[2]uint32{2, 4}}, 3, nil},
-		{"layer", index.Query{Layer: &two, By: "tensor"}, 2, func(t *testing.T, rows []index.Row) {
+		{"token range", store.Query{Token: &[2]uint32{2, 4}}, 3, nil},
+		{"layer", store.Query{Layer: &two, By: "tensor"}, 2, func(t *testing.T, rows []store.Row) {
 			for _, r := range rows {
 				if !strings.HasPrefix(r.Key, "blk.2.") {
 					t.Errorf("row %s is not of layer 2", r.Key)
 				}
 			}
 		}},
-		{"expert", index.Query{Expert: &three, By: "expert"}, 1, func(t *testing.T, rows []index.Row) {
+		{"expert", store.Query{Expert: &three, By: "expert"}, 1, func(t *testing.T, rows []store.Row) {
 			if rows[0].Key != "3" || rows[0].Faults == 0 {
 				t.Errorf("row %+v, want expert 3 with faults", rows[0])
 			}
 		}},
-		{"phase", index.Query{Phase: "prefill", By: "phase"}, 1, nil},
+		{"phase", store.Query{Phase: "prefill", By: "phase"}, 1, nil},
 		// The synthetic run's batches carry no sequence set: every token is
 		// charged to the unknown request, never dropped.
-		{"by request of batches not read", index.Query{By: "request"}, 1, func(t *testing.T, rows []index.Row) {
+		{"by request of batches not read", store.Query{By: "request"}, 1, func(t *testing.T, rows []store.Row) {
 			if rows[0].Key != event.RequestUnknown || total(rows) != grand {
 				t.Errorf("rows %+v, want one %s row of %+v", rows, event.RequestUnknown, grand)
 			}
 		}},
-		{"by expert includes dense as -1", index.Query{By: "expert"}, synExps + 1, nil},
-		{"top by faults", index.Query{By: "tensor", Sort: "faults", Top: 3}, 3, func(t *testing.T, rows []index.Row) {
+		{"by expert includes dense as -1", store.Query{By: "expert"}, synExps + 1, nil},
+		{"top by faults", store.Query{By: "tensor", Sort: "faults", Top: 3}, 3, func(t *testing.T, rows []store.Row) {
 			if rows[0].Faults < rows[1].Faults || rows[1].Faults < rows[2].Faults {
 				t.Errorf("rows not sorted by faults: %d %d %d", rows[0].Faults, rows[1].Faults, rows[2].Faults)
 			}
@@ -234,16 +234,16 @@ func TestQueryRejectsBadInputWithOneLineErrors(t *testing.T) {
 	_, _, st := builtRun(t, 600, 2)
 	tests := []struct {
 		name string
-		q    index.Query
+		q    store.Query
 		want string
 	}{
-		{"unknown tensor names the closest", index.Query{Tensor: "blk.1.attn_qq.weight"}, `unknown tensor "blk.1.attn_qq.weight" (closest: blk.1.attn_q.weight`},
-		{"glob matching nothing names the closest globs", index.Query{Tensor: "blk.*.ffn_upexps.weight"}, `(closest: blk.*.ffn_up_exps.weight, blk.*.attn_q.weight)`},
-		{"bad glob", index.Query{Tensor: "blk.[.weight"}, "bad tensor pattern"},
-		{"unknown op", index.Query{Op: "SOFTMAX"}, "unknown op"},
-		{"unknown phase", index.Query{Phase: "warmup"}, "unknown phase"},
-		{"unknown group", index.Query{By: "colour"}, "cannot group by"},
-		{"unknown sort", index.Query{Sort: "speed"}, "cannot sort by"},
+		{"unknown tensor names the closest", store.Query{Tensor: "blk.1.attn_qq.weight"}, `unknown tensor "blk.1.attn_qq.weight" (closest: blk.1.attn_q.weight`},
+		{"glob matching nothing names the closest globs", store.Query{Tensor: "blk.*.ffn_upexps.weight"}, `(closest: blk.*.ffn_up_exps.weight, blk.*.attn_q.weight)`},
+		{"bad glob", store.Query{Tensor: "blk.[.weight"}, "bad tensor pattern"},
+		{"unknown op", store.Query{Op: "SOFTMAX"}, "unknown op"},
+		{"unknown phase", store.Query{Phase: "warmup"}, "unknown phase"},
+		{"unknown group", store.Query{By: "colour"}, "cannot group by"},
+		{"unknown sort", store.Query{Sort: "speed"}, "cannot sort by"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,11 +260,11 @@ func TestOpenSaysWhatIsMissing(t *testing.T) {
 	if err := rundir.WriteMeta(run, &rundir.Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Open(run); !errors.Is(err, index.ErrNoStore) {
-		t.Errorf("run without a store: got %v, want index.ErrNoStore", err)
+	if _, err := store.Open(run); !errors.Is(err, store.ErrNoStore) {
+		t.Errorf("run without a store: got %v, want store.ErrNoStore", err)
 	}
 	for _, dir := range []string{t.TempDir(), "/nonexistent"} {
-		if _, err := index.Open(dir); err == nil || err.Error() != dir+" is not a run directory (no meta.json)" {
+		if _, err := store.Open(dir); err == nil || err.Error() != dir+" is not a run directory (no meta.json)" {
 			t.Errorf("%s: got %v, want it is not a run directory", dir, err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestOpenSaysWhatIsMissing(t *testing.T) {
 func BenchmarkIngest(b *testing.B) {
 	dir := bigRun(b)
 	b.ResetTimer()
-	var s index.Summary
+	var s store.Summary
 	for b.Loop() {
 		var err error
 		if s, err = pipeline.Ingest(context.Background(), dir, pipeline.Options{Force: true}); err != nil {
@@ -295,11 +295,11 @@ func BenchmarkQueryTensor(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {
-		st, err := index.Open(dir)
+		st, err := store.Open(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows, err := st.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight"})
+		rows, err := st.Query(store.Query{Tensor: "blk.*.ffn_up_exps.weight"})
 		if err != nil || len(rows) == 0 {
 			b.Fatal(err, len(rows))
 		}
@@ -400,19 +400,19 @@ func TestEventFiltersReadTheIndexedChunksOnly(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		f    index.EventFilter
+		f    store.EventFilter
 	}{
-		{"tensor", index.EventFilter{Tensors: ids}},
-		{"token", index.EventFilter{Tokens: &[2]uint32{2, 2}}},
-		{"expert", index.EventFilter{Experts: map[int16]bool{5: true}}},
-		{"layer", index.EventFilter{Layers: map[int]bool{two: true}}},
-		{"op", index.EventFilter{Ops: ops}},
-		{"several", index.EventFilter{Tokens: &[2]uint32{1, 2}, Layers: map[int]bool{1: true}, Experts: map[int16]bool{-1: true}}},
+		{"tensor", store.EventFilter{Tensors: ids}},
+		{"token", store.EventFilter{Tokens: &[2]uint32{2, 2}}},
+		{"expert", store.EventFilter{Experts: map[int16]bool{5: true}}},
+		{"layer", store.EventFilter{Layers: map[int]bool{two: true}}},
+		{"op", store.EventFilter{Ops: ops}},
+		{"several", store.EventFilter{Tokens: &[2]uint32{1, 2}, Layers: map[int]bool{1: true}, Experts: map[int16]bool{-1: true}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var all, sel int
-			if err := st.Events(index.EventFilter{}, func(e *event.Event) error {
+			if err := st.Events(store.EventFilter{}, func(e *event.Event) error {
 				if tc.f.Match(st, e) {
 					all++
 				}
@@ -443,18 +443,18 @@ func TestAStoreOfAnotherFormatIsRebuiltAndRefusedByReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rewrite the summary as an older iocorr would have.
-	if err := index.RewriteFormatVersion(dir, index.FormatVersion-1); err != nil {
+	if err := store.RewriteFormatVersion(dir, store.FormatVersion-1); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("store format %d is older than this iocorr's %d: re-run iocorr ingest --force %s", index.FormatVersion-1, index.FormatVersion, dir)
-	if _, err := index.Open(dir); err == nil || err.Error() != want {
+	want := fmt.Sprintf("store format %d is older than this iocorr's %d: re-run iocorr ingest --force %s", store.FormatVersion-1, store.FormatVersion, dir)
+	if _, err := store.Open(dir); err == nil || err.Error() != want {
 		t.Errorf("open of an old store: %v, want %q", err, want)
 	}
 	s2, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{})
 	if err != nil || s2.AlreadyBuilt {
 		t.Fatalf("build over an old store: %+v %v, want a rebuild", s2, err)
 	}
-	if _, err := index.Open(dir); err != nil {
+	if _, err := store.Open(dir); err != nil {
 		t.Errorf("open after the rebuild: %v", err)
 	}
 }
@@ -477,7 +477,7 @@ func TestAChangedSpoolIsRebuilt(t *testing.T) {
 // other processes, while one more reader holds it open.
 func TestReadOnlyQueriesRunConcurrently(t *testing.T) {
 	dir, _, held := builtRun(t, 3000, 3)
-	want, err := held.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight"})
+	want, err := held.Query(store.Query{Tensor: "blk.*.ffn_up_exps.weight"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,13 +485,13 @@ func TestReadOnlyQueriesRunConcurrently(t *testing.T) {
 	errs := make(chan error, 16)
 	for range 8 {
 		wg.Go(func() {
-			st, err := index.Open(dir)
+			st, err := store.Open(dir)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer st.Close()
-			rows, err := st.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight"})
+			rows, err := st.Query(store.Query{Tensor: "blk.*.ffn_up_exps.weight"})
 			if err == nil && fmt.Sprint(rows) != fmt.Sprint(want) {
 				err = fmt.Errorf("concurrent query got %v, want %v", rows, want)
 			}
@@ -529,11 +529,11 @@ func TestHelperQueryProcess(t *testing.T) {
 		t.Skip("helper process")
 	}
 	for range 5 {
-		st, err := index.Open(dir)
+		st, err := store.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Query(index.Query{Tensor: "blk.*.ffn_up_exps.weight", By: "expert"}); err != nil {
+		if _, err := st.Query(store.Query{Tensor: "blk.*.ffn_up_exps.weight", By: "expert"}); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()
@@ -546,7 +546,7 @@ func TestASecondBuildOfOneRunAtOnceIsRefusedAndLeftoversGo(t *testing.T) {
 	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := index.LockBuild(dir)
+	unlock, err := store.LockBuild(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,18 +591,18 @@ func BenchmarkQueryBigMoE(b *testing.B) {
 	b.Logf("%d records, %d finest aggregate rows, built in %s", sum.Records, sum.AggRows, time.Duration(sum.BuildNS))
 	for _, q := range []struct {
 		name string
-		q    index.Query
+		q    store.Query
 	}{
-		{"tensor-glob-by-token", index.Query{Tensor: "blk.*.ffn_up_exps.weight"}},
-		{"one-tensor-by-token", index.Query{Tensor: "blk.7.ffn_up_exps.weight"}},
-		{"one-tensor-by-expert", index.Query{Tensor: "blk.7.ffn_up_exps.weight", By: "expert"}},
-		{"expert-filter", index.Query{Tensor: "blk.7.ffn_up_exps.weight", Expert: new(int)}},
-		{"everything-by-tensor", index.Query{By: "tensor", Sort: "faults", Top: 10}},
-		{"everything-by-expert", index.Query{By: "expert"}},
+		{"tensor-glob-by-token", store.Query{Tensor: "blk.*.ffn_up_exps.weight"}},
+		{"one-tensor-by-token", store.Query{Tensor: "blk.7.ffn_up_exps.weight"}},
+		{"one-tensor-by-expert", store.Query{Tensor: "blk.7.ffn_up_exps.weight", By: "expert"}},
+		{"expert-filter", store.Query{Tensor: "blk.7.ffn_up_exps.weight", Expert: new(int)}},
+		{"everything-by-tensor", store.Query{By: "tensor", Sort: "faults", Top: 10}},
+		{"everything-by-expert", store.Query{By: "expert"}},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			for b.Loop() {
-				st, err := index.Open(dir)
+				st, err := store.Open(dir)
 				if err != nil {
 					b.Fatal(err)
 				}

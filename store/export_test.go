@@ -1,4 +1,4 @@
-package index
+package store
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 )
 
-// What the external tests (package index_test, which build stores through
+// What the external tests (package store_test, which build stores through
 // package pipeline) need of the inside.
 
 var LockBuild = lockBuild

@@ -1,4 +1,4 @@
-package index_test
+package store_test
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/runtest"
 )
 
@@ -17,7 +17,7 @@ import (
 // the NA reasons of the counters and the picks as the metadata says them.
 func TestOpenRunHoldsTheStoreTheMetadataAndWhatWasNotMeasured(t *testing.T) {
 	dir := runtest.TinyRun(t)
-	run, err := index.OpenRun(dir)
+	run, err := store.OpenRun(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func TestOpenRunRefusesADirectoryWithoutAStoreOrMetadata(t *testing.T) {
 		name, dir string
 		want      error
 	}{
-		{"no store", noStore, index.ErrNoStore},
+		{"no store", noStore, store.ErrNoStore},
 		{"no meta.json", noMeta, os.ErrNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if run, err := index.OpenRun(tc.dir); !errors.Is(err, tc.want) {
+			if run, err := store.OpenRun(tc.dir); !errors.Is(err, tc.want) {
 				if err == nil {
 					run.Close()
 				}

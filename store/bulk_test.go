@@ -1,4 +1,4 @@
-package index_test
+package store_test
 
 import (
 	"bytes"
@@ -7,15 +7,15 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
 	"github.com/iocorr/iocorr/pipeline"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // dumpStore is every key and value of DIR's store but its summary.
 func dumpStore(t *testing.T, dir string) (keys, vals [][]byte) {
 	t.Helper()
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestAStoreBuiltThroughSpilledRunsEqualsOneBuiltInMemory(t *testing.T) {
 	wantK, wantV := dumpStore(t, dir)
 
 	// ~200 runs of 16 KiB: more than one merge level (extsort.FanIn).
-	defer index.SetKVBytesInMemory(16 << 10)()
+	defer store.SetKVBytesInMemory(16 << 10)()
 	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{Force: true, ChunkEvents: 256}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestAStoreBuiltThroughSpilledRunsEqualsOneBuiltInMemory(t *testing.T) {
 func TestAKeyPutTwiceIsAnErrorAndLeavesNoStore(t *testing.T) {
 	dir := t.TempDir()
 	storetest.WriteSynthRun(t, dir, 1000, 4, storetest.SmallShape)
-	w, err := index.Begin(dir)
+	w, err := store.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +77,11 @@ func TestAKeyPutTwiceIsAnErrorAndLeavesNoStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = w.Commit(&event.Result{}, &index.Summary{})
+	err = w.Commit(&event.Result{}, &store.Summary{})
 	if err == nil || !strings.Contains(err.Error(), "put twice") {
 		t.Fatalf("commit of a key put twice: %v, want an error naming it", err)
 	}
-	if _, err := index.Open(dir); err == nil {
+	if _, err := store.Open(dir); err == nil {
 		t.Fatal("a failed build left a store readers open")
 	}
 }

@@ -1,4 +1,4 @@
-// Package index stores a run's attributed events, aggregates and timeline
+// Package store stores a run's attributed events, aggregates and timeline
 // in a badger database (DIR/db) and answers queries over it.
 //
 // Writer (Begin, Create, Event, Mark, Commit) writes a store for package
@@ -10,7 +10,7 @@
 //
 // The key layout is described in ADR-001-keys.md; this file is its single
 // implementation.
-package index
+package store
 
 import (
 	"encoding/binary"

@@ -1,10 +1,10 @@
-package index_test
+package store_test
 
 import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
@@ -32,7 +32,7 @@ func TestRecordsPutEachRequestsSlicesTogetherByRequestID(t *testing.T) {
 		bytes uint64
 	}
 	var got []rec
-	if err := st.Records(index.EventFilter{}, func(r []event.Event) error {
+	if err := st.Records(store.EventFilter{}, func(r []event.Event) error {
 		x := rec{kind: r[0].Kind, n: len(r)}
 		for _, e := range r {
 			x.bytes += e.Bytes
@@ -71,7 +71,7 @@ func TestRecordsKeepARequestWholeAcrossAChunkBoundary(t *testing.T) {
 	}
 	st := storetest.Build(t, tensors, 3, evs, nil)
 	var blocks []int
-	if err := st.Records(index.EventFilter{}, func(r []event.Event) error {
+	if err := st.Records(store.EventFilter{}, func(r []event.Event) error {
 		if r[0].Kind == event.KindBlock {
 			blocks = append(blocks, len(r))
 		}

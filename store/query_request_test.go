@@ -1,17 +1,17 @@
-package index_test
+package store_test
 
 import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 )
 
 // requestStore is a store of two tensors and four tokens: 1 of sequence
 // 0 alone, 2 of sequences 0 and 1 (3 tokens and 1 in the batch), 3 of
 // sequences 0 and 1 whose set is not whole (ids past the read bound), 4
 // of sequence 1 alone.
-func requestStore(t *testing.T) *index.Store {
+func requestStore(t *testing.T) *store.Store {
 	t.Helper()
 	var tensors []event.Tensor
 	for id, name := range event.PseudoNames {
@@ -47,7 +47,7 @@ func requestStore(t *testing.T) *index.Store {
 		}
 	}
 	dir := t.TempDir()
-	w, err := index.Begin(dir)
+	w, err := store.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +55,10 @@ func requestStore(t *testing.T) *index.Store {
 	if err := w.Create(tensors, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}, Tokens: toks, Aggs: aggs}, &index.Summary{}); err != nil {
+	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}, Tokens: toks, Aggs: aggs}, &store.Summary{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := index.Open(dir)
+	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +76,14 @@ func TestQueryByRequestSplitsASharedBatchByItsSequencesTokens(t *testing.T) {
 	st := requestStore(t)
 	tests := []struct {
 		name   string
-		q      index.Query
+		q      store.Query
 		majors map[string]uint64
 		reads  map[string]uint64
 	}{
-		{"every tensor", index.Query{By: "request"},
+		{"every tensor", store.Query{By: "request"},
 			map[string]uint64{"0": 3 + 5, "1": 1 + 2, event.RequestShared: 5},
 			map[string]uint64{"0": 12288 + 30720, "1": 4096 + 10240, event.RequestShared: 4096}},
-		{"one tensor: token 2's 3 faults split 2.25 and 0.75", index.Query{By: "request", Tensor: "blk.0.attn_q.weight"},
+		{"one tensor: token 2's 3 faults split 2.25 and 0.75", store.Query{By: "request", Tensor: "blk.0.attn_q.weight"},
 			map[string]uint64{"0": 2 + 2, "1": 1, event.RequestShared: 5},
 			map[string]uint64{"0": 8192 + 12288, "1": 4096, event.RequestShared: 4096}},
 	}

@@ -1,10 +1,10 @@
-package index_test
+package store_test
 
 import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/index"
+	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
@@ -13,7 +13,7 @@ import (
 // load (token 0, which has no row: phase none), a prefill (1), two
 // decode tokens (2, 3), and token 4 whose row is missing (a token of no
 // llama_decode record), also phase none; an op probe's op on some rows.
-func pickStore(t *testing.T) *index.Store {
+func pickStore(t *testing.T) *store.Store {
 	t.Helper()
 	tensors := append([]event.Tensor(nil), storetest.Pseudos...)
 	id := event.FirstTensor
@@ -75,10 +75,10 @@ func pickStore(t *testing.T) *index.Store {
 func TestQueriesFromTheTotalsAndOfTokenRangesEqualTheRowsPerTokenSummedByHand(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		st   func(*testing.T) *index.Store
+		st   func(*testing.T) *store.Store
 	}{
 		{"a store of picks, tokens without a row and probe ops", pickStore},
-		{"a synthetic run's ingest", func(t *testing.T) *index.Store {
+		{"a synthetic run's ingest", func(t *testing.T) *store.Store {
 			_, _, st := builtRun(t, 6000, 6)
 			return st
 		}},
