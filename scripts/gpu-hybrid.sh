@@ -58,6 +58,14 @@ if [ -z "${MODEL:-}" ] && [ ! -s "$model" ]; then
 fi
 layers=$("$iocorr" inspect --format jsonl "$model" | awk -F'"layer":' 'NF > 1 { split($2, a, /[,}]/); if (a[1] + 1 > n) n = a[1] + 1 } END { print n + 0 }')
 
+# A GPU driver (lavapipe's LLVM, NVIDIA's compiler) compiles its shaders
+# at a command's first run: once untraced first, so that neither the
+# recorded run's time nor its memory limit pays for that.
+say "warm-up: the oracle once, untraced"
+"$oracle" -m "$model" -p "the quick brown fox" -n 1 -t "${THREADS:-$(nproc)}" --no-repack \
+	--backends "$LLAMA_DIR" -ngl 99 --cpu-moe --no-op-offload >/dev/null 2>"$out/warmup.txt" ||
+	die "the oracle's untraced warm-up failed: $(tail -3 "$out/warmup.txt")"
+
 # --no-op-offload: a prompt of 32 tokens or more would otherwise have its
 # prefill's MUL_MAT_ID of the CPU's experts run on the GPU, where no CPU
 # probe sees its ids (those picks are NA, and say so).
