@@ -147,7 +147,9 @@ type shaper struct {
 	requests map[uint32]*shape         // counts and bytes by token
 	// seen is every token the events name, with its phase: one the run
 	// has no llama_decode record of still gets its row, NA with why.
-	seen map[uint32]uint8
+	seen    map[uint32]uint8
+	lastTok uint32 // the token last put in seen (seenAny: one was)
+	seenAny bool
 }
 
 func newShaper() *shaper {
@@ -174,9 +176,14 @@ func inModel(e *event.Event) bool {
 
 // record takes one record (store.Store.Records).
 func (sh *shaper) record(rec []event.Event) error {
+	// Records come token by token: the map is asked only when the token
+	// changes, not once an event.
 	for i := range rec {
-		if _, ok := sh.seen[rec[i].Token]; !ok {
-			sh.seen[rec[i].Token] = rec[i].Phase
+		if tok := rec[i].Token; !sh.seenAny || tok != sh.lastTok {
+			if _, ok := sh.seen[tok]; !ok {
+				sh.seen[tok] = rec[i].Phase
+			}
+			sh.lastTok, sh.seenAny = tok, true
 		}
 	}
 	switch rec[0].Kind {
