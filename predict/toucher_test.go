@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
@@ -40,12 +43,11 @@ func readAheadPages(t *testing.T, path string) int32 {
 	return int32(kb * 1024 / pageSize)
 }
 
-// settledResidency counts file's pages in the page cache once the reads
-// in flight have ended: mincore counts a page only when it is up to date,
-// and a read-around's pages past the faulting one are still being read
-// when the toucher exits (the window's second half arrives milliseconds
-// later).
-func settledResidency(t *testing.T, file string) int64 {
+// settleReads waits until the reads in flight have ended: a
+// read-around's pages past the faulting one are still being read when the
+// toucher exits (the window's second half arrives milliseconds later), and
+// mincore counts a page only once it is up to date.
+func settleReads(t *testing.T, file string) {
 	t.Helper()
 	last, same := int64(-1), 0
 	for range 200 {
@@ -55,7 +57,7 @@ func settledResidency(t *testing.T, file string) int64 {
 		}
 		if n == last {
 			if same++; same == 5 {
-				return n
+				return
 			}
 		} else {
 			last, same = n, 0
@@ -63,13 +65,101 @@ func settledResidency(t *testing.T, file string) int64 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the residency of %s never settled (last %d pages)", file, last)
-	return 0
+}
+
+// fileDisk is where a file lies on its disk: what the completion trace
+// filters on and maps back to the file's pages.
+type fileDisk struct {
+	disk      uint32
+	partStart uint64 // the partition's first sector on the disk
+	exts      []kernel.Extent
+}
+
+func openFileDisk(t *testing.T, path string) fileDisk {
+	t.Helper()
+	id, err := blockdev.StatFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd, err := blockdev.Of(id)
+	if err != nil {
+		t.Skipf("no block device under %s: %v", path, err)
+	}
+	exts, err := blockdev.Extents(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fileDisk{bd.DiskDev, bd.PartStartSector, exts}
+}
+
+func (fd fileDisk) sectors() []blocktrace.Range {
+	out := make([]blocktrace.Range, len(fd.exts))
+	for i, e := range fd.exts {
+		out[i] = blocktrace.Range{Start: fd.partStart + e.Physical/512, End: fd.partStart + (e.Physical+e.Length+511)/512}
+	}
+	return out
+}
+
+// pagesRead maps the disk's read completions back through the extents
+// onto the file's pages: what the kernel read, which no later eviction
+// changes (mincore's residency does: a page reclaimed under another
+// process's pressure is read and yet not resident).
+func (fd fileDisk) pagesRead(cs []blocktrace.Completion) map[int32]bool {
+	read := map[int32]bool{}
+	for _, c := range cs {
+		lo, hi := (c.Sector-fd.partStart)*512, (c.Sector-fd.partStart+c.Sectors)*512
+		for _, e := range fd.exts {
+			a, b := max(lo, e.Physical), min(hi, e.Physical+e.Length)
+			for off := a; off < b; off += pageSize {
+				read[int32((off-e.Physical+e.Logical)/pageSize)] = true
+			}
+		}
+	}
+	return read
+}
+
+// reclaimCounters reads the /proc/vmstat counters that move when the
+// machine is short of memory.
+func reclaimCounters(t *testing.T) map[string]int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !(strings.HasPrefix(k, "pgsteal_") || strings.HasPrefix(k, "allocstall_") || strings.HasPrefix(k, "compact_") || k == "workingset_refault_file") {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// pageRanges lists a page set as [first, end) ranges.
+func pageRanges(in func(int32) bool, n int32) [][2]int32 {
+	var out [][2]int32
+	for p := range n {
+		if !in(p) {
+			continue
+		}
+		if k := len(out); k > 0 && out[k-1][1] == p {
+			out[k-1][1]++
+		} else {
+			out = append(out, [2]int32{p, p + 1})
+		}
+	}
+	return out
 }
 
 // The ground-truth toucher with the kernel's read-around on (-advice
 // normal), cold, with room for the whole file: what the kernel reads is
-// exact (each first touch of a missing page reads one window, and nothing
-// is evicted), and mincore after the run counts it. The kernel model fed
+// exact (each first touch of a missing page reads one window), and the
+// disk's read completions of the file's sectors (an ftrace of its own)
+// say which pages it read. The kernel model fed
 // the toucher's stream as it touched it, at the disk's read_ahead_kb, must
 // read exactly those pages in exactly as many faults. Fewer than 100
 // faults, so the kernel's mmap_miss back-off (MMAP_LOTSAMISS) never stops
@@ -80,6 +170,7 @@ func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 	const filePages = 8192
 	file := llmtest.ColdFile(t, filePages*pageSize)
 	ra := readAheadPages(t, file)
+	fd := openFileDisk(t, file)
 	if ra < 64 || ra > filePages/4 {
 		t.Skipf("a read-around of %d pages: the streams below assume 64 to %d", ra, filePages/4)
 	}
@@ -99,6 +190,8 @@ func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 			for _, p := range tc.pages {
 				list = append(list, strconv.Itoa(int(p)))
 			}
+			vm0 := reclaimCounters(t)
+			tr := blocktrace.Start(t, fd.disk, fd.sectors())
 			out, err := exec.Command(toucher, "-file", file, "-pages", strings.Join(list, ","), "-evict", "-advice", "normal").Output()
 			if err != nil {
 				t.Fatalf("toucher: %v", err)
@@ -110,33 +203,34 @@ func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 			if rep.Resident != 0 {
 				t.Fatalf("%d pages stayed resident through the eviction", rep.Resident)
 			}
-			resident := settledResidency(t, file)
+			settleReads(t, file)
+			// A requeued request completes once, when the disk serves it:
+			// the completions alone say what was read.
+			tr.Stop(t)
+			read := fd.pagesRead(tr.Completions)
 			c := newPageCache(filePages, filePages, ra, nil)
 			for _, p := range tc.pages {
 				c.access(pageRange{p, p + 1})
 			}
-			if int64(c.readPages) != resident || int64(c.majors) != rep.MajFlt {
-				t.Errorf("pages %v, read-around %d pages: the model read %d pages in %d faults, the kernel %d pages (mincore) in %d major faults",
-					tc.pages, ra, c.readPages, c.majors, resident, rep.MajFlt)
-				// What a failure needs to be explained (one fresh clone's
-				// make test once had 5 pages fewer in the kernel, not seen in
-				// 30 runs since): where the two differ.
-				ranges, _, err := pagecache.ResidentRanges(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var model [][2]int64
-				for p := int32(0); p < filePages; p++ {
-					if !c.resident(p) {
-						continue
-					}
-					if n := len(model); n > 0 && model[n-1][1] == int64(p) {
-						model[n-1][1]++
-					} else {
-						model = append(model, [2]int64{int64(p), int64(p) + 1})
+			if c.readPages != uint64(len(read)) || int64(c.majors) != rep.MajFlt {
+				t.Errorf("pages %v, read-around %d pages: the model read %d pages in %d faults, the kernel %d pages (the disk's completions) in %d major faults",
+					tc.pages, ra, c.readPages, c.majors, len(read), rep.MajFlt)
+			}
+			kernel := pageRanges(func(p int32) bool { return read[p] }, filePages)
+			model := pageRanges(c.resident, filePages)
+			if !slices.Equal(kernel, model) {
+				t.Errorf("pages read [first, end): the kernel %v, the model %v", kernel, model)
+			}
+			if t.Failed() {
+				// Readahead skips a page whose folio it cannot allocate
+				// (it asks without retrying): what the machine's memory
+				// did meanwhile tells that apart from a model error.
+				vm1 := reclaimCounters(t)
+				for k, v := range vm1 {
+					if d := v - vm0[k]; d != 0 {
+						t.Logf("/proc/vmstat %s +%d during the run", k, d)
 					}
 				}
-				t.Logf("resident page ranges [first, end): the kernel %v, the model %v", ranges, model)
 			}
 		})
 	}
