@@ -1,7 +1,6 @@
 package predict
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -60,6 +59,15 @@ type deviceRate struct {
 	requestBytes float64
 	profile      *rundir.DiskProfile // nil without one
 	why          string              // why the run's rate is not known ("" when it is)
+	// requests are the completed read requests, each with its bytes:
+	// what a phase's depth and bandwidth are measured from.
+	requests []request
+}
+
+// request is one completed block read of the model's disk.
+type request struct {
+	span
+	bytes uint64
 }
 
 // device sets the run's device from its read requests' intervals
@@ -110,21 +118,50 @@ const (
 	ProfileNote      = DeviceNotePrefix + "the disk's profile (iocorr doctor --disk), at the depth each request's reads keep (its bytes over the run's mean read request, at most 32) and that request size"
 )
 
-// busyShare is the share of the phase's calls' time the device was busy
-// reading, and whether it was measured.
-func (r *Run) busyShare(ph uint8) (float64, bool) {
-	var busy, wall uint64
+// bound is what the phase's calls waited on, by rundir.IOBound's rule
+// (stats' io_shape verdict): their stall share, the device's busy share
+// of their time, and the bandwidth their requests achieved against the
+// disk profile's at the depth and request size they kept. It is "" with
+// why where a deciding figure was not measured.
+func (r *Run) bound(ph uint8) (bound string, busyShare float64, why string) {
+	var wall, busy, area, bytes uint64
+	var n int
 	for _, c := range r.calls {
 		if c.phase != ph || c.end == 0 {
 			continue
 		}
 		wall += c.end - c.start
 		busy += covered(r.dev.busy, c.start, c.end)
+		for _, q := range r.dev.requests {
+			if o := min(q.b, c.end) - min(max(q.a, c.start), c.end); o > 0 {
+				area += o
+			}
+			if q.b > c.start && q.b <= c.end {
+				bytes += q.bytes
+				n++
+			}
+		}
 	}
-	if wall == 0 || r.dev.why != "" {
-		return 0, false
+	m := r.byPhase[ph]
+	switch {
+	case wall == 0 || m == nil || m.wallNS == 0:
+		return "", 0, "the run's " + event.PhaseName(ph) + " calls have no times"
+	case r.dev.why != "":
+		return "", 0, r.dev.why
 	}
-	return float64(busy) / float64(wall), true
+	stall := float64(m.waitNS) / float64(m.wallNS)
+	share := float64(busy) / float64(wall)
+	bw, bwKnown := 0.0, n == 0
+	if n > 0 && busy > 0 && r.dev.profile != nil {
+		if dev, ok := r.dev.profile.BandwidthAt(float64(area)/float64(busy), float64(bytes)/float64(n)); ok && dev > 0 {
+			bw, bwKnown = float64(bytes)/(float64(wall)/1e9)/dev, true
+		}
+	}
+	b := rundir.IOBound(stall, share, true, bw, bwKnown)
+	if b == "" {
+		why = "the run carries no disk profile (iocorr doctor --disk): its bandwidth against the device's is not known"
+	}
+	return b, share, why
 }
 
 // group is one request a prefetcher makes in a call: the reads it
@@ -366,32 +403,35 @@ type PrefetchAdvice struct {
 // Thresholds of the advice. A prefetch must be predicted to give
 // minSpeedup× the kernel policy's decode tokens/s, reading at most
 // maxBytes× its bytes, in every mode of the run; and the run's decode
-// calls must have kept the device busy less than bandwidthBound of
-// their time: where the device is busy nearly always, bytes are the
-// cost and a prefetch can only add some.
+// calls must be latency-bound (Run.bound): where they are bound by
+// compute or the device's bandwidth, a prefetch can only add bytes.
 const (
-	minSpeedup     = 1.1
-	maxBytes       = 1.05
-	bandwidthBound = 0.8
+	minSpeedup = 1.1
+	maxBytes   = 1.05
 )
 
 // advise predicts every prefetch policy at budget, in every mode, and
 // recommends the one with the most decode tokens/s where it pays in all.
 func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice {
 	a := &PrefetchAdvice{}
-	share, ok := r.busyShare(event.PhaseDecode)
-	switch {
-	case !ok:
-		a.Reason = "no prefetch: the device's busy share in decode calls was not measured (" + cmp.Or(r.dev.why, "the run's decode calls have no times") + ")"
+	bound, share, why := r.bound(event.PhaseDecode)
+	switch bound {
+	case "":
+		a.Reason = "no prefetch: what the decode calls waited on is not known (" + why + ")"
 		return a
-	case share >= bandwidthBound:
-		a.Reason = fmt.Sprintf("no prefetch: the device was busy %.0f%% of the decode calls' time (bandwidth-bound: a prefetch can only add bytes)", share*100)
+	case rundir.BoundCompute:
+		a.Reason = "no prefetch: the decode calls are compute-bound (their fault stall is under a quarter of their time)"
+		return a
+	case rundir.BoundBandwidth:
+		a.Reason = fmt.Sprintf("no prefetch: the decode calls are bandwidth-bound (the device busy %.0f%% of their time, or serving most of what it can at their depth): a prefetch can only add bytes", share*100)
 		return a
 	}
 	capacity := r.capacityPages(budget, 0)
 	ra := r.window(readahead)
 	best, bestSpeed, why := "", 0.0, ""
-	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchLayers, PolicyPrefetchBoth} {
+	// The policies iocorr prefetch runs (both is its --layers); the next
+	// layer's dense weights alone is a prediction, not a prefetcher.
+	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchBoth} {
 		leads := r.leads(pol)
 		speed, window, fails := math.Inf(1), int64(0), ""
 		for _, mode := range r.modes() {
@@ -425,7 +465,11 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		return a
 	}
 	a.Policy = best
-	a.Command = fmt.Sprintf("iocorr prefetch --window %d --mem-limit %d -- %s", a.WindowBytes, budget, units.ShellJoin(command))
+	layers := ""
+	if best == PolicyPrefetchBoth {
+		layers = "--layers "
+	}
+	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))
 	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
 	return a
 }

@@ -204,27 +204,42 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 	}
 }
 
-// plan advises no prefetch where the device was busy most of the decode
-// calls' time (a prefetch there can only add bytes), nor where its busy
-// share was not measured, and says which.
-func TestPlanAdvisesNoPrefetchWhereTheDeviceIsBandwidthBoundOrUnmeasured(t *testing.T) {
+// plan advises no prefetch unless the decode calls are latency-bound by
+// stats' rule (rundir.IOBound): not where they are compute-bound, nor
+// where the device was busy most of their time or served most of what its
+// profile says it can, nor where a deciding figure was not measured; and
+// it says which.
+func TestPlanAdvisesNoPrefetchUnlessTheDecodeIsLatencyBound(t *testing.T) {
+	// 1 MiB read in each 100 ns call at depth 1: 10.5 TB/s achieved.
+	fast := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 12e12}}}
+	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 40e12}}}
 	for _, tc := range []struct {
-		name string
-		busy []span
-		says string
+		name    string
+		busy    []span
+		stall   uint64 // of the calls' 200 ns
+		profile *rundir.DiskProfile
+		says    string
 	}{
-		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, "bandwidth-bound"},
-		{"no request completed", nil, "not measured"},
+		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, 100, nil, "bandwidth-bound"},
+		{"the reads get 87% of the device's bandwidth", []span{{100, 140}, {200, 240}}, 100, fast, "bandwidth-bound"},
+		{"a fault stall of 10% of the calls' time", []span{{100, 140}, {200, 240}}, 20, slow, "compute-bound"},
+		{"busy 40% without a disk profile", []span{{100, 140}, {200, 240}}, 100, nil, "no disk profile"},
+		{"no request completed", nil, 100, nil, "not measured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
 			r.calls[0].start, r.calls[0].end = 100, 200
 			r.calls[1].start, r.calls[1].end = 200, 300
+			m := r.byPhase[event.PhaseDecode]
+			m.wallNS, m.waitNS = 200, tc.stall
 			var bytes uint64
-			if tc.busy != nil {
-				bytes = 1 << 20
+			for _, s := range tc.busy {
+				bytes += 1 << 20
+				r.dev.requests = append(r.dev.requests, request{s, 1 << 20})
 			}
-			r.device(tc.busy, bytes, 1, nil)
+			reqs := r.dev.requests
+			r.device(tc.busy, bytes, len(tc.busy), tc.profile)
+			r.dev.requests = reqs
 			a := r.advise(1<<20, 0, []string{"cmd"})
 			if a.Policy != "" || a.Command != "" || !strings.Contains(a.Reason, tc.says) {
 				t.Errorf("advice %+v, want none, saying %q", a, tc.says)

@@ -349,6 +349,7 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 	r.firstFault = map[faultKey]uint64{}
 	readers := map[uint32]map[uint32]bool{}
 	var blocks []span
+	var reqs []request
 	var blockBytes uint64
 	requests := map[uint32]bool{}
 	err := st.Events(store.EventFilter{}, func(e *event.Event) error {
@@ -367,6 +368,7 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 			}
 		case e.Kind == event.KindBlock && !event.BlockWrite(e.Class) && !e.CompletionUnseen() && e.Dur > 0 && e.Dur <= e.Ts:
 			blocks = append(blocks, span{e.Ts - e.Dur, e.Ts})
+			reqs = append(reqs, request{span{e.Ts - e.Dur, e.Ts}, e.Bytes})
 			blockBytes += e.Bytes
 			requests[e.Req] = true
 		}
@@ -387,6 +389,7 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 		r.readers = max(r.readers, len(ts))
 	}
 	r.device(union(blocks), blockBytes, len(requests), r.disk)
+	r.dev.requests = reqs
 	return nil
 }
 

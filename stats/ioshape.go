@@ -32,24 +32,11 @@ import (
 //   - faults_in_flight_mean, _peak: as the requests', of the faults.
 //   - stall_share: the faults' union ÷ the wall time.
 //
-// The verdict (verdictOf) takes them in this order:
-//
-//  1. stall_share < 0.25: compute. Removing every stall would give at
-//     most 1/(1−0.25) = 1.33× the tokens/s: the I/O is not the cost.
-//  2. busy_share ≥ 0.8: bandwidth. The device is almost never idle while
-//     the token runs: more requests at once only queue.
-//  3. bandwidth_share ≥ 0.7: bandwidth. The reads already get most of what
-//     the device serves at the depth they have.
-//  4. Otherwise latency: the token waits on faults while the device idles
-//     or serves less than it can; more requests in flight (prefetch) pay.
-//
-// Where a figure of a step cannot be known (no disk profile, requests
-// without completion) the verdict is NA with that reason, unless an
-// earlier step decided.
+// The verdict is rundir.IOBound's rule (plan's prefetch advice applies
+// the same). Where a figure of a step cannot be known (no disk profile,
+// requests without completion) the verdict is NA with that reason, unless
+// an earlier step decided.
 const (
-	computeStallShare  = 0.25
-	bandwidthBusyShare = 0.8
-	bandwidthBWShare   = 0.7
 	// maxUnseenShare is the share of a span's requests that may lack a
 	// completion before its time figures are NA: what they leave out is
 	// within what the figures are held to (2%).
@@ -58,9 +45,6 @@ const (
 	naNoFaultsInFlight = "no faults in the model files in this span"
 	naTokenTimeUnknown = "the token has no llama_decode entry and return times"
 	naRequestsUnseen   = "block read requests of the models have no completion (their time on the device is unknown): "
-	verdictCompute     = "compute"
-	verdictLatency     = "latency"
-	verdictBandwidth   = "bandwidth"
 	mbPerS             = 1e6
 )
 
@@ -406,22 +390,21 @@ func (s *shape) figures(run shapeRun) []Value {
 		inFlight, peak, bytes, bandwidth, device, share, faultsMean, faultsPeak, size, verdict}
 }
 
-// verdictOf applies the rule above to a span's stall share, busy share
-// and bandwidth share (either NA with its reason).
+// verdictOf applies rundir.IOBound to a span's stall share, busy share
+// and bandwidth share (either NA with its reason). A span without
+// requests of the models reads nothing: its bandwidth share is no step.
 func verdictOf(stallShare float64, busy, bwShare Value, deviceBW float64) Value {
-	switch {
-	case stallShare < computeStallShare:
-		return Str(verdictCompute)
+	bw, bwKnown := 0.0, bwShare.NA == "" || bwShare.NA == naNoModelRequests
+	if bwShare.NA == "" && deviceBW > 0 {
+		bw = bwShare.F
+	}
+	switch b := rundir.IOBound(stallShare, busy.F, busy.NA == "", bw, bwKnown); {
+	case b != "":
+		return Str(b)
 	case busy.NA != "":
 		return NA(busy.NA)
-	case busy.F >= bandwidthBusyShare:
-		return Str(verdictBandwidth)
-	case bwShare.NA != "" && bwShare.NA != naNoModelRequests:
-		return NA(bwShare.NA)
-	case bwShare.NA == "" && deviceBW > 0 && bwShare.F >= bandwidthBWShare:
-		return Str(verdictBandwidth)
 	}
-	return Str(verdictLatency)
+	return NA(bwShare.NA)
 }
 
 // ioShape is the phase table and the token table.
