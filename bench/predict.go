@@ -48,17 +48,20 @@ type predictRow struct {
 	Budget int64    `json:"budget_bytes"`
 	Policy string   `json:"policy"`
 	Phase  string   `json:"phase"`
+	Mode   string   `json:"mode"`
 	Bytes  *float64 `json:"bytes_read_per_token"`
 	TPS    *float64 `json:"tokens_per_s"`
 	Why    string   `json:"na_reason"`
 }
 
-// predictRows runs `iocorr predict` of run at budgets (and a plan).
-func predictRows(cfg Config, run string, budgets []string, plan string) ([]predictRow, error) {
+// predictRows runs `iocorr predict` of run at budgets (and a plan, and
+// any further flags).
+func predictRows(cfg Config, run string, budgets []string, plan string, flags ...string) ([]predictRow, error) {
 	args := []string{"predict", "-i", run, "--mem-limit", strings.Join(budgets, ","), "--format", "json"}
 	if plan != "" {
 		args = append(args, "--plan", plan)
 	}
+	args = append(args, flags...)
 	out, err := exec.Command(cfg.Iocorr, args...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("iocorr %s: %w", strings.Join(args, " "), err)
@@ -81,12 +84,14 @@ func decode(rows []predictRow, policy string, budget int64) (predictRow, bool) {
 }
 
 // recordCold records the command cold under budget into dir (pinning
-// plan when given) and returns its measured decode row.
-func recordCold(cfg Config, dir, budget, plan string, argv []string) (predictRow, error) {
+// plan when given, with any further record flags) and returns its
+// measured decode row.
+func recordCold(cfg Config, dir, budget, plan string, argv []string, flags ...string) (predictRow, error) {
 	args := []string{"record", "-f", "-o", dir, "--cold", "--mem-limit", budget}
 	if plan != "" {
 		args = append(args, "--pin", plan)
 	}
+	args = append(args, flags...)
 	args = append(append(args, "--"), argv...)
 	logf(cfg, "iocorr %s", strings.Join(args, " "))
 	if out, err := exec.Command(cfg.Iocorr, args...).CombinedOutput(); err != nil {

@@ -402,9 +402,9 @@ type PrefetchAdvice struct {
 
 // Thresholds of the advice. A prefetch must be predicted to give
 // minSpeedup× the kernel policy's decode tokens/s, reading at most
-// maxBytes× its bytes, in every mode of the run; and the run's decode
-// calls must be latency-bound (Run.bound): where they are bound by
-// compute or the device's bandwidth, a prefetch can only add bytes.
+// maxBytes× its bytes, in every mode of the run; not on a compute-bound
+// decode (Run.bound), and on a bandwidth-bound one only reading fewer
+// bytes.
 const (
 	minSpeedup = 1.1
 	maxBytes   = 1.05
@@ -415,6 +415,11 @@ const (
 func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice {
 	a := &PrefetchAdvice{}
 	bound, share, why := r.bound(event.PhaseDecode)
+	// On a bandwidth-bound decode more requests in flight only queue: a
+	// prefetch pays there only by reading fewer bytes than the kernel's
+	// read-around (the picked slices, not the windows around them), so it
+	// must be predicted to read at most 1/minSpeedup of them.
+	most := maxBytes
 	switch bound {
 	case "":
 		a.Reason = "no prefetch: what the decode calls waited on is not known (" + why + ")"
@@ -423,8 +428,7 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		a.Reason = "no prefetch: the decode calls are compute-bound (their fault stall is under a quarter of their time)"
 		return a
 	case rundir.BoundBandwidth:
-		a.Reason = fmt.Sprintf("no prefetch: the decode calls are bandwidth-bound (the device busy %.0f%% of their time, or serving most of what it can at their depth): a prefetch can only add bytes", share*100)
-		return a
+		most = 1 / minSpeedup
 	}
 	capacity := r.capacityPages(budget, 0)
 	ra := r.window(readahead)
@@ -447,7 +451,7 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 			}
 			s := p.TokensPerS / k.TokensPerS
 			speed = min(speed, s)
-			if bytes := p.BytesReadPerToken / max(k.BytesReadPerToken, 1); s < minSpeedup || bytes > maxBytes {
+			if bytes := p.BytesReadPerToken / max(k.BytesReadPerToken, 1); s < minSpeedup || bytes > most {
 				fails = fmt.Sprintf("%.2f× the tokens/s and %.2f× the bytes of the kernel's policy in the %s mode", s, bytes, mode)
 				break
 			}
@@ -461,7 +465,10 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		}
 	}
 	if best == "" {
-		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, maxBytes) + why
+		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, most) + why
+		if bound == rundir.BoundBandwidth {
+			a.Reason += fmt.Sprintf(" (the decode calls are bandwidth-bound, the device busy %.0f%% of their time: a prefetch pays there only by reading fewer bytes)", share*100)
+		}
 		return a
 	}
 	a.Policy = best
@@ -470,6 +477,6 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		layers = "--layers "
 	}
 	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))
-	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the device busy %.0f%% of the decode calls' time; its largest request is %d bytes", best, bestSpeed, share*100, a.WindowBytes)
+	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the decode %s-bound, the device busy %.0f%% of its time; its largest request is %d bytes", best, bestSpeed, bound, share*100, a.WindowBytes)
 	return a
 }

@@ -204,12 +204,13 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 	}
 }
 
-// plan advises no prefetch unless the decode calls are latency-bound by
-// stats' rule (rundir.IOBound): not where they are compute-bound, nor
-// where the device was busy most of their time or served most of what its
-// profile says it can, nor where a deciding figure was not measured; and
-// it says which.
-func TestPlanAdvisesNoPrefetchUnlessTheDecodeIsLatencyBound(t *testing.T) {
+// plan judges a prefetch by what the decode calls waited on, by stats'
+// rule (rundir.IOBound): none where they are compute-bound or a deciding
+// figure was not measured; where the device was busy most of their time
+// or served most of what its profile says it can, only one that reads
+// fewer bytes (these runs' prefetches read what the kernel does); and it
+// says which.
+func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 	// 1 MiB read in each 100 ns call at depth 1: 10.5 TB/s achieved.
 	fast := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 12e12}}}
 	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 40e12}}}
