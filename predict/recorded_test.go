@@ -298,8 +298,9 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if advice.Reason == "" || (advice.Policy != "") != strings.Contains(advice.Command, "iocorr prefetch --window ") {
-		t.Errorf("prefetch advice %+v: want a reason, and a command exactly when a policy", advice)
+	if advice.Reason == "" || (advice.Policy != "") != strings.HasPrefix(advice.Command, "iocorr prefetch ") ||
+		(advice.Policy == predict.PolicyPrefetchBoth) != strings.Contains(advice.Command, " --layers ") {
+		t.Errorf("prefetch advice %+v: want a reason, a command exactly when a policy, and --layers exactly for %s", advice, predict.PolicyPrefetchBoth)
 	}
 	t.Logf("plan at 128 MiB: %s: %s", plan.Recommendation, plan.Reason)
 	if plan.Recommendation == predict.PinNothing {
