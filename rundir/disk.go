@@ -93,9 +93,11 @@ func WriteDiskProfile(dev uint32, d *DiskProfile) error {
 // BandwidthAt is the bandwidth the disk served at queue depth depth for
 // reads of about blockBytes: of the measured block sizes the nearest on
 // a log scale, between measured depths interpolated linearly, beyond them
-// the nearest measured depth's. ok is false for a profile with no points.
+// the nearest measured depth's. ok is false for a profile with no points,
+// and for a depth or block size that is no positive number (a span whose
+// requests took no measurable time has no depth).
 func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64, ok bool) {
-	if d == nil || len(d.Points) == 0 {
+	if d == nil || len(d.Points) == 0 || !(depth > 0) || math.IsInf(depth, 0) || !(blockBytes > 0) || math.IsInf(blockBytes, 0) {
 		return 0, false
 	}
 	best, bestDist := int64(0), math.Inf(1)

@@ -1,6 +1,7 @@
 package rundir
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -34,6 +35,12 @@ func TestBandwidthAtTakesTheNearestSizeAndInterpolatesDepths(t *testing.T) {
 	}
 	if _, ok := (&DiskProfile{}).BandwidthAt(1, 1); ok {
 		t.Error("a profile of no points gave a bandwidth")
+	}
+	// A span whose requests took no measurable time has a depth of 0/0.
+	for _, c := range []struct{ depth, bytes float64 }{{math.NaN(), 4096}, {0, 4096}, {math.Inf(1), 4096}, {1, math.NaN()}, {1, 0}} {
+		if bw, ok := d.BandwidthAt(c.depth, c.bytes); ok {
+			t.Errorf("depth %v, %v-byte reads: a bandwidth of %v, want none", c.depth, c.bytes, bw)
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ const (
 	maxUnseenShare     = 0.01
 	naNoModelRequests  = "no block read requests of the models in this span"
 	naNoFaultsInFlight = "no faults in the model files in this span"
+	naNoDeviceTime     = "the span's block read requests of the models read no bytes or took no measurable time on the device: they keep no depth"
+	naNoProfilePoint   = "the disk profile has no point at the span's depth and request size"
 	naTokenTimeUnknown = "the token has no llama_decode entry and return times"
 	naRequestsUnseen   = "block read requests of the models have no completion (their time on the device is unknown): "
 	mbPerS             = 1e6
@@ -367,10 +369,12 @@ func (s *shape) figures(run shapeRun) []Value {
 		device, share = NA(timesNA), NA(timesNA)
 	case s.requests == 0:
 		device, share = NA(naNoModelRequests), NA(naNoModelRequests)
+	case s.busy == 0 || s.bytes == 0:
+		device, share = NA(naNoDeviceTime), NA(naNoDeviceTime)
 	default:
 		bw, ok := disk.BandwidthAt(float64(s.area)/float64(s.busy), float64(s.bytes)/float64(s.requests+s.unseen))
 		if !ok {
-			device, share = NA(diskNA), NA(diskNA)
+			device, share = NA(naNoProfilePoint), NA(naNoProfilePoint)
 			break
 		}
 		devBW = bw
@@ -392,9 +396,10 @@ func (s *shape) figures(run shapeRun) []Value {
 
 // verdictOf applies rundir.IOBound to a span's stall share, busy share
 // and bandwidth share (either NA with its reason). A span without
-// requests of the models reads nothing: its bandwidth share is no step.
+// requests of the models, or whose requests read nothing measurable,
+// gets nothing of the device: its bandwidth share is no step.
 func verdictOf(stallShare float64, busy, bwShare Value, deviceBW float64) Value {
-	bw, bwKnown := 0.0, bwShare.NA == "" || bwShare.NA == naNoModelRequests
+	bw, bwKnown := 0.0, bwShare.NA == "" || bwShare.NA == naNoModelRequests || bwShare.NA == naNoDeviceTime
 	if bwShare.NA == "" && deviceBW > 0 {
 		bw = bwShare.F
 	}

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"math"
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
@@ -140,6 +141,7 @@ func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 		{"undecided with requests unseen", shape{wall: s, timed: true, stall: s / 2, busy: s / 5, area: s / 5, requests: 20, unseen: 5, bytes: 25 << 20}, withDisk, "NA: block read requests of the models have no completion"},
 		{"a few unseen are within the figures' error", shape{wall: s, timed: true, stall: s / 2, busy: s / 5, area: s / 5, requests: 1000, unseen: 5, bytes: 200 << 20}, withDisk, "latency"},
 		{"stall without device reads: latency", shape{wall: s, timed: true, stall: s / 2}, withDisk, "latency"},
+		{"requests that took no time on the device keep no depth: latency", shape{wall: s, timed: true, stall: s / 2, requests: 3}, withDisk, "latency"},
 		{"no times", shape{}, withDisk, "NA: the token has no llama_decode"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -151,6 +153,11 @@ func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 			}
 			if len(got) < len(c.verdict) || got[:len(c.verdict)] != c.verdict {
 				t.Errorf("verdict %q, want %q (row %v)", got, c.verdict, row)
+			}
+			for i, v := range row {
+				if v.NA == "" && v.S == "" && math.IsNaN(v.F) {
+					t.Errorf("column %s is NaN without a reason", ioShapeColumns[i].Name)
+				}
 			}
 		})
 	}
