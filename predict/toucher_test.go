@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,28 +19,6 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
-
-// readAheadPages is read_ahead_kb of the disk holding path, in pages.
-func readAheadPages(t *testing.T, path string) int32 {
-	t.Helper()
-	id, err := blockdev.StatFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bd, err := blockdev.Of(id)
-	if err != nil {
-		t.Skipf("no block device under %s: %v", path, err)
-	}
-	b, err := os.ReadFile(filepath.Join("/sys/block", blockdev.DiskName(bd), "queue", "read_ahead_kb"))
-	if err != nil {
-		t.Skipf("read_ahead_kb unknown: %v", err)
-	}
-	kb, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int32(kb * 1024 / pageSize)
-}
 
 // settleReads waits until the reads in flight have ended: a
 // read-around's pages past the faulting one are still being read when the
@@ -73,6 +50,8 @@ type fileDisk struct {
 	disk      uint32
 	partStart uint64 // the partition's first sector on the disk
 	exts      []kernel.Extent
+	// readAhead is the disk's read_ahead_kb in pages.
+	readAhead int32
 }
 
 func openFileDisk(t *testing.T, path string) fileDisk {
@@ -85,11 +64,14 @@ func openFileDisk(t *testing.T, path string) fileDisk {
 	if err != nil {
 		t.Skipf("no block device under %s: %v", path, err)
 	}
+	if bd.ReadAheadKB == nil {
+		t.Skipf("read_ahead_kb of %s unknown", bd.Name)
+	}
 	exts, err := blockdev.Extents(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fileDisk{bd.DiskDev, bd.PartStartSector, exts}
+	return fileDisk{bd.DiskDev, bd.PartStartSector, exts, int32(*bd.ReadAheadKB * 1024 / pageSize)}
 }
 
 func (fd fileDisk) sectors() []blocktrace.Range {
@@ -169,8 +151,8 @@ func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 	toucher := llmtest.BuildToucher(t)
 	const filePages = 8192
 	file := llmtest.ColdFile(t, filePages*pageSize)
-	ra := readAheadPages(t, file)
 	fd := openFileDisk(t, file)
+	ra := fd.readAhead
 	if ra < 64 || ra > filePages/4 {
 		t.Skipf("a read-around of %d pages: the streams below assume 64 to %d", ra, filePages/4)
 	}
