@@ -106,25 +106,33 @@ func Prefetch(r *Report, cfg Config) {
 			r.NA(prefetchSection, c.name, "", orNA(err))
 			continue
 		}
-		restore, err := setReadAhead(model, c.readAheadKB)
-		if err != nil {
-			r.NA(prefetchSection, c.name, "", err.Error())
-			continue
-		}
-		for _, b := range c.budgets {
-			name := c.name + " at " + b
-			before := prefetchBefore(r, cfg, name, model, b)
-			prefetchPairs(r, cfg, name, model, b, before)
-		}
+		prefetchCaseRuns(r, cfg, c, model)
+	}
+}
+
+// prefetchCaseRuns runs a case's budgets, with the disk's read-ahead it
+// asks for put back however they end.
+func prefetchCaseRuns(r *Report, cfg Config, c prefetchCase, model string) {
+	restore, err := setReadAhead(cfg, model, c.readAheadKB)
+	if err != nil {
+		r.NA(prefetchSection, c.name, "", err.Error())
+		return
+	}
+	defer func() {
 		if err := restore(); err != nil {
-			r.NA(prefetchSection, c.name+": read_ahead_kb restored", "", err.Error())
+			r.NA(prefetchSection, c.name+": read_ahead_kb put back", "", err.Error())
 		}
+	}()
+	for _, b := range c.budgets {
+		name := c.name + " at " + b
+		before := prefetchBefore(r, cfg, name, model, b)
+		prefetchPairs(r, cfg, name, model, b, before)
 	}
 }
 
 // setReadAhead sets the model disk's read_ahead_kb to kb (0: leaves it)
 // and returns what puts it back.
-func setReadAhead(model string, kb int) (func() error, error) {
+func setReadAhead(cfg Config, model string, kb int) (func() error, error) {
 	if kb == 0 {
 		return func() error { return nil }, nil
 	}
@@ -140,6 +148,8 @@ func setReadAhead(model string, kb int) (func() error, error) {
 	if err := os.WriteFile(p, []byte(strconv.Itoa(kb)), 0); err != nil {
 		return nil, fmt.Errorf("setting read_ahead_kb of %s: %w", disk, err)
 	}
+	// Said, so that a bench stopped before it puts it back says what to.
+	logf(cfg, "read_ahead_kb of %s set to %d (it was %s; `echo %s > %s` puts it back)", disk, kb, strings.TrimSpace(string(old)), strings.TrimSpace(string(old)), p)
 	return func() error { return os.WriteFile(p, old, 0) }, nil
 }
 
