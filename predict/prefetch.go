@@ -118,6 +118,11 @@ const (
 	ProfileNote      = DeviceNotePrefix + "the disk's profile (iocorr doctor --disk), at the depth each request's reads keep (its bytes over the run's mean read request, at most 32) and that request size"
 )
 
+// BandwidthBoundNote is the note of a prefetch row of a bandwidth-bound
+// phase: there the prediction is optimistic (the bench's prefetch
+// section, docs/measuring.md).
+const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the prefetch's reads share the device with the faults', which this prediction times apart, and the prefetcher's CPU is not in it; take the figure as a bound (a prefetch paid there only where it read fewer bytes)"
+
 // bound is what the phase's calls waited on, by rundir.IOBound's rule
 // (stats' io_shape verdict): their stall share, the device's busy share
 // of their time, and the bandwidth their requests achieved against the
@@ -370,6 +375,9 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	row.Note = strings.Join(slices.Sorted(maps.Keys(got.notes)), "; ")
 	if got.unmeasured > 0 {
 		row.Note += fmt.Sprintf("; %d requested reads had no lead time in the trace (their weight never faulted after the request's moment in a decode call) and are timed with none", got.unmeasured)
+	}
+	if b, _, _ := r.bound(ph); b == rundir.BoundBandwidth {
+		row.Note += "; " + BandwidthBoundNote
 	}
 	delete(row.NA, ColStall)
 	delete(row.NA, ColTPS)

@@ -315,3 +315,33 @@ func TestARequestIsTimedAtTheDepthItKeepsOrTheRunsOwnRate(t *testing.T) {
 		})
 	}
 }
+
+// A prefetch row of a bandwidth-bound phase says its figure is a bound:
+// the prediction times the prefetch's reads apart from the faults' that
+// share the device with them (the bench measured it 1.7× optimistic
+// there); a latency-bound phase's row does not.
+func TestAPrefetchRowOfABandwidthBoundPhaseSaysItIsABound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		busy  []span
+		bound bool
+	}{
+		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, true},
+		{"busy 20% without a disk profile: undecided", []span{{100, 120}, {200, 220}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.Budget = 1 << 20
+			r.calls[0].start, r.calls[0].end = 100, 200
+			r.calls[1].start, r.calls[1].end = 200, 300
+			m := r.byPhase[event.PhaseDecode]
+			m.wallNS, m.waitNS, m.bytes = 200, 100, 2<<20
+			r.device(tc.busy, 2<<20, 2, nil)
+			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{DeviceNote: true}}
+			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+			if strings.Contains(row.Note, BandwidthBoundNote) != tc.bound {
+				t.Errorf("note %q: want the bandwidth-bound note %v", row.Note, tc.bound)
+			}
+		})
+	}
+}
