@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"math"
 	"os"
@@ -126,7 +128,10 @@ func TestTheIOShapeReachesStatsQueryAndExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	header := strings.Split(strings.SplitN(string(b), "\n", 2)[0], ",")
+	header, err := csv.NewReader(bytes.NewReader(b)).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, col := range []string{"busy_share", "requests_in_flight_mean", "requests_in_flight_peak", "faults_in_flight_mean", "verdict"} {
 		if !slices.Contains(header, col) {
 			t.Errorf("export faults-per-token has no %s column: %v", col, header)

@@ -108,6 +108,11 @@ func record(model string) (Recorded, error) {
 	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", MemLimit, "--probe", "pagecache", "--"}, cmd.Args...)
 	var errb strings.Builder
 	rec := exec.Command(iocorr, args...)
+	// No disk profile whatever the machine keeps (iocorr doctor --disk):
+	// the shared run's figures are then the same on every machine, its
+	// device bandwidth NA saying so. recorder/ioshape_e2e_test.go records
+	// with a profile of its own.
+	rec.Env = append(os.Environ(), rundir.DiskProfilesEnv+"="+filepath.Join(tmp, "no-disk-profiles"))
 	rec.Stderr = &errb
 	if err := rec.Run(); err != nil {
 		return Recorded{}, fmt.Errorf("iocorr %s: %w\n%s", strings.Join(args, " "), err, errb.String())
