@@ -137,11 +137,7 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 
 	// The store's counts: faults, block requests and read calls (distinct
 	// request ids among their slices), timed tokens.
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	want := map[string]int{}
 	reqs, calls := map[uint32]bool{}, map[uint32]bool{}
 	err = st.Events(store.EventFilter{}, func(e *event.Event) error {

@@ -14,7 +14,6 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
@@ -259,11 +258,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 			} else if d := diffFigures(primary, got); d != "" {
 				t.Errorf("major faults by token, tensor, expert and op, primary vs without %s:\n%s", fp.without, d)
 			}
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, dir)
 			var sels []event.ExpertSel
 			if err := st.ExpertSelections(func(s event.ExpertSel) error { sels = append(sels, s); return nil }); err != nil {
 				t.Fatal(err)

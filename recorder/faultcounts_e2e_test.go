@@ -1,6 +1,7 @@
 package recorder_test
 
 import (
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"path/filepath"
 	"testing"
 
@@ -43,11 +44,11 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 				t.Fatal(err)
 			}
 			var tok event.Counters
-			for _, tk := range runTokens(t, dir) {
+			for _, tk := range storetest.Tokens(t, dir) {
 				tok.Add(&tk.Counters)
 			}
 			outside := counterSums{}
-			for _, r := range queryRows(t, dir, store.Query{By: "tensor", Pseudos: true}) {
+			for _, r := range storetest.Query(t, dir, store.Query{By: "tensor", Pseudos: true}) {
 				if r.Key == event.PseudoNames[event.TensorAnon] || r.Key == event.PseudoNames[event.TensorOther] {
 					outside.add(&r.Counters)
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"io"
 	"math/big"
 	"net"
@@ -199,15 +200,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				t.Fatalf("both requests ran in slot %d: not concurrent", got[0].Slot)
 			}
 
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			toks, err := st.Tokens()
-			st.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			toks := storetest.Tokens(t, dir)
 			calls := map[int]int{}
 			var shared int
 			for _, tk := range toks {
@@ -252,8 +245,8 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 			}
 
 			// The per-request rows against the per-token export, counter by counter.
-			byReq := rowSums(queryRows(t, dir, store.Query{By: "request", Pseudos: true}))
-			byTokRow := tokenSums(runTokens(t, dir))
+			byReq := rowSums(storetest.Query(t, dir, store.Query{By: "request", Pseudos: true}))
+			byTokRow := tokenSums(storetest.Tokens(t, dir))
 			total := counterSums{}
 			for _, sums := range byReq {
 				for c, v := range sums {
@@ -339,7 +332,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				}
 			}
 			t.Logf("calls per sequence %v (%d shared); server %+v; rows (--all) %v; the model's tensors: %+v", calls, shared, got, byReq,
-				queryRows(t, dir, store.Query{By: "request"}))
+				storetest.Query(t, dir, store.Query{By: "request"}))
 		})
 	}
 }
@@ -398,15 +391,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	const n = 4
 	rectest.Record(t, dir, rectest.Options{}, llmtest.CompletionArgs(bin, model, n)...)
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	toks, err := st.Tokens()
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	toks := storetest.Tokens(t, dir)
 	decoded := 0
 	for _, tk := range toks {
 		if tk.Token == 0 {
@@ -421,7 +406,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	if decoded != n {
 		t.Errorf("%d tokens, want %d llama_decode calls", decoded, n)
 	}
-	for key := range rowSums(queryRows(t, dir, store.Query{By: "request", Pseudos: true})) {
+	for key := range rowSums(storetest.Query(t, dir, store.Query{By: "request", Pseudos: true})) {
 		if key != "0" && key != event.RequestNone {
 			t.Errorf("a row for request %s", key)
 		}

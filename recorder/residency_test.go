@@ -260,11 +260,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	tokens, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)

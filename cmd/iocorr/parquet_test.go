@@ -11,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/runtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // exportParquet runs iocorr export KIND --format parquet into a file.
@@ -32,11 +33,7 @@ type storeSums struct {
 
 func readStoreSums(t testing.TB, dir string) storeSums {
 	t.Helper()
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	s := storeSums{perToken: map[uint32][3]uint64{}, perTensor: map[string][3]uint64{}, byKind: map[string]uint64{}}
 	if err := st.EachToken(func(ti *event.TokenInfo) error {
 		s.perToken[ti.Token] = [3]uint64{ti.Faults, ti.Major, ti.ReadBytes}

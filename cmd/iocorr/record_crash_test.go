@@ -24,6 +24,7 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -238,11 +239,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			}
 			want := tensorTotals(res.Tensors, res.Aggs)
 			// ... is what the store says, tensor by tensor.
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, dir)
 			rows, err := st.Query(store.Query{By: "tensor", Pseudos: true})
 			if err != nil {
 				t.Fatal(err)
