@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,20 +134,12 @@ func pageableMoE(t *testing.T) (string, *gguf.File) {
 // distinct experts per layer and token, ascending, the low ids far more
 // often, as a trained router's hot experts are.
 func skewedPicks(layers, experts, used, tokens int, seed uint64) [][][]int {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	pick := llmtest.SkewedPicks(experts, used, seed)
 	var out [][][]int
 	for range tokens {
 		var tok [][]int
 		for range layers {
-			var ps []int
-			for len(ps) < used {
-				e := min(int(r.ExpFloat64()*float64(experts)/4), experts-1)
-				if !slices.Contains(ps, e) {
-					ps = append(ps, e)
-				}
-			}
-			slices.Sort(ps)
-			tok = append(tok, ps)
+			tok = append(tok, pick())
 		}
 		out = append(out, tok)
 	}

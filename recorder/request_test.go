@@ -107,6 +107,14 @@ func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) 
 		srv.Process.Kill()
 		srv.Wait()
 	})
+	waitHealthy(t, base, &srvLog)
+	return base, srv.Process.Pid
+}
+
+// waitHealthy waits up to 90 s for the llama-server at base to answer
+// /health, and fails the test with its log if it does not.
+func waitHealthy(t *testing.T, base string, log *bytes.Buffer) {
+	t.Helper()
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
@@ -115,11 +123,11 @@ func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) 
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base, srv.Process.Pid
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("llama-server did not become healthy in 90s:\n%s", srvLog.String())
+			t.Fatalf("llama-server did not become healthy in 90s:\n%s", log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -74,22 +74,7 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 		srv.Wait()
 	}()
 	pid := srv.Process.Pid
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
-		resp, err := http.DefaultClient.Do(req)
-		cancel()
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("llama-server did not become healthy in 90s:\n%s", srvLog.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitHealthy(t, base, &srvLog)
 
 	sc, interruptTrace := stampDecodeCalls(t, bt, lib, pid)
 	calls := make(chan []uint64, 1)
