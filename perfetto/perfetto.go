@@ -374,22 +374,21 @@ func (b *builder) llamaSlices() {
 			b.sum.Tokens++
 		}
 	}
-	for _, tid := range slices.Sorted(maps.Keys(graphs)) {
-		gs := graphs[tid]
-		close(gs, decodes[tid])
-		tr := b.childTrack(b.threadTrack(tid), "ggml graphs")
-		for _, g := range gs {
-			b.slice(tr, g.start, g.end, g.name, ggml.SymGraphCompute, g.anns, nil)
-			b.sum.Graphs++
-		}
-	}
-	for _, tid := range slices.Sorted(maps.Keys(ops)) {
-		os := ops[tid]
-		close(os, graphs[tid])
-		tr := b.childTrack(b.threadTrack(tid), "ggml ops")
-		for _, o := range os {
-			b.slice(tr, o.start, o.end, o.name, "ggml op", o.anns, nil)
-			b.sum.Ops++
+	b.nested(graphs, decodes, close, "ggml graphs", ggml.SymGraphCompute, &b.sum.Graphs)
+	b.nested(ops, graphs, close, "ggml ops", "ggml op", &b.sum.Ops)
+}
+
+// nested writes the slices of each thread, in thread order, on a child
+// track of the thread's named track, each closed by close within its
+// holders (the thread's slices it nests in), and counts them in n.
+func (b *builder) nested(byThread, holders map[uint32][]threadSlice, close func(ss, holders []threadSlice), track, cat string, n *int) {
+	for _, tid := range slices.Sorted(maps.Keys(byThread)) {
+		ss := byThread[tid]
+		close(ss, holders[tid])
+		tr := b.childTrack(b.threadTrack(tid), track)
+		for _, s := range ss {
+			b.slice(tr, s.start, s.end, s.name, cat, s.anns, nil)
+			(*n)++
 		}
 	}
 }
