@@ -70,9 +70,9 @@ func completeServed(ctx context.Context, base, prompt string, nPredict int) (ser
 }
 
 // startServer starts llama-server on a loopback port with args, in
-// cgroup cg when it is set, and waits until it is healthy: its base URL
-// and pid.
-func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) (string, int) {
+// cgroup cg when it is set, and waits until it is healthy: its base URL,
+// pid and output. It is killed when the test ends.
+func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) (string, int, *bytes.Buffer) {
 	t.Helper()
 	server := llmtest.CLI(t, llmtest.Shared, "llama-server")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -108,7 +108,7 @@ func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) 
 		srv.Wait()
 	})
 	waitHealthy(t, base, &srvLog)
-	return base, srv.Process.Pid
+	return base, srv.Process.Pid, &srvLog
 }
 
 // waitHealthy waits up to 90 s for the llama-server at base to answer
@@ -169,7 +169,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cg.Remove() }) // after the server's own cleanup has killed it
-			base, pid := startServer(t, cg, model, "--parallel", "2", "-c", "1024")
+			base, pid, _ := startServer(t, cg, model, "--parallel", "2", "-c", "1024")
 			dir := filepath.Join(t.TempDir(), "run")
 			// The recording ends when both requests are answered (as Ctrl-C
 			// ends record -p), or at the window's end on a machine too slow.

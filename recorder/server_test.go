@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -54,27 +53,8 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 	if err != nil {
 		t.Fatalf("bpftrace (make setup): %v", err)
 	}
-	server := llmtest.CLI(t, llmtest.Shared, "llama-server")
 	lib := filepath.Join(llmtest.SharedLibDir(t), "libllama.so")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	srv := exec.Command(server, "-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-t", "2", "-c", "512", "--no-warmup")
-	var srvLog bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvLog, &srvLog
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	pid := srv.Process.Pid
-	waitHealthy(t, base, &srvLog)
+	base, pid, srvLog := startServer(t, nil, model, "-c", "512")
 
 	sc, interruptTrace := stampDecodeCalls(t, bt, lib, pid)
 	calls := make(chan []uint64, 1)
