@@ -61,9 +61,9 @@ type Summary struct {
 // pageSize is the page the page-cache events count in.
 const pageSize = kernel.PageSize
 
-// Export writes the run of store st and metadata meta to w.
-func Export(w io.Writer, st *store.Store, meta *rundir.Meta, opt Options) (Summary, error) {
-	b := newBuilder(st, meta, opt)
+// Export writes the recorded run to w.
+func Export(w io.Writer, recorded *store.Run, opt Options) (Summary, error) {
+	b := newBuilder(recorded.Store, recorded.Meta, opt)
 	defer b.events.Close()
 	if err := b.build(); err != nil {
 		return Summary{}, err
@@ -1036,11 +1036,11 @@ func (b *builder) write(w io.Writer) error {
 
 // WriteFile writes the trace to path through a temporary file renamed
 // into place, so that a failed export leaves no truncated trace.
-func WriteFile(path string, st *store.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+func WriteFile(path string, recorded *store.Run, opt Options) (Summary, error) {
 	var sum Summary
 	err := atomicfile.Write(path, 0o644, false, func(w io.Writer) error {
 		var err error
-		sum, err = Export(w, st, meta, opt)
+		sum, err = Export(w, recorded, opt)
 		return err
 	})
 	return sum, err

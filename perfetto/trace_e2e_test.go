@@ -32,9 +32,9 @@ func exportTrace(t *testing.T, dir string) string {
 // exportTraceWith is exportTrace with options, returning the summary too.
 func exportTraceWith(t *testing.T, dir string, opt perfetto.Options) (string, perfetto.Summary) {
 	t.Helper()
-	st, meta := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
 	path := filepath.Join(t.TempDir(), "trace.pftrace")
-	sum, err := perfetto.WriteFile(path, st, meta, opt)
+	sum, err := perfetto.WriteFile(path, run, opt)
 	if err != nil {
 		t.Fatalf("writing the trace: %v", err)
 	}

@@ -452,8 +452,8 @@ func (r *Run) measuredRows() []Row {
 }
 
 // Compute loads the run and predicts: the one call of `iocorr predict`.
-func Compute(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot, opt Options) (*Result, error) {
-	r, err := Load(st, meta, snaps)
+func Compute(recorded *store.Run, snaps []rundir.Snapshot, opt Options) (*Result, error) {
+	r, err := Load(recorded, snaps)
 	if err != nil {
 		return nil, err
 	}

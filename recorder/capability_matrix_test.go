@@ -79,7 +79,8 @@ func recordForced(t *testing.T, without, capName string, set func(o *Options), a
 // and checks them against the child's rusage.
 func majorBy(t *testing.T, dir string, realOnly bool) map[string]uint64 {
 	t.Helper()
-	st, m := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
+	st, m := run.Store, run.Meta
 	out := map[string]uint64{}
 	var total uint64
 	err := st.Aggs(func(a *event.Agg) error {

@@ -114,8 +114,9 @@ func TestTheIOShapeEqualsTheBlockOracles(t *testing.T) {
 	if m.Disk == nil || m.Disk.Device != kept.Device || len(m.Disk.Points) != 1 || m.Disk.Points[0] != kept.Points[0] {
 		t.Errorf("meta.json's disk profile is %+v, want the one kept for the model's disk, %+v", m.Disk, kept)
 	}
-	st := storetest.Open(t, dir)
-	byPhase, _, err := stats.IOShape(st, m)
+	run := storetest.OpenRun(t, dir)
+	st := run.Store
+	byPhase, _, err := stats.IOShape(run)
 	if err != nil {
 		t.Fatal(err)
 	}

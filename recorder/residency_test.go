@@ -52,7 +52,7 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 	marks = append(marks, meta.MonoEndNS)
 	slices.Sort(marks)
 	marks = slices.Compact(marks)
-	states, changed, err := stats.PageStates(st, meta, marks)
+	states, changed, err := stats.PageStates(&store.Run{Store: st, Meta: meta}, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	st, meta, snaps := sharedRunSnapshots(t)
-	replay, err := stats.Compute(st, meta, stats.Options{K: []int{1}})
+	replay, err := stats.Compute(&store.Run{Store: st, Meta: meta}, stats.Options{K: []int{1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 			def.Probes[i].Error = "left off"
 		}
 	}
-	fromSnaps, err := stats.Compute(st, &def, stats.Options{K: []int{1}, Snapshots: snaps})
+	fromSnaps, err := stats.Compute(&store.Run{Store: st, Meta: &def}, stats.Options{K: []int{1}, Snapshots: snaps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	marks = append(marks, meta.MonoEndNS)
 	slices.Sort(marks)
 	marks = slices.Compact(marks)
-	states, _, err := stats.PageStates(st, meta, marks)
+	states, _, err := stats.PageStates(&store.Run{Store: st, Meta: meta}, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,8 @@ func sum(v []uint64) (s uint64) {
 func sharedRunSnapshots(t *testing.T) (*store.Store, *rundir.Meta, []rundir.Snapshot) {
 	t.Helper()
 	dir := llmtest.RecordedMoE(t).Dir
-	st, meta := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
+	st, meta := run.Store, run.Meta
 	snaps, err := rundir.ReadSnapshots(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -161,12 +161,12 @@ func (s synth) build(t testing.TB) string {
 // buildReport builds the report of the run in dir.
 func buildReport(t testing.TB, dir string, opt report.Options) *report.Report {
 	t.Helper()
-	st, meta := storetest.OpenRun(t, dir)
-	sr, err := stats.Compute(st, meta, stats.Options{})
+	run := storetest.OpenRun(t, dir)
+	sr, err := stats.Compute(run, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := report.Build(st, meta, sr, opt)
+	rep, err := report.Build(run, sr, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,7 @@ func TestComputeMakesNAEveryFigureOfACapabilityTheKernelLacked(t *testing.T) {
 			if err := rundir.WriteMeta(dir, s.meta); err != nil {
 				t.Fatal(err)
 			}
-			st := storetest.Open(t, dir)
-			rep, err := stats.Compute(st, s.meta, stats.Options{})
+			rep, err := stats.Compute(storetest.OpenRun(t, dir), stats.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -127,8 +127,8 @@ func buildScripted(t *testing.T) (string, scripted) {
 
 func computeScripted(t *testing.T, opt stats.Options) (*stats.Report, scripted) {
 	dir, s := buildScripted(t)
-	st, meta := storetest.OpenRun(t, filepath.Clean(dir))
-	rep, err := stats.Compute(st, meta, opt)
+	run := storetest.OpenRun(t, filepath.Clean(dir))
+	rep, err := stats.Compute(run, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

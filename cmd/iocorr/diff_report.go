@@ -19,11 +19,11 @@ func writePairReport(o reportOptions, dirA, dirB string) error {
 			return fmt.Errorf("report: %w", err)
 		}
 		defer run.Close()
-		sr, err := stats.Compute(run.Store, run.Meta, stats.Options{NoTokenResidency: true})
+		sr, err := stats.Compute(run, stats.Options{NoTokenResidency: true})
 		if err != nil {
 			return fmt.Errorf("report: %s: %w", dir, err)
 		}
-		runs[i] = report.PairRun{Dir: dir, Store: run.Store, Meta: run.Meta, Stats: sr}
+		runs[i] = report.PairRun{Run: run, Stats: sr}
 	}
 	p, err := report.BuildPair(runs[0], runs[1])
 	if err != nil {

@@ -71,11 +71,11 @@ func writeReport(o reportOptions) error {
 	if opt.Snapshots, err = run.Snapshots(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	sr, err := stats.Compute(run.Store, run.Meta, stats.Options{NoTokenResidency: true, Snapshots: opt.Snapshots})
+	sr, err := stats.Compute(run, stats.Options{NoTokenResidency: true, Snapshots: opt.Snapshots})
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	rep, err := report.Build(run.Store, run.Meta, sr, opt)
+	rep, err := report.Build(run, sr, opt)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

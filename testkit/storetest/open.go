@@ -4,21 +4,19 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
 )
 
 // OpenRun opens the run in dir as the read side's commands do
-// (store.OpenRun) and gives its store and metadata; the store is closed
-// when the test ends.
-func OpenRun(t testing.TB, dir string) (*store.Store, *rundir.Meta) {
+// (store.OpenRun); it is closed when the test ends.
+func OpenRun(t testing.TB, dir string) *store.Run {
 	t.Helper()
 	run, err := store.OpenRun(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { run.Close() })
-	return run.Store, run.Meta
+	return run
 }
 
 // Open opens the store of the run in dir; it is closed when the test
