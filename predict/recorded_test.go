@@ -35,7 +35,7 @@ func TestAtABudgetHoldingTheModelThePredictionEqualsTheRunsZeroBytes(t *testing.
 	model := llmtest.Model(t, llmtest.PageableMoE)
 	dir := filepath.Join(t.TempDir(), "run")
 	const budget = 256 << 20
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 4, Threads: 2})
+	cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 4, Threads: 2})
 	// Exact snapshots: every call gets one at its start, so the non-file
 	// memory is measured however fast the tokens come (the default's are
 	// throttled and a 4-token run in RAM can end before a decode call has

@@ -134,7 +134,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			if v != "" {
 				llmtest.RequireVersion(t, v)
 			}
-			cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true, Version: v})
+			cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: tokens, Threads: 2, JSON: true, Version: v})
 			weightNodes := map[uint64]uint32{} // node → op
 			opNodes := map[uint64]bool{}
 			r := recordMoE(t, f, "ops,pagecache", func(typ uint16, rec []byte) {

@@ -311,7 +311,7 @@ func TestBoundedLoopsRecordWhatBpfLoopRecords(t *testing.T) {
 	var nodes, picks [2]map[string]uint64
 	for i, without := range []string{"", "bpf_loop"} {
 		t.Setenv(bpf.WithoutEnv, without)
-		dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: 6, Threads: 1}, func(o *Options) {})
+		dir, _, summary := recordDriver(t, model, llmtest.Generation{Tokens: 6, Threads: 1}, func(o *Options) {})
 		m, err := rundir.ReadMeta(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -389,7 +389,7 @@ func TestABoundedGraphWalkGoesOnAtTheNextComputationAndCountsTheRest(t *testing.
 	}{{"", 4}, {"bpf_loop", 4}, {"bpf_loop", 1}} {
 		without := tc.without
 		t.Setenv(bpf.WithoutEnv, without)
-		dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: tc.tokens, Threads: 1}, func(o *Options) {})
+		dir, _, summary := recordDriver(t, model, llmtest.Generation{Tokens: tc.tokens, Threads: 1}, func(o *Options) {})
 		m, err := rundir.ReadMeta(dir)
 		if err != nil {
 			t.Fatal(err)

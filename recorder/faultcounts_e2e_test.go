@@ -38,7 +38,7 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			out := rectest.Record(t, dir, rectest.Options{Probe: tc.probe}, llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 8, Threads: 2}).Args...)
+			out := rectest.Record(t, dir, rectest.Options{Probe: tc.probe}, llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 8, Threads: 2}).Args...)
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
 				t.Fatal(err)

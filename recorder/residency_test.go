@@ -241,7 +241,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	model := llmtest.Model(t, llmtest.MoE)
-	dir, _, out := recordDriver(t, model, llmtest.Options{Tokens: llmtest.RecordedTokens, Threads: 2}, func(o *Options) {
+	dir, _, out := recordDriver(t, model, llmtest.Generation{Tokens: llmtest.RecordedTokens, Threads: 2}, func(o *Options) {
 		o.Probes.PageCache, o.ExactSnapshots, o.Cold, o.MemLimit = true, true, true, llmtest.MemLimitBytes
 	})
 	if _, err := pipeline.Ingest(t.Context(), dir, pipeline.Options{}); err != nil {

@@ -115,7 +115,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 	for _, how := range []string{"SIGKILL", "OOM"} {
 		t.Run(how, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			llama := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: 200, Threads: 2, JSON: true})
+			llama := llmtest.Command(context.Background(), model, llmtest.Generation{Tokens: 200, Threads: 2, JSON: true})
 			rec := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--",
 				"record", "-o", dir, "--no-ingest", "--cold", "--mem-limit", "96MiB", "--"}, llama.Args...)...)
 			rec.Env = append(os.Environ(), helperEnv+"=record")
