@@ -78,22 +78,8 @@ func duckSums(t testing.TB, db *sql.DB, tokens, tensors, events string) storeSum
 			t.Fatal(err)
 		}
 	}
-	query(fmt.Sprintf(`SELECT token, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
-		FROM '%s' GROUP BY token`, tokens), func(r *sql.Rows) error {
-		var tok uint32
-		var v [3]uint64
-		err := r.Scan(&tok, &v[0], &v[1], &v[2])
-		s.perToken[tok] = v
-		return err
-	})
-	query(fmt.Sprintf(`SELECT tensor, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
-		FROM '%s' GROUP BY tensor`, tensors), func(r *sql.Rows) error {
-		var name string
-		var v [3]uint64
-		err := r.Scan(&name, &v[0], &v[1], &v[2])
-		s.perTensor[name] = v
-		return err
-	})
+	duckSumsBy(query, "token", tokens, s.perToken)
+	duckSumsBy(query, "tensor", tensors, s.perTensor)
 	query(fmt.Sprintf(`SELECT kind, count(*) FROM '%s' GROUP BY kind`, events), func(r *sql.Rows) error {
 		var kind string
 		var n uint64
@@ -102,6 +88,19 @@ func duckSums(t testing.TB, db *sql.DB, tokens, tensors, events string) storeSum
 		return err
 	})
 	return s
+}
+
+// duckSumsBy reads into into the faults, major faults and bytes read of file
+// (a Parquet export) summed by its column col.
+func duckSumsBy[K comparable](query func(string, func(*sql.Rows) error), col, file string, into map[K][3]uint64) {
+	query(fmt.Sprintf(`SELECT %s, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
+		FROM '%s' GROUP BY %s`, col, file, col), func(r *sql.Rows) error {
+		var k K
+		var v [3]uint64
+		err := r.Scan(&k, &v[0], &v[1], &v[2])
+		into[k] = v
+		return err
+	})
 }
 
 // checkParquetAgreesWithStore exports a run's per-token, per-token-tensor
