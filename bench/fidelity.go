@@ -55,15 +55,15 @@ func Fidelity(r *Report, sec, dir string) {
 	default:
 		r.Add(sec, "model block bytes/diskstats", "ratio", []float64{float64(sum.ReadBytes) / float64(read)}, "")
 	}
-	resident(r, sec, st, m)
+	resident(r, sec, run)
 }
 
 // resident compares the model pages `iocorr stats` replays from the
 // page-cache events as resident at the end with the mincore(2) snapshot
 // record took then, summed over the tensors of its per-tensor table.
-func resident(r *Report, sec string, st *store.Store, m *rundir.Meta) {
+func resident(r *Report, sec string, run *store.Run) {
 	const name = "model pages resident at end: trace/mincore"
-	rep, err := stats.Compute(st, m, stats.Options{NoTokenResidency: true})
+	rep, err := stats.Compute(run, stats.Options{NoTokenResidency: true})
 	if err != nil {
 		r.NA(sec, name, "ratio", orNA(err))
 		return

@@ -419,11 +419,7 @@ func (w ioWatch) since(disk string, run *prefetchRun) error {
 }
 
 func modelDisk(model string) (string, error) {
-	id, err := blockdev.StatFile(model)
-	if err != nil {
-		return "", err
-	}
-	bd, err := blockdev.Of(id)
+	bd, err := blockdev.OfFile(model)
 	if err != nil {
 		return "", err
 	}

@@ -694,10 +694,7 @@ func TestCrosscheckPageCacheAndBlockReadsWithGobpf(t *testing.T) {
 			t.Fatalf("reading iocorr's blk_starts: %v", err)
 		}
 	}
-	lost, err := tr.Lost()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lost := lostEvents(t, tr)
 	for typ, n := range lost {
 		if n != 0 {
 			t.Errorf("iocorr lost %d %s events", n, typ)

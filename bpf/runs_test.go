@@ -94,10 +94,7 @@ func TestAPageAddedOnOneCPUAndDeletedOnAnotherKeepsItsOrder(t *testing.T) {
 			t.Errorf("page %d not resident at the end of the replay", p)
 		}
 	}
-	lost, err := tr.Lost()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lost := lostEvents(t, tr)
 	if lost["page_run"] != 0 {
 		t.Errorf("%d page runs lost", lost["page_run"])
 	}

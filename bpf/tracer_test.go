@@ -233,10 +233,7 @@ func TestTouchedPagesFaultAtTheirExactFileOffsets(t *testing.T) {
 			t.Errorf("page %d was not reported added to the page cache", p)
 		}
 	}
-	lost, err := tr.Lost()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lost := lostEvents(t, tr)
 	for typ, n := range lost {
 		if n != 0 {
 			t.Errorf("lost %d %s events", n, typ)
@@ -304,10 +301,7 @@ func TestAFullRingBufferCountsLostEventsByType(t *testing.T) {
 	for p := 0; p < 256; p++ {
 		sink += mem[p*4096]
 	}
-	lost, err := tr.Lost()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lost := lostEvents(t, tr)
 	if lost["fault"] == 0 || lost["page_add"] == 0 {
 		t.Fatalf("lost = %v, want faults and page adds lost", lost)
 	}
@@ -576,4 +570,14 @@ func TestUnfinishedBlockRequestsAreTakenOnceWithTheirIssueStampAndNoCompletion(t
 	if _, err := tr.BlockCompletionsUnseen(); err != nil {
 		t.Error(err)
 	}
+}
+
+// lostEvents are the tracer's counts of events lost, by type.
+func lostEvents(t *testing.T, tr *Tracer) map[string]uint64 {
+	t.Helper()
+	lost, err := tr.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lost
 }

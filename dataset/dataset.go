@@ -106,7 +106,7 @@ func Add(ctx context.Context, dir, run string) (id string, added bool, err error
 	if err != nil {
 		return "", false, err
 	}
-	rep, err := stats.Compute(r.Store, r.Meta, stats.Options{Snapshots: snaps})
+	rep, err := stats.Compute(r, stats.Options{Snapshots: snaps})
 	if err != nil {
 		return "", false, err
 	}

@@ -312,8 +312,8 @@ func TestEveryTableHasOneSchemaAcrossRuns(t *testing.T) {
 	}
 	// The long tables carry stats's rows, figure for figure.
 	for i, r := range runs {
-		st, meta := storetest.OpenRun(t, r.dir)
-		rep, err := stats.Compute(st, meta, stats.Options{})
+		run := storetest.OpenRun(t, r.dir)
+		rep, err := stats.Compute(run, stats.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

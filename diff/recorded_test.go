@@ -81,9 +81,7 @@ func TestCompareOfTwoRecordedRunsIsTheDifferenceOfTheirQueries(t *testing.T) {
 			return err == nil && e >= rectest.SmallerMoE.Experts
 		},
 	}
-	var runA, runB diff.Run
-	runA.Store, runA.Meta = storetest.OpenRun(t, a)
-	runB.Store, runB.Meta = storetest.OpenRun(t, b)
+	runA, runB := *storetest.OpenRun(t, a), *storetest.OpenRun(t, b)
 	for _, by := range store.GroupBys {
 		t.Run("by "+by, func(t *testing.T) {
 			qa, qb := query(t, runA, by), query(t, runB, by)

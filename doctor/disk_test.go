@@ -74,11 +74,7 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 	if resident, _, err := pagecache.Evict(p); err != nil || resident > 0 {
 		t.Fatalf("evicting the file: %d pages stayed (%v)", resident, err)
 	}
-	id, err := blockdev.StatFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bd, err := blockdev.Of(id)
+	bd, err := blockdev.OfFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}

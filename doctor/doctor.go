@@ -42,8 +42,8 @@ type Check struct {
 	Detail string
 }
 
-// Options say what to look at besides the machine.
-type Options struct {
+// Targets are what doctor looks at besides the machine.
+type Targets struct {
 	// Command is a command line whose executable, libraries and (for a
 	// Node script) node-llama-cpp build are searched for probe points.
 	Command []string
@@ -53,7 +53,7 @@ type Options struct {
 
 // Run makes every check: the machine's, then, with a command or
 // libraries to search, the probe points they define.
-func Run(o Options) []Check {
+func Run(o Targets) []Check {
 	checks := append(machineChecks(), gpuChecks(o.Command)...)
 	if len(o.Command) > 0 || len(o.Libs) > 0 {
 		checks = append(checks, commandChecks(o.Command, o.Libs)...)

@@ -20,7 +20,7 @@ func byName(checks []Check) map[string]Check {
 
 func TestRunPassesOnAMachineThatRecords(t *testing.T) {
 	testenv.RequireBPF(t)
-	checks := Run(Options{})
+	checks := Run(Targets{})
 	rows := byName(checks)
 	if Failed(checks) {
 		t.Fatalf("a required check failed on the machine the record tests pass on: %v", checks)
@@ -64,7 +64,7 @@ func TestRunShowsEachCapabilitysPathOnThisKernel(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.without+" "+tc.capability, func(t *testing.T) {
 			t.Setenv(bpf.WithoutEnv, tc.without)
-			got := byName(Run(Options{}))["capability "+tc.capability]
+			got := byName(Run(Targets{}))["capability "+tc.capability]
 			if got.Status != tc.want || !strings.Contains(got.Detail, tc.detail) || !strings.Contains(got.Detail, tc.without) {
 				t.Errorf("without %s: %+v, want status %s with %q and the feature named", tc.without, got, tc.want, tc.detail)
 			}
@@ -76,17 +76,17 @@ func TestRunFindsTheProbeSymbolsOfACommand(t *testing.T) {
 	testenv.RequireBPF(t)
 	tests := []struct {
 		name      string
-		opt       Options
+		opt       Targets
 		wantFound bool
 		fails     bool
 		wantRow   string
 	}{
 		{"node running a node-llama-cpp script: the addon's libraries and CPU variants",
-			Options{Command: []string{"node", llmtest.Driver()}}, true, false, "node-llama-cpp"},
+			Targets{Command: []string{"node", llmtest.Driver()}}, true, false, "node-llama-cpp"},
 		{"a --lib file, and the CPU backends dlopen()ed from beside it",
-			Options{Libs: []string{filepath.Join(llmtest.LibDir(), "libllama.v0.5.0.so")}, Command: []string{"true"}}, true, false, "symbols in libllama.v0.5.0.so"},
-		{"a command without llama.cpp", Options{Command: []string{"ls"}}, false, false, "probe point llama_decode"},
-		{"a command that does not exist fails", Options{Command: []string{"no-such-command-iocorr"}}, false, true, "command no-such-command-iocorr"},
+			Targets{Libs: []string{filepath.Join(llmtest.LibDir(), "libllama.v0.5.0.so")}, Command: []string{"true"}}, true, false, "symbols in libllama.v0.5.0.so"},
+		{"a command without llama.cpp", Targets{Command: []string{"ls"}}, false, false, "probe point llama_decode"},
+		{"a command that does not exist fails", Targets{Command: []string{"no-such-command-iocorr"}}, false, true, "command no-such-command-iocorr"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -226,7 +226,7 @@ func TestSynthModelsRunInLlamaCppWithTheirTensorsWhereParseSays(t *testing.T) {
 			// It loads and generates exactly the tokens asked for.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			res, err := llmtest.Generate(ctx, model, llmtest.Options{Tokens: 8, Threads: 2})
+			res, err := llmtest.Generate(ctx, model, llmtest.Generation{Tokens: 8, Threads: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

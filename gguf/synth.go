@@ -530,28 +530,13 @@ func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte, skew *synthSkew)
 		case t.Type == TypeF32:
 			// Keep sign and mantissa; exponent 120 or 121 gives
 			// magnitudes in [2^-7, 2^-5).
-			r.fill(b)
-			for i := 0; i+8 <= len(b); i += 8 {
-				x := binary.LittleEndian.Uint64(b[i:])
-				binary.LittleEndian.PutUint64(b[i:], x&0x80ffffff80ffffff|0x3c0000003c000000)
-			}
-			fixTail(b, 4, func(x uint64) uint64 { return x&0x80ffffff | 0x3c000000 })
+			fillFloats(b, &r, 4, 0x80ffffff, 0x3c000000)
 		case t.Type == TypeF16:
 			// Half exponents 8 or 9: magnitudes in [2^-7, 2^-5).
-			r.fill(b)
-			for i := 0; i+8 <= len(b); i += 8 {
-				x := binary.LittleEndian.Uint64(b[i:])
-				binary.LittleEndian.PutUint64(b[i:], x&0x87ff87ff87ff87ff|0x2000200020002000)
-			}
-			fixTail(b, 2, func(x uint64) uint64 { return x&0x87ff | 0x2000 })
+			fillFloats(b, &r, 2, 0x87ff, 0x2000)
 		case t.Type == TypeBF16:
 			// bf16 is the top half of an f32: exponent 120 or 121.
-			r.fill(b)
-			for i := 0; i+8 <= len(b); i += 8 {
-				x := binary.LittleEndian.Uint64(b[i:])
-				binary.LittleEndian.PutUint64(b[i:], x&0x80ff80ff80ff80ff|0x3c003c003c003c00)
-			}
-			fixTail(b, 2, func(x uint64) uint64 { return x&0x80ff | 0x3c00 })
+			fillFloats(b, &r, 2, 0x80ff, 0x3c00)
 		case slices.Contains(synthBlockTypes, t.Type):
 			fillBlocks(t.Type, b, &r)
 		default:
@@ -570,6 +555,23 @@ func synthData(w io.Writer, t *Tensor, seed uint64, buf []byte, skew *synthSkew)
 
 // fixTail applies f to the elements of size sz in the last len(b)%8
 // bytes, which the 8-byte loops skip.
+// fillFloats fills b with random floats of sz bytes, each keeping only
+// the bits of keep and setting those of set (the exponent that bounds its
+// magnitude), a word at a time and then the tail.
+func fillFloats(b []byte, r *rng, sz int, keep, set uint64) {
+	r.fill(b)
+	keep64, set64 := keep, set
+	for w := sz * 8; w < 64; w *= 2 {
+		keep64 |= keep64 << w
+		set64 |= set64 << w
+	}
+	for i := 0; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		binary.LittleEndian.PutUint64(b[i:], x&keep64|set64)
+	}
+	fixTail(b, sz, func(x uint64) uint64 { return x&keep | set })
+}
+
 func fixTail(b []byte, sz int, f func(uint64) uint64) {
 	for i := len(b) / 8 * 8; i+sz <= len(b); i += sz {
 		switch sz {

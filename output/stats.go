@@ -94,13 +94,10 @@ func statsCell(c stats.Column, v stats.Value) Cell {
 	} else if strings.Contains(c.Name, "_ns_") {
 		c.Name += "_ns"
 	}
+	if cell, ok := commonCell(c, v); ok {
+		return cell
+	}
 	switch {
-	case v.NA != "":
-		return NA()
-	case c.IsNone(v):
-		return None()
-	case c.Kind == stats.String:
-		return Text(v.S)
 	case c.Kind == stats.Int && v.I >= 0 && strings.HasSuffix(c.Name, "_bytes"):
 		return Bytes(uint64(v.I))
 	case c.Kind == stats.Int && v.I >= 0 && strings.HasSuffix(c.Name, "_ns"):
@@ -298,20 +295,31 @@ func StatsTable(w io.Writer, format Format, status string, t *stats.Table, all b
 
 // formatCell is a stats value as a cell of format.
 func formatCell(format Format, c stats.Column, v stats.Value) Cell {
-	switch {
-	case format == Table:
+	if format == Table {
 		// A person reads sizes and times in their units.
 		return statsCell(c, v)
-	case v.NA != "":
-		return NA()
-	case c.IsNone(v):
-		return None()
-	case c.Kind == stats.String:
-		return Text(v.S)
-	case c.Kind == stats.Float:
+	}
+	if cell, ok := commonCell(c, v); ok {
+		return cell
+	}
+	if c.Kind == stats.Float {
 		return Float(v.F)
 	}
 	return Num(v.I)
+}
+
+// commonCell is a value's cell where every format writes it alike (NA,
+// none, a string); ok is false for a number.
+func commonCell(c stats.Column, v stats.Value) (cell Cell, ok bool) {
+	switch {
+	case v.NA != "":
+		return NA(), true
+	case c.IsNone(v):
+		return None(), true
+	case c.Kind == stats.String:
+		return Text(v.S), true
+	}
+	return Cell{}, false
 }
 
 // statsColumns types a stats table's columns and sorts its NA figures

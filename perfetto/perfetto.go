@@ -61,9 +61,9 @@ type Summary struct {
 // pageSize is the page the page-cache events count in.
 const pageSize = kernel.PageSize
 
-// Export writes the run of store st and metadata meta to w.
-func Export(w io.Writer, st *store.Store, meta *rundir.Meta, opt Options) (Summary, error) {
-	b := newBuilder(st, meta, opt)
+// Export writes the recorded run to w.
+func Export(w io.Writer, recorded *store.Run, opt Options) (Summary, error) {
+	b := newBuilder(recorded.Store, recorded.Meta, opt)
 	defer b.events.Close()
 	if err := b.build(); err != nil {
 		return Summary{}, err
@@ -374,22 +374,21 @@ func (b *builder) llamaSlices() {
 			b.sum.Tokens++
 		}
 	}
-	for _, tid := range slices.Sorted(maps.Keys(graphs)) {
-		gs := graphs[tid]
-		close(gs, decodes[tid])
-		tr := b.childTrack(b.threadTrack(tid), "ggml graphs")
-		for _, g := range gs {
-			b.slice(tr, g.start, g.end, g.name, ggml.SymGraphCompute, g.anns, nil)
-			b.sum.Graphs++
-		}
-	}
-	for _, tid := range slices.Sorted(maps.Keys(ops)) {
-		os := ops[tid]
-		close(os, graphs[tid])
-		tr := b.childTrack(b.threadTrack(tid), "ggml ops")
-		for _, o := range os {
-			b.slice(tr, o.start, o.end, o.name, "ggml op", o.anns, nil)
-			b.sum.Ops++
+	b.nested(graphs, decodes, close, "ggml graphs", ggml.SymGraphCompute, &b.sum.Graphs)
+	b.nested(ops, graphs, close, "ggml ops", "ggml op", &b.sum.Ops)
+}
+
+// nested writes the slices of each thread, in thread order, on a child
+// track of the thread's named track, each closed by close within its
+// holders (the thread's slices it nests in), and counts them in n.
+func (b *builder) nested(byThread, holders map[uint32][]threadSlice, close func(ss, holders []threadSlice), track, cat string, n *int) {
+	for _, tid := range slices.Sorted(maps.Keys(byThread)) {
+		ss := byThread[tid]
+		close(ss, holders[tid])
+		tr := b.childTrack(b.threadTrack(tid), track)
+		for _, s := range ss {
+			b.slice(tr, s.start, s.end, s.name, cat, s.anns, nil)
+			(*n)++
 		}
 	}
 }
@@ -1037,11 +1036,11 @@ func (b *builder) write(w io.Writer) error {
 
 // WriteFile writes the trace to path through a temporary file renamed
 // into place, so that a failed export leaves no truncated trace.
-func WriteFile(path string, st *store.Store, meta *rundir.Meta, opt Options) (Summary, error) {
+func WriteFile(path string, recorded *store.Run, opt Options) (Summary, error) {
 	var sum Summary
 	err := atomicfile.Write(path, 0o644, false, func(w io.Writer) error {
 		var err error
-		sum, err = Export(w, st, meta, opt)
+		sum, err = Export(w, recorded, opt)
 		return err
 	})
 	return sum, err

@@ -28,7 +28,7 @@ func storeOf(t *testing.T, evs []event.Event, marks []event.Mark) *store.Store {
 func export(t *testing.T, st *store.Store, meta *rundir.Meta) (perfettotest.Trace, Summary) {
 	t.Helper()
 	var buf bytes.Buffer
-	sum, err := Export(&buf, st, meta, Options{})
+	sum, err := Export(&buf, &store.Run{Store: st, Meta: meta}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestTheSameStoreExportsTheSameBytes(t *testing.T) {
 	var first []byte
 	for i := range 8 {
 		var buf bytes.Buffer
-		if _, err := Export(&buf, st, &rundir.Meta{ProbeSet: "graph"}, Options{}); err != nil {
+		if _, err := Export(&buf, &store.Run{Store: st, Meta: &rundir.Meta{ProbeSet: "graph"}}, Options{}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {

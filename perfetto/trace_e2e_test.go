@@ -32,9 +32,9 @@ func exportTrace(t *testing.T, dir string) string {
 // exportTraceWith is exportTrace with options, returning the summary too.
 func exportTraceWith(t *testing.T, dir string, opt perfetto.Options) (string, perfetto.Summary) {
 	t.Helper()
-	st, meta := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
 	path := filepath.Join(t.TempDir(), "trace.pftrace")
-	sum, err := perfetto.WriteFile(path, st, meta, opt)
+	sum, err := perfetto.WriteFile(path, run, opt)
 	if err != nil {
 		t.Fatalf("writing the trace: %v", err)
 	}
@@ -137,11 +137,7 @@ func checkTrace(t *testing.T, dir, path string) map[string]int {
 
 	// The store's counts: faults, block requests and read calls (distinct
 	// request ids among their slices), timed tokens.
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	want := map[string]int{}
 	reqs, calls := map[uint32]bool{}, map[uint32]bool{}
 	err = st.Events(store.EventFilter{}, func(e *event.Event) error {

@@ -260,27 +260,9 @@ func (t *track) marshal(first bool) []byte {
 	}
 	switch {
 	case t.thread:
-		var th []byte
-		th = protowire.AppendTag(th, fThreadPID, protowire.VarintType)
-		th = protowire.AppendVarint(th, uint64(t.pid))
-		th = protowire.AppendTag(th, fThreadTID, protowire.VarintType)
-		th = protowire.AppendVarint(th, uint64(t.tid))
-		if t.name != "" {
-			th = protowire.AppendTag(th, fThreadName, protowire.BytesType)
-			th = protowire.AppendString(th, t.name)
-		}
-		d = protowire.AppendTag(d, fTrackThread, protowire.BytesType)
-		d = protowire.AppendBytes(d, th)
+		d = appendOwner(d, fTrackThread, fThreadName, t.name, idField{fThreadPID, uint64(t.pid)}, idField{fThreadTID, uint64(t.tid)})
 	case t.pid != 0:
-		var pr []byte
-		pr = protowire.AppendTag(pr, fProcessPID, protowire.VarintType)
-		pr = protowire.AppendVarint(pr, uint64(t.pid))
-		if t.name != "" {
-			pr = protowire.AppendTag(pr, fProcessName, protowire.BytesType)
-			pr = protowire.AppendString(pr, t.name)
-		}
-		d = protowire.AppendTag(d, fTrackProcess, protowire.BytesType)
-		d = protowire.AppendBytes(d, pr)
+		d = appendOwner(d, fTrackProcess, fProcessName, t.name, idField{fProcessPID, uint64(t.pid)})
 	default:
 		d = protowire.AppendTag(d, fTrackName, protowire.BytesType)
 		d = protowire.AppendString(d, t.name)
@@ -309,6 +291,28 @@ func (t *track) marshal(first bool) []byte {
 
 // appendPacket frames one TracePacket as a Trace.packet field: a trace
 // file is the concatenation of these.
+// idField is a varint field of a descriptor: its number and value.
+type idField struct {
+	num protowire.Number
+	v   uint64
+}
+
+// appendOwner appends, as field num, the descriptor of a track's thread
+// or process: its ids, then its name (field nameField) where it has one.
+func appendOwner(d []byte, num, nameField protowire.Number, name string, ids ...idField) []byte {
+	var m []byte
+	for _, id := range ids {
+		m = protowire.AppendTag(m, id.num, protowire.VarintType)
+		m = protowire.AppendVarint(m, id.v)
+	}
+	if name != "" {
+		m = protowire.AppendTag(m, nameField, protowire.BytesType)
+		m = protowire.AppendString(m, name)
+	}
+	d = protowire.AppendTag(d, num, protowire.BytesType)
+	return protowire.AppendBytes(d, m)
+}
+
 func appendPacket(b, packet []byte) []byte {
 	b = protowire.AppendTag(b, fTracePacket, protowire.BytesType)
 	return protowire.AppendBytes(b, packet)

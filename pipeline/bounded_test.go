@@ -10,7 +10,6 @@ import (
 	"github.com/iocorr/iocorr/ingest"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -103,11 +102,7 @@ func TestALongIngestHoldsAFewTokensAndStoresWhatHoldingThemAllWould(t *testing.T
 		t.Errorf("correlator held up to %d of the run's %d rows at once, want under 1/40", sum.HeldAggsPeak, len(want.Aggs))
 	}
 
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	got := map[event.AggKey]event.Counters{}
 	var tot event.Counters
 	for id := range st.Tensors {

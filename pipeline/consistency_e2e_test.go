@@ -12,6 +12,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -49,11 +50,7 @@ func TestRealMoERunIsConsistent(t *testing.T) {
 
 	// The per-token figures (what `export faults-per-token` writes) sum
 	// to it.
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	toks, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)

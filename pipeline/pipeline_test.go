@@ -13,6 +13,7 @@ import (
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -71,11 +72,7 @@ func TestIngestAttributesAFaultOnlyTheMapsSnapshotCanPlace(t *testing.T) {
 	if sum.FaultsByMaps != 1 || sum.Records != 2 || sum.Short != 1 || sum.Events != 1 {
 		t.Errorf("summary %+v, want 2 records (1 short), 1 event, 1 fault resolved by the maps snapshot", sum)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	var got []event.Event
 	if err := st.Events(store.EventFilter{}, func(e *event.Event) error { got = append(got, *e); return nil }); err != nil {
 		t.Fatal(err)

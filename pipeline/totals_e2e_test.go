@@ -4,7 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
@@ -25,11 +24,7 @@ func TestARealRunsQueriesEqualItsRowsPerTokenSummedByHand(t *testing.T) {
 		llmtest.Require(t)
 		dir = llmtest.RecordedMoE(t).Dir
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	n := storetest.CheckQueries(t, st)
 	t.Logf("%d queries compared on %s", n, dir)
 }

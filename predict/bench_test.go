@@ -25,12 +25,13 @@ func BenchmarkPredict1MRecords(b *testing.B) {
 	if _, err := pipeline.Ingest(context.Background(), dir, pipeline.Options{}); err != nil {
 		b.Fatal(err)
 	}
-	st, meta := storetest.OpenRun(b, dir)
+	run := storetest.OpenRun(b, dir)
+	meta := run.Meta
 	meta.Controls.MemLimit = 64 << 20
 	peak := watchHeap()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := Load(st, meta, []rundir.Snapshot{})
+		r, err := Load(run, []rundir.Snapshot{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func MakePlan(run *store.Run, budget, readahead int64) (*pin.Plan, *PrefetchAdvi
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := Load(run.Store, run.Meta, snaps)
+	r, err := Load(run, snaps)
 	if err != nil {
 		return nil, nil, err
 	}

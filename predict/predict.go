@@ -390,6 +390,10 @@ func (r *Run) row(budget int64, pol string, ph uint8, got phaseCounts, why strin
 	return row
 }
 
+// noWaitPerByte is why a phase's stall is NA where the run read nothing
+// from the device in it.
+const noWaitPerByte = "the run read nothing from the device in this phase: its wait per byte was not measured"
+
 // time fills the stall and tokens/s of a row whose bytes are set: the
 // stall at the run's measured wait per byte read, the compute at the
 // run's wall time per call less its wait.
@@ -398,7 +402,7 @@ func (r *Run) time(row *Row, m *measured) {
 	case row.BytesReadPerToken == 0:
 		row.StallNSPerToken = 0
 	case m.bytes == 0:
-		row.NA[ColStall] = "the run read nothing from the device in this phase: its wait per byte was not measured"
+		row.NA[ColStall] = noWaitPerByte
 	default:
 		row.StallNSPerToken = row.BytesReadPerToken * float64(m.waitNS) / float64(m.bytes)
 	}
@@ -452,8 +456,8 @@ func (r *Run) measuredRows() []Row {
 }
 
 // Compute loads the run and predicts: the one call of `iocorr predict`.
-func Compute(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot, opt Options) (*Result, error) {
-	r, err := Load(st, meta, snaps)
+func Compute(recorded *store.Run, snaps []rundir.Snapshot, opt Options) (*Result, error) {
+	r, err := Load(recorded, snaps)
 	if err != nil {
 		return nil, err
 	}

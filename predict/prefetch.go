@@ -385,7 +385,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	case got.untimed:
 		row.NA[ColStall] = r.dev.why + " and the run carries no disk profile (iocorr doctor --disk)"
 	case got.demandBytes[ph] > 0 && m.bytes == 0:
-		row.NA[ColStall] = "the run read nothing from the device in this phase: its wait per byte was not measured"
+		row.NA[ColStall] = noWaitPerByte
 	default:
 		row.StallNSPerToken = got.stallNS[ph] / n
 		if got.demandBytes[ph] > 0 {

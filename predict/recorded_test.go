@@ -35,7 +35,7 @@ func TestAtABudgetHoldingTheModelThePredictionEqualsTheRunsZeroBytes(t *testing.
 	model := llmtest.Model(t, llmtest.PageableMoE)
 	dir := filepath.Join(t.TempDir(), "run")
 	const budget = 256 << 20
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 4, Threads: 2})
+	cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 4, Threads: 2})
 	// Exact snapshots: every call gets one at its start, so the non-file
 	// memory is measured however fast the tokens come (the default's are
 	// throttled and a 4-token run in RAM can end before a decode call has
@@ -43,12 +43,12 @@ func TestAtABudgetHoldingTheModelThePredictionEqualsTheRunsZeroBytes(t *testing.
 	rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: "256MiB", Set: func(o *recorder.Options) {
 		o.Models, o.ExactSnapshots = []string{model}, true
 	}}, cmd.Args...)
-	st, meta := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
 	snaps, err := rundir.ReadSnapshots(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := predict.Compute(st, meta, snaps, predict.Options{Budgets: []int64{budget}})
+	res, err := predict.Compute(run, snaps, predict.Options{Budgets: []int64{budget}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,12 +167,12 @@ func TestPredictOverARecordedToucherRunGivesTheKernelsExactBytes(t *testing.T) {
 			rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: fmt.Sprint(tc.budget), Set: func(o *recorder.Options) {
 				o.Models, o.ExactSnapshots = []string{model}, true
 			}}, mt, model, planFile)
-			st, meta := storetest.OpenRun(t, dir)
+			rec := storetest.OpenRun(t, dir)
 			snaps, err := rundir.ReadSnapshots(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := predict.Compute(st, meta, snaps, predict.Options{Budgets: []int64{tc.budget}, Readahead: 4096})
+			res, err := predict.Compute(rec, snaps, predict.Options{Budgets: []int64{tc.budget}, Readahead: 4096})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,18 +231,18 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		}}, argv...)
 		return dir
 	}
-	open := func(dir string) (*store.Store, *rundir.Meta, []rundir.Snapshot) {
-		st, meta := storetest.OpenRun(t, dir)
+	open := func(dir string) (*store.Run, []rundir.Snapshot) {
+		run := storetest.OpenRun(t, dir)
 		snaps, err := rundir.ReadSnapshots(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st, meta, snaps
+		return run, snaps
 	}
 	predictAt := func(dir string, budget int64, opt predict.Options) *predict.Result {
-		st, meta, snaps := open(dir)
+		run, snaps := open(dir)
 		opt.Budgets = []int64{budget}
-		res, err := predict.Compute(st, meta, snaps, opt)
+		res, err := predict.Compute(run, snaps, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -101,7 +101,8 @@ type unit struct {
 // prediction needs. It reads the aggregates, the picks and the fault
 // events once (for the time each call waited on the model: the union of
 // its threads' fault stalls).
-func Load(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot) (*Run, error) {
+func Load(recorded *store.Run, snaps []rundir.Snapshot) (*Run, error) {
+	st, meta := recorded.Store, recorded.Meta
 	r := &Run{byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {}}}
 	if len(meta.Models) != 1 {
 		return nil, fmt.Errorf("predict models one model file; the run mapped %d", len(meta.Models))

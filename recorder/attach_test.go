@@ -1,7 +1,6 @@
 package recorder_test
 
 import (
-	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,9 +34,7 @@ func TestRecordAttachedToARunningProcessCountsItsOwnMajorFaults(t *testing.T) {
 	toucher := llmtest.BuildToucher(t)
 	// On the package's disk (testenv.DiskFile): os.TempDir may be tmpfs,
 	// where no fault is major.
-	b := make([]byte, 64*os.Getpagesize())
-	rand.Read(b)
-	file := testenv.DiskFile(t, b)
+	file := testenv.RandomDiskFile(t, 64*os.Getpagesize())
 	tests := []struct {
 		name  string
 		pages string

@@ -15,6 +15,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
@@ -106,11 +107,7 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	if m.BlockRequeues == nil {
 		t.Fatalf("meta.json has no block_requeues: the requeue hook is not attached on %s", m.Host.Kernel)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	total, theirTotal := md.checkTensorBytes(t, st, ct)
 	t.Logf("%d completions, %d requeues of the file's sectors (iocorr, the whole device: %d while held), %d completions unseen by iocorr's programs; tensors read %d bytes (oracle %d)",
 		len(ct.Completions), ct.Requeues, *m.BlockRequeues, m.BlockIncomplete, total, theirTotal)

@@ -10,10 +10,10 @@ import (
 	"github.com/iocorr/iocorr/ggml"
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -55,11 +55,7 @@ func recordMoE(t *testing.T, f *gguf.File, probe string, more func(typ uint16, r
 	r.prefill, r.decode = rectest.CountDecodeCalls(t, r.dir, f, weights, more)
 	rectest.CheckLayerWeightsRead(t, f, weights)
 
-	st, err := store.Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, r.dir)
 	r.decodeTok, r.picks = rectest.DecodePicks(t, st)
 	if want := len(r.decodeTok) * spec.Layers * spec.ExpertsUsed; r.picks != want || len(r.decodeTok) != r.decode {
 		t.Errorf("router picks in %d decode tokens (of %d decode calls): %d, want %d layers × %d experts each = %d",
@@ -138,7 +134,7 @@ func TestRecordEachNodeLlamaCppReleaseUnderMemoryLimit(t *testing.T) {
 			if v != "" {
 				llmtest.RequireVersion(t, v)
 			}
-			cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true, Version: v})
+			cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: tokens, Threads: 2, JSON: true, Version: v})
 			weightNodes := map[uint64]uint32{} // node → op
 			opNodes := map[uint64]bool{}
 			r := recordMoE(t, f, "ops,pagecache", func(typ uint16, rec []byte) {

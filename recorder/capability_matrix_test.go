@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/pipeline"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
 	"github.com/iocorr/iocorr/testkit/storetest"
@@ -81,7 +79,8 @@ func recordForced(t *testing.T, without, capName string, set func(o *Options), a
 // and checks them against the child's rusage.
 func majorBy(t *testing.T, dir string, realOnly bool) map[string]uint64 {
 	t.Helper()
-	st, m := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
+	st, m := run.Store, run.Meta
 	out := map[string]uint64{}
 	var total uint64
 	err := st.Aggs(func(a *event.Agg) error {
@@ -136,20 +135,12 @@ func pageableMoE(t *testing.T) (string, *gguf.File) {
 // distinct experts per layer and token, ascending, the low ids far more
 // often, as a trained router's hot experts are.
 func skewedPicks(layers, experts, used, tokens int, seed uint64) [][][]int {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	pick := llmtest.SkewedPicks(experts, used, seed)
 	var out [][][]int
 	for range tokens {
 		var tok [][]int
 		for range layers {
-			var ps []int
-			for len(ps) < used {
-				e := min(int(r.ExpFloat64()*float64(experts)/4), experts-1)
-				if !slices.Contains(ps, e) {
-					ps = append(ps, e)
-				}
-			}
-			slices.Sort(ps)
-			tok = append(tok, ps)
+			tok = append(tok, pick())
 		}
 		out = append(out, tok)
 	}
@@ -259,11 +250,7 @@ func TestEachForcedFallbackGivesThePrimaryPathsFigures(t *testing.T) {
 			} else if d := diffFigures(primary, got); d != "" {
 				t.Errorf("major faults by token, tensor, expert and op, primary vs without %s:\n%s", fp.without, d)
 			}
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, dir)
 			var sels []event.ExpertSel
 			if err := st.ExpertSelections(func(s event.ExpertSel) error { sels = append(sels, s); return nil }); err != nil {
 				t.Fatal(err)
@@ -324,7 +311,7 @@ func TestBoundedLoopsRecordWhatBpfLoopRecords(t *testing.T) {
 	var nodes, picks [2]map[string]uint64
 	for i, without := range []string{"", "bpf_loop"} {
 		t.Setenv(bpf.WithoutEnv, without)
-		dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: 6, Threads: 1}, func(o *Options) {})
+		dir, _, summary := recordDriver(t, model, llmtest.Generation{Tokens: 6, Threads: 1}, func(o *Options) {})
 		m, err := rundir.ReadMeta(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -402,7 +389,7 @@ func TestABoundedGraphWalkGoesOnAtTheNextComputationAndCountsTheRest(t *testing.
 	}{{"", 4}, {"bpf_loop", 4}, {"bpf_loop", 1}} {
 		without := tc.without
 		t.Setenv(bpf.WithoutEnv, without)
-		dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: tc.tokens, Threads: 1}, func(o *Options) {})
+		dir, _, summary := recordDriver(t, model, llmtest.Generation{Tokens: tc.tokens, Threads: 1}, func(o *Options) {})
 		m, err := rundir.ReadMeta(dir)
 		if err != nil {
 			t.Fatal(err)

@@ -1,8 +1,6 @@
 package recorder_test
 
 import (
-	"testing"
-
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/store"
 )
@@ -11,21 +9,6 @@ import (
 // through testkit/rectest (Run with the CLI's defaults, then the one
 // ingest), and read the run's store through store, as `query` and
 // `export` do.
-
-// queryRows runs q on the run's store, as `iocorr query` does.
-func queryRows(t *testing.T, dir string, q store.Query) []store.Row {
-	t.Helper()
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rows, err := st.Query(q)
-	if err != nil {
-		t.Fatalf("query %+v: %v", q, err)
-	}
-	return rows
-}
 
 // counterSums are counters by name, summed.
 type counterSums map[string]uint64
@@ -46,19 +29,4 @@ func rowSums(rows []store.Row) map[string]counterSums {
 		out[rows[i].Key].add(&rows[i].Counters)
 	}
 	return out
-}
-
-// runTokens are the run's tokens, as `export faults-per-token` reads them.
-func runTokens(t *testing.T, dir string) []event.TokenInfo {
-	t.Helper()
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	toks, err := st.Tokens()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return toks
 }

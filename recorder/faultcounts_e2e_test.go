@@ -1,6 +1,7 @@
 package recorder_test
 
 import (
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"path/filepath"
 	"testing"
 
@@ -37,17 +38,17 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			out := rectest.Record(t, dir, rectest.Options{Probe: tc.probe}, llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 8, Threads: 2}).Args...)
+			out := rectest.Record(t, dir, rectest.Options{Probe: tc.probe}, llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 8, Threads: 2}).Args...)
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var tok event.Counters
-			for _, tk := range runTokens(t, dir) {
+			for _, tk := range storetest.Tokens(t, dir) {
 				tok.Add(&tk.Counters)
 			}
 			outside := counterSums{}
-			for _, r := range queryRows(t, dir, store.Query{By: "tensor", Pseudos: true}) {
+			for _, r := range storetest.Query(t, dir, store.Query{By: "tensor", Pseudos: true}) {
 				if r.Key == event.PseudoNames[event.TensorAnon] || r.Key == event.PseudoNames[event.TensorOther] {
 					outside.add(&r.Counters)
 				}

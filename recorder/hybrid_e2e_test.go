@@ -14,6 +14,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -89,11 +90,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 			ct := md.trace(t)
 			rec, routing, m := recordOracle(t, dir, tc.memLimit, spec, args...)
 			ct.Stop(t)
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, dir)
 			ours, theirs := md.checkTensorBytes(t, st, ct)
 			t.Logf("the model's device bytes: iocorr %d, the completions %d, tensor by tensor", ours, theirs)
 			if slices.Contains(tc.offload, longPrompt) && routing.PromptTokens < 32 {
@@ -193,11 +190,7 @@ func TestRecordHybridOffloadTensorOverridesSplitTheLayers(t *testing.T) {
 	llmtest.WarmShaderCache(t, "completion-ot", args)
 	dir := filepath.Join(t.TempDir(), "run")
 	rec := rectest.Record(t, dir, rectest.Options{Cold: true}, args...)
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	checkDevices(t, st, rec.Stderr, cpuLayers)
 	checkLayerDevices(t, st, cpuLayers)
 	checkLoadReads(t, st)

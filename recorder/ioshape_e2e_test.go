@@ -12,10 +12,10 @@ import (
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
@@ -114,12 +114,9 @@ func TestTheIOShapeEqualsTheBlockOracles(t *testing.T) {
 	if m.Disk == nil || m.Disk.Device != kept.Device || len(m.Disk.Points) != 1 || m.Disk.Points[0] != kept.Points[0] {
 		t.Errorf("meta.json's disk profile is %+v, want the one kept for the model's disk, %+v", m.Disk, kept)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	byPhase, _, err := stats.IOShape(st, m)
+	run := storetest.OpenRun(t, dir)
+	st := run.Store
+	byPhase, _, err := stats.IOShape(run)
 	if err != nil {
 		t.Fatal(err)
 	}

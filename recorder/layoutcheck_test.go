@@ -59,7 +59,7 @@ func TestWrongLayoutDisablesWhatItReadsAndSaysWhy(t *testing.T) {
 				return bpf.Open(o)
 			}
 			dir := filepath.Join(t.TempDir(), "run")
-			cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 4, Threads: 2, JSON: true})
+			cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 4, Threads: 2, JSON: true})
 			o := options(dir, cmd.Args...)
 			var stderr bytes.Buffer
 			o.Stdout, o.Stderr = io.Discard, &stderr

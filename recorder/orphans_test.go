@@ -1,7 +1,6 @@
 package recorder
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,9 +28,7 @@ func TestRunReapsTheOrphansOfTheCommandWithTheirRusage(t *testing.T) {
 	toucher := llmtest.BuildToucher(t)
 	// On the package's disk (testenv.DiskFile): os.TempDir may be tmpfs,
 	// where no fault is major.
-	b := make([]byte, 64*os.Getpagesize())
-	rand.Read(b)
-	file := testenv.DiskFile(t, b)
+	file := testenv.RandomDiskFile(t, 64*os.Getpagesize())
 	// Its report (its own rusage) says how many of the 8 pages were
 	// read in by its faults: one can be resident again by then (a page
 	// of the file brought in around another fault).

@@ -35,7 +35,7 @@ func TestPageRunsOfAnMoERunChargeWhatItsFoliosCharge(t *testing.T) {
 	}
 	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
+	cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 6, Threads: 2, JSON: true})
 	o := options(dir, cmd.Args...)
 	o.Stdout, o.Stderr = io.Discard, io.Discard
 	o.Cold, o.MemLimit, o.Models, o.RingBufBytes = true, llmtest.MemLimitBytes, []string{model}, bpf.DefaultRingBufBytes

@@ -50,7 +50,7 @@ func requestedByTensor(f *gguf.File, rs []readSpec) map[string]int64 {
 // `iocorr query --by tensor` reads it.
 func storeRequested(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
-	st, _ := storetest.OpenRun(t, dir)
+	st := storetest.OpenRun(t, dir).Store
 	rows, err := st.Query(store.Query{By: "tensor"})
 	if err != nil {
 		t.Fatal(err)
@@ -168,8 +168,8 @@ func TestLoadModesAreRecordedAsWhatTheyRead(t *testing.T) {
 			}
 			// Device bytes of the model: what O_DIRECT read, no page cache between.
 			// (stats' tensors table, as `iocorr stats` prints it)
-			st, meta := storetest.OpenRun(t, dir)
-			rep, err := stats.Compute(st, meta, stats.Options{})
+			run := storetest.OpenRun(t, dir)
+			rep, err := stats.Compute(run, stats.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"io"
 	"math/big"
 	"net"
@@ -69,9 +70,9 @@ func completeServed(ctx context.Context, base, prompt string, nPredict int) (ser
 }
 
 // startServer starts llama-server on a loopback port with args, in
-// cgroup cg when it is set, and waits until it is healthy: its base URL
-// and pid.
-func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) (string, int) {
+// cgroup cg when it is set, and waits until it is healthy: its base URL,
+// pid and output. It is killed when the test ends.
+func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) (string, int, *bytes.Buffer) {
 	t.Helper()
 	server := llmtest.CLI(t, llmtest.Shared, "llama-server")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -106,6 +107,14 @@ func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) 
 		srv.Process.Kill()
 		srv.Wait()
 	})
+	waitHealthy(t, base, &srvLog)
+	return base, srv.Process.Pid, &srvLog
+}
+
+// waitHealthy waits up to 90 s for the llama-server at base to answer
+// /health, and fails the test with its log if it does not.
+func waitHealthy(t *testing.T, base string, log *bytes.Buffer) {
+	t.Helper()
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
@@ -114,11 +123,11 @@ func startServer(t *testing.T, cg *cgroup.Cgroup, model string, args ...string) 
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base, srv.Process.Pid
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("llama-server did not become healthy in 90s:\n%s", srvLog.String())
+			t.Fatalf("llama-server did not become healthy in 90s:\n%s", log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -160,7 +169,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cg.Remove() }) // after the server's own cleanup has killed it
-			base, pid := startServer(t, cg, model, "--parallel", "2", "-c", "1024")
+			base, pid, _ := startServer(t, cg, model, "--parallel", "2", "-c", "1024")
 			dir := filepath.Join(t.TempDir(), "run")
 			// The recording ends when both requests are answered (as Ctrl-C
 			// ends record -p), or at the window's end on a machine too slow.
@@ -199,15 +208,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				t.Fatalf("both requests ran in slot %d: not concurrent", got[0].Slot)
 			}
 
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			toks, err := st.Tokens()
-			st.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			toks := storetest.Tokens(t, dir)
 			calls := map[int]int{}
 			var shared int
 			for _, tk := range toks {
@@ -252,8 +253,8 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 			}
 
 			// The per-request rows against the per-token export, counter by counter.
-			byReq := rowSums(queryRows(t, dir, store.Query{By: "request", Pseudos: true}))
-			byTokRow := tokenSums(runTokens(t, dir))
+			byReq := rowSums(storetest.Query(t, dir, store.Query{By: "request", Pseudos: true}))
+			byTokRow := tokenSums(storetest.Tokens(t, dir))
 			total := counterSums{}
 			for _, sums := range byReq {
 				for c, v := range sums {
@@ -339,7 +340,7 @@ func TestRecordAttachedToLlamaServerChargesEachRequestItsOwn(t *testing.T) {
 				}
 			}
 			t.Logf("calls per sequence %v (%d shared); server %+v; rows (--all) %v; the model's tensors: %+v", calls, shared, got, byReq,
-				queryRows(t, dir, store.Query{By: "request"}))
+				storetest.Query(t, dir, store.Query{By: "request"}))
 		})
 	}
 }
@@ -398,15 +399,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	const n = 4
 	rectest.Record(t, dir, rectest.Options{}, llmtest.CompletionArgs(bin, model, n)...)
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	toks, err := st.Tokens()
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	toks := storetest.Tokens(t, dir)
 	decoded := 0
 	for _, tk := range toks {
 		if tk.Token == 0 {
@@ -421,7 +414,7 @@ func TestRecordOfACompletionChargesEveryTokenToSequenceZero(t *testing.T) {
 	if decoded != n {
 		t.Errorf("%d tokens, want %d llama_decode calls", decoded, n)
 	}
-	for key := range rowSums(queryRows(t, dir, store.Query{By: "request", Pseudos: true})) {
+	for key := range rowSums(storetest.Query(t, dir, store.Query{By: "request", Pseudos: true})) {
 		if key != "0" && key != event.RequestNone {
 			t.Errorf("a row for request %s", key)
 		}

@@ -34,7 +34,8 @@ import (
 func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	st, meta, snaps := sharedRunSnapshots(t)
+	run, snaps := sharedRunSnapshots(t)
+	st, meta := run.Store, run.Meta
 	if rs := meta.ResidencySnapshots; rs == nil || rs.Taken != uint64(len(snaps)) || len(snaps) == 0 {
 		t.Fatalf("meta.json says %+v of the snapshots, the file holds %d", rs, len(snaps))
 	}
@@ -52,7 +53,7 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 	marks = append(marks, meta.MonoEndNS)
 	slices.Sort(marks)
 	marks = slices.Compact(marks)
-	states, changed, err := stats.PageStates(st, meta, marks)
+	states, changed, err := stats.PageStates(run, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +137,9 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	st, meta, snaps := sharedRunSnapshots(t)
-	replay, err := stats.Compute(st, meta, stats.Options{K: []int{1}})
+	run, snaps := sharedRunSnapshots(t)
+	st, meta := run.Store, run.Meta
+	replay, err := stats.Compute(run, stats.Options{K: []int{1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,7 @@ func TestDefaultTierFiguresAgreeWithThePageCacheReplay(t *testing.T) {
 			def.Probes[i].Error = "left off"
 		}
 	}
-	fromSnaps, err := stats.Compute(st, &def, stats.Options{K: []int{1}, Snapshots: snaps})
+	fromSnaps, err := stats.Compute(&store.Run{Store: st, Meta: &def}, stats.Options{K: []int{1}, Snapshots: snaps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	model := llmtest.Model(t, llmtest.MoE)
-	dir, _, out := recordDriver(t, model, llmtest.Options{Tokens: llmtest.RecordedTokens, Threads: 2}, func(o *Options) {
+	dir, _, out := recordDriver(t, model, llmtest.Generation{Tokens: llmtest.RecordedTokens, Threads: 2}, func(o *Options) {
 		o.Probes.PageCache, o.ExactSnapshots, o.Cold, o.MemLimit = true, true, true, llmtest.MemLimitBytes
 	})
 	if _, err := pipeline.Ingest(t.Context(), dir, pipeline.Options{}); err != nil {
@@ -260,11 +262,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	tokens, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +283,7 @@ func TestExactSnapshotsEqualThePageCacheReplayAtEveryToken(t *testing.T) {
 	marks = append(marks, meta.MonoEndNS)
 	slices.Sort(marks)
 	marks = slices.Compact(marks)
-	states, _, err := stats.PageStates(st, meta, marks)
+	states, _, err := stats.PageStates(&store.Run{Store: st, Meta: meta}, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,16 +345,16 @@ func sum(v []uint64) (s uint64) {
 }
 
 // sharedRunSnapshots opens the shared recorded run (llmtest.RecordedMoE):
-// its store, its metadata and its residency snapshots.
-func sharedRunSnapshots(t *testing.T) (*store.Store, *rundir.Meta, []rundir.Snapshot) {
+// the run and its residency snapshots.
+func sharedRunSnapshots(t *testing.T) (*store.Run, []rundir.Snapshot) {
 	t.Helper()
 	dir := llmtest.RecordedMoE(t).Dir
-	st, meta := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
 	snaps, err := rundir.ReadSnapshots(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, meta, snaps
+	return run, snaps
 }
 
 // Snapshots keep to their duty share of the time while any page of a

@@ -17,6 +17,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -107,11 +108,7 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 				rec, routing, _ := recordOracle(t, dir, archMemLimit, spec, append(llmtest.RouteOracleArgs(oracle, model, archTokens, true), "-p", archPrompt)...)
 				summary := rec.Stderr
 				probed := checkProbedRows(t, dir, f, routing)
-				st, err := store.Open(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer st.Close()
+				st := storetest.Open(t, dir)
 				checkStoredPicks(t, st, routing)
 				decodeTok, picks := rectest.DecodePicks(t, st)
 				if want := (archTokens - 1) * spec.Layers * spec.ExpertsUsed; picks != want {
@@ -346,11 +343,7 @@ func TestRecordRepackedExpertsAreReadFromMemoryNotTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the oracle's output: %v\n%s", err, out)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	checkStoredPicks(t, st, routing)
 	byType := map[gguf.Type]map[uint32]bool{gguf.TypeQ4_K: {}, gguf.TypeQ6_K: {}}
 	for _, tn := range st.Tensors {

@@ -41,7 +41,7 @@ func cliOptions(dir string, argv ...string) (Options, *bytes.Buffer) {
 // recordDriver records llama.cpp's driver generating on model with the
 // options `iocorr record` gives Run, changed by set, and returns the run
 // directory, the driver's report and what the recorder said.
-func recordDriver(t *testing.T, model string, g llmtest.Options, set func(o *Options)) (string, llmtest.Result, string) {
+func recordDriver(t *testing.T, model string, g llmtest.Generation, set func(o *Options)) (string, llmtest.Result, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
 	g.JSON = true
@@ -229,7 +229,7 @@ func TestRunLlamaSeesEveryDecodeCallWithItsPhaseAndRealWeights(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			model := llmtest.Model(t, tc.spec)
 			const tokens = 6
-			dir, report, summary := recordDriver(t, model, llmtest.Options{Tokens: tokens, Threads: 2}, func(o *Options) { o.Probes.Ops = tc.ops })
+			dir, report, summary := recordDriver(t, model, llmtest.Generation{Tokens: tokens, Threads: 2}, func(o *Options) { o.Probes.Ops = tc.ops })
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -305,7 +305,7 @@ func TestRunUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) {
 	// About 250 MB of weights under a 128 MiB limit (node itself needs
 	// some 60 MB): every token re-reads much of the model from the disk.
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: 10, Embd: 1024, FF: 2816, Heads: 16, Type: llmtest.WeightType})
-	dir, _, summary := recordDriver(t, model, llmtest.Options{Tokens: 4, Threads: 2}, func(o *Options) { o.Cold, o.MemLimit = true, 128<<20 })
+	dir, _, summary := recordDriver(t, model, llmtest.Generation{Tokens: 4, Threads: 2}, func(o *Options) { o.Cold, o.MemLimit = true, 128<<20 })
 	t.Log(summary)
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
@@ -406,7 +406,7 @@ func TestOpProbesGoOnlyOnTheCPUBackendThatRuns(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
 	model := llmtest.Model(t, gguf.SynthSpec{Layers: 3, Embd: 256, FF: 256, Heads: 4, Experts: 4, ExpertsUsed: 2, Type: llmtest.WeightType})
-	dir, _, _ := recordDriver(t, model, llmtest.Options{Tokens: 5, Threads: 1}, func(o *Options) { o.Probes.Ops = true })
+	dir, _, _ := recordDriver(t, model, llmtest.Generation{Tokens: 5, Threads: 1}, func(o *Options) { o.Probes.Ops = true })
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -54,42 +53,8 @@ func TestRecordAttachedToLlamaServerRecordsEveryDecodeCallInTheWindow(t *testing
 	if err != nil {
 		t.Fatalf("bpftrace (make setup): %v", err)
 	}
-	server := llmtest.CLI(t, llmtest.Shared, "llama-server")
 	lib := filepath.Join(llmtest.SharedLibDir(t), "libllama.so")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	srv := exec.Command(server, "-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-t", "2", "-c", "512", "--no-warmup")
-	var srvLog bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvLog, &srvLog
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	pid := srv.Process.Pid
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
-		resp, err := http.DefaultClient.Do(req)
-		cancel()
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("llama-server did not become healthy in 90s:\n%s", srvLog.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	base, pid, srvLog := startServer(t, nil, model, "-c", "512")
 
 	sc, interruptTrace := stampDecodeCalls(t, bt, lib, pid)
 	calls := make(chan []uint64, 1)

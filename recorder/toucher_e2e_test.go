@@ -13,10 +13,10 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/recorder"
 	"github.com/iocorr/iocorr/rundir"
-	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/testkit/testenv"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -161,11 +161,7 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 	}
 
 	// The store: one major fault per touched page, on its tensor and expert.
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	charged, added := map[slot]int{}, map[slot]int{}
 	err = st.Aggs(func(a *event.Agg) error {
 		k := slot{st.TensorName(a.Tensor), int(a.Expert)}

@@ -20,6 +20,7 @@ import (
 	"github.com/iocorr/iocorr/testkit/llmtest"
 	"github.com/iocorr/iocorr/testkit/rectest"
 	"github.com/iocorr/iocorr/testkit/spooltest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -193,11 +194,7 @@ func fileIno(t *testing.T, path string) uint64 {
 // expertPicks are a run's router picks as (token, layer, expert).
 func expertPicks(t *testing.T, dir string) map[[3]uint32]bool {
 	t.Helper()
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	out := map[[3]uint32]bool{}
 	if err := st.ExpertSelections(func(s event.ExpertSel) error {
 		out[[3]uint32{s.Token, uint32(s.Layer), uint32(s.Expert)}] = true
@@ -256,7 +253,7 @@ func TestRecordWrappedCommandReadsEachTensorAsTheDirectCommandDoes(t *testing.T)
 			}
 			read := map[string]uint64{}
 			var total uint64
-			for _, r := range queryRows(t, dir, store.Query{By: "tensor"}) {
+			for _, r := range storetest.Query(t, dir, store.Query{By: "tensor"}) {
 				if r.ReadBytes > 0 {
 					read[r.Key] = r.ReadBytes
 					total += r.ReadBytes
@@ -280,7 +277,7 @@ func TestRecordWrappedCommandReadsEachTensorAsTheDirectCommandDoes(t *testing.T)
 func majorFaultsByTensor(t *testing.T, dir string) map[string]uint64 {
 	t.Helper()
 	m := map[string]uint64{}
-	for _, r := range queryRows(t, dir, store.Query{By: "tensor"}) {
+	for _, r := range storetest.Query(t, dir, store.Query{By: "tensor"}) {
 		if r.Major > 0 {
 			m[r.Key] = r.Major
 		}
@@ -344,7 +341,7 @@ func TestRecordFindsAModelADescendantReadsWithoutMapping(t *testing.T) {
 	if len(m.Models) != 1 || m.Models[0].Ino != fileIno(t, model) {
 		t.Fatalf("models found: %+v, want %s\n%s", m.Models, model, summary)
 	}
-	rows := queryRows(t, dir, store.Query{By: "tensor"})
+	rows := storetest.Query(t, dir, store.Query{By: "tensor"})
 	requested := 0
 	for _, r := range rows {
 		if r.RequestedBytes > 0 {

@@ -56,8 +56,8 @@ func (r *run) expertHeatmap(ev *events, bytes bool) (*Chart, string) {
 func (r *run) moeLayers() (layers []int, experts int) {
 	layers = []int{}
 	seen := map[int]bool{}
-	for i := range r.st.Tensors {
-		t := &r.st.Tensors[i]
+	for i := range r.Store.Tensors {
+		t := &r.Store.Tensors[i]
 		if !t.Pseudo() && t.Experts > 0 && t.Layer >= 0 {
 			experts = max(experts, t.Experts)
 			if !seen[t.Layer] {

@@ -57,8 +57,8 @@ func (r *run) offsetHeatmap(ev *events, faults bool) (*Chart, string) {
 		return r.bandHovers(p, main, bs, ev)
 	}
 	note := ""
-	if len(r.meta.Models) > 1 {
-		note = fmt.Sprintf("the offset heatmaps show %s only, of %d model files", r.modelName(ev.model), len(r.meta.Models))
+	if len(r.Meta.Models) > 1 {
+		note = fmt.Sprintf("the offset heatmaps show %s only, of %d model files", r.modelName(ev.model), len(r.Meta.Models))
 	}
 	return c, note
 }
@@ -111,7 +111,7 @@ func (r *run) bandHovers(p *plot.Plot, main draw.Canvas, bs []band, ev *events) 
 		for _, id := range b.ids {
 			by += ev.tBytes[id]
 			fa += ev.tFaults[id]
-			names = append(names, r.st.Tensors[id].Name)
+			names = append(names, r.Store.Tensors[id].Name)
 		}
 		y0, y1 := ty(-float64(b.lo)), ty(-float64(b.hi))
 		hs = append(hs, Hover{Rect: vg.Rectangle{Min: vg.Point{X: da.Min.X, Y: min(y0, y1)}, Max: vg.Point{X: da.Max.X, Y: max(y0, y1)}},
@@ -133,14 +133,14 @@ func (r *run) bands(model int) []band {
 	var out []band
 	byLayer := map[int]int{}
 	ids := []uint32{}
-	for i := range r.st.Tensors {
-		if t := &r.st.Tensors[i]; !t.Pseudo() && t.Model == model {
+	for i := range r.Store.Tensors {
+		if t := &r.Store.Tensors[i]; !t.Pseudo() && t.Model == model {
 			ids = append(ids, t.ID)
 		}
 	}
-	slices.SortFunc(ids, func(a, b uint32) int { return cmp.Compare(r.st.Tensors[a].Offset, r.st.Tensors[b].Offset) })
+	slices.SortFunc(ids, func(a, b uint32) int { return cmp.Compare(r.Store.Tensors[a].Offset, r.Store.Tensors[b].Offset) })
 	for _, id := range ids {
-		t := &r.st.Tensors[id]
+		t := &r.Store.Tensors[id]
 		if t.Layer >= 0 {
 			if i, ok := byLayer[t.Layer]; ok {
 				b := &out[i]
@@ -184,8 +184,8 @@ func fmtTotal(v float64, count bool) string {
 }
 
 func (r *run) modelName(m int) string {
-	if m >= 0 && m < len(r.meta.Models) {
-		return r.meta.Models[m].Path
+	if m >= 0 && m < len(r.Meta.Models) {
+		return r.Meta.Models[m].Path
 	}
 	return "no model file"
 }

@@ -35,7 +35,7 @@ func (r *run) predictBudgets(s *sweep.Summary) []int64 {
 		for _, row := range s.Rows {
 			bs = append(bs, row.MemLimit)
 		}
-	} else if l := r.meta.Controls.MemLimit; l > 0 {
+	} else if l := r.Meta.Controls.MemLimit; l > 0 {
 		bs = []int64{l, l * 3 / 2, l * 2}
 	}
 	slices.Sort(bs)
@@ -50,7 +50,7 @@ func (r *run) prediction(s *sweep.Summary, opt Options) (*Chart, *stats.Table, s
 	if len(budgets) == 0 {
 		return nil, nil, "no prediction of other budgets: the run had no memory limit"
 	}
-	res, err := predict.Compute(r.st, r.meta, opt.Snapshots, predict.Options{Budgets: budgets})
+	res, err := predict.Compute(r.Run, opt.Snapshots, predict.Options{Budgets: budgets})
 	var why string
 	if err != nil {
 		why = err.Error()

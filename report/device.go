@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/store"
 )
@@ -21,7 +20,8 @@ var DeviceCounters = []string{"bytes_read", "faults", "major_faults", "fault_sta
 // were streamed from the model's mapping. It is nil, with a note saying
 // why, when the run has one device and copied nothing: the per-tensor
 // tables already say it all.
-func DeviceTable(st *store.Store, meta *rundir.Meta) (*stats.Table, string, error) {
+func DeviceTable(recorded *store.Run) (*stats.Table, string, error) {
+	st, meta := recorded.Store, recorded.Meta
 	type placed struct{ weights, copied int }
 	devs := map[string]*placed{}
 	var order []string

@@ -41,7 +41,7 @@ func TestDeviceTableIsQueryByDeviceWithEachDevicesCopiedAndStreamedWeights(t *te
 	st := hybridStore(t, "Vulkan0", "CPU_Mapped", "", "CPU_Mapped", "Vulkan0")
 	// No read-syscall probe: bytes_requested is NA with the reason.
 	meta := &rundir.Meta{Finished: true, Complete: true}
-	tab, note, err := report.DeviceTable(st, meta)
+	tab, note, err := report.DeviceTable(&store.Run{Store: st, Meta: meta})
 	if err != nil || tab == nil {
 		t.Fatalf("table %v, note %q, err %v", tab, note, err)
 	}
@@ -94,7 +94,7 @@ func TestDeviceTableIsQueryByDeviceWithEachDevicesCopiedAndStreamedWeights(t *te
 }
 
 func TestDeviceTableIsLeftOutOfARunOnOneDeviceSayingWhy(t *testing.T) {
-	tab, note, err := report.DeviceTable(hybridStore(t, "CPU_Mapped", "CPU_Mapped"), &rundir.Meta{})
+	tab, note, err := report.DeviceTable(&store.Run{Store: hybridStore(t, "CPU_Mapped", "CPU_Mapped"), Meta: &rundir.Meta{}})
 	if err != nil || tab != nil || !strings.Contains(note, "every weight on CPU_Mapped") {
 		t.Fatalf("table %v, note %q, err %v: want no table and a note naming the one device", tab, note, err)
 	}
@@ -103,11 +103,11 @@ func TestDeviceTableIsLeftOutOfARunOnOneDeviceSayingWhy(t *testing.T) {
 func TestReportOfAHybridRunShowsTheDeviceTable(t *testing.T) {
 	st := hybridStore(t, "Vulkan0", "CPU_Mapped")
 	meta := &rundir.Meta{Finished: true, Complete: true, Models: []rundir.ModelFile{{Path: "hybrid.gguf", Size: 1 << 20, Pages: 256}}}
-	sr, err := stats.Compute(st, meta, stats.Options{})
+	sr, err := stats.Compute(&store.Run{Store: st, Meta: meta}, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := report.Build(st, meta, sr, report.Options{})
+	rep, err := report.Build(&store.Run{Store: st, Meta: meta}, sr, report.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,8 @@ func (e *events) col(tok uint32) int {
 // slice.
 func (r *run) eventPass() (*events, error) {
 	ev := r.newEvents()
-	err := r.st.Events(store.EventFilter{}, func(e *event.Event) error {
-		if e.Tensor < event.FirstTensor || int(e.Tensor) >= len(r.st.Tensors) {
+	err := r.Store.Events(store.EventFilter{}, func(e *event.Event) error {
+		if e.Tensor < event.FirstTensor || int(e.Tensor) >= len(r.Store.Tensors) {
 			return nil
 		}
 		ev.add(e)
@@ -54,11 +54,11 @@ func (r *run) eventPass() (*events, error) {
 // into at most HeatRows rows of whole pages, the tokens into at most
 // HeatTokens columns.
 func (r *run) newEvents() *events {
-	ev := &events{tensors: r.st.Tensors, model: r.drawnModel(), expBytes: map[[2]int]float64{},
-		tBytes: make([]float64, len(r.st.Tensors)), tFaults: make([]float64, len(r.st.Tensors))}
+	ev := &events{tensors: r.Store.Tensors, model: r.drawnModel(), expBytes: map[[2]int]float64{},
+		tBytes: make([]float64, len(r.Store.Tensors)), tFaults: make([]float64, len(r.Store.Tensors))}
 	ev.lo, ev.hi = math.MaxInt64, 0
-	for i := range r.st.Tensors {
-		if t := &r.st.Tensors[i]; !t.Pseudo() && t.Model == ev.model {
+	for i := range r.Store.Tensors {
+		if t := &r.Store.Tensors[i]; !t.Pseudo() && t.Model == ev.model {
 			ev.lo, ev.hi = min(ev.lo, t.Offset), max(ev.hi, t.Offset+t.Size)
 		}
 	}
@@ -83,8 +83,8 @@ func (r *run) newEvents() *events {
 func (r *run) drawnModel() int {
 	model := -1
 	count := map[int]int{}
-	for i := range r.st.Tensors {
-		if t := &r.st.Tensors[i]; !t.Pseudo() && t.Model >= 0 {
+	for i := range r.Store.Tensors {
+		if t := &r.Store.Tensors[i]; !t.Pseudo() && t.Model >= 0 {
 			count[t.Model]++
 		}
 	}

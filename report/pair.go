@@ -18,7 +18,6 @@ import (
 	"github.com/iocorr/iocorr/diff"
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/internal/units"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/store"
 )
@@ -33,9 +32,7 @@ import (
 // PairRun is one run of a two-run report: its store, metadata and stats
 // (stats.Compute over them), and its directory to name it.
 type PairRun struct {
-	Dir   string
-	Store *store.Store
-	Meta  *rundir.Meta
+	Run   *store.Run
 	Stats *stats.Report
 }
 
@@ -113,17 +110,17 @@ var diffTables = []struct {
 
 // BuildPair draws both runs (Build of each) and compares them (diff.Compare).
 func BuildPair(a, b PairRun) (*Pair, error) {
-	ra, err := Build(a.Store, a.Meta, a.Stats, Options{RunDir: a.Dir})
+	ra, err := Build(a.Run, a.Stats, Options{RunDir: a.Run.Dir})
 	if err != nil {
 		return nil, fmt.Errorf("run A: %w", err)
 	}
-	rb, err := Build(b.Store, b.Meta, b.Stats, Options{RunDir: b.Dir})
+	rb, err := Build(b.Run, b.Stats, Options{RunDir: b.Run.Dir})
 	if err != nil {
 		return nil, fmt.Errorf("run B: %w", err)
 	}
 	p := &Pair{Title: "iocorr report of two runs", A: ra, B: rb}
-	da, db := diff.Run{Store: a.Store, Meta: a.Meta}, diff.Run{Store: b.Store, Meta: b.Meta}
-	moe := hasExperts(a.Store) || hasExperts(b.Store)
+	da, db := *a.Run, *b.Run
+	moe := hasExperts(a.Run.Store) || hasExperts(b.Run.Store)
 	for _, c := range diffCharts {
 		if c.moe && !moe {
 			continue

@@ -15,12 +15,12 @@ import (
 // when the test ends.
 func pairRun(t *testing.T, dir string) report.PairRun {
 	t.Helper()
-	st, meta := storetest.OpenRun(t, dir)
-	sr, err := stats.Compute(st, meta, stats.Options{})
+	run := storetest.OpenRun(t, dir)
+	sr, err := stats.Compute(run, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return report.PairRun{Dir: dir, Store: st, Meta: meta, Stats: sr}
+	return report.PairRun{Run: run, Stats: sr}
 }
 
 // buildPair reports A, 4 layers of 8 experts over 12 tokens, against B,

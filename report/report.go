@@ -61,19 +61,19 @@ type Field struct {
 	Name, Value string
 }
 
-// run is what Build gathers from the store.
+// run is the recorded run and what Build gathers from it.
 type run struct {
-	st     *store.Store
-	meta   *rundir.Meta
+	*store.Run
 	stats  *stats.Report
 	tokens []event.TokenInfo
 	moe    bool
 }
 
 // Build gathers the run's figures and draws its charts. rep is the run's
-// stats (stats.Compute over the same store and metadata).
-func Build(st *store.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (*Report, error) {
-	r := &run{st: st, meta: meta, stats: rep}
+// stats (stats.Compute of the same run).
+func Build(recorded *store.Run, rep *stats.Report, opt Options) (*Report, error) {
+	st, meta := recorded.Store, recorded.Meta
+	r := &run{Run: recorded, stats: rep}
 	var err error
 	if r.tokens, err = st.Tokens(); err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
@@ -128,7 +128,7 @@ func Build(st *store.Store, meta *rundir.Meta, rep *stats.Report, opt Options) (
 			out.Tables = append(out.Tables, t)
 		}
 	}
-	dt, note, err := DeviceTable(st, meta)
+	dt, note, err := DeviceTable(recorded)
 	if err != nil {
 		return nil, err
 	}

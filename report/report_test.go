@@ -87,14 +87,8 @@ func (s synth) build(t testing.TB) string {
 		tensors = append(tensors, event.Tensor{ID: n, Name: rt.Name, Model: 0, Layer: rt.Layer, Role: rt.Role,
 			Offset: rt.Offset, Size: rt.Size, Experts: rt.Experts, ExpertStride: rt.ExpertStride})
 	}
-	w, err := store.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := storetest.Begin(t, dir, tensors, 0)
 	defer w.Close()
-	if err := w.Create(tensors, 0); err != nil {
-		t.Fatal(err)
-	}
 	res := &event.Result{Tensors: tensors, Ops: []string{""}}
 	ts := uint64(1000)
 	aggs := map[event.AggKey]*event.Counters{}
@@ -167,12 +161,12 @@ func (s synth) build(t testing.TB) string {
 // buildReport builds the report of the run in dir.
 func buildReport(t testing.TB, dir string, opt report.Options) *report.Report {
 	t.Helper()
-	st, meta := storetest.OpenRun(t, dir)
-	sr, err := stats.Compute(st, meta, stats.Options{})
+	run := storetest.OpenRun(t, dir)
+	sr, err := stats.Compute(run, stats.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := report.Build(st, meta, sr, opt)
+	rep, err := report.Build(run, sr, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,10 +77,7 @@ func TestBeladyEqualsExhaustiveOptimumAndBeatsLRUAndLFU(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for trial := range 300 {
 		n, keys, k := 4+r.IntN(8), 2+r.IntN(4), 1+r.IntN(3)
-		seq := make([]int, n)
-		for i := range seq {
-			seq[i] = r.IntN(keys)
-		}
+		seq := randomSeq(r, n, keys)
 		t.Run(fmt.Sprint(trial), func(t *testing.T) {
 			b := CountTrue(Belady(seq, k))
 			if opt := optimalHits(seq, k, nil); b != opt {
@@ -142,10 +139,7 @@ func bruteReuse(seq []int) []int {
 func TestReuseDistancesAgreeWithBruteForceAndPredictLRU(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 100 {
-		seq := make([]int, 30)
-		for i := range seq {
-			seq[i] = r.IntN(8)
-		}
+		seq := randomSeq(r, 30, 8)
 		d := ReuseDistances(seq)
 		if want := bruteReuse(seq); !slices.Equal(d, want) {
 			t.Fatalf("%v: got %v, want %v", seq, d, want)
@@ -258,13 +252,19 @@ func scanLFU(seq []int, k int) []bool {
 func TestLFUAgreesWithAFullScanOfTheCache(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
-		seq := make([]int, 60)
-		for i := range seq {
-			seq[i] = r.IntN(10)
-		}
+		seq := randomSeq(r, 60, 10)
 		k := 1 + r.IntN(6)
 		if got, want := hitString(LFU(seq, k)), hitString(scanLFU(seq, k)); got != want {
 			t.Fatalf("%v k=%d: got %s, want %s", seq, k, got, want)
 		}
 	}
+}
+
+// randomSeq is n keys drawn uniformly from [0, keys) by r.
+func randomSeq(r *rand.Rand, n, keys int) []int {
+	seq := make([]int, n)
+	for i := range seq {
+		seq[i] = r.IntN(keys)
+	}
+	return seq
 }

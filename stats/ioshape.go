@@ -448,7 +448,8 @@ func ioShape(tokens []event.TokenInfo, shapes []shape, meta *rundir.Meta) (Table
 // of a run alone, for the commands that show it beside other figures
 // (query --by token, export faults-per-token) without every table of
 // Compute.
-func IOShape(st *store.Store, meta *rundir.Meta) (phases, tokens *Table, err error) {
+func IOShape(recorded *store.Run) (phases, tokens *Table, err error) {
+	st, meta := recorded.Store, recorded.Meta
 	toks, err := st.Tokens()
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading tokens: %w", err)

@@ -32,12 +32,12 @@ func TestMain(m *testing.M) { rectest.Main(m) }
 // table, its rows by column name.
 func computeStats(t *testing.T, dir string) map[string][]map[string]stats.Value {
 	t.Helper()
-	st, meta := storetest.OpenRun(t, dir)
+	run := storetest.OpenRun(t, dir)
 	snaps, err := rundir.ReadSnapshots(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := stats.Compute(st, meta, stats.Options{Top: 10, Snapshots: snaps})
+	rep, err := stats.Compute(run, stats.Options{Top: 10, Snapshots: snaps})
 	if err != nil {
 		t.Fatal(err)
 	}

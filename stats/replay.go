@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/iocorr/iocorr/event"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
 )
 
@@ -22,7 +21,8 @@ import (
 // between them. It is the oracle the recorder's residency snapshots are
 // checked against; a run without page-cache events has no history to
 // replay, and says why.
-func PageStates(st *store.Store, meta *rundir.Meta, at []uint64) (states, changed [][][]bool, err error) {
+func PageStates(recorded *store.Run, at []uint64) (states, changed [][][]bool, err error) {
+	st, meta := recorded.Store, recorded.Meta
 	if why := meta.PageCacheNA(); why != "" {
 		return nil, nil, fmt.Errorf("no page-cache history to replay: %s", why)
 	}

@@ -107,7 +107,8 @@ type run struct {
 
 // Compute reads the store and metadata of one run and computes every
 // table.
-func Compute(st *store.Store, meta *rundir.Meta, opt Options) (*Report, error) {
+func Compute(recorded *store.Run, opt Options) (*Report, error) {
+	st, meta := recorded.Store, recorded.Meta
 	if opt.Top <= 0 {
 		opt.Top = 10
 	}

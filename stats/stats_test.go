@@ -12,6 +12,7 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/store"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // The scripted run: two MoE layers of four experts; each layer has a
@@ -81,14 +82,8 @@ func buildScripted(t *testing.T) (string, scripted) {
 	// Device reads of layer 0's expert 2 in token 3.
 	res.Aggs = []event.Agg{{AggKey: event.AggKey{Token: 3, Tensor: s.exps[0], Expert: 2}, Counters: event.Counters{ReadBytes: stride, Faults: 1, Major: 1}}}
 
-	w, err := store.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := storetest.Begin(t, dir, s.tensors, 0)
 	defer w.Close()
-	if err := w.Create(s.tensors, 0); err != nil {
-		t.Fatal(err)
-	}
 	page := func(ts uint64, tok uint32, kind event.Kind, expert int, nth int64) {
 		e := event.Event{Ts: ts, Token: tok, Kind: kind, Tensor: s.exps[0], Expert: int16(expert),
 			Offset: int64(expert)*stride + nth*pg, Bytes: pg, Phase: event.PhaseDecode, Trigger: event.NoTensor}
@@ -132,16 +127,8 @@ func buildScripted(t *testing.T) (string, scripted) {
 
 func computeScripted(t *testing.T, opt stats.Options) (*stats.Report, scripted) {
 	dir, s := buildScripted(t)
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	meta, err := rundir.ReadMeta(filepath.Clean(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := stats.Compute(st, meta, opt)
+	run := storetest.OpenRun(t, filepath.Clean(dir))
+	rep, err := stats.Compute(run, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

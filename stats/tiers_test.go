@@ -20,8 +20,8 @@ func computeDefaultTier(t *testing.T, snaps []rundir.Snapshot) (*stats.Report, s
 	if err := rundir.WriteMeta(dir, s.meta); err != nil {
 		t.Fatal(err)
 	}
-	st, meta := storetest.OpenRun(t, dir)
-	rep, err := stats.Compute(st, meta, stats.Options{Snapshots: snaps})
+	run := storetest.OpenRun(t, dir)
+	rep, err := stats.Compute(run, stats.Options{Snapshots: snaps})
 	if err != nil {
 		t.Fatal(err)
 	}

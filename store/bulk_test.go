@@ -64,20 +64,14 @@ func TestAStoreBuiltThroughSpilledRunsEqualsOneBuiltInMemory(t *testing.T) {
 func TestAKeyPutTwiceIsAnErrorAndLeavesNoStore(t *testing.T) {
 	dir := t.TempDir()
 	storetest.WriteSynthRun(t, dir, 1000, 4, storetest.SmallShape)
-	w, err := store.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := storetest.Begin(t, dir, nil, 0)
 	defer w.Close()
-	if err := w.Create(nil, 0); err != nil {
-		t.Fatal(err)
-	}
 	for range 2 {
 		if err := w.PutKey([]byte{0x7f, 1}, []byte("v")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = w.Commit(&event.Result{}, &store.Summary{})
+	err := w.Commit(&event.Result{}, &store.Summary{})
 	if err == nil || !strings.Contains(err.Error(), "put twice") {
 		t.Fatalf("commit of a key put twice: %v, want an error naming it", err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/store"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // requestStore is a store of two tensors and four tokens: 1 of sequence
@@ -47,23 +48,12 @@ func requestStore(t *testing.T) *store.Store {
 		}
 	}
 	dir := t.TempDir()
-	w, err := store.Begin(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := storetest.Begin(t, dir, tensors, 0)
 	defer w.Close()
-	if err := w.Create(tensors, 0); err != nil {
-		t.Fatal(err)
-	}
 	if err := w.Commit(&event.Result{Tensors: tensors, Ops: []string{""}, Tokens: toks, Aggs: aggs}, &store.Summary{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return storetest.Open(t, dir)
 }
 
 // TestQueryByRequestSplitsASharedBatchByItsSequencesTokens: token 2's

@@ -32,18 +32,18 @@ func SummarizeRun(run *store.Run, r *Row) error {
 	if err != nil {
 		return err
 	}
-	return r.expertHitRate(run.Store, run.Meta, snaps)
+	return r.expertHitRate(run, snaps)
 }
 
 // expertHitRate takes the run's real expert hit rate from iocorr stats
 // (decode picks whose expert slice was wholly resident), so that the sweep
 // and stats can never disagree on it.
-func (r *Row) expertHitRate(st *store.Store, meta *rundir.Meta, snaps []rundir.Snapshot) error {
-	if !hasExperts(st) {
+func (r *Row) expertHitRate(run *store.Run, snaps []rundir.Snapshot) error {
+	if !hasExperts(run.Store) {
 		r.NA["expert_hit_rate"] = "the model has no experts"
 		return nil
 	}
-	rep, err := stats.Compute(st, meta, stats.Options{K: []int{1}, NoTokenResidency: true, Snapshots: snaps})
+	rep, err := stats.Compute(run, stats.Options{K: []int{1}, NoTokenResidency: true, Snapshots: snaps})
 	if err != nil {
 		return fmt.Errorf("computing the expert hit rate: %w", err)
 	}

@@ -21,7 +21,7 @@ func TestSweepFiguresComeFromTheDecodeTokens(t *testing.T) {
 	}
 	// The oracle: the run's token rows, as `export faults-per-token` has
 	// them (a start or duration not seen is none).
-	st, _ := storetest.OpenRun(t, dir)
+	st := storetest.OpenRun(t, dir).Store
 	toks, err := st.Tokens()
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -97,19 +96,10 @@ func TestACapabilityWithNoPathIsNAWithItsReasonInEveryOutput(t *testing.T) {
 // would otherwise keep its zeros).
 func checkStatsNA(t *testing.T, dir string, na []string, why string) {
 	t.Helper()
-	out, errOut, err := runCmd(t, "stats", "-i", dir, "--format", "json")
-	if err != nil {
-		t.Fatalf("stats: %v\n%s", err, errOut)
-	}
-	var rep struct {
-		Tables map[string][]map[string]any `json:"tables"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	tables := statsTables(t, dir)
 	checked := 0
 	for _, f := range stats.CounterFigures {
-		rows, ok := rep.Tables[f.Table]
+		rows, ok := tables[f.Table]
 		if !ok {
 			t.Errorf("stats has no table %s (stats.CounterFigures names it)", f.Table)
 			continue

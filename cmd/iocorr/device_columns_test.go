@@ -181,8 +181,8 @@ func TestEveryOutputNamesEachWeightsDeviceAndWhyWhereItIsNone(t *testing.T) {
 		}
 	})
 	t.Run("report", func(t *testing.T) {
-		st, meta := storetest.OpenRun(t, dir)
-		tab, note, err := report.DeviceTable(st, meta)
+		run := storetest.OpenRun(t, dir)
+		tab, note, err := report.DeviceTable(run)
 		if err != nil || tab == nil {
 			t.Fatalf("devices table %v, %q, %v", tab, note, err)
 		}

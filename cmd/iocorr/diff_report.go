@@ -19,11 +19,11 @@ func writePairReport(o reportOptions, dirA, dirB string) error {
 			return fmt.Errorf("report: %w", err)
 		}
 		defer run.Close()
-		sr, err := stats.Compute(run.Store, run.Meta, stats.Options{NoTokenResidency: true})
+		sr, err := stats.Compute(run, stats.Options{NoTokenResidency: true})
 		if err != nil {
 			return fmt.Errorf("report: %s: %w", dir, err)
 		}
-		runs[i] = report.PairRun{Dir: dir, Store: run.Store, Meta: run.Meta, Stats: sr}
+		runs[i] = report.PairRun{Run: run, Stats: sr}
 	}
 	p, err := report.BuildPair(runs[0], runs[1])
 	if err != nil {
@@ -35,14 +35,5 @@ func writePairReport(o reportOptions, dirA, dirB string) error {
 	fi, _ := os.Stat(o.out)
 	fmt.Fprintf(stdout, "%s: runs %s and %s, %d comparison charts, %d side by side, %d tables, %s\n",
 		o.out, dirA, dirB, len(p.Charts), len(p.Sides), len(p.Tables), units.Bytes(float64(fi.Size())))
-	if o.png != "" {
-		paths, err := p.WritePNGs(o.png)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		for _, path := range paths {
-			fmt.Fprintln(stdout, path)
-		}
-	}
-	return nil
+	return writePNGs(stdout, o.png, p.WritePNGs)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/testkit/runtest"
@@ -23,9 +22,7 @@ func TestReportOfTwoRunsBadUsageIsOneLineError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runCmd(t, append([]string{"report", "-o", out}, tc.args...)...)
-			if err == nil || !strings.HasPrefix(err.Error(), "report: ") || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-				t.Errorf("got %v, want one line starting \"report: \" containing %q", err, tc.want)
-			}
+			requireOneLineError(t, err, "report", tc.want)
 		})
 	}
 }

@@ -33,13 +33,7 @@ func TestDiffBadUsageIsOneLineError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runCmd(t, append([]string{"diff"}, tc.args...)...)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "diff: ") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
-				t.Errorf("got %q, want one line starting \"diff: \" containing %q", msg, tc.want)
-			}
+			requireOneLineError(t, err, "diff", tc.want)
 		})
 	}
 }

@@ -25,7 +25,7 @@ func init() {
 }
 
 func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
-	var o doctor.Options
+	var o doctor.Targets
 	fs.StringArrayVar(&o.Libs, "lib", nil, "also look for probe symbols in this file (repeatable)")
 	disk := fs.String("disk", "", "measure the disk holding FILE (O_DIRECT random reads at depths 1-32) and keep its profile for record (in $"+rundir.DiskProfilesEnv+", default "+rundir.DiskProfilesDir+")")
 	format := formatFlag(fs)

@@ -121,7 +121,7 @@ func exportRun(ctx context.Context, fs *pflag.FlagSet, o *exportOptions, kind st
 	format := *o.format
 	var figs *output.TokenFigures
 	if kind == "faults-per-token" {
-		if figs, err = tokenShape(st, meta); err != nil {
+		if figs, err = tokenShape(run); err != nil {
 			return fmt.Errorf("export: %w", err)
 		}
 	}

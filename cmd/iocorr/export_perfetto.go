@@ -20,7 +20,7 @@ func exportPerfetto(dir, out string, formatGiven bool) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer run.Close()
-	sum, err := perfetto.WriteFile(out, run.Store, run.Meta, perfetto.Options{})
+	sum, err := perfetto.WriteFile(out, run, perfetto.Options{})
 	if err != nil {
 		return fmt.Errorf("export: writing %s: %w", out, err)
 	}

@@ -25,7 +25,7 @@ func TestExportPerfettoWritesTheTraceAndRefusesStdoutAndFormat(t *testing.T) {
 	}
 	defer run.Close()
 	want := filepath.Join(t.TempDir(), "want.pftrace")
-	if _, err := perfetto.WriteFile(want, run.Store, run.Meta, perfetto.Options{}); err != nil {
+	if _, err := perfetto.WriteFile(want, run, perfetto.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(path)

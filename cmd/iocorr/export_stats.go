@@ -34,7 +34,7 @@ func exportStats(dir, out, table string, format output.Format, all bool) error {
 	if opt.Snapshots, err = run.Snapshots(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	rep, err := stats.Compute(run.Store, run.Meta, opt)
+	rep, err := stats.Compute(run, opt)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

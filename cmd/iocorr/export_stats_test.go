@@ -143,11 +143,7 @@ func TestExportStatsAsTextIsOneNamedTable(t *testing.T) {
 	if _, _, err := runCmd(t, "export", "-i", dir, "stats", "--table", "layers", "--format", "parquet", "-o", one); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	ents, _ := os.ReadDir(one)
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
+	names := dirNames(one)
 	if !slices.Equal(names, []string{"layers.na.json", "layers.parquet"}) {
 		t.Errorf("--table layers --format parquet wrote %v, want the table and its sidecar", names)
 	}

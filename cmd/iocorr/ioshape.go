@@ -4,15 +4,14 @@ import (
 	"fmt"
 
 	"github.com/iocorr/iocorr/output"
-	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/store"
 )
 
 // tokenShape is the run's I/O shape per token (stats.IOShape) for the
 // per-token outputs, its NA reasons said on stderr.
-func tokenShape(st *store.Store, meta *rundir.Meta) (*output.TokenFigures, error) {
-	_, byToken, err := stats.IOShape(st, meta)
+func tokenShape(run *store.Run) (*output.TokenFigures, error) {
+	_, byToken, err := stats.IOShape(run)
 	if err != nil {
 		return nil, err
 	}

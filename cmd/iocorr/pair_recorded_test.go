@@ -7,15 +7,12 @@ package main
 // diff_test.go and diff_report_test.go.
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/iocorr/iocorr/report"
 	"github.com/iocorr/iocorr/testkit/browsertest"
@@ -89,27 +86,8 @@ func TestReportOfTwoRecordedRunsOpensInChromiumWithBothRunsFigures(t *testing.T)
 	if err != nil {
 		t.Fatalf("report A B: %v\n%s", err, errOut)
 	}
-	page, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{filepath.Base(modelA), filepath.Base(modelB), a, b, "only in run A: 20 tensors: blk.6."} {
-		if !bytes.Contains(page, []byte(s)) {
-			t.Errorf("the page does not name %q", s)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	p, err := browsertest.Open(ctx, out, browsertest.Options{Width: 1400, Height: 2400})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Errors) > 0 {
-		t.Errorf("the browser logged errors: %q", p.Errors)
-	}
-	if probs := p.Check(report.PairChartNames(true, true)); len(probs) > 0 {
-		t.Errorf("charts:\n%s", strings.Join(probs, "\n"))
-	}
+	page, p := checkPage(t, out, []string{filepath.Base(modelA), filepath.Base(modelB), a, b, "only in run A: 20 tensors: blk.6."},
+		browsertest.Options{Width: 1400, Height: 2400}, report.PairChartNames(true, true))
 	if s := os.Getenv("IOCORR_PAIR_SCREENSHOT"); s != "" {
 		if err := os.WriteFile(s, p.Screenshot, 0o644); err != nil {
 			t.Fatal(err)

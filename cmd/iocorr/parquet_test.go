@@ -11,6 +11,7 @@ import (
 	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/ducktest"
 	"github.com/iocorr/iocorr/testkit/runtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // exportParquet runs iocorr export KIND --format parquet into a file.
@@ -32,11 +33,7 @@ type storeSums struct {
 
 func readStoreSums(t testing.TB, dir string) storeSums {
 	t.Helper()
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, dir)
 	s := storeSums{perToken: map[uint32][3]uint64{}, perTensor: map[string][3]uint64{}, byKind: map[string]uint64{}}
 	if err := st.EachToken(func(ti *event.TokenInfo) error {
 		s.perToken[ti.Token] = [3]uint64{ti.Faults, ti.Major, ti.ReadBytes}
@@ -81,22 +78,8 @@ func duckSums(t testing.TB, db *sql.DB, tokens, tensors, events string) storeSum
 			t.Fatal(err)
 		}
 	}
-	query(fmt.Sprintf(`SELECT token, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
-		FROM '%s' GROUP BY token`, tokens), func(r *sql.Rows) error {
-		var tok uint32
-		var v [3]uint64
-		err := r.Scan(&tok, &v[0], &v[1], &v[2])
-		s.perToken[tok] = v
-		return err
-	})
-	query(fmt.Sprintf(`SELECT tensor, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
-		FROM '%s' GROUP BY tensor`, tensors), func(r *sql.Rows) error {
-		var name string
-		var v [3]uint64
-		err := r.Scan(&name, &v[0], &v[1], &v[2])
-		s.perTensor[name] = v
-		return err
-	})
+	duckSumsBy(query, "token", tokens, s.perToken)
+	duckSumsBy(query, "tensor", tensors, s.perTensor)
 	query(fmt.Sprintf(`SELECT kind, count(*) FROM '%s' GROUP BY kind`, events), func(r *sql.Rows) error {
 		var kind string
 		var n uint64
@@ -105,6 +88,19 @@ func duckSums(t testing.TB, db *sql.DB, tokens, tensors, events string) storeSum
 		return err
 	})
 	return s
+}
+
+// duckSumsBy reads into into the faults, major faults and bytes read of file
+// (a Parquet export) summed by its column col.
+func duckSumsBy[K comparable](query func(string, func(*sql.Rows) error), col, file string, into map[K][3]uint64) {
+	query(fmt.Sprintf(`SELECT %s, sum(faults)::UBIGINT, sum(major_faults)::UBIGINT, sum(bytes_read)::UBIGINT
+		FROM '%s' GROUP BY %s`, col, file, col), func(r *sql.Rows) error {
+		var k K
+		var v [3]uint64
+		err := r.Scan(&k, &v[0], &v[1], &v[2])
+		into[k] = v
+		return err
+	})
 }
 
 // checkParquetAgreesWithStore exports a run's per-token, per-token-tensor

@@ -64,7 +64,7 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}
-		res, err := predict.Compute(run.Store, run.Meta, snaps, opt)
+		res, err := predict.Compute(run, snaps, opt)
 		if err != nil {
 			return fmt.Errorf("predict: %w", err)
 		}

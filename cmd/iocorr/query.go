@@ -105,7 +105,7 @@ func queryFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string) erro
 		// tensors or ops it would pass for theirs.
 		var figs *output.TokenFigures
 		if q.By == "token" && q.Tensor == "" && q.Layer == nil && q.Expert == nil && q.Op == "" {
-			if figs, err = tokenShape(st, meta); err != nil {
+			if figs, err = tokenShape(run); err != nil {
 				return fmt.Errorf("query: %w", err)
 			}
 		}

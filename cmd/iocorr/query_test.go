@@ -214,13 +214,7 @@ func TestQueryBadInputIsOneLineError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runCmd(t, append([]string{"query", "-i", dir}, tc.args...)...)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "query: ") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
-				t.Errorf("got %q, want one line starting \"query: \" containing %q", msg, tc.want)
-			}
+			requireOneLineError(t, err, "query", tc.want)
 		})
 	}
 }
@@ -377,11 +371,7 @@ func TestExportToAFileLeavesNothingElse(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(b), "token,") {
 		t.Fatalf("export file %q, %v", b, err)
 	}
-	var names []string
-	ents, _ := os.ReadDir(outDir)
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
+	names := dirNames(outDir)
 	if !slices.Equal(names, []string{"tokens.csv", "tokens.na.json"}) {
 		t.Errorf("the output directory holds %v, want only the export and its sidecar", names)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/storetest"
 	"github.com/iocorr/iocorr/wire"
 )
 
@@ -114,7 +115,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 	for _, how := range []string{"SIGKILL", "OOM"} {
 		t.Run(how, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			llama := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: 200, Threads: 2, JSON: true})
+			llama := llmtest.Command(context.Background(), model, llmtest.Generation{Tokens: 200, Threads: 2, JSON: true})
 			rec := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--",
 				"record", "-o", dir, "--no-ingest", "--cold", "--mem-limit", "96MiB", "--"}, llama.Args...)...)
 			rec.Env = append(os.Environ(), helperEnv+"=record")
@@ -238,11 +239,7 @@ func TestRecordKilledMidRunLeavesARunThatIngestAttributes(t *testing.T) {
 			}
 			want := tensorTotals(res.Tensors, res.Aggs)
 			// ... is what the store says, tensor by tensor.
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := storetest.Open(t, dir)
 			rows, err := st.Query(store.Query{By: "tensor", Pseudos: true})
 			if err != nil {
 				t.Fatal(err)

@@ -64,7 +64,7 @@ func TestIngestSaysWhichWeightsLlamaCppCopiedOutOfTheModelFile(t *testing.T) {
 func recordLlama(t *testing.T, model string, tokens int, extra ...string) (string, map[string]any, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := llmtest.Command(context.Background(), model, llmtest.Options{Tokens: tokens, Threads: 2, JSON: true})
+	cmd := llmtest.Command(context.Background(), model, llmtest.Generation{Tokens: tokens, Threads: 2, JSON: true})
 	args := append([]string{"record", "-o", dir, "--no-ingest"}, extra...)
 	args = append(append(args, "--"), cmd.Args...)
 	out, errOut, err := runCmd(t, args...)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -70,11 +71,11 @@ func writeReport(o reportOptions) error {
 	if opt.Snapshots, err = run.Snapshots(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	sr, err := stats.Compute(run.Store, run.Meta, stats.Options{NoTokenResidency: true, Snapshots: opt.Snapshots})
+	sr, err := stats.Compute(run, stats.Options{NoTokenResidency: true, Snapshots: opt.Snapshots})
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	rep, err := report.Build(run.Store, run.Meta, sr, opt)
+	rep, err := report.Build(run, sr, opt)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -83,14 +84,21 @@ func writeReport(o reportOptions) error {
 	}
 	fi, _ := os.Stat(o.out)
 	fmt.Fprintf(stdout, "%s: %d charts, %d tables, %s\n", o.out, len(rep.Charts), len(rep.Tables), units.Bytes(float64(fi.Size())))
-	if o.png != "" {
-		paths, err := rep.WritePNGs(o.png)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		for _, p := range paths {
-			fmt.Fprintln(stdout, p)
-		}
+	return writePNGs(stdout, o.png, rep.WritePNGs)
+}
+
+// writePNGs writes the report's charts (write: its WritePNGs) as PNG
+// files into dir, where one is given, and names each on stdout.
+func writePNGs(stdout io.Writer, dir string, write func(dir string) ([]string, error)) error {
+	if dir == "" {
+		return nil
+	}
+	paths, err := write(dir)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	for _, p := range paths {
+		fmt.Fprintln(stdout, p)
 	}
 	return nil
 }

@@ -60,27 +60,8 @@ func TestReportOfARealMoERunOpensInChromium(t *testing.T) {
 		}
 		f.Close()
 	}
-	page, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{filepath.Base(model), llmtest.MemLimit, "2MiB: killed by SIGKILL"} {
-		if !bytes.Contains(page, []byte(s)) {
-			t.Errorf("the page does not name %q", s)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	p, err := browsertest.Open(ctx, out, browsertest.Options{Width: 1200, Height: 1600})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.Errors) > 0 {
-		t.Errorf("the browser logged errors: %q", p.Errors)
-	}
-	if probs := p.Check(want); len(probs) > 0 {
-		t.Errorf("charts:\n%s", strings.Join(probs, "\n"))
-	}
+	page, p := checkPage(t, out, []string{filepath.Base(model), llmtest.MemLimit, "2MiB: killed by SIGKILL"},
+		browsertest.Options{Width: 1200, Height: 1600}, want)
 	cfg, err := png.DecodeConfig(bytes.NewReader(p.Screenshot))
 	if err != nil || cfg.Width != 1200 || cfg.Height != 1600 {
 		t.Errorf("screenshot %dx%d: %v", cfg.Width, cfg.Height, err)
@@ -104,4 +85,33 @@ func TestReportRefusesASweepWithNoRunThatEndedInOrder(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no run of the sweep ended in order") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// checkPage reads the report page out, which must name each of names,
+// and opens it in the browser (o), which must log no error and draw each
+// chart of charts.
+func checkPage(t *testing.T, out string, names []string, o browsertest.Options, charts []string) ([]byte, *browsertest.Page) {
+	t.Helper()
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range names {
+		if !bytes.Contains(page, []byte(s)) {
+			t.Errorf("the page does not name %q", s)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	p, err := browsertest.Open(ctx, out, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Errors) > 0 {
+		t.Errorf("the browser logged errors: %q", p.Errors)
+	}
+	if probs := p.Check(charts); len(probs) > 0 {
+		t.Errorf("charts:\n%s", strings.Join(probs, "\n"))
+	}
+	return page, p
 }

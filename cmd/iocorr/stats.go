@@ -50,7 +50,7 @@ func statsFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if opt.Snapshots, err = run.Snapshots(); err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		rep, err := stats.Compute(run.Store, run.Meta, opt)
+		rep, err := stats.Compute(run, opt)
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -39,18 +38,9 @@ func TestStatsSaysWhyFiguresAreNAOnceOnStderr(t *testing.T) {
 		}
 		noted[why] = strings.Split(cols, ", ")
 	}
-	jsonOut, errOut, err := runCmd(t, "stats", "-i", dir, "--format", "json")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	var rep struct {
-		Tables map[string][]map[string]any `json:"tables"`
-	}
-	if err := json.Unmarshal([]byte(jsonOut), &rep); err != nil {
-		t.Fatal(err)
-	}
+	tables := statsTables(t, dir)
 	want := map[string][]string{}
-	for name, rows := range rep.Tables {
+	for name, rows := range tables {
 		if !strings.Contains(out, "\n## "+name+" ") {
 			continue // a table the text format leaves out
 		}

@@ -54,7 +54,7 @@ func sweepFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		if *ds == "" {
 			*ds = filepath.Join(*dir, "dataset")
 		}
-		sum, err := sweeprun.Run(ctx, sweeprun.Options{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr, Dataset: dataset.Sweep{Dir: *ds}})
+		sum, err := sweeprun.Run(ctx, sweeprun.Sweep{Dir: *dir, Budgets: budgets, Record: ro, Stderr: stderr, Dataset: dataset.Sweep{Dir: *ds}})
 		if len(sum.Rows) > 0 {
 			if werr := writeSweepOutput(*dir, *format, sum.Rows); werr != nil && err == nil {
 				err = werr

@@ -38,7 +38,7 @@ func TestSweepOverBudgetsOfAnMoEModel(t *testing.T) {
 	model := llmtest.Model(t, llmtest.MoE)
 	dir := filepath.Join(t.TempDir(), "sweep")
 	study := filepath.Join(t.TempDir(), "study")
-	cmd := llmtest.Command(t.Context(), model, llmtest.Options{Tokens: 6, Threads: 2, JSON: true})
+	cmd := llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 6, Threads: 2, JSON: true})
 	// 2MiB is below the command's own anonymous memory, so the OOM
 	// killer ends it. (Under 8MiB node was seen to thrash on its own
 	// executable's pages for minutes instead: a budget that slows the

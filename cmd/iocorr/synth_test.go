@@ -12,13 +12,6 @@ import (
 	"github.com/iocorr/iocorr/gguf"
 )
 
-func runCmd(t testing.TB, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := run(context.Background(), args, &out, &errb)
-	return out.String(), errb.String(), err
-}
-
 func TestSynthWritesLoadableModel(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	_, errOut, err := runCmd(t, "synth", "-o", path, "--layers", "2", "--embd", "64", "--ff", "128", "--heads", "4",

@@ -101,6 +101,15 @@ func Extents(path string) ([]kernel.Extent, error) {
 	return out, nil
 }
 
+// OfFile is Of the file at path.
+func OfFile(path string) (kernel.BlockDevice, error) {
+	id, err := StatFile(path)
+	if err != nil {
+		return kernel.BlockDevice{}, err
+	}
+	return Of(id)
+}
+
 // Of describes the block device holding a file: the partition
 // (or whole disk), the whole disk's dev that block events carry, and the
 // partition's start so that a request's sector maps into the partition.

@@ -68,11 +68,7 @@ func TestBlockOpOfRealRequests(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id, err := blockdev.StatFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, err := blockdev.Of(id)
+	blk, err := blockdev.OfFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ type Budget struct {
 	Bytes int64
 }
 
-// Options are a sweep: the budgets and what to record under each.
-type Options struct {
+// Sweep is a sweep: the budgets and what to record under each.
+type Sweep struct {
 	Dir     string
 	Budgets []Budget
 	// Record is the recording of every run; its Dir and MemLimit are set
@@ -53,7 +53,7 @@ type Dataset interface {
 // a row saying so; the sweep goes on. The error is for what ends the
 // sweep: a cancelled ctx, a summary that cannot be written; then a run
 // the dataset refused.
-func Run(ctx context.Context, opts Options) (sweep.Summary, error) {
+func Run(ctx context.Context, opts Sweep) (sweep.Summary, error) {
 	sum := sweep.Summary{Command: opts.Record.Argv, Cold: opts.Record.Cold}
 	if err := checkBudgets(opts.Budgets); err != nil {
 		return sum, err
@@ -116,7 +116,7 @@ func checkBudgets(budgets []Budget) error {
 	return nil
 }
 
-func runOne(ctx context.Context, opts Options, b Budget) sweep.Row {
+func runOne(ctx context.Context, opts Sweep, b Budget) sweep.Row {
 	ro := opts.Record
 	ro.Dir = filepath.Join(opts.Dir, b.Name)
 	ro.MemLimit = b.Bytes

@@ -34,7 +34,7 @@ func TestRunStatusSaysHowTheRunEnded(t *testing.T) {
 
 func TestRunRefusesBudgetsThatCannotNameADirectory(t *testing.T) {
 	for _, b := range [][]Budget{nil, {{"", 1 << 20}}, {{"a/b", 1 << 20}}, {{"..", 1 << 20}}, {{"64MiB", 64 << 20}, {"64MiB", 64 << 20}}} {
-		_, err := Run(t.Context(), Options{Dir: t.TempDir(), Budgets: b})
+		_, err := Run(t.Context(), Sweep{Dir: t.TempDir(), Budgets: b})
 		if err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("budgets %v: %v, want a one-line error", b, err)
 		}

@@ -19,7 +19,7 @@ import (
 // the same limit, after the same eviction of its models), right after the
 // traced run of the same budget: the pair is interleaved budget by budget.
 // It returns the decode speed the command reported.
-func untraced(ctx context.Context, opts Options, b Budget, models []string) (float64, error) {
+func untraced(ctx context.Context, opts Sweep, b Budget, models []string) (float64, error) {
 	ro := opts.Record
 	if ro.DropCaches {
 		if err := pagecache.DropCaches(); err != nil {

@@ -102,7 +102,7 @@ func record(model string) (Recorded, error) {
 	}
 	// Named for its budget, as a sweep names its runs.
 	dir := filepath.Join(tmp, MemLimit)
-	cmd := Command(context.Background(), model, Options{Tokens: RecordedTokens, Threads: 2, JSON: true})
+	cmd := Command(context.Background(), model, Generation{Tokens: RecordedTokens, Threads: 2, JSON: true})
 	// The pagecache tier: the tests of the shared run check the residency
 	// replayed from page-cache events, and the snapshots against it.
 	args := append([]string{"record", "-o", dir, "--cold", "--mem-limit", MemLimit, "--probe", "pagecache", "--"}, cmd.Args...)

@@ -44,20 +44,20 @@ func TestDriverPredictsItsLlamaDecodeCalls(t *testing.T) {
 	model := Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF16})
 	tests := []struct {
 		name string
-		opts Options
+		opts Generation
 		want int // llama_decode calls, worked out by hand
 	}{
 		// The driver's default prompt is 33 tokens in synth's vocabulary
 		// (the error message prints the count if that ever changes).
-		{"one prompt batch", Options{Tokens: 8}, 8},
-		{"a single token", Options{Tokens: 1}, 1},
-		{"prompt exactly one batch", Options{Tokens: 2, Batch: 33}, 2},
-		{"prompt one token over a batch", Options{Tokens: 2, Batch: 32}, 3},
-		{"prompt in nine batches", Options{Tokens: 5, Batch: 4}, 13},
-		{"one-token prompt", Options{Tokens: 3, Prompt: "a"}, 3},
+		{"one prompt batch", Generation{Tokens: 8}, 8},
+		{"a single token", Generation{Tokens: 1}, 1},
+		{"prompt exactly one batch", Generation{Tokens: 2, Batch: 33}, 2},
+		{"prompt one token over a batch", Generation{Tokens: 2, Batch: 32}, 3},
+		{"prompt in nine batches", Generation{Tokens: 5, Batch: 4}, 13},
+		{"one-token prompt", Generation{Tokens: 3, Prompt: "a"}, 3},
 		// End-of-generation tokens are fed back and decoded like any other.
-		{"every token end-of-generation", Options{Tokens: 6, OnlyEOG: true}, 6},
-		{"seeded sampling", Options{Tokens: 4, Seed: Seed(42)}, 4},
+		{"every token end-of-generation", Generation{Tokens: 6, OnlyEOG: true}, 6},
+		{"seeded sampling", Generation{Tokens: 4, Seed: Seed(42)}, 4},
 	}
 	lib, err := LlamaLib()
 	if err != nil {
@@ -120,21 +120,21 @@ func TestSamplingIsRepeatable(t *testing.T) {
 	model := Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 512, Heads: 4, Type: gguf.TypeF16})
 	tests := []struct {
 		name         string
-		a, b         Options
+		a, b         Generation
 		wantSame     bool
 		wantSampling float64 // temperature the driver reports
 	}{
-		{"greedy twice", Options{}, Options{}, true, 0},
-		{"same seed twice", Options{Seed: Seed(7)}, Options{Seed: Seed(7)}, true, 0.8},
-		{"same seed and temperature", Options{Seed: Seed(7), Temperature: 1.5}, Options{Seed: Seed(7), Temperature: 1.5}, true, 1.5},
-		{"two seeds", Options{Seed: Seed(7)}, Options{Seed: Seed(8)}, false, 0.8},
+		{"greedy twice", Generation{}, Generation{}, true, 0},
+		{"same seed twice", Generation{Seed: Seed(7)}, Generation{Seed: Seed(7)}, true, 0.8},
+		{"same seed and temperature", Generation{Seed: Seed(7), Temperature: 1.5}, Generation{Seed: Seed(7), Temperature: 1.5}, true, 1.5},
+		{"two seeds", Generation{Seed: Seed(7)}, Generation{Seed: Seed(8)}, false, 0.8},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var ids [2][]int
-			for i, o := range []Options{tc.a, tc.b} {
+			for i, o := range []Generation{tc.a, tc.b} {
 				o.Tokens, o.Threads = 16, 2
 				res, err := Generate(ctx, model, o)
 				if err != nil {
@@ -213,7 +213,7 @@ func TestGenerateRejectsABadModelWithOneLine(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, err := Generate(ctx, bad, Options{Tokens: 2})
+			_, err := Generate(ctx, bad, Generation{Tokens: 2})
 			if err == nil {
 				t.Fatal("a bad model generated tokens")
 			}

@@ -86,7 +86,7 @@ type Version struct {
 // Versions are the older node-llama-cpp releases testdata/llm/setup.sh
 // installs side by side, one directory each, for the version matrix:
 // prebuilt llama.cpp from late 2024 to mid 2025. The default one (3.22.1,
-// Options.Version empty) is not among them.
+// Generation.Version empty) is not among them.
 var Versions = []Version{
 	{"3.3.0", "b4234"},  // 2024-12: ggml_tensor still has the deprecated backend field
 	{"3.6.0", "b4753"},  // 2025-02: one libggml-cpu per CPU variant
@@ -309,10 +309,10 @@ func Require(t testing.TB) {
 	}
 }
 
-// Options of one generation; zero fields take the driver's defaults
-// (16 tokens, 2 threads, a 33-token prompt, context 512, batch 512,
-// greedy sampling).
-type Options struct {
+// Generation is what one generation asks of the driver; zero fields take
+// its defaults (16 tokens, 2 threads, a 33-token prompt, context 512,
+// batch 512, greedy sampling).
+type Generation struct {
 	Tokens  int
 	Threads int
 	Prompt  string
@@ -332,11 +332,11 @@ type Options struct {
 	Version string
 }
 
-// Seed returns a pointer to s, for Options.Seed.
+// Seed returns a pointer to s, for Generation.Seed.
 func Seed(s uint32) *uint32 { return &s }
 
 // Command is the driver's command line; run it directly or under a tracer.
-func Command(ctx context.Context, model string, o Options) *exec.Cmd {
+func Command(ctx context.Context, model string, o Generation) *exec.Cmd {
 	args := []string{Driver(), "--model", model}
 	if o.Tokens > 0 {
 		args = append(args, "--tokens", strconv.Itoa(o.Tokens))
@@ -421,7 +421,7 @@ func ParseResult(out []byte) (Result, error) {
 }
 
 // Generate runs one generation untraced.
-func Generate(ctx context.Context, model string, o Options) (Result, error) {
+func Generate(ctx context.Context, model string, o Generation) (Result, error) {
 	o.JSON = true
 	cmd := Command(ctx, model, o)
 	var errb bytes.Buffer

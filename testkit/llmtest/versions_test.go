@@ -21,7 +21,7 @@ func TestDriverRunsEachVersionOnItsOwnLibraries(t *testing.T) {
 			RequireVersion(t, v.NodeLlamaCpp)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			r, err := Generate(ctx, model, Options{Tokens: 3, Version: v.NodeLlamaCpp})
+			r, err := Generate(ctx, model, Generation{Tokens: 3, Version: v.NodeLlamaCpp})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestDriverRefusesAVersionNotInstalled(t *testing.T) {
 	Require(t)
 	model := Model(t, gguf.SynthSpec{Layers: 1, Embd: 256, FF: 256, Heads: 4, Type: WeightType})
 	for _, v := range []string{"9.9.9", "../..", "3.3.0/x"} {
-		_, err := Generate(context.Background(), model, Options{Tokens: 1, Version: v})
+		_, err := Generate(context.Background(), model, Generation{Tokens: 1, Version: v})
 		if err == nil || !strings.Contains(err.Error(), "--llama-version") && !strings.Contains(err.Error(), "is not installed") {
 			t.Errorf("version %q: %v, want an error naming the version", v, err)
 		}

@@ -1,9 +1,6 @@
 package rectest
 
-import (
-	"math/rand/v2"
-	"slices"
-)
+import "github.com/iocorr/iocorr/testkit/llmtest"
 
 // MoEPlan is a scripted router: the picks of each decode token per layer,
 // experts ascending (the order iocorr stats simulates caches in).
@@ -16,18 +13,7 @@ type MoEPlan struct {
 // SkewedPlan picks `used` distinct experts per layer and token, the low
 // ids far more often, as a trained router's hot experts are.
 func SkewedPlan(layers, experts, used, tokens int, seed uint64) MoEPlan {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	pick := func() []int {
-		var ps []int
-		for len(ps) < used {
-			e := min(int(r.ExpFloat64()*float64(experts)/4), experts-1)
-			if !slices.Contains(ps, e) {
-				ps = append(ps, e)
-			}
-		}
-		slices.Sort(ps)
-		return ps
-	}
+	pick := llmtest.SkewedPicks(experts, used, seed)
 	p := MoEPlan{Layers: layers, Experts: experts, Used: used}
 	for range layers {
 		p.Prefill = append(p.Prefill, pick())

@@ -75,26 +75,31 @@ func write(t testing.TB, tensors []event.Tensor, chunkEvents int, fill func(*sto
 	t.Helper()
 	dir := t.TempDir()
 	writeIn(t, dir, tensors, chunkEvents, fill, res)
-	st, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return Open(t, dir)
 }
 
 func writeIn(t testing.TB, dir string, tensors []event.Tensor, chunkEvents int, fill func(*store.Writer), res *event.Result) {
+	t.Helper()
+	w := Begin(t, dir, tensors, chunkEvents)
+	defer w.Close()
+	fill(w)
+	if err := w.Commit(res, &store.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Begin begins a new store in dir, its tensor dictionary tensors, in
+// chunks of chunkEvents events (0: the writer's default); the caller
+// closes the writer.
+func Begin(t testing.TB, dir string, tensors []event.Tensor, chunkEvents int) *store.Writer {
 	t.Helper()
 	w, err := store.Begin(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
 	if err := w.Create(tensors, chunkEvents); err != nil {
+		w.Close()
 		t.Fatal(err)
 	}
-	fill(w)
-	if err := w.Commit(res, &store.Summary{}); err != nil {
-		t.Fatal(err)
-	}
+	return w
 }

@@ -11,6 +11,7 @@
 package testenv
 
 import (
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,6 +37,14 @@ func missing(t testing.TB, why string) {
 		t.Fatalf("%s, and %s is set", why, RequireEnv)
 	}
 	t.Skipf("%s; set %s=1 to make this a failure", why, RequireEnv)
+}
+
+// RandomDiskFile is a DiskFile of size random bytes.
+func RandomDiskFile(t testing.TB, size int) string {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	return DiskFile(t, b)
 }
 
 // DiskFile writes data to a new file on the disk under the test's working

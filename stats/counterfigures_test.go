@@ -6,7 +6,7 @@ import (
 
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
-	"github.com/iocorr/iocorr/store"
+	"github.com/iocorr/iocorr/testkit/storetest"
 )
 
 // Compute makes NA, with the capability's reason, every column of
@@ -27,12 +27,7 @@ func TestComputeMakesNAEveryFigureOfACapabilityTheKernelLacked(t *testing.T) {
 			if err := rundir.WriteMeta(dir, s.meta); err != nil {
 				t.Fatal(err)
 			}
-			st, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			rep, err := stats.Compute(st, s.meta, stats.Options{})
+			rep, err := stats.Compute(storetest.OpenRun(t, dir), stats.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
