@@ -168,7 +168,11 @@ func TestPrefetchWithAPinAsksForNothingPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const limit = 48 << 20
+	// Well below the 44.5 MB model with what the command needs beside it, so
+	// that the unpinned layers cannot all stay cached: at 48 MiB the
+	// loader's read of the whole file sometimes left every slice cached
+	// at its pick, and nothing was asked (2 runs of 4).
+	const limit = 32 << 20
 	var pinned []*gguf.Tensor
 	for _, tn := range f.TensorsByOffset() {
 		if tn.Layer == 0 && tn.Experts > 0 {
@@ -199,8 +203,9 @@ func TestPrefetchWithAPinAsksForNothingPinned(t *testing.T) {
 		t.Errorf("%d bytes of pinned layer 0 asked for", asked[0])
 	}
 	if asked[1]+asked[2]+asked[3] == 0 {
-		t.Errorf("nothing of the unpinned layers asked for: %v", asked)
+		t.Errorf("nothing of the unpinned layers asked for: %v (report %+v)", asked, rep)
 	}
+	t.Logf("asked by layer %v; %d of %d bytes of the picks cached already", asked, rep.ResidentBytes, rep.Bytes)
 	if want := (limit - held.Bytes) / 4; rep.Window != want {
 		t.Errorf("window %d, want a quarter of the %d bytes the pin leaves", rep.Window, limit-held.Bytes)
 	}
