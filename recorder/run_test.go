@@ -380,9 +380,13 @@ func TestRunUnderMemoryPressureAgreesWithTheKernelsOwnCounters(t *testing.T) {
 	if diff := absDiff(readBytes, delta); float64(diff) > 0.01*float64(delta) {
 		t.Errorf("recorded %d bytes read on %s, diskstats says %d", readBytes, disk, delta)
 	}
-	// Under this pressure nearly all of it is the model.
-	if float64(readModel) < 0.5*float64(delta) {
-		t.Errorf("only %d of %d bytes read were the model's", readModel, delta)
+	// Each major fault in the model read at least its page from the
+	// disk. (How much of the disk's reads were the model's depends on what
+	// else reads it meanwhile: CI runs other packages' tests beside this
+	// one, and 45% was seen; the model's bytes are held to the disk's own
+	// completions of its sectors in blockexact_e2e_test.go.)
+	if readModel < majorModel*uint64(kernel.PageSize) {
+		t.Errorf("the model's %d major faults read %d bytes from the disk, under a page each", majorModel, readModel)
 	}
 	t.Logf("major faults %d (model %d, rusage %d); block read %d bytes (model %d), diskstats %d", major, majorModel, m.Child.MajFlt, readBytes, readModel, delta)
 }
