@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
 )
@@ -100,6 +101,15 @@ func Prefetch(r *Report, cfg Config) {
 		cases = []prefetchCase{{cases[0].name, cases[0].model, cases[0].budgets[:1], 0}}
 	}
 	cfg.Threads = 1
+	if old, ok := os.LookupEnv(rundir.DiskProfilesEnv); ok {
+		defer os.Setenv(rundir.DiskProfilesEnv, old)
+	} else {
+		defer os.Unsetenv(rundir.DiskProfilesEnv)
+	}
+	if err := profileDisk(cfg); err != nil {
+		r.NA(prefetchSection, "the model disk's profile (iocorr doctor --disk)", "", err.Error())
+		return
+	}
 	for _, c := range cases {
 		model, err := c.model(cfg)
 		if err != nil {
@@ -128,6 +138,34 @@ func prefetchCaseRuns(r *Report, cfg Config, c prefetchCase, model string) {
 		before := prefetchBefore(r, cfg, name, model, b)
 		prefetchPairs(r, cfg, name, model, b, before)
 	}
+}
+
+// profileDisk measures the model disk once (iocorr doctor --disk) into a
+// profile folder of the bench's own, which every iocorr the section runs
+// reads: the verdicts and plan's advice then do not depend on whether
+// the machine's disk was profiled before, nor on when.
+func profileDisk(cfg Config) error {
+	model, err := Model(cfg)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(cfg.WorkDir, "prefetch", "disks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Setenv(rundir.DiskProfilesEnv, dir); err != nil {
+		return err
+	}
+	// doctor --disk measures the disk, not the cache: the model must not
+	// be in it.
+	if _, _, err := pagecache.Evict(model); err != nil {
+		return err
+	}
+	logf(cfg, "iocorr doctor --disk %s (profiles in %s)", model, dir)
+	if out, err := exec.Command(cfg.Iocorr, "doctor", "--disk", model).CombinedOutput(); err != nil {
+		return fmt.Errorf("iocorr doctor --disk: %w: %s", err, lastLine(out))
+	}
+	return nil
 }
 
 // setReadAhead sets the model disk's read_ahead_kb to kb (0: leaves it)

@@ -430,8 +430,14 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 	most := maxBytes
 	switch bound {
 	case "":
-		a.Reason = "no prefetch: what the decode calls waited on is not known (" + why + ")"
-		return a
+		if r.dev.why != "" || r.dev.profile != nil {
+			a.Reason = "no prefetch: what the decode calls waited on is not known (" + why + ")"
+			return a
+		}
+		// Only the disk's profile is missing, which tells latency from
+		// bandwidth: judged as bandwidth-bound, a prefetch that pays there
+		// (by reading fewer bytes) pays in either.
+		most = 1 / minSpeedup
 	case rundir.BoundCompute:
 		a.Reason = "no prefetch: the decode calls are compute-bound (their fault stall is under a quarter of their time)"
 		return a
@@ -474,6 +480,9 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 	}
 	if best == "" {
 		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, most) + why
+		if bound == "" {
+			a.Reason += " (judged bandwidth-bound: the run carries no disk profile, which tells latency from bandwidth; iocorr doctor --disk)"
+		}
 		if bound == rundir.BoundBandwidth {
 			a.Reason += fmt.Sprintf(" (the decode calls are bandwidth-bound, the device busy %.0f%% of their time: a prefetch pays there only by reading fewer bytes)", share*100)
 		}
@@ -485,6 +494,10 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		layers = "--layers "
 	}
 	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))
-	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the decode %s-bound, the device busy %.0f%% of its time; its largest request is %d bytes", best, bestSpeed, bound, share*100, a.WindowBytes)
+	bounded := bound + "-bound"
+	if bound == "" {
+		bounded = "judged bandwidth-bound (the run carries no disk profile: iocorr doctor --disk tells latency from bandwidth)"
+	}
+	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the decode %s, the device busy %.0f%% of its time; its largest request is %d bytes", best, bestSpeed, bounded, share*100, a.WindowBytes)
 	return a
 }

@@ -224,7 +224,7 @@ func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, 100, nil, "bandwidth-bound"},
 		{"the reads get 87% of the device's bandwidth", []span{{100, 140}, {200, 240}}, 100, fast, "bandwidth-bound"},
 		{"a fault stall of 10% of the calls' time", []span{{100, 140}, {200, 240}}, 20, slow, "compute-bound"},
-		{"busy 40% without a disk profile", []span{{100, 140}, {200, 240}}, 100, nil, "no disk profile"},
+		{"busy 40% without a disk profile: judged bandwidth-bound", []span{{100, 140}, {200, 240}}, 100, nil, "no disk profile"},
 		{"no request completed", nil, 100, nil, "not measured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
