@@ -2,6 +2,7 @@ package recorder_test
 
 import (
 	"github.com/iocorr/iocorr/testkit/storetest"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -25,7 +26,20 @@ import (
 func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *testing.T) {
 	testenv.RequireBPF(t)
 	llmtest.Require(t)
-	model := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Type: llmtest.WeightType})
+	shared := llmtest.Model(t, gguf.SynthSpec{Layers: 2, Embd: 256, FF: 512, Heads: 4, Type: llmtest.WeightType})
+	// A copy of the test's own, read whole before each run: the shared
+	// file is evicted now and then by another package's cold runs, and
+	// MAP_POPULATE then reads it in through get_user_pages, whose major
+	// faults rusage counts but no perf event does (one such fault failed
+	// the equality below in CI).
+	b, err := os.ReadFile(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(t.TempDir(), filepath.Base(shared))
+	if err := os.WriteFile(model, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		probe   string
@@ -38,6 +52,9 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
+			if _, err := os.ReadFile(model); err != nil {
+				t.Fatal(err)
+			}
 			out := rectest.Record(t, dir, rectest.Options{Probe: tc.probe}, llmtest.Command(t.Context(), model, llmtest.Generation{Tokens: 8, Threads: 2}).Args...)
 			m, err := rundir.ReadMeta(dir)
 			if err != nil {
