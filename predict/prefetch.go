@@ -129,6 +129,27 @@ const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: t
 // disk profile's at the depth and request size they kept. It is "" with
 // why where a deciding figure was not measured.
 func (r *Run) bound(ph uint8) (bound string, busyShare float64, why string) {
+	// Every prefetch row asks (each budget, mode and phase): the scan of
+	// the calls against the requests is done once a phase.
+	if b, ok := r.bounds[ph]; ok {
+		return b.bound, b.busyShare, b.why
+	}
+	bound, busyShare, why = r.measureBound(ph)
+	if r.bounds == nil {
+		r.bounds = map[uint8]phaseBound{}
+	}
+	r.bounds[ph] = phaseBound{bound, busyShare, why}
+	return bound, busyShare, why
+}
+
+// phaseBound is what Run.bound found of a phase.
+type phaseBound struct {
+	bound     string
+	busyShare float64
+	why       string
+}
+
+func (r *Run) measureBound(ph uint8) (bound string, busyShare float64, why string) {
 	var wall, busy, area, bytes uint64
 	var n int
 	for _, c := range r.calls {

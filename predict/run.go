@@ -52,6 +52,9 @@ type measured struct {
 // of every call, the model file's layout, and the run's own measurements
 // (its budget, non-file memory, bytes, faults, stall and time per call).
 type Run struct {
+	// bounds are Run.bound's findings by phase, once measured.
+	bounds map[uint8]phaseBound
+
 	Model   rundir.ModelFile
 	Budget  int64 // the run's memory limit, 0 when it had none
 	NonFile int64 // budget − the model's resident bytes at decode token starts (median)
