@@ -121,7 +121,7 @@ const (
 // BandwidthBoundNote is the note of a prefetch row of a bandwidth-bound
 // phase: there the prediction is optimistic (the bench's prefetch
 // section, docs/measuring.md).
-const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the prefetch's reads share the device with the faults', which this prediction times apart, and the prefetcher's CPU is not in it; take the figure as a bound (a prefetch paid there only where it read fewer bytes)"
+const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the prefetch's reads share the device with the faults', which this prediction times apart; take the figure as a bound (a prefetch paid there only where it read fewer bytes)"
 
 // bound is what the phase's calls waited on, by rundir.IOBound's rule
 // (stats' io_shape verdict): their stall share, the device's busy share
@@ -326,7 +326,9 @@ func prefetchStall(bytes, lead []float64, bytesPerS float64) float64 {
 type prefetched struct {
 	counts      phaseCounts
 	demandBytes map[uint8]uint64
-	stallNS     map[uint8]float64
+	// fetchedBytes is what its requests read (the pages not resident).
+	fetchedBytes map[uint8]uint64
+	stallNS      map[uint8]float64
 	// window is the most bytes one request asked for: what a prefetcher
 	// must hold in flight.
 	window int64
@@ -344,7 +346,7 @@ type prefetched struct {
 func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol string, leads map[leadKey]float64) prefetched {
 	c := newPageCache(r.pages, capacity, ra, pinned)
 	c.access(r.load())
-	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{}}
+	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{}}
 	for i := range r.calls {
 		cl := &r.calls[i]
 		gs := groups(cl, pol)
@@ -358,7 +360,9 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 				for _, k := range g.reads {
 					rk := cl.reads[k]
 					asked += int64(rk.end-rk.first) * pageSize
-					bytes = append(bytes, float64(c.prefetch(rk))*pageSize)
+					got := c.prefetch(rk) * pageSize
+					out.fetchedBytes[cl.phase] += got
+					bytes = append(bytes, float64(got))
 					l, ok := leads[leadKey{cl.of[k].tensor, g.experts}]
 					if !ok {
 						out.unmeasured++
@@ -411,6 +415,17 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		row.StallNSPerToken = got.stallNS[ph] / n
 		if got.demandBytes[ph] > 0 {
 			row.StallNSPerToken += float64(got.demandBytes[ph]) / n * float64(m.waitNS) / float64(m.bytes)
+		}
+		// The kernel's work of bringing a page in (allocating it,
+		// reclaiming another in the budget, unmapping that one from the
+		// command) is done by the prefetcher's reads too, in the same
+		// memory cgroup, and still reaches the command (reclaim of its
+		// mapped pages, their TLB shootdowns, pages locked until their
+		// reads are sent): the bench's prefetched runs computed longer
+		// per token by about the fault wait per byte the plain run spent
+		// with the disk idle. The prefetched bytes are charged that.
+		if m.bytes > 0 {
+			row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * float64(m.idleWaitNS) / float64(m.bytes)
 		}
 	}
 	r.tps(&row, m)

@@ -345,3 +345,55 @@ func TestAPrefetchRowOfABandwidthBoundPhaseSaysItIsABound(t *testing.T) {
 		})
 	}
 }
+
+// The fault wait a phase spent with the disk idle is the stalls' time
+// that no block request covers.
+func TestTheIdleWaitIsTheStallNoRequestCovers(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		stalls, busy []span
+		want         uint64
+	}{
+		{"no requests: all of it", []span{{0, 10}, {20, 30}}, nil, 20},
+		{"a request under all of it: none", []span{{10, 20}}, []span{{0, 100}}, 0},
+		{"requests under parts", []span{{0, 10}, {20, 40}}, []span{{5, 8}, {9, 25}, {35, 50}}, (10 - 3 - 1) + (20 - 5 - 5)},
+		{"requests only before and after", []span{{10, 20}}, []span{{0, 10}, {20, 30}}, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := idleWait(tc.stalls, tc.busy); got != tc.want {
+				t.Errorf("idle wait %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// The pages a prefetch reads still cost the command the kernel's work of
+// bringing them in: its row is charged, for every byte it fetched, the
+// fault wait per byte the run spent with the disk idle, on top of its
+// requests' and its demand reads' stall.
+func TestAPrefetchedByteCostsTheRunsIdleWaitPerByte(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		idle    uint64 // ns of the run's 100 ns of wait
+		fetched uint64
+		want    float64 // stall ns a token
+	}{
+		{"no idle wait: its requests' stall only", 0, 1 << 20, 5},
+		{"idle half the wait, a quarter of the bytes fetched", 50, 512 << 10, 5 + 0.25*50/2},
+		{"nothing fetched: nothing charged", 50, 0, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.Budget = 1 << 20
+			m := r.byPhase[event.PhaseDecode]
+			m.wallNS, m.waitNS, m.bytes, m.idleWaitNS = 200, 100, 2<<20, tc.idle
+			r.device([]span{{100, 300}}, 2<<20, 2, nil)
+			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: tc.fetched},
+				stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
+			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+			if math.Abs(row.StallNSPerToken-tc.want) > 1e-9 {
+				t.Errorf("stall %v ns a token, want %v", row.StallNSPerToken, tc.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
@@ -46,6 +47,10 @@ type measured struct {
 	tokens         int64 // the batch tokens of its calls
 	bytes, majors  uint64
 	wallNS, waitNS uint64
+	// idleWaitNS is the part of waitNS the model's disk was idle for: the
+	// faults' own work (allocating, reclaiming, unmapping and inserting
+	// pages), not the device's.
+	idleWaitNS uint64
 }
 
 // Run is what a prediction needs from one recorded run: the access stream
@@ -394,7 +399,35 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 	}
 	r.device(union(blocks), blockBytes, len(requests), r.disk)
 	r.dev.requests = reqs
+	for tok, u := range r.stalls {
+		m := r.byPhase[phaseOf[tok]]
+		if m == nil || r.dev.why != "" {
+			continue
+		}
+		m.idleWaitNS += idleWait(u, r.dev.busy)
+	}
 	return nil
+}
+
+// idleWait is the time of stalls (disjoint) that no busy span (sorted,
+// disjoint) covers.
+func idleWait(stalls, busy []span) uint64 {
+	var n uint64
+	for _, s := range stalls {
+		n += s.b - s.a - coveredSorted(busy, s.a, s.b)
+	}
+	return n
+}
+
+// coveredSorted is covered of spans ss sorted and disjoint, found by
+// search: a run's stalls are checked against tens of thousands of busy
+// intervals.
+func coveredSorted(ss []span, a, b uint64) uint64 {
+	var n uint64
+	for i := sort.Search(len(ss), func(i int) bool { return ss[i].b > a }); i < len(ss) && ss[i].a < b; i++ {
+		n += min(ss[i].b, b) - max(ss[i].a, a)
+	}
+	return n
 }
 
 // units lists the plan's grains, with how many decode calls read each.
