@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,8 +247,20 @@ func (p *Prefetcher) Models() int {
 	return len(p.models)
 }
 
-// threadCPU is the calling thread's CPU time: the prefetcher's own work
-// runs on the reader's goroutine, between records.
+// ownCPU starts timing the prefetcher's own work on the calling
+// goroutine (it runs on the reader's, between records); the function it
+// returns ends it and adds the CPU time to *ns. The goroutine is held on
+// its thread meanwhile: a thread's CPU clock read on two threads gave
+// negative times when the write to the helper's pipe moved it.
+func ownCPU(ns *int64) func() {
+	runtime.LockOSThread()
+	t0 := threadCPU()
+	return func() {
+		*ns += threadCPU() - t0
+		runtime.UnlockOSThread()
+	}
+}
+
 func threadCPU() int64 {
 	var ts unix.Timespec
 	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
@@ -269,12 +282,9 @@ func layerOf(name string) (int, bool) {
 // OnPicks asks for the slices of the experts e names that its layer has
 // not asked for yet in this token.
 func (p *Prefetcher) OnPicks(e *wire.ExpertsEvent) {
-	t0 := threadCPU()
 	p.mu.Lock()
-	defer func() {
-		p.selfNS += threadCPU() - t0
-		p.mu.Unlock()
-	}()
+	defer p.mu.Unlock()
+	defer ownCPU(&p.selfNS)()
 	layer, ok := layerOf(wire.CString(e.Name[:]))
 	if !ok {
 		return
@@ -439,12 +449,9 @@ func (p *Prefetcher) OnFault(e *wire.FaultEvent) {
 	if e.Class != uint8(wire.FaultClassFAULT_MAJOR) {
 		return
 	}
-	t0 := threadCPU()
 	p.mu.Lock()
-	defer func() {
-		p.selfNS += threadCPU() - t0
-		p.mu.Unlock()
-	}()
+	defer p.mu.Unlock()
+	defer ownCPU(&p.selfNS)()
 	for _, m := range p.models {
 		if m.dev == e.Dev && m.ino == e.Ino {
 			p.rep.ModelMajorFaults++

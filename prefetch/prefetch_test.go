@@ -137,7 +137,7 @@ func TestTheHelpersReadsAreChargedToTheCommandsCgroup(t *testing.T) {
 	if int64(charged) < inSlices*ps {
 		t.Errorf("the cgroup holds %d bytes of page cache, the helper brought %d in: %v", charged, inSlices*ps, c)
 	}
-	if rep.Picks != 1 || rep.Ranges != uint64(len(want)) || rep.Failed != 0 || len(rep.Errors) > 0 || rep.HelperCPUNS <= 0 {
+	if rep.Picks != 1 || rep.Ranges != uint64(len(want)) || rep.Failed != 0 || len(rep.Errors) > 0 || rep.HelperCPUNS <= 0 || rep.SelfCPUNS < 0 {
 		t.Errorf("report %+v", rep)
 	}
 }
