@@ -196,7 +196,10 @@ func setReadAhead(cfg Config, model string, kb int) (func() error, error) {
 type before struct {
 	verdict string // of the decode, by stats' I/O shape
 	advised bool   // plan advises the prefetcher
-	// predicted are predict --prefetch experts' decode figures, in the
+	// pf is the prefetcher the prefetched runs run: the one plan advises,
+	// else the experts' at the default window (forced).
+	pf advice
+	// predicted are predict's decode figures of pf's policy, in the
 	// mode nearest the run (nil: NA, why says why).
 	predictedTPS, predictedBytes *float64
 	why                          string
@@ -205,6 +208,69 @@ type before struct {
 	// are held to.
 	prefetchedBytes []float64
 	prefetchedWhy   string
+}
+
+// advice is a prefetcher plan advises (or the bench forces).
+type advice struct {
+	layers bool  // --layers: prefetch-both, else prefetch-experts
+	window int64 // --window; 0 is the default
+}
+
+func (a advice) policy() string {
+	if a.layers {
+		return "prefetch-both"
+	}
+	return "prefetch-experts"
+}
+
+// prefetchFlags are a's flags of iocorr prefetch.
+func (a advice) prefetchFlags() []string {
+	var f []string
+	if a.layers {
+		f = append(f, "--layers")
+	}
+	if a.window > 0 {
+		f = append(f, "--window", strconv.FormatInt(a.window, 10))
+	}
+	return f
+}
+
+// recordFlags are a's flags of iocorr record.
+func (a advice) recordFlags() []string {
+	f := []string{"--prefetch"}
+	if a.layers {
+		f = append(f, "--prefetch-layers")
+	}
+	if a.window > 0 {
+		f = append(f, "--prefetch-window", strconv.FormatInt(a.window, 10))
+	}
+	return f
+}
+
+// adviceOf reads plan's stdout: the prefetcher its "prefetch: iocorr
+// prefetch [--layers] --window W --mem-limit L -- CMD" line runs, and
+// whether there is one.
+func adviceOf(out []byte) (advice, bool, error) {
+	var a advice
+	_, line, ok := bytes.Cut(out, []byte("\nprefetch: iocorr prefetch "))
+	if !ok {
+		return a, false, nil
+	}
+	line, _, _ = bytes.Cut(line, []byte(" -- "))
+	f := strings.Fields(string(line))
+	for i := 0; i < len(f); i++ {
+		switch {
+		case f[i] == "--layers":
+			a.layers = true
+		case f[i] == "--window" && i+1 < len(f):
+			w, err := strconv.ParseInt(f[i+1], 10, 64)
+			if err != nil {
+				return a, true, fmt.Errorf("plan's prefetch command: --window %q", f[i+1])
+			}
+			a.window, i = w, i+1
+		}
+	}
+	return a, true, nil
 }
 
 // prefetchBefore records the command once, traced and cold under budget,
@@ -242,8 +308,12 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		b.why = fmt.Sprintf("iocorr plan: %v", err)
 		return b
 	}
-	b.advised = bytes.Contains(out, []byte("\nprefetch: iocorr prefetch"))
-	rows, err := predictRows(cfg, dir, []string{budget}, "", "--prefetch", "experts")
+	// The prefetched runs run what plan advises: its policy and window.
+	if b.pf, b.advised, err = adviceOf(out); err != nil {
+		b.why = err.Error()
+		return b
+	}
+	rows, err := predictRows(cfg, dir, []string{budget}, "", "--prefetch", strings.TrimPrefix(b.pf.policy(), "prefetch-"))
 	if err != nil {
 		b.why = err.Error()
 		return b
@@ -256,23 +326,23 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		}
 		d := math.Abs(*k.Bytes - *run.Bytes)
 		for _, p := range rows {
-			if p.Policy == "prefetch-experts" && p.Phase == "decode" && p.Mode == k.Mode && (best < 0 || d < best) {
+			if p.Policy == b.pf.policy() && p.Phase == "decode" && p.Mode == k.Mode && (best < 0 || d < best) {
 				best, b.predictedTPS, b.predictedBytes, b.why = d, p.TPS, p.Bytes, p.Why
 			}
 		}
 	}
 	if best < 0 {
-		b.why = "predict gave no decode row of prefetch-experts"
+		b.why = "predict gave no decode row of " + b.pf.policy()
 	}
 	for i := 1; i <= predictRepeats(cfg); i++ {
-		m, err := recordCold(cfg, fmt.Sprintf("%s-prefetched-%d", dir, i), budget, "", argv, "--prefetch")
+		m, err := recordCold(cfg, fmt.Sprintf("%s-prefetched-%d", dir, i), budget, "", argv, b.pf.recordFlags()...)
 		if err != nil {
 			b.prefetchedWhy = err.Error()
 			break
 		}
 		b.prefetchedBytes = append(b.prefetchedBytes, *m.Bytes)
 	}
-	logf(cfg, "prefetch %s, traced plain run: decode %s, plan advises the prefetcher: %v", name, b.verdict, b.advised)
+	logf(cfg, "prefetch %s, traced plain run: decode %s, plan advises the prefetcher: %v (the prefetched runs: %s %s)", name, b.verdict, b.advised, b.pf.policy(), strings.Join(b.pf.prefetchFlags(), " "))
 	return b
 }
 
@@ -292,7 +362,7 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 				}
 			} else {
 				report := filepath.Join(cfg.WorkDir, "prefetch", fmt.Sprintf("%s-%d.json", strings.ReplaceAll(name, " ", "_"), i))
-				run, err = again(cfg, func() (prefetchRun, error) { return prefetchedRun(cfg, argv, model, budget, report) })
+				run, err = again(cfg, func() (prefetchRun, error) { return prefetchedRun(cfg, argv, model, budget, report, bf.pf) })
 				if err == nil {
 					pf = append(pf, run)
 				}
@@ -378,9 +448,9 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 			predBytes = append(predBytes, *bf.predictedBytes/x)
 		}
 	}
-	r.Add(prefetchSection, name+": predict --prefetch experts ÷ measured decode tokens/s", "ratio", predTPS, cmp.Or(bf.why, "predict's figure is NA"))
+	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode tokens/s", "ratio", predTPS, cmp.Or(bf.why, "predict's figure is NA"))
 	r.goalWithin(0.85, 1.15, "median")
-	r.Add(prefetchSection, name+": predict --prefetch experts ÷ measured decode bytes/token (record --prefetch)", "ratio", predBytes, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
+	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode bytes/token (record --prefetch)", "ratio", predBytes, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
 	r.goalWithin(0.85, 1.15, "median")
 	r.Add(prefetchSection, name+": I/O stall share, plain (PSI io some ÷ wall)", "share", stallP, stallNA)
 	r.Add(prefetchSection, name+": I/O stall share, prefetch (PSI io some ÷ wall)", "share", stallQ, stallNA)
@@ -493,9 +563,9 @@ func plainPrefetchRun(cfg Config, argv []string, model, budget string) (prefetch
 	return run, nil
 }
 
-// prefetchedRun is `iocorr prefetch --cold --mem-limit budget` of the
-// command, its report written to report.
-func prefetchedRun(cfg Config, argv []string, model, budget, report string) (prefetchRun, error) {
+// prefetchedRun is `iocorr prefetch [a's flags] --cold --mem-limit
+// budget` of the command, its report written to report.
+func prefetchedRun(cfg Config, argv []string, model, budget, report string, a advice) (prefetchRun, error) {
 	var run prefetchRun
 	disk, err := modelDisk(model)
 	if err != nil {
@@ -504,7 +574,7 @@ func prefetchedRun(cfg Config, argv []string, model, budget, report string) (pre
 	if err := os.MkdirAll(filepath.Dir(report), 0o755); err != nil {
 		return run, err
 	}
-	args := append([]string{"prefetch", "--cold", "--mem-limit", budget, "--report", report, "--"}, argv...)
+	args := append(append(append([]string{"prefetch"}, a.prefetchFlags()...), "--cold", "--mem-limit", budget, "--report", report, "--"), argv...)
 	logf(cfg, "iocorr %s", strings.Join(args, " "))
 	w, err := watchIO(disk)
 	if err != nil {
