@@ -104,7 +104,7 @@ func (d *deviceRate) rate(asked int64) (bytesPerS float64, note string, ok bool)
 			return bw, ProfileNote, true
 		}
 	}
-	if d.why != "" {
+	if d.why != "" || d.bytesPerS <= 0 {
 		return 0, "", false
 	}
 	return d.bytesPerS, DeviceNote, true
@@ -309,15 +309,25 @@ func (c *call) key(j int) faultKey {
 // lead[i] ns of compute after the request, later by whatever the earlier
 // reads already made it wait.
 func prefetchStall(bytes, lead []float64, bytesPerS float64) float64 {
-	var stall, cum, need float64
+	a := arrivals{rate: bytesPerS}
 	for i, b := range bytes {
-		cum += b
-		need = max(need, lead[i])
-		if arrive := cum / bytesPerS * 1e9; arrive > need+stall {
-			stall = arrive - need
-		}
+		a.add(b, lead[i])
 	}
-	return stall
+	return a.stall
+}
+
+// arrivals is prefetchStall's account, read by read: the bytes arrived
+// so far at rate, the latest need and the stall they left.
+type arrivals struct {
+	rate, cum, need, stall float64
+}
+
+func (a *arrivals) add(bytes, lead float64) {
+	a.cum += bytes
+	a.need = max(a.need, lead)
+	if arrive := a.cum / a.rate * 1e9; arrive > a.need+a.stall {
+		a.stall = arrive - a.need
+	}
 }
 
 // prefetched is a prefetch policy's simulation: its counts per phase,
@@ -333,8 +343,9 @@ type prefetched struct {
 	// must hold in flight.
 	window int64
 	// unmeasured counts the reads whose lead time no call measured: timed
-	// with none.
-	unmeasured int
+	// with none. raced counts those the graph reached before the helper
+	// asked for them, left to their faults.
+	unmeasured, raced int
 	// notes are where the rates its requests were timed at came from;
 	// untimed says some request had no rate.
 	notes   map[string]bool
@@ -351,27 +362,63 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 		cl := &r.calls[i]
 		gs := groups(cl, pol)
 		b0, m0 := c.readPages, c.majors
+		perByte := r.kernelNSPerByte(cl.phase)
+		waitPerByte := 0.0
+		if m := r.byPhase[cl.phase]; m != nil && m.bytes > 0 {
+			waitPerByte = float64(m.waitNS) / float64(m.bytes)
+		}
 		for j, rg := range cl.reads {
 			for len(gs) > 0 && gs[0].at == j {
 				g := gs[0]
 				gs = gs[1:]
-				var bytes, lead []float64
-				var asked int64
+				var span int64
 				for _, k := range g.reads {
+					span += int64(cl.reads[k].end-cl.reads[k].first) * pageSize
+				}
+				rate, note, timed := r.dev.rate(span)
+				arr := arrivals{rate: rate}
+				var asked int64
+				// sent is what the helper has read in before a read's ask,
+				// delay what the graph waited on the faults of the reads
+				// it reached first.
+				var sent, delay float64
+				for idx, k := range g.reads {
 					rk := cl.reads[k]
+					l, ok := leads[leadKey{cl.of[k].tensor, g.experts}]
+					// A read the graph reaches before the helper asks for
+					// it faults as without a prefetcher, read-around and
+					// all: the picks' first slice, which the graph reads
+					// right after the router, before the pick has reached
+					// the helper (the skewed router at 320 MiB: 60 of the
+					// 74 major faults in picked slices were a layer's
+					// first, on its slice's first page), and any the
+					// helper's reads before it have not let it reach: each
+					// takes the kernel's work per byte
+					// (Run.kernelNSPerByte), and the graph is later by its
+					// waits on what it faulted and on what had not arrived.
+					if g.experts && idx == 0 || ok && sent*perByte >= max(arr.need, l+delay)+arr.stall {
+						out.raced++
+						d0 := c.readPages
+						c.access(rk)
+						got := (c.readPages - d0) * pageSize
+						out.demandBytes[cl.phase] += got
+						delay += float64(got) * waitPerByte
+						continue
+					}
 					asked += int64(rk.end-rk.first) * pageSize
 					got := c.prefetch(rk) * pageSize
+					sent += float64(got)
 					out.fetchedBytes[cl.phase] += got
-					bytes = append(bytes, float64(got))
-					l, ok := leads[leadKey{cl.of[k].tensor, g.experts}]
 					if !ok {
 						out.unmeasured++
 					}
-					lead = append(lead, l)
+					if timed {
+						arr.add(float64(got), l+delay)
+					}
 				}
 				out.window = max(out.window, asked)
-				if rate, note, ok := r.dev.rate(asked); ok {
-					out.stallNS[cl.phase] += prefetchStall(bytes, lead, rate)
+				if timed {
+					out.stallNS[cl.phase] += arr.stall
 					out.notes[note] = true
 				} else {
 					out.untimed = true
@@ -424,12 +471,22 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		// reads are sent): the bench's prefetched runs computed longer
 		// per token by about the fault wait per byte the plain run spent
 		// with the disk idle. The prefetched bytes are charged that.
-		if m.bytes > 0 {
-			row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * float64(m.idleWaitNS) / float64(m.bytes)
-		}
+		row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * r.kernelNSPerByte(ph)
 	}
 	r.tps(&row, m)
 	return row
+}
+
+// kernelNSPerByte is the kernel's work of reading a byte of the model in
+// the phase's calls, as the run measured it: the fault wait per byte
+// read that the model's disk was idle for (allocating the page,
+// reclaiming another, unmapping it). 0 where the phase read nothing.
+func (r *Run) kernelNSPerByte(ph uint8) float64 {
+	m := r.byPhase[ph]
+	if m == nil || m.bytes == 0 {
+		return 0
+	}
+	return float64(m.idleWaitNS) / float64(m.bytes)
 }
 
 // PrefetchAdvice is whether a prefetcher pays at a plan's budget, and

@@ -132,8 +132,10 @@ func TestAPrefetchedRangeIsReadExactlyAndNeverFaultedOn(t *testing.T) {
 	}
 }
 
-// With experts requested at the pick, a call reads its picked slices
-// and no fault's read-around reads the experts not picked.
+// With experts requested at the pick, a call reads fewer bytes than the
+// kernel's read-arounds: only the first picked slice, which the graph
+// reads before the pick reaches the helper, is faulted in with its
+// read-around.
 func TestPrefetchingThePicksReadsFewerBytesThanTheKernelsReadAround(t *testing.T) {
 	r := &Run{pages: 1000, loaded: false, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
 	r.Model.Size = 1000 * pageSize
@@ -153,11 +155,16 @@ func TestPrefetchingThePicksReadsFewerBytesThanTheKernelsReadAround(t *testing.T
 	if p >= k {
 		t.Errorf("prefetching read %d bytes, the kernel %d; want fewer", p, k)
 	}
-	if pf.window != 200*pageSize {
-		t.Errorf("the largest request %d bytes, want the two slices' %d", pf.window, 200*pageSize)
+	// The graph reads the first picked slice before the pick reaches the
+	// helper: each call's first is left to its fault, the second asked.
+	if pf.raced != 4 {
+		t.Errorf("%d slices left to their faults, want each call's first", pf.raced)
 	}
-	if pf.unmeasured != 8 {
-		t.Errorf("%d reads without a lead time, want 8 (no trace)", pf.unmeasured)
+	if pf.window != 100*pageSize {
+		t.Errorf("the largest request %d bytes, want the second slice's %d", pf.window, 100*pageSize)
+	}
+	if pf.unmeasured != 4 {
+		t.Errorf("%d reads without a lead time, want 4 (no trace)", pf.unmeasured)
 	}
 }
 
@@ -393,6 +400,43 @@ func TestAPrefetchedByteCostsTheRunsIdleWaitPerByte(t *testing.T) {
 			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
 			if math.Abs(row.StallNSPerToken-tc.want) > 1e-9 {
 				t.Errorf("stall %v ns a token, want %v", row.StallNSPerToken, tc.want)
+			}
+		})
+	}
+}
+
+// A picked slice is left to its fault where the graph reaches it before
+// the helper asked for it: the helper spends the kernel's work per byte
+// (the run's idle fault wait per byte) on each slice it asks before, and
+// the graph reaches a slice after its lead time, later by what it
+// waited on.
+func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		idle  uint64  // the run's idle wait over its 400 pages
+		lead  float64 // the third slice's lead (ns)
+		raced int     // slices left to their faults in the one call
+	}{
+		{"a helper with no work per byte: only the first", 0, 1, 1},
+		{"the helper behind the third slice's lead", 400 * pageSize, 1, 2},
+		{"the third slice's lead past the helper's work", 400 * pageSize, 1e9, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 1, tokens: 1, bytes: 400 * pageSize, idleWaitNS: tc.idle}}}
+			r.Model.Size = 1000 * pageSize
+			c := call{phase: event.PhaseDecode}
+			for e := range int32(3) {
+				c.reads = append(c.reads, pageRange{100 * e, 100 + 100*e})
+				c.of = append(c.of, readOf{tensor: uint32(e), expert: int16(e), layer: 0})
+			}
+			r.calls = append(r.calls, c)
+			r.device(nil, 0, 0, nil) // no device rate: the requests untimed
+			// One byte's kernel work is 1 ns with idle = 400 pages' bytes:
+			// the second slice (100 pages) keeps the helper 409600 ns.
+			leads := map[leadKey]float64{{0, true}: 0, {1, true}: 1, {2, true}: tc.lead}
+			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads)
+			if pf.raced != tc.raced {
+				t.Errorf("%d slices left to their faults, want %d", pf.raced, tc.raced)
 			}
 		})
 	}

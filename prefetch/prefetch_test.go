@@ -214,8 +214,12 @@ func TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts(t *testing.T) {
 		layer, expert int
 		dense         bool
 	}{{0, 2, false}, {1, -1, true}, {0, 1, false}, {1, 0, false}} {
+		if !e.dense {
+			want = append(want, expertSlices(e.layer, e.expert)...)
+			continue
+		}
 		for _, tn := range f.TensorsByOffset() {
-			if tn.Layer == e.layer && (tn.Experts > 0) != e.dense {
+			if tn.Layer == e.layer && tn.Experts == 0 {
 				want = append(want, fmt.Sprintf("%s/%d", tn.Name, e.expert))
 			}
 		}
@@ -229,5 +233,37 @@ func TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts(t *testing.T) {
 	}
 	if !rep.Layers || rep.Ranges != uint64(len(want)) {
 		t.Errorf("report %+v", rep)
+	}
+}
+
+// expertSlices are the names ("tensor/expert") of the slices of experts
+// of a layer in the order the graph reads them: each expert tensor for
+// every expert before the next tensor, gate, up, down.
+func expertSlices(layer int, experts ...int) []string {
+	var out []string
+	for _, role := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
+		for _, e := range experts {
+			out = append(out, fmt.Sprintf("blk.%d.%s.weight/%d", layer, role, e))
+		}
+	}
+	return out
+}
+
+// One pick of two experts asks for their slices in the graph's order:
+// both gates, both ups, both downs (the file holds gate, down, up), so
+// that the helper is never asking for the second expert's gate while the
+// graph already reads it.
+func TestAPicksSlicesAreAskedInTheOrderTheGraphReadsThem(t *testing.T) {
+	testenv.RequireRoot(t)
+	mf, _ := moeFile(t)
+	var got []string
+	p, err := Start(Config{Issued: func(is Issue) { got = append(got, fmt.Sprintf("%s/%d", is.Tensor, is.Expert)) }}, []rundir.ModelFile{mf}, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnPicks(picks(1, 1, 3, 0))
+	p.Close()
+	if want := expertSlices(1, 3, 0); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("asked for\n%v\nwant\n%v", got, want)
 	}
 }

@@ -512,8 +512,12 @@ type Prefetched struct {
 	EvictedUnusedBytes int64  `json:"evicted_unused_bytes"`
 	OutcomeNA          string `json:"outcome_na,omitempty"`
 	// ModelMajorFaults are the command's major faults in the model files
-	// the prefetcher saw (those it did not prevent).
-	ModelMajorFaults uint64 `json:"model_major_faults"`
+	// the prefetcher saw (those it did not prevent); PickedMajorFaults
+	// those of them in a picked slice, on a page it did not bring in
+	// (cached when asked and evicted before use, or faulted on before
+	// the pick reached it): each reads the fault's whole read-around.
+	ModelMajorFaults  uint64 `json:"model_major_faults"`
+	PickedMajorFaults uint64 `json:"picked_major_faults"`
 	// HelperCPUNS is the helper's CPU (user+sys) that made the calls,
 	// SelfCPUNS iocorr's own on the picks and faults.
 	HelperCPUNS int64 `json:"helper_cpu_ns"`
