@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iocorr/iocorr/internal/blockdev"
-	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/testkit/blocktrace"
 	"github.com/iocorr/iocorr/testkit/llmtest"
@@ -44,42 +42,21 @@ func settleReads(t *testing.T, file string) {
 	t.Fatalf("the residency of %s never settled (last %d pages)", file, last)
 }
 
-// fileDisk is where a file lies on its disk: what the completion trace
-// filters on and maps back to the file's pages.
+// fileDisk is where a file lies on its disk, with the disk's
+// read-around.
 type fileDisk struct {
-	disk      uint32
-	partStart uint64 // the partition's first sector on the disk
-	exts      []kernel.Extent
+	blocktrace.File
 	// readAhead is the disk's read_ahead_kb in pages.
 	readAhead int32
 }
 
 func openFileDisk(t *testing.T, path string) fileDisk {
 	t.Helper()
-	id, err := blockdev.StatFile(path)
-	if err != nil {
-		t.Fatal(err)
+	f := blocktrace.OpenFile(t, path)
+	if f.Device.ReadAheadKB == nil {
+		t.Skipf("read_ahead_kb of %s unknown", f.Device.Name)
 	}
-	bd, err := blockdev.Of(id)
-	if err != nil {
-		t.Skipf("no block device under %s: %v", path, err)
-	}
-	if bd.ReadAheadKB == nil {
-		t.Skipf("read_ahead_kb of %s unknown", bd.Name)
-	}
-	exts, err := blockdev.Extents(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fileDisk{bd.DiskDev, bd.PartStartSector, exts, int32(*bd.ReadAheadKB * 1024 / pageSize)}
-}
-
-func (fd fileDisk) sectors() []blocktrace.Range {
-	out := make([]blocktrace.Range, len(fd.exts))
-	for i, e := range fd.exts {
-		out[i] = blocktrace.Range{Start: fd.partStart + e.Physical/512, End: fd.partStart + (e.Physical+e.Length+511)/512}
-	}
-	return out
+	return fileDisk{f, int32(*f.Device.ReadAheadKB * 1024 / pageSize)}
 }
 
 // pagesRead maps the disk's read completions back through the extents
@@ -88,15 +65,11 @@ func (fd fileDisk) sectors() []blocktrace.Range {
 // process's pressure is read and yet not resident).
 func (fd fileDisk) pagesRead(cs []blocktrace.Completion) map[int32]bool {
 	read := map[int32]bool{}
-	for _, c := range cs {
-		lo, hi := (c.Sector-fd.partStart)*512, (c.Sector-fd.partStart+c.Sectors)*512
-		for _, e := range fd.exts {
-			a, b := max(lo, e.Physical), min(hi, e.Physical+e.Length)
-			for off := a; off < b; off += pageSize {
-				read[int32((off-e.Physical+e.Logical)/pageSize)] = true
-			}
+	fd.Spans(cs, func(lo, hi uint64) {
+		for off := lo &^ (pageSize - 1); off < hi; off += pageSize {
+			read[int32(off/pageSize)] = true
 		}
-	}
+	})
 	return read
 }
 
@@ -173,7 +146,7 @@ func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 				list = append(list, strconv.Itoa(int(p)))
 			}
 			vm0 := reclaimCounters(t)
-			tr := blocktrace.Start(t, fd.disk, fd.sectors())
+			tr := blocktrace.Start(t, fd.Disk, fd.Sectors())
 			out, err := exec.Command(toucher, "-file", file, "-pages", strings.Join(list, ","), "-evict", "-advice", "normal").Output()
 			if err != nil {
 				t.Fatalf("toucher: %v", err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/iocorr/iocorr/gguf"
-	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/blocktrace"
@@ -19,34 +18,17 @@ import (
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
-// fileSectors are the disk sectors of the file's extents (FIEMAP).
-func fileSectors(exts []rundir.Extent) []blocktrace.Range {
-	out := make([]blocktrace.Range, len(exts))
-	for i, e := range exts {
-		out[i] = blocktrace.Range{Start: e.Physical / 512, End: (e.Physical + e.Length + 511) / 512}
-	}
-	return out
-}
-
 // bytesPerTensor maps the completions through the file's extents
 // (FIEMAP) onto its tensors.
-func bytesPerTensor(ct *blocktrace.Trace, f *gguf.File, exts []rundir.Extent) map[string]uint64 {
+func bytesPerTensor(ct *blocktrace.Trace, f *gguf.File, file blocktrace.File) map[string]uint64 {
 	out := map[string]uint64{}
-	for _, r := range ct.Completions {
-		ps, pe := r.Sector*512, (r.Sector+r.Sectors)*512
-		for _, e := range exts {
-			lo, hi := max(ps, e.Physical), min(pe, e.Physical+e.Length)
-			if lo >= hi {
-				continue
-			}
-			fs, fe := int64(lo-e.Physical+e.Logical), int64(hi-e.Physical+e.Logical)
-			for _, tn := range f.Tensors {
-				if a, b := max(fs, tn.FileOffset), min(fe, tn.End()); a < b {
-					out[tn.Name] += uint64(b - a)
-				}
+	file.Spans(ct.Completions, func(lo, hi uint64) {
+		for _, tn := range f.Tensors {
+			if a, b := max(int64(lo), tn.FileOffset), min(int64(hi), tn.End()); a < b {
+				out[tn.Name] += uint64(b - a)
 			}
 		}
-	}
+	})
 	return out
 }
 
@@ -90,7 +72,6 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	llmtest.Require(t)
 	model := llmtest.Model(t, llmtest.MoE)
 	md := openModelDisk(t, model)
-	exts := md.exts
 	oursBefore := progMisses(t, "tracing", "block_")
 	ct := md.trace(t)
 	dir := filepath.Join(t.TempDir(), "run")
@@ -127,15 +108,7 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	var extra, seen uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		b := spooltest.Decoded(t, rec).Block()
-		if b == nil || b.Dev != md.dev || b.CmdFlags&0xff != 0 {
-			return
-		}
-		ps, pe := b.Sector*512, b.Sector*512+uint64(b.Bytes)
-		inFile := false
-		for _, e := range exts {
-			inFile = inFile || (ps < e.Physical+e.Length && pe > e.Physical)
-		}
-		if !inFile {
+		if b == nil || b.Dev != md.Disk || b.CmdFlags&0xff != 0 || !md.Overlaps(b.Sector, uint64(b.Bytes)/512) {
 			return
 		}
 		seen++
@@ -167,9 +140,8 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 // modelDisk is a model file and where it lies on its disk: what the
 // completion oracle traces and maps back onto tensors.
 type modelDisk struct {
-	f    *gguf.File
-	dev  uint32
-	exts []rundir.Extent
+	f *gguf.File
+	blocktrace.File
 }
 
 func openModelDisk(t *testing.T, model string) modelDisk {
@@ -178,20 +150,12 @@ func openModelDisk(t *testing.T, model string) modelDisk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := blockdev.StatFile(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exts, err := blockdev.Extents(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return modelDisk{f, id.Dev, exts}
+	return modelDisk{f, blocktrace.OpenFile(t, model)}
 }
 
 // trace starts the completion oracle on the model's sectors.
 func (md modelDisk) trace(t *testing.T) *blocktrace.Trace {
-	return blocktrace.Start(t, md.dev, fileSectors(md.exts))
+	return blocktrace.Start(t, md.Disk, md.Sectors())
 }
 
 // checkTensorBytes holds the device bytes the store gives each tensor of
@@ -200,7 +164,7 @@ func (md modelDisk) trace(t *testing.T) *blocktrace.Trace {
 func (md modelDisk) checkTensorBytes(t *testing.T, st *store.Store, ct *blocktrace.Trace) (ours, theirs uint64) {
 	t.Helper()
 	f := md.f
-	want := bytesPerTensor(ct, f, md.exts)
+	want := bytesPerTensor(ct, f, md.File)
 	rows, err := st.Query(store.Query{By: "tensor"})
 	if err != nil {
 		t.Fatal(err)
