@@ -22,14 +22,13 @@ var floor = map[string]int{
 	"internal/varint":      0,
 	"internal/protowalk":   0,
 	"testkit/browsertest":  0,
-	"testkit/blocktrace":   0,
 	"testkit/ducktest":     0,
 	"testkit/perfettotest": 1,
 	// 1: the data model, the model file format, the BPF records; the
 	// machine's facts, read in the kernel's shapes (internal/kernel's),
 	// and the held child and helpers that record starts.
 	"event": 1, "gguf": 1, "wire": 1, "internal/blockdev": 1, "internal/proc": 1,
-	"internal/launch": 2,
+	"internal/launch": 2, "testkit/blocktrace": 2,
 	// 2: target knowledge (llama.cpp and ggml), no BPF; the spool and its
 	// decoding.
 	"ggml": 2, "ingest": 2,
