@@ -404,7 +404,7 @@ func (r *Run) time(row *Row, m *measured) {
 	case m.bytes == 0:
 		row.NA[ColStall] = noWaitPerByte
 	default:
-		row.StallNSPerToken = row.BytesReadPerToken * float64(m.waitNS) / float64(m.bytes)
+		row.StallNSPerToken = row.BytesReadPerToken * m.waitPerByte()
 	}
 	r.tps(row, m)
 }

@@ -362,10 +362,9 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 		cl := &r.calls[i]
 		gs := groups(cl, pol)
 		b0, m0 := c.readPages, c.majors
-		perByte := r.kernelNSPerByte(cl.phase)
-		waitPerByte := 0.0
-		if m := r.byPhase[cl.phase]; m != nil && m.bytes > 0 {
-			waitPerByte = float64(m.waitNS) / float64(m.bytes)
+		var perByte, waitPerByte float64
+		if m := r.byPhase[cl.phase]; m != nil {
+			perByte, waitPerByte = m.kernelPerByte(), m.waitPerByte()
 		}
 		for j, rg := range cl.reads {
 			for len(gs) > 0 && gs[0].at == j {
@@ -394,7 +393,7 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 					// first, on its slice's first page), and any the
 					// helper's reads before it have not let it reach: each
 					// takes the kernel's work per byte
-					// (Run.kernelNSPerByte), and the graph is later by its
+					// (measured.kernelPerByte), and the graph is later by its
 					// waits on what it faulted and on what had not arrived.
 					if g.experts && idx == 0 || ok && sent*perByte >= max(arr.need, l+delay)+arr.stall {
 						out.raced++
@@ -461,7 +460,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	default:
 		row.StallNSPerToken = got.stallNS[ph] / n
 		if got.demandBytes[ph] > 0 {
-			row.StallNSPerToken += float64(got.demandBytes[ph]) / n * float64(m.waitNS) / float64(m.bytes)
+			row.StallNSPerToken += float64(got.demandBytes[ph]) / n * m.waitPerByte()
 		}
 		// The kernel's work of bringing a page in (allocating it,
 		// reclaiming another in the budget, unmapping that one from the
@@ -471,22 +470,10 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		// reads are sent): the bench's prefetched runs computed longer
 		// per token by about the fault wait per byte the plain run spent
 		// with the disk idle. The prefetched bytes are charged that.
-		row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * r.kernelNSPerByte(ph)
+		row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * m.kernelPerByte()
 	}
 	r.tps(&row, m)
 	return row
-}
-
-// kernelNSPerByte is the kernel's work of reading a byte of the model in
-// the phase's calls, as the run measured it: the fault wait per byte
-// read that the model's disk was idle for (allocating the page,
-// reclaiming another, unmapping it). 0 where the phase read nothing.
-func (r *Run) kernelNSPerByte(ph uint8) float64 {
-	m := r.byPhase[ph]
-	if m == nil || m.bytes == 0 {
-		return 0
-	}
-	return float64(m.idleWaitNS) / float64(m.bytes)
 }
 
 // PrefetchAdvice is whether a prefetcher pays at a plan's budget, and

@@ -53,6 +53,23 @@ type measured struct {
 	idleWaitNS uint64
 }
 
+// waitPerByte is the phase's fault wait per byte read, 0 where it read
+// nothing.
+func (m *measured) waitPerByte() float64 { return perByte(m.waitNS, m.bytes) }
+
+// kernelPerByte is the kernel's work of reading a byte of the model in
+// the phase's calls, as the run measured it: the fault wait per byte
+// read that the model's disk was idle for (allocating the page,
+// reclaiming another, unmapping it). 0 where it read nothing.
+func (m *measured) kernelPerByte() float64 { return perByte(m.idleWaitNS, m.bytes) }
+
+func perByte(ns, bytes uint64) float64 {
+	if bytes == 0 {
+		return 0
+	}
+	return float64(ns) / float64(bytes)
+}
+
 // Run is what a prediction needs from one recorded run: the access stream
 // of every call, the model file's layout, and the run's own measurements
 // (its budget, non-file memory, bytes, faults, stall and time per call).
@@ -329,14 +346,13 @@ func union(ss []span) []span {
 	return out
 }
 
-// covered is how much of [a, b) the disjoint sorted spans cover.
+// covered is how much of [a, b) the disjoint sorted spans cover, found
+// by search: a run's stalls and calls are measured against tens of
+// thousands of busy intervals.
 func covered(ss []span, a, b uint64) uint64 {
 	var n uint64
-	for _, s := range ss {
-		if s.b <= a || s.a >= b {
-			continue
-		}
-		n += min(s.b, b) - max(s.a, a)
+	for i := sort.Search(len(ss), func(i int) bool { return ss[i].b > a }); i < len(ss) && ss[i].a < b; i++ {
+		n += min(ss[i].b, b) - max(ss[i].a, a)
 	}
 	return n
 }
@@ -414,18 +430,7 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 func idleWait(stalls, busy []span) uint64 {
 	var n uint64
 	for _, s := range stalls {
-		n += s.b - s.a - coveredSorted(busy, s.a, s.b)
-	}
-	return n
-}
-
-// coveredSorted is covered of spans ss sorted and disjoint, found by
-// search: a run's stalls are checked against tens of thousands of busy
-// intervals.
-func coveredSorted(ss []span, a, b uint64) uint64 {
-	var n uint64
-	for i := sort.Search(len(ss), func(i int) bool { return ss[i].b > a }); i < len(ss) && ss[i].a < b; i++ {
-		n += min(ss[i].b, b) - max(ss[i].a, a)
+		n += s.b - s.a - covered(busy, s.a, s.b)
 	}
 	return n
 }
