@@ -212,11 +212,12 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 }
 
 // plan judges a prefetch by what the decode calls waited on, by stats'
-// rule (rundir.IOBound): none where they are compute-bound or a deciding
-// figure was not measured; where the device was busy most of their time
-// or served most of what its profile says it can, only one that reads
-// fewer bytes (these runs' prefetches read what the kernel does); and it
-// says which.
+// rule (rundir.IOBound): only where they are latency-bound. None where
+// they are compute-bound, where a deciding figure was not measured
+// (without a disk profile latency is not told from bandwidth), and none
+// where the device was busy most of their time or served most of what
+// its profile says it can, whatever bytes the prefetch is predicted to
+// save; and it says which.
 func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 	// 1 MiB read in each 100 ns call at depth 1: 10.5 TB/s achieved.
 	fast := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 12e12}}}
@@ -228,10 +229,10 @@ func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 		profile *rundir.DiskProfile
 		says    string
 	}{
-		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, 100, nil, "bandwidth-bound"},
-		{"the reads get 87% of the device's bandwidth", []span{{100, 140}, {200, 240}}, 100, fast, "bandwidth-bound"},
+		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, 100, nil, "calls are bandwidth-bound ("},
+		{"the reads get 87% of the device's bandwidth", []span{{100, 140}, {200, 240}}, 100, fast, "calls are bandwidth-bound ("},
 		{"a fault stall of 10% of the calls' time", []span{{100, 140}, {200, 240}}, 20, slow, "compute-bound"},
-		{"busy 40% without a disk profile: judged bandwidth-bound", []span{{100, 140}, {200, 240}}, 100, nil, "no disk profile"},
+		{"busy 40% without a disk profile: not known", []span{{100, 140}, {200, 240}}, 100, nil, "no disk profile"},
 		{"no request completed", nil, 100, nil, "not measured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
