@@ -303,21 +303,12 @@ func (c *call) key(j int) faultKey {
 	return faultKey{c.token, c.of[j].tensor, c.of[j].expert}
 }
 
-// prefetchStall is what a request still makes the graph wait: its reads
-// arrive in order at the device's rate (bytes[i] is what the request
-// read of read i, the resident pages skipped), and read i is needed
-// lead[i] ns of compute after the request, later by whatever the earlier
-// reads already made it wait.
-func prefetchStall(bytes, lead []float64, bytesPerS float64) float64 {
-	a := arrivals{rate: bytesPerS}
-	for i, b := range bytes {
-		a.add(b, lead[i])
-	}
-	return a.stall
-}
-
-// arrivals is prefetchStall's account, read by read: the bytes arrived
-// so far at rate, the latest need and the stall they left.
+// arrivals is what a request still makes the graph wait, read by read:
+// its reads arrive in order at rate (add's bytes is what the request
+// read of a read, the resident pages skipped), and a read is needed lead
+// ns of compute after the request, later by whatever the earlier reads
+// already made it wait. It keeps the bytes arrived so far, the latest
+// need and the stall they left.
 type arrivals struct {
 	rate, cum, need, stall float64
 }

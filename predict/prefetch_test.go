@@ -45,7 +45,7 @@ func TestALargeFolioYoungAtItsFirstScanIsActivated(t *testing.T) {
 	}
 }
 
-func TestPrefetchStallIsTheServiceTimeLeftAfterEachReadsLead(t *testing.T) {
+func TestARequestsStallIsTheServiceTimeLeftAfterEachReadsLead(t *testing.T) {
 	const rate = 1e9 // a byte a nanosecond
 	for _, tc := range []struct {
 		name        string
@@ -60,7 +60,11 @@ func TestPrefetchStallIsTheServiceTimeLeftAfterEachReadsLead(t *testing.T) {
 		{"a lead shorter than an earlier one counts as that one", []float64{10, 10}, []float64{30, 5}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := prefetchStall(tc.bytes, tc.lead, rate); math.Abs(got-tc.want) > 1e-9 {
+			a := arrivals{rate: rate}
+			for i, b := range tc.bytes {
+				a.add(b, tc.lead[i])
+			}
+			if got := a.stall; math.Abs(got-tc.want) > 1e-9 {
 				t.Errorf("stall %v ns, want %v", got, tc.want)
 			}
 		})
