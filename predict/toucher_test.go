@@ -146,7 +146,7 @@ func TestTheKernelModelReadsWhatTheKernelReadsForATouchersStream(t *testing.T) {
 				list = append(list, strconv.Itoa(int(p)))
 			}
 			vm0 := reclaimCounters(t)
-			tr := blocktrace.Start(t, fd.Disk, fd.Sectors())
+			tr := blocktrace.Start(t, fd.Disk(), fd.Sectors())
 			out, err := exec.Command(toucher, "-file", file, "-pages", strings.Join(list, ","), "-evict", "-advice", "normal").Output()
 			if err != nil {
 				t.Fatalf("toucher: %v", err)

@@ -108,7 +108,7 @@ func TestRecordCountsEachBlockRequestOnceUnderRequeues(t *testing.T) {
 	var extra, seen uint64
 	spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 		b := spooltest.Decoded(t, rec).Block()
-		if b == nil || b.Dev != md.Disk || b.CmdFlags&0xff != 0 || !md.Overlaps(b.Sector, uint64(b.Bytes)/512) {
+		if b == nil || b.Dev != md.Disk() || b.CmdFlags&0xff != 0 || !md.Overlaps(b.Sector, uint64(b.Bytes)/512) {
 			return
 		}
 		seen++
@@ -155,7 +155,7 @@ func openModelDisk(t *testing.T, model string) modelDisk {
 
 // trace starts the completion oracle on the model's sectors.
 func (md modelDisk) trace(t *testing.T) *blocktrace.Trace {
-	return blocktrace.Start(t, md.Disk, md.Sectors())
+	return blocktrace.Start(t, md.Disk(), md.Sectors())
 }
 
 // checkTensorBytes holds the device bytes the store gives each tensor of

@@ -99,10 +99,10 @@ func TestTheIOShapeEqualsTheBlockOracles(t *testing.T) {
 	t.Setenv(rundir.DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
 	kept := &rundir.DiskProfile{Device: "test", Measured: time.Now().UTC().Truncate(time.Second),
 		Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 2e9, MeanLatencyNs: 5e5}}}
-	if err := rundir.WriteDiskProfile(md.Disk, kept); err != nil {
+	if err := rundir.WriteDiskProfile(md.Disk(), kept); err != nil {
 		t.Fatal(err)
 	}
-	ct := blocktrace.StartTimed(t, md.Disk, md.Sectors())
+	ct := blocktrace.StartTimed(t, md.Disk(), md.Sectors())
 	dir := filepath.Join(t.TempDir(), "run")
 	rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: llmtest.MemLimit},
 		llmtest.CompletionArgs(llmtest.CLI(t, llmtest.Shared, "llama-completion"), model, 8)...)

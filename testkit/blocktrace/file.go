@@ -9,16 +9,17 @@ import (
 	"github.com/iocorr/iocorr/internal/kernel"
 )
 
-// File is where a file lies on its disk: the disk the completions come
-// from, the first sector of the partition holding the file (FIEMAP's
-// offsets are the partition's, a completion's sector the disk's) and the
-// file's extents.
+// File is where a file lies on its disk: its block device (DiskDev, the
+// disk the completions come from; PartStartSector, the first sector of
+// the partition holding it: FIEMAP's offsets are the partition's, a
+// completion's sector the disk's) and the file's extents.
 type File struct {
-	Disk      uint32
-	PartStart uint64
-	Extents   []kernel.Extent
-	Device    kernel.BlockDevice
+	Extents []kernel.Extent
+	Device  kernel.BlockDevice
 }
+
+// Disk is the device number of the disk the file's completions come from.
+func (f File) Disk() uint32 { return f.Device.DiskDev }
 
 // OpenFile finds where path lies; a file on no block device (a tmpfs)
 // skips the test.
@@ -36,7 +37,7 @@ func OpenFile(t testing.TB, path string) File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return File{Disk: bd.DiskDev, PartStart: bd.PartStartSector, Extents: exts, Device: bd}
+	return File{Extents: exts, Device: bd}
 }
 
 // Sectors are the disk sectors of the file's extents: what a trace of
@@ -44,7 +45,7 @@ func OpenFile(t testing.TB, path string) File {
 func (f File) Sectors() []Range {
 	out := make([]Range, len(f.Extents))
 	for i, e := range f.Extents {
-		out[i] = Range{Start: f.PartStart + e.Physical/512, End: f.PartStart + (e.Physical+e.Length+511)/512}
+		out[i] = Range{Start: f.Device.PartStartSector + e.Physical/512, End: f.Device.PartStartSector + (e.Physical+e.Length+511)/512}
 	}
 	return out
 }
@@ -53,7 +54,7 @@ func (f File) Sectors() []Range {
 // read, mapped back through the extents.
 func (f File) Spans(cs []Completion, fn func(lo, hi uint64)) {
 	for _, c := range cs {
-		lo, hi := (c.Sector-f.PartStart)*512, (c.Sector-f.PartStart+c.Sectors)*512
+		lo, hi := (c.Sector-f.Device.PartStartSector)*512, (c.Sector-f.Device.PartStartSector+c.Sectors)*512
 		for _, e := range f.Extents {
 			if a, b := max(lo, e.Physical), min(hi, e.Physical+e.Length); a < b {
 				fn(a-e.Physical+e.Logical, b-e.Physical+e.Logical)

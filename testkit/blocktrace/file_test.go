@@ -13,7 +13,7 @@ import (
 // sectors: the two meet at the partition's first sector, and a
 // completion maps back onto the file's bytes extent by extent.
 func TestACompletionMapsBackOntoTheFileThroughItsPartitionsStart(t *testing.T) {
-	f := File{PartStart: 2048, Extents: []kernel.Extent{
+	f := File{Device: kernel.BlockDevice{PartStartSector: 2048}, Extents: []kernel.Extent{
 		{Logical: 0, Physical: 1 << 20, Length: 8192},
 		{Logical: 8192, Physical: 4 << 20, Length: 4096},
 	}}
