@@ -1,10 +1,12 @@
 package predict
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
@@ -152,15 +154,28 @@ type phaseBound struct {
 func (r *Run) measureBound(ph uint8) (bound string, busyShare float64, why string) {
 	var wall, busy, area, bytes uint64
 	var n int
+	// By start, with the longest request's time: a call's requests (those
+	// overlapping it) are then found by search, not by a scan of all.
+	reqs := slices.SortedFunc(slices.Values(r.dev.requests), func(x, y request) int { return cmp.Compare(x.a, y.a) })
+	var longest uint64
+	for _, q := range reqs {
+		longest = max(longest, q.b-q.a)
+	}
 	for _, c := range r.calls {
 		if c.phase != ph || c.end == 0 {
 			continue
 		}
 		wall += c.end - c.start
 		busy += covered(r.dev.busy, c.start, c.end)
-		for _, q := range r.dev.requests {
-			if o := min(q.b, c.end) - min(max(q.a, c.start), c.end); o > 0 {
-				area += o
+		from := c.start - min(c.start, longest)
+		i := sort.Search(len(reqs), func(i int) bool { return reqs[i].a >= from })
+		for _, q := range reqs[i:] {
+			if q.a >= c.end {
+				break
+			}
+			// Unsigned: a request that ended before the call would wrap.
+			if lo, hi := max(q.a, c.start), min(q.b, c.end); hi > lo {
+				area += hi - lo
 			}
 			if q.b > c.start && q.b <= c.end {
 				bytes += q.bytes

@@ -446,3 +446,42 @@ func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) 
 		})
 	}
 }
+
+// The depth a phase's bandwidth is judged at counts only the requests in
+// flight during its calls: one that ended before a call adds nothing (it
+// once added a wrapped difference, a depth past any profiled, and the
+// profile's deepest bandwidth made a bandwidth-bound decode latency-bound).
+func TestADecodesDepthCountsOnlyTheRequestsOverlappingItsCalls(t *testing.T) {
+	// 2 MiB read in the calls' 200 ns; the profile serves 12e12 B/s at
+	// depth 1 (the decode gets 87% of it) and 100× that at depth 32.
+	profile := &rundir.DiskProfile{Points: []rundir.DiskPoint{
+		{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 12e12},
+		{Depth: 32, BlockBytes: 1 << 20, BytesPerSec: 12e14},
+	}}
+	for _, tc := range []struct {
+		name string
+		busy []span
+		want string
+	}{
+		{"only the calls' requests", []span{{100, 140}, {200, 240}}, rundir.BoundBandwidth},
+		{"one before the calls too", []span{{10, 50}, {100, 140}, {200, 240}}, rundir.BoundBandwidth},
+		{"one after the calls too", []span{{100, 140}, {200, 240}, {400, 440}}, rundir.BoundBandwidth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.calls[0].start, r.calls[0].end = 100, 200
+			r.calls[1].start, r.calls[1].end = 200, 300
+			m := r.byPhase[event.PhaseDecode]
+			m.wallNS, m.waitNS = 200, 100
+			var reqs []request
+			for _, s := range tc.busy {
+				reqs = append(reqs, request{s, 1 << 20})
+			}
+			r.device(tc.busy, uint64(len(tc.busy))<<20, len(tc.busy), profile)
+			r.dev.requests = reqs
+			if got, share, why := r.bound(event.PhaseDecode); got != tc.want {
+				t.Errorf("decode %q (busy share %.2f, %s), want %q", got, share, why, tc.want)
+			}
+		})
+	}
+}
