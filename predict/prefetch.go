@@ -1,17 +1,17 @@
 package predict
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/stats"
+	"github.com/iocorr/iocorr/store"
 )
 
 // Prefetch policies: a prefetcher's requests ahead of the graph, the rest
@@ -61,15 +61,6 @@ type deviceRate struct {
 	requestBytes float64
 	profile      *rundir.DiskProfile // nil without one
 	why          string              // why the run's rate is not known ("" when it is)
-	// requests are the completed read requests, each with its bytes:
-	// what a phase's depth and bandwidth are measured from.
-	requests []request
-}
-
-// request is one completed block read of the model's disk.
-type request struct {
-	span
-	bytes uint64
 }
 
 // device sets the run's device from its read requests' intervals
@@ -125,84 +116,48 @@ const (
 // section, docs/measuring.md).
 const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the prefetch's reads share the device with the faults', which this prediction times apart; take the figure as a bound (a prefetch paid there only where it read fewer bytes)"
 
-// bound is what the phase's calls waited on, by rundir.IOBound's rule
-// (stats' io_shape verdict): their stall share, the device's busy share
-// of their time, and the bandwidth their requests achieved against the
-// disk profile's at the depth and request size they kept. It is "" with
-// why where a deciding figure was not measured.
+// bound is what the phase's calls waited on: stats' io_shape verdict of
+// the phase (boundsOf), "" with why where a deciding figure was not
+// measured.
 func (r *Run) bound(ph uint8) (bound string, busyShare float64, why string) {
-	// Every prefetch row asks (each budget, mode and phase): the scan of
-	// the calls against the requests is done once a phase.
-	if b, ok := r.bounds[ph]; ok {
-		return b.bound, b.busyShare, b.why
+	b, ok := r.bounds[ph]
+	if !ok {
+		return "", 0, "the run's " + event.PhaseName(ph) + " has no I/O shape"
 	}
-	bound, busyShare, why = r.measureBound(ph)
-	if r.bounds == nil {
-		r.bounds = map[uint8]phaseBound{}
-	}
-	r.bounds[ph] = phaseBound{bound, busyShare, why}
-	return bound, busyShare, why
+	return b.bound, b.busyShare, b.why
 }
 
-// phaseBound is what Run.bound found of a phase.
+// phaseBound is a phase's verdict in stats' I/O shape: what its calls
+// waited on (rundir.IOBound, "" where a deciding figure is NA: why says
+// which), and the device's busy share.
 type phaseBound struct {
 	bound     string
 	busyShare float64
 	why       string
 }
 
-func (r *Run) measureBound(ph uint8) (bound string, busyShare float64, why string) {
-	var wall, busy, area, bytes uint64
-	var n int
-	// By start, with the longest request's time: a call's requests (those
-	// overlapping it) are then found by search, not by a scan of all.
-	reqs := slices.SortedFunc(slices.Values(r.dev.requests), func(x, y request) int { return cmp.Compare(x.a, y.a) })
-	var longest uint64
-	for _, q := range reqs {
-		longest = max(longest, q.b-q.a)
+// boundsOf reads each phase's verdict from stats' I/O shape of the run:
+// plan judges a prefetch by the verdict stats, the report and the
+// dataset give, not by a second account of the same requests.
+func boundsOf(recorded *store.Run) (map[uint8]phaseBound, error) {
+	t, _, err := stats.IOShape(recorded)
+	if err != nil {
+		return nil, fmt.Errorf("the run's I/O shape: %w", err)
 	}
-	for _, c := range r.calls {
-		if c.phase != ph || c.end == 0 {
-			continue
-		}
-		wall += c.end - c.start
-		busy += covered(r.dev.busy, c.start, c.end)
-		from := c.start - min(c.start, longest)
-		i := sort.Search(len(reqs), func(i int) bool { return reqs[i].a >= from })
-		for _, q := range reqs[i:] {
-			if q.a >= c.end {
-				break
-			}
-			// Unsigned: a request that ended before the call would wrap.
-			if lo, hi := max(q.a, c.start), min(q.b, c.end); hi > lo {
-				area += hi - lo
-			}
-			if q.b > c.start && q.b <= c.end {
-				bytes += q.bytes
-				n++
+	phase, busy, verdict := t.Col("phase"), t.Col("busy_share"), t.Col("verdict")
+	if phase < 0 || busy < 0 || verdict < 0 {
+		return nil, fmt.Errorf("the run's I/O shape has no phase, busy_share or verdict column")
+	}
+	out := map[uint8]phaseBound{}
+	err = t.Each(func(row []stats.Value) error {
+		for _, ph := range []uint8{event.PhasePrefill, event.PhaseDecode} {
+			if row[phase].S == event.PhaseName(ph) {
+				out[ph] = phaseBound{bound: row[verdict].S, busyShare: row[busy].F, why: row[verdict].NA}
 			}
 		}
-	}
-	m := r.byPhase[ph]
-	switch {
-	case wall == 0 || m == nil || m.wallNS == 0:
-		return "", 0, "the run's " + event.PhaseName(ph) + " calls have no times"
-	case r.dev.why != "":
-		return "", 0, r.dev.why
-	}
-	stall := float64(m.waitNS) / float64(m.wallNS)
-	share := float64(busy) / float64(wall)
-	bw, bwKnown := 0.0, n == 0
-	if n > 0 && busy > 0 && r.dev.profile != nil {
-		if dev, ok := r.dev.profile.BandwidthAt(float64(area)/float64(busy), float64(bytes)/float64(n)); ok && dev > 0 {
-			bw, bwKnown = float64(bytes)/(float64(wall)/1e9)/dev, true
-		}
-	}
-	b := rundir.IOBound(stall, share, true, bw, bwKnown)
-	if b == "" {
-		why = "the run carries no disk profile (iocorr doctor --disk): its bandwidth against the device's is not known"
-	}
-	return b, share, why
+		return nil
+	})
+	return out, err
 }
 
 // group is one request a prefetcher makes in a call: the reads it
@@ -511,9 +466,6 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 	switch bound {
 	case "":
 		a.Reason = "no prefetch: what the decode calls waited on is not known (" + why + ")"
-		if r.dev.why == "" && r.dev.profile == nil {
-			a.Reason += "; iocorr doctor --disk measures the disk's profile, which tells latency from bandwidth"
-		}
 		return a
 	case rundir.BoundCompute:
 		a.Reason = "no prefetch: the decode calls are compute-bound (their fault stall is under a quarter of their time)"

@@ -215,44 +215,26 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 	}
 }
 
-// plan judges a prefetch by what the decode calls waited on, by stats'
-// rule (rundir.IOBound): only where they are latency-bound. None where
-// they are compute-bound, where a deciding figure was not measured
-// (without a disk profile latency is not told from bandwidth), and none
-// where the device was busy most of their time or served most of what
-// its profile says it can, whatever bytes the prefetch is predicted to
-// save; and it says which.
+// plan judges a prefetch by what the decode calls waited on, stats'
+// verdict of the phase (rundir.IOBound): only where they are
+// latency-bound. None where they are compute-bound, where a deciding
+// figure was not measured (without a disk profile latency is not told
+// from bandwidth), and none where they are bandwidth-bound, whatever
+// bytes the prefetch is predicted to save; and it says which.
 func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
-	// 1 MiB read in each 100 ns call at depth 1: 10.5 TB/s achieved.
-	fast := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 12e12}}}
-	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 40e12}}}
 	for _, tc := range []struct {
-		name    string
-		busy    []span
-		stall   uint64 // of the calls' 200 ns
-		profile *rundir.DiskProfile
-		says    string
+		name   string
+		bounds map[uint8]phaseBound
+		says   string
 	}{
-		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, 100, nil, "calls are bandwidth-bound ("},
-		{"the reads get 87% of the device's bandwidth", []span{{100, 140}, {200, 240}}, 100, fast, "calls are bandwidth-bound ("},
-		{"a fault stall of 10% of the calls' time", []span{{100, 140}, {200, 240}}, 20, slow, "compute-bound"},
-		{"busy 40% without a disk profile: not known", []span{{100, 140}, {200, 240}}, 100, nil, "no disk profile"},
-		{"no request completed", nil, 100, nil, "not measured"},
+		{"bandwidth-bound", map[uint8]phaseBound{event.PhaseDecode: {rundir.BoundBandwidth, 0.9, ""}}, "calls are bandwidth-bound (the device busy 90%"},
+		{"compute-bound", map[uint8]phaseBound{event.PhaseDecode: {rundir.BoundCompute, 0.1, ""}}, "compute-bound"},
+		{"not known without a disk profile", map[uint8]phaseBound{event.PhaseDecode: {"", 0.4, "no disk profile: run iocorr doctor --disk FILE"}}, "not known (no disk profile"},
+		{"no I/O shape of the decode", map[uint8]phaseBound{event.PhasePrefill: {rundir.BoundLatency, 0.4, ""}}, "decode has no I/O shape"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
-			r.calls[0].start, r.calls[0].end = 100, 200
-			r.calls[1].start, r.calls[1].end = 200, 300
-			m := r.byPhase[event.PhaseDecode]
-			m.wallNS, m.waitNS = 200, tc.stall
-			var bytes uint64
-			for _, s := range tc.busy {
-				bytes += 1 << 20
-				r.dev.requests = append(r.dev.requests, request{s, 1 << 20})
-			}
-			reqs := r.dev.requests
-			r.device(tc.busy, bytes, len(tc.busy), tc.profile)
-			r.dev.requests = reqs
+			r.bounds = tc.bounds
 			a := r.advise(1<<20, 0, []string{"cmd"})
 			if a.Policy != "" || a.Command != "" || !strings.Contains(a.Reason, tc.says) {
 				t.Errorf("advice %+v, want none, saying %q", a, tc.says)
@@ -335,11 +317,12 @@ func TestARequestIsTimedAtTheDepthItKeepsOrTheRunsOwnRate(t *testing.T) {
 func TestAPrefetchRowOfABandwidthBoundPhaseSaysItIsABound(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		busy  []span
-		bound bool
+		bound string
+		want  bool
 	}{
-		{"busy 90% of the calls' time", []span{{100, 190}, {200, 290}}, true},
-		{"busy 20% without a disk profile: undecided", []span{{100, 120}, {200, 220}}, false},
+		{"bandwidth-bound", rundir.BoundBandwidth, true},
+		{"latency-bound", rundir.BoundLatency, false},
+		{"undecided", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
@@ -348,11 +331,12 @@ func TestAPrefetchRowOfABandwidthBoundPhaseSaysItIsABound(t *testing.T) {
 			r.calls[1].start, r.calls[1].end = 200, 300
 			m := r.byPhase[event.PhaseDecode]
 			m.wallNS, m.waitNS, m.bytes = 200, 100, 2<<20
-			r.device(tc.busy, 2<<20, 2, nil)
+			r.device([]span{{100, 190}, {200, 290}}, 2<<20, 2, nil)
+			r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: tc.bound}}
 			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{DeviceNote: true}}
 			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
-			if strings.Contains(row.Note, BandwidthBoundNote) != tc.bound {
-				t.Errorf("note %q: want the bandwidth-bound note %v", row.Note, tc.bound)
+			if strings.Contains(row.Note, BandwidthBoundNote) != tc.want {
+				t.Errorf("note %q: want the bandwidth-bound note %v", row.Note, tc.want)
 			}
 		})
 	}
@@ -442,45 +426,6 @@ func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) 
 			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads)
 			if pf.raced != tc.raced {
 				t.Errorf("%d slices left to their faults, want %d", pf.raced, tc.raced)
-			}
-		})
-	}
-}
-
-// The depth a phase's bandwidth is judged at counts only the requests in
-// flight during its calls: one that ended before a call adds nothing (it
-// once added a wrapped difference, a depth past any profiled, and the
-// profile's deepest bandwidth made a bandwidth-bound decode latency-bound).
-func TestADecodesDepthCountsOnlyTheRequestsOverlappingItsCalls(t *testing.T) {
-	// 2 MiB read in the calls' 200 ns; the profile serves 12e12 B/s at
-	// depth 1 (the decode gets 87% of it) and 100× that at depth 32.
-	profile := &rundir.DiskProfile{Points: []rundir.DiskPoint{
-		{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 12e12},
-		{Depth: 32, BlockBytes: 1 << 20, BytesPerSec: 12e14},
-	}}
-	for _, tc := range []struct {
-		name string
-		busy []span
-		want string
-	}{
-		{"only the calls' requests", []span{{100, 140}, {200, 240}}, rundir.BoundBandwidth},
-		{"one before the calls too", []span{{10, 50}, {100, 140}, {200, 240}}, rundir.BoundBandwidth},
-		{"one after the calls too", []span{{100, 140}, {200, 240}, {400, 440}}, rundir.BoundBandwidth},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := cyclicRun(100, 2)
-			r.calls[0].start, r.calls[0].end = 100, 200
-			r.calls[1].start, r.calls[1].end = 200, 300
-			m := r.byPhase[event.PhaseDecode]
-			m.wallNS, m.waitNS = 200, 100
-			var reqs []request
-			for _, s := range tc.busy {
-				reqs = append(reqs, request{s, 1 << 20})
-			}
-			r.device(tc.busy, uint64(len(tc.busy))<<20, len(tc.busy), profile)
-			r.dev.requests = reqs
-			if got, share, why := r.bound(event.PhaseDecode); got != tc.want {
-				t.Errorf("decode %q (busy share %.2f, %s), want %q", got, share, why, tc.want)
 			}
 		})
 	}

@@ -74,7 +74,7 @@ func perByte(ns, bytes uint64) float64 {
 // of every call, the model file's layout, and the run's own measurements
 // (its budget, non-file memory, bytes, faults, stall and time per call).
 type Run struct {
-	// bounds are Run.bound's findings by phase, once measured.
+	// bounds are the phases' verdicts in stats' I/O shape (boundsOf).
 	bounds map[uint8]phaseBound
 
 	Model   rundir.ModelFile
@@ -151,6 +151,9 @@ func Load(recorded *store.Run, snaps []rundir.Snapshot) (*Run, error) {
 	tokens, err := st.Tokens()
 	if err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	if r.bounds, err = boundsOf(recorded); err != nil {
+		return nil, err
 	}
 	picks := map[uint32]map[int][]int{} // token → layer → experts picked
 	if err := st.ExpertSelections(func(s event.ExpertSel) error {
@@ -374,7 +377,6 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 	r.firstFault = map[faultKey]uint64{}
 	readers := map[uint32]map[uint32]bool{}
 	var blocks []span
-	var reqs []request
 	var blockBytes uint64
 	requests := map[uint32]bool{}
 	err := st.Events(store.EventFilter{}, func(e *event.Event) error {
@@ -393,7 +395,6 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 			}
 		case e.Kind == event.KindBlock && !event.BlockWrite(e.Class) && !e.CompletionUnseen() && e.Dur > 0 && e.Dur <= e.Ts:
 			blocks = append(blocks, span{e.Ts - e.Dur, e.Ts})
-			reqs = append(reqs, request{span{e.Ts - e.Dur, e.Ts}, e.Bytes})
 			blockBytes += e.Bytes
 			requests[e.Req] = true
 		}
@@ -414,7 +415,6 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 		r.readers = max(r.readers, len(ts))
 	}
 	r.device(union(blocks), blockBytes, len(requests), r.disk)
-	r.dev.requests = reqs
 	for tok, u := range r.stalls {
 		m := r.byPhase[phaseOf[tok]]
 		if m == nil || r.dev.why != "" {
