@@ -16,6 +16,7 @@ import (
 
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/sweep"
 )
@@ -247,30 +248,16 @@ func (a advice) recordFlags() []string {
 	return f
 }
 
-// adviceOf reads plan's stdout: the prefetcher its "prefetch: iocorr
-// prefetch [--layers] --window W --mem-limit L -- CMD" line runs, and
-// whether there is one.
-func adviceOf(out []byte) (advice, bool, error) {
-	var a advice
-	_, line, ok := bytes.Cut(out, []byte("\nprefetch: iocorr prefetch "))
-	if !ok {
-		return a, false, nil
+// adviceOf is the prefetcher plan.json's advice runs, and whether it
+// advises one: a plan without advice is an error, not "none".
+func adviceOf(p *pin.Plan) (advice, bool, error) {
+	switch {
+	case p.Prefetch == nil:
+		return advice{}, false, fmt.Errorf("the plan carries no prefetch advice")
+	case p.Prefetch.Policy == "":
+		return advice{}, false, nil
 	}
-	line, _, _ = bytes.Cut(line, []byte(" -- "))
-	f := strings.Fields(string(line))
-	for i := 0; i < len(f); i++ {
-		switch {
-		case f[i] == "--layers":
-			a.layers = true
-		case f[i] == "--window" && i+1 < len(f):
-			w, err := strconv.ParseInt(f[i+1], 10, 64)
-			if err != nil {
-				return a, true, fmt.Errorf("plan's prefetch command: --window %q", f[i+1])
-			}
-			a.window, i = w, i+1
-		}
-	}
-	return a, true, nil
+	return advice{layers: p.Prefetch.Layers, window: p.Prefetch.WindowBytes}, true, nil
 }
 
 // prefetchBefore records the command once, traced and cold under budget,
@@ -303,13 +290,17 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		}
 	}
 	plan := filepath.Join(dir, "plan.json")
-	out, err = exec.Command(cfg.Iocorr, "plan", "-i", dir, "--mem-limit", budget, "-o", plan).Output()
+	if out, err := exec.Command(cfg.Iocorr, "plan", "-i", dir, "--mem-limit", budget, "-o", plan).CombinedOutput(); err != nil {
+		b.why = fmt.Sprintf("iocorr plan: %v: %s", err, lastLine(out))
+		return b
+	}
+	p, err := pin.Read(plan)
 	if err != nil {
-		b.why = fmt.Sprintf("iocorr plan: %v", err)
+		b.why = err.Error()
 		return b
 	}
 	// The prefetched runs run what plan advises: its policy and window.
-	if b.pf, b.advised, err = adviceOf(out); err != nil {
+	if b.pf, b.advised, err = adviceOf(p); err != nil {
 		b.why = err.Error()
 		return b
 	}

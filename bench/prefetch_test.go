@@ -3,32 +3,31 @@ package bench
 import (
 	"slices"
 	"testing"
+
+	"github.com/iocorr/iocorr/pin"
 )
 
-// The prefetched runs run what plan advises: its policy (--layers is
-// prefetch-both) and its window, read from the command it prints; where
-// it advises none the bench forces the experts' at the default window.
+// The prefetched runs run what plan advises, as plan.json keeps it: its
+// policy (layers is prefetch-both) and its window; where it advises none
+// the bench forces the experts' at the default window.
 func TestThePrefetchedRunsRunThePrefetcherPlanAdvises(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		out     string
+		advice  pin.Prefetch
 		advised bool
 		policy  string
 		flags   []string
 		record  []string
 	}{
-		{"both, with a window",
-			"pin: nothing\nprefetch: iocorr prefetch --layers --window 28385280 --mem-limit 167772160 -- llama-completion -m 'a b.gguf' --layers 3\nprefetch-both is predicted…\n",
+		{"both, with a window", pin.Prefetch{Policy: "prefetch-both", Layers: true, WindowBytes: 28385280, Command: "iocorr prefetch --layers …"},
 			true, "prefetch-both", []string{"--layers", "--window", "28385280"}, []string{"--prefetch", "--prefetch-layers", "--prefetch-window", "28385280"}},
-		{"the experts'",
-			"pin: nothing\nprefetch: iocorr prefetch --window 33116160 --mem-limit 100663296 -- llama-completion -m m.gguf\n",
+		{"the experts'", pin.Prefetch{Policy: "prefetch-experts", WindowBytes: 33116160, Command: "iocorr prefetch --window …"},
 			true, "prefetch-experts", []string{"--window", "33116160"}, []string{"--prefetch", "--prefetch-window", "33116160"}},
-		{"none: forced at the default window",
-			"pin: nothing\nno prefetch: none is predicted to give 1.1× the decode tokens/s\n",
+		{"none: forced at the default window", pin.Prefetch{Reason: "no prefetch: …"},
 			false, "prefetch-experts", nil, []string{"--prefetch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, advised, err := adviceOf([]byte(tc.out))
+			a, advised, err := adviceOf(&pin.Plan{Prefetch: &tc.advice})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,9 +39,10 @@ func TestThePrefetchedRunsRunThePrefetcherPlanAdvises(t *testing.T) {
 	}
 }
 
-// A window plan printed that is no number is an error, not a default.
-func TestAnUnreadableWindowInPlansAdviceIsAnError(t *testing.T) {
-	if _, _, err := adviceOf([]byte("x\nprefetch: iocorr prefetch --window 2MiBx --mem-limit 1 -- c\n")); err == nil {
+// A plan written without advice (before plan kept it) is an error, not
+// advice of none.
+func TestAPlanWithoutPrefetchAdviceIsAnError(t *testing.T) {
+	if _, _, err := adviceOf(&pin.Plan{}); err == nil {
 		t.Error("no error")
 	}
 }

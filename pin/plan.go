@@ -45,6 +45,26 @@ type Plan struct {
 	// plans written before it was recorded): a pin's predicted bytes
 	// depend on it where the kernel's alone hardly do.
 	ReadaheadBytes int64 `json:"readahead_bytes,omitempty"`
+	// Prefetch is the advice on a prefetcher at the budget (nil in plans
+	// written before it was kept): programs read it here, not from the
+	// lines plan prints.
+	Prefetch *Prefetch `json:"prefetch,omitempty"`
+}
+
+// Prefetch says whether a prefetcher (iocorr prefetch) pays at a plan's
+// budget, and how to run it.
+type Prefetch struct {
+	// Policy is predict's policy recommended (prefetch-experts or
+	// prefetch-both), "" for none.
+	Policy string `json:"policy"`
+	// Layers: it asks for the next layer's dense weights too (--layers).
+	Layers bool `json:"layers"`
+	// WindowBytes is the most bytes its requests hold in flight at once
+	// (--window).
+	WindowBytes int64 `json:"window_bytes"`
+	// Command is the command line that runs it ("" for none).
+	Command string `json:"command"`
+	Reason  string `json:"reason"`
 }
 
 // Range is one pinned range of the file: a whole tensor (Expert -1) or

@@ -34,23 +34,23 @@ const minGain = 0.05
 // Options.Readahead (0: the kernel's).
 //
 // Where the run's readers race (Result.Modes), a pinning must read fewer
-// bytes and more tokens/s in both modes to be recommended. The advice
-// beside the plan says whether a prefetcher pays at the budget
-// (Run.advise).
-func MakePlan(run *store.Run, budget, readahead int64) (*pin.Plan, *PrefetchAdvice, error) {
+// bytes and more tokens/s in both modes to be recommended. The plan's
+// Prefetch says whether a prefetcher pays at the budget (Run.advise).
+func MakePlan(run *store.Run, budget, readahead int64) (*pin.Plan, error) {
 	snaps, err := run.Snapshots()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	r, err := Load(run, snaps)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	p, err := r.plan(budget, readahead, ModelIdentity(&run.Meta.Models[0]), run.Store.Tensors)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return p, r.advise(budget, readahead, run.Meta.Command), nil
+	p.Prefetch = r.advise(budget, readahead, run.Meta.Command)
+	return p, nil
 }
 
 func (r *Run) plan(budget, readahead int64, id pin.ModelID, tensors []event.Tensor) (*pin.Plan, error) {

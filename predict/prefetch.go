@@ -9,6 +9,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/internal/units"
+	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/stats"
 	"github.com/iocorr/iocorr/store"
@@ -437,18 +438,6 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	return row
 }
 
-// PrefetchAdvice is whether a prefetcher pays at a plan's budget, and
-// how to run it.
-type PrefetchAdvice struct {
-	// Policy is the prefetch policy recommended, "" for none.
-	Policy string
-	// WindowBytes is the most bytes its requests hold in flight at once.
-	WindowBytes int64
-	// Command is the command line that runs it ("" for none).
-	Command string
-	Reason  string
-}
-
 // Thresholds of the advice. A prefetch must be predicted to give
 // minSpeedup× the kernel policy's decode tokens/s, reading at most
 // maxBytes× its bytes, in every mode of the run; and only on a
@@ -460,8 +449,8 @@ const (
 
 // advise predicts every prefetch policy at budget, in every mode, and
 // recommends the one with the most decode tokens/s where it pays in all.
-func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice {
-	a := &PrefetchAdvice{}
+func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
+	a := &pin.Prefetch{}
 	bound, share, why := r.bound(event.PhaseDecode)
 	switch bound {
 	case "":
@@ -518,9 +507,9 @@ func (r *Run) advise(budget, readahead int64, command []string) *PrefetchAdvice 
 		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, maxBytes) + why
 		return a
 	}
-	a.Policy = best
+	a.Policy, a.Layers = best, best == PolicyPrefetchBoth
 	layers := ""
-	if best == PolicyPrefetchBoth {
+	if a.Layers {
 		layers = "--layers "
 	}
 	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))

@@ -294,13 +294,14 @@ func TestPredictHoldsTheDemoMoEAtTheBudgetsItMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	plan, advice, err := predict.MakePlan(run, 128<<20, 0)
+	plan, err := predict.MakePlan(run, 128<<20, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if advice.Reason == "" || (advice.Policy != "") != strings.HasPrefix(advice.Command, "iocorr prefetch ") ||
-		(advice.Policy == predict.PolicyPrefetchBoth) != strings.Contains(advice.Command, " --layers ") {
-		t.Errorf("prefetch advice %+v: want a reason, a command exactly when a policy, and --layers exactly for %s", advice, predict.PolicyPrefetchBoth)
+	advice := plan.Prefetch
+	if advice == nil || advice.Reason == "" || (advice.Policy != "") != strings.HasPrefix(advice.Command, "iocorr prefetch ") ||
+		(advice.Policy == predict.PolicyPrefetchBoth) != advice.Layers || advice.Layers != strings.Contains(advice.Command, " --layers ") {
+		t.Errorf("prefetch advice %+v: want a reason, a command exactly when a policy, and layers (--layers) exactly for %s", advice, predict.PolicyPrefetchBoth)
 	}
 	t.Logf("plan at 128 MiB: %s: %s", plan.Recommendation, plan.Reason)
 	if plan.Recommendation == predict.PinNothing {

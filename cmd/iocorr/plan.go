@@ -42,7 +42,7 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return fmt.Errorf("plan: %w", err)
 		}
 		defer run.Close()
-		p, advice, err := predict.MakePlan(run, budget, readahead)
+		p, err := predict.MakePlan(run, budget, readahead)
 		if err != nil {
 			return fmt.Errorf("plan: %w", err)
 		}
@@ -50,10 +50,10 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			return fmt.Errorf("plan: %w", err)
 		}
 		fmt.Fprintf(stdout, "%s: %s\n%s\n", *out, p.Recommendation, p.Reason)
-		if advice.Command != "" {
-			fmt.Fprintf(stdout, "prefetch: %s\n%s\n", advice.Command, advice.Reason)
+		if a := p.Prefetch; a.Command != "" {
+			fmt.Fprintf(stdout, "prefetch: %s\n%s\n", a.Command, a.Reason)
 		} else {
-			fmt.Fprintf(stdout, "%s\n", advice.Reason)
+			fmt.Fprintf(stdout, "%s\n", a.Reason)
 		}
 		return nil
 	}
