@@ -121,8 +121,17 @@ const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: t
 // the phase (boundsOf), "" with why where a deciding figure was not
 // measured.
 func (r *Run) bound(ph uint8) (bound string, busyShare float64, why string) {
+	if r.bounds == nil && r.recorded != nil {
+		var err error
+		if r.bounds, err = boundsOf(r.recorded); err != nil {
+			r.boundsWhy = err.Error()
+		}
+	}
 	b, ok := r.bounds[ph]
-	if !ok {
+	switch {
+	case r.boundsWhy != "":
+		return "", 0, r.boundsWhy
+	case !ok:
 		return "", 0, "the run's " + event.PhaseName(ph) + " has no I/O shape"
 	}
 	return b.bound, b.busyShare, b.why

@@ -74,8 +74,11 @@ func perByte(ns, bytes uint64) float64 {
 // of every call, the model file's layout, and the run's own measurements
 // (its budget, non-file memory, bytes, faults, stall and time per call).
 type Run struct {
-	// bounds are the phases' verdicts in stats' I/O shape (boundsOf).
-	bounds map[uint8]phaseBound
+	// bounds are the phases' verdicts in stats' I/O shape (boundsOf),
+	// read from recorded on first use (boundsWhy: why they could not be).
+	bounds    map[uint8]phaseBound
+	boundsWhy string
+	recorded  *store.Run
 
 	Model   rundir.ModelFile
 	Budget  int64 // the run's memory limit, 0 when it had none
@@ -152,9 +155,9 @@ func Load(recorded *store.Run, snaps []rundir.Snapshot) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
 	}
-	if r.bounds, err = boundsOf(recorded); err != nil {
-		return nil, err
-	}
+	// The phases' verdicts cost a second pass over the events; only the
+	// prefetch rows and plan's advice read them (Run.bound, on first use).
+	r.recorded = recorded
 	picks := map[uint32]map[int][]int{} // token → layer → experts picked
 	if err := st.ExpertSelections(func(s event.ExpertSel) error {
 		if picks[s.Token] == nil {
