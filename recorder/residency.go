@@ -80,6 +80,11 @@ type snapshotter struct {
 	// stop: none arms a tracer that is being closed.
 	armMu   sync.Mutex
 	stopped bool
+	// armedAt is when (CLOCK_MONOTONIC ns) the pending wakeup was armed,
+	// 0 when none is: the first token start after it takes it. timer
+	// arms the next at the end of the duty's wait.
+	armedAt atomic.Uint64
+	timer   *time.Timer
 	// method is how the snapshots read residency: cachestat until the
 	// kernel refuses it, then mincore (the snapshot goroutine's alone).
 	method string
@@ -159,6 +164,7 @@ func (s *snapshotter) armNext() {
 	if s.arm == nil || s.stopped {
 		return
 	}
+	s.armedAt.Store(monoNow())
 	if err := s.arm(); err != nil {
 		s.armOnce.Do(func() {
 			s.warn(fmt.Sprintf("residency snapshots: %v; they follow their tokens by up to the ring reader's poll", err))
@@ -234,7 +240,12 @@ func (s *snapshotter) stop() rundir.SnapshotStats {
 
 func (s *snapshotter) run() {
 	defer close(s.done)
-	var nextAt time.Time
+	// nextAt is when (CLOCK_MONOTONIC ns, as the marks' starts) the duty's
+	// wait after the last snapshot ends. A mark is judged by its token's
+	// start, not by when the reader saw it: a token that started inside
+	// the wait took no wakeup and may be seen a poll later, after the
+	// wait, and a snapshot then would trail its start by that poll.
+	var nextAt uint64
 	var backoff time.Duration
 	// The first decode token's start is never throttled: predict reads
 	// the command's non-file memory at decode token starts, and a short
@@ -247,15 +258,22 @@ func (s *snapshotter) run() {
 			s.resume(held, m)
 			continue
 		}
-		if throttled(m, time.Now(), nextAt, s.exact, decodeTaken) {
+		if throttled(m, nextAt, s.exact, decodeTaken) {
 			s.stats.Throttled.Add(1)
-			if !decodeTaken {
-				s.armNext() // this start took the wakeup; the first decode start wants one
+			if at := s.armedAt.Load(); !decodeTaken || (at != 0 && m.ts >= at) {
+				// This start took the pending wakeup (the timer armed it a
+				// little before the wait's end, or the first decode start
+				// wants one): the next start is woken too.
+				s.armNext()
 			}
 			continue
 		}
 		decodeTaken = decodeTaken || m.decode
-		begin := time.Now()
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.armedAt.Store(0)
+		begin, beginNS := time.Now(), monoNow()
 		snap, whole := s.take(m)
 		snap.Held = held
 		s.resume(held, m)
@@ -265,9 +283,12 @@ func (s *snapshotter) run() {
 		took := time.Since(begin)
 		var wait time.Duration
 		wait, backoff = snapshotWait(took, backoff, whole)
-		nextAt = begin.Add(wait)
+		nextAt = beginNS + uint64(wait)
 		if decodeTaken {
-			time.AfterFunc(time.Until(nextAt), s.armNext)
+			// Armed before the wait's end, so that a start just after it
+			// is woken whatever the timer's own lag; a start before the
+			// end takes that wakeup, is throttled, and re-arms.
+			s.timer = time.AfterFunc(time.Until(begin.Add(wait-armLead)), s.armNext)
 		} else {
 			// The first decode start is snapshotted within the wait: the
 			// reader is woken at it, not at its next poll (the replay
@@ -285,13 +306,30 @@ func (s *snapshotter) run() {
 		}
 		s.err = err
 	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 }
 
-// throttled says whether mark m gets no snapshot: it came before nextAt,
-// the duty's wait after the last, unless its process waits for it (exact)
-// or it is the first decode token's (decodeTaken says one was taken).
-func throttled(m tokenMark, now, nextAt time.Time, exact, decodeTaken bool) bool {
-	return !exact && now.Before(nextAt) && (decodeTaken || !m.decode)
+// armLead is how long before the duty's wait ends the next wakeup is
+// armed: more than a timer's usual lag, so that no token start after
+// the wait goes unwoken.
+const armLead = 5 * time.Millisecond
+
+// throttled says whether mark m gets no snapshot: its token started
+// before nextAt (CLOCK_MONOTONIC ns), the duty's wait after the last,
+// unless its process waits for it (exact) or it is the first decode
+// token's (decodeTaken says one was taken).
+func throttled(m tokenMark, nextAt uint64, exact, decodeTaken bool) bool {
+	return !exact && m.ts < nextAt && (decodeTaken || !m.decode)
+}
+
+// monoNow is CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns, so
+// of every mark's start.
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 // snapshotWait is how long after the start of a snapshot that took took

@@ -444,28 +444,29 @@ func (r pageReads) inFlight(from, to uint64) map[[2]int]bool {
 // Within the duty's wait a token start gets no snapshot, except the first
 // decode token's (predict reads the non-file memory at decode starts, and
 // a short cold run's prefill snapshot left none) and any an exact run's
-// process waits for.
-func TestAMarkWithinTheDutysWaitIsThrottledExceptTheFirstDecodeStart(t *testing.T) {
-	now := time.Unix(1000, 0)
-	soon, past := now.Add(time.Second), now.Add(-time.Second)
-	prefill, decode := tokenMark{token: 1}, tokenMark{token: 2, decode: true}
+// process waits for. A start is judged by when its token began, not by
+// when the reader saw it: one seen a poll after the wait but begun
+// inside it would trail its snapshot by that poll.
+func TestAMarkWhoseTokenBeganWithinTheDutysWaitIsThrottledExceptTheFirstDecodeStart(t *testing.T) {
+	const nextAt = uint64(10_000_000_000)
+	before, after := nextAt-1, nextAt
+	mark := func(decode bool, ts uint64) tokenMark { return tokenMark{token: 1, decode: decode, ts: ts} }
 	cases := []struct {
 		name        string
 		m           tokenMark
-		nextAt      time.Time
 		exact       bool
 		decodeTaken bool
 		want        bool
 	}{
-		{"a prefill start within the wait", prefill, soon, false, false, true},
-		{"the first decode start within the wait", decode, soon, false, false, false},
-		{"a later decode start within the wait", decode, soon, false, true, true},
-		{"a decode start after the wait", decode, past, false, true, false},
-		{"a prefill start after the wait", prefill, past, false, false, false},
-		{"an exact run's start within the wait", prefill, soon, true, true, false},
+		{"a prefill start within the wait", mark(false, before), false, false, true},
+		{"the first decode start within the wait", mark(true, before), false, false, false},
+		{"a later decode start within the wait", mark(true, before), false, true, true},
+		{"a decode start at the wait's end", mark(true, after), false, true, false},
+		{"a prefill start after the wait", mark(false, after+1), false, false, false},
+		{"an exact run's start within the wait", mark(false, before), true, true, false},
 	}
 	for _, c := range cases {
-		if got := throttled(c.m, now, c.nextAt, c.exact, c.decodeTaken); got != c.want {
+		if got := throttled(c.m, nextAt, c.exact, c.decodeTaken); got != c.want {
 			t.Errorf("%s: throttled = %v, want %v", c.name, got, c.want)
 		}
 	}
