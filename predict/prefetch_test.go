@@ -216,18 +216,15 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 }
 
 // plan judges a prefetch by what the decode calls waited on, stats'
-// verdict of the phase (rundir.IOBound): only where they are
-// latency-bound. None where they are compute-bound, where a deciding
-// figure was not measured (without a disk profile latency is not told
-// from bandwidth), and none where they are bandwidth-bound, whatever
-// bytes the prefetch is predicted to save; and it says which.
+// verdict of the phase (rundir.IOBound): none where they are
+// compute-bound, or where a deciding figure was not measured (without a
+// disk profile latency is not told from bandwidth); and it says which.
 func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		bounds map[uint8]phaseBound
 		says   string
 	}{
-		{"bandwidth-bound", map[uint8]phaseBound{event.PhaseDecode: {rundir.BoundBandwidth, 0.9, ""}}, "calls are bandwidth-bound (the device busy 90%"},
 		{"compute-bound", map[uint8]phaseBound{event.PhaseDecode: {rundir.BoundCompute, 0.1, ""}}, "compute-bound"},
 		{"not known without a disk profile", map[uint8]phaseBound{event.PhaseDecode: {"", 0.4, "no disk profile: run iocorr doctor --disk FILE"}}, "not known (no disk profile"},
 		{"no I/O shape of the decode", map[uint8]phaseBound{event.PhasePrefill: {rundir.BoundLatency, 0.4, ""}}, "decode has no I/O shape"},
@@ -238,6 +235,34 @@ func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 			a := r.advise(1<<20, 0, []string{"cmd"})
 			if a.Policy != "" || a.Command != "" || !strings.Contains(a.Reason, tc.says) {
 				t.Errorf("advice %+v, want none, saying %q", a, tc.says)
+			}
+		})
+	}
+}
+
+// A prefetch pays where it is predicted to give 1.1× the kernel policy's
+// tokens/s at no more than 1.05× its bytes. On a bandwidth-bound decode
+// it can pay only by reading fewer bytes: at most 0.8× the kernel's, and
+// its tokens/s are credited no more than the bytes it saves.
+func TestAPrefetchPaysOnABandwidthBoundDecodeOnlyByTheBytesItDoesNotRead(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		bound        string
+		speed, bytes float64
+		wantSpeed    float64
+		pays         bool
+	}{
+		{"latency-bound, faster at the same bytes", rundir.BoundLatency, 1.5, 1.0, 1.5, true},
+		{"latency-bound, too little faster", rundir.BoundLatency, 1.05, 0.9, 1.05, false},
+		{"latency-bound, more bytes", rundir.BoundLatency, 1.5, 1.1, 1.5, false},
+		{"bandwidth-bound, half the bytes: credited their saving", rundir.BoundBandwidth, 2.67, 0.5, 2, true},
+		{"bandwidth-bound, faster at 0.9× the bytes (an earlier VM's 128 KiB read-ahead)", rundir.BoundBandwidth, 1.1, 0.9, 1.1, false},
+		{"bandwidth-bound, more in flight at the same bytes", rundir.BoundBandwidth, 1.4, 1.0, 1.0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			speed, why := judge(tc.bound, tc.speed, tc.bytes)
+			if math.Abs(speed-tc.wantSpeed) > 1e-9 || (why == "") != tc.pays {
+				t.Errorf("judge = %v, %q; want speed %v, pays %v", speed, why, tc.wantSpeed, tc.pays)
 			}
 		})
 	}
