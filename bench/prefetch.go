@@ -130,29 +130,28 @@ func Prefetch(r *Report, cfg Config) {
 }
 
 // prefetchCaseRuns runs a case's budgets, with the disk's read-ahead it
-// asks for put back however they end.
+// asks for put back and its slow disk undone however they end.
 func prefetchCaseRuns(r *Report, cfg Config, c prefetchCase, model string) {
+	// undone runs what undoes a set-up when the case ends, and says where
+	// that failed.
+	undone := func(what string, undo func() error) {
+		if err := undo(); err != nil {
+			r.NA(prefetchSection, c.name+": "+what, "", err.Error())
+		}
+	}
 	restore, err := setReadAhead(cfg, model, c.readAheadKB)
 	if err != nil {
 		r.NA(prefetchSection, c.name, "", err.Error())
 		return
 	}
-	defer func() {
-		if err := restore(); err != nil {
-			r.NA(prefetchSection, c.name+": read_ahead_kb put back", "", err.Error())
-		}
-	}()
+	defer undone("read_ahead_kb put back", restore)
 	if c.diskMBps > 0 {
 		slow, undo, err := slowDisk(cfg, model, c.diskMBps*1e6)
 		if err != nil {
 			r.NA(prefetchSection, c.name, "", err.Error())
 			return
 		}
-		defer func() {
-			if err := undo(); err != nil {
-				r.NA(prefetchSection, c.name+": slow disk undone", "", err.Error())
-			}
-		}()
+		defer undone("slow disk undone", undo)
 		model = slow
 	}
 	for _, b := range c.budgets {
