@@ -13,6 +13,7 @@ import (
 
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/cgroup"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -87,7 +88,7 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 	if err != nil {
 		return fail(err)
 	}
-	lift, rule, err := cgroup.ThrottleReads(backing.DiskDev, bps)
+	lift, rule, err := cgroup.ThrottleReads(kernel.DevString(backing.DiskDev), bps)
 	if err != nil {
 		return fail(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/iocorr/iocorr/internal/kernel"
 )
 
 // cgroupV1Blkio is the v1 blkio hierarchy, overridable in tests.
@@ -14,7 +12,7 @@ var cgroupV1Blkio = "/sys/fs/cgroup/blkio"
 
 // ThrottleReads limits the reads that this process's v1 blkio cgroup (and
 // what it starts, which stays in it: a memory cgroup of a run is another
-// hierarchy) issues to whole disk dev to bps bytes a second, with the
+// hierarchy) issues to whole disk dev ("major:minor") to bps bytes a second, with the
 // blk-throttle controller, and returns what lifts the limit. A loop
 // device's reads of its backing file are charged to the cgroup of the
 // request they serve, so a file system on a loop device over a file on
@@ -23,9 +21,9 @@ var cgroupV1Blkio = "/sys/fs/cgroup/blkio"
 // cgroup is made beside iocorr's own there, outside any limit set here.
 // rule is the file and line that set it, for a caller to say how to lift
 // it by hand should it be stopped before it can.
-func ThrottleReads(dev uint32, bps int64) (lift func() error, rule string, err error) {
+func ThrottleReads(dev string, bps int64) (lift func() error, rule string, err error) {
 	if bps <= 0 {
-		return nil, "", fmt.Errorf("throttling reads of %s: %d bytes a second", kernel.DevString(dev), bps)
+		return nil, "", fmt.Errorf("throttling reads of %s: %d bytes a second", dev, bps)
 	}
 	own := ownCgroup("blkio")
 	if own == "" {
@@ -33,8 +31,8 @@ func ThrottleReads(dev uint32, bps int64) (lift func() error, rule string, err e
 	}
 	p := filepath.Join(cgroupV1Blkio, own, "blkio.throttle.read_bps_device")
 	set := func(v int64) error {
-		if err := os.WriteFile(p, fmt.Appendf(nil, "%s %d", kernel.DevString(dev), v), 0); err != nil {
-			return fmt.Errorf("throttling reads of %s in %s: %w", kernel.DevString(dev), p, err)
+		if err := os.WriteFile(p, fmt.Appendf(nil, "%s %d", dev, v), 0); err != nil {
+			return fmt.Errorf("throttling reads of %s in %s: %w", dev, p, err)
 		}
 		return nil
 	}
@@ -42,5 +40,5 @@ func ThrottleReads(dev uint32, bps int64) (lift func() error, rule string, err e
 		return nil, "", err
 	}
 	// 0 removes the rule.
-	return func() error { return set(0) }, fmt.Sprintf("%s %d in %s", kernel.DevString(dev), bps, p), nil
+	return func() error { return set(0) }, fmt.Sprintf("%s %d in %s", dev, bps, p), nil
 }

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/iocorr/iocorr/internal/kernel"
 )
 
 // The limit is set in this process's own blkio cgroup (what its children
@@ -21,7 +19,7 @@ func TestThrottleReadsSetsTheLimitInOwnBlkioCgroupAndLiftsIt(t *testing.T) {
 		{"in a job's blkio cgroup, with another controller beside", "5:cpu,blkio:/ci/job\n0::/ci/job\n", "/ci/job", ""},
 		{"cgroup v2 only", "0::/user.slice\n", "", "no cgroup v1 blkio hierarchy"},
 	}
-	dev := kernel.Dev(254, 0)
+	const dev = "254:0"
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
