@@ -63,6 +63,37 @@ func TestPlanPinsOnlyWhereThePredictionBeatsTheKernel(t *testing.T) {
 	}
 }
 
+// A pin leaves the cache room for two read-around windows: in less, a
+// fault's read-around evicts the page it was for (qwen3moe's plan at
+// 128 MiB left 5 MiB of a 16 MiB window, and its pinned run read 68× the
+// bytes). The stream of 1000 pages in 600 pins half of it with a small
+// window; with a 250-page window it may pin at most 100 pages, and with
+// a 300-page one nothing.
+func TestAPinLeavesTheCacheRoomForTwoReadArounds(t *testing.T) {
+	const budget = 600 * pageSize
+	for _, tc := range []struct {
+		window, most int64 // pages
+	}{
+		{32, 600 - 64},
+		{250, 100},
+		{300, 0},
+	} {
+		t.Run(fmt.Sprintf("window of %d pages", tc.window), func(t *testing.T) {
+			r, ts := planRun(budget)
+			p, err := r.plan(budget, tc.window*pageSize, pin.ModelID{}, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Pinned > tc.most*pageSize {
+				t.Errorf("pins %d pages (%s), want at most %d", p.Pinned/pageSize, p.Reason, tc.most)
+			}
+			if tc.most == 0 && p.Recommendation != PinNothing {
+				t.Errorf("recommends %q, want %q: no pin leaves room for two windows", p.Recommendation, PinNothing)
+			}
+		})
+	}
+}
+
 // A layer's weights are streamed as the 2026 llama.cpp's graph reads them
 // (the order of the first faults of every decode call of the recorded
 // demo MoE and qwen3moe runs), not as the file stores them: the file
