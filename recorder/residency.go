@@ -164,7 +164,7 @@ func (s *snapshotter) armNext() {
 	if s.arm == nil || s.stopped {
 		return
 	}
-	s.armedAt.Store(monoNow())
+	s.armedAt.Store(proc.MonotonicNS())
 	if err := s.arm(); err != nil {
 		s.armOnce.Do(func() {
 			s.warn(fmt.Sprintf("residency snapshots: %v; they follow their tokens by up to the ring reader's poll", err))
@@ -273,7 +273,7 @@ func (s *snapshotter) run() {
 			s.timer.Stop()
 		}
 		s.armedAt.Store(0)
-		begin, beginNS := time.Now(), monoNow()
+		begin, beginNS := time.Now(), proc.MonotonicNS()
 		snap, whole := s.take(m)
 		snap.Held = held
 		s.resume(held, m)
@@ -322,14 +322,6 @@ const armLead = 5 * time.Millisecond
 // token's (decodeTaken says one was taken).
 func throttled(m tokenMark, nextAt uint64, exact, decodeTaken bool) bool {
 	return !exact && m.ts < nextAt && (decodeTaken || !m.decode)
-}
-
-// monoNow is CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns, so
-// of every mark's start.
-func monoNow() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }
 
 // snapshotWait is how long after the start of a snapshot that took took
