@@ -107,7 +107,9 @@ func Prefetch(r *Report, cfg Config) {
 	cases := prefetchCases()
 	if cfg.Short {
 		// Proves the section works: one model, one budget, one pair.
-		cases = []prefetchCase{{cases[0].name, cases[0].model, cases[0].budgets[:1], 0, 0}}
+		c := cases[0]
+		c.budgets = c.budgets[:1]
+		cases = []prefetchCase{c}
 	}
 	cfg.Threads = 1
 	if old, ok := os.LookupEnv(rundir.DiskProfilesEnv); ok {
