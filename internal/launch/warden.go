@@ -116,13 +116,21 @@ type held struct {
 }
 
 type warden struct {
-	out      *bufio.Writer
-	tracees  map[int]tracee    // by tid
-	procs    map[int]int       // tgid → threads traced
-	held     map[int][]held    // tgid → threads held in our SIGSTOP
-	credits  map[int]int       // tgid → releases that came before their stop
-	leaving  map[int]bool      // tgid → stopped for real: being detached
-	pre      map[int]bool      // tid → in a pause of ours when it was seized
+	out     *bufio.Writer
+	tracees map[int]tracee // by tid
+	procs   map[int]int    // tgid → threads traced
+	held    map[int][]held // tgid → threads held in our SIGSTOP
+	credits map[int]int    // tgid → releases that came before their stop
+	leaving map[int]bool   // tgid → stopped for real: being detached
+	// pre: tid → seized, and no stop of it reported since. A group stop
+	// is its first report only if it began before the seize: one that
+	// begins later passes the warden first (the SIGSTOP's
+	// signal-delivery stop). So it is the pause the kernel side asked for
+	// before the warden held the process (the launcher's, as the loader
+	// maps its libraries), even where the thread was still running when
+	// it was listed: reading its state there and calling that "someone
+	// else's stop" let the whole process go on a loaded machine.
+	pre      map[int]bool
 	freezing map[int]bool      // tgid → being frozen (freeze), until thawed
 	frozen   map[int]bool      // tid → in the interrupt stop of a freeze
 	rescan   map[int]time.Time // tgid → when to seize the threads it started
@@ -131,6 +139,15 @@ type warden struct {
 	nHeld        int
 	maxHold      time.Duration
 	detached     bool
+	// beforeSeize, a test's, runs between a thread's listing and its
+	// seize: where a stop can begin unseen.
+	beforeSeize func(tid int)
+}
+
+func newWarden(out io.Writer) *warden {
+	return &warden{out: bufio.NewWriter(out), tracees: map[int]tracee{}, procs: map[int]int{},
+		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{},
+		freezing: map[int]bool{}, frozen: map[int]bool{}, rescan: map[int]time.Time{}, rescanFailed: map[int]bool{}}
 }
 
 func (w *warden) say(format string, a ...any) {
@@ -176,11 +193,6 @@ func (w *warden) drop(tid int) {
 	}
 }
 
-// stoppedNow reads whether a thread is in a group stop.
-func stoppedNow(tid int) bool {
-	return proc.State(tid) == 'T'
-}
-
 // threadEnded says whether a thread has exited: gone, or a zombie (dead,
 // still listed until its process reaps it), which the kernel refuses to
 // trace with EPERM, not ESRCH.
@@ -216,8 +228,9 @@ func (w *warden) seize(pid int) error {
 			if _, ok := w.tracees[tid]; ok {
 				continue
 			}
-			// Read before the seize, which turns a stop into a ptrace stop.
-			pre := stoppedNow(tid)
+			if w.beforeSeize != nil {
+				w.beforeSeize(tid)
+			}
 			if err := ptraceRaw(unix.PTRACE_SEIZE, tid, 0, ptraceOptions); err != nil {
 				if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EPERM) && threadEnded(tid) {
 					continue // the thread ended meanwhile
@@ -228,9 +241,7 @@ func (w *warden) seize(pid int) error {
 				return fmt.Errorf("ptrace seize of thread %d: %w", tid, err)
 			}
 			w.add(tid, pid)
-			if pre {
-				w.pre[tid] = true
-			}
+			w.pre[tid] = true
 			fresh++
 		}
 		if fresh == 0 {
@@ -291,6 +302,8 @@ func (w *warden) release(tgid int) {
 // code of the stop: the signal, and the ptrace event above it.
 func (w *warden) stopped(tid int, status int32) {
 	sig, ev := int(status&0xff), int(status>>8)&0xff
+	pre := w.pre[tid]
+	delete(w.pre, tid)
 	switch ev {
 	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
 		// The new process is traced already and waits in its first
@@ -308,8 +321,7 @@ func (w *warden) stopped(tid int, status int32) {
 	case unix.PTRACE_EVENT_STOP:
 		switch syscall.Signal(sig) {
 		case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
-			if w.pre[tid] {
-				delete(w.pre, tid)
+			if pre {
 				w.hold(tid, true)
 				return
 			}
@@ -426,6 +438,21 @@ func (w *warden) leave(tgid int) {
 	}
 	w.leaving[tgid] = true
 	w.say("warn process %d was stopped by a signal from elsewhere: it is no longer held invisibly, so that its parent sees the stop; its later pauses for uprobe attaches are SIGSTOPs", tgid)
+	// A thread held in a group stop taken for ours (seized while it
+	// stopped) is in this stop: detached, it stays stopped with the rest.
+	var stopped []int
+	var hs []held
+	for _, h := range w.held[tgid] {
+		if h.group {
+			stopped = append(stopped, h.tid)
+		} else {
+			hs = append(hs, h)
+		}
+	}
+	w.held[tgid] = hs
+	for _, tid := range stopped {
+		w.detachOne(tid, 0)
+	}
 	for tid, t := range w.tracees {
 		if t.tgid == tgid {
 			unix.PtraceInterrupt(tid)
@@ -579,9 +606,7 @@ func (w *warden) detachAll() {
 func runWarden() {
 	// Every ptrace request must come from the thread that seized.
 	runtime.LockOSThread()
-	w := &warden{out: bufio.NewWriter(os.Stdout), tracees: map[int]tracee{}, procs: map[int]int{},
-		held: map[int][]held{}, credits: map[int]int{}, leaving: map[int]bool{}, pre: map[int]bool{},
-		freezing: map[int]bool{}, frozen: map[int]bool{}, rescan: map[int]time.Time{}, rescanFailed: map[int]bool{}}
+	w := newWarden(os.Stdout)
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGCHLD)
 	// The recorder's terminal signals are for the command and the

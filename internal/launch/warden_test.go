@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
@@ -179,4 +184,61 @@ func wakes(pid int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// TestWardenHoldsAPauseThatBeganWhileItSeized is the launcher's first
+// pause on a loaded machine: the kernel side stops it (a group stop: the
+// warden holds nothing of it yet) after the warden listed its thread and
+// before the seize. That stop is the pause the recorder will release, and
+// is held as one; taken for someone else's stop, it let the whole process
+// go, and every later pause of it was a SIGSTOP its parent could see.
+func TestWardenHoldsAPauseThatBeganWhileItSeized(t *testing.T) {
+	testenv.RequireRoot(t)
+	// Every ptrace request must come from the thread that seized.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	var out bytes.Buffer
+	w := newWarden(&out)
+	defer func() {
+		w.detachAll()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	w.beforeSeize = func(tid int) {
+		unix.Kill(pid, unix.SIGSTOP)
+		waitFor(t, "the stop", func() bool { return proc.State(tid) == 'T' })
+	}
+	if err := w.seize(pid); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stop's report", func() bool {
+		w.poll()
+		return w.nHeld > 0 || w.leaving[pid]
+	})
+	if w.leaving[pid] || w.nHeld != 1 {
+		t.Fatalf("the stop was taken for someone else's (leaving %v, %d held); the warden said %q", w.leaving[pid], w.nHeld, out.String())
+	}
+	w.release(pid)
+	// The SIGCONT that ends the group stop is passed on at its delivery.
+	waitFor(t, "the process to run on", func() bool {
+		w.poll()
+		return proc.State(pid) == 'S'
+	})
+	if out.Len() > 0 {
+		t.Errorf("the warden said %q, want nothing", out.String())
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come in 5s", what)
+		}
+	}
 }

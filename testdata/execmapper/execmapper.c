@@ -6,8 +6,12 @@
  *   execmapper MAIN YOUNG OLD
  *
  * MAIN by the main thread, which the warden seized at the exec; YOUNG by
- * a thread at once after it starts, before the warden can have seized it;
- * OLD by a thread that first sleeps a second, by when the warden has. It
+ * a thread at once after it starts, before the warden has seized it
+ * unless the thread was kept from running for as long as the warden waits
+ * (a loaded machine); OLD by a thread that first sleeps a second, by when
+ * the warden has. It prints whether YOUNG's thread was traced when it
+ * mapped it: "young free" (not before the mapping nor after it), "young
+ * seized" (already before) or "young changed" (seized while it mapped). It
  * exits 0 when every mapping succeeded.
  */
 #define _GNU_SOURCE
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,9 +42,33 @@ static void map_exec(const char *path)
 	close(fd);
 }
 
+/* traced says whether the calling thread has a tracer now. */
+static int traced(void)
+{
+	char path[64], line[256];
+	int pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", (long)syscall(SYS_gettid));
+	f = fopen(path, "r");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %d", &pid) == 1)
+			break;
+	fclose(f);
+	return pid != 0;
+}
+
 static void *young(void *path)
 {
+	int before = traced(), after;
+
 	map_exec(path);
+	after = traced();
+	printf("young %s\n", before ? "seized" : after ? "changed" : "free");
 	return NULL;
 }
 
