@@ -212,9 +212,12 @@ var Capabilities = []Capability{
 		NA: "libraries and models mapped during the run are not seen",
 		Paths: []Path{
 			{
-				Name: "sys_exit_mmap, mapping from bpf_find_vma", Kernel: "5.17",
+				// The call is kept at its entry here too: bpf_find_vma only
+				// try-locks the mmap lock, and where another thread holds
+				// it the call's own range stands in (vma.bpf.h).
+				Name: "sys_exit_mmap, mapping from bpf_find_vma (the call's range where its lock is held)", Kernel: "5.17",
 				needs:  []Need{needFindVma},
-				attach: []attachment{on("mmap_exit", tp("syscalls", "sys_exit_mmap"))},
+				attach: syscallPair("vma_enter_mmap", "mmap_exit", "mmap"),
 			},
 			{
 				Name: "sys_enter/exit_mmap, file from the fd", Kernel: "5.8",
@@ -246,7 +249,8 @@ var Capabilities = []Capability{
 		NA: "faults are not charged to tensors",
 		// The fault programs resolve the mapping (or ingest does, from
 		// the faults' addresses); this path's programs only keep the
-		// fault programs' VMA cache fresh.
+		// fault programs' VMA cache fresh, with CapMappings' sys_enter_mmap
+		// (required, so always on).
 		RecordedBy: CapFaults,
 		Paths: []Path{
 			{
@@ -259,7 +263,6 @@ var Capabilities = []Capability{
 					syscallPair("vma_enter_shmat", "vma_exit_shmat", "shmat"),
 					syscallPair("vma_enter_shmdt", "vma_exit_shmdt", "shmdt"),
 					syscallPair("vma_enter_remap", "vma_exit_remap", "remap_file_pages"),
-					[]attachment{on("vma_enter_mmap", tp("syscalls", "sys_enter_mmap"))},
 				),
 			},
 			{

@@ -27,7 +27,8 @@ struct fault_start {
 	__u64 file_off;
 	__u32 dev;
 	__u8 where; /* enum fault_where: FAULT_WHERE_MODEL for a record */
-	__u8 pad[3];
+	__u8 vma_busy;
+	__u8 pad[2];
 };
 
 /* Faults begun and not yet accounted, by thread. */
@@ -84,12 +85,13 @@ struct {
 
 /* fault__where is where the fault at vi (resolved) is counted, or
  * FAULT_WHERE_MODEL when it is recorded: an address the kernel found no
- * file for is anonymous, as user space takes it. */
+ * file for is anonymous, as user space takes it; one it could not look
+ * up is recorded, for user space to resolve. */
 static __always_inline __u8 fault__where(struct vma_info *vi)
 {
 	struct file_key k = {};
 
-	if (!cfg.use_find_vma || !cfg.count_faults)
+	if (!cfg.use_find_vma || !cfg.count_faults || vi->busy)
 		return FAULT_WHERE_MODEL;
 	if (!vi->ino)
 		return (cfg.count_faults & FAULT_COUNT_ANON) ? FAULT_WHERE_ANON : FAULT_WHERE_MODEL;
@@ -150,7 +152,8 @@ static __always_inline struct fault_event *fault__reserve(__u8 class)
 	if (!e)
 		return NULL;
 	e->class = class;
-	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	e->vma_busy = 0;
+	e->pad[0] = e->pad[1] = 0;
 	return e;
 }
 
@@ -173,6 +176,7 @@ static __always_inline void fault__set_start(struct fault_event *e, struct fault
 	e->ino = fs->ino;
 	e->dev = fs->dev;
 	e->file_off = fs->file_off;
+	e->vma_busy = fs->vma_busy;
 }
 
 /* fault__flush_pending reports a thread's fault that began but was never
@@ -226,6 +230,7 @@ static __always_inline int fault__begin(__u64 address, __u64 ip, __u64 error_cod
 	fs.ino = vi.ino;
 	fs.dev = vi.dev;
 	fs.file_off = vi.file_off;
+	fs.vma_busy = vi.busy;
 	fs.where = fault__where(&vi);
 	bpf_map_update_elem(&fault_starts, &tid, &fs, BPF_ANY);
 	return 0;

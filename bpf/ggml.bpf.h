@@ -188,7 +188,7 @@ __noinline int graph__emit_weight(struct walk_ctx *w, __u32 slot, __u64 src)
 	e->op = w->node_op;
 	e->weight_type = tensor__type(src);
 	e->src_slot = slot;
-	e->pad = 0;
+	e->vma_busy = vi.busy;
 	tensor__name(w->node, e->node_name);
 	tensor__name(src, e->weight_name);
 	w->n_weight++;
@@ -727,7 +727,9 @@ int BPF_KPROBE(tensor_set, void *tensor, void *data, __u64 offset, __u64 size)
 		return 0;
 	vi.addr = (__u64)data;
 	vma__find(&vi);
-	if (!vi.ino)
+	/* Not looked up (the mmap lock was held): user space tells whether
+	 * data lay in a model's mapping. */
+	if (!vi.ino && !vi.busy)
 		return 0;
 	e = event__reserve(sizeof(*e), EV_PLACE);
 	if (!e)
@@ -739,7 +741,7 @@ int BPF_KPROBE(tensor_set, void *tensor, void *data, __u64 offset, __u64 size)
 	e->ino = vi.ino;
 	e->file_off = vi.file_off;
 	e->dev = vi.dev;
-	e->pad = 0;
+	e->vma_busy = vi.busy;
 	tensor__name((__u64)tensor, e->name);
 	ring__submit(e, EV_PLACE);
 	return 0;

@@ -99,7 +99,11 @@ struct fault_event {
 	__u64 error_code;
 	__u32 dev;      /* kernel encoding: major << 20 | minor */
 	__u8 class;     /* enum fault_class */
-	__u8 pad[3];
+	/* 1 when the kernel could not look the address up (bpf_find_vma found
+	 * the mmap lock held): ino is 0, and user space resolves addr from
+	 * the mappings it knows. */
+	__u8 vma_busy;
+	__u8 pad[2];
 };
 
 /* The faults outside the model files of one thread with one stamp (token,
@@ -249,7 +253,7 @@ struct node_event {
 	__u32 op;          /* enum ggml_op value of the target's ggml */
 	__u32 weight_type; /* enum ggml_type */
 	__u32 src_slot;    /* which src[] of the node the weight is */
-	__u32 pad;
+	__u32 vma_busy;    /* as fault_event's: weight_data is resolved in user space */
 	char node_name[IOCORR_NAME_LEN];
 	char weight_name[IOCORR_NAME_LEN];
 };
@@ -266,7 +270,7 @@ struct place_event {
 	__u64 ino;      /* the file that holds data */
 	__u64 file_off;
 	__u32 dev;
-	__u32 pad;
+	__u32 vma_busy; /* as fault_event's: data is resolved in user space */
 	char name[IOCORR_NAME_LEN];
 };
 

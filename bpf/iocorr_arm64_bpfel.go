@@ -135,7 +135,8 @@ type IocorrFaultStart struct {
 	FileOff   uint64
 	Dev       uint32
 	Where     uint8
-	Pad       [3]uint8
+	VmaBusy   uint8
+	Pad       [2]uint8
 }
 
 type IocorrFaultWhere uint32

@@ -27,6 +27,12 @@ struct vma_info {
 	__u64 flags;
 	__u32 dev;
 	__u32 found;
+	/* The lookup was not made: bpf_find_vma only try-locks the mmap lock,
+	 * and another thread of the process (its mmap, munmap, mprotect; a
+	 * uprobe being registered) held it. Measured: a thread mapping and
+	 * unmapping in a loop made 33 of 40 lookups of its sibling's mmaps
+	 * fail. Not found is not "anonymous" then. */
+	__u32 busy;
 };
 
 /* vma__file_offset is the byte of the file that addr maps to in a mapping
@@ -54,13 +60,16 @@ static long vma__find_cb(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
+#define EBUSY 16
+
 /* vma__find fills vi with the current task's mapping of vi->addr, from the
- * kernel's own tree (no cache): vi->found says whether there is one. */
+ * kernel's own tree (no cache): vi->found says whether there is one, and
+ * vi->busy that nobody could tell. */
 static __always_inline void vma__find(struct vma_info *vi)
 {
 	if (!cfg.use_find_vma)
 		return;
-	bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma__find_cb, vi, 0);
+	vi->busy = bpf_find_vma(bpf_get_current_task_btf(), vi->addr, vma__find_cb, vi, 0) == -EBUSY;
 }
 
 /* ---- the VMA cache ----------------------------------------------------- */
@@ -223,8 +232,9 @@ int vma_exit_remap(void *ctx) { return vma__syscall(); }
 #define VM_READ 0x1
 #define VM_SHARED 0x8
 
-/* An mmap call of a traced process as it entered, for kernels without
- * bpf_find_vma: the file comes from the fd, the range from the result. */
+/* An mmap call of a traced process as it entered: the file comes from the
+ * fd, the range from the result. It is the mapping for kernels without
+ * bpf_find_vma, and where bpf_find_vma could not take the mmap lock. */
 struct mmap_call {
 	__u64 len;
 	__u64 off;
@@ -251,7 +261,7 @@ int vma_enter_mmap(struct sys_enter_args *ctx)
 	struct file *f;
 
 	vma_cache__invalidate(id >> 32);
-	if (cfg.use_find_vma || !proc__is_traced(id >> 32))
+	if (!proc__is_traced(id >> 32))
 		return 0;
 	/* mmap(addr, len, prot, flags, fd, off) */
 	f = fd__file(ctx->args[4]);
@@ -296,7 +306,8 @@ static __always_inline void mmap__from_call(struct vma_info *vi)
 SEC("tracepoint/syscalls/sys_exit_mmap")
 int mmap_exit(struct sys_exit_args *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
 	unsigned long addr = ctx->ret;
 	struct vma_info vi = {};
 	struct mmap_event *e;
@@ -307,8 +318,13 @@ int mmap_exit(struct sys_exit_args *ctx)
 	if (!proc__is_traced(tgid) || addr >= EINVAL_ADDR_MAX)
 		return 0;
 	vi.addr = addr;
-	if (cfg.use_find_vma)
-		vma__find(&vi);
+	/* The tree says what the mapping became (merged, its VM_ flags); the
+	 * call what it asked for, exact too, and read without a lock: a
+	 * library loaded while another thread maps memory is still stopped
+	 * for and probed. */
+	vma__find(&vi);
+	if (vi.found)
+		bpf_map_delete_elem(&mmap_calls, &tid);
 	else
 		mmap__from_call(&vi);
 	if (!vi.found || !vi.ino)

@@ -330,3 +330,78 @@ func TestRandomRecordsKeepTokenAndTensorTotalsEqual(t *testing.T) {
 		t.Errorf("events add %d bytes, tokens %d; faults %d = %d major + %d minor?", added, byTok.AddedBytes, byTok.Faults, byTok.Major, byTok.Minor)
 	}
 }
+
+// TestAnAddressTheKernelCouldNotLookUpIsResolvedInTheMappings: where
+// bpf_find_vma found the mmap lock held (another thread was mapping
+// memory), a fault, a graph node's weight and a loader's copy come with
+// vma_busy and no file; each is resolved from the mappings user space
+// knows, as a kernel without bpf_find_vma has them resolved, and is
+// neither anonymous nor "not file-backed" for want of a lookup.
+func TestAnAddressTheKernelCouldNotLookUpIsResolvedInTheMappings(t *testing.T) {
+	const base, elsewhere = 0x7f0000000000, 0x7e0000000000
+	busyFault := func(addr uint64) []byte {
+		return ingest.Bytes(&wire.FaultEvent{Hdr: hdr(wire.EventTypeEV_FAULT, 500, 7, 1), StartTs: 450, Addr: addr, Class: 1, VmaBusy: 1})
+	}
+	busyNode := func(data uint64) []byte {
+		n := wire.NodeEvent{Hdr: hdr(wire.EventTypeEV_NODE, 500, 1, 1), Op: 2, WeightData: data, VmaBusy: 1}
+		cstr(n.NodeName[:], "Qcur-0")
+		cstr(n.WeightName[:], "blk.0.attn_q.weight")
+		return ingest.Bytes(&n)
+	}
+	busyPlace := func(data uint64) []byte {
+		e := wire.PlaceEvent{Hdr: hdr(wire.EventTypeEV_PLACE, 500, 1, 0), Buffer: 0xa, Data: data, VmaBusy: 1}
+		cstr(e.Name[:], "blk.0.attn_q.weight")
+		return ingest.Bytes(&e)
+	}
+	tests := []struct {
+		name  string
+		rec   []byte
+		check func(res *Result, evs []event.Event) string
+	}{
+		// The model is mapped from file page 1 on: base+12288 is file byte 16384.
+		{"a fault in the model's mapping is charged to its slice", busyFault(base + 12288), func(res *Result, evs []event.Event) string {
+			if e := evs[0]; e.Tensor != idExps || e.Expert != 0 || e.Offset != 4096 || res.Stats.FaultsByMaps != 1 {
+				return fmt.Sprintf("tensor %d expert %d offset %d, %d by the mappings", e.Tensor, e.Expert, e.Offset, res.Stats.FaultsByMaps)
+			}
+			return ""
+		}},
+		{"a fault where no file is known is anonymous", busyFault(elsewhere), func(res *Result, evs []event.Event) string {
+			if e := evs[0]; e.Tensor != event.TensorAnon {
+				return fmt.Sprintf("tensor %d", e.Tensor)
+			}
+			return ""
+		}},
+		{"a node's weight in the model's mapping is file-backed", busyNode(base + 12288), func(res *Result, _ []event.Event) string {
+			if q := res.Tensors[idQ]; q.NotFileBacked {
+				return "not file-backed"
+			}
+			return ""
+		}},
+		{"a node's weight where no file is known is not file-backed", busyNode(elsewhere), func(res *Result, _ []event.Event) string {
+			if q := res.Tensors[idQ]; !q.NotFileBacked {
+				return "file-backed"
+			}
+			return ""
+		}},
+		{"a copy from the model's mapping is a copy", busyPlace(base + 12288), func(res *Result, _ []event.Event) string {
+			if q := res.Tensors[idQ]; !q.Copied || q.Device != "Vulkan0" {
+				return fmt.Sprintf("copied %v to %q", q.Copied, q.Device)
+			}
+			return ""
+		}},
+		{"a copy from where no file is known is none", busyPlace(elsewhere), func(res *Result, _ []event.Event) string {
+			if q := res.Tensors[idQ]; q.Copied {
+				return "copied"
+			}
+			return ""
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, evs := run(t, bufName(1, 0xa, "Vulkan0"), mmapRec(100, 1, base, base+65536, 1, modelIno), tc.rec)
+			if msg := tc.check(res, evs); msg != "" {
+				t.Error(msg)
+			}
+		})
+	}
+}

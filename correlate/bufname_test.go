@@ -11,17 +11,13 @@ import (
 
 func bufName(ts, buffer uint64, name string) []byte {
 	e := wire.BufnameEvent{Hdr: hdr(wire.EventTypeEV_BUFNAME, ts, 1, 0), Buffer: buffer}
-	for i := range len(name) {
-		e.Name[i] = int8(name[i])
-	}
+	cstr(e.Name[:], name)
 	return ingest.Bytes(&e)
 }
 
 func placeRec(ts, buffer uint64, tensor string) []byte {
 	e := wire.PlaceEvent{Hdr: hdr(wire.EventTypeEV_PLACE, ts, 1, 0), Buffer: buffer}
-	for i := range len(tensor) {
-		e.Name[i] = int8(tensor[i])
-	}
+	cstr(e.Name[:], tensor)
 	return ingest.Bytes(&e)
 }
 
@@ -59,12 +55,8 @@ func TestAWeightsDeviceIsItsBuffersNameAndAnEmptyNameIsAnUnnamedBuffer(t *testin
 // where the kernel found it (dev, ino: 0 for anonymous memory).
 func nodeIn(node, weight string, buffer uint64, dev uint32, ino uint64) []byte {
 	n := wire.NodeEvent{Hdr: hdr(wire.EventTypeEV_NODE, 1, 1, 1), Dev: dev, Ino: ino, Op: 2, WeightBuffer: buffer}
-	for i := range len(node) {
-		n.NodeName[i] = int8(node[i])
-	}
-	for i := range len(weight) {
-		n.WeightName[i] = int8(weight[i])
-	}
+	cstr(n.NodeName[:], node)
+	cstr(n.WeightName[:], weight)
 	return ingest.Bytes(&n)
 }
 

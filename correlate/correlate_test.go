@@ -76,9 +76,7 @@ func block(ts uint64, partByte uint64, n uint32, op uint32) []byte {
 
 func node(name string, ino uint64, op uint32) []byte {
 	n := wire.NodeEvent{Hdr: hdr(wire.EventTypeEV_NODE, 1, 1, 1), Ino: ino, Dev: modelDev, Op: op}
-	for i := range len(name) {
-		n.WeightName[i] = int8(name[i])
-	}
+	cstr(n.WeightName[:], name)
 	return ingest.Bytes(&n)
 }
 

@@ -29,13 +29,14 @@ const maxFreeTids = 16
 // faultSlice is the tensor slice of a fault's address. The kernel's
 // resolution is used when it made one; a fault it did not try to resolve
 // (start_ts 0: taken in kernel mode on a user address, no page_fault_user;
-// or any fault of a kernel without bpf_find_vma) is looked up in the
-// process's mappings. A fault the kernel resolved to
-// no file is anonymous: the mappings are not consulted, as a file mapped
-// there earlier may have been unmapped since.
+// any fault of a kernel without bpf_find_vma) or could not (vma_busy:
+// another thread held the mmap lock) is looked up in the process's
+// mappings. A fault the kernel resolved to no file is anonymous: the
+// mappings are not consulted, as a file mapped there earlier may have
+// been unmapped since.
 func (c *Correlator) faultSlice(f *wire.FaultEvent, count bool) slice {
 	dev, ino, off := f.Dev, f.Ino, f.FileOff
-	if ino == 0 && (f.StartTs == 0 || c.offsetsInUserSpace) {
+	if ino == 0 && (f.StartTs == 0 || c.offsetsInUserSpace || f.VmaBusy != 0) {
 		if m := c.vm.resolve(f.Hdr.Tgid, f.Addr, f.Hdr.Ts); m != nil && m.ino != 0 {
 			dev, ino, off = m.dev, m.ino, m.off+(f.Addr-m.start)
 			if count {

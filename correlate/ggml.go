@@ -44,10 +44,24 @@ func (c *Correlator) node(n *wire.NodeEvent) {
 	}
 	// A weight is file-backed only in a model's own mapping: a driver's
 	// host-visible buffer is a mapping of its device file or a memfd.
-	if n.Ino == 0 || c.modelOf(n.Dev, n.Ino) == nil {
+	dev, ino := n.Dev, n.Ino
+	if n.VmaBusy != 0 {
+		dev, ino = c.fileAt(&n.Hdr, n.WeightData)
+	}
+	if ino == 0 || c.modelOf(dev, ino) == nil {
 		t.NotFileBacked = true
 	}
 	c.placeIn(id, n.WeightBuffer)
+}
+
+// fileAt is the file that address addr of the event's process mapped
+// when the kernel could not look it up (its vma_busy): the mappings known
+// to user space; 0 when none is.
+func (c *Correlator) fileAt(hdr *wire.EventHdr, addr uint64) (dev uint32, ino uint64) {
+	if m := c.vm.resolve(hdr.Tgid, addr, hdr.Ts); m != nil {
+		return m.dev, m.ino
+	}
+	return 0, 0
 }
 
 // place is a weight the loader copied from the model's mapping into a
@@ -56,6 +70,13 @@ func (c *Correlator) place(p *wire.PlaceEvent) {
 	id, ok := c.byName[wire.CString(p.Name[:])]
 	if !ok {
 		return
+	}
+	if p.VmaBusy != 0 {
+		// The kernel sends a copy only from a file mapping, and this one
+		// it could not look up.
+		if _, ino := c.fileAt(&p.Hdr, p.Data); ino == 0 {
+			return
+		}
 	}
 	c.tensors[id].Copied = true
 	c.placeIn(id, p.Buffer)

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/iocorr/iocorr/ggml"
+	"github.com/iocorr/iocorr/internal/kernel"
+	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -158,8 +160,28 @@ func (c *layoutCheck) weight(ms *models) func(string) (ggml.Weight, bool) {
 // model's only where the kernel found its data in a traced model's file
 // (ms knows its device and inode), not in any file-backed mapping.
 func nodeOf(e *wire.NodeEvent, ms *models) ggml.Node {
+	dev, ino, off := e.Dev, e.Ino, e.FileOff
+	if e.VmaBusy != 0 {
+		dev, ino, off = fileAt(e.Hdr.Tgid, e.WeightData)
+	}
 	return ggml.Node{Name: e.NodeName[:], WeightName: e.WeightName[:], Op: e.Op, WeightType: e.WeightType,
-		WeightNe: e.WeightNe, WeightNb: e.WeightNb, InModel: e.Ino != 0 && ms.known(e.Dev, e.Ino), FileOff: e.FileOff}
+		WeightNe: e.WeightNe, WeightNb: e.WeightNb, InModel: ino != 0 && ms.known(dev, ino), FileOff: off}
+}
+
+// fileAt is the file, and its offset, that process pid maps at addr now,
+// from its maps: for an event whose address the kernel could not look up
+// (vma_busy), rare enough to read the maps for. Zero when none is known.
+func fileAt(pid uint32, addr uint64) (dev uint32, ino, off uint64) {
+	ms, err := procmaps.Read(int(pid))
+	if err != nil {
+		return 0, 0, 0
+	}
+	for _, m := range ms {
+		if m.Start <= addr && addr < m.End && m.Inode != 0 {
+			return kernel.Dev(m.Major, m.Minor), m.Inode, m.Offset + addr - m.Start
+		}
+	}
+	return 0, 0, 0
 }
 
 // layoutFailed says what a layout that failed validation costs the run.

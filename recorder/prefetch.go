@@ -81,9 +81,17 @@ func (p *prefetcher) onPicks(e *wire.ExpertsEvent, ms *models) {
 }
 
 func (p *prefetcher) onFault(e *wire.FaultEvent) {
-	if p != nil {
-		p.pf.OnFault(e)
+	if p == nil {
+		return
 	}
+	if e.VmaBusy != 0 && e.Class == uint8(wire.FaultClassFAULT_MAJOR) {
+		// The kernel could not look the address up: the maps can, and
+		// a major fault is what the prefetcher's report counts.
+		r := *e
+		r.Dev, r.Ino, r.FileOff = fileAt(e.Hdr.Tgid, e.Addr)
+		e = &r
+	}
+	p.pf.OnFault(e)
 }
 
 // stopPrefetch ends the prefetcher once the command has ended and the

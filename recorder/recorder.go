@@ -418,7 +418,11 @@ func (r *recording) act(typ uint16, rec []byte) {
 		r.onNode(d.Node())
 	case d.Place() != nil:
 		e := d.Place()
-		r.copies.onPlace(e, e.Ino != 0 && r.models.known(e.Dev, e.Ino))
+		dev, ino := e.Dev, e.Ino
+		if e.VmaBusy != 0 {
+			dev, ino, _ = fileAt(e.Hdr.Tgid, e.Data)
+		}
+		r.copies.onPlace(e, ino != 0 && r.models.known(dev, ino))
 	case d.BufName() != nil:
 		r.copies.onBufName(d.BufName())
 	case d.Experts() != nil:

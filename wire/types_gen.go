@@ -5,7 +5,7 @@ package wire
 import "structs"
 
 // Layout is the CRC-32C of the declarations below.
-const Layout uint32 = 0x8cd436e4
+const Layout uint32 = 0x23d4c80d
 
 type EventType uint32
 
@@ -100,7 +100,8 @@ type FaultEvent struct {
 	ErrorCode uint64
 	Dev       uint32
 	Class     uint8
-	Pad       [3]uint8
+	VmaBusy   uint8
+	Pad       [2]uint8
 }
 
 type FaultCountEvent struct {
@@ -225,7 +226,7 @@ type NodeEvent struct {
 	Op           uint32
 	WeightType   uint32
 	SrcSlot      uint32
-	Pad          uint32
+	VmaBusy      uint32
 	NodeName     [64]int8
 	WeightName   [64]int8
 }
@@ -240,7 +241,7 @@ type PlaceEvent struct {
 	Ino     uint64
 	FileOff uint64
 	Dev     uint32
-	Pad     uint32
+	VmaBusy uint32
 	Name    [64]int8
 }
 

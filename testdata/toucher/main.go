@@ -3,7 +3,7 @@
 // touch of a cold page is exactly one major fault of exactly that page,
 // and touches a given list of pages in order.
 //
-//	toucher -file model.gguf -pages 3,17,42 [-random [-seed S]] [-evict] [-wait] [-advice random|normal|sequential]
+//	toucher -file model.gguf -pages 3,17,42 [-random [-seed S]] [-evict] [-wait] [-advice random|normal|sequential] [-churn]
 //
 // It prints one JSON object: the mapping's address, the page size, the
 // pages and file offsets in the order touched, how many of the file's
@@ -17,6 +17,11 @@
 // -advice other than random lets the kernel read ahead: then the first
 // fault on a cold page reads read_ahead_kb around it, and touches inside
 // that window are not major faults (testkit/llmtest measures this).
+// -churn has a second thread map and unmap a page of anonymous memory in
+// a loop while the pages are touched: each call holds the process's mmap
+// lock for writing, as a program's allocator does, and a tracer that
+// looks mappings up under that lock must not lose the touches' faults.
+// The faults it adds are none: the churned page is never touched.
 //
 // On a cold file majflt equals the number of distinct pages touched, as
 // long as: readahead is off (MADV_RANDOM: without it one fault reads up to
@@ -42,8 +47,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -68,6 +75,9 @@ type report struct {
 	Seed *uint64 `json:"seed,omitempty"`
 	// WokenBy says what ended -wait: "stdin" or "SIGUSR1".
 	WokenBy string `json:"woken_by,omitempty"`
+	// Churned is how many map-and-unmap rounds -churn made while the
+	// pages were touched.
+	Churned int64 `json:"churned,omitempty"`
 }
 
 func fail(format string, a ...any) {
@@ -91,6 +101,7 @@ func main() {
 	random := flag.Bool("random", false, "touch the listed pages in a shuffled order")
 	seed := flag.Uint64("seed", 0, "seed of the -random shuffle (default: from the clock)")
 	advice := flag.String("advice", "random", "madvise of the mapping: random (one fault per page), normal or sequential (kernel readahead)")
+	churn := flag.Bool("churn", false, "map and unmap anonymous memory from another thread while touching")
 	flag.Parse()
 	if *file == "" || *pagesArg == "" {
 		fail("-file and -pages are required")
@@ -179,13 +190,50 @@ func main() {
 	for i, p := range rep.Pages {
 		rep.Offsets[i] = p * int64(ps)
 	}
+	var stopChurn func() int64
+	if *churn {
+		stopChurn = startChurn()
+	}
 	for _, off := range rep.Offsets {
 		rep.Sum += int(mem[off])
+	}
+	if stopChurn != nil {
+		rep.Churned = stopChurn()
 	}
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	rep.MajFlt, rep.MinFlt = ru.Majflt, ru.Minflt
 	json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// startChurn starts a thread that maps and unmaps one anonymous page until
+// the function it returns stops it; it returns once the thread is running.
+// Bare system calls: the loop allocates nothing, so the Go heap faults
+// nothing in while the pages are touched.
+func startChurn() (stop func() int64) {
+	var done atomic.Bool
+	var rounds atomic.Int64
+	ended := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		for !done.Load() {
+			p, _, e := unix.Syscall6(unix.SYS_MMAP, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
+			if e != 0 {
+				fail("churn mmap: %v", e)
+			}
+			unix.Syscall(unix.SYS_MUNMAP, p, 4096, 0)
+			rounds.Add(1)
+		}
+		close(ended)
+	}()
+	for rounds.Load() < 1000 {
+		runtime.Gosched()
+	}
+	return func() int64 {
+		done.Store(true)
+		<-ended
+		return rounds.Load()
+	}
 }
 
 func isFlagSet(name string) bool {

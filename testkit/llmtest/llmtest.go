@@ -566,6 +566,10 @@ func BuildReader(t testing.TB) string { return buildC(t, "reader") }
 // from its main thread, a thread just started and one that ran a second).
 func BuildExecMapper(t testing.TB) string { return buildC(t, "execmapper", "-pthread") }
 
+// BuildMapChurn compiles testdata/mapchurn (maps files executable from
+// its main thread while another thread maps and unmaps memory).
+func BuildMapChurn(t testing.TB) string { return buildC(t, "mapchurn", "-pthread") }
+
 // BuildBufNamer compiles testdata/bufnamer (names buffers through a
 // ggml_backend_buffer_name whose strings lie in pages not yet mapped when
 // it returns).
