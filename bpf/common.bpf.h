@@ -313,6 +313,31 @@ struct {
 	__type(value, __u64);
 } stops_unheld SEC(".maps");
 
+/* Pauses whose SIGSTOP could not be sent (proc__sent). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} stops_unsent SEC(".maps");
+
+/* proc__sent is 1 when a pause's SIGSTOP went out (err 0). The helpers
+ * refuse it where their per-CPU work still carries an earlier signal
+ * (-EBUSY) or the task is exiting: then nothing holds the process for
+ * its attach, and that is counted, not left to look like no pause. */
+static __always_inline __u32 proc__sent(long err)
+{
+	__u32 k = 0;
+	__u64 *n;
+
+	if (!err)
+		return 1;
+	n = bpf_map_lookup_elem(&stops_unsent, &k);
+	if (n)
+		*n += 1;
+	return 0;
+}
+
 #define PT_PTRACED 0x00000001
 
 /* proc__stop stops the current thread so that user space attaches probes
@@ -331,14 +356,14 @@ static __always_inline __u32 proc__stop(void)
 	__u64 *n;
 
 	if (BPF_CORE_READ(task, ptrace) & PT_PTRACED)
-		return bpf_send_signal_thread(SIGSTOP) == 0;
+		return proc__sent(bpf_send_signal_thread(SIGSTOP));
 	if (BPF_CORE_READ(task, group_leader, ptrace) & PT_PTRACED) {
 		n = bpf_map_lookup_elem(&stops_unheld, &k);
 		if (n)
 			*n += 1;
 		return 0;
 	}
-	return bpf_send_signal(SIGSTOP) == 0;
+	return proc__sent(bpf_send_signal(SIGSTOP));
 }
 
 /* stamp__fill sets token, phase and op to the stamp of thread tid of

@@ -376,6 +376,7 @@ const (
 	IocorrMapRunsUnordered         = "runs_unordered"
 	IocorrMapSeenExec              = "seen_exec"
 	IocorrMapStopsUnheld           = "stops_unheld"
+	IocorrMapStopsUnsent           = "stops_unsent"
 	IocorrMapTokenStops            = "token_stops"
 	IocorrMapTokenWakeup           = "token_wakeup"
 	IocorrMapTraced                = "traced"
@@ -605,6 +606,7 @@ type IocorrMapSpecs struct {
 	RunsUnordered  *ebpf.MapSpec `ebpf:"runs_unordered"`
 	SeenExec       *ebpf.MapSpec `ebpf:"seen_exec"`
 	StopsUnheld    *ebpf.MapSpec `ebpf:"stops_unheld"`
+	StopsUnsent    *ebpf.MapSpec `ebpf:"stops_unsent"`
 	TokenStops     *ebpf.MapSpec `ebpf:"token_stops"`
 	TokenWakeup    *ebpf.MapSpec `ebpf:"token_wakeup"`
 	Traced         *ebpf.MapSpec `ebpf:"traced"`
@@ -698,6 +700,7 @@ type IocorrMaps struct {
 	RunsUnordered  *ebpf.Map `ebpf:"runs_unordered"`
 	SeenExec       *ebpf.Map `ebpf:"seen_exec"`
 	StopsUnheld    *ebpf.Map `ebpf:"stops_unheld"`
+	StopsUnsent    *ebpf.Map `ebpf:"stops_unsent"`
 	TokenStops     *ebpf.Map `ebpf:"token_stops"`
 	TokenWakeup    *ebpf.Map `ebpf:"token_wakeup"`
 	Traced         *ebpf.Map `ebpf:"traced"`
@@ -735,6 +738,7 @@ func (m *IocorrMaps) Close() error {
 		m.RunsUnordered,
 		m.SeenExec,
 		m.StopsUnheld,
+		m.StopsUnsent,
 		m.TokenStops,
 		m.TokenWakeup,
 		m.Traced,

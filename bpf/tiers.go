@@ -128,3 +128,13 @@ func (t *Tracer) StopsUnheld() (uint64, error) {
 	}
 	return n, nil
 }
+
+// StopsUnsent counts the pauses whose SIGSTOP the kernel refused to send
+// (proc__sent): nothing held the process while their probes went on.
+func (t *Tracer) StopsUnsent() (uint64, error) {
+	n, err := perCPUSum(t.objs.StopsUnsent, 0)
+	if err != nil {
+		return 0, fmt.Errorf("reading the count of pauses not sent: %w", err)
+	}
+	return n, nil
+}

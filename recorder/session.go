@@ -85,6 +85,8 @@ type endCounts struct {
 	cutErr               error
 	stopsUnheld          uint64
 	stopsUnheldErr       error
+	stopsUnsent          uint64
+	stopsUnsentErr       error
 	unorderedRuns        uint64
 	unorderedRunsErr     error
 	requeues             *uint64
@@ -99,6 +101,7 @@ func (s *session) counts() endCounts {
 	c.lost, c.lostErr = s.tr.Lost()
 	c.cut, c.cutErr = s.tr.LoopsCut()
 	c.stopsUnheld, c.stopsUnheldErr = s.tr.StopsUnheld()
+	c.stopsUnsent, c.stopsUnsentErr = s.tr.StopsUnsent()
 	c.unorderedRuns, c.unorderedRunsErr = s.tr.UnorderedPageRuns()
 	c.requeues, c.requeuesErr = s.tr.BlockRequeues()
 	c.completionsUnseen, c.completionsUnseenErr = s.tr.BlockCompletionsUnseen()
@@ -136,6 +139,12 @@ func (c endCounts) record(m *rundir.Meta, blockUnfinished uint64, unheld func(ui
 		warn(c.stopsUnheldErr.Error())
 	} else if n := c.stopsUnheld; n > 0 && unheld(n) {
 		warn(fmt.Sprintf("%d pauses for a uprobe attach were not taken: the thread that asked began less than 100 ms before, and the warden seizes threads only once they have run that long; the file it mapped was probed while it ran on (up to the recorder's wakeup later)", n))
+	}
+	if c.stopsUnsentErr != nil {
+		warn(c.stopsUnsentErr.Error())
+	} else if n := c.stopsUnsent; n > 0 {
+		m.PausesUnsent = n
+		warn(fmt.Sprintf("%d pauses for a uprobe attach could not be sent (the kernel refused the SIGSTOP: its per-CPU work still carried another signal, or the thread was exiting): the files they were for were probed while the process ran on, and their calls before that are not in the record", n))
 	}
 	if c.unorderedRunsErr != nil {
 		warn(c.unorderedRunsErr.Error())

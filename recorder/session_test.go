@@ -49,6 +49,10 @@ func TestEndCountsGoToTheMetadataWithTheirWarnings(t *testing.T) {
 			warnings: []string{"2 pauses for a uprobe attach were not taken"}},
 		{name: "pauses not taken and no pauses kept",
 			c: endCounts{stopsUnheld: 2}},
+		{name: "pauses not sent, said with or without a warden",
+			c:        endCounts{stopsUnsent: 3},
+			want:     rundir.Meta{PausesUnsent: 3},
+			warnings: []string{"3 pauses for a uprobe attach could not be sent"}},
 		{name: "page runs out of order",
 			c:        endCounts{unorderedRuns: 9},
 			want:     rundir.Meta{PageRunsUnordered: 9},
@@ -58,10 +62,10 @@ func TestEndCountsGoToTheMetadataWithTheirWarnings(t *testing.T) {
 			want:     rundir.Meta{BlockIncomplete: 5},
 			warnings: []string{"5 block requests were recorded without their completion"}},
 		{name: "a count that could not be read is said, not zero",
-			c: endCounts{lostErr: readFailed, cutErr: readFailed, stopsUnheldErr: readFailed, unorderedRunsErr: readFailed,
+			c: endCounts{lostErr: readFailed, cutErr: readFailed, stopsUnheldErr: readFailed, stopsUnsentErr: readFailed, unorderedRunsErr: readFailed,
 				requeues: &three, requeuesErr: readFailed, completionsUnseenErr: readFailed},
 			unfinished: 3,
-			warnings:   []string{readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error()}},
+			warnings:   []string{readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error(), readFailed.Error()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

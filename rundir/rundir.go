@@ -138,6 +138,10 @@ type Meta struct {
 	// perhaps after a page event of the same pages (their slot was held by
 	// another CPU past the kernel's spin); the store orders them by time.
 	PageRunsUnordered uint64 `json:"page_runs_unordered,omitempty"`
+	// PausesUnsent counts the pauses for a uprobe attach whose SIGSTOP
+	// the kernel refused to send: the files they were for were probed
+	// while the process ran on.
+	PausesUnsent uint64 `json:"pauses_unsent,omitempty"`
 	// LoopsCut counts what the kernel's bounded loops (the loops
 	// capability's fallback, without bpf_loop) left unread; nil on the
 	// bpf_loop path and when nothing was cut.
