@@ -23,6 +23,7 @@ import (
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 	"github.com/iocorr/iocorr/testkit/llmtest"
 )
 
@@ -418,10 +419,7 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 	Recorder(r, cfg, sec, runs)
 }
 
-func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return lines[len(lines)-1]
-}
+func lastLine(b []byte) string { return sweep.LastLine(b) }
 
 // diskRead is the bytes read from the model's disk during the run, from
 // the diskstats iocorr record read before and after it.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // evalLine is llama.cpp's own decode timing, as its tools print it at the
@@ -46,3 +47,10 @@ func ReportedTokensPerS(out []byte) (tps float64, ok bool) {
 
 // NoReportedTokensPerS is why a run has no reported decode speed.
 const NoReportedTokensPerS = "the command reported no decode speed (no llama.cpp eval-time line, no JSON tokens_per_s)"
+
+// LastLine is the last line of a command's output: what a run that
+// reported no speed said last, for its error.
+func LastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}

@@ -3,7 +3,6 @@ package sweeprun
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,7 +57,7 @@ func untraced(ctx context.Context, opts Sweep, b Budget, models []string) (float
 	}
 	tps, ok := sweep.ReportedTokensPerS(out.Bytes())
 	if !ok {
-		return 0, errors.New(sweep.NoReportedTokensPerS)
+		return 0, fmt.Errorf("%s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(out.Bytes()))
 	}
 	return tps, nil
 }
