@@ -190,7 +190,7 @@ func runHeld(cfg Config, argv []string, model string, cold bool) (s sample, stdo
 		return s, nil, nil, err
 	}
 	if ex.Code != 0 || ex.Signal != "" {
-		return s, nil, nil, fmt.Errorf("%s exited %d %s: %s", filepath.Base(argv[0]), ex.Code, ex.Signal, lastLine(errb.Bytes()))
+		return s, nil, nil, fmt.Errorf("%s exited %d %s: %s", filepath.Base(argv[0]), ex.Code, ex.Signal, sweep.LastLine(errb.Bytes()))
 	}
 	s.cpu, s.maxRSS, s.read = controls+cpuSeconds(&ex.Rusage), ex.Rusage.Maxrss, ex.Rusage.Inblock*512
 	return s, out.Bytes(), errb.Bytes(), nil
@@ -233,7 +233,7 @@ func traced(cfg Config, model string, a Arm, dir string) (sample, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return s, fmt.Errorf("iocorr record: %w: %s", err, lastLine(errb.Bytes()))
+		return s, fmt.Errorf("iocorr record: %w: %s", err, sweep.LastLine(errb.Bytes()))
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	s.cpu, s.read = cpuSeconds(ru), ru.Inblock*512
@@ -418,8 +418,6 @@ func Overhead(r *Report, cfg Config, model string, a Arm) {
 	r.Add(sec, "host CPU time stolen by other guests during a round (/proc/stat steal)", "share", stolen, stolenNA)
 	Recorder(r, cfg, sec, runs)
 }
-
-func lastLine(b []byte) string { return sweep.LastLine(b) }
 
 // diskRead is the bytes read from the model's disk during the run, from
 // the diskstats iocorr record read before and after it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iocorr/iocorr/gguf"
 	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // Issue 30's targets: from one run at the smallest budget, `iocorr
@@ -95,7 +96,7 @@ func recordCold(cfg Config, dir, budget, plan string, argv []string, flags ...st
 	args = append(append(args, "--"), argv...)
 	logf(cfg, "iocorr %s", strings.Join(args, " "))
 	if out, err := exec.Command(cfg.Iocorr, args...).CombinedOutput(); err != nil {
-		return predictRow{}, fmt.Errorf("iocorr record: %w: %s", err, lastLine(out))
+		return predictRow{}, fmt.Errorf("iocorr record: %w: %s", err, sweep.LastLine(out))
 	}
 	rows, err := predictRows(cfg, dir, []string{budget}, "")
 	if err != nil {
@@ -145,7 +146,7 @@ func synthModel(cfg Config, name string, flags ...string) (string, error) {
 	}
 	out, err := exec.Command(cfg.Iocorr, append([]string{"synth", "-o", path}, flags...)...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("iocorr synth: %w: %s", err, lastLine(out))
+		return "", fmt.Errorf("iocorr synth: %w: %s", err, sweep.LastLine(out))
 	}
 	return path, nil
 }
@@ -226,7 +227,7 @@ func predictAccuracy(r *Report, cfg Config, name, model string, withPlan bool) {
 	fig := fmt.Sprintf("%s at %s: predict --plan ÷ the pinned runs' decode bytes/token", name, b)
 	out, err := exec.Command(cfg.Iocorr, "plan", "-i", from, "--mem-limit", b, "-o", plan).CombinedOutput()
 	if err != nil {
-		r.NA(predictSection, fig, "ratio", "iocorr plan: "+lastLine(out))
+		r.NA(predictSection, fig, "ratio", "iocorr plan: "+sweep.LastLine(out))
 		return
 	}
 	logf(cfg, "%s", strings.TrimSpace(string(out)))
@@ -350,12 +351,12 @@ func predictSkew(r *Report, cfg Config) {
 	plan := filepath.Join(dir, "plan.json")
 	out, err := exec.Command(cfg.Iocorr, "plan", "-i", from, "--mem-limit", b, "-o", plan).CombinedOutput()
 	if err != nil {
-		fail(fmt.Errorf("iocorr plan: %s", lastLine(out)))
+		fail(fmt.Errorf("iocorr plan: %s", sweep.LastLine(out)))
 		return
 	}
 	logf(cfg, "%s", strings.TrimSpace(string(out)))
 	if strings.Contains(string(out), "pin nothing") {
-		fail(fmt.Errorf("the plan says pin nothing: %s", lastLine(out)))
+		fail(fmt.Errorf("the plan says pin nothing: %s", sweep.LastLine(out)))
 		return
 	}
 	pinned, err := recordRepeats(cfg, filepath.Join(dir, "pinned"), b, plan, argv)
@@ -390,8 +391,8 @@ func predictScale(r *Report, cfg Config) {
 	cmd.Dir = cfg.Repo
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		r.NA(predictSection, secName, "s", "go test: "+lastLine(out))
-		r.NA(predictSection, memName, "MiB", "go test: "+lastLine(out))
+		r.NA(predictSection, secName, "s", "go test: "+sweep.LastLine(out))
+		r.NA(predictSection, memName, "MiB", "go test: "+sweep.LastLine(out))
 		return
 	}
 	ns := metric(out, "BenchmarkPredict1MRecords", "ns/op")

@@ -186,7 +186,7 @@ func profileDisk(cfg Config) error {
 	}
 	logf(cfg, "iocorr doctor --disk %s (profiles in %s)", model, dir)
 	if out, err := exec.Command(cfg.Iocorr, "doctor", "--disk", model).CombinedOutput(); err != nil {
-		return fmt.Errorf("iocorr doctor --disk: %w: %s", err, lastLine(out))
+		return fmt.Errorf("iocorr doctor --disk: %w: %s", err, sweep.LastLine(out))
 	}
 	return nil
 }
@@ -313,7 +313,7 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 	}
 	plan := filepath.Join(dir, "plan.json")
 	if out, err := exec.Command(cfg.Iocorr, "plan", "-i", dir, "--mem-limit", budget, "-o", plan).CombinedOutput(); err != nil {
-		b.why = fmt.Sprintf("iocorr plan: %v: %s", err, lastLine(out))
+		b.why = fmt.Sprintf("iocorr plan: %v: %s", err, sweep.LastLine(out))
 		return b
 	}
 	p, err := pin.Read(plan)
@@ -571,7 +571,7 @@ func plainPrefetchRun(cfg Config, argv []string, model, budget string) (prefetch
 	all := append(out, errOut...)
 	tps, ok := sweep.ReportedTokensPerS(all)
 	if !ok {
-		return run, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, lastLine(all))
+		return run, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(all))
 	}
 	run.tps, run.cpu = tps, s.cpu
 	return run, nil
@@ -598,14 +598,14 @@ func prefetchedRun(cfg Config, argv []string, model, budget, report string, a ad
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return run, fmt.Errorf("iocorr prefetch: %w: %s", err, lastLine(out.Bytes()))
+		return run, fmt.Errorf("iocorr prefetch: %w: %s", err, sweep.LastLine(out.Bytes()))
 	}
 	if err := w.since(disk, &run); err != nil {
 		return run, err
 	}
 	tps, ok := sweep.ReportedTokensPerS(out.Bytes())
 	if !ok {
-		return run, fmt.Errorf("prefetched run: %s; its output ended %q", sweep.NoReportedTokensPerS, lastLine(out.Bytes()))
+		return run, fmt.Errorf("prefetched run: %s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(out.Bytes()))
 	}
 	run.tps = tps
 	// iocorr, the command and the helper: wait4 counts the children

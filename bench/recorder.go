@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 const gib = 1 << 30
@@ -147,7 +148,7 @@ func ingestRun(cfg Config, dir string) (sample, error) {
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Run(); err != nil {
-		return s, fmt.Errorf("iocorr ingest: %w: %s", err, lastLine(errb.Bytes()))
+		return s, fmt.Errorf("iocorr ingest: %w: %s", err, sweep.LastLine(errb.Bytes()))
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	s.cpu, s.maxRSS = cpuSeconds(ru), ru.Maxrss

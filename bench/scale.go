@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // scaleBound is issue 16's bound on every store command's peak RSS, MiB.
@@ -146,7 +147,7 @@ func child(cfg Config, args ...string) (float64, float64, error) {
 	cmd.Stderr = &errb
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("iocorr %s: %w: %s", args[0], err, lastLine(errb.Bytes()))
+		return 0, 0, fmt.Errorf("iocorr %s: %w: %s", args[0], err, sweep.LastLine(errb.Bytes()))
 	}
 	secs := time.Since(start).Seconds()
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)

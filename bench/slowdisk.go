@@ -16,6 +16,7 @@ import (
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // slowDisk puts a copy of model on a disk that serves bps bytes a second
@@ -67,14 +68,14 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 	c.Stderr = &stderr
 	out, err := c.Output()
 	if err != nil {
-		return fail(fmt.Errorf("losetup: %w: %s", err, lastLine([]byte(stderr.String()))))
+		return fail(fmt.Errorf("losetup: %w: %s", err, sweep.LastLine([]byte(stderr.String()))))
 	}
 	dev := strings.TrimSpace(string(out))
 	undo = append(undo, func() error { return exec.Command("losetup", "--detach", dev).Run() })
 	// Inode tables and journal written now, not by ext4's lazy init after
 	// the mount, whose writes would share the throttled disk with the runs.
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev).CombinedOutput(); err != nil {
-		return fail(fmt.Errorf("mkfs.ext4 %s: %w: %s", dev, err, lastLine(out)))
+		return fail(fmt.Errorf("mkfs.ext4 %s: %w: %s", dev, err, sweep.LastLine(out)))
 	}
 	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
 		return fail(fmt.Errorf("mounting %s on %s: %w", dev, mnt, err))
@@ -100,7 +101,7 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 		return fail(err)
 	}
 	if out, err := exec.Command(cfg.Iocorr, "doctor", "--disk", cp).CombinedOutput(); err != nil {
-		return fail(fmt.Errorf("iocorr doctor --disk: %w: %s", err, lastLine(out)))
+		return fail(fmt.Errorf("iocorr doctor --disk: %w: %s", err, sweep.LastLine(out)))
 	}
 	loop, err := blockdev.OfFile(cp)
 	if err != nil {

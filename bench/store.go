@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // Store adds the store's figures from the store package's own Go
@@ -56,7 +58,7 @@ func goBench(cfg Config, bench, benchtime string, count int, events string) ([]b
 	cmd.Env = append(os.Environ(), "IOCORR_BENCH_DIR="+filepath.Join(cfg.WorkDir, "synth-run-"+events))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return out, fmt.Errorf("go test -bench %s: %w: %s", bench, err, lastLine(out))
+		return out, fmt.Errorf("go test -bench %s: %w: %s", bench, err, sweep.LastLine(out))
 	}
 	return out, nil
 }
@@ -100,6 +102,6 @@ func Toucher(r *Report, cfg Config) {
 	case bytes.Contains(out, []byte("--- FAIL: TestToucherFaultsAreExactPerTensorAndExpert")):
 		r.Add("fidelity", name, "passed/run", []float64{0}, "")
 	default:
-		r.NA("fidelity", name, "passed/run", fmt.Sprintf("go test: %v: %s", err, lastLine(out)))
+		r.NA("fidelity", name, "passed/run", fmt.Sprintf("go test: %v: %s", err, sweep.LastLine(out)))
 	}
 }

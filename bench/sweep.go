@@ -88,7 +88,7 @@ func plainRun(cfg Config, argv []string, model string) (float64, error) {
 	all := append(out, errOut...)
 	tps, ok := sweep.ReportedTokensPerS(all)
 	if !ok {
-		return 0, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, lastLine(all))
+		return 0, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(all))
 	}
 	return tps, nil
 }
@@ -98,7 +98,7 @@ func plainRun(cfg Config, argv []string, model string) (float64, error) {
 func sweptRun(cfg Config, argv []string, budget, dir string) (untraced, traced float64, err error) {
 	args := append([]string{"sweep", "-f", "-o", dir, "--cold", "--mem-limit", budget, "--"}, argv...)
 	if out, err := exec.Command(cfg.Iocorr, args...).CombinedOutput(); err != nil {
-		return 0, 0, fmt.Errorf("iocorr sweep: %w: %s", err, lastLine(out))
+		return 0, 0, fmt.Errorf("iocorr sweep: %w: %s", err, sweep.LastLine(out))
 	}
 	sum, err := sweep.ReadSummary(dir)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // spawnerC creates N threads (pthread_create, then join), N processes
@@ -124,7 +126,7 @@ func buildSpawner(cfg Config) (string, error) {
 	}
 	cmd := exec.Command("cc", "-O2", "-static", "-pthread", "-o", bin, src)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("compiling the spawner: %w: %s", err, lastLine(out))
+		return "", fmt.Errorf("compiling the spawner: %w: %s", err, sweep.LastLine(out))
 	}
 	return bin, nil
 }
@@ -137,7 +139,7 @@ func spawnerNS(bin, mode string, n int, prefix []string) (float64, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, lastLine(errb.Bytes()))
+		return 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, sweep.LastLine(errb.Bytes()))
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
 	if err != nil {

@@ -91,7 +91,7 @@ func nameInFile(maps []snapshotMaps, p bpf.UnreadBufName, max int) (name string,
 	}
 	var at *procmaps.Mapping
 	for _, s := range cands {
-		i := slices.IndexFunc(s.ms, func(m procmaps.Mapping) bool { return p.Name >= m.Start && p.Name < m.End })
+		i := procmaps.Containing(s.ms, p.Name)
 		if i < 0 {
 			continue
 		}

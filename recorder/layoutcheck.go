@@ -5,8 +5,6 @@ import (
 	"sync"
 
 	"github.com/iocorr/iocorr/ggml"
-	"github.com/iocorr/iocorr/internal/kernel"
-	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -166,22 +164,6 @@ func nodeOf(e *wire.NodeEvent, ms *models) ggml.Node {
 	}
 	return ggml.Node{Name: e.NodeName[:], WeightName: e.WeightName[:], Op: e.Op, WeightType: e.WeightType,
 		WeightNe: e.WeightNe, WeightNb: e.WeightNb, InModel: ino != 0 && ms.known(dev, ino), FileOff: off}
-}
-
-// fileAt is the file, and its offset, that process pid maps at addr now,
-// from its maps: for an event whose address the kernel could not look up
-// (vma_busy), rare enough to read the maps for. Zero when none is known.
-func fileAt(pid uint32, addr uint64) (dev uint32, ino, off uint64) {
-	ms, err := procmaps.Read(int(pid))
-	if err != nil {
-		return 0, 0, 0
-	}
-	for _, m := range ms {
-		if m.Start <= addr && addr < m.End && m.Inode != 0 {
-			return kernel.Dev(m.Major, m.Minor), m.Inode, m.Offset + addr - m.Start
-		}
-	}
-	return 0, 0, 0
 }
 
 // layoutFailed says what a layout that failed validation costs the run.

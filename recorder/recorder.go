@@ -584,3 +584,19 @@ func (r *recording) onNode(e *wire.NodeEvent) {
 	r.warn(layoutFailed(r.sess.tr.Layout(), err))
 	r.writer.changed()
 }
+
+// fileAt is the file, and its offset, that process pid maps at addr now,
+// from its maps: for an event whose address the kernel could not look up
+// (vma_busy), rare enough to read the maps for. Zero when none is known.
+func fileAt(pid uint32, addr uint64) (dev uint32, ino, off uint64) {
+	ms, err := procmaps.Read(int(pid))
+	if err != nil {
+		return 0, 0, 0
+	}
+	i := procmaps.Containing(ms, addr)
+	if i < 0 || ms[i].Inode == 0 {
+		return 0, 0, 0
+	}
+	m := ms[i]
+	return kernel.Dev(m.Major, m.Minor), m.Inode, m.Offset + addr - m.Start
+}

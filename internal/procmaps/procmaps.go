@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -115,6 +116,12 @@ func Parse(r io.Reader) ([]Mapping, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Containing is the index of the mapping of ms that holds addr, -1 when
+// none does (mappings do not overlap).
+func Containing(ms []Mapping, addr uint64) int {
+	return slices.IndexFunc(ms, func(m Mapping) bool { return m.Start <= addr && addr < m.End })
 }
 
 // Read parses /proc/PID/maps.

@@ -70,3 +70,26 @@ func TestParseNamesTheLineThatDoesNotParse(t *testing.T) {
 		t.Errorf("got %v, want an error naming line 2", err)
 	}
 }
+
+func TestContainingFindsTheMappingThatHoldsAnAddressOrNone(t *testing.T) {
+	ms := []Mapping{{Start: 0x1000, End: 0x3000}, {Start: 0x5000, End: 0x6000}}
+	tests := []struct {
+		name string
+		addr uint64
+		want int
+	}{
+		{"the first byte of a mapping", 0x1000, 0},
+		{"the last byte of a mapping", 0x2fff, 0},
+		{"the end of a mapping is past it", 0x3000, -1},
+		{"a hole between mappings", 0x4000, -1},
+		{"inside the second", 0x5800, 1},
+		{"below every mapping", 0x10, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Containing(ms, tc.addr); got != tc.want {
+				t.Errorf("Containing(%#x) = %d, want %d", tc.addr, got, tc.want)
+			}
+		})
+	}
+}
