@@ -40,7 +40,8 @@ package bpf
 // Not a BPF program: on this VM a completion now and then runs no BPF
 // program at all (neither a classic tracepoint's nor a tp_btf one, with
 // no recursion miss counted: an ftrace instance next to both showed each
-// such completion in softirq on top of one particular task), and a
+// such completion in softirq on top of one particular task, a
+// tokio-rt-worker thread of the VM's agent, PID 1), and a
 // classic tracepoint's program is also skipped while another kprobe,
 // tracepoint or perf_event program runs on the CPU (bpf_prog_active).
 // ftrace records every firing, and counts what it overwrote.
