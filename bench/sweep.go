@@ -21,11 +21,13 @@ import (
 
 const sweepSection = "sweep untraced"
 
-// completionArgv is llama-completion generating cfg.Tokens tokens.
+// completionArgv is llama-completion generating cfg.Tokens tokens: all of
+// them, an end-of-text token sampled or not (a run that sampled it first
+// would time no decode at all).
 func (c Config) completionArgv(model string) []string {
 	return []string{filepath.Join(filepath.Dir(c.LlamaBench), "llama-completion"), "-m", model,
 		"-p", "The memory of a machine", "-n", strconv.Itoa(c.Tokens), "-t", strconv.Itoa(c.Threads),
-		"-no-cnv", "--temp", "0"}
+		"-no-cnv", "--ignore-eos", "--temp", "0"}
 }
 
 // SweepUntraced adds the sweep's untraced tokens/s against plain runs'.
