@@ -30,6 +30,9 @@ type DiskOptions struct {
 	PerPoint time.Duration
 	// Seed fixes the random offsets.
 	Seed uint64
+	// Cost is how the prefetch cost is measured after the reads
+	// (MeasurePrefetchCost).
+	Cost CostOptions
 }
 
 var (
@@ -90,6 +93,9 @@ func MeasureDisk(file string, o DiskOptions) (*rundir.DiskProfile, string, error
 			}
 			d.Points = append(d.Points, p)
 		}
+	}
+	if d.PrefetchCost, err = MeasurePrefetchCost(file, o.Cost); err != nil {
+		return nil, "", fmt.Errorf("the prefetch cost on %s: %w", file, err)
 	}
 	if err := rundir.WriteDiskProfile(bd.DiskDev, d); err != nil {
 		return nil, "", err

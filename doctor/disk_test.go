@@ -86,7 +86,8 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 		}
 		return st[0].SectorsRead
 	}
-	o := DiskOptions{Depths: []int{1, 4}, Blocks: []int64{128 << 10, 1 << 20}, PerPoint: 100 * time.Millisecond}
+	o := DiskOptions{Depths: []int{1, 4}, Blocks: []int64{128 << 10, 1 << 20}, PerPoint: 100 * time.Millisecond,
+		Cost: CostOptions{Region: 32 << 20, Limit: 16 << 20, Passes: 1, Pairs: 1}}
 	before := sectors()
 	d, kept, err := MeasureDisk(p, o)
 	read := (sectors() - before) * 512
@@ -107,11 +108,15 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 	if float64(read) < least {
 		t.Errorf("the disk read %d bytes while the profile says at least %.0f were", read, least)
 	}
+	if pc := d.PrefetchCost; pc == nil || len(pc.AskedBytes) != 1 || pc.ComputeNSPerByte < 0 {
+		t.Errorf("prefetch cost %+v: want one pair measured", pc)
+	}
 	if !strings.HasSuffix(d.Device, " "+disk) {
 		t.Errorf("device %q, want the disk %s", d.Device, disk)
 	}
 	back, err := rundir.ReadDiskProfile(bd.DiskDev)
-	if err != nil || back == nil || len(back.Points) != len(d.Points) || back.Points[0] != d.Points[0] || kept != rundir.DiskProfilePath(bd.DiskDev) {
+	if err != nil || back == nil || len(back.Points) != len(d.Points) || back.Points[0] != d.Points[0] || kept != rundir.DiskProfilePath(bd.DiskDev) ||
+		back.PrefetchCostNSPerByte() != d.PrefetchCostNSPerByte() {
 		t.Errorf("kept %s: read back %+v (%v), want %+v", kept, back, err, d)
 	}
 }

@@ -105,6 +105,9 @@ type Row struct {
 	// row: where the device's rate came from); "" for nothing.
 	Note string
 	NA   map[string]string
+	// computeAdded is the compute time a token gains besides the run's
+	// own (a prefetch row: what the helper's reads cost the command).
+	computeAdded float64
 }
 
 // Modes of a prediction. A run whose decode calls faulted from more than
@@ -420,7 +423,7 @@ func (r *Run) tps(row *Row, m *measured) {
 		row.NA[ColTPS] = "the run's calls have no start and end times"
 		return
 	}
-	compute := float64(m.wallNS-min(m.waitNS, m.wallNS)) / float64(m.calls)
+	compute := float64(m.wallNS-min(m.waitNS, m.wallNS))/float64(m.calls) + row.computeAdded
 	if t := compute + row.StallNSPerToken; t > 0 {
 		row.TokensPerS = 1e9 * float64(m.tokens) / float64(m.calls) / t
 	} else {

@@ -443,9 +443,27 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		// with the disk idle. The prefetched bytes are charged that.
 		row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * m.kernelPerByte()
 	}
+	// The helper's reads also slow the command's own compute, by what
+	// the machine's disk profile measured (doctor's prefetch cost: the
+	// kernel unmapping the command's pages from another CPU). The lab's
+	// VM measured 0.66 ns a byte: without it, predict's tokens/s was
+	// 1.26-1.45x the measured where the disk is fast.
+	if pc := r.disk.PrefetchCostNSPerByte(); pc >= 0 {
+		row.computeAdded = float64(got.fetchedBytes[ph]) / n * pc
+		if row.computeAdded > 0 {
+			row.Note += fmt.Sprintf("; the helper's reads cost the command's compute %s a token (%.2f ns a byte, the disk profile's prefetch cost)",
+				units.Duration(row.computeAdded), pc)
+		}
+	} else if got.fetchedBytes[ph] > 0 {
+		row.Note += "; " + noPrefetchCost
+	}
 	r.tps(&row, m)
 	return row
 }
+
+// noPrefetchCost says why a prefetch row's tokens/s leaves out what the
+// helper's reads cost the command's compute.
+const noPrefetchCost = "the run's disk profile has no prefetch cost (measured by iocorr doctor --disk since 2026-12-05): what the helper's reads cost the command's compute is not counted, and the tokens/s may be high"
 
 // Thresholds of the advice. A prefetch must be predicted to give
 // minSpeedup× the kernel policy's decode tokens/s, reading at most

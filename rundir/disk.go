@@ -27,6 +27,27 @@ type DiskProfile struct {
 	Model    string      `json:"model"`
 	Measured time.Time   `json:"measured"`
 	Points   []DiskPoint `json:"points"`
+	// PrefetchCost is what another thread's reads in a command's memory
+	// cgroup cost its compute on this machine (nil in profiles measured
+	// before 2026-12-05).
+	PrefetchCost *PrefetchCost `json:"prefetch_cost,omitempty"`
+}
+
+// PrefetchCost is doctor's measure of what a prefetcher's reads cost the
+// command's own compute: in a memory cgroup of LimitBytes, a thread
+// summing the words of RegionBytes of the disk's file mapped, Passes
+// times, alone and beside a second thread that asks the kernel for the
+// region ahead of it; a pair a slot, run in turn.
+type PrefetchCost struct {
+	// ComputeNSPerByte is the compute thread's user time added per byte
+	// the second thread asked for: the pairs' median, 0 where negative.
+	ComputeNSPerByte float64 `json:"compute_ns_per_byte"`
+	RegionBytes      int64   `json:"region_bytes"`
+	LimitBytes       int64   `json:"limit_bytes"`
+	Passes           int     `json:"passes"`
+	AloneUserNS      []int64 `json:"alone_user_ns"`
+	BesideUserNS     []int64 `json:"beside_user_ns"`
+	AskedBytes       []int64 `json:"asked_bytes"`
 }
 
 // DiskPoint is one measured depth × block size: the bandwidth served and
@@ -128,6 +149,15 @@ func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64
 	}
 	f := (depth - float64(lo.Depth)) / float64(hi.Depth-lo.Depth)
 	return lo.BytesPerSec + f*(hi.BytesPerSec-lo.BytesPerSec), true
+}
+
+// PrefetchCostNSPerByte is the prefetch cost the profile measured, or -1
+// where it has none (no profile, or one measured before the cost was).
+func (d *DiskProfile) PrefetchCostNSPerByte() float64 {
+	if d == nil || d.PrefetchCost == nil {
+		return -1
+	}
+	return d.PrefetchCost.ComputeNSPerByte
 }
 
 // DiskNA says why the run has no figure of its device's own bandwidth
