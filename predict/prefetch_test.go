@@ -419,6 +419,46 @@ func TestAPrefetchedByteCostsTheRunsIdleWaitPerByte(t *testing.T) {
 	}
 }
 
+// The helper's reads slow the command's compute by the disk profile's
+// prefetch cost a byte: the row's tokens/s has that much more compute a
+// token, and says so; a profile without the cost leaves it out and says
+// that instead.
+func TestAPrefetchRowChargesTheProfilesPrefetchCostToTheCommandsCompute(t *testing.T) {
+	withCost := func(ns float64) *rundir.DiskProfile {
+		return &rundir.DiskProfile{PrefetchCost: &rundir.PrefetchCost{ComputeNSPerByte: ns}}
+	}
+	for _, tc := range []struct {
+		name    string
+		disk    *rundir.DiskProfile
+		fetched uint64
+		compute float64 // ns a token, the run's 100 and the cost's
+		note    string
+	}{
+		{"a cost of 2^-20 ns a byte, 1 MiB fetched: 1 ns more", withCost(1.0 / (1 << 20)), 1 << 20, 101, "the helper's reads cost the command's compute"},
+		{"a cost of 0: as measured", withCost(0), 1 << 20, 100, ""},
+		{"nothing fetched: nothing charged", withCost(1), 0, 100, ""},
+		{"a profile without the cost: left out, and said", &rundir.DiskProfile{}, 1 << 20, 100, noPrefetchCost},
+		{"no profile: left out, and said", nil, 1 << 20, 100, noPrefetchCost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.Budget, r.disk = 1<<20, tc.disk
+			m := r.byPhase[event.PhaseDecode]
+			m.calls, m.tokens, m.wallNS, m.waitNS, m.bytes = 1, 1, 200, 100, 2<<20
+			r.device([]span{{100, 300}}, 2<<20, 2, nil)
+			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: tc.fetched},
+				stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
+			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+			if want := 1e9 / (tc.compute + row.StallNSPerToken); math.Abs(row.TokensPerS-want) > 1e-6*want {
+				t.Errorf("%v tokens/s, want %v: %v ns of compute and %v of stall", row.TokensPerS, want, tc.compute, row.StallNSPerToken)
+			}
+			if tc.note != "" && !strings.Contains(row.Note, tc.note) || tc.note == "" && strings.Contains(row.Note, "compute") {
+				t.Errorf("note %q, want it to say %q", row.Note, tc.note)
+			}
+		})
+	}
+}
+
 // A picked slice is left to its fault where the graph reaches it before
 // the helper asked for it: the helper spends the kernel's work per byte
 // (the run's idle fault wait per byte) on each slice it asks before, and
