@@ -120,3 +120,28 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 		t.Errorf("kept %s: read back %+v (%v), want %+v", kept, back, err, d)
 	}
 }
+
+// A profile whose prefetch cost cannot be measured (here: a region larger
+// than the file) keeps its reads, and says why it has no cost.
+func TestMeasureDiskKeepsTheReadsWhereThePrefetchCostCannotBeMeasured(t *testing.T) {
+	t.Setenv(rundir.DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
+	p := diskFile(t, MinDiskFile, false)
+	if _, _, err := pagecache.Evict(p); err != nil {
+		t.Fatal(err)
+	}
+	o := DiskOptions{Depths: []int{1}, Blocks: []int64{1 << 20}, PerPoint: 50 * time.Millisecond, Cost: CostOptions{Region: 2 * MinDiskFile}}
+	d, kept, err := MeasureDisk(p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Points) != 1 || d.PrefetchCost != nil || !strings.Contains(d.NoPrefetchCost(), "smaller than") {
+		t.Fatalf("%d points, cost %+v, why none %q: want the point kept and why the cost is not", len(d.Points), d.PrefetchCost, d.NoPrefetchCost())
+	}
+	bd, err := blockdev.OfFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := rundir.ReadDiskProfile(bd.DiskDev); err != nil || back == nil || back.NoPrefetchCost() != d.NoPrefetchCost() || kept == "" {
+		t.Errorf("kept %s: %+v (%v), want it with why it has no cost", kept, back, err)
+	}
+}

@@ -15,7 +15,7 @@ func DiskProfile(w io.Writer, format Format, d *rundir.DiskProfile) error {
 	t := &stats.Table{Name: "disk", Columns: []stats.Column{{Name: "device"}, {Name: "depth", Kind: stats.Int},
 		{Name: "block_size_bytes", Kind: stats.Int}, {Name: "bandwidth_mb_per_s", Kind: stats.Float}, {Name: "mean_latency_ns", Kind: stats.Float},
 		{Name: "prefetch_compute_ns_per_byte", Kind: stats.Float}}}
-	cost := stats.NA("not measured: the profile is older than the prefetch cost's measure")
+	cost := stats.NA(d.NoPrefetchCost())
 	if d.PrefetchCost != nil {
 		cost = stats.F64(d.PrefetchCost.ComputeNSPerByte, "")
 	}

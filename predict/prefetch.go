@@ -455,7 +455,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 				units.Duration(row.computeAdded), pc)
 		}
 	} else if got.fetchedBytes[ph] > 0 {
-		row.Note += "; " + noPrefetchCost
+		row.Note += "; " + r.disk.NoPrefetchCost() + noPrefetchCost
 	}
 	r.tps(&row, m)
 	return row
@@ -463,7 +463,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 
 // noPrefetchCost says why a prefetch row's tokens/s leaves out what the
 // helper's reads cost the command's compute.
-const noPrefetchCost = "the run's disk profile has no prefetch cost (measured by iocorr doctor --disk since 2026-12-05): what the helper's reads cost the command's compute is not counted, and the tokens/s may be high"
+const noPrefetchCost = ": what the helper's reads cost the command's compute is not counted, and the tokens/s may be high"
 
 // Thresholds of the advice. A prefetch must be predicted to give
 // minSpeedup× the kernel policy's decode tokens/s, reading at most

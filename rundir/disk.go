@@ -31,6 +31,9 @@ type DiskProfile struct {
 	// cgroup cost its compute on this machine (nil in profiles measured
 	// before 2026-12-05).
 	PrefetchCost *PrefetchCost `json:"prefetch_cost,omitempty"`
+	// PrefetchCostNA says why a profile measured since has none (no
+	// memory cgroup could be made: not root).
+	PrefetchCostNA string `json:"prefetch_cost_na,omitempty"`
 }
 
 // PrefetchCost is doctor's measure of what a prefetcher's reads cost the
@@ -152,12 +155,26 @@ func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64
 }
 
 // PrefetchCostNSPerByte is the prefetch cost the profile measured, or -1
-// where it has none (no profile, or one measured before the cost was).
+// where it has none (no profile, or one without the cost).
 func (d *DiskProfile) PrefetchCostNSPerByte() float64 {
 	if d == nil || d.PrefetchCost == nil {
 		return -1
 	}
 	return d.PrefetchCost.ComputeNSPerByte
+}
+
+// NoPrefetchCost says why the profile has no prefetch cost, "" when it
+// has one.
+func (d *DiskProfile) NoPrefetchCost() string {
+	switch {
+	case d == nil:
+		return "no disk profile: run iocorr doctor --disk FILE"
+	case d.PrefetchCost != nil:
+		return ""
+	case d.PrefetchCostNA != "":
+		return "the disk profile has no prefetch cost: " + d.PrefetchCostNA
+	}
+	return "the disk profile has no prefetch cost: it was measured before iocorr doctor --disk measured one (2026-12-05)"
 }
 
 // DiskNA says why the run has no figure of its device's own bandwidth

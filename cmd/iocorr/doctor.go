@@ -27,7 +27,7 @@ func init() {
 func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	var o doctor.Targets
 	fs.StringArrayVar(&o.Libs, "lib", nil, "also look for probe symbols in this file (repeatable)")
-	disk := fs.String("disk", "", "measure the disk holding FILE (O_DIRECT random reads at depths 1-32) and keep its profile for record (in $"+rundir.DiskProfilesEnv+", default "+rundir.DiskProfilesDir+")")
+	disk := fs.String("disk", "", "measure the disk holding FILE (O_DIRECT random reads at depths 1-32, and the prefetch cost) and keep its profile for record (in $"+rundir.DiskProfilesEnv+", default "+rundir.DiskProfilesDir+")")
 	format := formatFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if *disk != "" {
@@ -37,6 +37,9 @@ func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			d, kept, err := doctor.MeasureDisk(*disk, doctor.DiskOptions{})
 			if err != nil {
 				return fmt.Errorf("doctor --disk: %w", err)
+			}
+			if d.PrefetchCostNA != "" {
+				fmt.Fprintf(stderr, "iocorr: warning: the profile is kept without the prefetch cost (%s): predict --prefetch will not count what a prefetcher's reads cost the command\n", d.PrefetchCostNA)
 			}
 			if err := output.DiskProfile(stdout, *format, d); err != nil {
 				return err
