@@ -446,7 +446,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	// The helper's reads also slow the command's own compute, by what
 	// the machine's disk profile measured (doctor's prefetch cost: the
 	// kernel unmapping the command's pages from another CPU). The lab's
-	// VM measured 0.66 ns a byte: without it, predict's tokens/s was
+	// VM measured 0.62-0.66 ns a byte: without it, predict's tokens/s was
 	// 1.26-1.45x the measured where the disk is fast.
 	if pc := r.disk.PrefetchCostNSPerByte(); pc >= 0 {
 		row.computeAdded = float64(got.fetchedBytes[ph]) / n * pc

@@ -40,7 +40,7 @@ type DiskProfile struct {
 // command's own compute: in a memory cgroup of LimitBytes, a thread
 // summing the words of RegionBytes of the disk's file mapped, Passes
 // times, alone and beside a second thread that asks the kernel for the
-// region ahead of it; a pair a slot, run in turn.
+// region ahead of it, Pairs times, the two in turn.
 type PrefetchCost struct {
 	// ComputeNSPerByte is the compute thread's user time added per byte
 	// the second thread asked for: the pairs' median, 0 where negative.
