@@ -132,16 +132,12 @@ func runCostProbe(cg *cgroup.Cgroup, file string, o CostOptions, withReader bool
 	if _, _, err := pagecache.Evict(file); err != nil {
 		return costRun{}, err
 	}
-	cmd, in, out, err := launch.StartHelper(costProbeEnv, "the prefetch cost's probe", nil)
+	cmd, in, out, err := launch.StartHelper(costProbeEnv, "the prefetch cost's probe", nil, cg.Add)
 	if err != nil {
 		return costRun{}, err
 	}
 	defer cmd.Wait()
 	defer in.Close()
-	if err := cg.Add(cmd.Process.Pid); err != nil {
-		cmd.Process.Kill()
-		return costRun{}, err
-	}
 	mode := "alone"
 	if withReader {
 		mode = "beside"

@@ -130,7 +130,7 @@ type Holder struct {
 // cgroup) before it reads a byte, and returns once spans of path are
 // locked. Release ends it.
 func Hold(path string, spans [][2]int64, place func(pid int) error) (*Holder, error) {
-	cmd, stdin, stdout, err := launch.StartHelper(holderEnv, "the holder", nil)
+	cmd, stdin, stdout, err := launch.StartHelper(holderEnv, "the holder", nil, place)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +140,6 @@ func Hold(path string, spans [][2]int64, place func(pid int) error) (*Holder, er
 		cmd.Process.Kill()
 		cmd.Wait()
 		return nil, err
-	}
-	if place != nil {
-		if err := place(h.PID); err != nil {
-			return fail(fmt.Errorf("placing the holder: %w", err))
-		}
 	}
 	b, _ := json.Marshal(request{Path: path, Spans: spans})
 	if _, err := stdin.Write(append(b, '\n')); err != nil {

@@ -181,21 +181,10 @@ func Start(cfg Config, files []rundir.ModelFile, place func(pid int) error, outc
 		p.addModel(f)
 	}
 	// It dies with iocorr: a helper left behind would hold its cgroup.
-	cmd, in, out, err := launch.StartHelper(helperEnv, "the prefetcher's helper", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
+	cmd, in, out, err := launch.StartHelper(helperEnv, "the prefetcher's helper", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, place)
 	if err != nil {
 		p.closeModels()
 		return nil, err
-	}
-	// Placed before it is asked anything: every page it reads in is
-	// charged there.
-	if place != nil {
-		if err := place(cmd.Process.Pid); err != nil {
-			in.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			p.closeModels()
-			return nil, fmt.Errorf("placing the prefetcher's helper: %w", err)
-		}
 	}
 	p.helper, p.in, p.out = cmd, in, bufio.NewReader(out)
 	go p.readAcks()

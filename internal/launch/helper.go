@@ -38,8 +38,10 @@ func IsHelper(role string) bool { return os.Getenv(role) == "1" }
 // StartHelper starts the helper child role names, which speaks lines
 // over its standard input (in) and output (out) and writes its own
 // troubles to iocorr's standard error; what names it in errors, and sys
-// (nil: none) is how the kernel starts it.
-func StartHelper(role, what string, sys *syscall.SysProcAttr) (cmd *exec.Cmd, in io.WriteCloser, out io.ReadCloser, err error) {
+// (nil: none) is how the kernel starts it. place (nil: none) puts it,
+// into a memory cgroup, before it is asked anything: every page it reads
+// in is charged there. A helper that could not be placed is ended.
+func StartHelper(role, what string, sys *syscall.SysProcAttr, place func(pid int) error) (cmd *exec.Cmd, in io.WriteCloser, out io.ReadCloser, err error) {
 	if cmd, err = HelperCommand(role); err != nil {
 		return nil, nil, nil, err
 	}
@@ -53,6 +55,14 @@ func StartHelper(role, what string, sys *syscall.SysProcAttr) (cmd *exec.Cmd, in
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, nil, fmt.Errorf("starting %s: %w", what, err)
+	}
+	if place != nil {
+		if err := place(cmd.Process.Pid); err != nil {
+			in.Close()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, nil, nil, fmt.Errorf("placing %s: %w", what, err)
+		}
 	}
 	return cmd, in, out, nil
 }

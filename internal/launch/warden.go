@@ -725,7 +725,7 @@ type WardenStats struct {
 func StartWarden(warn func(string)) (*Warden, error) {
 	// It must not outlive the recorder; its tracees are detached by the
 	// kernel when it goes.
-	cmd, in, out, err := StartHelper(wardenEnv, "the ptrace warden", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
+	cmd, in, out, err := StartHelper(wardenEnv, "the ptrace warden", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, nil)
 	if err != nil {
 		return nil, err
 	}
