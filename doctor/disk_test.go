@@ -108,15 +108,15 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 	if float64(read) < least {
 		t.Errorf("the disk read %d bytes while the profile says at least %.0f were", read, least)
 	}
-	if pc := d.PrefetchCost; pc == nil || len(pc.AskedBytes) != 1 || pc.ComputeNSPerByte < 0 {
-		t.Errorf("prefetch cost %+v: want one pair measured", pc)
+	if pc := d.PrefetchCost; pc == nil || len(pc.AskedBytes) != 1 || len(pc.AskCPUNS) != 1 || pc.ComputeNSPerByte < 0 || pc.AskNSPerByte <= 0 {
+		t.Errorf("prefetch cost %+v: want one pair measured, with the asking thread's pace", pc)
 	}
 	if !strings.HasSuffix(d.Device, " "+disk) {
 		t.Errorf("device %q, want the disk %s", d.Device, disk)
 	}
 	back, err := rundir.ReadDiskProfile(bd.DiskDev)
 	if err != nil || back == nil || len(back.Points) != len(d.Points) || back.Points[0] != d.Points[0] || kept != rundir.DiskProfilePath(bd.DiskDev) ||
-		back.PrefetchCostNSPerByte() != d.PrefetchCostNSPerByte() {
+		back.PrefetchCost == nil || back.PrefetchCost.ComputeNSPerByte != d.PrefetchCost.ComputeNSPerByte || back.PrefetchCost.AskNSPerByte != d.PrefetchCost.AskNSPerByte {
 		t.Errorf("kept %s: read back %+v (%v), want %+v", kept, back, err, d)
 	}
 }
@@ -134,14 +134,14 @@ func TestMeasureDiskKeepsTheReadsWhereThePrefetchCostCannotBeMeasured(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Points) != 1 || d.PrefetchCost != nil || !strings.Contains(d.NoPrefetchCost(), "smaller than") {
-		t.Fatalf("%d points, cost %+v, why none %q: want the point kept and why the cost is not", len(d.Points), d.PrefetchCost, d.NoPrefetchCost())
+	if pc, why := d.Prefetch(); len(d.Points) != 1 || pc != nil || !strings.Contains(why, "smaller than") {
+		t.Fatalf("%d points, cost %+v, why none %q: want the point kept and why the cost is not", len(d.Points), pc, why)
 	}
 	bd, err := blockdev.OfFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := rundir.ReadDiskProfile(bd.DiskDev); err != nil || back == nil || back.NoPrefetchCost() != d.NoPrefetchCost() || kept == "" {
+	if back, err := rundir.ReadDiskProfile(bd.DiskDev); err != nil || back == nil || back.PrefetchCostNA != d.PrefetchCostNA || kept == "" {
 		t.Errorf("kept %s: %+v (%v), want it with why it has no cost", kept, back, err)
 	}
 }

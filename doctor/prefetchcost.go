@@ -74,6 +74,10 @@ type costRun struct {
 	SysNS  int64 `json:"sys_ns"`
 	Asked  int64 `json:"asked_bytes"`
 	WallNS int64 `json:"wall_ns"`
+	// AskNS is the asking thread's own CPU time (user and system) in its
+	// calls: the kernel's work of bringing the pages in, reclaim in the
+	// cgroup included, which paces a prefetcher's helper.
+	AskNS int64 `json:"ask_cpu_ns"`
 	// Sum is the compute's result, kept so that the compute is done.
 	Sum uint64 `json:"sum"`
 }
@@ -97,7 +101,7 @@ func MeasurePrefetchCost(file string, o CostOptions) (*rundir.PrefetchCost, erro
 	}
 	defer cg.Remove()
 	pc := &rundir.PrefetchCost{RegionBytes: o.Region, LimitBytes: o.Limit, Passes: o.Passes}
-	var perByte []float64
+	var perByte, pace []float64
 	for i := range o.Pairs {
 		var alone, beside costRun
 		for k := range 2 {
@@ -118,13 +122,22 @@ func MeasurePrefetchCost(file string, o CostOptions) (*rundir.PrefetchCost, erro
 		pc.AloneUserNS = append(pc.AloneUserNS, alone.UserNS)
 		pc.BesideUserNS = append(pc.BesideUserNS, beside.UserNS)
 		pc.AskedBytes = append(pc.AskedBytes, beside.Asked)
+		pc.AskCPUNS = append(pc.AskCPUNS, beside.AskNS)
 		perByte = append(perByte, float64(beside.UserNS-alone.UserNS)/float64(beside.Asked))
+		pace = append(pace, float64(beside.AskNS)/float64(beside.Asked))
 	}
-	slices.Sort(perByte)
 	// A machine where it costs nothing measures noise about 0 either way:
 	// a negative median is no saving a prefetch makes.
-	pc.ComputeNSPerByte = max(perByte[len(perByte)/2], 0)
+	pc.ComputeNSPerByte = max(median(perByte), 0)
+	pc.AskNSPerByte = median(pace)
 	return pc, nil
+}
+
+// median is the middle of xs (the upper one of an even count), which it
+// sorts.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // runCostProbe runs the probe once, from a cold region, in cg.
@@ -205,22 +218,22 @@ func costProbe(in io.Reader, out io.Writer) error {
 	return err
 }
 
-// costAhead is how far ahead of the compute the second thread asks, and
-// costChunk how much it asks at once: the prefetcher's window and call
-// sizes are of that order.
-const (
-	costAhead = 16 << 20
-	costChunk = 2 << 20
-)
+// costAhead is how far ahead of the compute the second thread asks: the
+// prefetcher's windows are of that order. It asks in the prefetcher's
+// calls (pagecache.WillNeed of pagecache.WillNeedChunk), whose size sets
+// how many calls a byte takes.
+const costAhead = 16 << 20
 
 // compute sums the region's words pass after pass on a thread of its
 // own, whose user and system time it returns; beside, another thread
-// asks for the region costAhead ahead of it.
+// asks for the region costAhead ahead of it, and its own CPU time is
+// returned too.
 func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 	var (
 		progress atomic.Int64 // bytes computed over, all passes
 		done     atomic.Bool
 		asked    int64
+		askNS    int64
 		readerCh = make(chan struct{})
 	)
 	size := int64(len(data))
@@ -229,6 +242,8 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 		go func() {
 			defer close(readerCh)
 			runtime.LockOSThread()
+			chunk := pagecache.WillNeedChunk(fh)
+			t0 := threadCPU()
 			next := int64(0) // bytes asked for, all passes
 			for !done.Load() && next < total {
 				if next >= progress.Load()+costAhead {
@@ -236,11 +251,12 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 					continue
 				}
 				off := next % size
-				n := min(costChunk, size-off)
-				_ = unix.Fadvise(int(fh.Fd()), off, n, unix.FADV_WILLNEED)
+				n := min(chunk, size-off)
+				_ = pagecache.WillNeed(fh, off, n, chunk)
 				next += n
 				asked += n
 			}
+			askNS = threadCPU() - t0
 		}()
 	} else {
 		close(readerCh)
@@ -272,6 +288,14 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 		SysNS:  syscall.TimevalToNsec(syscall.Timeval(after.Stime)) - syscall.TimevalToNsec(syscall.Timeval(before.Stime)),
 		Asked:  asked,
 		WallNS: wall.Nanoseconds(),
+		AskNS:  askNS,
 		Sum:    sum,
 	}
+}
+
+// threadCPU is the calling thread's user and system time so far.
+func threadCPU() int64 {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return syscall.TimevalToNsec(syscall.Timeval(ru.Utime)) + syscall.TimevalToNsec(syscall.Timeval(ru.Stime))
 }

@@ -65,19 +65,29 @@ func TestThePrefetchCostIsTheMedianOfThePairsAddedUserTimePerByte(t *testing.T) 
 		t.Fatal(err)
 	}
 	t.Logf("%+v", pc)
-	if len(pc.AloneUserNS) != o.Pairs || len(pc.BesideUserNS) != o.Pairs || len(pc.AskedBytes) != o.Pairs ||
+	if len(pc.AloneUserNS) != o.Pairs || len(pc.BesideUserNS) != o.Pairs || len(pc.AskedBytes) != o.Pairs || len(pc.AskCPUNS) != o.Pairs ||
 		pc.RegionBytes != o.Region || pc.LimitBytes != o.Limit || pc.Passes != o.Passes {
 		t.Fatalf("%+v: want %d pairs of the options' region, limit and passes", pc, o.Pairs)
 	}
-	var per []float64
+	var per, pace []float64
 	for i := range o.Pairs {
 		if pc.AskedBytes[i] != o.Region*int64(o.Passes) {
 			t.Errorf("pair %d asked %d bytes, want the region each pass, %d", i, pc.AskedBytes[i], o.Region*int64(o.Passes))
 		}
+		// Bringing 64 MiB in through a cgroup of 32 takes the asking
+		// thread's CPU: a pace of 0 is a thread not timed.
+		if pc.AskCPUNS[i] <= 0 {
+			t.Errorf("pair %d: the asking thread's CPU %d ns, want its time in its calls", i, pc.AskCPUNS[i])
+		}
 		per = append(per, float64(pc.BesideUserNS[i]-pc.AloneUserNS[i])/float64(pc.AskedBytes[i]))
+		pace = append(pace, float64(pc.AskCPUNS[i])/float64(pc.AskedBytes[i]))
 	}
 	slices.Sort(per)
+	slices.Sort(pace)
 	if want := max(per[1], 0); pc.ComputeNSPerByte != want {
 		t.Errorf("compute ns a byte %v, want the pairs' median %v", pc.ComputeNSPerByte, want)
+	}
+	if pc.AskNSPerByte != pace[1] {
+		t.Errorf("the helper's pace %v ns a byte, want the pairs' median %v", pc.AskNSPerByte, pace[1])
 	}
 }

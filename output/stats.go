@@ -107,7 +107,7 @@ func statsCell(c stats.Column, v stats.Value) Cell {
 	case strings.HasSuffix(c.Name, "_bytes") && v.F >= 0:
 		return TextAs("", units.Bytes(float64(uint64(v.F+0.5))))
 	case strings.HasSuffix(c.Name, "_ns") && v.F >= 0:
-		return TextAs("", units.Duration(float64(uint64(v.F+0.5))))
+		return TextAs("", units.Duration(v.F))
 	}
 	return Text(strconv.FormatFloat(v.F, 'g', 4, 64))
 }

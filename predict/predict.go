@@ -423,7 +423,7 @@ func (r *Run) tps(row *Row, m *measured) {
 		row.NA[ColTPS] = "the run's calls have no start and end times"
 		return
 	}
-	compute := float64(m.wallNS-min(m.waitNS, m.wallNS))/float64(m.calls) + row.computeAdded
+	compute := m.computePerCall() + row.computeAdded
 	if t := compute + row.StallNSPerToken; t > 0 {
 		row.TokensPerS = 1e9 * float64(m.tokens) / float64(m.calls) / t
 	} else {

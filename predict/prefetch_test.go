@@ -495,3 +495,90 @@ func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) 
 		})
 	}
 }
+
+// One helper brings a token's prefetched bytes in at its own pace (the
+// disk profile's asking thread's CPU a byte): a token whose compute and
+// stall are shorter than that waits for it, and the note says so; a
+// profile without the pace counts none, and says that.
+func TestTheHelpersPaceBoundsAPrefetchRowsToken(t *testing.T) {
+	withPace := func(ns float64) *rundir.DiskProfile {
+		return &rundir.DiskProfile{PrefetchCost: &rundir.PrefetchCost{AskNSPerByte: ns}}
+	}
+	for _, tc := range []struct {
+		name    string
+		disk    *rundir.DiskProfile
+		fetched uint64
+		token   float64 // ns: the run's 100 of compute and 10 of stall, or the helper's
+		note    string
+	}{
+		{"a helper quicker than the token: the token", withPace(1.0 / (1 << 20)), 1 << 20, 110, ""},
+		{"a helper slower than the token: the helper's", withPace(1000.0 / (1 << 20)), 1 << 20, 1000, "bounds the token"},
+		{"nothing fetched: the token", withPace(1), 0, 110, ""},
+		{"a prefetch cost without the pace: the token, and said", withPace(0), 1 << 20, 110, rundir.NoPace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cyclicRun(100, 2)
+			r.Budget, r.disk = 1<<20, tc.disk
+			m := r.byPhase[event.PhaseDecode]
+			m.calls, m.tokens, m.wallNS, m.waitNS, m.bytes = 1, 1, 200, 100, 2<<20
+			r.device([]span{{100, 300}}, 2<<20, 2, nil)
+			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: tc.fetched},
+				stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
+			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+			// The run's idle wait is 0: the fetched bytes add no stall of
+			// their own here.
+			if want := 1e9 / tc.token; math.Abs(row.TokensPerS-want) > 1e-6*want {
+				t.Errorf("%v tokens/s, want %v (a token of %v ns)", row.TokensPerS, want, tc.token)
+			}
+			if tc.note != "" && !strings.Contains(row.Note, tc.note) || tc.note == "" && strings.Contains(row.Note, "bounds the token") {
+				t.Errorf("note %q, want it to say %q", row.Note, tc.note)
+			}
+		})
+	}
+}
+
+// A request's pages arrive no faster than the helper brings them in: on a
+// device faster than the helper's pace the graph waits for the helper;
+// and, the device's rate unknown, a slice the graph reaches before the
+// helper has sent the ones before it at its pace is left to its fault.
+func TestRequestsArriveAtTheHelpersPaceWhereTheDeviceIsFaster(t *testing.T) {
+	const slice = 100 * pageSize
+	for _, tc := range []struct {
+		name  string
+		pace  float64 // ns a byte; 0: no profile
+		lead  float64 // the third slice's lead (ns)
+		stall float64 // ns the request leaves
+		raced int
+		paced bool
+		timed bool // the device's rate known
+	}{
+		{"no pace: at the device's rate", 0, 1e9, 0, 1, false, true},
+		{"a pace of 1 ns a byte: the second slice a byte a ns", 1, 1e9, slice - 1, 1, true, true},
+		{"no device rate, a pace of 1 ns a byte, the third slice needed before the second is sent: its fault", 1, 2, 0, 2, false, false},
+		{"no device rate, a pace of 1 ns a byte, the third slice needed after: asked", 1, 1e9, 0, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 1, tokens: 1, bytes: 400 * pageSize}}}
+			r.Model.Size = 1000 * pageSize
+			if tc.pace > 0 {
+				r.disk = &rundir.DiskProfile{PrefetchCost: &rundir.PrefetchCost{AskNSPerByte: tc.pace}}
+			}
+			c := call{phase: event.PhaseDecode}
+			for e := range int32(3) {
+				c.reads = append(c.reads, pageRange{100 * e, 100 + 100*e})
+				c.of = append(c.of, readOf{tensor: uint32(e), expert: int16(e), layer: 0})
+			}
+			r.calls = append(r.calls, c)
+			// A device of 10^15 bytes a second: it takes no time.
+			r.device([]span{{0, 1}}, 1e6, 1, nil)
+			if !tc.timed {
+				r.device(nil, 0, 0, nil)
+			}
+			leads := map[leadKey]float64{{0, true}: 0, {1, true}: 1, {2, true}: tc.lead}
+			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads)
+			if got := pf.stallNS[event.PhaseDecode]; math.Abs(got-tc.stall) > 1e-3 || pf.raced != tc.raced || pf.paced != tc.paced {
+				t.Errorf("stall %v ns, %d slices left to their faults, paced %v; want %v, %d, %v", got, pf.raced, pf.paced, tc.stall, tc.raced, tc.paced)
+			}
+		})
+	}
+}

@@ -53,6 +53,11 @@ type measured struct {
 	idleWaitNS uint64
 }
 
+// computePerCall is the phase's time a call spent not waiting on faults.
+func (m *measured) computePerCall() float64 {
+	return float64(m.wallNS-min(m.waitNS, m.wallNS)) / float64(m.calls)
+}
+
 // waitPerByte is the phase's fault wait per byte read, 0 where it read
 // nothing.
 func (m *measured) waitPerByte() float64 { return perByte(m.waitNS, m.bytes) }

@@ -29,7 +29,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -638,7 +637,7 @@ func serve(in io.Reader, out *bufio.Writer) error {
 				return err
 			}
 			files[idx] = fh
-			chunks[idx] = raChunk(fh)
+			chunks[idx] = pagecache.WillNeedChunk(fh)
 		case len(f) == 5 && f[0] == "w":
 			var v [4]int64
 			for i := range v {
@@ -652,7 +651,7 @@ func serve(in io.Reader, out *bufio.Writer) error {
 			if fh == nil {
 				return fmt.Errorf("file %d was never opened", v[1])
 			}
-			errno := willNeed(fh, v[2], v[3], chunks[int(v[1])])
+			errno := pagecache.WillNeed(fh, v[2], v[3], chunks[int(v[1])])
 			var ts unix.Timespec
 			_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 			fmt.Fprintf(out, "d %d %d %d\n", v[0], ts.Nano(), errno)
@@ -664,72 +663,6 @@ func serve(in io.Reader, out *bufio.Writer) error {
 		}
 	}
 	return sc.Err()
-}
-
-// willNeed asks for [off, off+n) in calls of at most chunk bytes: the
-// kernel reads at most the device's read-ahead size of one WILLNEED (or
-// readahead(2)) call and silently drops the rest. It returns the first
-// errno, 0 when none.
-func willNeed(f *os.File, off, n, chunk int64) int {
-	first := 0
-	for n > 0 {
-		c := min(n, chunk)
-		if err := unix.Fadvise(int(f.Fd()), off, c, unix.FADV_WILLNEED); err != nil && first == 0 {
-			if e, ok := err.(syscall.Errno); ok {
-				first = int(e)
-			} else {
-				first = int(syscall.EIO)
-			}
-		}
-		off, n = off+c, n-c
-	}
-	return first
-}
-
-// defaultChunk is the WILLNEED call's size where the device's read-ahead
-// is unknown: Linux's default read_ahead_kb.
-const defaultChunk = 128 << 10
-
-// raChunk is the most one WILLNEED call on f reads: the larger of its
-// device's read-ahead and largest request (force_page_cache_ra reads up
-// to max(io_pages, ra_pages), mm/readahead.c). At a read-ahead of 128 KiB
-// on the lab's disk (max_sectors_kb 4096) one call read 4 MiB, not 128
-// KiB: asking in read-ahead-sized calls made 32 times the calls and
-// requests of 128 KiB.
-func raChunk(f *os.File) int64 {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return defaultChunk
-	}
-	base := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	// A partition has no queue of its own: its disk's is one up.
-	for _, q := range []string{base + "/queue", base + "/../queue"} {
-		if c, ok := queueChunk(q); ok {
-			return c
-		}
-	}
-	return defaultChunk
-}
-
-// queueChunk is the larger of a block queue's read_ahead_kb and
-// max_sectors_kb, in bytes; ok is false where the queue has no read-ahead.
-func queueChunk(queue string) (int64, bool) {
-	kb := func(name string) int64 {
-		b, err := os.ReadFile(filepath.Join(queue, name))
-		if err != nil {
-			return 0
-		}
-		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return 0
-		}
-		return v
-	}
-	ra := kb("read_ahead_kb")
-	if ra < 4 {
-		return 0, false
-	}
-	return max(ra, kb("max_sectors_kb")) << 10, true
 }
 
 // Summary is the report as stderr's lines: what was asked, what arrived.

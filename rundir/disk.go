@@ -45,12 +45,18 @@ type PrefetchCost struct {
 	// ComputeNSPerByte is the compute thread's user time added per byte
 	// the second thread asked for: the pairs' median, 0 where negative.
 	ComputeNSPerByte float64 `json:"compute_ns_per_byte"`
-	RegionBytes      int64   `json:"region_bytes"`
-	LimitBytes       int64   `json:"limit_bytes"`
-	Passes           int     `json:"passes"`
-	AloneUserNS      []int64 `json:"alone_user_ns"`
-	BesideUserNS     []int64 `json:"beside_user_ns"`
-	AskedBytes       []int64 `json:"asked_bytes"`
+	// AskNSPerByte is the second thread's own CPU time (user and system)
+	// per byte it asked for, the pairs' median: the pace of a prefetcher's
+	// helper, which can bring the pages in no faster whatever the device
+	// serves (0 in profiles measured before 2026-12-05, evening).
+	AskNSPerByte float64 `json:"ask_ns_per_byte,omitempty"`
+	RegionBytes  int64   `json:"region_bytes"`
+	LimitBytes   int64   `json:"limit_bytes"`
+	Passes       int     `json:"passes"`
+	AloneUserNS  []int64 `json:"alone_user_ns"`
+	BesideUserNS []int64 `json:"beside_user_ns"`
+	AskedBytes   []int64 `json:"asked_bytes"`
+	AskCPUNS     []int64 `json:"ask_cpu_ns,omitempty"`
 }
 
 // DiskPoint is one measured depth × block size: the bandwidth served and
@@ -154,27 +160,21 @@ func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64
 	return lo.BytesPerSec + f*(hi.BytesPerSec-lo.BytesPerSec), true
 }
 
-// PrefetchCostNSPerByte is the prefetch cost the profile measured, or -1
-// where it has none (no profile, or one without the cost).
-func (d *DiskProfile) PrefetchCostNSPerByte() float64 {
-	if d == nil || d.PrefetchCost == nil {
-		return -1
-	}
-	return d.PrefetchCost.ComputeNSPerByte
-}
+// NoPace says why a prefetch cost has no helper pace.
+const NoPace = "the disk profile's prefetch cost has no helper pace: it was measured before iocorr doctor --disk measured one (2026-12-05)"
 
-// NoPrefetchCost says why the profile has no prefetch cost, "" when it
-// has one.
-func (d *DiskProfile) NoPrefetchCost() string {
+// Prefetch is the prefetch cost the profile measured, or nil and why it
+// has none (no profile, or one without the cost).
+func (d *DiskProfile) Prefetch() (*PrefetchCost, string) {
 	switch {
 	case d == nil:
-		return "no disk profile: run iocorr doctor --disk FILE"
+		return nil, "no disk profile: run iocorr doctor --disk FILE"
 	case d.PrefetchCost != nil:
-		return ""
+		return d.PrefetchCost, ""
 	case d.PrefetchCostNA != "":
-		return "the disk profile has no prefetch cost: " + d.PrefetchCostNA
+		return nil, "the disk profile has no prefetch cost: " + d.PrefetchCostNA
 	}
-	return "the disk profile has no prefetch cost: it was measured before iocorr doctor --disk measured one (2026-12-05)"
+	return nil, "the disk profile has no prefetch cost: it was measured before iocorr doctor --disk measured one (2026-12-05)"
 }
 
 // DiskNA says why the run has no figure of its device's own bandwidth

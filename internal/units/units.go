@@ -74,6 +74,10 @@ func Bytes(v float64) string {
 // decimal in µs or ms, two in s.
 func Duration(ns float64) string {
 	switch {
+	case ns < 10 && ns != math.Trunc(ns):
+		// A time per byte (doctor's prefetch cost: 0.6 ns) is lost to
+		// rounding in whole ns.
+		return fmt.Sprintf("%.2f ns", ns)
 	case ns < 1e3:
 		return fmt.Sprintf("%.0f ns", ns)
 	case ns < 1e6:
