@@ -210,7 +210,15 @@ func groups(c *call, pol string) []group {
 	for k, l := range layers {
 		inLayer := readsOf(func(o readOf) bool { return o.layer == l })
 		if prefetchesLayers(pol) {
-			next := readsOf(func(o readOf) bool { return o.layer < 0 && o.expert < 0 })
+			// After the last layer: the output head, what the call read of
+			// no layer after that layer began (not the token embedding's
+			// rows it read first), as iocorr prefetch asks for it.
+			var next []int
+			for _, i := range readsOf(func(o readOf) bool { return o.layer < 0 && o.expert < 0 }) {
+				if i > layerStart[l] {
+					next = append(next, i)
+				}
+			}
 			if k+1 < len(layers) {
 				nl := layers[k+1]
 				next = readsOf(func(o readOf) bool { return o.layer == nl && o.expert < 0 })

@@ -71,8 +71,8 @@ func TestARequestsStallIsTheServiceTimeLeftAfterEachReadsLead(t *testing.T) {
 	}
 }
 
-// twoLayerCall is a call of two blocks (dense a, then experts 1 and 3 of
-// gate, up and down) and an output head.
+// twoLayerCall is a call of a token embedding's row, two blocks (dense a,
+// then experts 1 and 3 of gate, up and down) and an output head.
 func twoLayerCall() *call {
 	c := &call{}
 	add := func(tensor uint32, expert, layer int16) {
@@ -80,6 +80,7 @@ func twoLayerCall() *call {
 		p := int32(len(c.reads)) * 10
 		c.reads = append(c.reads, pageRange{p, p + 10})
 	}
+	add(98, -1, -1)
 	for l := range int16(2) {
 		add(uint32(10*l), -1, l)
 		for k := range uint32(3) {
@@ -101,9 +102,11 @@ func TestAPrefetchRequestsThePicksAtThePickAndTheNextLayerAtALayersStart(t *test
 		pol  string
 		want []want
 	}{
-		{PolicyPrefetchExperts, []want{{1, []int{1, 2, 3, 4, 5, 6}, true}, {8, []int{8, 9, 10, 11, 12, 13}, true}}},
-		{PolicyPrefetchLayers, []want{{0, []int{7}, false}, {7, []int{14}, false}}},
-		{PolicyPrefetchBoth, []want{{0, []int{7}, false}, {1, []int{1, 2, 3, 4, 5, 6}, true}, {7, []int{14}, false}, {8, []int{8, 9, 10, 11, 12, 13}, true}}},
+		{PolicyPrefetchExperts, []want{{2, []int{2, 3, 4, 5, 6, 7}, true}, {9, []int{9, 10, 11, 12, 13, 14}, true}}},
+		// The last layer's next is the head, not the embedding's row the
+		// call read first.
+		{PolicyPrefetchLayers, []want{{1, []int{8}, false}, {8, []int{15}, false}}},
+		{PolicyPrefetchBoth, []want{{1, []int{8}, false}, {2, []int{2, 3, 4, 5, 6, 7}, true}, {8, []int{15}, false}, {9, []int{9, 10, 11, 12, 13, 14}, true}}},
 	} {
 		t.Run(tc.pol, func(t *testing.T) {
 			gs := groups(twoLayerCall(), tc.pol)

@@ -54,7 +54,7 @@ type Config struct {
 	// Layers also asks, at each layer's first pick, for the next layer's
 	// dense weights (every tensor of it that is no expert tensor), which
 	// the graph reads right after this layer's experts, after them in the
-	// same window.
+	// same window; at the last layer's, for the output head (head).
 	Layers bool
 	// Issued, when set, sees every slice a pick asked for, in the order
 	// asked, on the goroutine that feeds the picks.
@@ -88,13 +88,17 @@ type Issue struct {
 
 // model is one model file the picks map into.
 type model struct {
-	path     string
-	idx      int
-	dev      uint32
-	ino      uint64
-	mapped   *pagecache.Mapped
-	byLayer  map[int][]*gguf.Tensor
-	dense    map[int][]*gguf.Tensor // the layers' other tensors
+	path    string
+	idx     int
+	dev     uint32
+	ino     uint64
+	mapped  *pagecache.Mapped
+	byLayer map[int][]*gguf.Tensor
+	dense   map[int][]*gguf.Tensor // the layers' other tensors
+	// head is what the graph reads after the last layer (head), and
+	// last that layer.
+	head     []*gguf.Tensor
+	last     int
 	openSent bool
 }
 
@@ -211,6 +215,7 @@ func (p *Prefetcher) addModel(f rundir.ModelFile) {
 	}
 	m := &model{path: f.Path, idx: len(p.models), dev: f.Dev, ino: f.Ino, byLayer: map[int][]*gguf.Tensor{}, dense: map[int][]*gguf.Tensor{}}
 	for _, t := range gf.TensorsByOffset() {
+		m.last = max(m.last, t.Layer)
 		switch {
 		case t.Layer < 0:
 		case t.Experts > 0:
@@ -222,6 +227,7 @@ func (p *Prefetcher) addModel(f rundir.ModelFile) {
 	if len(m.byLayer) == 0 {
 		return
 	}
+	m.head = head(gf.TensorsByOffset())
 	for _, ts := range m.byLayer {
 		slices.SortStableFunc(ts, func(a, b *gguf.Tensor) int { return graphRank(a.Role) - graphRank(b.Role) })
 	}
@@ -230,6 +236,30 @@ func (p *Prefetcher) addModel(f rundir.ModelFile) {
 		return
 	}
 	p.models = append(p.models, m)
+}
+
+// head is the output head, in the order the graph reads it after the
+// last layer: the output norm, then the output projection, which is the
+// token embedding where the model has none of its own (tied, as
+// llama.cpp's loader takes it). predict's prefetch-layers asks for what
+// a run's trace read after its last layer's start, which is this.
+func head(ts []*gguf.Tensor) []*gguf.Tensor {
+	var norm, out, embd []*gguf.Tensor
+	for _, t := range ts {
+		switch {
+		case t.Layer >= 0:
+		case t.Role == "output_norm":
+			norm = append(norm, t)
+		case t.Role == "output":
+			out = append(out, t)
+		case t.Role == "token_embd":
+			embd = append(embd, t)
+		}
+	}
+	if len(out) == 0 {
+		out = embd
+	}
+	return append(norm, out...)
 }
 
 // graphRank is where llama.cpp's MoE FFN reads an expert tensor of the
@@ -332,7 +362,11 @@ func (p *Prefetcher) OnPicks(e *wire.ExpertsEvent) {
 	if p.cfg.Layers && !w.denseAsked {
 		w.denseAsked = true
 		for _, m := range p.models {
-			for _, t := range m.dense[layer+1] {
+			next := m.dense[layer+1]
+			if layer == m.last {
+				next = m.head
+			}
+			for _, t := range next {
 				p.askFor(w, m, t, -1, t.FileOffset, t.End())
 			}
 		}

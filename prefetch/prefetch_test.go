@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,7 +197,8 @@ func TestTheHelperSpeaksItsProtocol(t *testing.T) {
 
 // TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts: with Layers,
 // a layer's first pick asks for its experts' slices, then for every dense
-// tensor of the next layer, once; the last layer's picks have no next.
+// tensor of the next layer, once; the last layer's, for the output head
+// (its norm, then its projection), which the graph reads next.
 func TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts(t *testing.T) {
 	testenv.RequireRoot(t)
 	mf, f := moeFile(t)
@@ -224,6 +226,7 @@ func TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts(t *testing.T) {
 			}
 		}
 	}
+	want = append(want, "output_norm.weight/-1", "output.weight/-1")
 	var got []string
 	for _, is := range issued {
 		got = append(got, fmt.Sprintf("%s/%d", is.Tensor, is.Expert))
@@ -234,6 +237,40 @@ func TestLayersAsksForTheNextLayersDenseWeightsAfterTheExperts(t *testing.T) {
 	if !rep.Layers || rep.Ranges != uint64(len(want)) {
 		t.Errorf("report %+v", rep)
 	}
+}
+
+// The output head is the output norm and projection, in that order; a
+// model without a projection of its own (tied) reads the token embedding
+// in its place.
+func TestTheHeadIsTheOutputNormThenTheProjectionOrTheTiedEmbedding(t *testing.T) {
+	tensor := func(name, role string, layer int) *gguf.Tensor {
+		return &gguf.Tensor{Name: name, Role: role, Layer: layer}
+	}
+	embd, norm, out := tensor("token_embd.weight", "token_embd", -1), tensor("output_norm.weight", "output_norm", -1), tensor("output.weight", "output", -1)
+	blk := tensor("blk.0.attn_q.weight", "attn_q", 0)
+	for _, tc := range []struct {
+		name string
+		ts   []*gguf.Tensor
+		want []*gguf.Tensor
+	}{
+		{"its own projection", []*gguf.Tensor{embd, blk, out, norm}, []*gguf.Tensor{norm, out}},
+		{"tied: the token embedding", []*gguf.Tensor{embd, blk, norm}, []*gguf.Tensor{norm, embd}},
+		{"no head tensors: none", []*gguf.Tensor{blk}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := head(tc.ts); !slices.Equal(got, tc.want) {
+				t.Errorf("head %v, want %v", names(got), names(tc.want))
+			}
+		})
+	}
+}
+
+func names(ts []*gguf.Tensor) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
 }
 
 // expertSlices are the names ("tensor/expert") of the slices of experts

@@ -123,7 +123,7 @@ var pinManual = manual{
 }
 
 var prefetchManual = manual{
-	description: `Runs CMD with a prefetcher that needs no patch of llama.cpp: at each MoE layer's router pick (the probe record reads), it asks the kernel (posix_fadvise WILLNEED on the model file) for the pages of the picked experts' slices that are not in the page cache, and with --layers for the next layer's dense weights after them, so that they are read together while the layer computes rather than one read-around at a time as its matmuls fault them in.
+	description: `Runs CMD with a prefetcher that needs no patch of llama.cpp: at each MoE layer's router pick (the probe record reads), it asks the kernel (posix_fadvise WILLNEED on the model file) for the pages of the picked experts' slices that are not in the page cache, and with --layers for the next layer's dense weights after them (after the last layer, the output head), so that they are read together while the layer computes rather than one read-around at a time as its matmuls fault them in.
 
 The calls come from a helper process in the command's memory cgroup: pages are charged to the cgroup of whoever reads them in, so they count against --mem-limit as the command's own reads do. One layer's picks bring in at most --window bytes. Only what the prefetcher acts on is attached: the traced processes, their mappings, the graph probes and the command's faults in the model (to tell what arrived before use); no recording is kept. record --prefetch does the same beside a recording.
 

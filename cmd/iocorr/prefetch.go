@@ -38,7 +38,7 @@ type prefetchOpts struct {
 func prefetchFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	o := &prefetchOpts{}
 	fs.Var(&o.window, "window", "most bytes brought in for one layer's picks at once (default: a quarter of the budget --mem-limit and a pin leave; unbounded without a limit)")
-	fs.BoolVar(&o.layers, "layers", false, "also ask, at each layer's first pick, for the next layer's dense weights (after its experts, in the same window)")
+	fs.BoolVar(&o.layers, "layers", false, "also ask, at each layer's first pick, for the next layer's dense weights (after its experts, in the same window; the output head after the last layer's)")
 	memLimitFlag(fs, &o.rec.MemLimit, "run the command under this memory budget (e.g. 256MiB), which the prefetcher's reads count against")
 	fs.StringVar(&o.rec.Pin, "pin", "", "a pin plan (iocorr plan -o): its ranges are locked in the command's memory cgroup before it starts (needs --mem-limit)")
 	fs.BoolVar(&o.rec.Cold, "cold", false, "evict the model files from the page cache before the command starts")

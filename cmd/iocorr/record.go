@@ -54,7 +54,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.DurationVar(&o.rec.Duration, "duration", 0, "with -p: record this long (default: until Ctrl-C or the process exits)")
 	fs.BoolVar(&o.prefetch, "prefetch", false, "run the router-driven expert prefetcher beside the command (as iocorr prefetch does), its report in meta.json")
 	fs.Var(&o.prefetchWindow, "prefetch-window", "with --prefetch: most bytes brought in for one layer's picks at once (default: a quarter of the budget --mem-limit and a pin leave)")
-	fs.BoolVar(&o.prefetchLayers, "prefetch-layers", false, "with --prefetch: also the next layer's dense weights at each layer's first pick")
+	fs.BoolVar(&o.prefetchLayers, "prefetch-layers", false, "with --prefetch: also the next layer's dense weights at each layer's first pick (the output head at the last layer's)")
 	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
 }
 
