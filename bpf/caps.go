@@ -208,21 +208,21 @@ var Capabilities = []Capability{
 		}},
 	},
 	{
-		Name: CapMappings, What: "the files traced processes map (libraries dlopen'ed later are probed before they run)", Required: true,
+		Name: CapMappings, What: "the files traced processes map and unmap (libraries dlopen'ed later are probed before they run)", Required: true,
 		NA: "libraries and models mapped during the run are not seen",
 		Paths: []Path{
 			{
 				// The call is kept at its entry here too: bpf_find_vma only
 				// try-locks the mmap lock, and where another thread holds
 				// it the call's own range stands in (vma.bpf.h).
-				Name: "sys_exit_mmap, mapping from bpf_find_vma (the call's range where its lock is held)", Kernel: "5.17",
+				Name: "sys_exit_mmap, mapping from bpf_find_vma (the call's range where its lock is held); sys_exit_munmap", Kernel: "5.17",
 				needs:  []Need{needFindVma},
-				attach: syscallPair("vma_enter_mmap", "mmap_exit", "mmap"),
+				attach: slices.Concat(syscallPair("vma_enter_mmap", "mmap_exit", "mmap"), syscallPair("vma_enter_munmap", "vma_exit_munmap", "munmap")),
 			},
 			{
-				Name: "sys_enter/exit_mmap, file from the fd", Kernel: "5.8",
+				Name: "sys_enter/exit_mmap, file from the fd; sys_exit_munmap", Kernel: "5.8",
 				Lost:   "nothing (the mapping is the call's own range)",
-				attach: syscallPair("vma_enter_mmap", "mmap_exit", "mmap"),
+				attach: slices.Concat(syscallPair("vma_enter_mmap", "mmap_exit", "mmap"), syscallPair("vma_enter_munmap", "vma_exit_munmap", "munmap")),
 			},
 		},
 	},
@@ -249,15 +249,14 @@ var Capabilities = []Capability{
 		NA: "faults are not charged to tensors",
 		// The fault programs resolve the mapping (or ingest does, from
 		// the faults' addresses); this path's programs only keep the
-		// fault programs' VMA cache fresh, with CapMappings' sys_enter_mmap
-		// (required, so always on).
+		// fault programs' VMA cache fresh, with CapMappings' mmap and
+		// munmap programs (required, so always on).
 		RecordedBy: CapFaults,
 		Paths: []Path{
 			{
 				Name: "bpf_find_vma at the fault, behind a VMA cache", Kernel: "5.17",
 				needs: []Need{needFindVma},
 				attach: slices.Concat(
-					syscallPair("vma_enter_munmap", "vma_exit_munmap", "munmap"),
 					syscallPair("vma_enter_mremap", "vma_exit_mremap", "mremap"),
 					syscallPair("vma_enter_brk", "vma_exit_brk", "brk"),
 					syscallPair("vma_enter_shmat", "vma_exit_shmat", "shmat"),
@@ -267,7 +266,7 @@ var Capabilities = []Capability{
 			},
 			{
 				Name: "/proc/PID/maps snapshots and mmap calls, at ingest", Kernel: "5.8",
-				Lost: "a mapping changed without mmap (mremap, munmap, shmat) is seen as the last mmap call or snapshot had it; a fault in a mapping made before the first snapshot and not by mmap (the program's own executable) is [anonymous]",
+				Lost: "a mapping changed without mmap or munmap (mremap, shmat) is seen as the last mmap call or snapshot had it; a fault in a mapping made before the first snapshot and not by mmap (the program's own executable) is [anonymous]",
 			},
 		},
 	},

@@ -149,7 +149,7 @@ func TestOpenTakesTheFallbackOfEachFeatureSwitchedOff(t *testing.T) {
 	}{
 		{nil, CapFaults, 0, []string{"fault_begin", "fault_major"}, []string{"fault_begin_perf", "op_begin_multi", "op_begin", "sched_switch"}},
 		{[]string{"page_fault_user"}, CapFaults, 1, []string{"fault_begin_perf", "fault_major"}, []string{"fault_begin"}},
-		{[]string{"bpf_find_vma"}, CapOffsets, 1, []string{"vma_enter_mmap", "mmap_exit"}, []string{"vma_enter_munmap"}},
+		{[]string{"bpf_find_vma"}, CapOffsets, 1, []string{"vma_enter_mmap", "mmap_exit", "vma_enter_munmap", "vma_exit_munmap"}, []string{"vma_enter_mremap"}},
 		{[]string{"readahead"}, CapReadahead, 1, nil, []string{"ra_sync", "ra_order"}},
 		{[]string{"block_rq_issue"}, CapBlock, -1, nil, []string{"block_issue", "block_complete"}},
 		{[]string{"bpf_loop", "bpf_find_vma", "page_fault_user"}, CapLoops, 1, []string{"page_add", "graph_compute", "get_rows_begin", "fault_begin_perf"}, nil},

@@ -55,6 +55,7 @@ const struct bufname_event *unused_bufname_event __attribute__((unused));
 const struct graph_end_event *unused_graph_end_event __attribute__((unused));
 const struct task_event *unused_task_event __attribute__((unused));
 const struct mmap_event *unused_mmap_event __attribute__((unused));
+const struct munmap_event *unused_munmap_event __attribute__((unused));
 const struct sched_event *unused_sched_event __attribute__((unused));
 const struct read_event *unused_read_event __attribute__((unused));
 enum event_type unused_event_type __attribute__((unused));

@@ -38,7 +38,8 @@ enum event_type {
 	EV_BUFNAME = 19,      /* ggml_backend_buffer_name returned: struct bufname_event */
 	EV_GRAPH_END = 20,    /* ggml_graph_compute return: struct graph_end_event */
 	EV_FAULT_COUNT = 21,  /* faults outside the model files counted in the kernel: struct fault_count_event */
-	EV_TYPE_MAX = 22,
+	EV_MUNMAP = 22,       /* a traced process unmapped a range: struct munmap_event */
+	EV_TYPE_MAX = 23,
 };
 
 enum phase {
@@ -334,6 +335,18 @@ struct mmap_event {
 	 * an executable file not seen before: user space attaches uprobes to
 	 * that file, then sends SIGCONT, so no call is missed. */
 	__u32 stopped;
+};
+
+/* A munmap call of a traced process that returned 0: [start, end) is
+ * unmapped whole (end page-rounded, as the kernel rounds it). The mappings
+ * user space keeps for faults it resolves itself (no bpf_find_vma, or the
+ * mmap lock held) would otherwise keep a file where anonymous memory
+ * reuses the range: llama.cpp unmaps the parts of a model's mapping that
+ * went to a GPU once they are copied. */
+struct munmap_event {
+	struct event_hdr hdr;
+	__u64 start;
+	__u64 end;
 };
 
 enum read_kind {

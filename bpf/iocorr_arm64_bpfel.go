@@ -94,7 +94,8 @@ const (
 	IocorrEventTypeEV_BUFNAME       IocorrEventType = 19
 	IocorrEventTypeEV_GRAPH_END     IocorrEventType = 20
 	IocorrEventTypeEV_FAULT_COUNT   IocorrEventType = 21
-	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 22
+	IocorrEventTypeEV_MUNMAP        IocorrEventType = 22
+	IocorrEventTypeEV_TYPE_MAX      IocorrEventType = 23
 )
 
 type IocorrFaultClass uint32
@@ -199,6 +200,12 @@ type IocorrMmapCall struct {
 	Flags uint64
 	Dev   uint32
 	Pad   uint32
+}
+
+type IocorrMunmapCall struct {
+	_     structs.HostLayout
+	Start uint64
+	Len   uint64
 }
 
 type IocorrPhase uint32
@@ -370,6 +377,7 @@ const (
 	IocorrMapLoopsCut              = "loops_cut"
 	IocorrMapLost                  = "lost"
 	IocorrMapMmapCalls             = "mmap_calls"
+	IocorrMapMunmapCalls           = "munmap_calls"
 	IocorrMapNotModels             = "not_models"
 	IocorrMapOpsPending            = "ops_pending"
 	IocorrMapReadStarts            = "read_starts"
@@ -456,6 +464,7 @@ const (
 	IocorrVarUnusedGraphEndEvent   = "unused_graph_end_event"
 	IocorrVarUnusedGraphEvent      = "unused_graph_event"
 	IocorrVarUnusedMmapEvent       = "unused_mmap_event"
+	IocorrVarUnusedMunmapEvent     = "unused_munmap_event"
 	IocorrVarUnusedNodeEvent       = "unused_node_event"
 	IocorrVarUnusedOpEvent         = "unused_op_event"
 	IocorrVarUnusedPageEvent       = "unused_page_event"
@@ -600,6 +609,7 @@ type IocorrMapSpecs struct {
 	LoopsCut       *ebpf.MapSpec `ebpf:"loops_cut"`
 	Lost           *ebpf.MapSpec `ebpf:"lost"`
 	MmapCalls      *ebpf.MapSpec `ebpf:"mmap_calls"`
+	MunmapCalls    *ebpf.MapSpec `ebpf:"munmap_calls"`
 	NotModels      *ebpf.MapSpec `ebpf:"not_models"`
 	OpsPending     *ebpf.MapSpec `ebpf:"ops_pending"`
 	ReadStarts     *ebpf.MapSpec `ebpf:"read_starts"`
@@ -635,6 +645,7 @@ type IocorrVariableSpecs struct {
 	UnusedGraphEndEvent   *ebpf.VariableSpec `ebpf:"unused_graph_end_event"`
 	UnusedGraphEvent      *ebpf.VariableSpec `ebpf:"unused_graph_event"`
 	UnusedMmapEvent       *ebpf.VariableSpec `ebpf:"unused_mmap_event"`
+	UnusedMunmapEvent     *ebpf.VariableSpec `ebpf:"unused_munmap_event"`
 	UnusedNodeEvent       *ebpf.VariableSpec `ebpf:"unused_node_event"`
 	UnusedOpEvent         *ebpf.VariableSpec `ebpf:"unused_op_event"`
 	UnusedPageEvent       *ebpf.VariableSpec `ebpf:"unused_page_event"`
@@ -694,6 +705,7 @@ type IocorrMaps struct {
 	LoopsCut       *ebpf.Map `ebpf:"loops_cut"`
 	Lost           *ebpf.Map `ebpf:"lost"`
 	MmapCalls      *ebpf.Map `ebpf:"mmap_calls"`
+	MunmapCalls    *ebpf.Map `ebpf:"munmap_calls"`
 	NotModels      *ebpf.Map `ebpf:"not_models"`
 	OpsPending     *ebpf.Map `ebpf:"ops_pending"`
 	ReadStarts     *ebpf.Map `ebpf:"read_starts"`
@@ -732,6 +744,7 @@ func (m *IocorrMaps) Close() error {
 		m.LoopsCut,
 		m.Lost,
 		m.MmapCalls,
+		m.MunmapCalls,
 		m.NotModels,
 		m.OpsPending,
 		m.ReadStarts,
@@ -768,6 +781,7 @@ type IocorrVariables struct {
 	UnusedGraphEndEvent   *ebpf.Variable `ebpf:"unused_graph_end_event"`
 	UnusedGraphEvent      *ebpf.Variable `ebpf:"unused_graph_event"`
 	UnusedMmapEvent       *ebpf.Variable `ebpf:"unused_mmap_event"`
+	UnusedMunmapEvent     *ebpf.Variable `ebpf:"unused_munmap_event"`
 	UnusedNodeEvent       *ebpf.Variable `ebpf:"unused_node_event"`
 	UnusedOpEvent         *ebpf.Variable `ebpf:"unused_op_event"`
 	UnusedPageEvent       *ebpf.Variable `ebpf:"unused_page_event"`

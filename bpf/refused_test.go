@@ -34,7 +34,7 @@ func TestAVerifierRefusalMakesOnlyItsOptionalCapabilitiesNA(t *testing.T) {
 		{"page cache program", "page_add", refusal("page_add"), []string{CapPageCache, CapReadahead}, []string{"page_add", "page_del"}},
 		// The fault offsets' programs only keep the fault programs' VMA
 		// cache: without those, no offset is recorded.
-		{"major-fault program", "fault_major", refusal("fault_major"), []string{CapFaults, CapOffsets}, []string{"fault_begin", "fault_major", "fault_minor", "vma_enter_munmap"}},
+		{"major-fault program", "fault_major", refusal("fault_major"), []string{CapFaults, CapOffsets}, []string{"fault_begin", "fault_major", "fault_minor", "vma_enter_mremap"}},
 		{"required program", "proc_fork", refusal("proc_fork"), nil, nil},
 		{"no refusal", "page_add", fmt.Errorf("program page_add: %w", errors.New("map create: operation not permitted")), nil, nil},
 	} {

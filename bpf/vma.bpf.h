@@ -201,10 +201,6 @@ static __always_inline int vma__syscall(void)
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_munmap")
-int vma_enter_munmap(void *ctx) { return vma__syscall(); }
-SEC("tracepoint/syscalls/sys_exit_munmap")
-int vma_exit_munmap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_enter_mremap")
 int vma_enter_mremap(void *ctx) { return vma__syscall(); }
 SEC("tracepoint/syscalls/sys_exit_mremap")
@@ -348,5 +344,62 @@ int mmap_exit(struct sys_exit_args *ctx)
 		e->stopped = proc__stop();
 	}
 	ring__submit(e, EV_MMAP);
+	return 0;
+}
+
+/* A munmap call of a traced process as it entered: the range it names,
+ * sent once the call returned 0. */
+struct munmap_call {
+	__u64 start;
+	__u64 len;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tid */
+	__type(value, struct munmap_call);
+} munmap_calls SEC(".maps");
+
+SEC("tracepoint/syscalls/sys_enter_munmap")
+int vma_enter_munmap(struct sys_enter_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct munmap_call mc = {};
+
+	vma_cache__invalidate(id >> 32);
+	if (!proc__is_traced(id >> 32))
+		return 0;
+	/* munmap(addr, len) */
+	mc.start = ctx->args[0];
+	mc.len = ctx->args[1];
+	bpf_map_update_elem(&munmap_calls, &tid, &mc, BPF_ANY);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int vma_exit_munmap(struct sys_exit_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 page = 1ULL << cfg.page_shift;
+	struct munmap_call *mc;
+	struct munmap_event *e;
+
+	vma_cache__invalidate(id >> 32);
+	mc = bpf_map_lookup_elem(&munmap_calls, &tid);
+	if (!mc)
+		return 0;
+	/* A failed call unmapped nothing. */
+	if (ctx->ret == 0 && mc->len) {
+		e = event__reserve(sizeof(*e), EV_MUNMAP);
+		if (e) {
+			e->start = mc->start;
+			e->end = mc->start + ((mc->len + page - 1) & ~(page - 1));
+			ring__submit(e, EV_MUNMAP);
+		}
+	}
+	bpf_map_delete_elem(&munmap_calls, &tid);
 	return 0;
 }

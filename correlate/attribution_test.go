@@ -154,6 +154,65 @@ func TestMappingsOverlaidLaterReplaceThePartTheyCover(t *testing.T) {
 	}
 }
 
+// munmapRec is tgid's munmap of [start, end) at ts.
+func munmapRec(ts uint64, tgid uint32, start, end uint64) []byte {
+	h := hdr(wire.EventTypeEV_MUNMAP, ts, tgid, 0)
+	h.Tgid = tgid
+	return ingest.Bytes(&wire.MunmapEvent{Hdr: h, Start: start, End: end})
+}
+
+// A range the process unmapped is no longer the file's from the call on,
+// though a snapshot taken before still shows it mapped: anonymous memory
+// may reuse it (llama.cpp unmaps what of a model went to a GPU, and a
+// compute buffer may land there), and a fault there the kernel did not
+// resolve is anonymous, not the model's. What stays mapped, what came
+// before the call and a mapping made there again are the file's.
+func TestAnUnmappedRangeIsNoLongerTheFilesThoughASnapshotShowedIt(t *testing.T) {
+	const base = 0x7f0000000000
+	dir := t.TempDir()
+	// The model mapped from file page 1 on, as the snapshot at 10 saw it.
+	maps := fmt.Sprintf("7f0000000000-7f0000010000 r--s 00001000 01:01 %d   /models/m.gguf\n", modelIno)
+	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "maps", "0001-50.txt"), []byte(maps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unmap := munmapRec(300, 50, base+16384, base+32768)
+	tests := []struct {
+		name string
+		recs [][]byte
+		anon bool
+	}{
+		{"a fault in the unmapped range after the call: anonymous", [][]byte{unmap, kernelFault(500, 50, base+20480)}, true},
+		{"a fault in the unmapped range before the call: the file's", [][]byte{kernelFault(200, 50, base+20480), unmap}, false},
+		{"a fault beside the unmapped range: the file's", [][]byte{unmap, kernelFault(500, 50, base+12288)}, false},
+		{"a fault where the file was mapped again after: the file's", [][]byte{unmap, mmapRec(400, 50, base+16384, base+32768, 5, modelIno), kernelFault(500, 50, base+20480)}, false},
+		{"another process's unmap: the file's", [][]byte{munmapRec(300, 51, base+16384, base+32768), kernelFault(500, 50, base+20480)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := testMeta()
+			meta.Maps = []rundir.MapsSnapshot{{MonoNS: 10, PID: 50, File: "maps/0001-50.txt"}}
+			sink := &collect{}
+			c, err := New(meta, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.LoadMaps(dir); err != nil {
+				t.Fatal(err)
+			}
+			_, evs := feed(t, c, sink, tc.recs...)
+			if len(evs) != 1 {
+				t.Fatalf("got %d events, want 1", len(evs))
+			}
+			if anon := evs[0].Tensor == event.TensorAnon; anon != tc.anon {
+				t.Errorf("tensor %d: anonymous %v, want %v", evs[0].Tensor, anon, tc.anon)
+			}
+		})
+	}
+}
+
 func TestSnapshotDevicesAreTheKernelsEncodingAndBadSnapshotsAreErrors(t *testing.T) {
 	v := newVMTracker()
 	if err := v.addSnapshot(7, 10, strings.NewReader("7f12a0000000-7f12a8000000 r--s 00001000 fd:01 5316814   /work/my model.gguf\n")); err != nil {

@@ -427,6 +427,9 @@ func (c *Correlator) Add(r ingest.Record) error {
 	case uint16(wire.EventTypeEV_MMAP):
 		c.vm.mmap(r.Mmap())
 		c.stats.Unattributed++
+	case uint16(wire.EventTypeEV_MUNMAP):
+		c.vm.munmap(r.Munmap())
+		c.stats.Unattributed++
 	default:
 		c.stats.Unattributed++
 	}

@@ -36,10 +36,11 @@
 // when the fault begins. A fault it did not try to resolve (start_ts 0: a
 // fault taken in kernel mode on a user address, such as copy_to_user,
 // fires no page_fault_user) is looked up in the process's mappings: the
-// mmap calls seen in the stream (EV_MMAP, exact in time) and the
-// /proc/PID/maps snapshots (which also hold what was mapped before tracing
-// began, such as the executable); the newer of the two that covers the
-// address at the fault's time wins. A fault the kernel resolved to no file
+// mmap and munmap calls seen in the stream (EV_MMAP, EV_MUNMAP: exact in
+// time; an unmapped range is a hole) and the /proc/PID/maps snapshots
+// (which also hold what was mapped before tracing began, such as the
+// executable); the newer of the two that covers the address at the fault's
+// time wins. A fault the kernel resolved to no file
 // stays "[anonymous]": a file mapped there before may have been unmapped
 // since, and the kernel saw the VMA of the moment. A model file's offset
 // maps to one tensor and, for *_exps tensors, one expert; any other file

@@ -77,7 +77,7 @@ type snapshot struct {
 // took (complete, including what was mapped before tracing began, such as
 // the executable).
 type vmTracker struct {
-	live  map[uint32]*addrSpace  // tgid → mappings from EV_MMAP
+	live  map[uint32]*addrSpace  // tgid → mappings from EV_MMAP, holes from EV_MUNMAP
 	snaps map[uint32][]*snapshot // pid → snapshots by time
 }
 
@@ -92,6 +92,19 @@ func (v *vmTracker) mmap(e *wire.MmapEvent) {
 		v.live[e.Hdr.Tgid] = a
 	}
 	a.insert(mapping{start: e.Start, end: e.End, off: e.Pgoff * kernel.PageSize, ino: e.Ino, dev: e.Dev, ts: e.Hdr.Ts})
+}
+
+// munmap leaves the range unmapped from the call's time on: a hole (ino
+// 0) newer than the snapshots that still show what was there, so that a
+// fault in anonymous memory that reuses the range (llama.cpp unmaps what
+// of a model went to a GPU) is not charged to the file.
+func (v *vmTracker) munmap(e *wire.MunmapEvent) {
+	a := v.live[e.Hdr.Tgid]
+	if a == nil {
+		a = &addrSpace{}
+		v.live[e.Hdr.Tgid] = a
+	}
+	a.insert(mapping{start: e.Start, end: e.End, ts: e.Hdr.Ts})
 }
 
 // resolve finds the mapping that held addr of tgid at ts: the newer of the

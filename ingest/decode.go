@@ -47,6 +47,7 @@ var eventSizes = [wire.EventTypeCount]int{
 	wire.EventTypeEV_EXPERTS:       int(unsafe.Sizeof(wire.ExpertsEvent{})),
 	wire.EventTypeEV_TASK:          int(unsafe.Sizeof(wire.TaskEvent{})),
 	wire.EventTypeEV_MMAP:          int(unsafe.Sizeof(wire.MmapEvent{})),
+	wire.EventTypeEV_MUNMAP:        int(unsafe.Sizeof(wire.MunmapEvent{})),
 	wire.EventTypeEV_SCHED:         int(unsafe.Sizeof(wire.SchedEvent{})),
 	wire.EventTypeEV_READ:          int(unsafe.Sizeof(wire.ReadEvent{})),
 	wire.EventTypeEV_PLACE:         int(unsafe.Sizeof(wire.PlaceEvent{})),
@@ -275,6 +276,14 @@ func (r Record) Mmap() *wire.MmapEvent {
 		return nil
 	}
 	return cast[wire.MmapEvent](r)
+}
+
+// Munmap is the record as a munmap event, nil for another type.
+func (r Record) Munmap() *wire.MunmapEvent {
+	if !r.is(wire.EventTypeEV_MUNMAP) {
+		return nil
+	}
+	return cast[wire.MunmapEvent](r)
 }
 
 // Bytes returns the raw bytes of an event struct, as the BPF program

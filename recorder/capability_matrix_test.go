@@ -450,3 +450,43 @@ func TestABoundedGraphWalkGoesOnAtTheNextComputationAndCountsTheRest(t *testing.
 		t.Error("no graph was walked whole by the bounded loop")
 	}
 }
+
+// Anonymous memory that reuses a range of the model the command unmapped
+// (llama.cpp unmaps what of a model went to a GPU, and a compute buffer
+// may land there) is not the model's, on every path: where ingest
+// resolves the faults from the mappings it knows (no bpf_find_vma), the
+// munmap call makes the range a hole, newer than the snapshot that showed
+// the model there. The toucher's faults on the model are the model's,
+// exactly, and its writes at the same addresses after none of them.
+func TestAnonymousMemoryReusingAnUnmappedModelRangeIsNotTheModels(t *testing.T) {
+	testenv.RequireBPF(t)
+	toucher := llmtest.BuildToucher(t)
+	model, f := pageableMoE(t)
+	var pages []string
+	for _, name := range []string{"blk.0.attn_q.weight", "blk.0.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight", "output.weight"} {
+		pages = append(pages, fmt.Sprint(f.Tensor(name).FileOffset/4096+2))
+	}
+	for _, fp := range []struct{ without, cap string }{{"", ""}, {"bpf_find_vma", bpf.CapOffsets}} {
+		t.Run("without "+fp.without, func(t *testing.T) {
+			dir := recordForced(t, fp.without, fp.cap, func(o *Options) { o.Cold, o.Models = true, []string{model} },
+				toucher, "-file", model, "-pages", strings.Join(pages, ","), "-reuse")
+			run := storetest.OpenRun(t, dir)
+			var onModel, anon uint64
+			err := run.Store.Aggs(func(a *event.Agg) error {
+				switch {
+				case a.Tensor == event.TensorAnon:
+					anon += a.Faults
+				case !strings.HasPrefix(run.Store.TensorName(a.Tensor), "["):
+					onModel += a.Faults
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if onModel != uint64(len(pages)) || anon < uint64(len(pages)) {
+				t.Errorf("%d faults on the model's tensors and %d anonymous; want the %d touched and at least the %d written after", onModel, anon, len(pages), len(pages))
+			}
+		})
+	}
+}

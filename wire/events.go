@@ -21,6 +21,7 @@ var eventTypeNames = map[uint32]string{
 	uint32(EventTypeEV_EXPERTS):       "experts",
 	uint32(EventTypeEV_TASK):          "task",
 	uint32(EventTypeEV_MMAP):          "mmap",
+	uint32(EventTypeEV_MUNMAP):        "munmap",
 	uint32(EventTypeEV_PAGE_RUN):      "page_run",
 	uint32(EventTypeEV_SCHED):         "sched",
 	uint32(EventTypeEV_READ):          "read",

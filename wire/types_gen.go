@@ -5,7 +5,7 @@ package wire
 import "structs"
 
 // Layout is the CRC-32C of the declarations below.
-const Layout uint32 = 0x23d4c80d
+const Layout uint32 = 0x6cdead40
 
 type EventType uint32
 
@@ -31,7 +31,8 @@ const (
 	EventTypeEV_BUFNAME       EventType = 19
 	EventTypeEV_GRAPH_END     EventType = 20
 	EventTypeEV_FAULT_COUNT   EventType = 21
-	EventTypeEV_TYPE_MAX      EventType = 22
+	EventTypeEV_MUNMAP        EventType = 22
+	EventTypeEV_TYPE_MAX      EventType = 23
 )
 
 type Phase uint32
@@ -302,6 +303,13 @@ type MmapEvent struct {
 	VmFlags uint64
 	Dev     uint32
 	Stopped uint32
+}
+
+type MunmapEvent struct {
+	_     structs.HostLayout
+	Hdr   EventHdr
+	Start uint64
+	End   uint64
 }
 
 type ReadKind uint32

@@ -22,6 +22,11 @@
 // lock for writing, as a program's allocator does, and a tracer that
 // looks mappings up under that lock must not lose the touches' faults.
 // The faults it adds are none: the churned page is never touched.
+// -reuse, once the pages are touched, unmaps the file and maps anonymous
+// memory at the same address (huge pages off), then writes the same pages
+// of it: as many faults again, at the file's old addresses, none of them
+// the file's (llama.cpp unmaps what of a model went to a GPU, and a
+// compute buffer may land there).
 //
 // On a cold file majflt equals the number of distinct pages touched, as
 // long as: readahead is off (MADV_RANDOM: without it one fault reads up to
@@ -78,6 +83,9 @@ type report struct {
 	// Churned is how many map-and-unmap rounds -churn made while the
 	// pages were touched.
 	Churned int64 `json:"churned,omitempty"`
+	// Reused is how many pages -reuse wrote in the anonymous memory that
+	// took the file's place.
+	Reused int `json:"reused,omitempty"`
 }
 
 func fail(format string, a ...any) {
@@ -102,6 +110,7 @@ func main() {
 	seed := flag.Uint64("seed", 0, "seed of the -random shuffle (default: from the clock)")
 	advice := flag.String("advice", "random", "madvise of the mapping: random (one fault per page), normal or sequential (kernel readahead)")
 	churn := flag.Bool("churn", false, "map and unmap anonymous memory from another thread while touching")
+	reuse := flag.Bool("reuse", false, "then unmap the file, map anonymous memory in its place and write the same pages")
 	flag.Parse()
 	if *file == "" || *pagesArg == "" {
 		fail("-file and -pages are required")
@@ -200,10 +209,39 @@ func main() {
 	if stopChurn != nil {
 		rep.Churned = stopChurn()
 	}
+	if *reuse {
+		rep.Reused = reuseAnonymous(mem, rep.Offsets)
+	}
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	rep.MajFlt, rep.MinFlt = ru.Majflt, ru.Minflt
 	json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// reuseAnonymous unmaps mem, maps anonymous memory at its address and
+// writes a byte at each of offs; it returns the pages written. Bare
+// system calls, and MAP_FIXED_NOREPLACE: the address must be mem's, and
+// nothing else may be mapped in between.
+func reuseAnonymous(mem []byte, offs []int64) int {
+	addr, n := unsafe.Pointer(&mem[0]), uintptr(len(mem))
+	if err := unix.MunmapPtr(addr, n); err != nil {
+		fail("munmap: %v", err)
+	}
+	p, err := unix.MmapPtr(-1, 0, addr, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE)
+	if err != nil || p != addr {
+		fail("anonymous mmap at %p: %p, %v", addr, p, err)
+	}
+	anon := unsafe.Slice((*byte)(p), n)
+	// One fault per page written, not one per huge page.
+	if err := unix.Madvise(anon, unix.MADV_NOHUGEPAGE); err != nil {
+		fail("madvise: %v", err)
+	}
+	seen := map[int64]bool{}
+	for _, off := range offs {
+		anon[off] = 1
+		seen[off] = true
+	}
+	return len(seen)
 }
 
 // startChurn starts a thread that maps and unmaps one anonymous page until
