@@ -1,11 +1,13 @@
 package doctor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,9 +27,14 @@ type DiskOptions struct {
 	// every depth at every size (DefaultDepths, DefaultBlocks when nil).
 	Depths []int
 	Blocks []int64
-	// PerPoint is how long each depth × size reads (default 500 ms); a
-	// point reads at least MinReads times whatever it takes.
+	// PerPoint is how long each depth × size reads in a round (default
+	// 500 ms); a point reads at least MinReads times whatever it takes.
 	PerPoint time.Duration
+	// Rounds is how often the whole grid is measured (default 3), every
+	// other round in reverse, and each point is its rounds' median: the
+	// lab's VM disk gave one point 1.9 and 4.1 GB/s nine minutes apart,
+	// and the first points of a grid read in one order the disk's burst.
+	Rounds int
 	// Seed fixes the random offsets.
 	Seed uint64
 	// Cost is how the prefetch cost is measured after the reads
@@ -66,6 +73,9 @@ func MeasureDisk(file string, o DiskOptions) (*rundir.DiskProfile, string, error
 	if o.PerPoint <= 0 {
 		o.PerPoint = 500 * time.Millisecond
 	}
+	if o.Rounds <= 0 {
+		o.Rounds = 3
+	}
 	id, err := blockdev.StatFile(file)
 	if err != nil {
 		return nil, "", err
@@ -85,14 +95,32 @@ func MeasureDisk(file string, o DiskOptions) (*rundir.DiskProfile, string, error
 	name := blockdev.DiskName(bd)
 	d := &rundir.DiskProfile{Device: kernel.DevString(bd.DiskDev) + " " + name, Model: diskModel(bd.DiskDev), Measured: time.Now().UTC()}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	type point struct {
+		depth int
+		bs    int64
+	}
+	var grid []point
 	for _, bs := range o.Blocks {
 		for _, depth := range o.Depths {
-			p, err := measurePoint(f, id.Size, bs, depth, o.PerPoint, rng.Uint64())
-			if err != nil {
-				return nil, "", fmt.Errorf("reading %s at depth %d, %s reads: %w", file, depth, units.ExactSize(bs), err)
-			}
-			d.Points = append(d.Points, p)
+			grid = append(grid, point{depth, bs})
 		}
+	}
+	rounds := make([][]rundir.DiskPoint, len(grid))
+	for r := range o.Rounds {
+		for k := range grid {
+			i := k
+			if r%2 == 1 {
+				i = len(grid) - 1 - k
+			}
+			p, err := measurePoint(f, id.Size, grid[i].bs, grid[i].depth, o.PerPoint, rng.Uint64())
+			if err != nil {
+				return nil, "", fmt.Errorf("reading %s at depth %d, %s reads: %w", file, grid[i].depth, units.ExactSize(grid[i].bs), err)
+			}
+			rounds[i] = append(rounds[i], p)
+		}
+	}
+	for _, rs := range rounds {
+		d.Points = append(d.Points, medianPoint(rs))
 	}
 	// The reads stand without it: a profile kept without the cost says
 	// why, and predict says what it then leaves out.
@@ -103,6 +131,19 @@ func MeasureDisk(file string, o DiskOptions) (*rundir.DiskProfile, string, error
 		return nil, "", err
 	}
 	return d, rundir.DiskProfilePath(bd.DiskDev), nil
+}
+
+// medianPoint is one point's rounds as one: the round of the median
+// bandwidth (the upper of an even count), with every round's bandwidth.
+func medianPoint(rs []rundir.DiskPoint) rundir.DiskPoint {
+	byBW := slices.Clone(rs)
+	slices.SortStableFunc(byBW, func(a, b rundir.DiskPoint) int { return cmp.Compare(a.BytesPerSec, b.BytesPerSec) })
+	p := byBW[len(byBW)/2]
+	p.RoundsBytesPerSec = nil
+	for _, r := range rs {
+		p.RoundsBytesPerSec = append(p.RoundsBytesPerSec, r.BytesPerSec)
+	}
+	return p
 }
 
 // checkDiskFile refuses a file whose reads would not reach the disk, or

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,11 +65,11 @@ func TestMeasureDiskRefusesAFileThatWouldNotMeasureTheDisk(t *testing.T) {
 }
 
 // TestMeasureDiskReadsFromTheDevice measures a freshly written, evicted
-// file's disk at two depths and sizes, and holds what the profile says
-// was read to /proc/diskstats: each point ran at least PerPoint at its
-// bandwidth, so the disk read at least that many bytes meanwhile (other
-// I/O on the machine only adds). Reads served from a cache would not be
-// there.
+// file's disk at two depths and sizes in two rounds, and holds what the
+// profile says was read to /proc/diskstats: each point's every round ran
+// at least PerPoint at its bandwidth, so the disk read at least that many
+// bytes meanwhile (other I/O on the machine only adds). Reads served from
+// a cache would not be there. Each point is its rounds' median.
 func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 	t.Setenv(rundir.DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
 	p := diskFile(t, MinDiskFile, false)
@@ -86,7 +88,7 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 		}
 		return st[0].SectorsRead
 	}
-	o := DiskOptions{Depths: []int{1, 4}, Blocks: []int64{128 << 10, 1 << 20}, PerPoint: 100 * time.Millisecond,
+	o := DiskOptions{Depths: []int{1, 4}, Blocks: []int64{128 << 10, 1 << 20}, PerPoint: 100 * time.Millisecond, Rounds: 3,
 		Cost: CostOptions{Region: 32 << 20, Limit: 16 << 20, Passes: 1, Pairs: 1}}
 	before := sectors()
 	d, kept, err := MeasureDisk(p, o)
@@ -102,7 +104,17 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 		if pt.BytesPerSec <= 0 || pt.MeanLatencyNs <= 0 {
 			t.Errorf("point %+v: no bandwidth or latency", pt)
 		}
-		least += pt.BytesPerSec * o.PerPoint.Seconds()
+		if len(pt.RoundsBytesPerSec) != o.Rounds {
+			t.Errorf("point %+v: want its %d rounds' bandwidths", pt, o.Rounds)
+		}
+		rs := slices.Clone(pt.RoundsBytesPerSec)
+		slices.Sort(rs)
+		for _, bw := range rs {
+			least += bw * o.PerPoint.Seconds()
+		}
+		if len(rs) > 0 && pt.BytesPerSec != rs[len(rs)/2] {
+			t.Errorf("point %+v: its bandwidth is not its rounds' median", pt)
+		}
 		t.Logf("depth %d, %d KiB: %.0f MB/s, %.0f µs", pt.Depth, pt.BlockBytes>>10, pt.BytesPerSec/1e6, pt.MeanLatencyNs/1e3)
 	}
 	if float64(read) < least {
@@ -115,7 +127,7 @@ func TestMeasureDiskReadsFromTheDevice(t *testing.T) {
 		t.Errorf("device %q, want the disk %s", d.Device, disk)
 	}
 	back, err := rundir.ReadDiskProfile(bd.DiskDev)
-	if err != nil || back == nil || len(back.Points) != len(d.Points) || back.Points[0] != d.Points[0] || kept != rundir.DiskProfilePath(bd.DiskDev) ||
+	if err != nil || back == nil || len(back.Points) != len(d.Points) || !reflect.DeepEqual(back.Points, d.Points) || kept != rundir.DiskProfilePath(bd.DiskDev) ||
 		back.PrefetchCost == nil || back.PrefetchCost.ComputeNSPerByte != d.PrefetchCost.ComputeNSPerByte || back.PrefetchCost.AskNSPerByte != d.PrefetchCost.AskNSPerByte {
 		t.Errorf("kept %s: read back %+v (%v), want %+v", kept, back, err, d)
 	}
@@ -143,5 +155,35 @@ func TestMeasureDiskKeepsTheReadsWhereThePrefetchCostCannotBeMeasured(t *testing
 	}
 	if back, err := rundir.ReadDiskProfile(bd.DiskDev); err != nil || back == nil || back.PrefetchCostNA != d.PrefetchCostNA || kept == "" {
 		t.Errorf("kept %s: %+v (%v), want it with why it has no cost", kept, back, err)
+	}
+}
+
+// A point measured in rounds is the round of the median bandwidth (the
+// upper of an even count), its latency that round's, and it keeps every
+// round's bandwidth in the order measured.
+func TestAPointIsItsRoundsMedian(t *testing.T) {
+	round := func(bw, lat float64) rundir.DiskPoint {
+		return rundir.DiskPoint{Depth: 4, BlockBytes: 1 << 20, BytesPerSec: bw, MeanLatencyNs: lat}
+	}
+	for _, tc := range []struct {
+		name   string
+		rounds []rundir.DiskPoint
+		bw     float64
+		lat    float64
+	}{
+		{"one round: itself", []rundir.DiskPoint{round(5, 50)}, 5, 50},
+		{"three rounds: the middle bandwidth's", []rundir.DiskPoint{round(3, 30), round(1, 10), round(2, 20)}, 2, 20},
+		{"two rounds: the upper", []rundir.DiskPoint{round(1, 10), round(4, 40)}, 4, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := medianPoint(tc.rounds)
+			var order []float64
+			for _, r := range tc.rounds {
+				order = append(order, r.BytesPerSec)
+			}
+			if p.BytesPerSec != tc.bw || p.MeanLatencyNs != tc.lat || !slices.Equal(p.RoundsBytesPerSec, order) || p.Depth != 4 {
+				t.Errorf("%+v, want %v B/s at %v ns with the rounds %v", p, tc.bw, tc.lat, order)
+			}
+		})
 	}
 }

@@ -66,6 +66,10 @@ type DiskPoint struct {
 	BlockBytes    int64   `json:"block_bytes"`
 	BytesPerSec   float64 `json:"bytes_per_sec"`
 	MeanLatencyNs float64 `json:"mean_latency_ns"`
+	// RoundsBytesPerSec is each round's bandwidth, in the order measured:
+	// BytesPerSec is their median, and MeanLatencyNs that round's (nil in
+	// profiles measured in one round, before 2026-12-05's evening).
+	RoundsBytesPerSec []float64 `json:"rounds_bytes_per_sec,omitempty"`
 }
 
 // DiskProfilesEnv names the folder of disk profiles when set; tests and
