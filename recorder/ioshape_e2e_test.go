@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestTheIOShapeEqualsTheBlockOracles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Disk == nil || m.Disk.Device != kept.Device || len(m.Disk.Points) != 1 || m.Disk.Points[0] != kept.Points[0] {
+	if m.Disk == nil || m.Disk.Device != kept.Device || len(m.Disk.Points) != 1 || !reflect.DeepEqual(m.Disk.Points, kept.Points) {
 		t.Errorf("meta.json's disk profile is %+v, want the one kept for the model's disk, %+v", m.Disk, kept)
 	}
 	run := storetest.OpenRun(t, dir)

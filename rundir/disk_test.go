@@ -3,6 +3,7 @@ package rundir
 import (
 	"math"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -59,7 +60,7 @@ func TestADiskProfileIsKeptPerDiskAndReadBack(t *testing.T) {
 		t.Errorf("kept as %s", DiskProfilePath(dev))
 	}
 	got, err := ReadDiskProfile(dev)
-	if err != nil || got.Device != want.Device || !got.Measured.Equal(want.Measured) || len(got.Points) != 1 || got.Points[0] != want.Points[0] {
+	if err != nil || got.Device != want.Device || !got.Measured.Equal(want.Measured) || len(got.Points) != 1 || !reflect.DeepEqual(got.Points, want.Points) {
 		t.Errorf("read back %+v, %v; want %+v", got, err, want)
 	}
 	m := Meta{Disk: got}
