@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/iocorr/iocorr/internal/atomicfile"
@@ -70,6 +71,31 @@ type DiskPoint struct {
 	// BytesPerSec is their median, and MeanLatencyNs that round's (nil in
 	// profiles measured in one round, before 2026-12-05's evening).
 	RoundsBytesPerSec []float64 `json:"rounds_bytes_per_sec,omitempty"`
+}
+
+// Spread is how far the point's rounds were apart: (highest − lowest) ÷
+// the median, 0 for a point of one round.
+func (p DiskPoint) Spread() float64 {
+	if len(p.RoundsBytesPerSec) < 2 || p.BytesPerSec <= 0 {
+		return 0
+	}
+	return (slices.Max(p.RoundsBytesPerSec) - slices.Min(p.RoundsBytesPerSec)) / p.BytesPerSec
+}
+
+// UnsteadySpread is the spread past which a point's rounds disagree too
+// much to stand for the disk (DiskProfile.Unsteady).
+const UnsteadySpread = 0.5
+
+// Unsteady is the point whose rounds were furthest apart, where that is
+// more than UnsteadySpread; nil where none was.
+func (d *DiskProfile) Unsteady() *DiskPoint {
+	var worst *DiskPoint
+	for i := range d.Points {
+		if p := &d.Points[i]; p.Spread() > UnsteadySpread && (worst == nil || p.Spread() > worst.Spread()) {
+			worst = p
+		}
+	}
+	return worst
 }
 
 // DiskProfilesEnv names the folder of disk profiles when set; tests and

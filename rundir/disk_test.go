@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -69,5 +70,40 @@ func TestADiskProfileIsKeptPerDiskAndReadBack(t *testing.T) {
 	}
 	if why := (&Meta{}).DiskNA(); why == "" {
 		t.Error("a run without a profile has no reason")
+	}
+}
+
+// A point's spread is how far its rounds were apart over its median; a
+// profile is unsteady at its point of the widest spread past
+// UnsteadySpread, and steady where none is.
+func TestAProfileIsUnsteadyWhereAPointsRoundsDisagree(t *testing.T) {
+	pt := func(depth int, rounds ...float64) DiskPoint {
+		s := slices.Clone(rounds)
+		slices.Sort(s)
+		return DiskPoint{Depth: depth, BlockBytes: 1 << 20, BytesPerSec: s[len(s)/2], RoundsBytesPerSec: rounds}
+	}
+	for _, tc := range []struct {
+		name   string
+		points []DiskPoint
+		spread float64 // of the first point
+		worst  int     // depth of the unsteady point, 0: none
+	}{
+		{"one round: no spread", []DiskPoint{pt(1, 100)}, 0, 0},
+		{"rounds within half the median: steady", []DiskPoint{pt(1, 80, 100, 120)}, 0.4, 0},
+		{"rounds 1 and 2 GB/s about 1.5: unsteady", []DiskPoint{pt(1, 1, 1.5, 2)}, 1.0 / 1.5, 1},
+		{"the widest of two unsteady points", []DiskPoint{pt(1, 1, 1.5, 2), pt(4, 1, 1, 3)}, 1.0 / 1.5, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &DiskProfile{Points: tc.points}
+			if got := tc.points[0].Spread(); math.Abs(got-tc.spread) > 1e-9 {
+				t.Errorf("spread %v, want %v", got, tc.spread)
+			}
+			switch w := d.Unsteady(); {
+			case tc.worst == 0 && w != nil:
+				t.Errorf("unsteady at depth %d, want steady", w.Depth)
+			case tc.worst != 0 && (w == nil || w.Depth != tc.worst):
+				t.Errorf("unsteady at %+v, want depth %d", w, tc.worst)
+			}
+		})
 	}
 }

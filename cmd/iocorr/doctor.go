@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iocorr/iocorr/doctor"
+	"github.com/iocorr/iocorr/internal/units"
 	"github.com/iocorr/iocorr/output"
 	"github.com/iocorr/iocorr/rundir"
 )
@@ -37,6 +38,10 @@ func doctorFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 			d, kept, err := doctor.MeasureDisk(*disk, doctor.DiskOptions{})
 			if err != nil {
 				return fmt.Errorf("doctor --disk: %w", err)
+			}
+			if p := d.Unsteady(); p != nil {
+				fmt.Fprintf(stderr, "iocorr: warning: the disk's bandwidth at depth %d, %s reads moved by %.0f%% of its median between rounds: it was busy, throttled or bursting meanwhile; measure it again while it is idle\n",
+					p.Depth, units.ExactSize(p.BlockBytes), 100*p.Spread())
 			}
 			if d.PrefetchCostNA != "" {
 				fmt.Fprintf(stderr, "iocorr: warning: the profile is kept without the prefetch cost (%s): predict --prefetch will not count what a prefetcher's reads cost the command\n", d.PrefetchCostNA)
