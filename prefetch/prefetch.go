@@ -95,11 +95,15 @@ type model struct {
 	mapped  *pagecache.Mapped
 	byLayer map[int][]*gguf.Tensor
 	dense   map[int][]*gguf.Tensor // the layers' other tensors
-	// head is what the graph reads after the last layer (head), and
-	// last that layer.
-	head     []*gguf.Tensor
-	last     int
+	// outer are its tensors of no layer (the embedding, the output head).
+	outer    []*gguf.Tensor
 	openSent bool
+}
+
+// headTensor is a tensor of the output head and the file holding it.
+type headTensor struct {
+	m *model
+	t *gguf.Tensor
 }
 
 // rng is one slice asked for: the pages it brought in and what became of
@@ -145,6 +149,10 @@ type Prefetcher struct {
 	in     io.WriteCloser
 	out    *bufio.Reader
 	models []*model
+	// head is what the graph reads after the last layer (head), asked at
+	// that layer's picks with Config.Layers.
+	head []headTensor
+	last int
 
 	mu      sync.Mutex
 	windows []*window
@@ -215,9 +223,9 @@ func (p *Prefetcher) addModel(f rundir.ModelFile) {
 	}
 	m := &model{path: f.Path, idx: len(p.models), dev: f.Dev, ino: f.Ino, byLayer: map[int][]*gguf.Tensor{}, dense: map[int][]*gguf.Tensor{}}
 	for _, t := range gf.TensorsByOffset() {
-		m.last = max(m.last, t.Layer)
 		switch {
 		case t.Layer < 0:
+			m.outer = append(m.outer, t)
 		case t.Experts > 0:
 			m.byLayer[t.Layer] = append(m.byLayer[t.Layer], t)
 		default:
@@ -227,7 +235,6 @@ func (p *Prefetcher) addModel(f rundir.ModelFile) {
 	if len(m.byLayer) == 0 {
 		return
 	}
-	m.head = head(gf.TensorsByOffset())
 	for _, ts := range m.byLayer {
 		slices.SortStableFunc(ts, func(a, b *gguf.Tensor) int { return graphRank(a.Role) - graphRank(b.Role) })
 	}
@@ -236,6 +243,25 @@ func (p *Prefetcher) addModel(f rundir.ModelFile) {
 		return
 	}
 	p.models = append(p.models, m)
+	// The head and the last layer are the model's, over its files: a
+	// split model's head is in one file, its layers in several.
+	var outer []*gguf.Tensor
+	of := map[*gguf.Tensor]*model{}
+	for _, pm := range p.models {
+		for l := range pm.byLayer {
+			p.last = max(p.last, l)
+		}
+		for l := range pm.dense {
+			p.last = max(p.last, l)
+		}
+		for _, t := range pm.outer {
+			outer, of[t] = append(outer, t), pm
+		}
+	}
+	p.head = p.head[:0]
+	for _, t := range head(outer) {
+		p.head = append(p.head, headTensor{of[t], t})
+	}
 }
 
 // head is the output head, in the order the graph reads it after the
@@ -361,13 +387,15 @@ func (p *Prefetcher) OnPicks(e *wire.ExpertsEvent) {
 	}
 	if p.cfg.Layers && !w.denseAsked {
 		w.denseAsked = true
-		for _, m := range p.models {
-			next := m.dense[layer+1]
-			if layer == m.last {
-				next = m.head
+		if layer == p.last {
+			for _, h := range p.head {
+				p.askFor(w, h.m, h.t, -1, h.t.FileOffset, h.t.End())
 			}
-			for _, t := range next {
-				p.askFor(w, m, t, -1, t.FileOffset, t.End())
+		} else {
+			for _, m := range p.models {
+				for _, t := range m.dense[layer+1] {
+					p.askFor(w, m, t, -1, t.FileOffset, t.End())
+				}
 			}
 		}
 	}

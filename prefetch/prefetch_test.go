@@ -304,3 +304,64 @@ func TestAPicksSlicesAreAskedInTheOrderTheGraphReadsThem(t *testing.T) {
 		t.Errorf("asked for\n%v\nwant\n%v", got, want)
 	}
 }
+
+// A split model's layers and head lie in several files: the next
+// layer's dense weights are asked from the file that holds them, and the
+// head at the model's last layer (not at each file's), from its file.
+func TestLayersAsksAcrossASplitModelsFiles(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "split")
+	exps := func(l int) []gguf.TensorInfo {
+		return []gguf.TensorInfo{
+			{Name: fmt.Sprintf("blk.%d.attn_q.weight", l), Type: gguf.TypeF16, Dims: []int64{64, 64}},
+			{Name: fmt.Sprintf("blk.%d.ffn_gate_exps.weight", l), Type: gguf.TypeF16, Dims: []int64{64, 128, 4}},
+			{Name: fmt.Sprintf("blk.%d.ffn_up_exps.weight", l), Type: gguf.TypeF16, Dims: []int64{64, 128, 4}},
+			{Name: fmt.Sprintf("blk.%d.ffn_down_exps.weight", l), Type: gguf.TypeF16, Dims: []int64{128, 64, 4}},
+		}
+	}
+	shards := [][]gguf.TensorInfo{
+		append([]gguf.TensorInfo{{Name: "token_embd.weight", Type: gguf.TypeF16, Dims: []int64{64, 32}}}, exps(0)...),
+		append(exps(1), gguf.TensorInfo{Name: "output_norm.weight", Type: gguf.TypeF32, Dims: []int64{64}},
+			gguf.TensorInfo{Name: "output.weight", Type: gguf.TypeF16, Dims: []int64{64, 32}}),
+	}
+	var files []rundir.ModelFile
+	for i, ts := range shards {
+		path := gguf.ShardPath(prefix, i, len(shards))
+		w := &gguf.Writer{Metadata: gguf.Metadata{{Key: "general.architecture", Value: "llama"},
+			{Key: "split.no", Value: uint16(i)}, {Key: "split.count", Value: uint16(len(shards))}}, Tensors: ts}
+		fd, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(fd, nil); err != nil {
+			t.Fatal(err)
+		}
+		fd.Close()
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, rundir.ModelFile{Path: path, Dev: kernel.Dev(unix.Major(st.Dev), unix.Minor(st.Dev)), Ino: st.Ino})
+	}
+	var got []string
+	p, err := Start(Config{Layers: true, Issued: func(is Issue) { got = append(got, fmt.Sprintf("%s/%d@%d", is.Tensor, is.Expert, strings.Index(is.Path, "-00002-"))) }}, files, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnPicks(picks(1, 0, 2))
+	p.OnPicks(picks(1, 1, 3))
+	p.Close()
+	// @-1: the first file; @N: the second.
+	second := strings.Index(files[1].Path, "-00002-")
+	var want []string
+	for _, s := range expertSlices(0, 2) {
+		want = append(want, s+"@-1")
+	}
+	want = append(want, fmt.Sprintf("blk.1.attn_q.weight/-1@%d", second))
+	for _, s := range expertSlices(1, 3) {
+		want = append(want, fmt.Sprintf("%s@%d", s, second))
+	}
+	want = append(want, fmt.Sprintf("output_norm.weight/-1@%d", second), fmt.Sprintf("output.weight/-1@%d", second))
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("asked for\n%v\nwant\n%v", got, want)
+	}
+}
