@@ -73,6 +73,34 @@ func kernelFault(ts uint64, tgid uint32, addr uint64) []byte {
 	return ingest.Bytes(&wire.FaultEvent{Hdr: h, Addr: addr, Class: 1})
 }
 
+// writeSnapshot writes maps as process 50's snapshot in run dir dir.
+func writeSnapshot(t *testing.T, dir, maps string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "maps", "0001-50.txt"), []byte(maps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshotted is a correlator of the test model whose run dir dir holds
+// process 50's snapshot taken at 10 (writeSnapshot), loaded.
+func snapshotted(t *testing.T, dir string) (*Correlator, *collect) {
+	t.Helper()
+	meta := testMeta()
+	meta.Maps = []rundir.MapsSnapshot{{MonoNS: 10, PID: 50, File: "maps/0001-50.txt"}}
+	sink := &collect{}
+	c, err := New(meta, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LoadMaps(dir); err != nil {
+		t.Fatal(err)
+	}
+	return c, sink
+}
+
 func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
 	const base = 0x7f0000000000
 	dir := t.TempDir()
@@ -82,12 +110,7 @@ func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
 		"00400000-00500000 r-xp 00000000 fe:00 4242                       /usr/bin/node",
 		"7e0000000000-7e0000100000 rw-p 00000000 00:00 0 ",
 	}, "\n") + "\n"
-	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "maps", "0001-50.txt"), []byte(maps), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeSnapshot(t, dir, maps)
 	tests := []struct {
 		name   string
 		rec    []byte
@@ -110,16 +133,7 @@ func TestFaultsTheKernelDidNotResolveAreLookedUpInTheMappings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			meta := testMeta()
-			meta.Maps = []rundir.MapsSnapshot{{MonoNS: 10, PID: 50, File: "maps/0001-50.txt"}}
-			sink := &collect{}
-			c, err := New(meta, sink)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.LoadMaps(dir); err != nil {
-				t.Fatal(err)
-			}
+			c, sink := snapshotted(t, dir)
 			res, evs := feed(t, c, sink, mmapRec(100, 50, base, base+65536, 1, modelIno), tc.rec)
 			if len(evs) != 1 {
 				t.Fatalf("got %d events, want 1", len(evs))
@@ -172,12 +186,7 @@ func TestAnUnmappedRangeIsNoLongerTheFilesThoughASnapshotShowedIt(t *testing.T) 
 	dir := t.TempDir()
 	// The model mapped from file page 1 on, as the snapshot at 10 saw it.
 	maps := fmt.Sprintf("7f0000000000-7f0000010000 r--s 00001000 01:01 %d   /models/m.gguf\n", modelIno)
-	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "maps", "0001-50.txt"), []byte(maps), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeSnapshot(t, dir, maps)
 	unmap := munmapRec(300, 50, base+16384, base+32768)
 	tests := []struct {
 		name string
@@ -192,16 +201,7 @@ func TestAnUnmappedRangeIsNoLongerTheFilesThoughASnapshotShowedIt(t *testing.T) 
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			meta := testMeta()
-			meta.Maps = []rundir.MapsSnapshot{{MonoNS: 10, PID: 50, File: "maps/0001-50.txt"}}
-			sink := &collect{}
-			c, err := New(meta, sink)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.LoadMaps(dir); err != nil {
-				t.Fatal(err)
-			}
+			c, sink := snapshotted(t, dir)
 			_, evs := feed(t, c, sink, tc.recs...)
 			if len(evs) != 1 {
 				t.Fatalf("got %d events, want 1", len(evs))

@@ -444,14 +444,7 @@ func TestAPrefetchRowChargesTheProfilesPrefetchCostToTheCommandsCompute(t *testi
 		{"no profile: left out, and said", nil, 1 << 20, 100, noPrefetchCost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := cyclicRun(100, 2)
-			r.Budget, r.disk = 1<<20, tc.disk
-			m := r.byPhase[event.PhaseDecode]
-			m.calls, m.tokens, m.wallNS, m.waitNS, m.bytes = 1, 1, 200, 100, 2<<20
-			r.device([]span{{100, 300}}, 2<<20, 2, nil)
-			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: tc.fetched},
-				stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
-			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+			row := oneTokenPrefetchRow(tc.disk, tc.fetched)
 			if want := 1e9 / (tc.compute + row.StallNSPerToken); math.Abs(row.TokensPerS-want) > 1e-6*want {
 				t.Errorf("%v tokens/s, want %v: %v ns of compute and %v of stall", row.TokensPerS, want, tc.compute, row.StallNSPerToken)
 			}
@@ -499,6 +492,20 @@ func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) 
 	}
 }
 
+// oneTokenPrefetchRow is the prefetch row of a run of one decode token
+// (100 ns of compute, 100 of fault wait, none of it with the disk idle)
+// whose prefetch fetched bytes and left 10 ns of stall, under disk.
+func oneTokenPrefetchRow(disk *rundir.DiskProfile, fetched uint64) Row {
+	r := cyclicRun(100, 2)
+	r.Budget, r.disk = 1<<20, disk
+	m := r.byPhase[event.PhaseDecode]
+	m.calls, m.tokens, m.wallNS, m.waitNS, m.bytes = 1, 1, 200, 100, 2<<20
+	r.device([]span{{100, 300}}, 2<<20, 2, nil)
+	got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: fetched},
+		stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
+	return r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+}
+
 // One helper brings a token's prefetched bytes in at its own pace (the
 // disk profile's asking thread's CPU a byte): a token whose compute and
 // stall are shorter than that waits for it, and the note says so; a
@@ -520,14 +527,7 @@ func TestTheHelpersPaceBoundsAPrefetchRowsToken(t *testing.T) {
 		{"a prefetch cost without the pace: the token, and said", withPace(0), 1 << 20, 110, rundir.NoPace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := cyclicRun(100, 2)
-			r.Budget, r.disk = 1<<20, tc.disk
-			m := r.byPhase[event.PhaseDecode]
-			m.calls, m.tokens, m.wallNS, m.waitNS, m.bytes = 1, 1, 200, 100, 2<<20
-			r.device([]span{{100, 300}}, 2<<20, 2, nil)
-			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: tc.fetched},
-				stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
-			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
+			row := oneTokenPrefetchRow(tc.disk, tc.fetched)
 			// The run's idle wait is 0: the fetched bytes add no stall of
 			// their own here.
 			if want := 1e9 / tc.token; math.Abs(row.TokensPerS-want) > 1e-6*want {
