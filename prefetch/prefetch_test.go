@@ -343,7 +343,9 @@ func TestLayersAsksAcrossASplitModelsFiles(t *testing.T) {
 		files = append(files, rundir.ModelFile{Path: path, Dev: kernel.Dev(unix.Major(st.Dev), unix.Minor(st.Dev)), Ino: st.Ino})
 	}
 	var got []string
-	p, err := Start(Config{Layers: true, Issued: func(is Issue) { got = append(got, fmt.Sprintf("%s/%d@%d", is.Tensor, is.Expert, strings.Index(is.Path, "-00002-"))) }}, files, nil, true)
+	p, err := Start(Config{Layers: true, Issued: func(is Issue) {
+		got = append(got, fmt.Sprintf("%s/%d@%d", is.Tensor, is.Expert, strings.Index(is.Path, "-00002-")))
+	}}, files, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
