@@ -28,7 +28,7 @@ type DiskOptions struct {
 	Depths []int
 	Blocks []int64
 	// PerPoint is how long each depth × size reads in a round (default
-	// 500 ms); a point reads at least MinReads times whatever it takes.
+	// 300 ms); a point reads at least MinReads times whatever it takes.
 	PerPoint time.Duration
 	// Rounds is how often the whole grid is measured (default 3), every
 	// other round in reverse, and each point is its rounds' median: the
@@ -71,7 +71,7 @@ func MeasureDisk(file string, o DiskOptions) (*rundir.DiskProfile, string, error
 		o.Blocks = DefaultBlocks
 	}
 	if o.PerPoint <= 0 {
-		o.PerPoint = 500 * time.Millisecond
+		o.PerPoint = 300 * time.Millisecond
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 3
