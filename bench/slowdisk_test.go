@@ -63,7 +63,11 @@ func TestASlowDiskServesTheModelAtItsBandwidthAndIsUndone(t *testing.T) {
 	if _, _, err := pagecache.Evict(cp); err != nil {
 		t.Fatal(err)
 	}
-	rate := directReadRate(t, cp, 24<<20)
+	// A sustained read, the rate the bench's runs get: 24 MiB measured
+	// 1.9 GB/s once while other packages' tests read the same disk, a
+	// cause not found (blk-throttle lets a slice's worth through at once,
+	// but its slice is 20 ms on a non-rotational disk: 4 MB).
+	rate := directReadRate(t, cp, 160<<20)
 	// Unthrottled, this VM's disk serves 1 MiB reads at about 3 GB/s.
 	if rate > 1.3*bps || rate < 0.3*bps {
 		t.Errorf("the slow disk served %.0f MB/s, want about %.0f", rate/1e6, bps/1e6)
