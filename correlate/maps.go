@@ -85,13 +85,18 @@ func newVMTracker() *vmTracker {
 	return &vmTracker{live: map[uint32]*addrSpace{}, snaps: map[uint32][]*snapshot{}}
 }
 
-func (v *vmTracker) mmap(e *wire.MmapEvent) {
-	a := v.live[e.Hdr.Tgid]
+// space is tgid's live mappings, made on first use.
+func (v *vmTracker) space(tgid uint32) *addrSpace {
+	a := v.live[tgid]
 	if a == nil {
 		a = &addrSpace{}
-		v.live[e.Hdr.Tgid] = a
+		v.live[tgid] = a
 	}
-	a.insert(mapping{start: e.Start, end: e.End, off: e.Pgoff * kernel.PageSize, ino: e.Ino, dev: e.Dev, ts: e.Hdr.Ts})
+	return a
+}
+
+func (v *vmTracker) mmap(e *wire.MmapEvent) {
+	v.space(e.Hdr.Tgid).insert(mapping{start: e.Start, end: e.End, off: e.Pgoff * kernel.PageSize, ino: e.Ino, dev: e.Dev, ts: e.Hdr.Ts})
 }
 
 // munmap leaves the range unmapped from the call's time on: a hole (ino
@@ -99,12 +104,7 @@ func (v *vmTracker) mmap(e *wire.MmapEvent) {
 // fault in anonymous memory that reuses the range (llama.cpp unmaps what
 // of a model went to a GPU) is not charged to the file.
 func (v *vmTracker) munmap(e *wire.MunmapEvent) {
-	a := v.live[e.Hdr.Tgid]
-	if a == nil {
-		a = &addrSpace{}
-		v.live[e.Hdr.Tgid] = a
-	}
-	a.insert(mapping{start: e.Start, end: e.End, ts: e.Hdr.Ts})
+	v.space(e.Hdr.Tgid).insert(mapping{start: e.Start, end: e.End, ts: e.Hdr.Ts})
 }
 
 // resolve finds the mapping that held addr of tgid at ts: the newer of the

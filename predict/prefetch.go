@@ -484,7 +484,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		row.Note += "; " + why + noPrefetchCost
 	}
 	if _, na := row.NA[ColStall]; !na {
-		row.Note += r.helperBound(&row, m, got.fetchedBytes[ph], got.paced)
+		row.Note += helperBound(&row, m, pc, got.fetchedBytes[ph], got.paced)
 	}
 	r.tps(&row, m)
 	return row
@@ -507,10 +507,13 @@ func (r *Run) pace() float64 {
 // token (the demo MoE at 160 MiB): there it does not bind, and it does
 // where a token's compute is short beside the bytes it needs. It adds the
 // wait to the row's stall and returns what the note says of it.
-func (r *Run) helperBound(row *Row, m *measured, fetched uint64, paced bool) string {
-	pace := r.pace()
+func helperBound(row *Row, m *measured, pc *rundir.PrefetchCost, fetched uint64, paced bool) string {
+	var pace float64
+	if pc != nil {
+		pace = pc.AskNSPerByte
+	}
 	if pace <= 0 {
-		if pc, _ := r.disk.Prefetch(); pc != nil && fetched > 0 {
+		if pc != nil && fetched > 0 {
 			return "; " + rundir.NoPace + ": the helper's pace is not counted, and the tokens/s may be high"
 		}
 		return ""
