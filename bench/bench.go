@@ -23,6 +23,7 @@ import (
 	"github.com/iocorr/iocorr/bpf"
 	"github.com/iocorr/iocorr/internal/proc"
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 // Config is every knob of one benchmark run.
@@ -286,6 +287,24 @@ func Run(cfg Config) *Report {
 
 func logf(cfg Config, format string, a ...any) {
 	fmt.Fprintf(cfg.Log, "bench: "+format+"\n", a...)
+}
+
+// lostLogTries is how many times a run whose llama.cpp lost its eval-time
+// line runs in all.
+const lostLogTries = 3
+
+// again runs run until its llama.cpp reports its decode speed, at most
+// lostLogTries times. llama.cpp's log thread is not flushed at exit
+// (sweep.NoReport): a run that lost the line measured nothing, so it is
+// run again rather than judged, and the loss is logged. Any other error
+// ends it at once.
+func again[T any](cfg Config, run func() (T, error)) (T, error) {
+	r, err := run()
+	for try := 1; try < lostLogTries && err != nil && strings.Contains(err.Error(), sweep.NoReportedTokensPerS); try++ {
+		logf(cfg, "%v: run %d of at most %d", err, try+1, lostLogTries)
+		r, err = run()
+	}
+	return r, err
 }
 
 // orNA turns an error into the NA reason of figures it left unmeasured.

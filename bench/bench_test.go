@@ -2,12 +2,15 @@ package bench
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/sweep"
 )
 
 func TestSummarizeGivesMedianMinAndMax(t *testing.T) {
@@ -194,5 +197,34 @@ func TestAnArmRunsWhenNamedByItsLetterOrWholeNameOrWhenNoneAreNamed(t *testing.T
 		if got := (Config{Arms: tc.arms}).runsArm(tc.name); got != tc.want {
 			t.Errorf("arms %q: runsArm(%q) = %v, want %v", tc.arms, tc.name, got, tc.want)
 		}
+	}
+}
+
+// A run whose llama.cpp lost its eval-time line measured nothing: it runs
+// again, at most lostLogTries times in all; any other failure is final.
+func TestARunThatLostItsReportRunsAgainAndNothingElseDoes(t *testing.T) {
+	lost := errors.New("plain run: " + sweep.NoReport([]byte("llama\nbd cn")))
+	other := errors.New("exit status 1")
+	for _, tc := range []struct {
+		name    string
+		results []error
+		runs    int
+		ok      bool
+	}{
+		{"reported at once", []error{nil}, 1, true},
+		{"lost once, then reported", []error{lost, nil}, 2, true},
+		{"lost every time", []error{lost, lost, lost, nil}, lostLogTries, false},
+		{"failed otherwise", []error{other, nil}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := 0
+			got, err := again(Config{Log: io.Discard}, func() (int, error) {
+				runs++
+				return runs, tc.results[runs-1]
+			})
+			if runs != tc.runs || (err == nil) != tc.ok || (tc.ok && got != runs) {
+				t.Errorf("%d runs, result %d, error %v: want %d runs, ok %v", runs, got, err, tc.runs, tc.ok)
+			}
+		})
 	}
 }

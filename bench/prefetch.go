@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -472,19 +473,6 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 	r.Add(prefetchSection, name+": the prefetcher's CPU ÷ the run's", "share", own, "no CPU figure")
 }
 
-// again runs a run once more when llama.cpp's output lacked its eval-time
-// line: its log is written by a thread of its own, and on this 2-vCPU VM
-// under load a run exited now and then before that thread had written
-// the line (its output cut mid-line), in this section and in sweep's.
-func again(cfg Config, run func() (prefetchRun, error)) (prefetchRun, error) {
-	r, err := run()
-	if err != nil && strings.Contains(err.Error(), sweep.NoReportedTokensPerS) {
-		logf(cfg, "%v: once more", err)
-		r, err = run()
-	}
-	return r, err
-}
-
 // ioWatch is the model disk's sectors read and the system's PSI io stall
 // at one moment.
 type ioWatch struct {
@@ -571,7 +559,7 @@ func plainPrefetchRun(cfg Config, argv []string, model, budget string) (prefetch
 	all := append(out, errOut...)
 	tps, ok := sweep.ReportedTokensPerS(all)
 	if !ok {
-		return run, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(all))
+		return run, errors.New("plain run: " + sweep.NoReport(all))
 	}
 	run.tps, run.cpu = tps, s.cpu
 	return run, nil
@@ -605,7 +593,7 @@ func prefetchedRun(cfg Config, argv []string, model, budget, report string, a ad
 	}
 	tps, ok := sweep.ReportedTokensPerS(out.Bytes())
 	if !ok {
-		return run, fmt.Errorf("prefetched run: %s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(out.Bytes()))
+		return run, errors.New("prefetched run: " + sweep.NoReport(out.Bytes()))
 	}
 	run.tps = tps
 	// iocorr, the command and the helper: wait4 counts the children

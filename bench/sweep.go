@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,9 +45,14 @@ func SweepUntraced(r *Report, cfg Config, model string) {
 		var err error
 		for k := range 2 {
 			if (i+k)%2 == 0 {
-				p, err = plainRun(cfg, argv, model)
+				p, err = again(cfg, func() (float64, error) { return plainRun(cfg, argv, model) })
 			} else {
-				u, tr, err = sweptRun(cfg, argv, budget, filepath.Join(cfg.WorkDir, fmt.Sprintf("sweep-%d", i)))
+				var s [2]float64
+				s, err = again(cfg, func() ([2]float64, error) {
+					u, tr, err := sweptRun(cfg, argv, budget, filepath.Join(cfg.WorkDir, fmt.Sprintf("sweep-%d", i)))
+					return [2]float64{u, tr}, err
+				})
+				u, tr = s[0], s[1]
 			}
 			if err != nil {
 				break
@@ -90,7 +96,7 @@ func plainRun(cfg Config, argv []string, model string) (float64, error) {
 	all := append(out, errOut...)
 	tps, ok := sweep.ReportedTokensPerS(all)
 	if !ok {
-		return 0, fmt.Errorf("plain run: %s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(all))
+		return 0, errors.New("plain run: " + sweep.NoReport(all))
 	}
 	return tps, nil
 }

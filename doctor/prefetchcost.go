@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/cgroup"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
@@ -220,7 +221,7 @@ func costProbe(in io.Reader, out io.Writer) error {
 
 // costAhead is how far ahead of the compute the second thread asks: the
 // prefetcher's windows are of that order. It asks in the prefetcher's
-// calls (pagecache.WillNeed of pagecache.WillNeedChunk), whose size sets
+// calls (pagecache.WillNeed of blockdev.WillNeedChunk), whose size sets
 // how many calls a byte takes.
 const costAhead = 16 << 20
 
@@ -242,7 +243,7 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 		go func() {
 			defer close(readerCh)
 			runtime.LockOSThread()
-			chunk := pagecache.WillNeedChunk(fh)
+			chunk := blockdev.WillNeedChunk(fh.Name())
 			t0 := threadCPU()
 			next := int64(0) // bytes asked for, all passes
 			for !done.Load() && next < total {

@@ -39,6 +39,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/launch"
 	"github.com/iocorr/iocorr/internal/pagecache"
@@ -699,7 +700,7 @@ func serve(in io.Reader, out *bufio.Writer) error {
 				return err
 			}
 			files[idx] = fh
-			chunks[idx] = pagecache.WillNeedChunk(fh)
+			chunks[idx] = blockdev.WillNeedChunk(path)
 		case len(f) == 5 && f[0] == "w":
 			var v [4]int64
 			for i := range v {

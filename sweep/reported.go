@@ -3,6 +3,7 @@ package sweep
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,6 +48,22 @@ func ReportedTokensPerS(out []byte) (tps float64, ok bool) {
 
 // NoReportedTokensPerS is why a run has no reported decode speed.
 const NoReportedTokensPerS = "the command reported no decode speed (no llama.cpp eval-time line, no JSON tokens_per_s)"
+
+// NoReport is why out, a run's output, has no reported decode speed:
+// NoReportedTokensPerS, what the output ended with, and, where llama.cpp
+// wrote it, the likely cause. llama.cpp's tools write their log from a
+// thread of their own that is never flushed at exit (common_log_main
+// leaks it on purpose), so a process that exits before that thread runs
+// loses its last lines, the eval-time line with them: on the lab's 2 vCPUs
+// with two busy loops beside most of them, 1 of 40 llama-completion runs
+// under a 128 MiB limit did.
+func NoReport(out []byte) string {
+	why := fmt.Sprintf("%s; its output ended %q", NoReportedTokensPerS, LastLine(out))
+	if bytes.Contains(out, []byte("llama")) {
+		why += " (llama.cpp's log thread can lose its last lines when the process exits)"
+	}
+	return why
+}
 
 // LastLine is the last line of a command's output: what a run that
 // reported no speed said last, for its error.

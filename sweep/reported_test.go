@@ -1,6 +1,8 @@
 package sweep_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/sweep"
@@ -26,6 +28,28 @@ func TestReportedTokensPerSReadsWhatTheCommandSaid(t *testing.T) {
 			got, ok := sweep.ReportedTokensPerS([]byte(tc.out))
 			if ok != tc.ok || (ok && (got-tc.want)/tc.want > 1e-9 || ok && (tc.want-got)/tc.want > 1e-9) {
 				t.Errorf("%v %v, want %v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestNoReportSaysWhatTheOutputEndedWithAndWhyLlamaCppLosesIt(t *testing.T) {
+	tests := []struct {
+		name     string
+		out      string
+		lostLine bool
+	}{
+		{"llama.cpp cut after its generated text", "0.01.113.201 I llama_context: n_ctx = 2048\n0.02.323.135 I generate: n_ctx = 2048\nThe memory of a machine bd cn cn", true},
+		{"another command", "hello\nbye", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			why := sweep.NoReport([]byte(tc.out))
+			if !strings.HasPrefix(why, sweep.NoReportedTokensPerS) || !strings.Contains(why, strconv.Quote(sweep.LastLine([]byte(tc.out)))) {
+				t.Errorf("%q: want the reason and the output's last line", why)
+			}
+			if got := strings.Contains(why, "log thread"); got != tc.lostLine {
+				t.Errorf("%q: names llama.cpp's log thread %v, want %v", why, got, tc.lostLine)
 			}
 		})
 	}

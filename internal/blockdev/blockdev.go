@@ -114,22 +114,29 @@ func OfFile(path string) (kernel.BlockDevice, error) {
 // (or whole disk), the whole disk's dev that block events carry, and the
 // partition's start so that a request's sector maps into the partition.
 func Of(id FileID) (kernel.BlockDevice, error) {
+	bd, _, err := of(id)
+	return bd, err
+}
+
+// of is Of and the sysfs directory of the whole disk, whose queue holds
+// what a partition's requests are limited by (a partition has no queue).
+func of(id FileID) (kernel.BlockDevice, string, error) {
 	sys := fmt.Sprintf("/sys/dev/block/%d:%d", id.Major, id.Minor)
 	real, err := filepath.EvalSymlinks(sys)
 	if err != nil {
-		return kernel.BlockDevice{}, fmt.Errorf("%d:%d is not a block device (a virtual file system?): %w", id.Major, id.Minor, err)
+		return kernel.BlockDevice{}, "", fmt.Errorf("%d:%d is not a block device (a virtual file system?): %w", id.Major, id.Minor, err)
 	}
 	bd := kernel.BlockDevice{Name: filepath.Base(real), Dev: id.Dev, DiskDev: id.Dev, LogicalBlock: 512}
 	if _, err := os.Stat(filepath.Join(real, "partition")); err == nil {
 		start, err := readUint(filepath.Join(real, "start"))
 		if err != nil {
-			return bd, fmt.Errorf("reading partition start of %s: %w", bd.Name, err)
+			return bd, "", fmt.Errorf("reading partition start of %s: %w", bd.Name, err)
 		}
 		bd.PartStartSector = start
 		disk := filepath.Dir(real)
 		maj, min, err := readDev(filepath.Join(disk, "dev"))
 		if err != nil {
-			return bd, err
+			return bd, "", err
 		}
 		bd.DiskDev = kernel.Dev(maj, min)
 		real = disk
@@ -140,7 +147,44 @@ func Of(id FileID) (kernel.BlockDevice, error) {
 	if v, err := readUint(filepath.Join(real, "queue", "read_ahead_kb")); err == nil {
 		bd.ReadAheadKB = &v
 	}
-	return bd, nil
+	return bd, real, nil
+}
+
+// DefaultWillNeedChunk is the WILLNEED call's size where the device's
+// read-ahead is unknown: Linux's default read_ahead_kb.
+const DefaultWillNeedChunk = 128 << 10
+
+// WillNeedChunk is the most one WILLNEED (or readahead(2)) call on the
+// file at path reads: the larger of its disk's read-ahead and largest
+// request (force_page_cache_ra reads up to max(io_pages, ra_pages),
+// mm/readahead.c); the kernel silently drops the rest of a larger call.
+// At a read-ahead of 128 KiB on the lab's disk (max_sectors_kb 4096) one
+// call read 4 MiB, not 128 KiB: asking in read-ahead-sized calls made 32
+// times the calls and requests of 128 KiB.
+func WillNeedChunk(path string) int64 {
+	id, err := StatFile(path)
+	if err != nil {
+		return DefaultWillNeedChunk
+	}
+	_, disk, err := of(id)
+	if err != nil {
+		return DefaultWillNeedChunk
+	}
+	if c, ok := queueChunk(filepath.Join(disk, "queue")); ok {
+		return c
+	}
+	return DefaultWillNeedChunk
+}
+
+// queueChunk is the larger of a block queue's read_ahead_kb and
+// max_sectors_kb, in bytes; ok is false where the queue has no read-ahead.
+func queueChunk(queue string) (int64, bool) {
+	ra, err := readUint(filepath.Join(queue, "read_ahead_kb"))
+	if err != nil || ra < 4 {
+		return 0, false
+	}
+	ms, _ := readUint(filepath.Join(queue, "max_sectors_kb"))
+	return int64(max(ra, ms)) << 10, true
 }
 
 // DiskName is the name of the whole disk for a block device (what

@@ -154,7 +154,7 @@ func runOne(ctx context.Context, opts Sweep, b Budget) sweep.Row {
 	if tps, ok := sweep.ReportedTokensPerS(said.Bytes()); ok {
 		row.ReportedTokensPerS = &tps
 	} else {
-		row.SetNA("reported_tokens_per_s", sweep.NoReportedTokensPerS)
+		row.SetNA("reported_tokens_per_s", sweep.NoReport(said.Bytes()))
 	}
 	var models []string
 	for _, mf := range res.Meta.Models {

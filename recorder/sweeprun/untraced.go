@@ -3,6 +3,7 @@ package sweeprun
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +58,7 @@ func untraced(ctx context.Context, opts Sweep, b Budget, models []string) (float
 	}
 	tps, ok := sweep.ReportedTokensPerS(out.Bytes())
 	if !ok {
-		return 0, fmt.Errorf("%s; its output ended %q", sweep.NoReportedTokensPerS, sweep.LastLine(out.Bytes()))
+		return 0, errors.New(sweep.NoReport(out.Bytes()))
 	}
 	return tps, nil
 }

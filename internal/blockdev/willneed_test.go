@@ -1,4 +1,4 @@
-package pagecache
+package blockdev
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/testkit/testenv"
 )
 
@@ -53,19 +54,19 @@ func TestEveryByteTheHelperAsksForIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	chunk := WillNeedChunk(f)
+	chunk := WillNeedChunk(p)
 	n := min(3*chunk, 48<<20)
-	if _, _, err := Evict(p); err != nil {
+	if _, _, err := pagecache.Evict(p); err != nil {
 		t.Fatal(err)
 	}
-	if errno := WillNeed(f, 0, n, chunk); errno != 0 {
+	if errno := pagecache.WillNeed(f, 0, n, chunk); errno != 0 {
 		t.Fatalf("WILLNEED: errno %d", errno)
 	}
 	// The calls return before every page is in: wait until they stop
 	// coming.
 	var resident int64
 	for last, still := int64(-1), time.Now(); resident*4096 < n && time.Since(still) < 2*time.Second; time.Sleep(10 * time.Millisecond) {
-		if resident, _, err = Residency(p); err != nil {
+		if resident, _, err = pagecache.Residency(p); err != nil {
 			t.Fatal(err)
 		}
 		if resident != last {
