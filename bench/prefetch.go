@@ -300,8 +300,10 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		return b
 	}
 	var shape []struct {
-		Phase   string  `json:"phase"`
-		Verdict *string `json:"verdict"`
+		Phase      string   `json:"phase"`
+		Verdict    *string  `json:"verdict"`
+		StallShare *float64 `json:"stall_share"`
+		WaitShare  *float64 `json:"wait_share"`
 	}
 	if err := json.Unmarshal(out, &shape); err != nil {
 		b.why = fmt.Sprintf("io_shape's JSON: %v", err)
@@ -310,6 +312,7 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 	for _, s := range shape {
 		if s.Phase == "decode" && s.Verdict != nil {
 			b.verdict = *s.Verdict
+			logf(cfg, "%s: traced decode: %s, stall share %s, wait share %s", name, b.verdict, fmtShare(s.StallShare), fmtShare(s.WaitShare))
 		}
 	}
 	plan := filepath.Join(dir, "plan.json")
@@ -616,4 +619,11 @@ func prefetchedRun(cfg Config, argv []string, model, budget, report string, a ad
 	own := float64(rep.HelperCPUNS+rep.SelfCPUNS) / 1e9
 	run.ownCPU = &own
 	return run, nil
+}
+
+func fmtShare(v *float64) string {
+	if v == nil {
+		return "NA"
+	}
+	return fmt.Sprintf("%.2f", *v)
 }

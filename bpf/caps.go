@@ -136,6 +136,7 @@ const (
 	CapMappings  = "mappings"
 	CapFaults    = "faults"
 	CapOffsets   = "fault offsets"
+	CapFaultWait = "fault wait"
 	CapPageCache = "page cache"
 	CapReadahead = "readahead trigger"
 	CapBlock     = "block I/O"
@@ -269,6 +270,20 @@ var Capabilities = []Capability{
 				Lost: "a mapping changed without mmap or munmap (mremap, shmat) is seen as the last mmap call or snapshot had it; a fault in a mapping made before the first snapshot and not by mmap (the program's own executable) is [anonymous]",
 			},
 		},
+	},
+	{
+		Name: CapFaultWait, What: "the time each fault's thread slept off the CPU (its wait: what a prefetch can take off the token; the rest of the stall is the kernel's work)",
+		NA: "the faults' wait is NA: the I/O shape's verdict judges their whole stall, the kernel's work in them included",
+		// The wait is kept in the fault programs' starts and sent in
+		// their records.
+		RecordedBy: CapFaults,
+		Paths: []Path{{
+			// The three arguments read are the tracepoint's since
+			// 2.6.35 and tp_btf's since 5.5; 5.8 is the floor of the
+			// rest.
+			Name: "tp_btf sched_switch, paired with each fault's start", Kernel: "5.8",
+			attach: []attachment{on("fault_switch", tpBTF("sched_switch"))},
+		}},
 	},
 	{
 		Name: CapPageCache, What: "page-cache fills and evictions of model files", Option: "--probe pagecache",

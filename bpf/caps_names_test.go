@@ -16,7 +16,7 @@ func TestTheReadSideNamesTheTablesCapabilities(t *testing.T) {
 	for _, c := range Capabilities {
 		names = append(names, c.Name)
 	}
-	read := []string{rundir.CapLoops, rundir.CapFaultOffsets, rundir.CapFaults, rundir.CapPageCache, rundir.CapReadahead, rundir.CapBlock, rundir.CapReads}
+	read := []string{rundir.CapLoops, rundir.CapFaultOffsets, rundir.CapFaults, rundir.CapPageCache, rundir.CapReadahead, rundir.CapBlock, rundir.CapReads, rundir.CapFaultWait}
 	for c := range rundir.CapabilityCounters {
 		read = append(read, c)
 	}

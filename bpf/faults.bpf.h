@@ -29,6 +29,8 @@ struct fault_start {
 	__u8 where; /* enum fault_where: FAULT_WHERE_MODEL for a record */
 	__u8 vma_busy;
 	__u8 pad[2];
+	__u64 off_since; /* when the thread last went to sleep in it, 0 while it runs */
+	__u64 wait_ns;   /* its sleeps so far (fault_switch) */
 };
 
 /* Faults begun and not yet accounted, by thread. */
@@ -57,6 +59,7 @@ struct fault_count {
 	__u64 last_ts;  /* the last fault's end */
 	__u64 count;
 	__u64 stall_ns;
+	__u64 wait_ns;
 };
 
 /* Preallocated (perf_event programs may use no other hash map on older
@@ -125,7 +128,7 @@ static __always_inline __u8 fault__where_cached(__u32 tgid, __u64 addr)
  * stall, to the count of its stamp and class: false when the map has no
  * room for a new key (the caller then records it). Only the thread itself
  * writes its keys, so no two programs race on one. */
-static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u64 now, __u64 stall)
+static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u64 now, __u64 stall, __u64 wait)
 {
 	struct fault_count_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .tid = tid, .class = class, .where = where};
 	struct fault_count *v, nv = {};
@@ -136,12 +139,14 @@ static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u6
 		v->last_ts = now;
 		v->count++;
 		v->stall_ns += stall;
+		v->wait_ns += wait;
 		return true;
 	}
 	nv.first_ts = now;
 	nv.last_ts = now;
 	nv.count = 1;
 	nv.stall_ns = stall;
+	nv.wait_ns = wait;
 	return bpf_map_update_elem(&fault_counts, &k, &nv, BPF_NOEXIST) == 0;
 }
 
@@ -168,6 +173,7 @@ static __always_inline void fault__set_start(struct fault_event *e, struct fault
 		e->ino = 0;
 		e->dev = 0;
 		e->file_off = 0;
+		e->wait_ns = 0;
 		return;
 	}
 	e->start_ts = fs->ts;
@@ -177,6 +183,7 @@ static __always_inline void fault__set_start(struct fault_event *e, struct fault
 	e->dev = fs->dev;
 	e->file_off = fs->file_off;
 	e->vma_busy = fs->vma_busy;
+	e->wait_ns = fs->wait_ns;
 }
 
 /* fault__flush_pending reports a thread's fault that began but was never
@@ -189,7 +196,7 @@ static __always_inline void fault__flush_pending(__u32 tid)
 	if (!prev)
 		return;
 	if (prev->where != FAULT_WHERE_MODEL &&
-	    fault__count(tid, FAULT_UNACCOUNTED, prev->where, bpf_ktime_get_ns(), 0)) {
+	    fault__count(tid, FAULT_UNACCOUNTED, prev->where, bpf_ktime_get_ns(), 0, 0)) {
 		bpf_map_delete_elem(&fault_starts, &tid);
 		return;
 	}
@@ -233,6 +240,38 @@ static __always_inline int fault__begin(__u64 address, __u64 ip, __u64 error_cod
 	fs.vma_busy = vi.busy;
 	fs.where = fault__where(&vi);
 	bpf_map_update_elem(&fault_starts, &tid, &fs, BPF_ANY);
+	return 0;
+}
+
+/* fault_switch times a traced thread's sleeps inside its faults: from its
+ * switch out, where it was not preempted (it went to sleep: on the folio
+ * lock while the device reads, on reclaim, on the mmap lock), to its
+ * switch back in. A preempted thread stays runnable: the CPU, not the
+ * fault, kept it waiting. Only fault_starts is asked, by thread id, so an
+ * untraced switch of the machine costs two lookups that miss; the thread
+ * is off its CPU at both, so nothing else writes its start meanwhile.
+ * Only the first three arguments are read: prev_state came in 5.18. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(fault_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct fault_start *fs;
+	__u32 tid;
+
+	if (!preempt) {
+		tid = BPF_CORE_READ(prev, pid);
+		fs = bpf_map_lookup_elem(&fault_starts, &tid);
+		if (fs)
+			fs->off_since = bpf_ktime_get_ns();
+	}
+	tid = BPF_CORE_READ(next, pid);
+	fs = bpf_map_lookup_elem(&fault_starts, &tid);
+	if (fs && fs->off_since) {
+		__u64 now = bpf_ktime_get_ns();
+
+		if (now > fs->off_since)
+			fs->wait_ns += now - fs->off_since;
+		fs->off_since = 0;
+	}
 	return 0;
 }
 
@@ -297,14 +336,14 @@ static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 	if (fs && fs->where != FAULT_WHERE_MODEL) {
 		__u64 now = bpf_ktime_get_ns();
 
-		if (fault__count(tid, class, fs->where, now, now >= fs->ts ? now - fs->ts : 0)) {
+		if (fault__count(tid, class, fs->where, now, now >= fs->ts ? now - fs->ts : 0, fs->wait_ns)) {
 			bpf_map_delete_elem(&fault_starts, &tid);
 			return 0;
 		}
 	} else if (!fs) {
 		__u8 where = fault__where_cached(tgid, addr);
 
-		if (where != FAULT_WHERE_MODEL && fault__count(tid, class, where, bpf_ktime_get_ns(), 0))
+		if (where != FAULT_WHERE_MODEL && fault__count(tid, class, where, bpf_ktime_get_ns(), 0, 0))
 			return 0;
 	}
 	e = fault__reserve(class);

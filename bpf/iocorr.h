@@ -105,6 +105,12 @@ struct fault_event {
 	 * the mappings it knows. */
 	__u8 vma_busy;
 	__u8 pad[2];
+	/* The time the thread slept off the CPU between start_ts and hdr.ts,
+	 * switched out other than by preemption (faults.bpf.h's fault_switch):
+	 * the fault's wait, on the device or on a lock; the rest of the stall
+	 * is the kernel's work on the CPU. 0 without a start, and where
+	 * fault_switch is not attached (the "fault wait" capability). */
+	__u64 wait_ns;
 };
 
 /* The faults outside the model files of one thread with one stamp (token,
@@ -119,6 +125,7 @@ struct fault_count_event {
 	__u64 first_ts;       /* the first one's end */
 	__u64 count;
 	__u64 stall_ns;       /* summed end - start, as each fault_event's */
+	__u64 wait_ns;        /* summed wait_ns, as each fault_event's */
 	__u8 class;           /* enum fault_class */
 	__u8 where;           /* enum fault_where: FAULT_WHERE_ANON or _OTHER */
 	__u8 pad[6];

@@ -112,6 +112,7 @@ type IocorrFaultCount struct {
 	LastTs  uint64
 	Count   uint64
 	StallNs uint64
+	WaitNs  uint64
 }
 
 type IocorrFaultCountKey struct {
@@ -138,6 +139,8 @@ type IocorrFaultStart struct {
 	Where     uint8
 	VmaBusy   uint8
 	Pad       [2]uint8
+	OffSince  uint64
+	WaitNs    uint64
 }
 
 type IocorrFaultWhere uint32
@@ -402,6 +405,7 @@ const (
 	IocorrProgFaultBeginPerf       = "fault_begin_perf"
 	IocorrProgFaultMajor           = "fault_major"
 	IocorrProgFaultMinor           = "fault_minor"
+	IocorrProgFaultSwitch          = "fault_switch"
 	IocorrProgFilemapFault         = "filemap_fault"
 	IocorrProgFlushPageRuns        = "flush_page_runs"
 	IocorrProgGetRowsBegin         = "get_rows_begin"
@@ -536,6 +540,7 @@ type IocorrProgramSpecs struct {
 	FaultBeginPerf   *ebpf.ProgramSpec `ebpf:"fault_begin_perf"`
 	FaultMajor       *ebpf.ProgramSpec `ebpf:"fault_major"`
 	FaultMinor       *ebpf.ProgramSpec `ebpf:"fault_minor"`
+	FaultSwitch      *ebpf.ProgramSpec `ebpf:"fault_switch"`
 	FilemapFault     *ebpf.ProgramSpec `ebpf:"filemap_fault"`
 	FlushPageRuns    *ebpf.ProgramSpec `ebpf:"flush_page_runs"`
 	GetRowsBegin     *ebpf.ProgramSpec `ebpf:"get_rows_begin"`
@@ -815,6 +820,7 @@ type IocorrPrograms struct {
 	FaultBeginPerf   *ebpf.Program `ebpf:"fault_begin_perf"`
 	FaultMajor       *ebpf.Program `ebpf:"fault_major"`
 	FaultMinor       *ebpf.Program `ebpf:"fault_minor"`
+	FaultSwitch      *ebpf.Program `ebpf:"fault_switch"`
 	FilemapFault     *ebpf.Program `ebpf:"filemap_fault"`
 	FlushPageRuns    *ebpf.Program `ebpf:"flush_page_runs"`
 	GetRowsBegin     *ebpf.Program `ebpf:"get_rows_begin"`
@@ -876,6 +882,7 @@ func (p *IocorrPrograms) Close() error {
 		p.FaultBeginPerf,
 		p.FaultMajor,
 		p.FaultMinor,
+		p.FaultSwitch,
 		p.FilemapFault,
 		p.FlushPageRuns,
 		p.GetRowsBegin,

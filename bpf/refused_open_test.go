@@ -23,7 +23,7 @@ func TestOpenWithARefusedProgramLeavesOnlyWhatItCostNA(t *testing.T) {
 		opts   bpf.Options
 		wantNA []string
 	}{
-		{"major-fault program: faults and their offsets", "fault_major", bpf.Options{}, []string{bpf.CapFaults, bpf.CapOffsets}},
+		{"major-fault program: faults, their offsets and wait", "fault_major", bpf.Options{}, []string{bpf.CapFaults, bpf.CapOffsets, bpf.CapFaultWait}},
 		{"page-cache add program: the page cache and the readahead trigger", "page_add", bpf.Options{Probes: rundir.ProbeSet{PageCache: true}}, []string{bpf.CapPageCache, bpf.CapReadahead}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,7 +34,9 @@ func TestAVerifierRefusalMakesOnlyItsOptionalCapabilitiesNA(t *testing.T) {
 		{"page cache program", "page_add", refusal("page_add"), []string{CapPageCache, CapReadahead}, []string{"page_add", "page_del"}},
 		// The fault offsets' programs only keep the fault programs' VMA
 		// cache: without those, no offset is recorded.
-		{"major-fault program", "fault_major", refusal("fault_major"), []string{CapFaults, CapOffsets}, []string{"fault_begin", "fault_major", "fault_minor", "vma_enter_mremap"}},
+		{"major-fault program", "fault_major", refusal("fault_major"), []string{CapFaults, CapOffsets, CapFaultWait}, []string{"fault_begin", "fault_major", "fault_minor", "vma_enter_mremap", "fault_switch"}},
+		// The faults go on without their wait.
+		{"fault wait program", "fault_switch", refusal("fault_switch"), []string{CapFaultWait}, []string{"fault_switch"}},
 		{"required program", "proc_fork", refusal("proc_fork"), nil, nil},
 		{"no refusal", "page_add", fmt.Errorf("program page_add: %w", errors.New("map create: operation not permitted")), nil, nil},
 	} {

@@ -64,7 +64,11 @@ func (c *Correlator) fault(f *wire.FaultEvent) {
 	if f.StartTs != 0 && f.StartTs <= hdr.Ts && isCompleted(f.Class) {
 		ev.Dur = hdr.Ts - f.StartTs
 	}
-	c.chargeFaults(hdr, ev.Tensor, ev.Expert, ev.Op, f.Class, 1, ev.Dur)
+	wait := uint64(0)
+	if ev.Dur != 0 {
+		wait = min(f.WaitNs, ev.Dur)
+	}
+	c.chargeFaults(hdr, ev.Tensor, ev.Expert, ev.Op, f.Class, 1, ev.Dur, wait)
 	c.emit(ev)
 }
 
@@ -76,10 +80,10 @@ func isCompleted(class uint8) bool {
 	return class == uint8(wire.FaultClassFAULT_MINOR) || class == uint8(wire.FaultClassFAULT_MAJOR)
 }
 
-// chargeFaults charges n faults of class with their summed stall to the
+// chargeFaults charges n faults of class with their summed stall and wait to the
 // aggregate row (token of hdr, tensor, expert, op) and to the token: the
 // one charge of a fault record and of the kernel's count alike.
-func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int16, op uint32, class uint8, n, stall uint64) {
+func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int16, op uint32, class uint8, n, stall, wait uint64) {
 	a := c.agg(hdr.Token, tensor, expert, op)
 	t := c.token(hdr)
 	if !isCompleted(class) {
@@ -95,6 +99,7 @@ func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int1
 			k.Minor += n
 		}
 		k.StallNS += stall
+		k.WaitNS += wait
 	}
 }
 
@@ -115,7 +120,7 @@ func (c *Correlator) faultCount(fc *wire.FaultCountEvent) {
 		return
 	}
 	c.stats.FaultsCounted += fc.Count
-	c.chargeFaults(&fc.Hdr, tensor, -1, c.probeOp(&fc.Hdr), fc.Class, fc.Count, fc.StallNs)
+	c.chargeFaults(&fc.Hdr, tensor, -1, c.probeOp(&fc.Hdr), fc.Class, fc.Count, fc.StallNs, min(fc.WaitNs, fc.StallNs))
 }
 
 // flushTid emits the adds held back for tid; those inside fault f's

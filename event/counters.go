@@ -17,6 +17,10 @@ type Counters struct {
 	// RequestedBytes are bytes read(2)/pread(2)/io_uring read of it: what
 	// a load without mmap (llama.cpp --load-mode none, dio) asks for.
 	RequestedBytes uint64
+	// WaitNS is the part of StallNS the faulting threads slept off the
+	// CPU (on the device, a lock, reclaim's throttle): what a prefetch can
+	// take off the token. The rest is the kernel's work on the CPU.
+	WaitNS uint64
 }
 
 // Add adds o to c.
@@ -34,6 +38,7 @@ func (c *Counters) Add(o *Counters) {
 	c.ReadBytes += o.ReadBytes
 	c.BlockReqs += o.BlockReqs
 	c.RequestedBytes += o.RequestedBytes
+	c.WaitNS += o.WaitNS
 }
 
 // Unit is what a counter counts, for rendering.
@@ -60,7 +65,7 @@ type Counter struct {
 }
 
 // NumCounters is the number of fields of Counters.
-const NumCounters = 13
+const NumCounters = 14
 
 // CounterFields lists every counter once. Appending one means a new field
 // of Counters, a line in Add, and a new store format.
@@ -78,6 +83,7 @@ var CounterFields = [NumCounters]Counter{
 	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
 	{"block_requests", UnitCount, "block read requests whose first byte is here", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
 	{"bytes_requested", UnitBytes, "bytes read from the model file by read syscalls and io_uring (loads without mmap)", true, func(c *Counters) *uint64 { return &c.RequestedBytes }},
+	{"fault_wait_ns", UnitNS, "the part of fault_stall_ns the faulting threads slept off the CPU (the rest is the kernel's work in the faults)", false, func(c *Counters) *uint64 { return &c.WaitNS }},
 }
 
 // CounterByName finds a counter by its name.

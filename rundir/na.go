@@ -169,11 +169,12 @@ func (m *Meta) PageCacheNA() string {
 // PageCacheCounters (PageCacheNA checks its capability first); fault
 // offsets always has a path (the mappings seen, at ingest).
 var CapabilityCounters = map[string][]string{
-	CapFaults:    {"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns"},
+	CapFaults:    {"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns", "fault_wait_ns"},
 	CapPageCache: PageCacheCounters,
 	CapReadahead: {"readahead_trigger_bytes"},
 	CapBlock:     {"bytes_read", "block_requests"},
 	CapReads:     {"bytes_requested"},
+	CapFaultWait: {"fault_wait_ns"},
 }
 
 // Capability names of bpf's table the counters depend on, named here for
@@ -184,6 +185,7 @@ const (
 	CapReadahead = "readahead trigger"
 	CapBlock     = "block I/O"
 	CapReads     = "read calls"
+	CapFaultWait = "fault wait"
 )
 
 // CapabilityNA says why the run had no path for the capability named name

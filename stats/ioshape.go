@@ -31,6 +31,11 @@ import (
 //     (rundir.DiskProfile.BandwidthAt).
 //   - faults_in_flight_mean, _peak: as the requests', of the faults.
 //   - stall_share: the faults' union ÷ the wall time.
+//   - wait_share: stall_share × the faults' summed wait ÷ their summed
+//     stall (event.Counters.WaitNS: the threads asleep off the CPU, on the
+//     device or a lock): the part of the stall a prefetch can take off
+//     the token. The rest is the kernel's work in the faults (allocating,
+//     reclaiming under the budget, mapping), which stays on a CPU.
 //
 // The verdict is rundir.IOBound's rule (plan's prefetch advice applies
 // the same). Where a figure of a step cannot be known (no disk profile,
@@ -105,6 +110,9 @@ type shape struct {
 	peak             int
 	stall, faultArea uint64 // faults
 	faultPeak        int
+	// stallSum and waitSum are the faults' summed stall and wait (not a
+	// union): the share of the stall that was wait.
+	stallSum, waitSum uint64
 	requests, unseen int // model read requests completed (or not) in it
 	bytes            uint64
 }
@@ -114,6 +122,7 @@ func (s *shape) sum(o *shape) {
 	s.timed = s.timed || o.timed
 	s.busy, s.area, s.peak = s.busy+o.busy, s.area+o.area, max(s.peak, o.peak)
 	s.stall, s.faultArea, s.faultPeak = s.stall+o.stall, s.faultArea+o.faultArea, max(s.faultPeak, o.faultPeak)
+	s.stallSum, s.waitSum = s.stallSum+o.stallSum, s.waitSum+o.waitSum
 	s.requests, s.unseen, s.bytes = s.requests+o.requests, s.unseen+o.unseen, s.bytes+o.bytes
 }
 
@@ -205,6 +214,19 @@ func (sh *shaper) record(rec []event.Event) error {
 	return nil
 }
 
+// waits are each token's faults in the models, summed from the
+// aggregates: their stall and the part of it that was wait. A fault's
+// wait is a counter, not a field of its event.
+type waits map[uint32][2]uint64
+
+func (w waits) add(a *event.Agg) {
+	if a.Tensor == event.TensorAnon || a.Tensor == event.TensorOther || a.StallNS == 0 {
+		return
+	}
+	v := w[a.Token]
+	w[a.Token] = [2]uint64{v[0] + a.StallNS, v[1] + a.WaitNS}
+}
+
 // everyToken is tokens with a TokenInfo of no times added for each token
 // the events name that tokens lacks (their rows then say why they are
 // NA, and their requests are counted, not dropped), in token order.
@@ -232,13 +254,14 @@ type window struct {
 }
 
 // shapes is every token's shape, by index in tokens.
-func (sh *shaper) shapes(tokens []event.TokenInfo) ([]shape, error) {
+func (sh *shaper) shapes(tokens []event.TokenInfo, w waits) ([]shape, error) {
 	out := make([]shape, len(tokens))
 	var ws []window
 	byToken := map[uint32]int{}
 	for i := range tokens {
 		t := &tokens[i]
 		byToken[t.Token] = i
+		out[i].stallSum, out[i].waitSum = w[t.Token][0], w[t.Token][1]
 		if r := sh.requests[t.Token]; r != nil {
 			out[i].requests, out[i].unseen, out[i].bytes = r.requests, r.unseen, r.bytes
 		}
@@ -319,8 +342,8 @@ func (sh *shaper) faultFlights(ws []window, byToken map[uint32]int, out []shape)
 
 // ioShapeColumns are the figures of a token's or phase's row, after its
 // key columns.
-var ioShapeColumns = cols("iffiifiiffffifs",
-	"wall_ns", "busy_share", "stall_share", "requests", "requests_without_completion",
+var ioShapeColumns = cols("ifffiifiiffffifs",
+	"wall_ns", "busy_share", "stall_share", "wait_share", "requests", "requests_without_completion",
 	"requests_in_flight_mean", "requests_in_flight_peak", "bytes_read_bytes", "read_bandwidth_mb_per_s",
 	"device_bandwidth_mb_per_s", "bandwidth_share", "faults_in_flight_mean", "faults_in_flight_peak",
 	"request_size_mean_bytes", "verdict")
@@ -328,12 +351,12 @@ var ioShapeColumns = cols("iffiifiiffffifs",
 // shapeRun is what a shape's figures need of the run: its disk profile
 // (nil: diskNA says why) and why its block requests are NA, if they are.
 type shapeRun struct {
-	disk            *rundir.DiskProfile
-	diskNA, blockNA string
+	disk                    *rundir.DiskProfile
+	diskNA, blockNA, waitNA string
 }
 
 func newShapeRun(meta *rundir.Meta) shapeRun {
-	return shapeRun{disk: meta.Disk, diskNA: meta.DiskNA(), blockNA: meta.CapabilityNA(rundir.CapBlock)}
+	return shapeRun{disk: meta.Disk, diskNA: meta.DiskNA(), blockNA: meta.CapabilityNA(rundir.CapBlock), waitNA: meta.CounterNA("fault_wait_ns")}
 }
 
 // figures is s as a row of ioShapeColumns.
@@ -345,7 +368,7 @@ func (s *shape) figures(run shapeRun) []Value {
 			row = append(row, NA(naTokenTimeUnknown))
 		}
 		if run.blockNA == "" {
-			row[3], row[4], row[7] = I64(s.requests), I64(s.unseen), I64(s.bytes)
+			row[4], row[5], row[8] = I64(s.requests), I64(s.unseen), I64(s.bytes)
 		}
 		return row
 	}
@@ -390,8 +413,22 @@ func (s *shape) figures(run shapeRun) []Value {
 	if run.blockNA != "" {
 		requests, unseen, bytes, bandwidth, size = NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA)
 	}
-	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), requests, unseen,
+	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), s.waitShare(run.waitNA), requests, unseen,
 		inFlight, peak, bytes, bandwidth, device, share, faultsMean, faultsPeak, size, verdict}
+}
+
+// waitShare is the stall share times the share of the faults' stall that
+// was wait (NA with waitNA where the run did not time it).
+func (s *shape) waitShare(waitNA string) Value {
+	switch {
+	case waitNA != "":
+		return NA(waitNA)
+	case s.stall == 0:
+		return F64(0, "")
+	case s.stallSum == 0:
+		return NA("the token's faults in the models have no stall in the aggregates")
+	}
+	return F64(float64(s.stall)/float64(s.wall)*float64(s.waitSum)/float64(s.stallSum), "")
 }
 
 // verdictOf applies rundir.IOBound to a span's stall share, busy share
@@ -459,8 +496,12 @@ func IOShape(recorded *store.Run) (phases, tokens *Table, err error) {
 	if err := st.Records(store.EventFilter{}, sh.record); err != nil {
 		return nil, nil, fmt.Errorf("reading events: %w", err)
 	}
+	w := waits{}
+	if err := st.Aggs(func(a *event.Agg) error { w.add(a); return nil }); err != nil {
+		return nil, nil, fmt.Errorf("reading aggregates: %w", err)
+	}
 	toks = sh.everyToken(toks)
-	shapes, err := sh.shapes(toks)
+	shapes, err := sh.shapes(toks, w)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading events: %w", err)
 	}

@@ -2,6 +2,8 @@ package stats
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/event"
@@ -77,12 +79,12 @@ func TestTheShaperClipsEachRequestToTheCallsItOverlaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := sh.shapes(tokens)
+	got, err := sh.shapes(tokens, waits{1: {75, 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []shape{
-		{wall: 100, timed: true, busy: 20 + 30 + 20, area: 20 + 40 + 20, peak: 2, stall: 55, faultArea: 75, faultPeak: 2, requests: 2, bytes: 8192},
+		{wall: 100, timed: true, busy: 20 + 30 + 20, area: 20 + 40 + 20, peak: 2, stall: 55, faultArea: 75, faultPeak: 2, requests: 2, bytes: 8192, stallSum: 75, waitSum: 30},
 		{wall: 100, timed: true, busy: 20 + 20, area: 40, peak: 1, stall: 20, faultArea: 20, faultPeak: 1, requests: 2, unseen: 1, bytes: 16384},
 		{},
 	}
@@ -108,7 +110,7 @@ func TestTheShaperGivesEveryTokenTheEventsNameARow(t *testing.T) {
 	if len(toks) != 2 || toks[1].Token != 7 || toks[1].StartNS != 0 {
 		t.Fatalf("tokens %+v: want token 7 added, untimed", toks)
 	}
-	got, err := sh.shapes(toks)
+	got, err := sh.shapes(toks, waits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +160,40 @@ func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 				if v.NA == "" && v.S == "" && math.IsNaN(v.F) {
 					t.Errorf("column %s is NaN without a reason", ioShapeColumns[i].Name)
 				}
+			}
+		})
+	}
+}
+
+// The wait share is the part of the stall share the faults spent asleep
+// off the CPU, in the proportion their summed waits bear to their summed
+// stalls; a run that did not time the waits says so.
+func TestTheWaitShareIsTheStallsShareThatWasWait(t *testing.T) {
+	const s = 1_000_000_000
+	for _, c := range []struct {
+		name   string
+		sh     shape
+		waitNA string
+		want   float64
+		na     string
+	}{
+		{"a quarter of the stall asleep", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 200}, "", 0.125, ""},
+		{"all of it asleep", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 800}, "", 0.5, ""},
+		{"no stall, no wait", shape{wall: s, timed: true}, "", 0, ""},
+		{"not timed in this run", shape{wall: s, timed: true, stall: s / 2, stallSum: 800}, "not measured: no sched_switch", 0, "not measured: no sched_switch"},
+		{"a stall the aggregates lack", shape{wall: s, timed: true, stall: s / 2}, "", 0, "the token's faults in the models have no stall"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			row := c.sh.figures(shapeRun{diskNA: "no disk profile", waitNA: c.waitNA})
+			v := row[slices.IndexFunc(ioShapeColumns, func(col Column) bool { return col.Name == "wait_share" })]
+			if c.na != "" {
+				if !strings.HasPrefix(v.NA, c.na) {
+					t.Errorf("wait share %+v, want NA %q", v, c.na)
+				}
+				return
+			}
+			if v.NA != "" || math.Abs(v.F-c.want) > 1e-12 {
+				t.Errorf("wait share %+v, want %v", v, c.want)
 			}
 		})
 	}

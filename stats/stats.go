@@ -98,6 +98,7 @@ type run struct {
 	// expsReadDecode is the device bytes of each layer's *_exps tensors
 	// read in decode tokens.
 	expsReadDecode map[int]uint64
+	waits          waits // the faults' stall and wait by token, from the aggregates
 
 	// tokenResNA says why a token has no residency (no snapshot of its
 	// own); refaultsFromReads is set when refaults came from device reads.
@@ -124,7 +125,9 @@ func Compute(recorded *store.Run, opt Options) (*Report, error) {
 		}
 	}
 	r.tensor = make([]event.Counters, len(st.Tensors))
+	r.waits = waits{}
 	if err := st.Aggs(func(a *event.Agg) error {
+		r.waits.add(a)
 		if int(a.Tensor) < len(r.tensor) {
 			r.tensor[a.Tensor].Add(&a.Counters)
 			if t := &st.Tensors[a.Tensor]; !t.Pseudo() && t.Experts > 0 && r.phaseOf[a.Token] == event.PhaseDecode {
@@ -281,7 +284,7 @@ func (r *run) eventPass() error {
 // llama_decode call (wall time with a fault in a model file in progress).
 func (r *run) sumStalls(sh *shaper) error {
 	toks := sh.everyToken(slices.Clone(r.tokens))
-	shapes, err := sh.shapes(toks)
+	shapes, err := sh.shapes(toks, r.waits)
 	if err != nil {
 		return err
 	}

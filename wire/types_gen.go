@@ -5,7 +5,7 @@ package wire
 import "structs"
 
 // Layout is the CRC-32C of the declarations below.
-const Layout uint32 = 0x6cdead40
+const Layout uint32 = 0x7dab4f3a
 
 type EventType uint32
 
@@ -103,6 +103,7 @@ type FaultEvent struct {
 	Class     uint8
 	VmaBusy   uint8
 	Pad       [2]uint8
+	WaitNs    uint64
 }
 
 type FaultCountEvent struct {
@@ -111,6 +112,7 @@ type FaultCountEvent struct {
 	FirstTs uint64
 	Count   uint64
 	StallNs uint64
+	WaitNs  uint64
 	Class   uint8
 	Where   uint8
 	Pad     [6]uint8
