@@ -401,7 +401,10 @@ var Capabilities = []Capability{
 		Name: CapSched, What: "thread states of traced threads (--probe sched)", Option: "--probe sched",
 		NA: "thread states are not recorded",
 		Paths: []Path{{
-			Name: "tp_btf sched_switch/sched_wakeup", Kernel: "5.8",
+			// sched_switch's prev_state argument is 5.18's
+			// (fa2c3254d7cf, 5.18-rc1): before it the verifier refuses the
+			// program's read of it.
+			Name: "tp_btf sched_switch/sched_wakeup", Kernel: "5.18",
 			attach: []attachment{
 				on("sched_switch", tpBTF("sched_switch")),
 				on("sched_wakeup", tpBTF("sched_wakeup")),

@@ -16,17 +16,20 @@ import (
 	"github.com/iocorr/iocorr/stats"
 )
 
-var colStall = color.RGBA{R: 230, G: 159, B: 0, A: 255}
+var (
+	colStall = color.RGBA{R: 230, G: 159, B: 0, A: 255}
+	colWait  = color.RGBA{R: 86, G: 180, B: 233, A: 255}
+)
 
 // ioShapeLine: per token, the share of its llama_decode call the models'
-// device was busy and the share it stalled on faults, with the phases'
-// verdicts (stats' io_shape) in the caption. A token whose share is NA
+// device was busy, the share it stalled on faults and the part of that it
+// slept, with the phases' verdicts (stats' io_shape) in the caption. A token whose share is NA
 // is not drawn, and the caption says why.
 func (r *run) ioShapeLine() (*Chart, string) {
-	const name, title = "io_shape", "I/O shape per token: device busy share and fault stall share"
+	const name, title = "io_shape", "I/O shape per token: device busy share, fault stall share and its wait"
 	c := &Chart{Name: name, Title: title, W: 22 * vg.Centimeter, H: 9 * vg.Centimeter}
-	rows, why := r.table(stats.IOShapeTokensTable, "token", "busy_share", "stall_share")
-	phases, whyPhases := r.table(stats.IOShapeTable, "phase", "busy_share", "stall_share", "bandwidth_share", "verdict")
+	rows, why := r.table(stats.IOShapeTokensTable, "token", "busy_share", "stall_share", "wait_share")
+	phases, whyPhases := r.table(stats.IOShapeTable, "phase", "busy_share", "stall_share", "wait_share", "bandwidth_share", "verdict")
 	if why == "" {
 		why = whyPhases
 	}
@@ -43,14 +46,19 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	for _, row := range rows {
 		byToken[row["token"].I] = row
 	}
-	// Two lines share the chart's LinePoints.
-	group := max(1, (2*len(r.tokens)+LinePoints-1)/LinePoints)
-	var hovers []hoverPoint
-	na := map[string]int{}
-	for _, line := range []struct {
+	lines := []struct {
 		col, label string
 		colour     color.Color
-	}{{"busy_share", "device busy (union of the models' read requests)", colDecode}, {"stall_share", "fault stall (union of the faults in the models)", colStall}} {
+	}{
+		{"busy_share", "device busy (union of the models' read requests)", colDecode},
+		{"stall_share", "fault stall (union of the faults in the models)", colStall},
+		{"wait_share", "of it, asleep off the CPU (the faults' wait)", colWait},
+	}
+	// The lines share the chart's LinePoints.
+	group := max(1, (len(lines)*len(r.tokens)+LinePoints-1)/LinePoints)
+	var hovers []hoverPoint
+	na := map[string]int{}
+	for _, line := range lines {
 		// A token whose figure is NA is left out of the line, counted.
 		var toks []event.TokenInfo
 		for _, t := range r.tokens {
@@ -74,10 +82,10 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	}
 	var verdicts []string
 	for _, ph := range phases {
-		verdicts = append(verdicts, fmt.Sprintf("%s %s (stall share %s, busy share %s, bandwidth share %s)", ph["phase"].S, fmtText(ph["verdict"]),
-			fmtVal(ph["stall_share"], "ratio"), fmtVal(ph["busy_share"], "ratio"), fmtVal(ph["bandwidth_share"], "ratio")))
+		verdicts = append(verdicts, fmt.Sprintf("%s %s (stall share %s, of it wait %s, busy share %s, bandwidth share %s)", ph["phase"].S, fmtText(ph["verdict"]),
+			fmtVal(ph["stall_share"], "ratio"), fmtVal(ph["wait_share"], "ratio"), fmtVal(ph["busy_share"], "ratio"), fmtVal(ph["bandwidth_share"], "ratio")))
 	}
-	c.Caption = "Per llama_decode call, the share of its wall time the models' device had a read request in flight, and the share a thread waited on a fault in a model file. " +
+	c.Caption = "Per llama_decode call, the share of its wall time the models' device had a read request in flight, the share a thread was inside a fault in a model file, and the part of that the faulting threads slept off the CPU (the rest is the kernel's work in the faults). " +
 		"Verdicts: " + strings.Join(verdicts, "; ") + ". The rule: stall share under 0.25 is compute-bound; else a device busy 0.8 of the time, or reads at 0.7 of the bandwidth `iocorr doctor --disk` measured at their depth, is bandwidth-bound; else latency-bound."
 	if group > 1 {
 		c.Caption += fmt.Sprintf(" Each point is the mean of up to %d consecutive calls of one phase.", group)

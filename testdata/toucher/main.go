@@ -28,6 +28,11 @@
 // the file's (llama.cpp unmaps what of a model went to a GPU, and a
 // compute buffer may land there).
 //
+// The touches run on one locked thread, and "touch" reports the thread's
+// time over them as the scheduler counts it (/proc/thread-self/schedstat:
+// on the CPU, and runnable waiting for it), beside the wall time: what is
+// neither is the time the thread slept, the oracle of iocorr's fault wait.
+//
 // On a cold file majflt equals the number of distinct pages touched, as
 // long as: readahead is off (MADV_RANDOM: without it one fault reads up to
 // read_ahead_kb and later pages are minor faults or none); the page cache
@@ -86,6 +91,29 @@ type report struct {
 	// Reused is how many pages -reuse wrote in the anonymous memory that
 	// took the file's place.
 	Reused int `json:"reused,omitempty"`
+	// Touch is the touching thread's time over the touches.
+	Touch threadTime `json:"touch"`
+}
+
+// threadTime is a thread's wall time over a span and what the scheduler
+// counted of it (ns): on the CPU, and runnable waiting for one.
+type threadTime struct {
+	WallNS     int64 `json:"wall_ns"`
+	OnCPUNS    int64 `json:"on_cpu_ns"`
+	RunQueueNS int64 `json:"run_queue_ns"`
+}
+
+// schedstat reads the calling thread's on-CPU and run-queue time (ns).
+func schedstat() (onCPU, runQueue int64) {
+	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		fail("%v", err)
+	}
+	var slices int64
+	if _, err := fmt.Sscan(string(b), &onCPU, &runQueue, &slices); err != nil {
+		fail("parsing schedstat %q: %v", b, err)
+	}
+	return onCPU, runQueue
 }
 
 func fail(format string, a ...any) {
@@ -203,9 +231,17 @@ func main() {
 	if *churn {
 		stopChurn = startChurn()
 	}
+	// The scheduler's counts are per thread: the touches stay on this one.
+	runtime.LockOSThread()
+	cpu0, rq0 := schedstat()
+	t0 := time.Now()
 	for _, off := range rep.Offsets {
 		rep.Sum += int(mem[off])
 	}
+	wall := time.Since(t0)
+	cpu1, rq1 := schedstat()
+	runtime.UnlockOSThread()
+	rep.Touch = threadTime{WallNS: wall.Nanoseconds(), OnCPUNS: cpu1 - cpu0, RunQueueNS: rq1 - rq0}
 	if stopChurn != nil {
 		rep.Churned = stopChurn()
 	}

@@ -1,0 +1,81 @@
+package recorder_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/recorder"
+	"github.com/iocorr/iocorr/testkit/llmtest"
+	"github.com/iocorr/iocorr/testkit/rectest"
+	"github.com/iocorr/iocorr/testkit/storetest"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// A fault's wait is the time its thread slept off the CPU, as the
+// scheduler itself counts it. The toucher faults in cold pages one by one
+// (no read-ahead) on one thread that does nothing else, and reads that
+// thread's schedstat around the touches: of their wall time, what was
+// neither on the CPU nor runnable is sleep, all of it inside the faults.
+// iocorr's wait counts from a switch out that was no preemption to the
+// switch back in, so it lies between that sleep and the whole time off
+// the CPU (the sleep plus every wait for a CPU).
+func TestAFaultsWaitIsTheSleepTheSchedulerCountsInIt(t *testing.T) {
+	testenv.RequireBPF(t)
+	model, _ := rectest.PageableMoE(t)
+	st, err := os.Stat(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pages 16 apart: no two in one folio, each a read of its own.
+	var pages []string
+	for p := int64(64); p*4096 < st.Size() && len(pages) < 400; p += 16 {
+		pages = append(pages, fmt.Sprint(p))
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	out := rectest.Record(t, dir, rectest.Options{Cold: true, Set: func(o *recorder.Options) { o.Models = []string{model} }},
+		llmtest.BuildToucher(t), "-file", model, "-pages", strings.Join(pages, ",")).Stdout
+	var rep struct {
+		MajFlt int64 `json:"majflt"`
+		Touch  struct {
+			WallNS     int64 `json:"wall_ns"`
+			OnCPUNS    int64 `json:"on_cpu_ns"`
+			RunQueueNS int64 `json:"run_queue_ns"`
+		} `json:"touch"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("toucher said %q: %v", out, err)
+	}
+	var wait, stall, major uint64
+	if err := storetest.Open(t, dir).Aggs(func(a *event.Agg) error {
+		if a.Tensor != event.TensorAnon && a.Tensor != event.TensorOther {
+			wait, stall, major = wait+a.WaitNS, stall+a.StallNS, major+a.Major
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tt := rep.Touch
+	slept := float64(tt.WallNS - tt.OnCPUNS - tt.RunQueueNS)
+	offCPU := float64(tt.WallNS - tt.OnCPUNS)
+	t.Logf("%d major faults in the model: stall %.2f ms, wait %.2f ms; the touches: wall %.2f ms, on the CPU %.2f ms, runnable %.2f ms",
+		major, float64(stall)/1e6, float64(wait)/1e6, float64(tt.WallNS)/1e6, float64(tt.OnCPUNS)/1e6, float64(tt.RunQueueNS)/1e6)
+	if int(major) != len(pages) {
+		t.Fatalf("%d major faults in the model, want one per page touched (%d)", major, len(pages))
+	}
+	// The touches must have been mostly sleep for the comparison to say
+	// anything: cold pages on a block device are.
+	if slept < 0.3*float64(tt.WallNS) {
+		t.Fatalf("the touches slept %.0f ns of %d: not the I/O-bound loop this test needs", slept, tt.WallNS)
+	}
+	if w := float64(wait); w < 0.98*slept || w > 1.02*offCPU {
+		t.Errorf("the faults' wait %.0f ns: want between the sleep the scheduler counted (%.0f ns) and the time off the CPU (%.0f ns), within 2%%", w, slept, offCPU)
+	}
+	if wait > stall {
+		t.Errorf("wait %d ns exceeds the stall %d ns it is part of", wait, stall)
+	}
+}
