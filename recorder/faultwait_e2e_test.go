@@ -23,7 +23,12 @@ import (
 // neither on the CPU nor runnable is sleep, all of it inside the faults.
 // iocorr's wait counts from a switch out that was no preemption to the
 // switch back in, so it lies between that sleep and the whole time off
-// the CPU (the sleep plus every wait for a CPU).
+// the CPU (the sleep plus every wait for a CPU), within 2% and what the
+// clocks' placement adds: the scheduler stops and starts a thread's clock
+// at the top of __schedule, the sched_switch tracepoint fires later in
+// the same call, so each sleep's switch back in counts the time between
+// the two once more (~0.9 µs a fault on the lab's VM, 4% of a 25 µs read
+// there; nothing beside a fault on a real disk).
 func TestAFaultsWaitIsTheSleepTheSchedulerCountsInIt(t *testing.T) {
 	testenv.RequireBPF(t)
 	model, _ := rectest.PageableMoE(t)
@@ -31,9 +36,11 @@ func TestAFaultsWaitIsTheSleepTheSchedulerCountsInIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pages 16 apart: no two in one folio, each a read of its own.
+	// Every page past the header: each a read of its own (the toucher's
+	// MADV_RANDOM), a thousand and more, so that the touches take long
+	// beside the clocks' resolution.
 	var pages []string
-	for p := int64(64); p*4096 < st.Size() && len(pages) < 400; p += 16 {
+	for p := int64(64); (p+1)*4096 <= st.Size(); p++ {
 		pages = append(pages, fmt.Sprint(p))
 	}
 	dir := filepath.Join(t.TempDir(), "run")
@@ -67,13 +74,15 @@ func TestAFaultsWaitIsTheSleepTheSchedulerCountsInIt(t *testing.T) {
 	if int(major) != len(pages) {
 		t.Fatalf("%d major faults in the model, want one per page touched (%d)", major, len(pages))
 	}
-	// The touches must have been mostly sleep for the comparison to say
-	// anything: cold pages on a block device are.
-	if slept < 0.3*float64(tt.WallNS) {
+	// The touches must have slept for the comparison to say anything:
+	// cold pages on a block device do, if briefly on a fast one (the
+	// lab's reads took ~20 µs).
+	if slept < 0.1*float64(tt.WallNS) {
 		t.Fatalf("the touches slept %.0f ns of %d: not the I/O-bound loop this test needs", slept, tt.WallNS)
 	}
-	if w := float64(wait); w < 0.98*slept || w > 1.02*offCPU {
-		t.Errorf("the faults' wait %.0f ns: want between the sleep the scheduler counted (%.0f ns) and the time off the CPU (%.0f ns), within 2%%", w, slept, offCPU)
+	const perSwitch = 2000 // ns a sleep, at most, between the scheduler's clock and the tracepoint
+	if w := float64(wait); w < 0.98*slept || w > 1.02*offCPU+perSwitch*float64(major) {
+		t.Errorf("the faults' wait %.0f ns: want between the sleep the scheduler counted (%.0f ns) and the time off the CPU (%.0f ns), within 2%% and %d ns a fault", w, slept, offCPU, perSwitch)
 	}
 	if wait > stall {
 		t.Errorf("wait %d ns exceeds the stall %d ns it is part of", wait, stall)

@@ -29,9 +29,12 @@
 // compute buffer may land there).
 //
 // The touches run on one locked thread, and "touch" reports the thread's
-// time over them as the scheduler counts it (/proc/thread-self/schedstat:
-// on the CPU, and runnable waiting for it), beside the wall time: what is
-// neither is the time the thread slept, the oracle of iocorr's fault wait.
+// time over them as the scheduler counts it (on the CPU: its
+// CLOCK_THREAD_CPUTIME_ID, which brings the running thread's count up to
+// date, where schedstat's first field lags by up to a tick; runnable
+// waiting for a CPU: schedstat's second, current while the thread runs),
+// beside the wall time: what is neither is the time the thread slept, the
+// oracle of iocorr's fault wait.
 //
 // On a cold file majflt equals the number of distinct pages touched, as
 // long as: readahead is off (MADV_RANDOM: without it one fault reads up to
@@ -109,11 +112,15 @@ func schedstat() (onCPU, runQueue int64) {
 	if err != nil {
 		fail("%v", err)
 	}
-	var slices int64
-	if _, err := fmt.Sscan(string(b), &onCPU, &runQueue, &slices); err != nil {
+	var lagging, slices int64
+	if _, err := fmt.Sscan(string(b), &lagging, &runQueue, &slices); err != nil {
 		fail("parsing schedstat %q: %v", b, err)
 	}
-	return onCPU, runQueue
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		fail("clock_gettime: %v", err)
+	}
+	return ts.Nano(), runQueue
 }
 
 func fail(format string, a ...any) {
