@@ -422,7 +422,9 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 	// What the traced plain run said decides what the prefetcher is held
 	// to: on a latency-bound decode it must pay, on a bandwidth-bound one
 	// it must cost little (where plan advises it there, it must pay, as
-	// the advice's agreement holds).
+	// the advice's agreement holds). On a compute-bound one only the
+	// advice's agreement holds it: little of the stall is wait, and it
+	// pays only where it reads fewer bytes.
 	verdict := bf.verdict
 	if verdict == "" {
 		verdict = "NA"

@@ -554,13 +554,15 @@ const (
 // judge is what plan makes of a prefetch predicted to give speed× the
 // kernel policy's decode tokens/s at bytes× its bytes, on a decode that
 // is bound: the speed it credits (on a bandwidth-bound decode no more
-// than the bytes it saves: the device serves no faster), and why it
+// than the bytes it saves: the device serves no faster; on a
+// compute-bound one the same, as little of its stall is wait and the
+// kernel's work in the faults shrinks only with the bytes), and why it
 // fails, "" when it pays.
 func judge(bound string, speed, bytes float64) (float64, string) {
-	if bound == rundir.BoundBandwidth {
+	if bound == rundir.BoundBandwidth || bound == rundir.BoundCompute {
 		speed = min(speed, 1/bytes)
 		if bytes > bandwidthMaxBytes {
-			return speed, fmt.Sprintf("%.2f× the bytes on a bandwidth-bound decode, where only reading at most %.2f× pays", bytes, bandwidthMaxBytes)
+			return speed, fmt.Sprintf("%.2f× the bytes on a %s-bound decode, where only reading at most %.2f× pays", bytes, bound, bandwidthMaxBytes)
 		}
 	}
 	if speed < minSpeedup || bytes > maxBytes {
@@ -577,9 +579,6 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 	switch bound {
 	case "":
 		a.Reason = "no prefetch: what the decode calls waited on is not known (" + why + ")"
-		return a
-	case rundir.BoundCompute:
-		a.Reason = "no prefetch: the decode calls are compute-bound (their fault stall is under a quarter of their time)"
 		return a
 	}
 	capacity := r.capacityPages(budget, 0)
@@ -627,8 +626,11 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 	}
 	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))
 	how := "by more reads in flight"
-	if bound == rundir.BoundBandwidth {
+	switch bound {
+	case rundir.BoundBandwidth:
 		how = "by reading fewer bytes (its tokens/s credited no more than the bytes it saves)"
+	case rundir.BoundCompute:
+		how = "by reading fewer bytes, and so less of the kernel's work in the faults (the decode's wait on the device is under a quarter of its time; its tokens/s credited no more than the bytes it saves)"
 	}
 	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the decode %s-bound, the device busy %.0f%% of its time: it pays %s; its largest request is %d bytes", best, bestSpeed, bound, share*100, how, a.WindowBytes)
 	return a

@@ -219,16 +219,15 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 }
 
 // plan judges a prefetch by what the decode calls waited on, stats'
-// verdict of the phase (rundir.IOBound): none where they are
-// compute-bound, or where a deciding figure was not measured (without a
-// disk profile latency is not told from bandwidth); and it says which.
+// verdict of the phase (rundir.IOBound): none where a deciding figure was
+// not measured (without a disk profile latency is not told from
+// bandwidth); and it says which.
 func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		bounds map[uint8]phaseBound
 		says   string
 	}{
-		{"compute-bound", map[uint8]phaseBound{event.PhaseDecode: {rundir.BoundCompute, 0.1, ""}}, "compute-bound"},
 		{"not known without a disk profile", map[uint8]phaseBound{event.PhaseDecode: {"", 0.4, "no disk profile: run iocorr doctor --disk FILE"}}, "not known (no disk profile"},
 		{"no I/O shape of the decode", map[uint8]phaseBound{event.PhasePrefill: {rundir.BoundLatency, 0.4, ""}}, "decode has no I/O shape"},
 	} {
@@ -246,8 +245,10 @@ func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 // A prefetch pays where it is predicted to give 1.1× the kernel policy's
 // tokens/s at no more than 1.05× its bytes. On a bandwidth-bound decode
 // it can pay only by reading fewer bytes: at most 0.8× the kernel's, and
-// its tokens/s are credited no more than the bytes it saves.
-func TestAPrefetchPaysOnABandwidthBoundDecodeOnlyByTheBytesItDoesNotRead(t *testing.T) {
+// its tokens/s are credited no more than the bytes it saves. So on a
+// compute-bound one: little of its stall is wait, and the kernel's work in
+// the faults shrinks only with the bytes.
+func TestAPrefetchPaysOnABandwidthOrComputeBoundDecodeOnlyByTheBytesItDoesNotRead(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		bound        string
@@ -261,6 +262,8 @@ func TestAPrefetchPaysOnABandwidthBoundDecodeOnlyByTheBytesItDoesNotRead(t *test
 		{"bandwidth-bound, half the bytes: credited their saving", rundir.BoundBandwidth, 2.67, 0.5, 2, true},
 		{"bandwidth-bound, faster at 0.9× the bytes (an earlier VM's 128 KiB read-ahead)", rundir.BoundBandwidth, 1.1, 0.9, 1.1, false},
 		{"bandwidth-bound, more in flight at the same bytes", rundir.BoundBandwidth, 1.4, 1.0, 1.0, false},
+		{"compute-bound, half the bytes: credited their saving", rundir.BoundCompute, 1.8, 0.5, 1.8, true},
+		{"compute-bound, more in flight at the same bytes (the 128 KiB read-ahead case)", rundir.BoundCompute, 1.07, 1.02, 1 / 1.02, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			speed, why := judge(tc.bound, tc.speed, tc.bytes)

@@ -33,9 +33,10 @@ import (
 //   - stall_share: the faults' union ÷ the wall time.
 //   - wait_share: stall_share × the faults' summed wait ÷ their summed
 //     stall (event.Counters.WaitNS: the threads asleep off the CPU, on the
-//     device or a lock): the part of the stall a prefetch can take off
-//     the token. The rest is the kernel's work in the faults (allocating,
-//     reclaiming under the budget, mapping), which stays on a CPU.
+//     device or a lock): the part of the stall more reads in flight can
+//     take off the token. The rest is the kernel's work in the faults
+//     (allocating, reclaiming under the budget, mapping), on a CPU, which
+//     a prefetch lessens only by reading fewer bytes.
 //
 // The verdict is rundir.IOBound's rule (plan's prefetch advice applies
 // the same). Where a figure of a step cannot be known (no disk profile,
@@ -408,12 +409,18 @@ func (s *shape) figures(run shapeRun) []Value {
 	if s.stall == 0 {
 		faultsPeak = NA(naNoFaultsInFlight)
 	}
-	verdict := verdictOf(float64(s.stall)/wall, busy, share, devBW)
+	wait := s.waitShare(run.waitNA)
+	judged := wait.F
+	if wait.NA != "" {
+		// Untimed waits are at most the stall.
+		judged = float64(s.stall) / wall
+	}
+	verdict := verdictOf(judged, busy, share, devBW)
 	requests, unseen, bytes, bandwidth := I64(s.requests), I64(s.unseen), I64(s.bytes), F64(achieved/mbPerS, "")
 	if run.blockNA != "" {
 		requests, unseen, bytes, bandwidth, size = NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA)
 	}
-	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), s.waitShare(run.waitNA), requests, unseen,
+	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), wait, requests, unseen,
 		inFlight, peak, bytes, bandwidth, device, share, faultsMean, faultsPeak, size, verdict}
 }
 
@@ -431,16 +438,16 @@ func (s *shape) waitShare(waitNA string) Value {
 	return F64(float64(s.stall)/float64(s.wall)*float64(s.waitSum)/float64(s.stallSum), "")
 }
 
-// verdictOf applies rundir.IOBound to a span's stall share, busy share
+// verdictOf applies rundir.IOBound to a span's wait share, busy share
 // and bandwidth share (either NA with its reason). A span without
 // requests of the models, or whose requests read nothing measurable,
 // gets nothing of the device: its bandwidth share is no step.
-func verdictOf(stallShare float64, busy, bwShare Value, deviceBW float64) Value {
+func verdictOf(waitShare float64, busy, bwShare Value, deviceBW float64) Value {
 	bw, bwKnown := 0.0, bwShare.NA == "" || bwShare.NA == naNoModelRequests || bwShare.NA == naNoDeviceTime
 	if bwShare.NA == "" && deviceBW > 0 {
 		bw = bwShare.F
 	}
-	switch b := rundir.IOBound(stallShare, busy.F, busy.NA == "", bw, bwKnown); {
+	switch b := rundir.IOBound(waitShare, busy.F, busy.NA == "", bw, bwKnown); {
 	case b != "":
 		return Str(b)
 	case busy.NA != "":

@@ -135,6 +135,9 @@ func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 		verdict string // or the NA reason's start, after "NA: "
 	}{
 		{"little stall: compute, whatever the device did", shape{wall: s, timed: true, stall: s / 5, busy: s, area: s, requests: 1000, bytes: 1 << 30}, noDisk, "compute"},
+		{"much stall, little of it asleep: compute, the kernel's work", shape{wall: s, timed: true, stall: s / 2, stallSum: 100, waitSum: 10, busy: s / 5, area: s / 5, requests: 200, bytes: 200 << 20}, withDisk, "compute"},
+		{"much stall, most of it asleep, an idle device: latency", shape{wall: s, timed: true, stall: s / 2, stallSum: 100, waitSum: 80, busy: s / 5, area: s / 5, requests: 200, bytes: 200 << 20}, withDisk, "latency"},
+		{"waits not timed: judged by the stall they are part of", shape{wall: s, timed: true, stall: s / 2, stallSum: 100, waitSum: 10, busy: s / 5, area: s / 5, requests: 200, bytes: 200 << 20}, shapeRun{disk: disk, waitNA: "not measured"}, "latency"},
 		{"a busy device: bandwidth, without a profile", shape{wall: s, timed: true, stall: s / 2, busy: s * 9 / 10, area: s * 9 / 10, requests: 100, bytes: 100 << 20}, noDisk, "bandwidth"},
 		{"reads near the device's bandwidth at their depth: bandwidth", shape{wall: s, timed: true, stall: s / 2, busy: s / 2, area: s / 2, requests: 800, bytes: 800 << 20}, withDisk, "bandwidth"},
 		{"an idle device under stall: latency", shape{wall: s, timed: true, stall: s / 2, busy: s / 5, area: s / 5, requests: 200, bytes: 200 << 20}, withDisk, "latency"},
