@@ -54,8 +54,11 @@ func (r *run) ioShapeLine() (*Chart, string) {
 		{"stall_share", "fault stall (union of the faults in the models)", colStall},
 		{"wait_share", "of it, asleep off the CPU (the faults' wait)", colWait},
 	}
-	// The lines share the chart's LinePoints.
-	group := max(1, (len(lines)*len(r.tokens)+LinePoints-1)/LinePoints)
+	// The lines share the chart's LinePoints. A group never spans two
+	// phases, so each line may have a point more at each of the run's
+	// phase changes (two: none to prefill to decode).
+	per := LinePoints/len(lines) - 2
+	group := max(1, (len(r.tokens)+per-1)/per)
 	var hovers []hoverPoint
 	na := map[string]int{}
 	for _, line := range lines {

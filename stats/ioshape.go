@@ -114,8 +114,8 @@ type shape struct {
 	// stallSum and waitSum are the faults' summed stall and wait (not a
 	// union): the share of the stall that was wait.
 	stallSum, waitSum uint64
-	requests, unseen int // model read requests completed (or not) in it
-	bytes            uint64
+	requests, unseen  int // model read requests completed (or not) in it
+	bytes             uint64
 }
 
 func (s *shape) sum(o *shape) {
