@@ -19,8 +19,10 @@ import (
 // Quantized returns model quantized to ftype by llama.cpp's own
 // llama-quantize of the Shared build (ftype as llama-quantize names it:
 // Q4_K_M, Q6_K, IQ4_XS, Q8_0, MXFP4_MOE), skipping or failing like CLI
-// when that build is missing. The file is written once beside model, in
-// .testmodels, whose name already says which code wrote model, and is
+// when that build is missing. The file is written once beside the shared
+// model of which model is this test binary's copy, in .testmodels, whose
+// name already says which code wrote model (and the binary reads its own
+// copy of it, as of Model's), and is
 // published by atomicfile with sync: a model dirty in the page cache
 // cannot be evicted for a cold run. Its temporary name carries the pid:
 // test binaries of several packages may quantize the same model at once.
@@ -35,13 +37,19 @@ func Quantized(t testing.TB, model, ftype string) string {
 func QuantizedAs(t testing.TB, model, name, ftype string, args ...string) string {
 	t.Helper()
 	bin := CLI(t, Shared, "llama-quantize")
-	out := strings.TrimSuffix(model, ".gguf") + "-" + strings.ToLower(name) + ".gguf"
 	modelsMu.Lock()
 	defer modelsMu.Unlock()
+	if s, ok := shared[model]; ok {
+		model = s
+	}
+	out := strings.TrimSuffix(model, ".gguf") + "-" + strings.ToLower(name) + ".gguf"
+	if own, ok := models[out]; ok {
+		return own
+	}
 	if _, err := os.Stat(out); err == nil {
 		now := time.Now()
 		os.Chtimes(out, now, now)
-		return out
+		return ownModel(t, out)
 	}
 	tmp := out + fmt.Sprintf(".tmp%d", os.Getpid())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -57,7 +65,7 @@ func QuantizedAs(t testing.TB, model, name, ftype string, args ...string) string
 	if err := atomicfile.Publish(tmp, out, 0o644, true); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return ownModel(t, out)
 }
 
 // BuildRouteOracle compiles testdata/routeoracle against the public
