@@ -199,7 +199,7 @@ func TestARecordingWarnsAVerifierRefusalOnStderrAndInItsMetadata(t *testing.T) {
 	}
 	isRefusal := func(w string) bool {
 		return strings.HasPrefix(w, bpf.VerifierRefused+"fault_major: ") && strings.Contains(w, "invalid bpf_context access") &&
-			strings.HasSuffix(w, "; NA in this run: "+bpf.CapFaults+", "+bpf.CapOffsets)
+			strings.HasSuffix(w, "; NA in this run: "+bpf.CapFaults+", "+bpf.CapOffsets+", "+bpf.CapFaultWait)
 	}
 	var inMeta []string
 	for _, w := range m.Warnings {
@@ -214,7 +214,7 @@ func TestARecordingWarnsAVerifierRefusalOnStderrAndInItsMetadata(t *testing.T) {
 		t.Errorf("stderr says the refusal %d times, want once:\n%s", n, stderr.String())
 	}
 	for _, c := range m.Capabilities {
-		if (c.Name == bpf.CapFaults || c.Name == bpf.CapOffsets) && (c.Path != "" || !strings.HasPrefix(c.Why, bpf.VerifierRefused)) {
+		if (c.Name == bpf.CapFaults || c.Name == bpf.CapOffsets || c.Name == bpf.CapFaultWait) && (c.Path != "" || !strings.HasPrefix(c.Why, bpf.VerifierRefused)) {
 			t.Errorf("meta.json's %s: path %q, why %q; want NA for the refusal", c.Name, c.Path, c.Why)
 		}
 	}
