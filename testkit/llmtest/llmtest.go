@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -562,7 +561,7 @@ func pruneCopies(dir string) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), copiesPrefix) || err != nil {
 			continue
 		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
+		if processGone(pid) {
 			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
