@@ -379,6 +379,19 @@ func (t *Tracer) AddFile(dev uint32, ino uint64) error {
 	return nil
 }
 
+// RemoveFile stops keeping a model file's page-cache and readahead
+// events, whoever causes them: a recording's end, where the pending
+// page-cache runs are flushed, is then one cut for every record of the
+// file, and reclaim of its pages after it is in no record. A file not
+// kept is no error.
+func (t *Tracer) RemoveFile(dev uint32, ino uint64) error {
+	k := IocorrFileKey{Ino: ino, Dev: dev}
+	if err := t.objs.Files.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("removing model file %s ino %d: %w", kernel.DevString(dev), ino, err)
+	}
+	return nil
+}
+
 // AddDevice keeps block events of a whole-disk device when the tracer
 // filters by device (Options.Devices).
 func (t *Tracer) AddDevice(dev uint32) error {

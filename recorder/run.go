@@ -428,6 +428,15 @@ func (r *recording) begin() tracing {
 // the spool's.
 func (r *recording) end(tr tracing, drained bool) error {
 	r.residentEnd()
+	// The models' page-cache events stop here, so that the runs flushed
+	// next hold every one recorded: reclaim after the snapshot would
+	// otherwise leave a run pending, in no record, behind others that
+	// are.
+	for _, mf := range r.models.files() {
+		if err := r.sess.tr.RemoveFile(mf.Dev, mf.Ino); err != nil {
+			r.warn(err.Error() + ": its page-cache events after the residency snapshot at the end may be partly recorded")
+		}
+	}
 	// Page-cache runs still pending in the kernel, up to the residency
 	// snapshot just taken, go to the ring before it is read to its end.
 	if err := r.sess.tr.FlushPageRuns(); err != nil {
