@@ -47,12 +47,11 @@ func SweepUntraced(r *Report, cfg Config, model string) {
 			if (i+k)%2 == 0 {
 				p, err = again(cfg, func() (float64, error) { return plainRun(cfg, argv, model) })
 			} else {
-				var s [2]float64
-				s, err = again(cfg, func() ([2]float64, error) {
-					u, tr, err := sweptRun(cfg, argv, budget, filepath.Join(cfg.WorkDir, fmt.Sprintf("sweep-%d", i)))
-					return [2]float64{u, tr}, err
+				var s sweptSpeeds
+				s, err = again(cfg, func() (sweptSpeeds, error) {
+					return sweptRun(cfg, argv, budget, filepath.Join(cfg.WorkDir, fmt.Sprintf("sweep-%d", i)))
 				})
-				u, tr = s[0], s[1]
+				u, tr = s.untraced, s.traced
 			}
 			if err != nil {
 				break
@@ -101,26 +100,30 @@ func plainRun(cfg Config, argv []string, model string) (float64, error) {
 	return tps, nil
 }
 
+// sweptSpeeds is a sweep's tokens/s at its one budget, as llama.cpp
+// reported them: its untraced run's and its traced run's.
+type sweptSpeeds struct{ untraced, traced float64 }
+
 // sweptRun is `iocorr sweep --cold` of the one budget into dir: its
 // untraced and traced runs' reported tokens/s.
-func sweptRun(cfg Config, argv []string, budget, dir string) (untraced, traced float64, err error) {
+func sweptRun(cfg Config, argv []string, budget, dir string) (sweptSpeeds, error) {
 	args := append([]string{"sweep", "-f", "-o", dir, "--cold", "--mem-limit", budget, "--"}, argv...)
 	if out, err := exec.Command(cfg.Iocorr, args...).CombinedOutput(); err != nil {
-		return 0, 0, fmt.Errorf("iocorr sweep: %w: %s", err, sweep.LastLine(out))
+		return sweptSpeeds{}, fmt.Errorf("iocorr sweep: %w: %s", err, sweep.LastLine(out))
 	}
 	sum, err := sweep.ReadSummary(dir)
 	if err != nil {
-		return 0, 0, err
+		return sweptSpeeds{}, err
 	}
 	if len(sum.Rows) != 1 {
-		return 0, 0, fmt.Errorf("iocorr sweep of one budget wrote %d rows", len(sum.Rows))
+		return sweptSpeeds{}, fmt.Errorf("iocorr sweep of one budget wrote %d rows", len(sum.Rows))
 	}
 	row := &sum.Rows[0]
 	if row.UntracedTokensPerS == nil {
-		return 0, 0, fmt.Errorf("iocorr sweep: no untraced tokens/s: %s", row.NA["untraced_tokens_per_s"])
+		return sweptSpeeds{}, fmt.Errorf("iocorr sweep: no untraced tokens/s: %s", row.NA["untraced_tokens_per_s"])
 	}
 	if row.ReportedTokensPerS == nil {
-		return 0, 0, fmt.Errorf("iocorr sweep: no reported tokens/s: %s", row.NA["reported_tokens_per_s"])
+		return sweptSpeeds{}, fmt.Errorf("iocorr sweep: no reported tokens/s: %s", row.NA["reported_tokens_per_s"])
 	}
-	return *row.UntracedTokensPerS, *row.ReportedTokensPerS, nil
+	return sweptSpeeds{untraced: *row.UntracedTokensPerS, traced: *row.ReportedTokensPerS}, nil
 }

@@ -243,7 +243,7 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 		go func() {
 			defer close(readerCh)
 			runtime.LockOSThread()
-			chunk := blockdev.WillNeedChunk(fh.Name())
+			chunk := blockdev.WillNeedChunk(fh)
 			t0 := threadCPU()
 			next := int64(0) // bytes asked for, all passes
 			for !done.Load() && next < total {

@@ -700,7 +700,7 @@ func serve(in io.Reader, out *bufio.Writer) error {
 				return err
 			}
 			files[idx] = fh
-			chunks[idx] = blockdev.WillNeedChunk(path)
+			chunks[idx] = blockdev.WillNeedChunk(fh)
 		case len(f) == 5 && f[0] == "w":
 			var v [4]int64
 			for i := range v {

@@ -150,41 +150,42 @@ func of(id FileID) (kernel.BlockDevice, string, error) {
 	return bd, real, nil
 }
 
-// DefaultWillNeedChunk is the WILLNEED call's size where the device's
+// defaultWillNeedChunk is the WILLNEED call's size where the device's
 // read-ahead is unknown: Linux's default read_ahead_kb.
-const DefaultWillNeedChunk = 128 << 10
+const defaultWillNeedChunk = 128 << 10
 
 // WillNeedChunk is the most one WILLNEED (or readahead(2)) call on the
-// file at path reads: the larger of its disk's read-ahead and largest
+// open file f reads: the larger of its disk's read-ahead and largest
 // request (force_page_cache_ra reads up to max(io_pages, ra_pages),
 // mm/readahead.c); the kernel silently drops the rest of a larger call.
 // At a read-ahead of 128 KiB on the lab's disk (max_sectors_kb 4096) one
 // call read 4 MiB, not 128 KiB: asking in read-ahead-sized calls made 32
 // times the calls and requests of 128 KiB.
-func WillNeedChunk(path string) int64 {
-	id, err := StatFile(path)
-	if err != nil {
-		return DefaultWillNeedChunk
+func WillNeedChunk(f *os.File) int64 {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return defaultWillNeedChunk
 	}
-	_, disk, err := of(id)
+	maj, min := unix.Major(st.Dev), unix.Minor(st.Dev)
+	bd, disk, err := of(FileID{Dev: kernel.Dev(maj, min), Major: maj, Minor: min})
 	if err != nil {
-		return DefaultWillNeedChunk
+		return defaultWillNeedChunk
 	}
-	if c, ok := queueChunk(filepath.Join(disk, "queue")); ok {
+	if c, ok := requestChunk(bd.ReadAheadKB, filepath.Join(disk, "queue")); ok {
 		return c
 	}
-	return DefaultWillNeedChunk
+	return defaultWillNeedChunk
 }
 
-// queueChunk is the larger of a block queue's read_ahead_kb and
-// max_sectors_kb, in bytes; ok is false where the queue has no read-ahead.
-func queueChunk(queue string) (int64, bool) {
-	ra, err := readUint(filepath.Join(queue, "read_ahead_kb"))
-	if err != nil || ra < 4 {
+// requestChunk is the larger of a disk's read-ahead (KiB) and its
+// queue's max_sectors_kb, in bytes; ok is false where the disk has no
+// read-ahead.
+func requestChunk(readAheadKB *uint64, queue string) (int64, bool) {
+	if readAheadKB == nil || *readAheadKB < 4 {
 		return 0, false
 	}
 	ms, _ := readUint(filepath.Join(queue, "max_sectors_kb"))
-	return int64(max(ra, ms)) << 10, true
+	return int64(max(*readAheadKB, ms)) << 10, true
 }
 
 // DiskName is the name of the whole disk for a block device (what

@@ -17,32 +17,33 @@ import (
 func TestAWillNeedCallAsksWhatTheKernelReadsOfOne(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		ra, maxReq string // the queue's read_ahead_kb, max_sectors_kb ("" absent)
+		ra     *uint64 // the disk's read_ahead_kb (nil unknown)
+		maxReq string  // its queue's max_sectors_kb ("" absent)
 		want       int64
 		ok         bool
 	}{
-		{"a small read-ahead on a disk of large requests: the request", "128", "4096", 4 << 20, true},
-		{"a read-ahead above the largest request: the read-ahead", "8192", "4096", 8 << 20, true},
-		{"no largest request known: the read-ahead", "512", "", 512 << 10, true},
-		{"no read-ahead: none", "", "4096", 0, false},
-		{"a read-ahead of 0 (turned off): none", "0", "4096", 0, false},
+		{"a small read-ahead on a disk of large requests: the request", kb(128), "4096", 4 << 20, true},
+		{"a read-ahead above the largest request: the read-ahead", kb(8192), "4096", 8 << 20, true},
+		{"no largest request known: the read-ahead", kb(512), "", 512 << 10, true},
+		{"no read-ahead: none", nil, "4096", 0, false},
+		{"a read-ahead of 0 (turned off): none", kb(0), "4096", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := t.TempDir()
-			for name, v := range map[string]string{"read_ahead_kb": tc.ra, "max_sectors_kb": tc.maxReq} {
-				if v != "" {
-					if err := os.WriteFile(filepath.Join(q, name), []byte(v+"\n"), 0o644); err != nil {
-						t.Fatal(err)
-					}
+			if tc.maxReq != "" {
+				if err := os.WriteFile(filepath.Join(q, "max_sectors_kb"), []byte(tc.maxReq+"\n"), 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
-			got, ok := queueChunk(q)
+			got, ok := requestChunk(tc.ra, q)
 			if got != tc.want || ok != tc.ok {
 				t.Errorf("chunk %d (%v), want %d (%v)", got, ok, tc.want, tc.ok)
 			}
 		})
 	}
 }
+
+func kb(v uint64) *uint64 { return &v }
 
 // Every byte the helper asks for is read: its calls are no larger than
 // what the kernel reads of one on the disk the tests run on (the page
@@ -54,7 +55,7 @@ func TestEveryByteTheHelperAsksForIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	chunk := WillNeedChunk(p)
+	chunk := WillNeedChunk(f)
 	n := min(3*chunk, 48<<20)
 	if _, _, err := pagecache.Evict(p); err != nil {
 		t.Fatal(err)
