@@ -16,11 +16,11 @@ import (
 // larger (the kernel drops the rest silently).
 func TestAWillNeedCallAsksWhatTheKernelReadsOfOne(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
+		name   string
 		ra     *uint64 // the disk's read_ahead_kb (nil unknown)
 		maxReq string  // its queue's max_sectors_kb ("" absent)
-		want       int64
-		ok         bool
+		want   int64
+		ok     bool
 	}{
 		{"a small read-ahead on a disk of large requests: the request", kb(128), "4096", 4 << 20, true},
 		{"a read-ahead above the largest request: the read-ahead", kb(8192), "4096", 8 << 20, true},
