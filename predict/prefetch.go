@@ -463,11 +463,8 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		// memory cgroup, and still reaches the command (reclaim of its
 		// mapped pages, their TLB shootdowns, pages locked until their
 		// reads are sent): the bench's prefetched runs computed longer
-		// per token by about that work. The prefetched bytes are charged
-		// the run's own per byte: its faults' wait on the CPU, where it
-		// timed their sleeps (in the bench's run C this moved predict's
-		// tokens/s by 0.95-0.98x, and its misses of 15% from 3 rows of 8 to 2),
-		// else the wait the disk was idle for.
+		// per token by about the fault wait per byte the plain run spent
+		// with the disk idle. The prefetched bytes are charged that.
 		row.StallNSPerToken += float64(got.fetchedBytes[ph]) / n * m.kernelPerByte()
 	}
 	// The helper's reads also slow the command's own compute, by what

@@ -394,33 +394,26 @@ func TestTheIdleWaitIsTheStallNoRequestCovers(t *testing.T) {
 	}
 }
 
-// A prefetched byte costs the kernel's work of bringing it in, as the
-// run measured it per byte: the on-CPU part of its faults' wait where it
-// timed their sleeps (fault_wait_ns), else the wait the disk was idle
-// for; on top of the requests' and demand reads' stall.
-func TestAPrefetchedByteCostsTheRunsKernelWorkPerByte(t *testing.T) {
+// The pages a prefetch reads still cost the command the kernel's work of
+// bringing them in: its row is charged, for every byte it fetched, the
+// fault wait per byte the run spent with the disk idle, on top of its
+// requests' and its demand reads' stall.
+func TestAPrefetchedByteCostsTheRunsIdleWaitPerByte(t *testing.T) {
 	for _, tc := range []struct {
-		name         string
-		idle         uint64 // ns of the run's 100 ns of wait
-		timed        bool   // the run timed its faults' sleeps
-		stall, sleep uint64 // the faults' summed stall and sleep
-		fetched      uint64
-		want         float64 // stall ns a token
+		name    string
+		idle    uint64 // ns of the run's 100 ns of wait
+		fetched uint64
+		want    float64 // stall ns a token
 	}{
-		{"no idle wait: its requests' stall only", 0, false, 0, 0, 1 << 20, 5},
-		{"idle half the wait, a quarter of the bytes fetched", 50, false, 0, 0, 512 << 10, 5 + 0.25*50/2},
-		{"nothing fetched: nothing charged", 50, false, 0, 0, 0, 5},
-		{"sleeps timed: the wait's share on the CPU, not the idle disk's", 50, true, 100, 60, 512 << 10, 5 + 0.25*40/2},
-		{"sleeps timed, asleep all the stall: nothing charged", 50, true, 100, 100, 512 << 10, 5},
-		{"asleep longer than the stall (clipped): nothing charged", 50, true, 100, 130, 512 << 10, 5},
-		{"sleeps timed but no stall summed: the idle wait", 50, true, 0, 0, 512 << 10, 5 + 0.25*50/2},
+		{"no idle wait: its requests' stall only", 0, 1 << 20, 5},
+		{"idle half the wait, a quarter of the bytes fetched", 50, 512 << 10, 5 + 0.25*50/2},
+		{"nothing fetched: nothing charged", 50, 0, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
 			r.Budget = 1 << 20
 			m := r.byPhase[event.PhaseDecode]
 			m.wallNS, m.waitNS, m.bytes, m.idleWaitNS = 200, 100, 2<<20, tc.idle
-			m.sleepsTimed, m.faultStallNS, m.faultSleepNS = tc.timed, tc.stall, tc.sleep
 			r.device([]span{{100, 300}}, 2<<20, 2, nil)
 			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{event.PhaseDecode: tc.fetched},
 				stallNS: map[uint8]float64{event.PhaseDecode: 10}, notes: map[string]bool{DeviceNote: true}}
@@ -467,7 +460,7 @@ func TestAPrefetchRowChargesTheProfilesPrefetchCostToTheCommandsCompute(t *testi
 
 // A picked slice is left to its fault where the graph reaches it before
 // the helper asked for it: the helper spends the kernel's work per byte
-// (the run's, here its idle fault wait per byte) on each slice it asks before, and
+// (the run's idle fault wait per byte) on each slice it asks before, and
 // the graph reaches a slice after its lead time, later by what it
 // waited on.
 func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) {

@@ -51,11 +51,6 @@ type measured struct {
 	// faults' own work (allocating, reclaiming, unmapping and inserting
 	// pages), not the device's.
 	idleWaitNS uint64
-	// faultStallNS and faultSleepNS are the model faults' summed stall
-	// and the part of it their threads slept off the CPU (fault_wait_ns),
-	// where the run timed the sleeps (sleepsTimed).
-	faultStallNS, faultSleepNS uint64
-	sleepsTimed                bool
 }
 
 // computePerCall is the phase's time a call spent not waiting on faults.
@@ -68,17 +63,10 @@ func (m *measured) computePerCall() float64 {
 func (m *measured) waitPerByte() float64 { return perByte(m.waitNS, m.bytes) }
 
 // kernelPerByte is the kernel's work of reading a byte of the model in
-// the phase's calls, as the run measured it: the part of the fault wait
-// its threads spent on the CPU (allocating the page, reclaiming another,
-// unmapping it), per byte read; where the sleeps were not timed, the
-// fault wait the model's disk was idle for. 0 where it read nothing.
-func (m *measured) kernelPerByte() float64 {
-	if m.sleepsTimed && m.faultStallNS > 0 {
-		onCPU := 1 - float64(min(m.faultSleepNS, m.faultStallNS))/float64(m.faultStallNS)
-		return onCPU * perByte(m.waitNS, m.bytes)
-	}
-	return perByte(m.idleWaitNS, m.bytes)
-}
+// the phase's calls, as the run measured it: the fault wait per byte
+// read that the model's disk was idle for (allocating the page,
+// reclaiming another, unmapping it). 0 where it read nothing.
+func (m *measured) kernelPerByte() float64 { return perByte(m.idleWaitNS, m.bytes) }
 
 func perByte(ns, bytes uint64) float64 {
 	if bytes == 0 {
@@ -232,19 +220,12 @@ func Load(recorded *store.Run, snaps []rundir.Snapshot) (*Run, error) {
 		case m != nil:
 			m.bytes += a.ReadBytes
 			m.majors += a.Major
-			m.faultStallNS += a.StallNS
-			m.faultSleepNS += a.WaitNS
 		default:
 			loadBytes += a.ReadBytes
 		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("reading aggregates: %w", err)
-	}
-	if meta.CapabilityNA(rundir.CapFaultWait) == "" {
-		for _, m := range r.byPhase {
-			m.sleepsTimed = true
-		}
 	}
 	r.loaded = !r.Cold || 2*int64(loadBytes) >= r.Model.Size-r.Model.DataOffset
 	if err := r.measureWait(st, model, phaseOf); err != nil {
