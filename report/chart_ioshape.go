@@ -40,8 +40,8 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	p.Y.Label.Text = "share of the call"
 	p.Y.Min, p.Y.Max = 0, 1.18 // the top sixth is left to the legend
 	p.Legend.Top = true
-	// Runs longer than LinePoints tokens are drawn as means of
-	// consecutive tokens of one phase, as the other per-token lines.
+	// Runs longer than LinePoints tokens are drawn as means of calls of
+	// one phase, as the other per-token lines.
 	byToken := map[int64]map[string]stats.Value{}
 	for _, row := range rows {
 		byToken[row["token"].I] = row
@@ -54,11 +54,8 @@ func (r *run) ioShapeLine() (*Chart, string) {
 		{"stall_share", "fault stall (union of the faults in the models)", colStall},
 		{"wait_share", "of it, asleep off the CPU (the faults' wait)", colWait},
 	}
-	// The lines share the chart's LinePoints. A group never spans two
-	// phases, so each line may have a point more at each of the run's
-	// phase changes (two: none to prefill to decode).
-	per := LinePoints/len(lines) - 2
-	group := max(1, (len(r.tokens)+per-1)/per)
+	// The lines share the chart's LinePoints.
+	group := pointGroup(r.tokens, LinePoints/len(lines))
 	var hovers []hoverPoint
 	na := map[string]int{}
 	for _, line := range lines {
@@ -91,7 +88,7 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	c.Caption = "Per llama_decode call, the share of its wall time the models' device had a read request in flight, the share a thread was inside a fault in a model file, and the part of that the faulting threads slept off the CPU (the rest is the kernel's work in the faults). " +
 		"Verdicts: " + strings.Join(verdicts, "; ") + ". The rule: a wait share under 0.25 (the stall share where the waits were not timed) is compute-bound; else a device busy 0.8 of the time, or reads at 0.7 of the bandwidth `iocorr doctor --disk` measured at their depth, is bandwidth-bound; else latency-bound."
 	if group > 1 {
-		c.Caption += fmt.Sprintf(" Each point is the mean of up to %d consecutive calls of one phase.", group)
+		c.Caption += fmt.Sprintf(" Each point is the mean of up to %d calls of one phase, consecutive among its calls.", group)
 	}
 	for _, reason := range slices.Sorted(maps.Keys(na)) {
 		c.Caption += fmt.Sprintf(" %d figures not drawn, NA: %s.", na[reason], reason)

@@ -1,8 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,7 +16,7 @@ import (
 
 // perTokenLine: bytes read (or fault stall) per token, prefill and
 // decode drawn apart. Runs longer than LinePoints tokens are drawn as
-// means of consecutive tokens of one phase.
+// means of calls of one phase (tokenPoints).
 func (r *run) perTokenLine(stall bool) (*Chart, string) {
 	name, title, ylab := "token_bytes_read", "Device bytes read per token", "MiB read"
 	val := func(t *event.TokenInfo) float64 { return float64(t.ReadBytes) / (1 << 20) }
@@ -22,7 +24,7 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 		name, title, ylab = "token_stall", "Fault stall per token", "stall (ms, summed over threads)"
 		val = func(t *event.TokenInfo) float64 { return float64(t.StallNS) / 1e6 }
 	}
-	group := max(1, (len(r.tokens)+LinePoints-1)/LinePoints)
+	group := pointGroup(r.tokens, LinePoints)
 	pts := tokenPoints(r.tokens, group, val)
 	p := plot.New()
 	p.Title.Text = title
@@ -40,7 +42,7 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 	}
 	caption := fmt.Sprintf("%s, %d llama_decode calls; prefill in red, decode in blue, the dashed line where decode starts.", title, len(r.tokens))
 	if group > 1 {
-		caption += fmt.Sprintf(" Each point is the mean of up to %d consecutive calls of one phase.", group)
+		caption += fmt.Sprintf(" Each point is the mean of up to %d calls of one phase, consecutive among its calls.", group)
 	}
 	if stall {
 		caption += " Stall is the fault latency summed over the faulting threads (as stats' fault_stall_per_token)."
@@ -60,8 +62,8 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 	return c, ""
 }
 
-// tokenPoint is one point of a per-token line: the mean of n consecutive
-// calls of one phase.
+// tokenPoint is one point of a per-token line: the mean of n calls of
+// one phase, consecutive among that phase's calls.
 type tokenPoint struct {
 	x, y  float64
 	n     int
@@ -71,14 +73,29 @@ type tokenPoint struct {
 	ntoks int32
 }
 
-// tokenPoints averages val over runs of up to group consecutive calls of
-// one phase.
+// pointGroup is how many calls a point of a per-token line means for the
+// line to have at most budget points: each phase's calls are grouped
+// apart, so each phase may leave one group short.
+func pointGroup(tokens []event.TokenInfo, budget int) int {
+	phases := map[uint8]bool{}
+	for _, t := range tokens {
+		phases[t.Phase] = true
+	}
+	room := max(1, budget-len(phases))
+	return max(1, (len(tokens)+room-1)/room)
+}
+
+// tokenPoints averages val over groups of up to group calls of one phase,
+// consecutive among that phase's calls: a server's run, whose prefills
+// and decodes alternate thousands of times, has no more points than a
+// run of one prompt. The points are in the order of their mean call.
 func tokenPoints(tokens []event.TokenInfo, group int, val func(*event.TokenInfo) float64) []tokenPoint {
 	var pts []tokenPoint
+	open := map[uint8]int{} // phase → its point still taking calls
 	for i := range tokens {
 		t := &tokens[i]
-		if n := len(pts); n > 0 && pts[n-1].phase == t.Phase && pts[n-1].n < group {
-			q := &pts[n-1]
+		if j, ok := open[t.Phase]; ok && pts[j].n < group {
+			q := &pts[j]
 			q.x += float64(t.Token)
 			q.y += val(t)
 			q.n++
@@ -86,12 +103,14 @@ func tokenPoints(tokens []event.TokenInfo, group int, val func(*event.TokenInfo)
 			q.ntoks += t.NTokens
 			continue
 		}
+		open[t.Phase] = len(pts)
 		pts = append(pts, tokenPoint{x: float64(t.Token), y: val(t), n: 1, first: t.Token, last: t.Token, phase: t.Phase, ntoks: t.NTokens})
 	}
 	for i := range pts {
 		pts[i].x /= float64(pts[i].n)
 		pts[i].y /= float64(pts[i].n)
 	}
+	slices.SortStableFunc(pts, func(a, b tokenPoint) int { return cmp.Compare(a.x, b.x) })
 	return pts
 }
 

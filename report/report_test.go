@@ -36,6 +36,9 @@ const pg = kernel.PageSize
 type synth struct {
 	layers, experts, tokens int
 	dense                   bool // no *_exps tensors
+	// serve, where not 0, makes every serve'th call a prefill, as a
+	// server's run alternates them; else only the first call is one.
+	serve int
 }
 
 func (s synth) build(t testing.TB) string {
@@ -117,7 +120,7 @@ func (s synth) build(t testing.TB) string {
 	emit(event.Event{Kind: event.KindBlock, Tensor: id["token_embd.weight"], Bytes: 8 * pg, Dur: 500, Expert: -1}, load)
 	for i := 1; i <= s.tokens; i++ {
 		ti := event.TokenInfo{Token: uint32(i), Phase: event.PhaseDecode, NTokens: 1, StartNS: ts}
-		if i == 1 {
+		if i == 1 || s.serve > 0 && i%s.serve == 0 {
 			ti.Phase, ti.NTokens = event.PhasePrefill, 4
 		}
 		l := i % s.layers
@@ -322,6 +325,16 @@ func TestReportSizeIsBoundedWhateverTheRunsLength(t *testing.T) {
 	if heat != 2 {
 		t.Errorf("%d heatmap rasters in the page, want the 2 offset heatmaps", heat)
 	}
+	linePointsBounded(t, rep, "20,000 tokens")
+	if len(long) > report.MaxSize(24*8+3, 24, 16) {
+		t.Errorf("the long run's report is %d bytes, above the bound %d", len(long), report.MaxSize(24*8+3, 24, 16))
+	}
+}
+
+// linePointsBounded checks that each per-token line chart of a long run
+// has at most LinePoints points, and no fewer than half.
+func linePointsBounded(t *testing.T, rep *report.Report, run string) {
+	t.Helper()
 	for _, c := range rep.Charts {
 		if c.Name != "token_bytes_read" && c.Name != "token_stall" && c.Name != "io_shape" {
 			continue
@@ -332,11 +345,26 @@ func TestReportSizeIsBoundedWhateverTheRunsLength(t *testing.T) {
 		}
 		// One hover area per point.
 		if n := strings.Count(string(svg), "<rect"); n > report.LinePoints || n < report.LinePoints/2 {
-			t.Errorf("%s: %d points for 20,000 tokens, want at most %d and no fewer than half", c.Name, n, report.LinePoints)
+			t.Errorf("%s: %d points for %s, want at most %d and no fewer than half", c.Name, n, run, report.LinePoints)
 		}
 	}
-	if len(long) > report.MaxSize(24*8+3, 24, 16) {
-		t.Errorf("the long run's report is %d bytes, above the bound %d", len(long), report.MaxSize(24*8+3, 24, 16))
+}
+
+// A server's run, whose prefills and decodes alternate thousands of
+// times, has per-token lines no longer than a run of one prompt: a point
+// means calls of one phase, consecutive among that phase's calls.
+func TestPerTokenLinesAreBoundedWhereThePhasesAlternate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve int
+	}{
+		{"a prefill every 4th call: 5,000 changes each way", 4},
+		{"prefill and decode call by call", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := buildReport(t, synth{layers: 4, experts: 4, tokens: 20000, serve: tc.serve}.build(t), report.Options{})
+			linePointsBounded(t, rep, fmt.Sprintf("20,000 tokens, a prefill every %d", tc.serve))
+		})
 	}
 }
 
