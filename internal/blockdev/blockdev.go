@@ -32,8 +32,13 @@ func StatFile(path string) (FileID, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return FileID{}, fmt.Errorf("stat %s: %w", path, err)
 	}
+	return fileID(&st), nil
+}
+
+// fileID is the identity a stat gives.
+func fileID(st *unix.Stat_t) FileID {
 	maj, min := unix.Major(st.Dev), unix.Minor(st.Dev)
-	return FileID{Dev: kernel.Dev(maj, min), Ino: st.Ino, Size: st.Size, Major: maj, Minor: min}, nil
+	return FileID{Dev: kernel.Dev(maj, min), Ino: st.Ino, Size: st.Size, Major: maj, Minor: min}
 }
 
 // fiemap ioctl layout (linux/fiemap.h).
@@ -166,8 +171,7 @@ func WillNeedChunk(f *os.File) int64 {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return defaultWillNeedChunk
 	}
-	maj, min := unix.Major(st.Dev), unix.Minor(st.Dev)
-	bd, disk, err := of(FileID{Dev: kernel.Dev(maj, min), Major: maj, Minor: min})
+	bd, disk, err := of(fileID(&st))
 	if err != nil {
 		return defaultWillNeedChunk
 	}
