@@ -83,7 +83,7 @@ var CounterFields = [NumCounters]Counter{
 	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
 	{"block_requests", UnitCount, "block read requests whose first byte is here", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
 	{"bytes_requested", UnitBytes, "bytes read from the model file by read syscalls and io_uring (loads without mmap)", true, func(c *Counters) *uint64 { return &c.RequestedBytes }},
-	{"fault_wait_ns", UnitNS, "the part of fault_stall_ns the faulting threads slept off the CPU (the rest is the kernel's work in the faults)", false, func(c *Counters) *uint64 { return &c.WaitNS }},
+	{"fault_wait_ns", UnitNS, "the part of fault_stall_ns the faulting threads slept off the CPU (the rest they were on a CPU, the kernel's work in the faults, or runnable and preempted)", false, func(c *Counters) *uint64 { return &c.WaitNS }},
 }
 
 // CounterByName finds a counter by its name.

@@ -7,8 +7,8 @@ package rundir
 //  1. wait share < 0.25: compute. The wait is the part of the fault stall
 //     the threads slept off the CPU (on the device, a lock); removing it
 //     all would give at most 1/(1−0.25) = 1.33× the tokens/s. The rest of
-//     the stall is the kernel's work in the faults, on the CPU: compute
-//     too, the kernel's. A run that did not time the waits is judged by
+//     the stall is the kernel's work in the faults, on the CPU (or time
+//     preempted there, waiting for one): compute too. A run that did not time the waits is judged by
 //     its stall share, their upper bound. The bench's cases on the lab's
 //     VM: a stall share of 0.46 with a wait share of 0.06 (read-ahead 128
 //     KiB), where a prefetch gave 0.86×; 0.69 and 0.22 (qwen3moe at 160

@@ -36,7 +36,8 @@ import (
 //     device or a lock): the part of the stall more reads in flight can
 //     take off the token. The rest is the kernel's work in the faults
 //     (allocating, reclaiming under the budget, mapping), on a CPU, which
-//     a prefetch lessens only by reading fewer bytes.
+//     a prefetch lessens only by reading fewer bytes, and any time the
+//     threads were preempted inside them, runnable.
 //
 // The verdict is rundir.IOBound's rule (plan's prefetch advice applies
 // the same). Where a figure of a step cannot be known (no disk profile,
