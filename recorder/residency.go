@@ -85,6 +85,9 @@ type snapshotter struct {
 	// arms the next at the end of the duty's wait.
 	armedAt atomic.Uint64
 	timer   *time.Timer
+	// flush puts the pending page-cache runs into the ring after each
+	// snapshot (Snapshot.FlushedNS).
+	flush func() error
 	// method is how the snapshots read residency: cachestat until the
 	// kernel refuses it, then mincore (the snapshot goroutine's alone).
 	method string
@@ -127,6 +130,9 @@ type snapshotTracer interface {
 	// ArmTokenWakeup asks the kernel to wake the ring's reader at the
 	// next token start.
 	ArmTokenWakeup() error
+	// FlushPageRuns puts the page-cache runs pending in the kernel into
+	// the ring.
+	FlushPageRuns() error
 }
 
 // startSnapshots opens DIR/residency.jsonl and starts the snapshots of
@@ -139,7 +145,7 @@ func startSnapshots(dir string, ms *models, warn func(string), tr snapshotTracer
 		return nil, fmt.Errorf("residency snapshots: %w", err)
 	}
 	s := &snapshotter{models: ms, warn: warn, f: f, w: bufio.NewWriter(f),
-		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}}
+		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}, flush: tr.FlushPageRuns}
 	if exact {
 		// Every token start is held for its snapshot: none is replaced or
 		// throttled, and marks of several processes queue.
@@ -377,6 +383,15 @@ func (s *snapshotter) take(m tokenMark) (snap rundir.Snapshot, whole bool) {
 		whole = whole && pm != nil && pm.Resident*kernel.PageSize >= files[i].Size
 	}
 	snap.EndNS = proc.MonotonicNS()
+	// The page-cache events up to here go to the ring now, each stamped
+	// no later than its flush: a replay of them is then exact at
+	// FlushedNS too, a few milliseconds after the token's start, where
+	// the next exact point would be the next token's start.
+	if err := s.flush(); err != nil {
+		s.warn(err.Error() + ": a residency snapshot's page-cache events are not flushed after it")
+	} else {
+		snap.FlushedNS = proc.MonotonicNS()
+	}
 	return snap, whole
 }
 

@@ -21,10 +21,13 @@ import (
 // The recorder's residency snapshots (mincore of its own mapping, taken
 // soon after each token's start) against the page cache's history that
 // the pagecache tier's tracepoints replay. The replay is exact at token
-// starts (the kernel flushes its coalesced runs there), and a page's event
-// stamped between two starts happened between them; so every page with no
-// event from its token's start until the first token start after the
-// snapshot ended kept one state throughout, and the snapshot must show it.
+// starts (the kernel flushes its coalesced runs there) and at each
+// snapshot's flush of them just after it, and a page's event stamped
+// between two such points happened between them; so every page with no
+// event from its token's start until the snapshot's flush kept one state
+// throughout, and the snapshot must show it. (Up to the next token's
+// start instead, a whole token under a memory limit, almost every page
+// changed: a loaded run compared none.)
 // Pages with events in that window are uncertain, and counted: they bound
 // how far a snapshot taken after the start is from the start itself. So
 // are pages whose read from the device had not completed by the token's
@@ -43,12 +46,23 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The replay's exact points: every token start, and the run's end.
+	// The replay's exact points: every token start, every snapshot's
+	// flush of the pending runs just after it, and the run's end.
 	var marks []uint64
 	for _, tk := range tokens {
 		if tk.StartNS != 0 {
 			marks = append(marks, tk.StartNS)
 		}
+	}
+	flushed := 0
+	for _, s := range snaps {
+		if s.FlushedNS != 0 {
+			marks = append(marks, s.FlushedNS)
+			flushed++
+		}
+	}
+	if flushed != len(snaps) {
+		t.Errorf("%d of %d snapshots flushed the pending page-cache runs after them", flushed, len(snaps))
 	}
 	marks = append(marks, meta.MonoEndNS)
 	slices.Sort(marks)
@@ -66,7 +80,9 @@ func TestResidencySnapshotsEqualThePageCacheReplay(t *testing.T) {
 			t.Errorf("token %d: snapshot for a start at %d the store does not have", s.Token, s.MarkNS)
 			continue
 		}
-		to, _ := slices.BinarySearch(marks, s.EndNS)
+		// Up to the flush after the snapshot (the first exact point at
+		// or after its end).
+		to, _ := slices.BinarySearch(marks, max(s.EndNS, s.FlushedNS))
 		if to == len(marks) {
 			to--
 		}

@@ -20,6 +20,7 @@ type stopsAt struct {
 
 func (s *stopsAt) TokenStops(uint32) (uint64, uint32, error) { return 1, s.token, nil }
 func (s *stopsAt) ArmTokenWakeup() error                     { s.armed++; return nil }
+func (s *stopsAt) FlushPageRuns() error                      { return nil }
 
 func tokenStart(token, tgid uint32, ts uint64) *wire.DecodeEvent {
 	e := &wire.DecodeEvent{BeginTs: ts}

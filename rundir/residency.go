@@ -35,6 +35,11 @@ type Snapshot struct {
 	// Held snapshots (exact ones) were taken with their process stopped
 	// at the token's start: the page cache at the start itself.
 	Held bool `json:"held,omitempty"`
+	// FlushedNS is when, after EndNS, the kernel's pending page-cache
+	// runs had been put in the ring: every page-cache event before EndNS
+	// is recorded no later than it. 0 where the flush failed (or an older
+	// iocorr recorded the run).
+	FlushedNS uint64 `json:"flushed_ns,omitempty"`
 }
 
 // LagNS is how long after the token's start the snapshot began.
