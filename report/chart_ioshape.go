@@ -87,9 +87,7 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	}
 	c.Caption = "Per llama_decode call, the share of its wall time the models' device had a read request in flight, the share a thread was inside a fault in a model file, and the part of that the faulting threads slept off the CPU (the rest is the kernel's work in the faults, or time preempted there). " +
 		"Verdicts: " + strings.Join(verdicts, "; ") + ". The rule: a wait share under 0.25 (the stall share where the waits were not timed) is compute-bound; else a device busy 0.8 of the time, or reads at 0.7 of the bandwidth `iocorr doctor --disk` measured at their depth, is bandwidth-bound; else latency-bound."
-	if group > 1 {
-		c.Caption += fmt.Sprintf(" Each point is the mean of up to %d calls of one phase, consecutive among its calls.", group)
-	}
+	c.Caption += groupNote(group)
 	for _, reason := range slices.Sorted(maps.Keys(na)) {
 		c.Caption += fmt.Sprintf(" %d figures not drawn, NA: %s.", na[reason], reason)
 	}

@@ -41,9 +41,7 @@ func (r *run) perTokenLine(stall bool) (*Chart, string) {
 		p.Add(&vline{x: firstDecode - 0.5, label: "decode starts"})
 	}
 	caption := fmt.Sprintf("%s, %d llama_decode calls; prefill in red, decode in blue, the dashed line where decode starts.", title, len(r.tokens))
-	if group > 1 {
-		caption += fmt.Sprintf(" Each point is the mean of up to %d calls of one phase, consecutive among its calls.", group)
-	}
+	caption += groupNote(group)
 	if stall {
 		caption += " Stall is the fault latency summed over the faulting threads (as stats' fault_stall_per_token)."
 	}
@@ -83,6 +81,15 @@ func pointGroup(tokens []event.TokenInfo, budget int) int {
 	}
 	room := max(1, budget-len(phases))
 	return max(1, (len(tokens)+room-1)/room)
+}
+
+// groupNote is a per-token line caption's sentence on its points' groups,
+// "" where each point is one call.
+func groupNote(group int) string {
+	if group <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" Each point is the mean of up to %d calls of one phase, consecutive among its calls.", group)
 }
 
 // tokenPoints averages val over groups of up to group calls of one phase,
