@@ -145,6 +145,8 @@ type Tracer struct {
 	caps []capChoice
 	// countFaults is cfg.count_faults as loaded (faultcounts.go).
 	countFaults uint8
+	// keepsRuns: cfg.page_records as loaded keeps runs (KeepsPageRuns).
+	keepsRuns bool
 	// notModels are the files MarkNotModel put in the kernel's map.
 	notModelsMu sync.Mutex
 	notModels   map[fileID]bool
@@ -291,6 +293,7 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.countFaults = cfg.CountFaults
+	t.keepsRuns = cfg.PageRecords == uint32(PageRuns) || cfg.PageRecords == uint32(PageRunsAndFolios)
 	for _, d := range opts.Devices {
 		if err := t.AddDevice(d); err != nil {
 			t.Close()
@@ -453,6 +456,11 @@ func (t *Tracer) UnorderedPageRuns() (uint64, error) {
 	}
 	return n, nil
 }
+
+// KeepsPageRuns says whether the kernel keeps page-cache runs pending
+// (the pagecache tier, where runs are its records): elsewhere a flush
+// has nothing to put in the ring.
+func (t *Tracer) KeepsPageRuns() bool { return t.keepsRuns }
 
 // FlushPageRuns puts the page-cache runs still pending in the kernel into
 // the ring buffer. The recorder calls it when the command has ended, before

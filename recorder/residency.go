@@ -86,7 +86,7 @@ type snapshotter struct {
 	armedAt atomic.Uint64
 	timer   *time.Timer
 	// flush puts the pending page-cache runs into the ring after each
-	// snapshot (Snapshot.FlushedNS).
+	// snapshot (Snapshot.FlushedNS); nil where the tier keeps none.
 	flush func() error
 	// method is how the snapshots read residency: cachestat until the
 	// kernel refuses it, then mincore (the snapshot goroutine's alone).
@@ -130,8 +130,9 @@ type snapshotTracer interface {
 	// ArmTokenWakeup asks the kernel to wake the ring's reader at the
 	// next token start.
 	ArmTokenWakeup() error
-	// FlushPageRuns puts the page-cache runs pending in the kernel into
-	// the ring.
+	// KeepsPageRuns says whether the kernel keeps page-cache runs
+	// pending (the pagecache tier), FlushPageRuns puts them into the ring.
+	KeepsPageRuns() bool
 	FlushPageRuns() error
 }
 
@@ -145,7 +146,10 @@ func startSnapshots(dir string, ms *models, warn func(string), tr snapshotTracer
 		return nil, fmt.Errorf("residency snapshots: %w", err)
 	}
 	s := &snapshotter{models: ms, warn: warn, f: f, w: bufio.NewWriter(f),
-		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}, flush: tr.FlushPageRuns}
+		marks: make(chan tokenMark, 1), done: make(chan struct{}), maps: map[string]*modelMapping{}}
+	if tr.KeepsPageRuns() {
+		s.flush = tr.FlushPageRuns
+	}
 	if exact {
 		// Every token start is held for its snapshot: none is replaced or
 		// throttled, and marks of several processes queue.
@@ -387,6 +391,9 @@ func (s *snapshotter) take(m tokenMark) (snap rundir.Snapshot, whole bool) {
 	// no later than its flush: a replay of them is then exact at
 	// FlushedNS too, a few milliseconds after the token's start, where
 	// the next exact point would be the next token's start.
+	if s.flush == nil {
+		return snap, whole
+	}
 	if err := s.flush(); err != nil {
 		s.warn(err.Error() + ": a residency snapshot's page-cache events are not flushed after it")
 	} else {

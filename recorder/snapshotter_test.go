@@ -14,13 +14,16 @@ import (
 
 // stopsAt is a tracer whose kernel stopped every process at token token.
 type stopsAt struct {
-	token uint32
-	armed int
+	token     uint32
+	armed     int
+	keepsRuns bool
+	flushes   int
 }
 
 func (s *stopsAt) TokenStops(uint32) (uint64, uint32, error) { return 1, s.token, nil }
 func (s *stopsAt) ArmTokenWakeup() error                     { s.armed++; return nil }
-func (s *stopsAt) FlushPageRuns() error                      { return nil }
+func (s *stopsAt) KeepsPageRuns() bool                       { return s.keepsRuns }
+func (s *stopsAt) FlushPageRuns() error                      { s.flushes++; return nil }
 
 func tokenStart(token, tgid uint32, ts uint64) *wire.DecodeEvent {
 	e := &wire.DecodeEvent{BeginTs: ts}
@@ -95,5 +98,47 @@ func TestExactSnapshotsResumeEachProcessHeldAtItsTokenStart(t *testing.T) {
 	}
 	if len(resumed) != 1 || resumed[0] != 100 || len(snaps) != 2 || !snaps[0].Held || snaps[1].Held {
 		t.Errorf("resumed %v, snapshots %+v", resumed, snaps)
+	}
+}
+
+func TestSnapshotsFlushThePendingPageRunsOnlyWhereTheKernelKeepsThem(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		keepsRuns bool
+	}{
+		{"pagecache tier: each snapshot flushes and says when", true},
+		{"default tier: no runs, no flush, no flushed_ns", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tr := &stopsAt{token: 7, keepsRuns: tc.keepsRuns}
+			s, err := startSnapshots(dir, residentModel(t, 4), func(string) {}, tr, true, func(int) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.mark(tokenStart(7, 100, 1))
+			s.mark(tokenStart(8, 200, 2))
+			s.stop()
+			snaps, err := rundir.ReadSnapshots(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			if tc.keepsRuns {
+				want = len(snaps)
+			}
+			flushed := 0
+			for _, sn := range snaps {
+				if sn.FlushedNS != 0 {
+					if sn.FlushedNS < sn.EndNS {
+						t.Errorf("token %d: flushed at %d, before its walk ended at %d", sn.Token, sn.FlushedNS, sn.EndNS)
+					}
+					flushed++
+				}
+			}
+			if len(snaps) != 2 || tr.flushes != want || flushed != want {
+				t.Errorf("%d snapshots, %d flushes, %d with flushed_ns; want 2, %d, %d", len(snaps), tr.flushes, flushed, want, want)
+			}
+		})
 	}
 }

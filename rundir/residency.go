@@ -37,8 +37,9 @@ type Snapshot struct {
 	Held bool `json:"held,omitempty"`
 	// FlushedNS is when, after EndNS, the kernel's pending page-cache
 	// runs had been put in the ring: every page-cache event before EndNS
-	// is recorded no later than it. 0 where the flush failed (or an older
-	// iocorr recorded the run).
+	// is recorded no later than it. 0 where the run records no page-cache
+	// runs (the default tier), the flush failed, or an older iocorr
+	// recorded the run.
 	FlushedNS uint64 `json:"flushed_ns,omitempty"`
 }
 
