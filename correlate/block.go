@@ -12,11 +12,24 @@ import (
 // blockWrite is the class of block events that are not reads.
 const blockWrite = 1
 
+// readBeneath says whether a read request at byte d of disk dev reads a
+// file some model's disk is stacked on.
+func (c *Correlator) readBeneath(dev uint32, d uint64) bool {
+	for _, m := range c.models {
+		if m.readBeneath(dev, d) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Correlator) block(b *wire.BlockEvent) {
 	hdr := &b.Hdr
 	class := uint8(0)
 	if kernel.BlockOpOf(b.CmdFlags) != kernel.BlockRead { // writes, flushes, discards...
 		class = blockWrite
+	} else if c.readBeneath(b.Dev, b.Sector*512) {
+		class = event.ClassBeneath
 	}
 	base := event.Event{Ts: hdr.Ts, Req: c.newReq(), Token: hdr.Token, Op: c.probeOp(hdr), Tid: hdr.Tid, Trigger: event.NoTensor,
 		Expert: -1, Kind: event.KindBlock, Phase: hdr.Phase, Class: class}

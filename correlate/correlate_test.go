@@ -419,3 +419,53 @@ func TestSlicesOfOneRecordShareItsRequestIDAndRecordsDoNot(t *testing.T) {
 		})
 	}
 }
+
+// A model on a loop device: each request of the loop device is read again
+// from its backing file, on another disk, by the loop driver. Those reads
+// are the same bytes: kept as events, counted in no figure.
+func TestReadsOfTheFileBeneathALoopDeviceAreKeptAndCountedNowhere(t *testing.T) {
+	const lowerDisk, lowerPart = 9 << 20, 4096 // sectors
+	meta := testMeta()
+	meta.Models[0].Beneath = []rundir.BackingFile{{Path: "disk.img",
+		Block:   rundir.BlockDevice{DiskDev: lowerDisk, PartStartSector: lowerPart},
+		Extents: []rundir.Extent{{Logical: 0, Physical: 1 << 30, Length: 1 << 20}}}}
+	lower := func(partByte uint64, op uint32) []byte {
+		return ingest.Bytes(&wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, 200, 0, 1), IssueTs: 190,
+			Sector: (lowerPart*512 + partByte) / 512, Dev: lowerDisk, Bytes: 8192, CmdFlags: op})
+	}
+	tests := []struct {
+		name      string
+		rec       []byte
+		class     string
+		tokenRead uint64 // beside the loop device's own 4096
+	}{
+		{"a read inside the backing file", lower(1<<30+8192, 0), "read beneath", 0},
+		{"a read of the backing file's last bytes", lower(1<<30+1<<20-4096, 0), "read beneath", 0},
+		{"a read just past the backing file", lower(1<<30+1<<20, 0), "read", 8192},
+		{"a read of the lower disk before its partition", ingest.Bytes(&wire.BlockEvent{Hdr: hdr(wire.EventTypeEV_BLOCK, 200, 0, 1), IssueTs: 190,
+			Sector: 8, Dev: lowerDisk, Bytes: 8192}), "read", 8192},
+		{"a write inside the backing file", lower(1<<30, 1), "write", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &collect{}
+			c, err := New(meta, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, evs := feed(t, c, sink, block(100, physBase+4096, 4096, 0), tc.rec)
+			if len(evs) != 2 || evs[0].Tensor != idQ {
+				t.Fatalf("events %+v, want the loop device's request of attn_q, then the lower one", evs)
+			}
+			if e := evs[1]; e.ClassName() != tc.class || e.Tensor != event.TensorOther || e.Bytes != 8192 {
+				t.Errorf("lower request %+v (%s), want %s of [other file], 8192 bytes", e, e.ClassName(), tc.class)
+			}
+			if tok := res.Tokens[0]; tok.ReadBytes != 4096+tc.tokenRead {
+				t.Errorf("token read %d, want %d", tok.ReadBytes, 4096+tc.tokenRead)
+			}
+			if o := aggOf(res, event.TensorOther, -1); o.ReadBytes != tc.tokenRead {
+				t.Errorf("[other file] read %d, want %d", o.ReadBytes, tc.tokenRead)
+			}
+		})
+	}
+}

@@ -35,15 +35,37 @@ const fiemapNoPhysical = 0x2 | 0x4 | 0x8 | 0x100
 // gguf's offset index built from the run's tensor table, and disk bytes to
 // file offsets through the file's extents.
 type modelIndex struct {
-	dev     uint32
-	ino     uint64
+	dev uint32
+	ino uint64
+	diskMap
+	tensors *gguf.OffsetIndex[uint32]
+	scratch []gguf.IndexSlice[uint32] // reused by appendSlices
+	// beneath: the files the model's disk is stacked on (loop devices'
+	// backing files), where its requests are read again.
+	beneath []diskMap
+}
+
+// diskMap is where a file lies on its disk.
+type diskMap struct {
 	diskDev uint32
 	partDev uint32
 	partOff uint64 // partition start, bytes from the disk start
-	tensors *gguf.OffsetIndex[uint32]
-	scratch []gguf.IndexSlice[uint32] // reused by appendSlices
 	// extents sorted by physical byte (partition-relative)
 	extents []rundir.Extent
+}
+
+func newDiskMap(bd *rundir.BlockDevice, extents []rundir.Extent) diskMap {
+	dm := diskMap{diskDev: bd.DiskDev, partDev: bd.Dev, partOff: bd.PartStartSector * 512}
+	for _, e := range extents {
+		// An extent whose location is unknown, delayed, encoded or inline
+		// has no meaningful physical byte: no block request maps to it.
+		if e.Flags&fiemapNoPhysical != 0 || e.Length == 0 {
+			continue
+		}
+		dm.extents = append(dm.extents, e)
+	}
+	sort.Slice(dm.extents, func(i, j int) bool { return dm.extents[i].Physical < dm.extents[j].Physical })
+	return dm
 }
 
 func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
@@ -56,16 +78,10 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.Path, err)
 	}
-	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskDev: m.Block.DiskDev, partDev: m.Block.Dev, partOff: m.Block.PartStartSector * 512, tensors: ix}
-	for _, e := range m.Extents {
-		// An extent whose location is unknown, delayed, encoded or inline
-		// has no meaningful physical byte: no block request maps to it.
-		if e.Flags&fiemapNoPhysical != 0 || e.Length == 0 {
-			continue
-		}
-		mi.extents = append(mi.extents, e)
+	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskMap: newDiskMap(&m.Block, m.Extents), tensors: ix}
+	for i := range m.Beneath {
+		mi.beneath = append(mi.beneath, newDiskMap(&m.Beneath[i].Block, m.Beneath[i].Extents))
 	}
-	sort.Slice(mi.extents, func(i, j int) bool { return mi.extents[i].Physical < mi.extents[j].Physical })
 	return mi, nil
 }
 
@@ -107,11 +123,33 @@ func appendMerge(dst []slice, s slice) []slice {
 // Without the whole disk's number (not found at record time) the
 // partition's is the best guess: it is the disk itself when the file
 // system sits on an unpartitioned device.
-func (mi *modelIndex) onDisk(dev uint32) bool {
-	if mi.diskDev != 0 {
-		return mi.diskDev == dev
+func (dm *diskMap) onDisk(dev uint32) bool {
+	if dm.diskDev != 0 {
+		return dm.diskDev == dev
 	}
-	return mi.partDev != 0 && mi.partDev == dev
+	return dm.partDev != 0 && dm.partDev == dev
+}
+
+// holds says whether byte d of disk dev is in one of the file's extents.
+func (dm *diskMap) holds(dev uint32, d uint64) bool {
+	if !dm.onDisk(dev) || d < dm.partOff {
+		return false
+	}
+	p := d - dm.partOff
+	i := sort.Search(len(dm.extents), func(i int) bool { return dm.extents[i].Physical+dm.extents[i].Length > p })
+	return i < len(dm.extents) && dm.extents[i].Physical <= p
+}
+
+// readBeneath says whether a request starting at byte d of disk dev reads
+// a file the model's disk is stacked on: a request of the disk above,
+// read again.
+func (mi *modelIndex) readBeneath(dev uint32, d uint64) bool {
+	for i := range mi.beneath {
+		if mi.beneath[i].holds(dev, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // appendDiskSlices cuts the disk byte range [d, d+n) into this model's

@@ -101,11 +101,19 @@ const (
 	// BPF never saw it complete: its bytes were read or written, its
 	// latency is unknown (Dur 0, shown NA).
 	ClassCompletionUnseen uint8 = 2
+	// ClassBeneath marks a block read of a file a model's disk is stacked
+	// on (a loop device's backing file): the same bytes as a request of
+	// the model's disk, read again. Kept as events, counted in no figure.
+	ClassBeneath uint8 = 4
 )
 
 // BlockWrite says whether a block event's class is a write (or another
 // operation that is not a read).
 func BlockWrite(class uint8) bool { return class&ClassWrite != 0 }
+
+// BlockRead says whether a block request's class is a read that counts:
+// not a write, not a read beneath a model's disk.
+func BlockRead(class uint8) bool { return class&(ClassWrite|ClassBeneath) == 0 }
 
 // CompletionUnseen says whether a block event's completion was never seen,
 // so that it has no latency.
@@ -150,6 +158,9 @@ func (e *Event) ClassName() string {
 		dir := "read"
 		if BlockWrite(e.Class) {
 			dir = "write"
+		}
+		if e.Class&ClassBeneath != 0 {
+			dir += " beneath"
 		}
 		if e.CompletionUnseen() {
 			return dir + ", completion unseen"

@@ -401,7 +401,7 @@ func (r *Run) measureWait(st *store.Store, model map[uint32]bool, phaseOf map[ui
 				}
 				readers[e.Token][e.Tid] = true
 			}
-		case e.Kind == event.KindBlock && !event.BlockWrite(e.Class) && !e.CompletionUnseen() && e.Dur > 0 && e.Dur <= e.Ts:
+		case e.Kind == event.KindBlock && event.BlockRead(e.Class) && !e.CompletionUnseen() && e.Dur > 0 && e.Dur <= e.Ts:
 			blocks = append(blocks, span{e.Ts - e.Dur, e.Ts})
 			blockBytes += e.Bytes
 			requests[e.Req] = true

@@ -127,6 +127,7 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 	if mf.Block, err = blockdev.Of(id); err != nil {
 		m.warn(fmt.Sprintf("model %s: %v", abs, err))
 	}
+	mf.Beneath, mf.BlockNA = m.beneath(abs, mf.Block)
 	if m.onNew != nil {
 		if err := m.onNew(mf); err != nil {
 			return nil, err
@@ -231,4 +232,50 @@ func mappedPath(pid int, start, end uint64) string {
 		}
 	}
 	return ""
+}
+
+// maxStack bounds how many loop devices beneath a model are followed: a
+// loop device may be bound to a file on another, never in a cycle.
+const maxStack = 8
+
+// beneath follows the loop devices a model's disk is stacked on (the
+// backing files whose reads repeat the disk's), and says why the model's
+// requests are NA where the disk is built on devices whose requests
+// iocorr does not map back.
+func (m *models) beneath(model string, bd kernel.BlockDevice) (out []rundir.BackingFile, blockNA string) {
+	for range maxStack {
+		if bd.DiskDev == 0 {
+			return out, ""
+		}
+		st, err := blockdev.StackOf(bd.DiskDev)
+		switch {
+		case err != nil:
+			m.warn(fmt.Sprintf("model %s: %v: what is read beneath its disk may count as reads of other files", model, err))
+			return out, ""
+		case len(st.Slaves) > 0:
+			// A device mapper's or md's bios go on to the devices beneath
+			// at sectors of their own: the requests are issued there.
+			why := fmt.Sprintf("its disk %s is built on %s (device mapper or md): its requests are issued there, at sectors iocorr does not map back to the file, so they count as reads of other files and none as the model's",
+				bd.Name, strings.Join(st.Slaves, ", "))
+			m.warn("model " + model + ": " + why)
+			return out, why
+		case st.Backing == "":
+			return out, ""
+		}
+		bf := rundir.BackingFile{Path: st.Backing, Offset: st.Offset}
+		id, err := blockdev.StatFile(st.Backing)
+		if err == nil {
+			bf.Block, err = blockdev.Of(id)
+		}
+		if err == nil {
+			bf.Extents, err = blockdev.Extents(st.Backing)
+		}
+		if err != nil {
+			m.warn(fmt.Sprintf("model %s: its disk %s is a loop device on %s: %v: that file's reads may count as reads of other files", model, bd.Name, st.Backing, err))
+			return out, ""
+		}
+		out = append(out, bf)
+		bd = bf.Block
+	}
+	return out, ""
 }

@@ -103,7 +103,7 @@ func (ev *events) add(e *event.Event) {
 		ev.late++
 	}
 	switch {
-	case e.Kind == event.KindBlock && !event.BlockWrite(e.Class):
+	case e.Kind == event.KindBlock && event.BlockRead(e.Class):
 		ev.tBytes[e.Tensor] += float64(e.Bytes)
 		if t.Experts > 0 && t.ExpertStride > 0 && t.Layer >= 0 && e.Phase == event.PhaseDecode {
 			ev.addExpertBytes(t, e)

@@ -188,6 +188,17 @@ const (
 	CapFaultWait = "fault wait"
 )
 
+// ModelBlockNA says why some model's block requests are not told from
+// other files' (ModelFile.BlockNA), "" when every model's are.
+func (m *Meta) ModelBlockNA() string {
+	for i := range m.Models {
+		if why := m.Models[i].BlockNA; why != "" {
+			return "model " + m.Models[i].Path + ": " + why
+		}
+	}
+	return ""
+}
+
 // CapabilityNA says why the run had no path for the capability named name
 // ("" when it had one, was not asked for, or the run predates the table):
 // the kernel (or IOCORR_WITHOUT) lacked what every path needs.

@@ -355,6 +355,17 @@ type ModelFile struct {
 
 	Block   BlockDevice `json:"block_device"`
 	Extents []Extent    `json:"extents"`
+	// Beneath are the files the model's disk is stacked on, the nearest
+	// first: a loop device's backing file, and that file's own where its
+	// disk is a loop device too. Each request of the model's disk is read
+	// again from them: the trace keeps those reads, apart (a block
+	// event's ClassBeneath), and counts them in no figure.
+	Beneath []BackingFile `json:"beneath,omitempty"`
+	// BlockNA says why the model's block requests cannot be told from
+	// others' ("" when they can): its disk is a device mapper's or md's,
+	// whose requests are issued at the devices beneath, at their own
+	// sectors.
+	BlockNA string `json:"block_na,omitempty"`
 
 	// ResidentBefore is how many of the file's pages were in the page
 	// cache when the child started (mincore), after --cold if asked.
@@ -364,6 +375,16 @@ type ModelFile struct {
 	// command had ended: the check of the residency that page-cache
 	// events replay. Nil when not taken.
 	ResidentEnd *PageMap `json:"resident_end,omitempty"`
+}
+
+// BackingFile is a loop device's backing file: where it lies on its own
+// disk.
+type BackingFile struct {
+	Path string `json:"path"`
+	// Offset is the byte of the file the loop device's first sector is.
+	Offset  uint64      `json:"offset"`
+	Block   BlockDevice `json:"block_device"`
+	Extents []Extent    `json:"extents"`
 }
 
 // PageMap lists a file's resident pages as ranges [first, end) of page

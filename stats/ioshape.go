@@ -194,7 +194,7 @@ func (sh *shaper) record(rec []event.Event) error {
 			}
 		}
 	case event.KindBlock:
-		if event.BlockWrite(rec[0].Class) || !slices.ContainsFunc(rec, func(e event.Event) bool { return inModel(&e) }) {
+		if !event.BlockRead(rec[0].Class) || !slices.ContainsFunc(rec, func(e event.Event) bool { return inModel(&e) }) {
 			return nil
 		}
 		e := &rec[0]
@@ -358,7 +358,7 @@ type shapeRun struct {
 }
 
 func newShapeRun(meta *rundir.Meta) shapeRun {
-	return shapeRun{disk: meta.Disk, diskNA: meta.DiskNA(), blockNA: meta.CapabilityNA(rundir.CapBlock), waitNA: meta.CounterNA("fault_wait_ns")}
+	return shapeRun{disk: meta.Disk, diskNA: meta.DiskNA(), blockNA: cmp.Or(meta.CapabilityNA(rundir.CapBlock), meta.ModelBlockNA()), waitNA: meta.CounterNA("fault_wait_ns")}
 }
 
 // figures is s as a row of ioShapeColumns.

@@ -201,3 +201,24 @@ func TestTheWaitShareIsTheStallsShareThatWasWait(t *testing.T) {
 		})
 	}
 }
+
+// A model on a device mapper's disk (LVM, dm-crypt) has its requests
+// issued at the disks beneath, at sectors iocorr does not map back: the
+// shape says so, where it would say the disk was idle and read nothing.
+func TestTheIOShapeIsNAWhereAModelsRequestsCannotBeToldApart(t *testing.T) {
+	meta := &rundir.Meta{Models: []rundir.ModelFile{{Path: "a.gguf"}, {Path: "b.gguf", BlockNA: "its disk dm-1 is built on nvme0n1p3 (device mapper or md)"}}}
+	s := shape{wall: 1000, timed: true, stall: 600, stallSum: 600, waitSum: 500}
+	row := s.figures(newShapeRun(meta))
+	for i, c := range ioShapeColumns {
+		switch c.Name {
+		case "busy_share", "requests", "bytes_read_bytes", "read_bandwidth_mb_per_s", "requests_in_flight_mean":
+			if !strings.Contains(row[i].NA, "b.gguf: its disk dm-1 is built on nvme0n1p3") {
+				t.Errorf("%s = %+v, want NA naming the model and its disk", c.Name, row[i])
+			}
+		case "stall_share":
+			if row[i].NA != "" || row[i].F != 0.6 {
+				t.Errorf("stall share %+v, want 0.6: the faults are the model's whatever its disk", row[i])
+			}
+		}
+	}
+}

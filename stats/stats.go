@@ -240,7 +240,7 @@ func (r *run) eventPass() error {
 		}
 		switch rec[0].Kind {
 		case event.KindBlock:
-			if !event.BlockWrite(rec[0].Class) {
+			if event.BlockRead(rec[0].Class) {
 				q := r.readRequest(rec, readSeen)
 				r.reqHist[bits.Len64(q.bytes)]++
 				r.reqs++

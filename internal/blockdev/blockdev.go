@@ -248,3 +248,47 @@ func DiskStats(names ...string) ([]kernel.DiskStat, error) {
 	}
 	return out, sc.Err()
 }
+
+// sysDevBlock is where sysfs names block devices by major:minor; tests of
+// stacks the lab's kernel cannot build (it has no device mapper) point it
+// at a tree of their own.
+var sysDevBlock = "/sys/dev/block"
+
+// Stack is what a whole disk is built on: a loop device's backing file
+// (its requests are read again from that file, at the file's own disk),
+// or the devices a device-mapper or md device sends its I/O to (Slaves),
+// whose requests carry their own sectors, not the disk's. A disk is on
+// neither.
+type Stack struct {
+	// Backing is the loop device's backing file, "" for no loop device;
+	// Offset the byte of it the loop device's first sector is.
+	Backing string
+	Offset  uint64
+	// Slaves names the devices beneath a device-mapper or md device.
+	Slaves []string
+}
+
+// StackOf says what the whole disk diskDev is built on.
+func StackOf(diskDev uint32) (Stack, error) {
+	sys := filepath.Join(sysDevBlock, kernel.DevString(diskDev))
+	var s Stack
+	if b, err := os.ReadFile(filepath.Join(sys, "loop", "backing_file")); err == nil {
+		// A backing file removed since it was bound still backs the
+		// device; sysfs marks it, and it has no path left to map.
+		s.Backing = strings.TrimSpace(string(b))
+		if s.Offset, err = readUint(filepath.Join(sys, "loop", "offset")); err != nil {
+			return s, fmt.Errorf("reading the loop offset of %s: %w", kernel.DevString(diskDev), err)
+		}
+		return s, nil
+	} else if !os.IsNotExist(err) {
+		return s, fmt.Errorf("reading the backing file of %s: %w", kernel.DevString(diskDev), err)
+	}
+	ents, err := os.ReadDir(filepath.Join(sys, "slaves"))
+	if err != nil && !os.IsNotExist(err) {
+		return s, fmt.Errorf("listing the devices beneath %s: %w", kernel.DevString(diskDev), err)
+	}
+	for _, e := range ents {
+		s.Slaves = append(s.Slaves, e.Name())
+	}
+	return s, nil
+}

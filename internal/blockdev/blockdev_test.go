@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -213,4 +215,51 @@ func diskFile(t *testing.T, size int) string {
 		b[i] = byte(i*7 + i>>12)
 	}
 	return testenv.DiskFile(t, b)
+}
+
+// The lab's kernel has no device mapper, so its stacks are sysfs trees
+// written here as the kernel lays them out (a dm or md device lists the
+// devices beneath in slaves/; a bound loop device has loop/); a real loop
+// device is the recorder's e2e test.
+func TestStackOfSaysWhatADiskIsBuiltOn(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string // relative to the disk's sysfs directory
+		want  Stack
+	}{
+		{"a plain disk", map[string]string{"slaves/": "", "size": "100\n"}, Stack{}},
+		{"a loop device at an offset of its file", map[string]string{"loop/backing_file": "/srv/disk.img\n", "loop/offset": "1048576\n", "slaves/": ""},
+			Stack{Backing: "/srv/disk.img", Offset: 1 << 20}},
+		{"an LVM volume on two disks' partitions", map[string]string{"slaves/nvme0n1p3": "", "slaves/sda1": "", "dm/name": "vg-root\n"},
+			Stack{Slaves: []string{"nvme0n1p3", "sda1"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dev := kernel.Dev(253, 1)
+			sys := filepath.Join(root, kernel.DevString(dev))
+			for p, body := range tc.files {
+				path := filepath.Join(sys, p)
+				if strings.HasSuffix(p, "/") {
+					if err := os.MkdirAll(path, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old := sysDevBlock
+			sysDevBlock = root
+			t.Cleanup(func() { sysDevBlock = old })
+			got, err := StackOf(dev)
+			if err != nil || got.Backing != tc.want.Backing || got.Offset != tc.want.Offset || !slices.Equal(got.Slaves, tc.want.Slaves) {
+				t.Errorf("StackOf = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
 }
