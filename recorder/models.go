@@ -2,7 +2,9 @@ package recorder
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,6 +268,10 @@ func (m *models) beneath(model string, bd kernel.BlockDevice) (out []rundir.Back
 		id, err := blockdev.StatFile(st.Backing)
 		if err == nil {
 			bf.Block, err = blockdev.Of(id)
+			if errors.Is(err, fs.ErrNotExist) {
+				// A backing file in memory (tmpfs): no disk is read beneath.
+				return out, ""
+			}
 		}
 		if err == nil {
 			bf.Extents, err = blockdev.Extents(st.Backing)
