@@ -91,7 +91,7 @@ func (t *Tracer) FaultCounts() ([]wire.FaultCountEvent, error) {
 		out = append(out, wire.FaultCountEvent{
 			Hdr: wire.EventHdr{Ts: v.LastTs, Tgid: k.Tgid, Tid: k.Tid, Token: k.Token, Op: k.Op,
 				Type: uint16(wire.EventTypeEV_FAULT_COUNT), Phase: k.Phase},
-			FirstTs: v.FirstTs, Count: v.Count, StallNs: v.StallNs, WaitNs: v.WaitNs, Class: k.Class, Where: k.Where,
+			FirstTs: v.FirstTs, Count: v.Count, StallNs: v.StallNs, WaitNs: v.WaitNs, PreemptedNs: v.PreemptedNs, Class: k.Class, Where: k.Where,
 		})
 	}
 	if err := it.Err(); err != nil {

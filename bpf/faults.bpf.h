@@ -31,6 +31,8 @@ struct fault_start {
 	__u8 pad[2];
 	__u64 off_since; /* when the thread last went to sleep in it, 0 while it runs */
 	__u64 wait_ns;   /* its sleeps so far (fault_switch) */
+	__u64 preempted_since; /* when it was last preempted in it, 0 while it runs */
+	__u64 preempted_ns;    /* its time preempted so far (fault_switch) */
 };
 
 /* Faults begun and not yet accounted, by thread. */
@@ -60,6 +62,7 @@ struct fault_count {
 	__u64 count;
 	__u64 stall_ns;
 	__u64 wait_ns;
+	__u64 preempted_ns;
 };
 
 /* Preallocated (perf_event programs may use no other hash map on older
@@ -128,7 +131,7 @@ static __always_inline __u8 fault__where_cached(__u32 tgid, __u64 addr)
  * stall, to the count of its stamp and class: false when the map has no
  * room for a new key (the caller then records it). Only the thread itself
  * writes its keys, so no two programs race on one. */
-static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u64 now, __u64 stall, __u64 wait)
+static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u64 now, __u64 stall, __u64 wait, __u64 preempted)
 {
 	struct fault_count_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .tid = tid, .class = class, .where = where};
 	struct fault_count *v, nv = {};
@@ -140,6 +143,7 @@ static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u6
 		v->count++;
 		v->stall_ns += stall;
 		v->wait_ns += wait;
+		v->preempted_ns += preempted;
 		return true;
 	}
 	nv.first_ts = now;
@@ -147,6 +151,7 @@ static __always_inline bool fault__count(__u32 tid, __u8 class, __u8 where, __u6
 	nv.count = 1;
 	nv.stall_ns = stall;
 	nv.wait_ns = wait;
+	nv.preempted_ns = preempted;
 	return bpf_map_update_elem(&fault_counts, &k, &nv, BPF_NOEXIST) == 0;
 }
 
@@ -174,6 +179,7 @@ static __always_inline void fault__set_start(struct fault_event *e, struct fault
 		e->dev = 0;
 		e->file_off = 0;
 		e->wait_ns = 0;
+		e->preempted_ns = 0;
 		return;
 	}
 	e->start_ts = fs->ts;
@@ -184,6 +190,7 @@ static __always_inline void fault__set_start(struct fault_event *e, struct fault
 	e->file_off = fs->file_off;
 	e->vma_busy = fs->vma_busy;
 	e->wait_ns = fs->wait_ns;
+	e->preempted_ns = fs->preempted_ns;
 }
 
 /* fault__flush_pending reports a thread's fault that began but was never
@@ -196,7 +203,7 @@ static __always_inline void fault__flush_pending(__u32 tid)
 	if (!prev)
 		return;
 	if (prev->where != FAULT_WHERE_MODEL &&
-	    fault__count(tid, FAULT_UNACCOUNTED, prev->where, bpf_ktime_get_ns(), 0, 0)) {
+	    fault__count(tid, FAULT_UNACCOUNTED, prev->where, bpf_ktime_get_ns(), 0, 0, 0)) {
 		bpf_map_delete_elem(&fault_starts, &tid);
 		return;
 	}
@@ -243,35 +250,41 @@ static __always_inline int fault__begin(__u64 address, __u64 ip, __u64 error_cod
 	return 0;
 }
 
-/* fault_switch times a traced thread's sleeps inside its faults: from its
- * switch out, where it was not preempted (it went to sleep: on the folio
- * lock while the device reads, on reclaim, on the mmap lock), to its
- * switch back in. A preempted thread stays runnable: the CPU, not the
- * fault, kept it waiting. Only fault_starts is asked, by thread id, so an
- * untraced switch of the machine costs two lookups that miss; the thread
- * is off its CPU at both, so nothing else writes its start meanwhile.
- * Only the first three arguments are read: prev_state came in 5.18. */
+/* fault_switch times a traced thread's time off the CPU inside its
+ * faults, from its switch out to its switch back in, in two sums: its
+ * sleeps, where it was not preempted (it went to sleep: on the folio lock
+ * while the device reads, on reclaim, on the mmap lock), and its time
+ * preempted, runnable: the CPU, not the fault, kept it waiting then.
+ * Only fault_starts is asked, by thread id, so an untraced switch of the
+ * machine costs two lookups that miss; the thread is off its CPU at both,
+ * so nothing else writes its start meanwhile. Only the first three
+ * arguments are read: prev_state came in 5.18. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(fault_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct fault_start *fs;
+	__u64 now;
 	__u32 tid;
 
-	if (!preempt) {
-		tid = BPF_CORE_READ(prev, pid);
-		fs = bpf_map_lookup_elem(&fault_starts, &tid);
-		if (fs)
+	tid = BPF_CORE_READ(prev, pid);
+	fs = bpf_map_lookup_elem(&fault_starts, &tid);
+	if (fs) {
+		if (preempt)
+			fs->preempted_since = bpf_ktime_get_ns();
+		else
 			fs->off_since = bpf_ktime_get_ns();
 	}
 	tid = BPF_CORE_READ(next, pid);
 	fs = bpf_map_lookup_elem(&fault_starts, &tid);
-	if (fs && fs->off_since) {
-		__u64 now = bpf_ktime_get_ns();
-
-		if (now > fs->off_since)
-			fs->wait_ns += now - fs->off_since;
-		fs->off_since = 0;
-	}
+	if (!fs || !(fs->off_since | fs->preempted_since))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (fs->off_since && now > fs->off_since)
+		fs->wait_ns += now - fs->off_since;
+	if (fs->preempted_since && now > fs->preempted_since)
+		fs->preempted_ns += now - fs->preempted_since;
+	fs->off_since = 0;
+	fs->preempted_since = 0;
 	return 0;
 }
 
@@ -336,14 +349,14 @@ static __always_inline int fault__end(struct perf_ctx *ctx, __u8 class)
 	if (fs && fs->where != FAULT_WHERE_MODEL) {
 		__u64 now = bpf_ktime_get_ns();
 
-		if (fault__count(tid, class, fs->where, now, now >= fs->ts ? now - fs->ts : 0, fs->wait_ns)) {
+		if (fault__count(tid, class, fs->where, now, now >= fs->ts ? now - fs->ts : 0, fs->wait_ns, fs->preempted_ns)) {
 			bpf_map_delete_elem(&fault_starts, &tid);
 			return 0;
 		}
 	} else if (!fs) {
 		__u8 where = fault__where_cached(tgid, addr);
 
-		if (where != FAULT_WHERE_MODEL && fault__count(tid, class, where, bpf_ktime_get_ns(), 0, 0))
+		if (where != FAULT_WHERE_MODEL && fault__count(tid, class, where, bpf_ktime_get_ns(), 0, 0, 0))
 			return 0;
 	}
 	e = fault__reserve(class);

@@ -108,9 +108,14 @@ struct fault_event {
 	/* The time the thread slept off the CPU between start_ts and hdr.ts,
 	 * switched out other than by preemption (faults.bpf.h's fault_switch):
 	 * the fault's wait, on the device or on a lock; the rest of the stall
-	 * is the kernel's work on the CPU. 0 without a start, and where
+	 * is preempted_ns and the kernel's work on the CPU. 0 without a start, and where
 	 * fault_switch is not attached (the "fault wait" capability). */
 	__u64 wait_ns;
+	/* The time the thread spent preempted between start_ts and hdr.ts:
+	 * runnable, off the CPU from a switch out by preemption to its switch
+	 * back in. Neither the fault's wait nor the kernel's work. 0 where
+	 * wait_ns is. */
+	__u64 preempted_ns;
 };
 
 /* The faults outside the model files of one thread with one stamp (token,
@@ -126,6 +131,7 @@ struct fault_count_event {
 	__u64 count;
 	__u64 stall_ns;       /* summed end - start, as each fault_event's */
 	__u64 wait_ns;        /* summed wait_ns, as each fault_event's */
+	__u64 preempted_ns;   /* summed preempted_ns, as each fault_event's */
 	__u8 class;           /* enum fault_class */
 	__u8 where;           /* enum fault_where: FAULT_WHERE_ANON or _OTHER */
 	__u8 pad[6];

@@ -107,12 +107,13 @@ const (
 )
 
 type IocorrFaultCount struct {
-	_       structs.HostLayout
-	FirstTs uint64
-	LastTs  uint64
-	Count   uint64
-	StallNs uint64
-	WaitNs  uint64
+	_           structs.HostLayout
+	FirstTs     uint64
+	LastTs      uint64
+	Count       uint64
+	StallNs     uint64
+	WaitNs      uint64
+	PreemptedNs uint64
 }
 
 type IocorrFaultCountKey struct {
@@ -128,19 +129,21 @@ type IocorrFaultCountKey struct {
 }
 
 type IocorrFaultStart struct {
-	_         structs.HostLayout
-	Ts        uint64
-	Addr      uint64
-	Ip        uint64
-	ErrorCode uint64
-	Ino       uint64
-	FileOff   uint64
-	Dev       uint32
-	Where     uint8
-	VmaBusy   uint8
-	Pad       [2]uint8
-	OffSince  uint64
-	WaitNs    uint64
+	_              structs.HostLayout
+	Ts             uint64
+	Addr           uint64
+	Ip             uint64
+	ErrorCode      uint64
+	Ino            uint64
+	FileOff        uint64
+	Dev            uint32
+	Where          uint8
+	VmaBusy        uint8
+	Pad            [2]uint8
+	OffSince       uint64
+	WaitNs         uint64
+	PreemptedSince uint64
+	PreemptedNs    uint64
 }
 
 type IocorrFaultWhere uint32

@@ -108,33 +108,37 @@ func TestAFaultCountOfAPlaceItDoesNotKnowIsNotCharged(t *testing.T) {
 	}
 }
 
-// A fault's wait is charged beside its stall, never more than it: a
-// fault with no stall (no start, or never completed) has no wait either,
-// and the kernel's counts carry their summed wait as records would.
-func TestAFaultsWaitIsChargedWithinItsStall(t *testing.T) {
-	withWait := func(ts, start uint64, class uint8, wait uint64) []byte {
-		return ingest.Bytes(&wire.FaultEvent{Hdr: hdr(wire.EventTypeEV_FAULT, ts, 7, 1), StartTs: start, Ino: modelIno, FileOff: 4096, Dev: modelDev, Class: class, Addr: 0x7000, WaitNs: wait})
+// A fault's wait and time preempted are charged beside its stall, never
+// more than it together: a fault with no stall (no start, or never
+// completed) has neither, and the kernel's counts carry their sums as
+// records would.
+func TestAFaultsWaitAndTimePreemptedAreChargedWithinItsStall(t *testing.T) {
+	withParts := func(ts, start uint64, class uint8, wait, preempted uint64) []byte {
+		return ingest.Bytes(&wire.FaultEvent{Hdr: hdr(wire.EventTypeEV_FAULT, ts, 7, 1), StartTs: start, Ino: modelIno, FileOff: 4096, Dev: modelDev, Class: class, Addr: 0x7000,
+			WaitNs: wait, PreemptedNs: preempted})
 	}
 	for _, tc := range []struct {
-		name        string
-		rec         []byte
-		tensor      uint32
-		stall, wait uint64
+		name                   string
+		rec                    []byte
+		tensor                 uint32
+		stall, wait, preempted uint64
 	}{
-		{"a major fault that slept part of its stall", withWait(400, 300, event.ClassMajor, 60), idQ, 100, 60},
-		{"a wait past the stall is the stall", withWait(400, 300, event.ClassMajor, 150), idQ, 100, 100},
-		{"a fault without its start has neither", withWait(400, 0, event.ClassMajor, 50), idQ, 0, 0},
-		{"an unaccounted fault has neither", withWait(400, 300, event.ClassUnaccounted, 80), idQ, 0, 0},
-		{"a count of anonymous faults", ingest.Bytes(&wire.FaultCountEvent{Hdr: hdr(wire.EventTypeEV_FAULT_COUNT, 400, 7, 1), Count: 3, StallNs: 50, WaitNs: 30,
-			Class: event.ClassMinor, Where: uint8(wire.FaultWhereFAULT_WHERE_ANON)}), event.TensorAnon, 50, 30},
+		{"a major fault that slept part of its stall", withParts(400, 300, event.ClassMajor, 60, 0), idQ, 100, 60, 0},
+		{"a major fault that slept and was preempted", withParts(400, 300, event.ClassMajor, 60, 25), idQ, 100, 60, 25},
+		{"a wait past the stall is the stall", withParts(400, 300, event.ClassMajor, 150, 10), idQ, 100, 100, 0},
+		{"the time preempted is at most what the wait leaves", withParts(400, 300, event.ClassMajor, 70, 40), idQ, 100, 70, 30},
+		{"a fault without its start has neither", withParts(400, 0, event.ClassMajor, 50, 5), idQ, 0, 0, 0},
+		{"an unaccounted fault has neither", withParts(400, 300, event.ClassUnaccounted, 80, 5), idQ, 0, 0, 0},
+		{"a count of anonymous faults", ingest.Bytes(&wire.FaultCountEvent{Hdr: hdr(wire.EventTypeEV_FAULT_COUNT, 400, 7, 1), Count: 3, StallNs: 50, WaitNs: 30, PreemptedNs: 15,
+			Class: event.ClassMinor, Where: uint8(wire.FaultWhereFAULT_WHERE_ANON)}), event.TensorAnon, 50, 30, 15},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, _ := run(t, tc.rec)
-			if a := aggOf(res, tc.tensor, -1); a.StallNS != tc.stall || a.WaitNS != tc.wait {
-				t.Errorf("stall %d, wait %d; want %d, %d", a.StallNS, a.WaitNS, tc.stall, tc.wait)
+			if a := aggOf(res, tc.tensor, -1); a.StallNS != tc.stall || a.WaitNS != tc.wait || a.PreemptedNS != tc.preempted {
+				t.Errorf("stall %d, wait %d, preempted %d; want %d, %d, %d", a.StallNS, a.WaitNS, a.PreemptedNS, tc.stall, tc.wait, tc.preempted)
 			}
-			if tok := res.Tokens[0]; tok.WaitNS != tc.wait {
-				t.Errorf("the token's wait %d, want %d", tok.WaitNS, tc.wait)
+			if tok := res.Tokens[0]; tok.WaitNS != tc.wait || tok.PreemptedNS != tc.preempted {
+				t.Errorf("the token's wait %d, preempted %d; want %d, %d", tok.WaitNS, tok.PreemptedNS, tc.wait, tc.preempted)
 			}
 		})
 	}

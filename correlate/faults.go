@@ -64,11 +64,7 @@ func (c *Correlator) fault(f *wire.FaultEvent) {
 	if f.StartTs != 0 && f.StartTs <= hdr.Ts && isCompleted(f.Class) {
 		ev.Dur = hdr.Ts - f.StartTs
 	}
-	wait := uint64(0)
-	if ev.Dur != 0 {
-		wait = min(f.WaitNs, ev.Dur)
-	}
-	c.chargeFaults(hdr, ev.Tensor, ev.Expert, ev.Op, f.Class, 1, ev.Dur, wait)
+	c.chargeFaults(hdr, ev.Tensor, ev.Expert, ev.Op, f.Class, 1, stallOf(ev.Dur, f.WaitNs, f.PreemptedNs))
 	c.emit(ev)
 }
 
@@ -83,7 +79,7 @@ func isCompleted(class uint8) bool {
 // chargeFaults charges n faults of class with their summed stall and wait to the
 // aggregate row (token of hdr, tensor, expert, op) and to the token: the
 // one charge of a fault record and of the kernel's count alike.
-func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int16, op uint32, class uint8, n, stall, wait uint64) {
+func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int16, op uint32, class uint8, n uint64, st stall) {
 	a := c.agg(hdr.Token, tensor, expert, op)
 	t := c.token(hdr)
 	if !isCompleted(class) {
@@ -98,9 +94,22 @@ func (c *Correlator) chargeFaults(hdr *wire.EventHdr, tensor uint32, expert int1
 		} else {
 			k.Minor += n
 		}
-		k.StallNS += stall
-		k.WaitNS += wait
+		k.StallNS += st.total
+		k.WaitNS += st.wait
+		k.PreemptedNS += st.preempted
 	}
+}
+
+// stall is faults' summed stall and its parts off the CPU: asleep, and
+// preempted.
+type stall struct{ total, wait, preempted uint64 }
+
+// stallOf holds the parts the kernel summed to the stall: each thread's
+// clock is read a little apart from the fault's start and end, so a part
+// may pass the whole by a few ns; the sleep is taken first.
+func stallOf(total, wait, preempted uint64) stall {
+	wait = min(wait, total)
+	return stall{total: total, wait: wait, preempted: min(preempted, total-wait)}
 }
 
 // faultCount charges the kernel's count of faults outside the model files
@@ -120,7 +129,7 @@ func (c *Correlator) faultCount(fc *wire.FaultCountEvent) {
 		return
 	}
 	c.stats.FaultsCounted += fc.Count
-	c.chargeFaults(&fc.Hdr, tensor, -1, c.probeOp(&fc.Hdr), fc.Class, fc.Count, fc.StallNs, min(fc.WaitNs, fc.StallNs))
+	c.chargeFaults(&fc.Hdr, tensor, -1, c.probeOp(&fc.Hdr), fc.Class, fc.Count, stallOf(fc.StallNs, fc.WaitNs, fc.PreemptedNs))
 }
 
 // flushTid emits the adds held back for tid; those inside fault f's

@@ -277,7 +277,7 @@ func TestEveryTableHasOneSchemaAcrossRuns(t *testing.T) {
 		dataset.ExpertActivations: "phase VARCHAR, layer BIGINT, expert BIGINT, activations BIGINT, na_reason VARCHAR, run VARCHAR",
 		dataset.CacheSimLayers:    "layer BIGINT, policy VARCHAR, k_experts BIGINT, hit_rate_ratio DOUBLE, hit_rate_after_warmup_ratio DOUBLE, bytes_read_per_token_bytes DOUBLE, na_reason VARCHAR, run VARCHAR",
 		dataset.Residency:         "token BIGINT, tensor VARCHAR, resident_pages BIGINT, pages BIGINT, resident_share_ratio DOUBLE, na_reason VARCHAR, run VARCHAR",
-		dataset.IOShapeTokens: "token BIGINT, phase VARCHAR, wall_ns BIGINT, busy_share DOUBLE, stall_share DOUBLE, wait_share DOUBLE, requests BIGINT, requests_without_completion BIGINT, " +
+		dataset.IOShapeTokens: "token BIGINT, phase VARCHAR, wall_ns BIGINT, busy_share DOUBLE, stall_share DOUBLE, wait_share DOUBLE, preempted_share DOUBLE, requests BIGINT, requests_without_completion BIGINT, " +
 			"requests_in_flight_mean DOUBLE, requests_in_flight_peak BIGINT, bytes_read_bytes BIGINT, read_bandwidth_mb_per_s DOUBLE, device_bandwidth_mb_per_s DOUBLE, " +
 			"bandwidth_share DOUBLE, faults_in_flight_mean DOUBLE, faults_in_flight_peak BIGINT, request_size_mean_bytes DOUBLE, verdict VARCHAR, na_reason VARCHAR, run VARCHAR",
 	}

@@ -19,8 +19,13 @@ type Counters struct {
 	RequestedBytes uint64
 	// WaitNS is the part of StallNS the faulting threads slept off the
 	// CPU (on the device, a lock, reclaim's throttle): what a prefetch can
-	// take off the token. The rest is the kernel's work on the CPU.
+	// take off the token. The rest is the kernel's work on the CPU, or
+	// PreemptedNS.
 	WaitNS uint64
+	// PreemptedNS is the part of StallNS the faulting threads spent
+	// preempted, runnable off the CPU: the machine's other work, not
+	// the fault's.
+	PreemptedNS uint64
 }
 
 // Add adds o to c.
@@ -39,6 +44,7 @@ func (c *Counters) Add(o *Counters) {
 	c.BlockReqs += o.BlockReqs
 	c.RequestedBytes += o.RequestedBytes
 	c.WaitNS += o.WaitNS
+	c.PreemptedNS += o.PreemptedNS
 }
 
 // Unit is what a counter counts, for rendering.
@@ -65,7 +71,7 @@ type Counter struct {
 }
 
 // NumCounters is the number of fields of Counters.
-const NumCounters = 14
+const NumCounters = 15
 
 // CounterFields lists every counter once. Appending one means a new field
 // of Counters, a line in Add, and a new store format.
@@ -83,7 +89,8 @@ var CounterFields = [NumCounters]Counter{
 	{"bytes_read", UnitBytes, "bytes read from the device", true, func(c *Counters) *uint64 { return &c.ReadBytes }},
 	{"block_requests", UnitCount, "block read requests whose first byte is here", true, func(c *Counters) *uint64 { return &c.BlockReqs }},
 	{"bytes_requested", UnitBytes, "bytes read from the model file by read syscalls and io_uring (loads without mmap)", true, func(c *Counters) *uint64 { return &c.RequestedBytes }},
-	{"fault_wait_ns", UnitNS, "the part of fault_stall_ns the faulting threads slept off the CPU (the rest they were on a CPU, the kernel's work in the faults, or runnable and preempted)", false, func(c *Counters) *uint64 { return &c.WaitNS }},
+	{"fault_wait_ns", UnitNS, "the part of fault_stall_ns the faulting threads slept off the CPU (the rest is fault_preempted_ns and the kernel's work on a CPU)", false, func(c *Counters) *uint64 { return &c.WaitNS }},
+	{"fault_preempted_ns", UnitNS, "the part of fault_stall_ns the faulting threads spent preempted, runnable off the CPU", false, func(c *Counters) *uint64 { return &c.PreemptedNS }},
 }
 
 // CounterByName finds a counter by its name.

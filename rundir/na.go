@@ -169,12 +169,12 @@ func (m *Meta) PageCacheNA() string {
 // PageCacheCounters (PageCacheNA checks its capability first); fault
 // offsets always has a path (the mappings seen, at ingest).
 var CapabilityCounters = map[string][]string{
-	CapFaults:    {"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns", "fault_wait_ns"},
+	CapFaults:    {"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns", "fault_wait_ns", "fault_preempted_ns"},
 	CapPageCache: PageCacheCounters,
 	CapReadahead: {"readahead_trigger_bytes"},
 	CapBlock:     {"bytes_read", "block_requests"},
 	CapReads:     {"bytes_requested"},
-	CapFaultWait: {"fault_wait_ns"},
+	CapFaultWait: {"fault_wait_ns", "fault_preempted_ns"},
 }
 
 // Capability names of bpf's table the counters depend on, named here for

@@ -121,7 +121,7 @@ func TestCounterNAFollowsTheCapabilitiesTheKernelHad(t *testing.T) {
 	for i := range event.CounterFields {
 		names[i] = event.CounterFields[i].Name
 	}
-	faults := []string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns", "fault_wait_ns"}
+	faults := []string{"faults", "major_faults", "minor_faults", "unaccounted_faults", "fault_stall_ns", "fault_wait_ns", "fault_preempted_ns"}
 	tests := []struct {
 		name string
 		caps []rundir.Capability
@@ -139,7 +139,7 @@ func TestCounterNAFollowsTheCapabilitiesTheKernelHad(t *testing.T) {
 		{"page cache NA", []rundir.Capability{na(rundir.CapPageCache, "filemap absent"), na(rundir.CapReadahead, "filemap absent")},
 			rundir.PageCacheCounters, "capability no path (filemap absent)"},
 		{"page cache off: the tier's reason stays", []rundir.Capability{{Name: rundir.CapPageCache, Off: true}}, nil, ""},
-		{"fault wait NA", []rundir.Capability{na(rundir.CapFaultWait, "sched_switch absent")}, []string{"fault_wait_ns"},
+		{"fault wait NA", []rundir.Capability{na(rundir.CapFaultWait, "sched_switch absent")}, []string{"fault_wait_ns", "fault_preempted_ns"},
 			"fault wait capability no path (sched_switch absent)"},
 	}
 	for _, tc := range tests {

@@ -34,10 +34,12 @@ import (
 //   - wait_share: stall_share × the faults' summed wait ÷ their summed
 //     stall (event.Counters.WaitNS: the threads asleep off the CPU, on the
 //     device or a lock): the part of the stall more reads in flight can
-//     take off the token. The rest is the kernel's work in the faults
+//     take off the token.
+//   - preempted_share: likewise of the faults' summed time preempted
+//     (event.Counters.PreemptedNS: runnable off the CPU, the machine's
+//     other work). The stall's rest is the kernel's work in the faults
 //     (allocating, reclaiming under the budget, mapping), on a CPU, which
-//     a prefetch lessens only by reading fewer bytes, and any time the
-//     threads were preempted inside them, runnable.
+//     a prefetch lessens only by reading fewer bytes.
 //
 // The verdict is rundir.IOBound's rule (plan's prefetch advice applies
 // the same). Where a figure of a step cannot be known (no disk profile,
@@ -112,11 +114,12 @@ type shape struct {
 	peak             int
 	stall, faultArea uint64 // faults
 	faultPeak        int
-	// stallSum and waitSum are the faults' summed stall and wait (not a
-	// union): the share of the stall that was wait.
-	stallSum, waitSum uint64
-	requests, unseen  int // model read requests completed (or not) in it
-	bytes             uint64
+	// stallSum, waitSum and preemptedSum are the faults' summed stall,
+	// wait and time preempted (not a union): the shares of the stall
+	// that were wait and preemption.
+	stallSum, waitSum, preemptedSum uint64
+	requests, unseen                int // model read requests completed (or not) in it
+	bytes                           uint64
 }
 
 func (s *shape) sum(o *shape) {
@@ -124,7 +127,7 @@ func (s *shape) sum(o *shape) {
 	s.timed = s.timed || o.timed
 	s.busy, s.area, s.peak = s.busy+o.busy, s.area+o.area, max(s.peak, o.peak)
 	s.stall, s.faultArea, s.faultPeak = s.stall+o.stall, s.faultArea+o.faultArea, max(s.faultPeak, o.faultPeak)
-	s.stallSum, s.waitSum = s.stallSum+o.stallSum, s.waitSum+o.waitSum
+	s.stallSum, s.waitSum, s.preemptedSum = s.stallSum+o.stallSum, s.waitSum+o.waitSum, s.preemptedSum+o.preemptedSum
 	s.requests, s.unseen, s.bytes = s.requests+o.requests, s.unseen+o.unseen, s.bytes+o.bytes
 }
 
@@ -217,16 +220,16 @@ func (sh *shaper) record(rec []event.Event) error {
 }
 
 // waits are each token's faults in the models, summed from the
-// aggregates: their stall and the part of it that was wait. A fault's
-// wait is a counter, not a field of its event.
-type waits map[uint32][2]uint64
+// aggregates: their stall, and the parts of it that were wait and time
+// preempted. A fault's wait is a counter, not a field of its event.
+type waits map[uint32][3]uint64
 
 func (w waits) add(a *event.Agg) {
 	if a.Tensor == event.TensorAnon || a.Tensor == event.TensorOther || a.StallNS == 0 {
 		return
 	}
 	v := w[a.Token]
-	w[a.Token] = [2]uint64{v[0] + a.StallNS, v[1] + a.WaitNS}
+	w[a.Token] = [3]uint64{v[0] + a.StallNS, v[1] + a.WaitNS, v[2] + a.PreemptedNS}
 }
 
 // everyToken is tokens with a TokenInfo of no times added for each token
@@ -263,7 +266,7 @@ func (sh *shaper) shapes(tokens []event.TokenInfo, w waits) ([]shape, error) {
 	for i := range tokens {
 		t := &tokens[i]
 		byToken[t.Token] = i
-		out[i].stallSum, out[i].waitSum = w[t.Token][0], w[t.Token][1]
+		out[i].stallSum, out[i].waitSum, out[i].preemptedSum = w[t.Token][0], w[t.Token][1], w[t.Token][2]
 		if r := sh.requests[t.Token]; r != nil {
 			out[i].requests, out[i].unseen, out[i].bytes = r.requests, r.unseen, r.bytes
 		}
@@ -344,8 +347,8 @@ func (sh *shaper) faultFlights(ws []window, byToken map[uint32]int, out []shape)
 
 // ioShapeColumns are the figures of a token's or phase's row, after its
 // key columns.
-var ioShapeColumns = cols("ifffiifiiffffifs",
-	"wall_ns", "busy_share", "stall_share", "wait_share", "requests", "requests_without_completion",
+var ioShapeColumns = cols("iffffiifiiffffifs",
+	"wall_ns", "busy_share", "stall_share", "wait_share", "preempted_share", "requests", "requests_without_completion",
 	"requests_in_flight_mean", "requests_in_flight_peak", "bytes_read_bytes", "read_bandwidth_mb_per_s",
 	"device_bandwidth_mb_per_s", "bandwidth_share", "faults_in_flight_mean", "faults_in_flight_peak",
 	"request_size_mean_bytes", "verdict")
@@ -370,7 +373,7 @@ func (s *shape) figures(run shapeRun) []Value {
 			row = append(row, NA(naTokenTimeUnknown))
 		}
 		if run.blockNA == "" {
-			row[4], row[5], row[8] = I64(s.requests), I64(s.unseen), I64(s.bytes)
+			row[5], row[6], row[9] = I64(s.requests), I64(s.unseen), I64(s.bytes)
 		}
 		return row
 	}
@@ -410,7 +413,7 @@ func (s *shape) figures(run shapeRun) []Value {
 	if s.stall == 0 {
 		faultsPeak = NA(naNoFaultsInFlight)
 	}
-	wait := s.waitShare(run.waitNA)
+	wait, preempted := s.stallPart(s.waitSum, run.waitNA), s.stallPart(s.preemptedSum, run.waitNA)
 	judged := wait.F
 	if wait.NA != "" {
 		// Untimed waits are at most the stall.
@@ -421,13 +424,14 @@ func (s *shape) figures(run shapeRun) []Value {
 	if run.blockNA != "" {
 		requests, unseen, bytes, bandwidth, size = NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA)
 	}
-	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), wait, requests, unseen,
+	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), wait, preempted, requests, unseen,
 		inFlight, peak, bytes, bandwidth, device, share, faultsMean, faultsPeak, size, verdict}
 }
 
-// waitShare is the stall share times the share of the faults' stall that
-// was wait (NA with waitNA where the run did not time it).
-func (s *shape) waitShare(waitNA string) Value {
+// stallPart is the stall share times the share of the faults' stall that
+// part is of it, summed (wait or time preempted; NA with waitNA where the
+// run did not time them).
+func (s *shape) stallPart(part uint64, waitNA string) Value {
 	switch {
 	case waitNA != "":
 		return NA(waitNA)
@@ -436,7 +440,7 @@ func (s *shape) waitShare(waitNA string) Value {
 	case s.stallSum == 0:
 		return NA("the token's faults in the models have no stall in the aggregates")
 	}
-	return F64(float64(s.stall)/float64(s.wall)*float64(s.waitSum)/float64(s.stallSum), "")
+	return F64(float64(s.stall)/float64(s.wall)*float64(part)/float64(s.stallSum), "")
 }
 
 // verdictOf applies rundir.IOBound to a span's wait share, busy share

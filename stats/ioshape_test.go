@@ -171,32 +171,35 @@ func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 // The wait share is the part of the stall share the faults spent asleep
 // off the CPU, in the proportion their summed waits bear to their summed
 // stalls; a run that did not time the waits says so.
-func TestTheWaitShareIsTheStallsShareThatWasWait(t *testing.T) {
+func TestTheWaitAndPreemptedSharesAreTheStallsSharesThatWereEach(t *testing.T) {
 	const s = 1_000_000_000
 	for _, c := range []struct {
-		name   string
-		sh     shape
-		waitNA string
-		want   float64
-		na     string
+		name            string
+		sh              shape
+		waitNA          string
+		wait, preempted float64
+		na              string
 	}{
-		{"a quarter of the stall asleep", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 200}, "", 0.125, ""},
-		{"all of it asleep", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 800}, "", 0.5, ""},
-		{"no stall, no wait", shape{wall: s, timed: true}, "", 0, ""},
-		{"not timed in this run", shape{wall: s, timed: true, stall: s / 2, stallSum: 800}, "not measured: no sched_switch", 0, "not measured: no sched_switch"},
-		{"a stall the aggregates lack", shape{wall: s, timed: true, stall: s / 2}, "", 0, "the token's faults in the models have no stall"},
+		{"a quarter of the stall asleep", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 200}, "", 0.125, 0, ""},
+		{"all of it asleep", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 800}, "", 0.5, 0, ""},
+		{"a quarter asleep, an eighth preempted", shape{wall: s, timed: true, stall: s / 2, stallSum: 800, waitSum: 200, preemptedSum: 100}, "", 0.125, 0.0625, ""},
+		{"no stall, no wait", shape{wall: s, timed: true}, "", 0, 0, ""},
+		{"not timed in this run", shape{wall: s, timed: true, stall: s / 2, stallSum: 800}, "not measured: no sched_switch", 0, 0, "not measured: no sched_switch"},
+		{"a stall the aggregates lack", shape{wall: s, timed: true, stall: s / 2}, "", 0, 0, "the token's faults in the models have no stall"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			row := c.sh.figures(shapeRun{diskNA: "no disk profile", waitNA: c.waitNA})
-			v := row[slices.IndexFunc(ioShapeColumns, func(col Column) bool { return col.Name == "wait_share" })]
-			if c.na != "" {
-				if !strings.HasPrefix(v.NA, c.na) {
-					t.Errorf("wait share %+v, want NA %q", v, c.na)
+			for col, want := range map[string]float64{"wait_share": c.wait, "preempted_share": c.preempted} {
+				v := row[slices.IndexFunc(ioShapeColumns, func(x Column) bool { return x.Name == col })]
+				if c.na != "" {
+					if !strings.HasPrefix(v.NA, c.na) {
+						t.Errorf("%s %+v, want NA %q", col, v, c.na)
+					}
+					continue
 				}
-				return
-			}
-			if v.NA != "" || math.Abs(v.F-c.want) > 1e-12 {
-				t.Errorf("wait share %+v, want %v", v, c.want)
+				if v.NA != "" || math.Abs(v.F-want) > 1e-12 {
+					t.Errorf("%s %+v, want %v", col, v, want)
+				}
 			}
 		})
 	}

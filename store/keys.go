@@ -48,7 +48,7 @@ var summaryKey = []byte{pSummary, 's', 'u', 'm', 'm', 'a', 'r', 'y'}
 
 // FormatVersion changes when a store written by an older iocorr would be
 // misread; an ingest rebuilds a store of another version.
-const FormatVersion = 12 // 12: the counter fault_wait_ns
+const FormatVersion = 13 // 13: the counter fault_preempted_ns
 
 var be = binary.BigEndian
 

@@ -5,7 +5,7 @@ package wire
 import "structs"
 
 // Layout is the CRC-32C of the declarations below.
-const Layout uint32 = 0x7dab4f3a
+const Layout uint32 = 0x4c7f1dca
 
 type EventType uint32
 
@@ -91,31 +91,33 @@ type EventHdr struct {
 }
 
 type FaultEvent struct {
-	_         structs.HostLayout
-	Hdr       EventHdr
-	StartTs   uint64
-	Addr      uint64
-	Ip        uint64
-	Ino       uint64
-	FileOff   uint64
-	ErrorCode uint64
-	Dev       uint32
-	Class     uint8
-	VmaBusy   uint8
-	Pad       [2]uint8
-	WaitNs    uint64
+	_           structs.HostLayout
+	Hdr         EventHdr
+	StartTs     uint64
+	Addr        uint64
+	Ip          uint64
+	Ino         uint64
+	FileOff     uint64
+	ErrorCode   uint64
+	Dev         uint32
+	Class       uint8
+	VmaBusy     uint8
+	Pad         [2]uint8
+	WaitNs      uint64
+	PreemptedNs uint64
 }
 
 type FaultCountEvent struct {
-	_       structs.HostLayout
-	Hdr     EventHdr
-	FirstTs uint64
-	Count   uint64
-	StallNs uint64
-	WaitNs  uint64
-	Class   uint8
-	Where   uint8
-	Pad     [6]uint8
+	_           structs.HostLayout
+	Hdr         EventHdr
+	FirstTs     uint64
+	Count       uint64
+	StallNs     uint64
+	WaitNs      uint64
+	PreemptedNs uint64
+	Class       uint8
+	Where       uint8
+	Pad         [6]uint8
 }
 
 type PageEvent struct {
