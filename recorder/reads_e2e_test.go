@@ -182,6 +182,7 @@ func TestLoadModesAreRecordedAsWhatTheyRead(t *testing.T) {
 				}
 				read += row[col].I
 			}
+			t.Logf("dio: %d device bytes read for the tensors", read)
 			if read < dataSize || read > total+slack {
 				t.Errorf("dio: %d device bytes read for the tensors, %d bytes of tensors, %d requested", read, dataSize, total)
 			}
