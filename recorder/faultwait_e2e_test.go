@@ -49,29 +49,10 @@ func TestAFaultsWaitIsTheSleepTheSchedulerCountsInIt(t *testing.T) {
 		pages = append(pages, fmt.Sprint(p))
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	out := rectest.Record(t, dir, rectest.Options{Cold: true, Set: func(o *recorder.Options) { o.Models = []string{model} }},
-		llmtest.BuildToucher(t), "-file", model, "-pages", strings.Join(pages, ",")).Stdout
-	var rep struct {
-		MajFlt int64 `json:"majflt"`
-		Touch  struct {
-			WallNS     int64 `json:"wall_ns"`
-			OnCPUNS    int64 `json:"on_cpu_ns"`
-			RunQueueNS int64 `json:"run_queue_ns"`
-		} `json:"touch"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("toucher said %q: %v", out, err)
-	}
-	var wait, stall, major uint64
-	if err := storetest.Open(t, dir).Aggs(func(a *event.Agg) error {
-		if a.Tensor != event.TensorAnon && a.Tensor != event.TensorOther {
-			wait, stall, major = wait+a.WaitNS, stall+a.StallNS, major+a.Major
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	tt := rep.Touch
+	tt := touchTimes(t, rectest.Record(t, dir, rectest.Options{Cold: true, Set: func(o *recorder.Options) { o.Models = []string{model} }},
+		llmtest.BuildToucher(t), "-file", model, "-pages", strings.Join(pages, ",")).Stdout)
+	c := modelFaults(t, dir)
+	wait, stall, major := c.WaitNS, c.StallNS, c.Major
 	slept := float64(tt.WallNS - tt.OnCPUNS - tt.RunQueueNS)
 	offCPU := float64(tt.WallNS - tt.OnCPUNS)
 	t.Logf("%d major faults in the model: stall %.2f ms, wait %.2f ms; the touches: wall %.2f ms, on the CPU %.2f ms, runnable %.2f ms",
@@ -116,29 +97,11 @@ func TestAFaultsTimePreemptedIsRunQueueTimeTheSchedulerCountsInIt(t *testing.T) 
 	}
 	stop := spinOnCPU(t, 0)
 	dir := filepath.Join(t.TempDir(), "run")
-	out := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: "24MiB", Set: func(o *recorder.Options) { o.Models = []string{model} }},
-		"taskset", "-c", "0", llmtest.BuildToucher(t), "-file", model, "-advice", "normal", "-pages", strings.Join(pages, ",")).Stdout
+	tt := touchTimes(t, rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: "24MiB", Set: func(o *recorder.Options) { o.Models = []string{model} }},
+		"taskset", "-c", "0", llmtest.BuildToucher(t), "-file", model, "-advice", "normal", "-pages", strings.Join(pages, ",")).Stdout)
 	spun := stop()
-	var rep struct {
-		Touch struct {
-			WallNS     int64 `json:"wall_ns"`
-			OnCPUNS    int64 `json:"on_cpu_ns"`
-			RunQueueNS int64 `json:"run_queue_ns"`
-		} `json:"touch"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("toucher said %q: %v", out, err)
-	}
-	var wait, preempted, stall, major uint64
-	if err := storetest.Open(t, dir).Aggs(func(a *event.Agg) error {
-		if a.Tensor != event.TensorAnon && a.Tensor != event.TensorOther {
-			wait, preempted, stall, major = wait+a.WaitNS, preempted+a.PreemptedNS, stall+a.StallNS, major+a.Major
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	tt := rep.Touch
+	c := modelFaults(t, dir)
+	wait, preempted, stall, major := c.WaitNS, c.PreemptedNS, c.StallNS, c.Major
 	offCPU := float64(tt.WallNS - tt.OnCPUNS)
 	t.Logf("%d major faults in the model: stall %.2f ms, wait %.2f ms, preempted %.2f ms; the touches: wall %.2f ms, on the CPU %.2f ms, runnable %.2f ms; the busy loop ran %.2f ms",
 		major, float64(stall)/1e6, float64(wait)/1e6, float64(preempted)/1e6, float64(tt.WallNS)/1e6, float64(tt.OnCPUNS)/1e6, float64(tt.RunQueueNS)/1e6, float64(spun)/1e6)
@@ -188,4 +151,39 @@ func spinOnCPU(t *testing.T, cpu int) func() time.Duration {
 		stop.Store(true)
 		return <-done
 	}
+}
+
+// threadTimes are the toucher's thread times over its touches, as its
+// schedstat counted them.
+type threadTimes struct {
+	WallNS     int64 `json:"wall_ns"`
+	OnCPUNS    int64 `json:"on_cpu_ns"`
+	RunQueueNS int64 `json:"run_queue_ns"`
+}
+
+// touchTimes reads the thread times of the toucher's report, out.
+func touchTimes(t *testing.T, out string) threadTimes {
+	t.Helper()
+	var rep struct {
+		Touch threadTimes `json:"touch"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("toucher said %q: %v", out, err)
+	}
+	return rep.Touch
+}
+
+// modelFaults sums the counters of the run's model tensors.
+func modelFaults(t *testing.T, dir string) event.Counters {
+	t.Helper()
+	var c event.Counters
+	if err := storetest.Open(t, dir).Aggs(func(a *event.Agg) error {
+		if a.Tensor != event.TensorAnon && a.Tensor != event.TensorOther {
+			c.Add(&a.Counters)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
