@@ -147,13 +147,16 @@ func TestRecordEachArchAndQuantizationPicksWhatLlamaCppRouted(t *testing.T) {
 func recordOracle(t *testing.T, dir, memLimit string, spec gguf.SynthSpec, args ...string) (rectest.Output, llmtest.Routing, *rundir.Meta) {
 	t.Helper()
 	rec := rectest.Record(t, dir, rectest.Options{Cold: true, MemLimit: memLimit}, args...)
-	routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
-	if err != nil {
-		t.Fatalf("the oracle's output: %v\n%s", err, rec.Stdout)
-	}
 	m, err := rundir.ReadMeta(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	routing, err := llmtest.ParseRouting([]byte(rec.Stdout))
+	if err != nil {
+		// The oracle's end says why (the kernel's OOM kill under the
+		// limit is a SIGKILL; the cgroup's counters say how near it ran).
+		t.Fatalf("the oracle's output: %v; it exited %d (signal %q), max RSS %d KiB, the run's cgroup %v\nstdout:\n%s\nstderr:\n%s",
+			err, m.Child.ExitCode, m.Child.Signal, m.Child.MaxRSSKiB, m.Controls.CgroupCounters, rec.Stdout, rec.Stderr)
 	}
 	for typ, n := range m.Lost {
 		if n > 0 {
