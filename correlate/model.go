@@ -130,13 +130,19 @@ func (dm *diskMap) onDisk(dev uint32) bool {
 	return dm.partDev != 0 && dm.partDev == dev
 }
 
+// extentFrom is the index of the first extent that ends after partition
+// byte p (len(extents) where none does).
+func (dm *diskMap) extentFrom(p uint64) int {
+	return sort.Search(len(dm.extents), func(i int) bool { return dm.extents[i].Physical+dm.extents[i].Length > p })
+}
+
 // holds says whether byte d of disk dev is in one of the file's extents.
 func (dm *diskMap) holds(dev uint32, d uint64) bool {
 	if !dm.onDisk(dev) || d < dm.partOff {
 		return false
 	}
 	p := d - dm.partOff
-	i := sort.Search(len(dm.extents), func(i int) bool { return dm.extents[i].Physical+dm.extents[i].Length > p })
+	i := dm.extentFrom(p)
 	return i < len(dm.extents) && dm.extents[i].Physical <= p
 }
 
@@ -162,11 +168,7 @@ func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) (_ []slice, ins
 		return dst, 0, false
 	}
 	p, pend := max(d, mi.partOff)-mi.partOff, end-mi.partOff
-	// First extent that ends after p.
-	i := sort.Search(len(mi.extents), func(i int) bool {
-		e := mi.extents[i]
-		return e.Physical+e.Length > p
-	})
+	i := mi.extentFrom(p)
 	first = d >= mi.partOff && i < len(mi.extents) && mi.extents[i].Physical <= p
 	for ; p < pend && i < len(mi.extents); i++ {
 		e := mi.extents[i]

@@ -274,7 +274,8 @@ func StackOf(diskDev uint32) (Stack, error) {
 	var s Stack
 	if b, err := os.ReadFile(filepath.Join(sys, "loop", "backing_file")); err == nil {
 		// A backing file removed since it was bound still backs the
-		// device; sysfs marks it, and it has no path left to map.
+		// device: sysfs adds " (deleted)" to its path, which then stats
+		// as no file, and the caller says so.
 		s.Backing = strings.TrimSpace(string(b))
 		if s.Offset, err = readUint(filepath.Join(sys, "loop", "offset")); err != nil {
 			return s, fmt.Errorf("reading the loop offset of %s: %w", kernel.DevString(diskDev), err)
