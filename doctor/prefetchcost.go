@@ -240,11 +240,16 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 	size := int64(len(data))
 	total := size * int64(passes)
 	if beside {
+		// The compute starts once the asking thread runs: on a busy
+		// machine a short region was summed before the goroutine was
+		// scheduled, and nothing was asked beside it.
+		running := make(chan struct{})
 		go func() {
 			defer close(readerCh)
 			runtime.LockOSThread()
 			chunk := blockdev.WillNeedChunk(fh)
 			t0 := threadCPU()
+			close(running)
 			next := int64(0) // bytes asked for, all passes
 			for !done.Load() && next < total {
 				if next >= progress.Load()+costAhead {
@@ -259,6 +264,7 @@ func compute(fh *os.File, data []byte, passes int, beside bool) costRun {
 			}
 			askNS = threadCPU() - t0
 		}()
+		<-running
 	} else {
 		close(readerCh)
 	}
