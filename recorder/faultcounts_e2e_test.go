@@ -8,6 +8,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
 	"github.com/iocorr/iocorr/testkit/llmtest"
@@ -87,28 +88,38 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 			if tok.Minor > uint64(m.Child.MinFlt) || float64(uint64(m.Child.MinFlt)-tok.Minor) > 0.01*float64(m.Child.MinFlt) {
 				t.Errorf("%d minor faults in the record, the command's rusage says %d: want at most that, and within 1%%", tok.Minor, m.Child.MinFlt)
 			}
-			var noStart, inFiles, inModel, busy uint64 // records
+			var noStart, inFiles, inModel, busy, byMaps uint64 // records
 			mf := m.Models[0]
+			modelMaps := modelMappings(t, dir, m, mf)
 			spooltest.Events(t, dir, func(typ uint16, rec []byte) {
 				if uint32(typ) != uint32(wire.EventTypeEV_FAULT) {
 					return
 				}
 				f := spooltest.Decoded(t, rec).Fault()
+				counted := f.Class != uint8(wire.FaultClassFAULT_UNACCOUNTED)
 				switch {
-				case f.StartTs == 0:
-					noStart++
+				case f.Ino == 0 && (f.StartTs == 0 || f.VmaBusy != 0):
+					// Taken in kernel mode (no start), or the kernel
+					// found the mmap lock held: the correlator resolves
+					// these by the process's mappings, and so does this.
+					if f.StartTs == 0 {
+						noStart++
+					} else {
+						busy++
+					}
+					if counted && modelMaps.holds(f.Hdr.Tgid, f.Addr, f.Hdr.Ts) {
+						inModel++
+						byMaps++
+					}
 				case f.Ino == mf.Ino && f.Dev == mf.Dev:
-					if f.Class != uint8(wire.FaultClassFAULT_UNACCOUNTED) {
+					if counted {
 						inModel++
 					}
 				case f.Ino != 0:
 					inFiles++
-				default:
-					// The kernel found the mmap lock held: the maps resolve it.
-					busy++
 				}
 			})
-			t.Logf("fault records: in the model %d, in other files %d, without a start (taken in kernel mode, resolved by the maps) %d, with the mmap lock held (resolved by the maps) %d", inModel, inFiles, noStart, busy)
+			t.Logf("fault records: in the model %d (%d of them placed by the maps), in other files %d, without a start (taken in kernel mode) %d, with the mmap lock held %d", inModel, byMaps, inFiles, noStart, busy)
 			if model := tok.Faults - outside["faults"]; model != inModel {
 				t.Errorf("%d faults charged to the model's tensors, %d records in the model: want equal", model, inModel)
 			}
@@ -120,4 +131,52 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 	if records[true] == 0 || records[true]*10 > records[false] {
 		t.Errorf("%d fault records counted in the kernel, %d one by one: want at most a tenth", records[true], records[false])
 	}
+}
+
+// mappings are the model's mappings in the run's /proc/PID/maps
+// snapshots, each from its snapshot's time.
+type mappings []struct {
+	pid        uint32
+	since      uint64
+	start, end uint64
+}
+
+func (ms mappings) holds(pid uint32, addr, ts uint64) bool {
+	for _, m := range ms {
+		if m.pid == pid && m.since <= ts && m.start <= addr && addr < m.end {
+			return true
+		}
+	}
+	return false
+}
+
+// modelMappings reads the run's maps snapshots for mf's mappings: the
+// independent resolution of the fault records the kernel left unresolved.
+func modelMappings(t *testing.T, dir string, m *rundir.Meta, mf rundir.ModelFile) mappings {
+	t.Helper()
+	var out mappings
+	for _, s := range m.Maps {
+		f, err := os.Open(filepath.Join(dir, s.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := procmaps.Parse(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ms {
+			if x.Inode == mf.Ino && x.Major<<20|x.Minor == mf.Dev {
+				out = append(out, struct {
+					pid        uint32
+					since      uint64
+					start, end uint64
+				}{uint32(s.PID), s.MonoNS, x.Start, x.End})
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no maps snapshot of %d maps the model", len(m.Maps))
+	}
+	return out
 }
