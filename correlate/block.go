@@ -52,7 +52,7 @@ func (c *Correlator) block(b *wire.BlockEvent) {
 	// the "[other file]" slice appended last.
 	start := -1
 	for _, m := range c.models {
-		if !m.onDisk(b.Dev) {
+		if !m.OnDisk(b.Dev) {
 			continue
 		}
 		before := len(c.slices)

@@ -2,7 +2,6 @@ package correlate
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
@@ -28,44 +27,18 @@ func (s *slice) pagesFrom() uint64 {
 	return uint64(end - first)
 }
 
-// FIEMAP_EXTENT_UNKNOWN | _DELALLOC | _ENCODED | _DATA_INLINE.
-const fiemapNoPhysical = 0x2 | 0x4 | 0x8 | 0x100
-
 // modelIndex maps offsets of one model file to tensor ids, through
 // gguf's offset index built from the run's tensor table, and disk bytes to
 // file offsets through the file's extents.
 type modelIndex struct {
 	dev uint32
 	ino uint64
-	diskMap
+	kernel.DiskMap
 	tensors *gguf.OffsetIndex[uint32]
 	scratch []gguf.IndexSlice[uint32] // reused by appendSlices
 	// beneath: the files the model's disk is stacked on (loop devices'
 	// backing files), where its requests are read again.
-	beneath []diskMap
-}
-
-// diskMap is where a file lies on its disk.
-type diskMap struct {
-	diskDev uint32
-	partDev uint32
-	partOff uint64 // partition start, bytes from the disk start
-	// extents sorted by physical byte (partition-relative)
-	extents []rundir.Extent
-}
-
-func newDiskMap(bd *rundir.BlockDevice, extents []rundir.Extent) diskMap {
-	dm := diskMap{diskDev: bd.DiskDev, partDev: bd.Dev, partOff: bd.PartStartSector * 512}
-	for _, e := range extents {
-		// An extent whose location is unknown, delayed, encoded or inline
-		// has no meaningful physical byte: no block request maps to it.
-		if e.Flags&fiemapNoPhysical != 0 || e.Length == 0 {
-			continue
-		}
-		dm.extents = append(dm.extents, e)
-	}
-	sort.Slice(dm.extents, func(i, j int) bool { return dm.extents[i].Physical < dm.extents[j].Physical })
-	return dm
+	beneath []kernel.DiskMap
 }
 
 func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
@@ -78,9 +51,9 @@ func newModelIndex(m *rundir.ModelFile, firstID uint32) (*modelIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.Path, err)
 	}
-	mi := &modelIndex{dev: m.Dev, ino: m.Ino, diskMap: newDiskMap(&m.Block, m.Extents), tensors: ix}
+	mi := &modelIndex{dev: m.Dev, ino: m.Ino, DiskMap: kernel.NewDiskMap(&m.Block, m.Extents), tensors: ix}
 	for i := range m.Beneath {
-		mi.beneath = append(mi.beneath, newDiskMap(&m.Beneath[i].Block, m.Beneath[i].Extents))
+		mi.beneath = append(mi.beneath, kernel.NewDiskMap(&m.Beneath[i].Block, m.Beneath[i].Extents))
 	}
 	return mi, nil
 }
@@ -119,39 +92,12 @@ func appendMerge(dst []slice, s slice) []slice {
 	return append(dst, s)
 }
 
-// onDisk reports whether block requests of disk dev may hit this model.
-// Without the whole disk's number (not found at record time) the
-// partition's is the best guess: it is the disk itself when the file
-// system sits on an unpartitioned device.
-func (dm *diskMap) onDisk(dev uint32) bool {
-	if dm.diskDev != 0 {
-		return dm.diskDev == dev
-	}
-	return dm.partDev != 0 && dm.partDev == dev
-}
-
-// extentFrom is the index of the first extent that ends after partition
-// byte p (len(extents) where none does).
-func (dm *diskMap) extentFrom(p uint64) int {
-	return sort.Search(len(dm.extents), func(i int) bool { return dm.extents[i].Physical+dm.extents[i].Length > p })
-}
-
-// holds says whether byte d of disk dev is in one of the file's extents.
-func (dm *diskMap) holds(dev uint32, d uint64) bool {
-	if !dm.onDisk(dev) || d < dm.partOff {
-		return false
-	}
-	p := d - dm.partOff
-	i := dm.extentFrom(p)
-	return i < len(dm.extents) && dm.extents[i].Physical <= p
-}
-
 // readBeneath says whether a request starting at byte d of disk dev reads
 // a file the model's disk is stacked on: a request of the disk above,
 // read again.
 func (mi *modelIndex) readBeneath(dev uint32, d uint64) bool {
 	for i := range mi.beneath {
-		if mi.beneath[i].holds(dev, d) {
+		if mi.beneath[i].Holds(dev, d) {
 			return true
 		}
 	}
@@ -164,14 +110,14 @@ func (mi *modelIndex) readBeneath(dev uint32, d uint64) bool {
 // the first slice it appended holds byte d.
 func (mi *modelIndex) appendDiskSlices(dst []slice, d, n uint64) (_ []slice, inside uint64, first bool) {
 	end := d + n
-	if end <= mi.partOff || len(mi.extents) == 0 {
+	if end <= mi.PartOff || len(mi.Extents) == 0 {
 		return dst, 0, false
 	}
-	p, pend := max(d, mi.partOff)-mi.partOff, end-mi.partOff
-	i := mi.extentFrom(p)
-	first = d >= mi.partOff && i < len(mi.extents) && mi.extents[i].Physical <= p
-	for ; p < pend && i < len(mi.extents); i++ {
-		e := mi.extents[i]
+	p, pend := max(d, mi.PartOff)-mi.PartOff, end-mi.PartOff
+	i := mi.ExtentFrom(p)
+	first = d >= mi.PartOff && i < len(mi.Extents) && mi.Extents[i].Physical <= p
+	for ; p < pend && i < len(mi.Extents); i++ {
+		e := mi.Extents[i]
 		if e.Physical >= pend {
 			break
 		}

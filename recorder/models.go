@@ -24,6 +24,9 @@ type models struct {
 	byID  map[[2]uint64]*rundir.ModelFile
 	notGG map[[2]uint64]bool
 	list  []*rundir.ModelFile
+	// under are where the files the models' disks are stacked on lie:
+	// their reads are the models' reads again, counted in no figure.
+	under []kernel.DiskMap
 	warn  func(string)
 	onNew func(m *rundir.ModelFile) error
 }
@@ -137,7 +140,23 @@ func (m *models) add(path string) (*rundir.ModelFile, error) {
 	}
 	m.byID[key] = mf
 	m.list = append(m.list, mf)
+	for i := range mf.Beneath {
+		m.under = append(m.under, kernel.NewDiskMap(&mf.Beneath[i].Block, mf.Beneath[i].Extents))
+	}
 	return mf, nil
+}
+
+// readBeneath says whether a read request at byte d of disk dev reads a
+// file some model's disk is stacked on, as the correlator classes it.
+func (m *models) readBeneath(dev uint32, d uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.under {
+		if m.under[i].Holds(dev, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // mapped is called for a file mapping of the child: it becomes a model if

@@ -114,6 +114,9 @@ func TestAModelOnALoopDeviceIsReadOnceNotAgainBeneathIt(t *testing.T) {
 			if tokenRead != counted {
 				t.Errorf("the tokens read %d bytes, want %d: every read but those beneath the model's disk", tokenRead, counted)
 			}
+			if out.Live.BlockRead != counted {
+				t.Errorf("record's summary says %d bytes read, want %d: every read but those beneath the model's disk", out.Live.BlockRead, counted)
+			}
 		})
 	}
 }

@@ -19,7 +19,7 @@ type Stats struct {
 	MajorModel, MinorModel uint64 // of those, in model files
 	StallNS                uint64 // fault time, start to end
 	PagesAdded, Evicted    uint64 // page-cache pages of model files
-	BlockRead, BlockReqs   uint64 // block read bytes and requests
+	BlockRead, BlockReqs   uint64 // block read bytes and requests, but those beneath a model's loop device
 	Tasks                  uint64
 	Events                 uint64 // records written to the spool
 }
@@ -133,7 +133,7 @@ func (s *liveStats) observe(d ingest.Record, m *models) {
 		}
 	case d.Block() != nil:
 		e := d.Block()
-		if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead {
+		if kernel.BlockOpOf(e.CmdFlags) == kernel.BlockRead && !m.readBeneath(e.Dev, e.Sector*512) {
 			s.blockRead.Add(uint64(e.Bytes))
 			s.blockReqs.Add(1)
 		}

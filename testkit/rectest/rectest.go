@@ -50,6 +50,9 @@ type Options struct {
 type Output struct {
 	Stdout, Stderr string
 	Ingest         pipeline.Summary
+	// Live are the figures the recorder counted as the records came,
+	// which `iocorr record`'s summary prints.
+	Live recorder.Stats
 }
 
 // Record records argv into dir and ingests it, as `iocorr record -o dir
@@ -104,7 +107,7 @@ func RecordErr(ctx context.Context, dir string, opts Options, argv ...string) (O
 		}
 		said[i] = b
 	}
-	return Output{string(said[0]), string(said[1]), rec.Store}, err
+	return Output{string(said[0]), string(said[1]), rec.Store, rec.Stats}, err
 }
 
 // RecordAttachedErr records the running process pid into dir and ingests
