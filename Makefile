@@ -127,9 +127,9 @@ generate: ## regenerate the BPF objects with the toolchain in bpf/TOOLCHAIN (FOR
 BENCH_SHORT ?=
 BENCH_OUT   ?= bench.json
 
-bench: setup build ## overhead, scale, sweep, recorder, store and fidelity table (BENCH_SHORT=1: quick; BENCH_SECTION=sweep,...: only those; BENCH_ARM=a,c: only those overhead arms; BENCH_A3B_RUN=DIR: a3b on a recorded run)
+bench: setup build ## overhead, scale, sweep, recorder, store and fidelity table (BENCH_SHORT=1: quick; BENCH_SECTION=sweep,...: only those; BENCH_ARM=a,c: only those overhead arms; BENCH_A3B_RUN=DIR: a3b on a recorded run; BENCH_PREFETCH_CASE=slow,...: only those prefetch cases)
 	$(GO) build -trimpath -o bin/iocorr-bench ./cmd/iocorr-bench
-	./bin/iocorr-bench $(if $(BENCH_SHORT),--short) $(if $(BENCH_SECTION),--section $(BENCH_SECTION)) $(if $(BENCH_ARM),--arm $(BENCH_ARM)) $(if $(BENCH_A3B_RUN),--a3b-run $(BENCH_A3B_RUN)) -o $(BENCH_OUT)
+	./bin/iocorr-bench $(if $(BENCH_SHORT),--short) $(if $(BENCH_SECTION),--section $(BENCH_SECTION)) $(if $(BENCH_ARM),--arm $(BENCH_ARM)) $(if $(BENCH_A3B_RUN),--a3b-run $(BENCH_A3B_RUN)) $(if $(BENCH_PREFETCH_CASE),--prefetch-case '$(BENCH_PREFETCH_CASE)') -o $(BENCH_OUT)
 
 bench-go: setup ## the Go micro-benchmarks of every package
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...

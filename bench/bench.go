@@ -53,8 +53,11 @@ type Config struct {
 	// A3BRun, when set, is a recorded a3b run directory the a3b section
 	// measures the analysis commands on (its store rebuilt by the ingest
 	// it times), instead of writing the model and recording one.
-	A3BRun string    `json:"a3b_run,omitempty"`
-	Log    io.Writer `json:"-"`
+	A3BRun string `json:"a3b_run,omitempty"`
+	// PrefetchCases, when any, are the only prefetch cases run: each is
+	// matched against a case's name, in part ("slow", "qwen3moe").
+	PrefetchCases []string  `json:"prefetch_cases,omitempty"`
+	Log           io.Writer `json:"-"`
 }
 
 // runsArm says whether the overhead arm of that name runs.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,6 +112,11 @@ func Prefetch(r *Report, cfg Config) {
 		c := cases[0]
 		c.budgets = c.budgets[:1]
 		cases = []prefetchCase{c}
+	}
+	if len(cfg.PrefetchCases) > 0 {
+		cases = slices.DeleteFunc(cases, func(c prefetchCase) bool {
+			return !slices.ContainsFunc(cfg.PrefetchCases, func(s string) bool { return strings.Contains(c.name, s) })
+		})
 	}
 	cfg.Threads = 1
 	if old, ok := os.LookupEnv(rundir.DiskProfilesEnv); ok {

@@ -36,6 +36,7 @@ func main() {
 	pflag.IntSliceVar(&cfg.ScaleTokens, "scale-tokens", []int{64, 256}, "run lengths of the scale section (llama-bench -n), shortest first")
 	pflag.StringSliceVar(&cfg.Sections, "section", nil, "run only these sections: "+strings.Join(bench.Sections, ", ")+" (default all but the on-demand "+strings.Join(bench.OnDemand, ", ")+")")
 	pflag.StringSliceVar(&cfg.Arms, "arm", nil, "run only these overhead arms, by letter or name (default all)")
+	pflag.StringSliceVar(&cfg.PrefetchCases, "prefetch-case", nil, "run only the prefetch cases whose names hold one of these (default all)")
 	pflag.StringVar(&cfg.A3BRun, "a3b-run", "", "a3b: measure the analysis commands on this recorded run directory (its store is rebuilt) instead of recording one")
 	pflag.StringVarP(&out, "output", "o", "bench.json", "JSON file to write the table to")
 	pflag.Parse()
