@@ -92,7 +92,9 @@ func twoLayerCall() *call {
 	return c
 }
 
-func TestAPrefetchRequestsThePicksAtThePickAndTheNextLayerAtALayersStart(t *testing.T) {
+// The next layer alone is asked for at a layer's start; with the picks
+// (iocorr prefetch --layers), at the pick, after the picked slices.
+func TestAPrefetchRequestsThePicksAtThePickAndTheNextLayerAtALayersStartOrAfterThePicks(t *testing.T) {
 	type want struct {
 		at      int
 		reads   []int
@@ -106,7 +108,7 @@ func TestAPrefetchRequestsThePicksAtThePickAndTheNextLayerAtALayersStart(t *test
 		// The last layer's next is the head, not the embedding's row the
 		// call read first.
 		{PolicyPrefetchLayers, []want{{1, []int{8}, false}, {8, []int{15}, false}}},
-		{PolicyPrefetchBoth, []want{{1, []int{8}, false}, {2, []int{2, 3, 4, 5, 6, 7}, true}, {8, []int{15}, false}, {9, []int{9, 10, 11, 12, 13, 14}, true}}},
+		{PolicyPrefetchBoth, []want{{2, []int{2, 3, 4, 5, 6, 7}, true}, {2, []int{8}, false}, {9, []int{9, 10, 11, 12, 13, 14}, true}, {9, []int{15}, false}}},
 	} {
 		t.Run(tc.pol, func(t *testing.T) {
 			gs := groups(twoLayerCall(), tc.pol)

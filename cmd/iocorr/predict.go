@@ -28,7 +28,7 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	limits := memLimitsFlag(fs, "memory budgets to predict (e.g. 96MiB,192MiB)")
 	planFile := fs.String("plan", "", "a pin plan (iocorr plan -o): also predict with its ranges pinned")
 	ra := fs.String("readahead", "", readaheadHelp)
-	prefetch := fs.String("prefetch", "", "also predict a prefetcher's requests: experts (the picked experts' slices at the router's pick), layers (the next layer's dense weights at a layer's start) or both")
+	prefetch := fs.String("prefetch", "", "also predict a prefetcher's requests: experts (the picked experts' slices at the router's pick), layers (the next layer's dense weights at a layer's start) or both (the next layer's at the pick, after the picked slices)")
 	format := output.Table
 	fs.Var(&format, "format", "output format: table, csv, json or jsonl")
 	return func(ctx context.Context, args []string) error {
