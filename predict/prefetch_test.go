@@ -343,19 +343,22 @@ func TestARequestIsTimedAtTheDepthItKeepsOrTheRunsOwnRate(t *testing.T) {
 	}
 }
 
-// A prefetch row of a bandwidth-bound phase says its figure is a bound:
-// the prediction times the prefetch's reads apart from the faults' that
-// share the device with them (the bench measured it 1.7× optimistic
-// there); a latency-bound phase's row does not.
-func TestAPrefetchRowOfABandwidthBoundPhaseSaysItIsABound(t *testing.T) {
+// A prefetch row of a bandwidth-bound phase stalls at least its bytes at
+// the run's stall per byte, and says so: the device serves the
+// prefetch's reads no faster than the faults' (timed apart, the bench's
+// bandwidth-bound rows were 1.15–1.8× optimistic). A latency-bound or
+// undecided phase's row keeps the model's stall.
+func TestAPrefetchRowOfABandwidthBoundPhaseStallsItsBytesAtTheRunsStallPerByte(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		bound string
 		want  bool
+		stall float64 // ns a token
 	}{
-		{"bandwidth-bound", rundir.BoundBandwidth, true},
-		{"latency-bound", rundir.BoundLatency, false},
-		{"undecided", "", false},
+		// 1 MiB a token at 100 ns per 2 MiB.
+		{"bandwidth-bound", rundir.BoundBandwidth, true, 50},
+		{"latency-bound", rundir.BoundLatency, false, 0},
+		{"undecided", "", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
@@ -367,9 +370,13 @@ func TestAPrefetchRowOfABandwidthBoundPhaseSaysItIsABound(t *testing.T) {
 			r.device([]span{{100, 190}, {200, 290}}, 2<<20, 2, nil)
 			r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: tc.bound}}
 			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{DeviceNote: true}}
+			got.counts[event.PhaseDecode][0] = 2 << 20
 			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
 			if strings.Contains(row.Note, BandwidthBoundNote) != tc.want {
 				t.Errorf("note %q: want the bandwidth-bound note %v", row.Note, tc.want)
+			}
+			if math.Abs(row.StallNSPerToken-tc.stall) > 1e-9 {
+				t.Errorf("stall %v ns a token, want %v", row.StallNSPerToken, tc.stall)
 			}
 		})
 	}
