@@ -6,6 +6,9 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/wire"
 )
@@ -100,5 +103,42 @@ func TestFilemapFaultsAreCountedInTheKernel(t *testing.T) {
 	fresh := openTracer(t, Options{Probes: rundir.ProbeSet{PageCache: true}})
 	if m, err := fresh.FilemapFaults(); err != nil || m != 0 {
 		t.Errorf("a tracer that traces nothing counted %d (%v)", m, err)
+	}
+}
+
+// Only a tier whose programs keep page-cache runs runs their flush: the
+// default tier has none pending, and its flush would be a program run
+// for nothing at every call. The kernel's own run count says which ran.
+func TestOnlyATierThatKeepsPageRunsRunsTheirFlush(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		wantN uint64
+	}{
+		{"default", Options{}, 0},
+		{"pagecache", Options{Probes: rundir.ProbeSet{PageCache: true}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := openTracer(t, tc.opts)
+			stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+			if err != nil {
+				t.Fatalf("enabling the kernel's BPF run counts: %v", err)
+			}
+			defer stats.Close()
+			before, err := tr.objs.FlushPageRuns.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.FlushPageRuns(); err != nil {
+				t.Fatal(err)
+			}
+			after, err := tr.objs.FlushPageRuns.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := after.RunCount - before.RunCount; n != tc.wantN || tr.KeepsPageRuns() != (tc.wantN > 0) {
+				t.Errorf("the flush ran %d times, keeps runs %v; want %d", n, tr.KeepsPageRuns(), tc.wantN)
+			}
+		})
 	}
 }

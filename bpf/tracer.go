@@ -463,9 +463,15 @@ func (t *Tracer) UnorderedPageRuns() (uint64, error) {
 func (t *Tracer) KeepsPageRuns() bool { return t.keepsRuns }
 
 // FlushPageRuns puts the page-cache runs still pending in the kernel into
-// the ring buffer. The recorder calls it when the command has ended, before
-// it reads the ring to its end; runs are also flushed at every token.
+// the ring buffer, where the loaded programs keep runs (KeepsPageRuns). The
+// recorder calls it when the command has ended, before it reads the ring
+// to its end; runs are also flushed at every token.
 func (t *Tracer) FlushPageRuns() error {
+	// A tier that keeps no runs has none pending: its flush would be one
+	// program run for nothing.
+	if !t.keepsRuns {
+		return nil
+	}
 	if _, err := t.objs.FlushPageRuns.Run(&ebpf.RunOptions{}); err != nil {
 		return fmt.Errorf("flushing pending page-cache runs: %w", err)
 	}
