@@ -222,14 +222,18 @@ func (sh *shaper) record(rec []event.Event) error {
 // waits are each token's faults in the models, summed from the
 // aggregates: their stall, and the parts of it that were wait and time
 // preempted. A fault's wait is a counter, not a field of its event.
-type waits map[uint32][3]uint64
+type waits map[uint32]faultTime
+
+// faultTime is a token's faults' stall and the parts of it waited and
+// preempted.
+type faultTime struct{ stall, wait, preempted uint64 }
 
 func (w waits) add(a *event.Agg) {
 	if a.Tensor == event.TensorAnon || a.Tensor == event.TensorOther || a.StallNS == 0 {
 		return
 	}
 	v := w[a.Token]
-	w[a.Token] = [3]uint64{v[0] + a.StallNS, v[1] + a.WaitNS, v[2] + a.PreemptedNS}
+	w[a.Token] = faultTime{v.stall + a.StallNS, v.wait + a.WaitNS, v.preempted + a.PreemptedNS}
 }
 
 // everyToken is tokens with a TokenInfo of no times added for each token
@@ -266,7 +270,8 @@ func (sh *shaper) shapes(tokens []event.TokenInfo, w waits) ([]shape, error) {
 	for i := range tokens {
 		t := &tokens[i]
 		byToken[t.Token] = i
-		out[i].stallSum, out[i].waitSum, out[i].preemptedSum = w[t.Token][0], w[t.Token][1], w[t.Token][2]
+		ft := w[t.Token]
+		out[i].stallSum, out[i].waitSum, out[i].preemptedSum = ft.stall, ft.wait, ft.preempted
 		if r := sh.requests[t.Token]; r != nil {
 			out[i].requests, out[i].unseen, out[i].bytes = r.requests, r.unseen, r.bytes
 		}

@@ -79,7 +79,7 @@ func TestTheShaperClipsEachRequestToTheCallsItOverlaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := sh.shapes(tokens, waits{1: {75, 30}})
+	got, err := sh.shapes(tokens, waits{1: {stall: 75, wait: 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
