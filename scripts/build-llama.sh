@@ -21,10 +21,18 @@
 # so an interrupted build is never taken for a finished one.
 #
 # GGML_NATIVE stays at its default (ON): ggml is compiled with
-# -march=native, for this machine's CPU (AVX-512 and AMX on Sapphire
-# Rapids). The cache is therefore only good for the machine that built it
-# (or one with the same CPU features): restored on an older CPU, the
-# binaries die of SIGILL. Delete the cache directory to rebuild.
+# -march=native, for this machine's CPU (AVX-512 on Sapphire Rapids). The
+# cache is therefore only good for the machine that built it (or one with
+# the same CPU features): restored on an older CPU, the binaries die of
+# SIGILL. Delete the cache directory to rebuild.
+#
+# Except AMX, left out on x86-64 (-mno-amx-*, which win over -march=native
+# whatever their order): on a lab VM that advertises it (2026-12-06, a PVM
+# guest on Sapphire Rapids), ggml's AMX kernels for the quantized types died
+# of SIGILL at a tilezero in their worker threads, where a one-thread probe
+# of the same instructions ran, so that a Q8_0, K-quant or MXFP4 model
+# crashed llama.cpp. The flags a build used are kept beside it (FLAGS); a
+# cached build made with others is built again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,11 +60,17 @@ tools_of() {
 	echo "${list[@]}"
 }
 
+cflags=
+if [ "$(uname -m)" = x86_64 ]; then
+	cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+
 done_variant() {
 	local t
 	for t in $(tools_of "$1"); do
 		[ -x "$dest/$1/bin/$t" ] || return 1
 	done
+	[ "$(cat "$dest/$1/FLAGS" 2>/dev/null)" = "$cflags" ] || return 1
 	[ "$1" = static ] || [ -f "$dest/$1/include/llama.h" ]
 }
 if done_variant shared && done_variant static; then
@@ -103,6 +117,8 @@ build() {
 		-DCMAKE_BUILD_TYPE=Release \
 		-DBUILD_SHARED_LIBS="$shared" \
 		-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
+		-DCMAKE_C_FLAGS="$cflags" \
+		-DCMAKE_CXX_FLAGS="$cflags" \
 		-DLLAMA_BUILD_TESTS=OFF \
 		-DLLAMA_BUILD_EXAMPLES=OFF \
 		-DLLAMA_OPENSSL=OFF \
@@ -120,6 +136,7 @@ build() {
 		cp "$work/src/include/"*.h "$work/src/ggml/include/"*.h "$work/out-$variant/include/"
 	fi
 	cp "$log" "$work/out-$variant/build.log"
+	printf '%s' "$cflags" >"$work/out-$variant/FLAGS"
 	printf 'commit %s\nrelease %s\nbundle-sha256 %s\n' "$commit" "${tag:-?}" "$(sha256sum "$bundle" | cut -d' ' -f1)" \
 		>"$work/out-$variant/SOURCE"
 	rm -rf "$dest/$variant"
