@@ -114,8 +114,8 @@ const (
 )
 
 // BandwidthBoundNote is the note of a prefetch row of a bandwidth-bound
-// phase: there the prediction is optimistic (the bench's prefetch
-// section, docs/measuring.md).
+// phase, whose stall is held to its bytes at the run's stall per byte
+// (the bench's prefetch section, docs/measuring.md).
 const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the device serves a prefetch's reads no faster than the faults', so the stall is at least the bytes read at the run's stall per byte (a prefetch pays there by the bytes it does not read)"
 
 // bound is what the phase's calls waited on: stats' io_shape verdict of
@@ -502,7 +502,7 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 		// Where the device was the run's bound, the prefetch's reads
 		// queue behind the faults' on it: the bench's prefetched runs of
 		// bandwidth-bound decodes stalled ~1 ms a MB read, as their plain
-		// runs did, where the model timing them apart said 0.6–0.7
+		// runs did, where the model timing them apart said 0.65–0.75
 		// (tokens/s 1.15–1.8× the measured).
 		if b, _, _ := r.bound(ph); b == rundir.BoundBandwidth {
 			row.StallNSPerToken = max(row.StallNSPerToken, row.BytesReadPerToken*m.waitPerByte())
