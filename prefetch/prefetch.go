@@ -751,8 +751,13 @@ func Summary(r *rundir.Prefetched) string {
 			}
 			return fmt.Sprintf("%.0f%%", 100*float64(x)/float64(r.AskedBytes))
 		}
-		fmt.Fprintf(&b, "prefetch: arrived before use %s (%s), late %s (%s), evicted unused %s (%s); %d major faults in the model files, %d of them in picked slices on pages it did not bring in\n",
-			mib(r.ArrivedBytes), pct(r.ArrivedBytes), mib(r.LateBytes), pct(r.LateBytes), mib(r.EvictedUnusedBytes), pct(r.EvictedUnusedBytes), r.ModelMajorFaults, r.PickedMajorFaults)
+		// A late or evicted page is one major fault of the command, which
+		// read the fault's whole read-around, not the page: its bytes
+		// alone would make a race the graph won (a pick's first slice)
+		// look free.
+		ps := int64(kernel.PageSize)
+		fmt.Fprintf(&b, "prefetch: arrived before use %s (%s), late %s (%s; %d major faults, each with its read-around), evicted unused %s (%s; %d major faults); %d major faults in the model files, %d of them in picked slices on pages it did not bring in\n",
+			mib(r.ArrivedBytes), pct(r.ArrivedBytes), mib(r.LateBytes), pct(r.LateBytes), r.LateBytes/ps, mib(r.EvictedUnusedBytes), pct(r.EvictedUnusedBytes), r.EvictedUnusedBytes/ps, r.ModelMajorFaults, r.PickedMajorFaults)
 	}
 	fmt.Fprintf(&b, "prefetch: own CPU %.3f s (helper %.3f s, picks and faults %.3f s)\n",
 		float64(r.HelperCPUNS+r.SelfCPUNS)/1e9, float64(r.HelperCPUNS)/1e9, float64(r.SelfCPUNS)/1e9)

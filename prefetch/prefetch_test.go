@@ -367,3 +367,16 @@ func TestLayersAsksAcrossASplitModelsFiles(t *testing.T) {
 		t.Errorf("asked for\n%v\nwant\n%v", got, want)
 	}
 }
+
+// The report counts a late or evicted page as the major fault it was:
+// the bytes of a race the graph won are one page, its cost a read-around.
+func TestTheSummarySaysHowManyMajorFaultsTheLateAndEvictedPagesWere(t *testing.T) {
+	ps := int64(kernel.PageSize)
+	r := &rundir.Prefetched{AskedBytes: 100 * ps, ArrivedBytes: 96 * ps, LateBytes: 3 * ps, EvictedUnusedBytes: ps}
+	got := Summary(r)
+	for _, want := range []string{"late 0.0 MiB (3%; 3 major faults, each with its read-around)", "evicted unused 0.0 MiB (1%; 1 major faults)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -531,7 +531,8 @@ type Prefetched struct {
 	// ArrivedBytes were in the page cache at their first use (no major
 	// fault on them); LateBytes were faulted in by the command before the
 	// kernel had the request; EvictedUnusedBytes were brought in and
-	// faulted in again, evicted before they were used.
+	// faulted in again, evicted before they were used. A page of either
+	// is one major fault of the command, with its read-around.
 	ArrivedBytes       int64  `json:"arrived_bytes"`
 	LateBytes          int64  `json:"late_bytes"`
 	EvictedUnusedBytes int64  `json:"evicted_unused_bytes"`
