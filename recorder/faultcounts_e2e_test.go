@@ -8,6 +8,7 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/gguf"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/procmaps"
 	"github.com/iocorr/iocorr/rundir"
 	"github.com/iocorr/iocorr/store"
@@ -133,13 +134,15 @@ func TestFaultsOutsideTheModelsAreInTheRecordAsTheCommandsRusageCountsThem(t *te
 	}
 }
 
-// mappings are the model's mappings in the run's /proc/PID/maps
-// snapshots, each from its snapshot's time.
-type mappings []struct {
+// mapping is one of the model's mappings in a run's /proc/PID/maps
+// snapshot, from the snapshot's time.
+type mapping struct {
 	pid        uint32
 	since      uint64
 	start, end uint64
 }
+
+type mappings []mapping
 
 func (ms mappings) holds(pid uint32, addr, ts uint64) bool {
 	for _, m := range ms {
@@ -166,12 +169,8 @@ func modelMappings(t *testing.T, dir string, m *rundir.Meta, mf rundir.ModelFile
 			t.Fatal(err)
 		}
 		for _, x := range ms {
-			if x.Inode == mf.Ino && x.Major<<20|x.Minor == mf.Dev {
-				out = append(out, struct {
-					pid        uint32
-					since      uint64
-					start, end uint64
-				}{uint32(s.PID), s.MonoNS, x.Start, x.End})
+			if x.Inode == mf.Ino && kernel.Dev(x.Major, x.Minor) == mf.Dev {
+				out = append(out, mapping{uint32(s.PID), s.MonoNS, x.Start, x.End})
 			}
 		}
 	}
