@@ -198,7 +198,7 @@ func checkToucherExact(t *testing.T, model string, f *gguf.File, picks []toucher
 		got = append(got, off)
 	})
 	if churn {
-		t.Logf("%d map-and-unmap rounds while touching; %d of %d faults found the mmap lock held", rep.Churned, busy, len(got))
+		t.Logf("%d rounds of mprotect churn while touching; %d of %d faults found the mmap lock held", rep.Churned, busy, len(got))
 		if busy == 0 {
 			t.Errorf("no fault found the mmap lock held (%d rounds of churn): the run tested nothing the plain one does not", rep.Churned)
 		}

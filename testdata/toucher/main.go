@@ -17,11 +17,12 @@
 // -advice other than random lets the kernel read ahead: then the first
 // fault on a cold page reads read_ahead_kb around it, and touches inside
 // that window are not major faults (testkit/llmtest measures this).
-// -churn has a second thread map and unmap a page of anonymous memory in
-// a loop while the pages are touched: each call holds the process's mmap
-// lock for writing, as a program's allocator does, and a tracer that
-// looks mappings up under that lock must not lose the touches' faults.
-// The faults it adds are none: the churned page is never touched.
+// -churn has a second thread change the protection of a populated
+// region of anonymous memory in a loop while the pages are touched: each
+// call holds the process's mmap lock for writing, as a program's
+// allocator's calls do, and a tracer that looks mappings up under that
+// lock must not lose the touches' faults. The faults it adds are none:
+// the region is populated when mapped, before the touches.
 // -reuse, once the pages are touched, unmaps the file and maps anonymous
 // memory at the same address (huge pages off), then writes the same pages
 // of it: as many faults again, at the file's old addresses, none of them
@@ -88,7 +89,7 @@ type report struct {
 	Seed *uint64 `json:"seed,omitempty"`
 	// WokenBy says what ended -wait: "stdin" or "SIGUSR1".
 	WokenBy string `json:"woken_by,omitempty"`
-	// Churned is how many map-and-unmap rounds -churn made while the
+	// Churned is how many protection rounds -churn made while the
 	// pages were touched.
 	Churned int64 `json:"churned,omitempty"`
 	// Reused is how many pages -reuse wrote in the anonymous memory that
@@ -234,12 +235,12 @@ func main() {
 	for i, p := range rep.Pages {
 		rep.Offsets[i] = p * int64(ps)
 	}
+	// The scheduler's counts are per thread: the touches stay on this one.
+	runtime.LockOSThread()
 	var stopChurn func() int64
 	if *churn {
 		stopChurn = startChurn()
 	}
-	// The scheduler's counts are per thread: the touches stay on this one.
-	runtime.LockOSThread()
 	cpu0, rq0 := schedstat()
 	t0 := time.Now()
 	for _, off := range rep.Offsets {
@@ -287,33 +288,88 @@ func reuseAnonymous(mem []byte, offs []int64) int {
 	return len(seen)
 }
 
-// startChurn starts a thread that maps and unmaps one anonymous page until
-// the function it returns stops it; it returns once the thread is running.
-// Bare system calls: the loop allocates nothing, so the Go heap faults
-// nothing in while the pages are touched.
+// startChurn starts a thread that changes the protection of a populated
+// anonymous region until the function it returns stops it; it returns
+// once the thread is running. Each mprotect walks the region's page
+// table under the mmap lock held for writing (32 MiB of 4 KiB pages),
+// where mapping and unmapping one page held it too briefly for a fault to
+// meet it. Bare system calls: the loop allocates nothing, so the Go heap
+// faults nothing in while the pages are touched.
+//
+// The churn and the calling thread (the toucher's) are put on CPUs of
+// their own where the process may use two: a churn that shares the
+// touching thread's CPU never runs while a fault looks its mapping up,
+// and under a busy `make test` none of 103 faults met the lock held.
 func startChurn() (stop func() int64) {
 	var done atomic.Bool
 	var rounds atomic.Int64
 	ended := make(chan struct{})
+	toucherCPU, churnCPU := twoCPUs()
+	if toucherCPU >= 0 {
+		pinTo(toucherCPU)
+	}
+	const size = 32 << 20
+	p, _, e := unix.Syscall6(unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE, ^uintptr(0), 0)
+	if e != 0 {
+		fail("churn mmap: %v", e)
+	}
+	// Small pages, so that each call walks every one of them.
+	if _, _, e := unix.Syscall(unix.SYS_MADVISE, p, size, unix.MADV_NOHUGEPAGE); e != 0 {
+		fail("churn madvise: %v", e)
+	}
 	go func() {
 		runtime.LockOSThread()
+		if churnCPU >= 0 {
+			pinTo(churnCPU)
+		}
 		for !done.Load() {
-			p, _, e := unix.Syscall6(unix.SYS_MMAP, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
-			if e != 0 {
-				fail("churn mmap: %v", e)
+			for _, prot := range [2]uintptr{unix.PROT_READ, unix.PROT_READ | unix.PROT_WRITE} {
+				if _, _, e := unix.Syscall(unix.SYS_MPROTECT, p, size, prot); e != 0 {
+					fail("churn mprotect: %v", e)
+				}
 			}
-			unix.Syscall(unix.SYS_MUNMAP, p, 4096, 0)
 			rounds.Add(1)
 		}
 		close(ended)
 	}()
-	for rounds.Load() < 1000 {
+	for rounds.Load() < 10 {
 		runtime.Gosched()
 	}
 	return func() int64 {
 		done.Store(true)
 		<-ended
 		return rounds.Load()
+	}
+}
+
+// twoCPUs is the first and last CPU the process may run on, -1s where it
+// has one.
+func twoCPUs() (first, last int) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		fail("sched_getaffinity: %v", err)
+	}
+	first, last = -1, -1
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			if first < 0 {
+				first = c
+			}
+			last = c
+		}
+	}
+	if first == last {
+		return -1, -1
+	}
+	return first, last
+}
+
+// pinTo keeps the calling thread (locked to its goroutine) on cpu.
+func pinTo(cpu int) {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		fail("sched_setaffinity to CPU %d: %v", cpu, err)
 	}
 }
 
