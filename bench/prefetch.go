@@ -30,7 +30,9 @@ import (
 // at 128 KiB (most distributions' default; this VM's is 8 MiB), where the
 // read-around is small, and qwen3moe on a disk held to 300 MB/s
 // (slowDisk), where the device's bandwidth, not its latency, is what a
-// token waits on on any lab disk. Each pair gives the ratios of decode tokens/s (as
+// token waits on on any lab disk, and the demo MoE on a disk each of whose
+// reads takes 2 ms however many are in flight (farDisk), where one read
+// at a time is what a token waits on. Each pair gives the ratios of decode tokens/s (as
 // llama.cpp reports them) and of the bytes the model's disk read; each
 // run its I/O stall share, and each prefetched run the share of what it
 // asked for that arrived before use and the prefetcher's own CPU (its
@@ -60,6 +62,9 @@ type prefetchCase struct {
 	// diskMBps, when set, puts the model on a disk that serves that many
 	// MB a second at any depth (slowDisk) for the case's runs.
 	diskMBps int64
+	// diskLatency, when set, puts it on a disk each of whose reads takes
+	// that long however many are in flight (farDisk).
+	diskLatency time.Duration
 }
 
 func prefetchCases() []prefetchCase {
@@ -69,16 +74,20 @@ func prefetchCases() []prefetchCase {
 	qwen := synth("qwen3moe.gguf", "--arch", "qwen3moe", "--layers", "8", "--embd", "768", "--ff", "1024",
 		"--heads", "12", "--experts", "8", "--experts-used", "2", "--type", "bf16")
 	return []prefetchCase{
-		{"demo MoE", Model, []string{"96MiB", "160MiB"}, 0, 0},
+		{"demo MoE", Model, []string{"96MiB", "160MiB"}, 0, 0, 0},
 		// predictSkew's model: 614 MiB, its hot experts re-read each token
 		// at 192 MiB.
 		{"skewed router", synth("skewed.gguf", "--layers", "8", "--embd", "768", "--ff", "2048", "--heads", "12",
-			"--experts", "8", "--experts-used", "2", "--type", "bf16", "--router-skew", "2"), []string{"192MiB", "320MiB"}, 0, 0},
-		{"qwen3moe (near-uniform router)", qwen, []string{"96MiB", "160MiB"}, 0, 0},
-		{"demo MoE, read-ahead 128 KiB", Model, []string{"96MiB"}, 128, 0},
+			"--experts", "8", "--experts-used", "2", "--type", "bf16", "--router-skew", "2"), []string{"192MiB", "320MiB"}, 0, 0, 0},
+		{"qwen3moe (near-uniform router)", qwen, []string{"96MiB", "160MiB"}, 0, 0, 0},
+		{"demo MoE, read-ahead 128 KiB", Model, []string{"96MiB"}, 128, 0, 0},
 		// Bandwidth-bound on any lab disk: the decode keeps the device
 		// busy nine tenths of its time at the profile's bandwidth.
-		{"qwen3moe on a 300 MBps disk", qwen, []string{"160MiB"}, 0, 300},
+		{"qwen3moe on a 300 MBps disk", qwen, []string{"160MiB"}, 0, 300, 0},
+		// Latency-bound on any lab disk: a network volume at the usual 128
+		// KiB read-ahead, where one read at a time gets a tenth of what
+		// the disk serves at depth.
+		{"demo MoE on a 2 ms disk", Model, []string{"96MiB"}, 128, 0, 2 * time.Millisecond},
 	}
 }
 
@@ -148,12 +157,6 @@ func prefetchCaseRuns(r *Report, cfg Config, c prefetchCase, model string) {
 			r.NA(prefetchSection, c.name+": "+what, "", err.Error())
 		}
 	}
-	restore, err := setReadAhead(cfg, model, c.readAheadKB)
-	if err != nil {
-		r.NA(prefetchSection, c.name, "", err.Error())
-		return
-	}
-	defer undone("read_ahead_kb put back", restore)
 	if c.diskMBps > 0 {
 		slow, undo, err := slowDisk(cfg, model, c.diskMBps*1e6)
 		if err != nil {
@@ -163,6 +166,21 @@ func prefetchCaseRuns(r *Report, cfg Config, c prefetchCase, model string) {
 		defer undone("slow disk undone", undo)
 		model = slow
 	}
+	if c.diskLatency > 0 {
+		far, undo, err := farDisk(cfg, model, c.diskLatency)
+		if err != nil {
+			r.NA(prefetchSection, c.name, "", err.Error())
+			return
+		}
+		defer undone("far disk undone", undo)
+		model = far
+	}
+	restore, err := setReadAhead(cfg, model, c.readAheadKB)
+	if err != nil {
+		r.NA(prefetchSection, c.name, "", err.Error())
+		return
+	}
+	defer undone("read_ahead_kb put back", restore)
 	for _, b := range c.budgets {
 		name := c.name + " at " + b
 		before := prefetchBefore(r, cfg, name, model, b)

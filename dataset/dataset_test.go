@@ -279,7 +279,7 @@ func TestEveryTableHasOneSchemaAcrossRuns(t *testing.T) {
 		dataset.Residency:         "token BIGINT, tensor VARCHAR, resident_pages BIGINT, pages BIGINT, resident_share_ratio DOUBLE, na_reason VARCHAR, run VARCHAR",
 		dataset.IOShapeTokens: "token BIGINT, phase VARCHAR, wall_ns BIGINT, busy_share DOUBLE, stall_share DOUBLE, wait_share DOUBLE, preempted_share DOUBLE, requests BIGINT, requests_without_completion BIGINT, " +
 			"requests_in_flight_mean DOUBLE, requests_in_flight_peak BIGINT, bytes_read_bytes BIGINT, read_bandwidth_mb_per_s DOUBLE, device_bandwidth_mb_per_s DOUBLE, " +
-			"bandwidth_share DOUBLE, faults_in_flight_mean DOUBLE, faults_in_flight_peak BIGINT, request_size_mean_bytes DOUBLE, verdict VARCHAR, na_reason VARCHAR, run VARCHAR",
+			"bandwidth_share DOUBLE, depth_gain DOUBLE, faults_in_flight_mean DOUBLE, faults_in_flight_peak BIGINT, request_size_mean_bytes DOUBLE, verdict VARCHAR, na_reason VARCHAR, run VARCHAR",
 	}
 	for _, table := range dataset.Tables {
 		var schemas []string

@@ -160,13 +160,7 @@ func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64
 	if d == nil || len(d.Points) == 0 || !(depth > 0) || math.IsInf(depth, 0) || !(blockBytes > 0) || math.IsInf(blockBytes, 0) {
 		return 0, false
 	}
-	best, bestDist := int64(0), math.Inf(1)
-	for _, p := range d.Points {
-		dist := math.Abs(math.Log(float64(p.BlockBytes)) - math.Log(max(blockBytes, 1)))
-		if dist < bestDist {
-			best, bestDist = p.BlockBytes, dist
-		}
-	}
+	best := d.nearestSize(blockBytes)
 	var lo, hi *DiskPoint
 	for i := range d.Points {
 		p := &d.Points[i]
@@ -188,6 +182,37 @@ func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64
 	}
 	f := (depth - float64(lo.Depth)) / float64(hi.Depth-lo.Depth)
 	return lo.BytesPerSec + f*(hi.BytesPerSec-lo.BytesPerSec), true
+}
+
+// nearestSize is the measured block size nearest blockBytes on a log
+// scale.
+func (d *DiskProfile) nearestSize(blockBytes float64) int64 {
+	best, bestDist := int64(0), math.Inf(1)
+	for _, p := range d.Points {
+		dist := math.Abs(math.Log(float64(p.BlockBytes)) - math.Log(max(blockBytes, 1)))
+		if dist < bestDist {
+			best, bestDist = p.BlockBytes, dist
+		}
+	}
+	return best
+}
+
+// DepthGain is how many times what the disk serves at queue depth depth
+// (BandwidthAt) it served at the best depth measured beyond it, for reads
+// of about blockBytes: 1 where no deeper point served more. ok is as
+// BandwidthAt's.
+func (d *DiskProfile) DepthGain(depth, blockBytes float64) (gain float64, ok bool) {
+	at, ok := d.BandwidthAt(depth, blockBytes)
+	if !ok || at <= 0 {
+		return 0, false
+	}
+	size, best := d.nearestSize(blockBytes), at
+	for _, p := range d.Points {
+		if p.BlockBytes == size && float64(p.Depth) > depth {
+			best = max(best, p.BytesPerSec)
+		}
+	}
+	return best / at, true
 }
 
 // NoPace says why a prefetch cost has no helper pace.

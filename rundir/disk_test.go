@@ -46,6 +46,37 @@ func TestBandwidthAtTakesTheNearestSizeAndInterpolatesDepths(t *testing.T) {
 	}
 }
 
+func TestDepthGainIsTheBestDeeperPointOverTheSpansDepth(t *testing.T) {
+	d := &DiskProfile{Points: []DiskPoint{
+		{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 100},
+		{Depth: 4, BlockBytes: 128 << 10, BytesPerSec: 400},
+		{Depth: 16, BlockBytes: 128 << 10, BytesPerSec: 300},
+		{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 1000},
+		{Depth: 4, BlockBytes: 1 << 20, BytesPerSec: 900},
+	}}
+	for _, c := range []struct {
+		name         string
+		depth, bytes float64
+		want         float64
+	}{
+		{"depth 1 of reads that gain at depth", 1, 128 << 10, 4},
+		{"between depths, against the interpolated bandwidth", 2.5, 128 << 10, 400.0 / 250},
+		{"at the best depth: nothing beyond serves more", 4, 128 << 10, 1},
+		{"beyond the best depth: the deepest point's, no gain", 32, 128 << 10, 1},
+		{"reads whose deeper points serve less", 1, 1 << 20, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := d.DepthGain(c.depth, c.bytes)
+			if !ok || math.Abs(got-c.want) > 1e-9 {
+				t.Errorf("got %v (%v), want %v", got, ok, c.want)
+			}
+		})
+	}
+	if g, ok := (&DiskProfile{}).DepthGain(1, 4096); ok {
+		t.Errorf("a profile of no points gave a gain of %v", g)
+	}
+}
+
 func TestADiskProfileIsKeptPerDiskAndReadBack(t *testing.T) {
 	t.Setenv(DiskProfilesEnv, filepath.Join(t.TempDir(), "disks"))
 	const dev = 254<<20 | 16

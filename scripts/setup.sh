@@ -24,7 +24,8 @@ done
 need_lean=()
 # scripts/oldkernel.sh boots Debian's 6.1 kernel in qemu with busybox; its
 # arm64 run downloads the arm64 kernel and busybox (a foreign architecture).
-for cmd_pkg in chromium:chromium protoc:protobuf-compiler qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm busybox:busybox-static; do
+# The bench's far disk mounts a FUSE file system (fusermount3).
+for cmd_pkg in chromium:chromium protoc:protobuf-compiler qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm busybox:busybox-static fusermount3:fuse3; do
 	cmd=${cmd_pkg%%:*} pkg=${cmd_pkg#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need_lean+=("$pkg")
 done

@@ -29,6 +29,10 @@ import (
 //     disk served in `doctor --disk` at the mean depth observed and the
 //     nearest read size measured to the mean request's
 //     (rundir.DiskProfile.BandwidthAt).
+//   - depth_gain: what the disk served in the profile at its best depth
+//     beyond the mean depth observed ÷ what it served at that depth, at
+//     the same read size (rundir.DiskProfile.DepthGain): 1 where more
+//     reads at once would only queue.
 //   - faults_in_flight_mean, _peak: as the requests', of the faults.
 //   - stall_share: the faults' union ÷ the wall time.
 //   - wait_share: stall_share × the faults' summed wait ÷ their summed
@@ -352,10 +356,10 @@ func (sh *shaper) faultFlights(ws []window, byToken map[uint32]int, out []shape)
 
 // ioShapeColumns are the figures of a token's or phase's row, after its
 // key columns.
-var ioShapeColumns = cols("iffffiifiiffffifs",
+var ioShapeColumns = cols("iffffiifiifffffifs",
 	"wall_ns", "busy_share", "stall_share", "wait_share", "preempted_share", "requests", "requests_without_completion",
 	"requests_in_flight_mean", "requests_in_flight_peak", "bytes_read_bytes", "read_bandwidth_mb_per_s",
-	"device_bandwidth_mb_per_s", "bandwidth_share", "faults_in_flight_mean", "faults_in_flight_peak",
+	"device_bandwidth_mb_per_s", "bandwidth_share", "depth_gain", "faults_in_flight_mean", "faults_in_flight_peak",
 	"request_size_mean_bytes", "verdict")
 
 // shapeRun is what a shape's figures need of the run: its disk profile
@@ -394,24 +398,26 @@ func (s *shape) figures(run shapeRun) []Value {
 		busy, inFlight, peak = NA(timesNA), NA(timesNA), NA(timesNA)
 	}
 	achieved := float64(s.bytes) / (wall / 1e9)
-	device, share := NA(diskNA), NA(diskNA)
+	device, share, gain := NA(diskNA), NA(diskNA), NA(diskNA)
 	var devBW float64
 	switch {
 	case diskNA != "":
 	case timesNA != "":
-		device, share = NA(timesNA), NA(timesNA)
+		device, share, gain = NA(timesNA), NA(timesNA), NA(timesNA)
 	case s.requests == 0:
-		device, share = NA(naNoModelRequests), NA(naNoModelRequests)
+		device, share, gain = NA(naNoModelRequests), NA(naNoModelRequests), NA(naNoModelRequests)
 	case s.busy == 0 || s.bytes == 0:
-		device, share = NA(naNoDeviceTime), NA(naNoDeviceTime)
+		device, share, gain = NA(naNoDeviceTime), NA(naNoDeviceTime), NA(naNoDeviceTime)
 	default:
-		bw, ok := disk.BandwidthAt(float64(s.area)/float64(s.busy), float64(s.bytes)/float64(s.requests+s.unseen))
-		if !ok {
-			device, share = NA(naNoProfilePoint), NA(naNoProfilePoint)
+		depth, size := float64(s.area)/float64(s.busy), float64(s.bytes)/float64(s.requests+s.unseen)
+		bw, ok := disk.BandwidthAt(depth, size)
+		g, gok := disk.DepthGain(depth, size)
+		if !ok || !gok {
+			device, share, gain = NA(naNoProfilePoint), NA(naNoProfilePoint), NA(naNoProfilePoint)
 			break
 		}
 		devBW = bw
-		device, share = F64(bw/mbPerS, ""), F64(achieved/bw, "the disk profile has a bandwidth of 0")
+		device, share, gain = F64(bw/mbPerS, ""), F64(achieved/bw, "the disk profile has a bandwidth of 0"), F64(g, "")
 	}
 	size := ratio(float64(s.bytes), float64(s.requests+s.unseen), naNoModelRequests)
 	faultsMean, faultsPeak := ratio(float64(s.faultArea), float64(s.stall), naNoFaultsInFlight), I64(s.faultPeak)
@@ -424,13 +430,13 @@ func (s *shape) figures(run shapeRun) []Value {
 		// Untimed waits are at most the stall.
 		judged = float64(s.stall) / wall
 	}
-	verdict := verdictOf(judged, busy, share, devBW)
+	verdict := verdictOf(judged, busy, share, gain, devBW)
 	requests, unseen, bytes, bandwidth := I64(s.requests), I64(s.unseen), I64(s.bytes), F64(achieved/mbPerS, "")
 	if run.blockNA != "" {
 		requests, unseen, bytes, bandwidth, size = NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA), NA(run.blockNA)
 	}
 	return []Value{I64(s.wall), busy, F64(float64(s.stall)/wall, ""), wait, preempted, requests, unseen,
-		inFlight, peak, bytes, bandwidth, device, share, faultsMean, faultsPeak, size, verdict}
+		inFlight, peak, bytes, bandwidth, device, share, gain, faultsMean, faultsPeak, size, verdict}
 }
 
 // stallPart is the stall share times the share of the faults' stall that
@@ -448,16 +454,17 @@ func (s *shape) stallPart(part uint64, waitNA string) Value {
 	return F64(float64(s.stall)/float64(s.wall)*float64(part)/float64(s.stallSum), "")
 }
 
-// verdictOf applies rundir.IOBound to a span's wait share, busy share
-// and bandwidth share (either NA with its reason). A span without
-// requests of the models, or whose requests read nothing measurable,
-// gets nothing of the device: its bandwidth share is no step.
-func verdictOf(waitShare float64, busy, bwShare Value, deviceBW float64) Value {
+// verdictOf applies rundir.IOBound to a span's wait share, busy share,
+// bandwidth share and depth gain (either NA with its reason). A span
+// without requests of the models, or whose requests read nothing
+// measurable, gets nothing of the device: its bandwidth share and depth
+// gain are no step.
+func verdictOf(waitShare float64, busy, bwShare, gain Value, deviceBW float64) Value {
 	bw, bwKnown := 0.0, bwShare.NA == "" || bwShare.NA == naNoModelRequests || bwShare.NA == naNoDeviceTime
 	if bwShare.NA == "" && deviceBW > 0 {
 		bw = bwShare.F
 	}
-	switch b := rundir.IOBound(waitShare, busy.F, busy.NA == "", bw, bwKnown); {
+	switch b := rundir.IOBound(waitShare, busy.F, busy.NA == "", bw, bwKnown, gain.F, gain.NA == ""); {
 	case b != "":
 		return Str(b)
 	case busy.NA != "":

@@ -123,9 +123,13 @@ func TestTheShaperGivesEveryTokenTheEventsNameARow(t *testing.T) {
 }
 
 func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
-	// 1 GB/s at depth 1, 2 GB/s at depth 4, reads of 1 MiB.
-	disk := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 1e9}, {Depth: 4, BlockBytes: 1 << 20, BytesPerSec: 2e9}}}
+	// 1 GB/s at depth 1, 1.6 GB/s at depth 4, reads of 1 MiB: depth gains
+	// less than twice.
+	disk := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 1e9}, {Depth: 4, BlockBytes: 1 << 20, BytesPerSec: 1.6e9}}}
 	withDisk := shapeRun{disk: disk}
+	// The bench's far disk: 2 ms a read however many are in flight, 64
+	// MB/s at depth 1 and 512 at depth 16, reads of 128 KiB.
+	far := shapeRun{disk: &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 64e6}, {Depth: 16, BlockBytes: 128 << 10, BytesPerSec: 512e6}}}}
 	noDisk := shapeRun{diskNA: "no disk profile: run iocorr doctor --disk FILE"}
 	const s = 1_000_000_000 // ns: a second's wall, bytes are then bytes/s
 	for _, c := range []struct {
@@ -141,6 +145,8 @@ func TestTheVerdictTakesStallThenBusyThenBandwidth(t *testing.T) {
 		{"a busy device: bandwidth, without a profile", shape{wall: s, timed: true, stall: s / 2, busy: s * 9 / 10, area: s * 9 / 10, requests: 100, bytes: 100 << 20}, noDisk, "bandwidth"},
 		{"reads near the device's bandwidth at their depth: bandwidth", shape{wall: s, timed: true, stall: s / 2, busy: s / 2, area: s / 2, requests: 800, bytes: 800 << 20}, withDisk, "bandwidth"},
 		{"an idle device under stall: latency", shape{wall: s, timed: true, stall: s / 2, busy: s / 5, area: s / 5, requests: 200, bytes: 200 << 20}, withDisk, "latency"},
+		{"a device kept busy by one read at a time that serves many at once: latency", shape{wall: s, timed: true, stall: s * 9 / 10, busy: s * 9 / 10, area: s * 9 / 10, requests: 460, bytes: 460 * 128 << 10}, far, "latency"},
+		{"the same device kept busy at depth 16: bandwidth", shape{wall: s, timed: true, stall: s * 9 / 10, busy: s * 9 / 10, area: 16 * s * 9 / 10, requests: 3500, bytes: 3500 * 128 << 10}, far, "bandwidth"},
 		{"depth 4 serves more: the same bytes at depth 4 are latency", shape{wall: s, timed: true, stall: s / 2, busy: s / 2, area: 2 * s, requests: 800, bytes: 800 << 20}, withDisk, "latency"},
 		{"undecided without a profile", shape{wall: s, timed: true, stall: s / 2, busy: s / 5, area: s / 5, requests: 200, bytes: 200 << 20}, noDisk, "NA: no disk profile"},
 		{"undecided with requests unseen", shape{wall: s, timed: true, stall: s / 2, busy: s / 5, area: s / 5, requests: 20, unseen: 5, bytes: 25 << 20}, withDisk, "NA: block read requests of the models have no completion"},

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iocorr/iocorr/internal/pagecache"
+	"github.com/iocorr/iocorr/rundir"
+	"github.com/iocorr/iocorr/testkit/testenv"
+)
+
+// The far disk holds a byte-equal copy of the model, answers each read no
+// sooner than its latency and many reads at once in about the time of one
+// (timed here with O_DIRECT reads of its own, apart from the doctor's
+// profile it checks), and leaves nothing behind once undone: no mount, no
+// loop device, no FUSE server, no image.
+func TestAFarDiskAnswersEachReadLateButManyAtOnceAndIsUndone(t *testing.T) {
+	testenv.RequireRoot(t)
+	const latency = 2 * time.Millisecond
+	t.Setenv(rundir.DiskProfilesEnv, t.TempDir())
+	cfg := Config{Iocorr: buildIocorr(t), WorkDir: t.TempDir(), Log: io.Discard}
+	// As large as doctor --disk reads over (256 MiB), and random through:
+	// mkfs.ext4 -d leaves a block of zeros out of the image, and a hole
+	// is read from no disk.
+	model := filepath.Join(t.TempDir(), "model.gguf")
+	want := make([]byte, 256<<20)
+	rand.Read(want)
+	if err := os.WriteFile(model, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cp, undo, err := farDisk(cfg, model, latency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	undone := false
+	defer func() {
+		if !undone {
+			undo()
+		}
+	}()
+	got, err := os.ReadFile(cp)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the copy differs from the model (%v)", err)
+	}
+	if _, _, err := pagecache.Evict(cp); err != nil {
+		t.Fatal(err)
+	}
+	const block, reads = 128 << 10, 16
+	one := timeDirectReads(t, cp, block, reads, 1)
+	if one < reads*latency {
+		t.Errorf("%d reads one at a time took %v, under %v each", reads, one, latency)
+	}
+	many := timeDirectReads(t, cp, block, reads, reads)
+	if many > one/4 {
+		t.Errorf("%d reads at once took %v, against %v one at a time: the disk does not keep them in flight", reads, many, one)
+	}
+	t.Logf("%d reads of %d KiB: %v one at a time, %v all at once", reads, block>>10, one, many)
+
+	undone = true
+	if err := undo(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cfg.WorkDir, "prefetch", "fardisk")
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), dir) {
+		t.Errorf("something under %s is still mounted:\n%s", dir, b)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is still there (%v)", dir, err)
+	}
+	if out, _ := exec.Command("losetup", "--list", "--noheadings", "--output", "BACK-FILE").Output(); strings.Contains(string(out), dir) {
+		t.Errorf("a loop device is still over %s:\n%s", dir, out)
+	}
+}
+
+// timeDirectReads reads n blocks of path with O_DIRECT, at most depth at
+// once, each at its own offset, and returns how long they took.
+func timeDirectReads(t *testing.T, path string, block, n, depth int) time.Duration {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	slots := make(chan struct{}, depth)
+	start := time.Now()
+	for i := range n {
+		// Page-aligned, as O_DIRECT needs.
+		buf, err := unix.Mmap(-1, 0, block, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(buf)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			// Each depth its own blocks: a round reading another's would
+			// not show a cache the disk should not have.
+			off := int64(i*block) + int64(depth)*int64(n*block)
+			if _, err := unix.Pread(fd, buf, off); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return took
+}
