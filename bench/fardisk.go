@@ -126,8 +126,13 @@ func farDisk(cfg Config, model string, latency time.Duration) (string, func() er
 	return cp, undoAll, nil
 }
 
-// farImage is the one file the far disk's FUSE file system serves.
-const farImage = "disk.img"
+const (
+	// farImage is the one file the far disk's FUSE file system serves.
+	farImage = "disk.img"
+	// farDepth is the most reads it has in flight: as many as doctor
+	// --disk asks for, and twice that.
+	farDepth = 64
+)
 
 // checkFar holds the far disk's profile to what it was made to be.
 func checkFar(cp string, latency time.Duration) error {
@@ -195,7 +200,10 @@ func serveDelayed(img, dir string, latency time.Duration) (func() error, error) 
 	if err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
-	conn, err := fuse.Mount(dir, fuse.ReadOnly(), fuse.FSName("iocorr-fardisk"), fuse.Subtype("iocorr-fardisk"))
+	// The kernel holds a FUSE mount's asynchronous requests to 12 in
+	// flight unless told otherwise: the disk would be one of depth 12.
+	conn, err := fuse.Mount(dir, fuse.ReadOnly(), fuse.FSName("iocorr-fardisk"), fuse.Subtype("iocorr-fardisk"),
+		fuse.MaxBackground(farDepth), fuse.CongestionThreshold(farDepth*3/4))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("mounting FUSE on %s: %w", dir, err), f.Close())
 	}
