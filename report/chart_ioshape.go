@@ -29,7 +29,7 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	const name, title = "io_shape", "I/O shape per token: device busy share, fault stall share and its wait"
 	c := &Chart{Name: name, Title: title, W: 22 * vg.Centimeter, H: 9 * vg.Centimeter}
 	rows, why := r.table(stats.IOShapeTokensTable, "token", "busy_share", "stall_share", "wait_share")
-	phases, whyPhases := r.table(stats.IOShapeTable, "phase", "busy_share", "stall_share", "wait_share", "preempted_share", "bandwidth_share", "verdict")
+	phases, whyPhases := r.table(stats.IOShapeTable, "phase", "busy_share", "stall_share", "wait_share", "preempted_share", "bandwidth_share", "depth_gain", "verdict")
 	if why == "" {
 		why = whyPhases
 	}
@@ -82,11 +82,11 @@ func (r *run) ioShapeLine() (*Chart, string) {
 	}
 	var verdicts []string
 	for _, ph := range phases {
-		verdicts = append(verdicts, fmt.Sprintf("%s %s (stall share %s, of it wait %s and preempted %s, busy share %s, bandwidth share %s)", ph["phase"].S, fmtText(ph["verdict"]),
-			fmtVal(ph["stall_share"], "ratio"), fmtVal(ph["wait_share"], "ratio"), fmtVal(ph["preempted_share"], "ratio"), fmtVal(ph["busy_share"], "ratio"), fmtVal(ph["bandwidth_share"], "ratio")))
+		verdicts = append(verdicts, fmt.Sprintf("%s %s (stall share %s, of it wait %s and preempted %s, busy share %s, bandwidth share %s, depth gain %s)", ph["phase"].S, fmtText(ph["verdict"]),
+			fmtVal(ph["stall_share"], "ratio"), fmtVal(ph["wait_share"], "ratio"), fmtVal(ph["preempted_share"], "ratio"), fmtVal(ph["busy_share"], "ratio"), fmtVal(ph["bandwidth_share"], "ratio"), fmtVal(ph["depth_gain"], "ratio")))
 	}
 	c.Caption = "Per llama_decode call, the share of its wall time the models' device had a read request in flight, the share a thread was inside a fault in a model file, and the part of that the faulting threads slept off the CPU (the rest is their time preempted there, in the verdicts below, and the kernel's work in the faults). " +
-		"Verdicts: " + strings.Join(verdicts, "; ") + ". The rule: a wait share under 0.25 (the stall share where the waits were not timed) is compute-bound; else a device busy 0.8 of the time, or reads at 0.7 of the bandwidth `iocorr doctor --disk` measured at their depth, is bandwidth-bound; else latency-bound."
+		"Verdicts: " + strings.Join(verdicts, "; ") + ". The rule: a wait share under 0.25 (the stall share where the waits were not timed) is compute-bound; else reads too few at a time for the disk (which served at least twice as much at a greater depth in `iocorr doctor --disk`: the depth gain) are latency-bound; else a device busy 0.8 of the time, or reads at 0.7 of the bandwidth the disk served at their depth, is bandwidth-bound; else latency-bound."
 	c.Caption += groupNote(group)
 	for _, reason := range slices.Sorted(maps.Keys(na)) {
 		c.Caption += fmt.Sprintf(" %d figures not drawn, NA: %s.", na[reason], reason)
