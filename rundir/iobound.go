@@ -23,7 +23,8 @@ package rundir
 //     times from depth 1 to its best), whose decodes a prefetch's reads
 //     do not get through faster (the bench's prefetched runs stall as
 //     long a MiB as the plain runs); a disk whose every read takes 2 ms,
-//     however many are in flight (the bench's far disk), serves 9.4 times.
+//     however many are in flight (the bench's far disk) serves 10 times
+//     what it does at the 1.9 reads its decode keeps in flight.
 //  3. busy share ≥ 0.8: bandwidth. The device is almost never idle while
 //     the span runs, and more requests at once would only queue.
 //  4. bandwidth share ≥ 0.7: bandwidth. The reads already get most of what
