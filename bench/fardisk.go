@@ -44,16 +44,9 @@ import (
 func farDisk(cfg Config, model string, latency time.Duration) (string, func() error, error) {
 	dir := filepath.Join(cfg.WorkDir, "prefetch", "fardisk")
 	src, img, served, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "disk.img"), filepath.Join(dir, "served"), filepath.Join(dir, "mnt")
-	var undo []func() error
-	undoAll := func() error {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			errs = append(errs, undo[i]())
-		}
-		return errors.Join(errs...)
-	}
+	var undo undoStack
 	fail := func(err error) (string, func() error, error) {
-		return "", nil, errors.Join(fmt.Errorf("far disk: %w", err), undoAll())
+		return "", nil, errors.Join(fmt.Errorf("far disk: %w", err), undo.run())
 	}
 	// What a bench stopped midway left.
 	_ = unix.Unmount(mnt, 0)
@@ -67,7 +60,7 @@ func farDisk(cfg Config, model string, latency time.Duration) (string, func() er
 			return fail(err)
 		}
 	}
-	undo = append(undo, func() error { return os.RemoveAll(dir) })
+	undo.push(func() error { return os.RemoveAll(dir) })
 	fi, err := os.Stat(model)
 	if err != nil {
 		return fail(err)
@@ -85,14 +78,14 @@ func farDisk(cfg Config, model string, latency time.Duration) (string, func() er
 	}
 	// Into the machine's page cache, where the server reads it from: the
 	// far disk's time is then its latency, not the machine disk's too.
-	if err := readAll(img); err != nil {
+	if err := warm(img); err != nil {
 		return fail(err)
 	}
 	stop, err := serveDelayed(img, served, latency)
 	if err != nil {
 		return fail(err)
 	}
-	undo = append(undo, stop)
+	undo.push(stop)
 	var stderr strings.Builder
 	c := exec.Command("losetup", "--read-only", "--direct-io=on", "--find", "--show", filepath.Join(served, farImage))
 	c.Stderr = &stderr
@@ -101,7 +94,7 @@ func farDisk(cfg Config, model string, latency time.Duration) (string, func() er
 		return fail(fmt.Errorf("losetup: %w: %s", err, sweep.LastLine([]byte(stderr.String()))))
 	}
 	dev := strings.TrimSpace(string(out))
-	undo = append(undo, func() error { return exec.Command("losetup", "--detach", dev).Run() })
+	undo.push(func() error { return exec.Command("losetup", "--detach", dev).Run() })
 	// A loop device falls back to buffered reads, one at a time, where
 	// its file refuses direct I/O: then it is not the disk asked for.
 	if out, err := exec.Command("losetup", "--list", "--noheadings", "--output", "DIO", dev).Output(); err != nil || strings.TrimSpace(string(out)) != "1" {
@@ -111,7 +104,7 @@ func farDisk(cfg Config, model string, latency time.Duration) (string, func() er
 	if err := unix.Mount(dev, mnt, "ext4", unix.MS_RDONLY, "noload"); err != nil {
 		return fail(fmt.Errorf("mounting %s on %s: %w", dev, mnt, err))
 	}
-	undo = append(undo, func() error { return unix.Unmount(mnt, 0) })
+	undo.push(func() error { return unix.Unmount(mnt, 0) })
 	cp := filepath.Join(mnt, filepath.Base(model))
 	logf(cfg, "far disk: %s on %s (a loop device over %s, every read of which FUSE answers %v late)", cp, dev, img, latency)
 	if _, _, err := pagecache.Evict(cp); err != nil {
@@ -123,7 +116,7 @@ func farDisk(cfg Config, model string, latency time.Duration) (string, func() er
 	if err := checkFar(cp, latency); err != nil {
 		return fail(err)
 	}
-	return cp, undoAll, nil
+	return cp, undo.run, nil
 }
 
 const (
@@ -172,17 +165,6 @@ func checkFar(cp string, latency time.Duration) error {
 		return fmt.Errorf("%s serves %d-byte reads at depth no faster than at depth 1 (%.0f against %.0f MB/s): its reads are not kept in flight", p.Device, one.BlockBytes, best/1e6, one.BytesPerSec/1e6)
 	}
 	return nil
-}
-
-// readAll reads path through the page cache.
-func readAll(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(io.Discard, f)
-	return err
 }
 
 // serveDelayed mounts at dir a read-only FUSE file system of one file,

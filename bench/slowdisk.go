@@ -31,16 +31,9 @@ import (
 func slowDisk(cfg Config, model string, bps int64) (string, func() error, error) {
 	dir := filepath.Join(cfg.WorkDir, "prefetch", "slowdisk")
 	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "mnt")
-	var undo []func() error
-	undoAll := func() error {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			errs = append(errs, undo[i]())
-		}
-		return errors.Join(errs...)
-	}
+	var undo undoStack
 	fail := func(err error) (string, func() error, error) {
-		return "", nil, errors.Join(fmt.Errorf("slow disk: %w", err), undoAll())
+		return "", nil, errors.Join(fmt.Errorf("slow disk: %w", err), undo.run())
 	}
 	// What a bench stopped midway left.
 	_ = unix.Unmount(mnt, 0)
@@ -62,7 +55,7 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 	if err != nil {
 		return fail(err)
 	}
-	undo = append(undo, func() error { return os.Remove(img) })
+	undo.push(func() error { return os.Remove(img) })
 	var stderr strings.Builder
 	c := exec.Command("losetup", "--direct-io=on", "--find", "--show", img)
 	c.Stderr = &stderr
@@ -71,7 +64,7 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 		return fail(fmt.Errorf("losetup: %w: %s", err, sweep.LastLine([]byte(stderr.String()))))
 	}
 	dev := strings.TrimSpace(string(out))
-	undo = append(undo, func() error { return exec.Command("losetup", "--detach", dev).Run() })
+	undo.push(func() error { return exec.Command("losetup", "--detach", dev).Run() })
 	// Inode tables and journal written now, not by ext4's lazy init after
 	// the mount, whose writes would share the throttled disk with the runs.
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev).CombinedOutput(); err != nil {
@@ -80,7 +73,7 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
 		return fail(fmt.Errorf("mounting %s on %s: %w", dev, mnt, err))
 	}
-	undo = append(undo, func() error { return unix.Unmount(mnt, 0) })
+	undo.push(func() error { return unix.Unmount(mnt, 0) })
 	cp := filepath.Join(mnt, filepath.Base(model))
 	if err := copyFile(cp, model); err != nil {
 		return fail(err)
@@ -93,7 +86,7 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 	if err != nil {
 		return fail(err)
 	}
-	undo = append(undo, lift)
+	undo.push(lift)
 	// Said, so that a bench stopped before it lifts the limit (which holds
 	// every read of the machine's disk by this cgroup) says how to.
 	logf(cfg, "slow disk: %s on %s (a loop device over %s), its reads held to %d MB/s (rule %s; writing 0 for the limit lifts it)", cp, dev, img, bps/1e6, rule)
@@ -121,7 +114,21 @@ func slowDisk(cfg Config, model string, bps int64) (string, func() error, error)
 			return fail(fmt.Errorf("the throttle did not take: %s read %.0f MB/s at depth %d, %d-byte blocks", p.Device, pt.BytesPerSec/1e6, pt.Depth, pt.BlockBytes))
 		}
 	}
-	return cp, undoAll, nil
+	return cp, undo.run, nil
+}
+
+// undoStack is what undoes a set-up, step by step.
+type undoStack []func() error
+
+func (u *undoStack) push(f func() error) { *u = append(*u, f) }
+
+// run undoes every step, the last first, and joins their errors.
+func (u undoStack) run() error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		errs = append(errs, u[i]())
+	}
+	return errors.Join(errs...)
 }
 
 // detachLoops detaches every loop device over img.

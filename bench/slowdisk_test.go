@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,12 +51,7 @@ func TestASlowDiskServesTheModelAtItsBandwidthAndIsUndone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	undone := false
-	defer func() {
-		if !undone {
-			undo()
-		}
-	}()
+	undo = undoOnce(t, undo)
 	got, err := os.ReadFile(cp)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("the copy differs from the model (%v)", err)
@@ -74,7 +70,6 @@ func TestASlowDiskServesTheModelAtItsBandwidthAndIsUndone(t *testing.T) {
 	}
 	t.Logf("the slow disk served %.0f MB/s at one 1 MiB read in flight", rate/1e6)
 
-	undone = true
 	if err := undo(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +86,14 @@ func TestASlowDiskServesTheModelAtItsBandwidthAndIsUndone(t *testing.T) {
 	if b, _ := os.ReadFile("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device"); strings.Contains(string(b), kernel.DevString(backing.DiskDev)+" ") {
 		t.Errorf("the machine's disk is still throttled: %s", b)
 	}
+}
+
+// undoOnce runs undo when the test ends, unless the test ran what it
+// returns first.
+func undoOnce(t *testing.T, undo func() error) func() error {
+	once := sync.OnceValue(undo)
+	t.Cleanup(func() { once() })
+	return once
 }
 
 // directReadRate reads n bytes of path with O_DIRECT, 1 MiB at a time,
