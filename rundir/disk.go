@@ -151,20 +151,77 @@ func WriteDiskProfile(dev uint32, d *DiskProfile) error {
 }
 
 // BandwidthAt is the bandwidth the disk served at queue depth depth for
-// reads of about blockBytes: of the measured block sizes the nearest on
-// a log scale, between measured depths interpolated linearly, beyond them
-// the nearest measured depth's. ok is false for a profile with no points,
-// and for a depth or block size that is no positive number (a span whose
-// requests took no measurable time has no depth).
+// reads of blockBytes: at each measured block size, between measured
+// depths interpolated linearly and beyond them the nearest measured
+// depth's; between the two measured sizes around blockBytes interpolated
+// linearly in the size's logarithm, beyond them the nearest size's. ok is
+// false for a profile with no points, and for a depth or block size that
+// is no positive number (a span whose requests took no measurable time
+// has no depth).
 func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64, ok bool) {
-	if d == nil || len(d.Points) == 0 || !(depth > 0) || math.IsInf(depth, 0) || !(blockBytes > 0) || math.IsInf(blockBytes, 0) {
+	if !d.usable(depth, blockBytes) {
 		return 0, false
 	}
-	best := d.nearestSize(blockBytes)
+	lo, hi, f := d.sizesAround(blockBytes)
+	return (1-f)*d.atSize(lo, depth) + f*d.atSize(hi, depth), true
+}
+
+// DepthGain is how many times what the disk serves at queue depth depth
+// (BandwidthAt) it served at the best depth measured beyond it, for reads
+// of blockBytes (the sizes around it weighed as BandwidthAt weighs them):
+// 1 where no deeper point served more. ok is as BandwidthAt's.
+func (d *DiskProfile) DepthGain(depth, blockBytes float64) (gain float64, ok bool) {
+	at, ok := d.BandwidthAt(depth, blockBytes)
+	if !ok || at <= 0 {
+		return 0, false
+	}
+	best := func(size int64) float64 {
+		b := d.atSize(size, depth)
+		for _, p := range d.Points {
+			if p.BlockBytes == size && float64(p.Depth) > depth {
+				b = max(b, p.BytesPerSec)
+			}
+		}
+		return b
+	}
+	lo, hi, f := d.sizesAround(blockBytes)
+	return max((1-f)*best(lo)+f*best(hi), at) / at, true
+}
+
+func (d *DiskProfile) usable(depth, blockBytes float64) bool {
+	return d != nil && len(d.Points) > 0 && depth > 0 && !math.IsInf(depth, 0) && blockBytes > 0 && !math.IsInf(blockBytes, 0)
+}
+
+// sizesAround are the measured block sizes around blockBytes, the
+// smaller and the larger, and the larger's weight by the logarithm of the
+// sizes; at or beyond the measured sizes' ends both are the nearest.
+func (d *DiskProfile) sizesAround(blockBytes float64) (lo, hi int64, f float64) {
+	for _, p := range d.Points {
+		s := p.BlockBytes
+		if float64(s) <= blockBytes && (lo == 0 || s > lo) {
+			lo = s
+		}
+		if float64(s) >= blockBytes && (hi == 0 || s < hi) {
+			hi = s
+		}
+	}
+	switch {
+	case lo == 0:
+		return hi, hi, 0
+	case hi == 0 || hi == lo:
+		return lo, lo, 0
+	}
+	return lo, hi, math.Log(blockBytes/float64(lo)) / math.Log(float64(hi)/float64(lo))
+}
+
+// atSize is the bandwidth at depth of reads of size, a measured size:
+// between measured depths interpolated linearly, beyond them the nearest
+// measured depth's.
+func (d *DiskProfile) atSize(size int64, depth float64) float64 {
 	var lo, hi *DiskPoint
 	for i := range d.Points {
 		p := &d.Points[i]
-		if p.BlockBytes != best {
+		if p.BlockBytes != size {
 			continue
 		}
 		if float64(p.Depth) <= depth && (lo == nil || p.Depth > lo.Depth) {
@@ -176,43 +233,12 @@ func (d *DiskProfile) BandwidthAt(depth float64, blockBytes float64) (bw float64
 	}
 	switch {
 	case lo == nil:
-		return hi.BytesPerSec, true
+		return hi.BytesPerSec
 	case hi == nil || hi.Depth == lo.Depth:
-		return lo.BytesPerSec, true
+		return lo.BytesPerSec
 	}
 	f := (depth - float64(lo.Depth)) / float64(hi.Depth-lo.Depth)
-	return lo.BytesPerSec + f*(hi.BytesPerSec-lo.BytesPerSec), true
-}
-
-// nearestSize is the measured block size nearest blockBytes on a log
-// scale.
-func (d *DiskProfile) nearestSize(blockBytes float64) int64 {
-	best, bestDist := int64(0), math.Inf(1)
-	for _, p := range d.Points {
-		dist := math.Abs(math.Log(float64(p.BlockBytes)) - math.Log(max(blockBytes, 1)))
-		if dist < bestDist {
-			best, bestDist = p.BlockBytes, dist
-		}
-	}
-	return best
-}
-
-// DepthGain is how many times what the disk serves at queue depth depth
-// (BandwidthAt) it served at the best depth measured beyond it, for reads
-// of about blockBytes: 1 where no deeper point served more. ok is as
-// BandwidthAt's.
-func (d *DiskProfile) DepthGain(depth, blockBytes float64) (gain float64, ok bool) {
-	at, ok := d.BandwidthAt(depth, blockBytes)
-	if !ok || at <= 0 {
-		return 0, false
-	}
-	size, best := d.nearestSize(blockBytes), at
-	for _, p := range d.Points {
-		if p.BlockBytes == size && float64(p.Depth) > depth {
-			best = max(best, p.BytesPerSec)
-		}
-	}
-	return best / at, true
+	return lo.BytesPerSec + f*(hi.BytesPerSec-lo.BytesPerSec)
 }
 
 // NoPace says why a prefetch cost has no helper pace.

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func TestBandwidthAtTakesTheNearestSizeAndInterpolatesDepths(t *testing.T) {
+func TestBandwidthAtInterpolatesDepthsAndSizes(t *testing.T) {
 	d := &DiskProfile{Points: []DiskPoint{
 		{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 100},
 		{Depth: 4, BlockBytes: 128 << 10, BytesPerSec: 400},
@@ -25,12 +25,14 @@ func TestBandwidthAtTakesTheNearestSizeAndInterpolatesDepths(t *testing.T) {
 		{"between depths", 2.5, 1 << 20, 1300},
 		{"below the shallowest", 0.5, 1 << 20, 1000},
 		{"beyond the deepest", 32, 1 << 20, 1600},
-		{"a size nearer the small reads", 2, 200 << 10, 200},
-		{"a size nearer the large reads", 4, 512 << 10, 1600},
+		{"between sizes, by the size's logarithm: a third of the way", 4, 256 << 10, 400 + 1200.0/3},
+		{"between sizes, two thirds of the way", 4, 512 << 10, 400 + 1200.0*2/3},
+		{"below the smallest size", 1, 4 << 10, 100},
+		{"beyond the largest size", 1, 8 << 20, 1000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok := d.BandwidthAt(c.depth, c.bytes)
-			if !ok || got != c.want {
+			if !ok || math.Abs(got-c.want) > 1e-9 {
 				t.Errorf("got %v (%v), want %v", got, ok, c.want)
 			}
 		})

@@ -27,8 +27,8 @@ import (
 //   - read_bandwidth_mb_per_s: the bytes of the requests completed in the
 //     token (or phase) ÷ its wall time; bandwidth_share that ÷ what the
 //     disk served in `doctor --disk` at the mean depth observed and the
-//     nearest read size measured to the mean request's
-//     (rundir.DiskProfile.BandwidthAt).
+//     mean request's size, between the read sizes measured around it by
+//     the size's logarithm (rundir.DiskProfile.BandwidthAt).
 //   - depth_gain: what the disk served in the profile at its best depth
 //     beyond the mean depth observed ÷ what it served at that depth, at
 //     the same read size (rundir.DiskProfile.DepthGain): 1 where more
