@@ -59,11 +59,13 @@ func TestAFarDiskAnswersEachReadLateButManyAtOnceAndIsUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	const block, reads = 128 << 10, 32
-	one := timeDirectReads(t, cp, block, reads, 1)
+	// Each round its own blocks: a round reading another's would not
+	// show a cache the disk should not have.
+	one := timeDirectReads(t, cp, 0, block, reads, 1)
 	if one < reads*latency {
 		t.Errorf("%d reads one at a time took %v, under %v each", reads, one, latency)
 	}
-	many := timeDirectReads(t, cp, block, reads, reads)
+	many := timeDirectReads(t, cp, reads*block, block, reads, reads)
 	if many > one/3 {
 		t.Errorf("%d reads at once took %v, against %v one at a time: the disk does not keep them in flight", reads, many, one)
 	}
@@ -98,33 +100,33 @@ func fileHash(path string) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// timeDirectReads reads n blocks of path with O_DIRECT, at most depth at
-// once, each at its own offset, and returns how long they took.
-func timeDirectReads(t *testing.T, path string, block, n, depth int) time.Duration {
+// timeDirectReads reads n blocks of path with O_DIRECT from byte from
+// on, at most depth at once, and returns how long they took.
+func timeDirectReads(t *testing.T, path string, from int64, block, n, depth int) time.Duration {
 	t.Helper()
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	slots := make(chan struct{}, depth)
-	start := time.Now()
-	for i := range n {
-		// Page-aligned, as O_DIRECT needs.
+	// A buffer per read in flight, page-aligned as O_DIRECT needs.
+	bufs := make(chan []byte, depth)
+	for range depth {
 		buf, err := unix.Mmap(-1, 0, block, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer unix.Munmap(buf)
-		slots <- struct{}{}
+		bufs <- buf
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	start := time.Now()
+	for i := range n {
+		buf := <-bufs
 		wg.Go(func() {
-			defer func() { <-slots }()
-			// Each depth its own blocks: a round reading another's would
-			// not show a cache the disk should not have.
-			off := int64(i*block) + int64(depth)*int64(n*block)
-			if _, err := unix.Pread(fd, buf, off); err != nil {
+			defer func() { bufs <- buf }()
+			if _, err := unix.Pread(fd, buf, from+int64(i)*int64(block)); err != nil {
 				errs <- err
 			}
 		})

@@ -10,9 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/iocorr/iocorr/internal/blockdev"
 	"github.com/iocorr/iocorr/internal/kernel"
@@ -100,23 +97,6 @@ func undoOnce(t *testing.T, undo func() error) func() error {
 // and returns the bytes a second.
 func directReadRate(t *testing.T, path string, n int) float64 {
 	t.Helper()
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
 	const block = 1 << 20
-	// Page-aligned, as O_DIRECT needs.
-	buf, err := unix.Mmap(-1, 0, block, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(buf)
-	start := time.Now()
-	for done := 0; done < n; done += block {
-		if _, err := unix.Pread(fd, buf, int64(done)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return float64(n) / time.Since(start).Seconds()
+	return float64(n) / timeDirectReads(t, path, 0, block, n/block, 1).Seconds()
 }

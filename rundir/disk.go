@@ -188,6 +188,8 @@ func (d *DiskProfile) DepthGain(depth, blockBytes float64) (gain float64, ok boo
 	return max((1-f)*best(lo)+f*best(hi), at) / at, true
 }
 
+// usable says whether d has points and depth and blockBytes are positive
+// numbers.
 func (d *DiskProfile) usable(depth, blockBytes float64) bool {
 	return d != nil && len(d.Points) > 0 && depth > 0 && !math.IsInf(depth, 0) && blockBytes > 0 && !math.IsInf(blockBytes, 0)
 }
