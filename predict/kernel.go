@@ -103,6 +103,12 @@ type pageCache struct {
 	// scans the lists in proportion to their sizes.
 	deactivate float64
 
+	// claim are the pages a prefetcher is asking for while a fault reads
+	// around them (simulatePrefetch's first picked slice): the helper
+	// allocates them as the window does, and the window marks no page it
+	// did not allocate itself.
+	claim []pageRange
+
 	readPages, majors uint64
 	// backedOff counts the major faults that read their page alone.
 	backedOff uint64
@@ -157,6 +163,15 @@ func newPageCache(pages int32, capacity int64, ra int32, pinned []pageRange) *pa
 }
 
 func (c *pageCache) resident(p int32) bool { return c.where[p] != listNone }
+
+func (c *pageCache) claimed(p int32) bool {
+	for _, r := range c.claim {
+		if p >= r.first && p < r.end {
+			return true
+		}
+	}
+	return false
+}
 
 func (c *pageCache) unlink(p int32) {
 	l := c.where[p]
@@ -242,8 +257,8 @@ func (c *pageCache) reclaim() {
 }
 
 // readWindow reads the missing pages of [first, end) and marks page mark
-// when it is one of them (the kernel sets PG_readahead only on a folio it
-// allocates: mm/readahead.c). A window ends where the cache has no room
+// when it is one of them and no prefetcher claims it (the kernel sets
+// PG_readahead only on a folio it allocates: mm/readahead.c). A window ends where the cache has no room
 // left but its own pages: readahead charges each folio to the cgroup
 // with __GFP_NORETRY, and a window's folios, locked under their read,
 // cannot be reclaimed to make room for the next, so the charge fails and
@@ -265,7 +280,7 @@ func (c *pageCache) readWindow(first, end, mark int32, large bool) {
 		if large {
 			c.flags[p] |= flagLarge
 		}
-		if p == mark {
+		if p == mark && !c.claimed(p) {
 			c.flags[p] |= flagMarker
 		}
 	}

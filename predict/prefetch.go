@@ -407,7 +407,23 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 					if g.experts && idx == 0 || ok && sent*helper >= max(arr.need, l+delay)+arr.stall {
 						out.raced++
 						d0 := c.readPages
+						// The pick reaches the helper as the graph faults on
+						// its first slice, and the helper asks for the rest
+						// while the fault's window is read: the pages it
+						// allocates first are its, and the window's async
+						// marker is not set on one of them. With the marker
+						// set, the graph's next slice started an async window
+						// through the neighbours: on the skewed router at 192
+						// MiB the model read 77.5 MB of ffn_down_exps a token
+						// where the prefetched runs read 49–55 (their helper
+						// asked for 50), and 324 MB in all against 262–284.
+						if g.experts && idx == 0 {
+							for _, k2 := range g.reads[1:] {
+								c.claim = append(c.claim, cl.reads[k2])
+							}
+						}
 						c.access(rk)
+						c.claim = c.claim[:0]
 						got := (c.readPages - d0) * pageSize
 						out.demandBytes[cl.phase] += got
 						delay += float64(got) * waitPerByte

@@ -597,3 +597,43 @@ func TestRequestsArriveAtTheHelpersPaceWhereTheDeviceIsFaster(t *testing.T) {
 		})
 	}
 }
+
+// The helper asks for a layer's other picked slices while the graph's
+// fault on the first is read around: the pages it allocates are its own,
+// and the kernel marks for async readahead only a page the window
+// allocated. So the graph's touch of the next slice starts no async
+// window through the neighbours, where a marker of the window's own does.
+func TestTheFirstSlicesWindowLeavesNoMarkerOnTheSlicesTheHelperIsAsking(t *testing.T) {
+	// The first slice's fault at page 100 reads [68, 132) around it, its
+	// marker at 116: inside the second slice [110, 140).
+	for _, tc := range []struct {
+		name  string
+		reads []pageRange
+		want  uint64 // pages the call read
+	}{
+		{"the marker on a page the helper asks for", []pageRange{{100, 110}, {110, 140}, {400, 500}}, 64 + 8 + 100},
+		// The second slice ends before the marker: the window marks it, and
+		// the graph's touch of the next slice's page past it reads on.
+		{"the marker on a page no one asks for", []pageRange{{100, 110}, {110, 115}, {400, 500}}, 64 + 100 + 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 1, tokens: 1}}}
+			r.Model.Size = 1000 * pageSize
+			c := call{phase: event.PhaseDecode, reads: tc.reads}
+			for e := range tc.reads {
+				c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
+			}
+			if tc.reads[1].end < 116 {
+				// The graph then reads the marked page, as a dense read.
+				c.reads = append(c.reads, pageRange{116, 117})
+				c.of = append(c.of, readOf{tensor: 2, expert: -1, layer: 0})
+			}
+			r.calls = append(r.calls, c)
+			r.device(nil, 0, 0, nil)
+			pf := r.simulatePrefetch(1000, 64, nil, PolicyPrefetchExperts, nil)
+			if got := pf.counts[event.PhaseDecode][0] / pageSize; got != tc.want {
+				t.Errorf("the call read %d pages, want %d", got, tc.want)
+			}
+		})
+	}
+}
