@@ -243,8 +243,8 @@ func (t *Tracer) attachPath(p *Path) error {
 	}
 	for _, name := range p.progs {
 		need, ok := perfPrograms[name]
-		if !ok {
-			continue // attached later by its own code (op probes)
+		if !ok || slices.Contains(t.opts.unwanted(), name) {
+			continue // attached later by its own code (op probes), or left out
 		}
 		prog := t.program(name)
 		if prog == nil {

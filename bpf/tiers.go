@@ -73,6 +73,19 @@ func (o *Options) wanted(c *Capability) bool {
 	return true
 }
 
+// unwanted are the programs of taken paths that the run leaves out: a
+// prefetcher's own session acts on major faults only (the prefetch
+// package's OnFault), and the minor-fault event would run a program and
+// send a record for each of the ~1,500 minor faults of a decode token
+// (the demo MoE at 128 KiB of read-ahead), on the command's CPU and the
+// reader's, for nothing.
+func (o *Options) unwanted() []string {
+	if o.PrefetchOnly {
+		return []string{"fault_minor"}
+	}
+	return nil
+}
+
 // CountsFilemapFaults says whether the filemap_fault program is attached
 // (the page cache's primary path, in the pagecache tier): without it the
 // counter stays 0 without meaning none happened.

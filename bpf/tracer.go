@@ -246,7 +246,7 @@ func Open(opts Options) (*Tracer, error) {
 	}
 	// Programs of paths not taken are not loaded: the kernel may not
 	// know their helpers, hooks or attach types.
-	for _, name := range programsNotTaken(caps) {
+	for _, name := range append(programsNotTaken(caps), opts.unwanted()...) {
 		delete(spec.Programs, name)
 	}
 

@@ -109,6 +109,17 @@ func TestPrefetchAsksForThePickedExpertsSlicesBeforeTheirUse(t *testing.T) {
 	if 2*rep.ArrivedBytes < rep.AskedBytes {
 		t.Errorf("%d of %d bytes asked arrived before their use: %+v", rep.ArrivedBytes, rep.AskedBytes, rep)
 	}
+	// Only what it acts on: the major faults, not the minor ones (a
+	// program run and a record each, ~1,500 a decode token).
+	var perf []string
+	for _, p := range res.Meta.Probes {
+		if p.Kind == "perf_event" && p.Error == "" {
+			perf = append(perf, p.Target)
+		}
+	}
+	if !slices.Contains(perf, "page-faults-major") || slices.Contains(perf, "page-faults-minor") {
+		t.Errorf("the prefetcher's session attached the perf events %v, want the major faults' and not the minor faults'", perf)
+	}
 	t.Logf("%d slices asked for; %s", len(asked), prefetch.Summary(rep))
 }
 
