@@ -417,17 +417,34 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 						// MiB the model read 77.5 MB of ffn_down_exps a token
 						// where the prefetched runs read 49–55 (their helper
 						// asked for 50), and 324 MB in all against 262–284.
-						if g.experts && idx == 0 {
+						first := g.experts && idx == 0
+						if first {
 							for _, k2 := range g.reads[1:] {
 								c.claim = append(c.claim, cl.reads[k2])
 							}
 						}
-						c.access(rk)
+						// The helper asks for the first slice too (iocorr
+						// prefetch asks for every picked slice), and brings
+						// in what the fault's window left of it: only the
+						// first page is the fault's. Read by the graph, the
+						// slice came a read-around at a time: on the demo
+						// MoE on the 2 ms disk (128 KiB of read-ahead) the
+						// model's faults read 21.9 MB a token at the plain
+						// run's wait per byte, a 174 ms stall where the
+						// prefetched runs stalled 126–132 (now 135).
+						whole := rk
+						if first {
+							whole = pageRange{rk.first, min(rk.first+1, rk.end)}
+						}
+						c.access(whole)
 						c.claim = c.claim[:0]
 						got := (c.readPages - d0) * pageSize
 						out.demandBytes[cl.phase] += got
 						delay += float64(got) * waitPerByte
-						continue
+						if !first || whole.end >= rk.end {
+							continue
+						}
+						rk = pageRange{whole.end, rk.end}
 					}
 					asked += int64(rk.end-rk.first) * pageSize
 					got := c.prefetch(rk) * pageSize

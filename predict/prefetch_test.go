@@ -164,16 +164,18 @@ func TestPrefetchingThePicksReadsFewerBytesThanTheKernelsReadAround(t *testing.T
 	if p >= k {
 		t.Errorf("prefetching read %d bytes, the kernel %d; want fewer", p, k)
 	}
-	// The graph reads the first picked slice before the pick reaches the
-	// helper: each call's first is left to its fault, the second asked.
+	// The graph reaches the first picked slice before the pick reaches
+	// the helper: each call's first is left to its fault, whose window
+	// reads 64 pages around its first page; the helper asks for the rest
+	// of it (99 pages, the window's resident), then the second slice.
 	if pf.raced != 4 {
 		t.Errorf("%d slices left to their faults, want each call's first", pf.raced)
 	}
-	if pf.window != 100*pageSize {
-		t.Errorf("the largest request %d bytes, want the second slice's %d", pf.window, 100*pageSize)
+	if pf.window != 199*pageSize {
+		t.Errorf("the largest request %d bytes, want the first slice's rest and the second slice's %d", pf.window, 199*pageSize)
 	}
-	if pf.unmeasured != 4 {
-		t.Errorf("%d reads without a lead time, want 4 (no trace)", pf.unmeasured)
+	if pf.unmeasured != 8 {
+		t.Errorf("%d reads without a lead time, want 8 (no trace)", pf.unmeasured)
 	}
 }
 
@@ -486,9 +488,11 @@ func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) 
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 1, tokens: 1, bytes: 400 * pageSize, idleWaitNS: tc.idle}}}
 			r.Model.Size = 1000 * pageSize
+			// The first slice is a page: all of it its fault's, nothing
+			// of it the helper's.
 			c := call{phase: event.PhaseDecode}
 			for e := range int32(3) {
-				c.reads = append(c.reads, pageRange{100 * e, 100 + 100*e})
+				c.reads = append(c.reads, pageRange{max(100*e, 99), 100 + 100*e})
 				c.of = append(c.of, readOf{tensor: uint32(e), expert: int16(e), layer: 0})
 			}
 			r.calls = append(r.calls, c)
@@ -578,9 +582,11 @@ func TestRequestsArriveAtTheHelpersPaceWhereTheDeviceIsFaster(t *testing.T) {
 			if tc.pace > 0 {
 				r.disk = &rundir.DiskProfile{PrefetchCost: &rundir.PrefetchCost{AskNSPerByte: tc.pace}}
 			}
+			// The first slice is a page: all of it its fault's, nothing
+			// of it the helper's.
 			c := call{phase: event.PhaseDecode}
 			for e := range int32(3) {
-				c.reads = append(c.reads, pageRange{100 * e, 100 + 100*e})
+				c.reads = append(c.reads, pageRange{max(100*e, 99), 100 + 100*e})
 				c.of = append(c.of, readOf{tensor: uint32(e), expert: int16(e), layer: 0})
 			}
 			r.calls = append(r.calls, c)
@@ -633,6 +639,38 @@ func TestTheFirstSlicesWindowLeavesNoMarkerOnTheSlicesTheHelperIsAsking(t *testi
 			pf := r.simulatePrefetch(1000, 64, nil, PolicyPrefetchExperts, nil)
 			if got := pf.counts[event.PhaseDecode][0] / pageSize; got != tc.want {
 				t.Errorf("the call read %d pages, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// The helper asks for every picked slice, the first too: the graph's
+// fault on the first slice's first page reads its window, and the helper
+// brings in what the window left of the slice, at the device's depth,
+// not the graph one read-around at a time.
+func TestTheHelperBringsInWhatTheFirstSlicesFaultLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		ra              int32
+		demand, fetched uint64 // pages
+	}{
+		// The window [92, 108) holds 8 pages of the slice [100, 200); its
+		// marker (104) starts no async window, the rest being the helper's.
+		{"a window smaller than the slice", 16, 16, 92 + 100},
+		// The window [0, 512) holds all of it, its marker past it.
+		{"a window over the whole slice", 512, 512, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 1, tokens: 1}}}
+			r.Model.Size = 1000 * pageSize
+			c := call{phase: event.PhaseDecode, reads: []pageRange{{100, 200}, {700, 800}}}
+			c.of = []readOf{{tensor: 1, expert: 0, layer: 0}, {tensor: 1, expert: 1, layer: 0}}
+			r.calls = append(r.calls, c)
+			r.device(nil, 0, 0, nil)
+			pf := r.simulatePrefetch(1000, tc.ra, nil, PolicyPrefetchExperts, nil)
+			ph := event.PhaseDecode
+			if d, f := pf.demandBytes[ph]/pageSize, pf.fetchedBytes[ph]/pageSize; d != tc.demand || f != tc.fetched || pf.counts[ph][1] != 1 {
+				t.Errorf("the fault read %d pages, the helper %d, %d major faults; want %d, %d, 1", d, f, pf.counts[ph][1], tc.demand, tc.fetched)
 			}
 		})
 	}
