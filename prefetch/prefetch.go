@@ -112,8 +112,13 @@ type headTensor struct {
 type rng struct {
 	m     *model
 	first int64 // page number
-	// brought: pages not in the cache when asked, and asked for.
-	brought []bool
+	// brought: pages not in the cache when asked, and asked for; cached:
+	// pages in the cache when asked (not asked for).
+	brought, cached []bool
+	// askNS is when the slice was asked for (CLOCK_MONOTONIC, the faults'
+	// clock): a fault on a cached page that began after it is a page
+	// evicted before its use, one before it a fault the pick came late to.
+	askNS uint64
 	// faultNS: the first major fault's start on each brought page.
 	faultNS []uint64
 	calls   []*call
@@ -331,6 +336,15 @@ func ownCPU(ns *int64) func() {
 	}
 }
 
+// monotonicNS is CLOCK_MONOTONIC now, the clock of the faults' stamps.
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
 func threadCPU() int64 {
 	var ts unix.Timespec
 	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
@@ -445,12 +459,13 @@ func (p *Prefetcher) ask(w *window, m *model, off, n int64) int64 {
 	p.rep.Ranges++
 	p.rep.Bytes += int64(len(p.vec)) * ps
 	first := off / ps
-	r := &rng{m: m, first: first, brought: make([]bool, len(p.vec))}
+	r := &rng{m: m, first: first, brought: make([]bool, len(p.vec)), cached: make([]bool, len(p.vec)), askNS: monotonicNS()}
 	var asked int64
 	// Runs of pages not resident, each one call.
 	for i := 0; i < len(p.vec); {
 		if p.vec[i]&1 == 1 {
 			p.rep.ResidentBytes += ps
+			r.cached[i] = true
 			i++
 			continue
 		}
@@ -484,10 +499,10 @@ func (p *Prefetcher) ask(w *window, m *model, off, n int64) int64 {
 		}
 		i = j
 	}
-	if asked > 0 {
-		r.faultNS = make([]uint64, len(r.brought))
-		w.ranges = append(w.ranges, r)
-	}
+	// A slice asked for nothing is watched too: its pages' faults are
+	// what a cached slice evicted before its use costs.
+	r.faultNS = make([]uint64, len(r.brought))
+	w.ranges = append(w.ranges, r)
 	return asked
 }
 
@@ -560,6 +575,9 @@ func (p *Prefetcher) OnFault(e *wire.FaultEvent) {
 			}
 			if !r.brought[k] {
 				p.rep.PickedMajorFaults++
+				if r.cached[k] && ts >= r.askNS {
+					p.rep.CachedMajorFaults++
+				}
 				return
 			}
 			if r.faultNS[k] == 0 {
@@ -646,7 +664,7 @@ func (p *Prefetcher) Close() rundir.Prefetched {
 	}
 	p.rep.SelfCPUNS = p.selfNS
 	if !p.outcomes {
-		p.rep.ArrivedBytes, p.rep.LateBytes, p.rep.EvictedUnusedBytes, p.rep.ModelMajorFaults, p.rep.PickedMajorFaults = 0, 0, 0, 0, 0
+		p.rep.ArrivedBytes, p.rep.LateBytes, p.rep.EvictedUnusedBytes, p.rep.ModelMajorFaults, p.rep.PickedMajorFaults, p.rep.CachedMajorFaults = 0, 0, 0, 0, 0, 0
 	}
 	p.rep.Errors = slices.Clone(p.errs)
 	return p.rep
@@ -715,9 +733,7 @@ func serve(in io.Reader, out *bufio.Writer) error {
 				return fmt.Errorf("file %d was never opened", v[1])
 			}
 			errno := pagecache.WillNeed(fh, v[2], v[3], chunks[int(v[1])])
-			var ts unix.Timespec
-			_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-			fmt.Fprintf(out, "d %d %d %d\n", v[0], ts.Nano(), errno)
+			fmt.Fprintf(out, "d %d %d %d\n", v[0], monotonicNS(), errno)
 			if err := out.Flush(); err != nil {
 				return err
 			}
@@ -756,8 +772,8 @@ func Summary(r *rundir.Prefetched) string {
 		// alone would make a race the graph won (a pick's first slice)
 		// look free.
 		ps := int64(kernel.PageSize)
-		fmt.Fprintf(&b, "prefetch: arrived before use %s (%s), late %s (%s; %d major faults, each with its read-around), evicted unused %s (%s; %d major faults); %d major faults in the model files, %d of them in picked slices on pages it did not bring in\n",
-			mib(r.ArrivedBytes), pct(r.ArrivedBytes), mib(r.LateBytes), pct(r.LateBytes), r.LateBytes/ps, mib(r.EvictedUnusedBytes), pct(r.EvictedUnusedBytes), r.EvictedUnusedBytes/ps, r.ModelMajorFaults, r.PickedMajorFaults)
+		fmt.Fprintf(&b, "prefetch: arrived before use %s (%s), late %s (%s; %d major faults, each with its read-around), evicted unused %s (%s; %d major faults); %d major faults in the model files, %d of them in picked slices on pages it did not bring in (%d on pages cached when asked and evicted before their use)\n",
+			mib(r.ArrivedBytes), pct(r.ArrivedBytes), mib(r.LateBytes), pct(r.LateBytes), r.LateBytes/ps, mib(r.EvictedUnusedBytes), pct(r.EvictedUnusedBytes), r.EvictedUnusedBytes/ps, r.ModelMajorFaults, r.PickedMajorFaults, r.CachedMajorFaults)
 	}
 	fmt.Fprintf(&b, "prefetch: own CPU %.3f s (helper %.3f s, picks and faults %.3f s)\n",
 		float64(r.HelperCPUNS+r.SelfCPUNS)/1e9, float64(r.HelperCPUNS)/1e9, float64(r.SelfCPUNS)/1e9)

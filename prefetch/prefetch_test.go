@@ -380,3 +380,49 @@ func TestTheSummarySaysHowManyMajorFaultsTheLateAndEvictedPagesWere(t *testing.T
 		}
 	}
 }
+
+// A major fault on a picked slice the prefetcher found cached, and so
+// did not ask for, is counted as a picked slice's fault; begun after the
+// ask it is a page evicted before its use, before the ask a fault the
+// pick came too late for.
+func TestAFaultOnASliceCachedWhenAskedIsAPageEvictedBeforeItsUse(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tc := range []struct {
+		name           string
+		beforeTheAsk   bool
+		picked, cached uint64
+	}{
+		{"begun after the ask", false, 1, 1},
+		{"begun before the ask", true, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mf, f := moeFile(t)
+			if _, err := os.ReadFile(mf.Path); err != nil { // every slice cached
+				t.Fatal(err)
+			}
+			p, err := Start(Config{}, []rundir.ModelFile{mf}, nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := monotonicNS()
+			p.OnPicks(picks(1, 0, 1, 2))
+			var gate *gguf.Tensor
+			for _, tn := range f.TensorsByOffset() {
+				if tn.Layer == 0 && tn.Role == "ffn_gate_exps" {
+					gate = tn
+				}
+			}
+			off, _ := gate.ExpertRange(2)
+			e := &wire.FaultEvent{Dev: mf.Dev, Ino: mf.Ino, FileOff: uint64(off), Class: uint8(wire.FaultClassFAULT_MAJOR), StartTs: monotonicNS()}
+			if tc.beforeTheAsk {
+				e.StartTs = before
+			}
+			p.OnFault(e)
+			rep := p.Close()
+			if rep.AskedBytes != 0 || rep.ModelMajorFaults != 1 || rep.PickedMajorFaults != tc.picked || rep.CachedMajorFaults != tc.cached {
+				t.Errorf("asked %d bytes; %d major faults, %d in picked slices, %d on cached pages; want 0, 1, %d, %d",
+					rep.AskedBytes, rep.ModelMajorFaults, rep.PickedMajorFaults, rep.CachedMajorFaults, tc.picked, tc.cached)
+			}
+		})
+	}
+}

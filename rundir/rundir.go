@@ -544,6 +544,10 @@ type Prefetched struct {
 	// the pick reached it): each reads the fault's whole read-around.
 	ModelMajorFaults  uint64 `json:"model_major_faults"`
 	PickedMajorFaults uint64 `json:"picked_major_faults"`
+	// CachedMajorFaults are those of PickedMajorFaults on a page cached
+	// when its slice was asked for (so not asked for), begun after the
+	// ask: evicted before its use, under the budget's pressure.
+	CachedMajorFaults uint64 `json:"cached_major_faults"`
 	// HelperCPUNS is the helper's CPU (user+sys) that made the calls,
 	// SelfCPUNS iocorr's own on the picks and faults.
 	HelperCPUNS int64 `json:"helper_cpu_ns"`
