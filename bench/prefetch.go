@@ -93,11 +93,16 @@ func prefetchCases() []prefetchCase {
 
 // prefetchRun is what one run measured.
 type prefetchRun struct {
-	tps      float64
-	read     float64 // bytes the model's disk read
-	stall    float64 // PSI io "some" time ÷ wall time
-	cpu      float64 // seconds, every process of the run
-	arrived  *float64
+	tps     float64
+	read    float64 // bytes the model's disk read
+	stall   float64 // PSI io "some" time ÷ wall time
+	cpu     float64 // seconds, every process of the run
+	arrived *float64
+	// evicted is the major faults on picked pages evicted before their
+	// use: brought in and faulted on again, or cached when asked and
+	// faulted on after the ask (what splits the prefetched runs of the
+	// demo MoE at 96 MiB in two modes).
+	evicted  *float64
 	ownCPU   *float64 // the prefetcher's seconds
 	stallErr string
 }
@@ -106,6 +111,9 @@ func (p prefetchRun) String() string {
 	s := fmt.Sprintf("%.2f tok/s, %.0f MB read, stall share %.3f, CPU %.2f s", p.tps, p.read/1e6, p.stall, p.cpu)
 	if p.arrived != nil {
 		s += fmt.Sprintf(", arrived %.3f", *p.arrived)
+	}
+	if p.evicted != nil {
+		s += fmt.Sprintf(", %.0f faults on pages evicted before use", *p.evicted)
 	}
 	if p.ownCPU != nil {
 		s += fmt.Sprintf(", prefetcher CPU %.3f s", *p.ownCPU)
@@ -427,7 +435,7 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 			logf(cfg, "prefetch %s round %d: %s", name, i, run)
 		}
 	}
-	var tps, read, arrived, own, stallP, stallQ []float64
+	var tps, read, arrived, evicted, own, stallP, stallQ []float64
 	var stallNA string
 	for i := range min(len(plain), len(pf)) {
 		tps = append(tps, pf[i].tps/plain[i].tps)
@@ -436,6 +444,9 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 		}
 		if pf[i].arrived != nil {
 			arrived = append(arrived, *pf[i].arrived)
+		}
+		if pf[i].evicted != nil {
+			evicted = append(evicted, *pf[i].evicted)
 		}
 		if pf[i].ownCPU != nil && pf[i].cpu > 0 {
 			own = append(own, *pf[i].ownCPU/pf[i].cpu)
@@ -511,6 +522,7 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 	r.Add(prefetchSection, name+": I/O stall share, plain (PSI io some ÷ wall)", "share", stallP, stallNA)
 	r.Add(prefetchSection, name+": I/O stall share, prefetch (PSI io some ÷ wall)", "share", stallQ, stallNA)
 	r.Add(prefetchSection, name+": share of the bytes asked that arrived before use", "share", arrived, "the prefetcher's outcomes were NA")
+	r.Add(prefetchSection, name+": major faults on picked pages evicted before use, a prefetched run", "count", evicted, "the prefetcher's outcomes were NA")
 	r.Add(prefetchSection, name+": the prefetcher's CPU ÷ the run's", "share", own, "no CPU figure")
 }
 
@@ -653,6 +665,10 @@ func prefetchedRun(cfg Config, argv []string, model, budget, report string, a ad
 	if rep.OutcomeNA == "" && rep.AskedBytes > 0 {
 		a := float64(rep.ArrivedBytes) / float64(rep.AskedBytes)
 		run.arrived = &a
+	}
+	if rep.OutcomeNA == "" {
+		e := float64(rep.EvictedUnusedBytes/int64(os.Getpagesize())) + float64(rep.CachedMajorFaults)
+		run.evicted = &e
 	}
 	own := float64(rep.HelperCPUNS+rep.SelfCPUNS) / 1e9
 	run.ownCPU = &own
