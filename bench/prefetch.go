@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iocorr/iocorr/internal/blockdev"
+	"github.com/iocorr/iocorr/internal/kernel"
 	"github.com/iocorr/iocorr/internal/pagecache"
 	"github.com/iocorr/iocorr/pin"
 	"github.com/iocorr/iocorr/rundir"
@@ -667,7 +668,7 @@ func prefetchedRun(cfg Config, argv []string, model, budget, report string, a ad
 		run.arrived = &a
 	}
 	if rep.OutcomeNA == "" {
-		e := float64(rep.EvictedUnusedBytes/int64(os.Getpagesize())) + float64(rep.CachedMajorFaults)
+		e := float64(rep.EvictedUnusedBytes/int64(kernel.PageSize)) + float64(rep.CachedMajorFaults)
 		run.evicted = &e
 	}
 	own := float64(rep.HelperCPUNS+rep.SelfCPUNS) / 1e9

@@ -500,8 +500,11 @@ func (p *Prefetcher) ask(w *window, m *model, off, n int64) int64 {
 		i = j
 	}
 	// A slice asked for nothing is watched too: its pages' faults are
-	// what a cached slice evicted before its use costs.
-	r.faultNS = make([]uint64, len(r.brought))
+	// what a cached slice evicted before its use costs. Only brought
+	// pages' faults are timed.
+	if asked > 0 {
+		r.faultNS = make([]uint64, len(r.brought))
+	}
 	w.ranges = append(w.ranges, r)
 	return asked
 }
