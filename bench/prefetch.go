@@ -42,7 +42,9 @@ import (
 // One traced plain run of each case gives what a user has before trying
 // the prefetcher: its decode's verdict (stats' I/O shape), whether plan
 // advises the prefetcher, and predict --prefetch experts' decode
-// tokens/s and bytes, held to the measured prefetched runs' medians.
+// tokens/s and bytes, held to the measured prefetched runs' medians; and
+// plan's read-ahead advice, held to interleaved plain runs at the disk's
+// own read_ahead_kb and at the advised one (readaheadPairs).
 //
 // The command runs one thread: the prefetcher's helper reads the slices
 // in on a CPU of its own (a fadvise brings each page in on the caller's
@@ -194,6 +196,7 @@ func prefetchCaseRuns(r *Report, cfg Config, c prefetchCase, model string) {
 		name := c.name + " at " + b
 		before := prefetchBefore(r, cfg, name, model, b)
 		prefetchPairs(r, cfg, name, model, b, before)
+		readaheadPairs(r, cfg, name, model, b, before)
 	}
 }
 
@@ -265,6 +268,12 @@ type before struct {
 	// are held to.
 	prefetchedBytes []float64
 	prefetchedWhy   string
+	// dir is the traced plain run, mode the readers' mode whose kernel
+	// row is nearest what it read ("" where none was found).
+	dir, mode string
+	// readahead is plan's advice on the disk's read-ahead (nil where the
+	// plan was not made: why says why).
+	readahead *pin.Readahead
 }
 
 // advice is a prefetcher plan advises (or the bench forces).
@@ -321,6 +330,7 @@ func adviceOf(p *pin.Plan) (advice, bool, error) {
 func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 	var b before
 	dir := filepath.Join(cfg.WorkDir, "prefetch", strings.NewReplacer(" ", "_", ",", "").Replace(name)+"-traced")
+	b.dir = dir
 	argv := cfg.completionArgv(model)
 	run, err := recordCold(cfg, dir, budget, "", argv)
 	if err != nil {
@@ -358,6 +368,7 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		b.why = err.Error()
 		return b
 	}
+	b.readahead = p.Readahead
 	// The prefetched runs run what plan advises: its policy and window.
 	if b.pf, b.advised, err = adviceOf(p); err != nil {
 		b.why = err.Error()
@@ -377,7 +388,7 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		d := math.Abs(*k.Bytes - *run.Bytes)
 		for _, p := range rows {
 			if p.Policy == b.pf.policy() && p.Phase == "decode" && p.Mode == k.Mode && (best < 0 || d < best) {
-				best, b.predictedTPS, b.predictedBytes, b.why = d, p.TPS, p.Bytes, p.Why
+				best, b.predictedTPS, b.predictedBytes, b.why, b.mode = d, p.TPS, p.Bytes, p.Why, k.Mode
 			}
 		}
 	}

@@ -49,6 +49,30 @@ type Plan struct {
 	// written before it was kept): programs read it here, not from the
 	// lines plan prints.
 	Prefetch *Prefetch `json:"prefetch,omitempty"`
+	// Readahead is the advice on the model disk's read-ahead at the
+	// budget (nil in plans written before it was kept).
+	Readahead *Readahead `json:"readahead,omitempty"`
+}
+
+// Readahead says whether another read_ahead_kb of the model's disk is
+// predicted to pay at a plan's budget: the fault read-around of a mapped
+// model is twice it (llama.cpp advises the file POSIX_FADV_SEQUENTIAL),
+// and under a budget that read-around can be most of what a token reads.
+type Readahead struct {
+	// CurrentKB is the disk's read_ahead_kb the run was recorded with (0
+	// where the run did not record it).
+	CurrentKB uint64 `json:"current_kb"`
+	// KB is the read_ahead_kb recommended, 0 for none (keep CurrentKB).
+	KB uint64 `json:"kb"`
+	// Speedup and BytesRatio are the predicted decode tokens/s and bytes
+	// per token at KB over those at CurrentKB, in the worse of the run's
+	// modes (nil without a recommendation).
+	Speedup    *float64 `json:"speedup,omitempty"`
+	BytesRatio *float64 `json:"bytes_ratio,omitempty"`
+	// Command sets it ("" for none): it must run before the command opens
+	// the model, whose file keeps the window it was opened with.
+	Command string `json:"command"`
+	Reason  string `json:"reason"`
 }
 
 // Prefetch says whether a prefetcher (iocorr prefetch) pays at a plan's

@@ -50,6 +50,7 @@ func MakePlan(run *store.Run, budget, readahead int64) (*pin.Plan, error) {
 		return nil, err
 	}
 	p.Prefetch = r.advise(budget, readahead, run.Meta.Command)
+	p.Readahead = r.adviseReadahead(budget)
 	return p, nil
 }
 

@@ -13,7 +13,7 @@ import (
 func init() {
 	register(&command{
 		name:    "plan",
-		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing; and whether a prefetcher pays there",
+		summary: "choose the model's file ranges to pin under a budget (whole tensors, expert slices), or say to pin nothing; and whether a prefetcher or another read-ahead of the disk pays there",
 		usage:   "[-i DIR] --mem-limit B [--readahead W] -o plan.json",
 		flags:   planFlags,
 		man:     planManual,
@@ -52,6 +52,11 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		fmt.Fprintf(stdout, "%s: %s\n%s\n", *out, p.Recommendation, p.Reason)
 		if a := p.Prefetch; a.Command != "" {
 			fmt.Fprintf(stdout, "prefetch: %s\n%s\n", a.Command, a.Reason)
+		} else {
+			fmt.Fprintf(stdout, "%s\n", a.Reason)
+		}
+		if a := p.Readahead; a.Command != "" {
+			fmt.Fprintf(stdout, "read-ahead: %s\n%s\n", a.Command, a.Reason)
 		} else {
 			fmt.Fprintf(stdout, "%s\n", a.Reason)
 		}

@@ -1,0 +1,136 @@
+package predict
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/pin"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// readaheadKBs are the read_ahead_kb values a plan weighs against the
+// disk's own: powers of two from the smallest window that still reads a
+// fault-around block's worth around a fault (32 KiB, twice it with
+// llama.cpp's advice) to 4 MiB.
+var readaheadKBs = []uint64{32, 64, 128, 256, 512, 1024, 2048, 4096}
+
+// adviseReadahead predicts the kernel's policy at budget under each
+// read_ahead_kb of readaheadKBs, in every mode of the run, and recommends
+// the one with the most decode tokens/s where it gives minSpeedup× the
+// disk's own in all of them. Under a budget the read-around is often most
+// of what a token reads: the bench's demo MoE at 96 MiB read 483 MB a
+// decode token with the lab disk's 8 MiB read-ahead and 133 with 128 KiB,
+// at 3.4 and 13.2 tok/s (docs/measuring.md).
+//
+// The model times a phase's stall by its bytes (the run's wait per byte),
+// which holds where the decode waited on the device's bandwidth or on
+// neither; a smaller window adds faults, each waiting at least a request's
+// service time at depth 1 (the disk profile's, where the run carries one),
+// and on a latency-bound decode that wait is the cost, so there it advises
+// nothing.
+func (r *Run) adviseReadahead(budget int64) *pin.Readahead {
+	a := &pin.Readahead{}
+	kb := r.Model.Block.ReadAheadKB
+	if kb == nil || *kb == 0 {
+		a.Reason = "no read-ahead advice: the run did not record its disk's read_ahead_kb"
+		return a
+	}
+	a.CurrentKB = *kb
+	bound, _, why := r.bound(event.PhaseDecode)
+	switch bound {
+	case "":
+		a.Reason = "no read-ahead advice: what the decode calls waited on is not known (" + why + ")"
+		return a
+	case rundir.BoundLatency:
+		a.Reason = fmt.Sprintf("no read-ahead advice: the decode is latency-bound, where a read-around other than %d KiB changes how many faults wait on the device, which the model does not time", 2**kb)
+		return a
+	}
+	if why := r.noFigures; why != "" {
+		a.Reason = "no read-ahead advice: " + why
+		return a
+	}
+	capacity := r.capacityPages(budget, 0)
+	if capacity <= 0 {
+		a.Reason = fmt.Sprintf("no read-ahead advice: the budget %d is below the run's non-file memory (%d bytes)", budget, r.NonFile)
+		return a
+	}
+	rows := func(kb uint64) ([]Row, string) {
+		var out []Row
+		for _, mode := range r.modes() {
+			w := modeWindow(mode, int32(2*int64(kb)<<10/pageSize))
+			got, _ := r.simulate(capacity, w, nil, false)
+			row := r.row(budget, PolicyKernel, event.PhaseDecode, got, "")
+			r.faultFloor(&row, int64(w)*pageSize)
+			for _, c := range slices.Sorted(maps.Keys(row.NA)) {
+				return nil, c + ": " + row.NA[c]
+			}
+			out = append(out, row)
+		}
+		return out, ""
+	}
+	base, na := rows(*kb)
+	if na != "" {
+		a.Reason = "no read-ahead advice: the kernel's tokens/s at the disk's own read-ahead is NA (" + na + ")"
+		return a
+	}
+	bestKB, bestSpeed, bestBytes := uint64(0), 0.0, 0.0
+	for _, c := range readaheadKBs {
+		if c == *kb {
+			continue
+		}
+		got, na := rows(c)
+		if na != "" {
+			continue
+		}
+		speed, bytes := math.Inf(1), 0.0
+		for i := range got {
+			speed = min(speed, got[i].TokensPerS/base[i].TokensPerS)
+			bytes = max(bytes, got[i].BytesReadPerToken/max(base[i].BytesReadPerToken, 1))
+		}
+		if speed > bestSpeed {
+			bestKB, bestSpeed, bestBytes = c, speed, bytes
+		}
+	}
+	modes := "the run's mode"
+	if len(r.modes()) > 1 {
+		modes = "the worse of the run's modes"
+	}
+	if bestKB == 0 || bestSpeed < minSpeedup {
+		a.Reason = fmt.Sprintf("no read-ahead advice: no read_ahead_kb of %v is predicted to give %.1f× the decode tokens/s of the disk's %d KiB at this budget (%s)", readaheadKBs, minSpeedup, *kb, modes)
+		if bestKB != 0 {
+			a.Reason += fmt.Sprintf("; the best, %d KiB, %.2f×", bestKB, bestSpeed)
+		}
+		return a
+	}
+	a.KB, a.Speedup, a.BytesRatio = bestKB, &bestSpeed, &bestBytes
+	// blockdev counts 512-byte sectors; on a partition it sets its disk's.
+	a.Command = fmt.Sprintf("blockdev --setra %d /dev/%s", bestKB*2, r.Model.Block.Name)
+	a.Reason = fmt.Sprintf("read_ahead_kb %d (a %d KiB fault read-around, as llama.cpp's POSIX_FADV_SEQUENTIAL doubles it) is predicted to give %.2f× the decode tokens/s of the disk's %d KiB at %.2f× the bytes (%s; without a pin or prefetcher); set it before the command opens the model (its file keeps the window it was opened with), and it applies to everything on the disk",
+		bestKB, 2*bestKB, bestSpeed, *kb, bestBytes, modes)
+	return a
+}
+
+// faultFloor holds a kernel row's stall to its faults' service: each
+// major fault waits at least for the read request holding its page at
+// depth 1, of the run's mean request size or the window where smaller,
+// as the disk's profile measured it. The wait per byte the stall is
+// timed at was measured with the run's own window; with a much smaller
+// one, many more faults each wait a request's latency. Without a profile
+// or a measured request size the row is left as it is.
+func (r *Run) faultFloor(row *Row, windowBytes int64) {
+	if _, na := row.NA[ColStall]; na || r.dev.profile == nil || r.dev.requestBytes <= 0 {
+		return
+	}
+	req := min(float64(windowBytes), r.dev.requestBytes)
+	bw, ok := r.dev.profile.BandwidthAt(1, req)
+	if !ok || bw <= 0 {
+		return
+	}
+	if floor := row.MajorFaultsPerToken * req / bw * 1e9; floor > row.StallNSPerToken {
+		row.StallNSPerToken = floor
+		r.tps(row, r.byPhase[event.PhaseDecode])
+	}
+}

@@ -1,0 +1,117 @@
+package predict
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/iocorr/iocorr/event"
+	"github.com/iocorr/iocorr/rundir"
+)
+
+// scatterRun is a decode that reads one page in every 64 of a 4096-page
+// file, four calls, on a disk of kb read_ahead_kb (nil: not recorded),
+// whose decode waited on bound, measured as the kernel model reads it
+// under budget: each fault's read-around is mostly pages no call reads.
+func scatterRun(budget int64, kb *uint64, bound string) *Run {
+	const pages, calls = 4096, 4
+	r := cyclicRun(pages, calls)
+	for i := range r.calls {
+		r.calls[i].reads = nil
+		for p := int32(0); p < pages; p += 64 {
+			r.calls[i].reads = append(r.calls[i].reads, pageRange{p, p + 1})
+		}
+	}
+	r.Budget = budget
+	r.Model.Block.Name = "vda1"
+	r.Model.Block.ReadAheadKB = kb
+	r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: bound, busyShare: 0.8}}
+	m := r.byPhase[event.PhaseDecode]
+	ra := int32(64)
+	if kb != nil {
+		ra = int32(2 * int64(*kb) << 10 / pageSize)
+	}
+	got, _ := r.simulate(r.capacityPages(budget, 0), ra, nil, false)
+	m.bytes, m.majors = got[event.PhaseDecode][0], got[event.PhaseDecode][1]
+	// A ns of wait a byte read (about a ms a MB), and 10 ms of compute
+	// a call.
+	m.waitNS = m.bytes
+	m.wallNS = m.waitNS + calls*10e6
+	return r
+}
+
+func kbOf(v uint64) *uint64 { return &v }
+
+// Where a token's bytes are mostly the faults' read-around, a plan
+// advises the read_ahead_kb whose window the model predicts the most
+// tokens/s at, with the command that sets it on the model's disk; where
+// the decode is latency-bound (a smaller window adds faults, each waiting
+// the device, which the stall per byte does not time), where what it
+// waited on is not known, where the disk's read-ahead was not recorded, or
+// where no window pays 1.1×, none, saying why.
+func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		budget  int64
+		kb      *uint64
+		bound   string
+		wantKB  uint64
+		command string
+		says    string
+	}{
+		{"the read-around is the bytes: the smallest window", 512 * pageSize, kbOf(8192), rundir.BoundBandwidth, 32, "blockdev --setra 64 /dev/vda1", "predicted to give"},
+		{"compute-bound: the bytes still time the stall", 512 * pageSize, kbOf(8192), rundir.BoundCompute, 32, "blockdev --setra 64 /dev/vda1", "predicted to give"},
+		{"latency-bound", 512 * pageSize, kbOf(8192), rundir.BoundLatency, 0, "", "latency-bound"},
+		{"not known what the decode waited on", 512 * pageSize, kbOf(8192), "", 0, "", "not known"},
+		{"the disk's read-ahead not recorded", 512 * pageSize, nil, rundir.BoundBandwidth, 0, "", "did not record its disk's read_ahead_kb"},
+		{"the model fits: no window reads less", 8192 * pageSize, kbOf(8192), rundir.BoundBandwidth, 0, "", "no read_ahead_kb of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scatterRun(tc.budget, tc.kb, tc.bound)
+			if tc.bound == "" {
+				r.bounds[event.PhaseDecode] = phaseBound{why: "no disk profile: run iocorr doctor --disk FILE"}
+			}
+			a := r.adviseReadahead(tc.budget)
+			if a.KB != tc.wantKB || a.Command != tc.command || !strings.Contains(a.Reason, tc.says) {
+				t.Fatalf("advice %d KiB, %q (%s); want %d KiB, %q, saying %q", a.KB, a.Command, a.Reason, tc.wantKB, tc.command, tc.says)
+			}
+			if tc.wantKB == 0 {
+				if a.Speedup != nil || a.BytesRatio != nil {
+					t.Errorf("no advice, yet a speedup %v and bytes %v", a.Speedup, a.BytesRatio)
+				}
+				return
+			}
+			if a.Speedup == nil || *a.Speedup < minSpeedup || a.BytesRatio == nil || *a.BytesRatio >= 1 {
+				t.Errorf("advises %d KiB at speedup %v, bytes %v: want ≥ %.1f× at fewer bytes", a.KB, a.Speedup, a.BytesRatio, minSpeedup)
+			}
+			if a.CurrentKB != *tc.kb {
+				t.Errorf("current read_ahead_kb %d, want %d", a.CurrentKB, *tc.kb)
+			}
+		})
+	}
+}
+
+// Each major fault waits at least one request at depth 1, as the disk's
+// profile served it: on a disk that takes 20 ms a request the scattered
+// decode's smallest window, a fault for every read, costs more than it
+// saves, and the advice is the window that reads four of them a fault
+// (1 MiB around reads 256 KiB apart) in half the cache; without a profile
+// the stall is the bytes' alone, and the smallest window reads least.
+func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
+	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 0.02}}}
+	for _, tc := range []struct {
+		name    string
+		profile *rundir.DiskProfile
+		wantKB  uint64
+	}{
+		{"no profile: the bytes' stall", nil, 32},
+		{"20 ms a request", slow, 512},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scatterRun(512*pageSize, kbOf(8192), rundir.BoundBandwidth)
+			r.device(nil, 1<<20, 8, tc.profile) // 128 KiB requests
+			if a := r.adviseReadahead(512 * pageSize); a.KB != tc.wantKB {
+				t.Errorf("advises %d KiB (%s), want %d", a.KB, a.Reason, tc.wantKB)
+			}
+		})
+	}
+}
