@@ -73,6 +73,9 @@ type Readahead struct {
 	// the model, whose file keeps the window it was opened with.
 	Command string `json:"command"`
 	Reason  string `json:"reason"`
+	// Prefetch is the advice on a prefetcher at KB (nil without a
+	// recommendation): Plan.Prefetch's is at CurrentKB.
+	Prefetch *Prefetch `json:"prefetch,omitempty"`
 }
 
 // Prefetch says whether a prefetcher (iocorr prefetch) pays at a plan's

@@ -50,7 +50,7 @@ func MakePlan(run *store.Run, budget, readahead int64) (*pin.Plan, error) {
 		return nil, err
 	}
 	p.Prefetch = r.advise(budget, readahead, run.Meta.Command)
-	p.Readahead = r.adviseReadahead(budget)
+	p.Readahead = r.adviseReadahead(budget, run.Meta.Command)
 	return p, nil
 }
 

@@ -70,18 +70,21 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 			if tc.bound == "" {
 				r.bounds[event.PhaseDecode] = phaseBound{why: "no disk profile: run iocorr doctor --disk FILE"}
 			}
-			a := r.adviseReadahead(tc.budget)
+			a := r.adviseReadahead(tc.budget, []string{"cmd"})
 			if a.KB != tc.wantKB || a.Command != tc.command || !strings.Contains(a.Reason, tc.says) {
 				t.Fatalf("advice %d KiB, %q (%s); want %d KiB, %q, saying %q", a.KB, a.Command, a.Reason, tc.wantKB, tc.command, tc.says)
 			}
 			if tc.wantKB == 0 {
-				if a.Speedup != nil || a.BytesRatio != nil {
-					t.Errorf("no advice, yet a speedup %v and bytes %v", a.Speedup, a.BytesRatio)
+				if a.Speedup != nil || a.BytesRatio != nil || a.Prefetch != nil {
+					t.Errorf("no advice, yet a speedup %v, bytes %v, prefetch %+v", a.Speedup, a.BytesRatio, a.Prefetch)
 				}
 				return
 			}
 			if a.Speedup == nil || *a.Speedup < minSpeedup || a.BytesRatio == nil || *a.BytesRatio >= 1 {
 				t.Errorf("advises %d KiB at speedup %v, bytes %v: want ≥ %.1f× at fewer bytes", a.KB, a.Speedup, a.BytesRatio, minSpeedup)
+			}
+			if a.Prefetch == nil || a.Prefetch.Reason == "" {
+				t.Errorf("advises %d KiB without saying whether a prefetcher pays at it: %+v", a.KB, a.Prefetch)
 			}
 			if a.CurrentKB != *tc.kb {
 				t.Errorf("current read_ahead_kb %d, want %d", a.CurrentKB, *tc.kb)
@@ -109,7 +112,7 @@ func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := scatterRun(512*pageSize, kbOf(8192), rundir.BoundBandwidth)
 			r.device(nil, 1<<20, 8, tc.profile) // 128 KiB requests
-			if a := r.adviseReadahead(512 * pageSize); a.KB != tc.wantKB {
+			if a := r.adviseReadahead(512*pageSize, []string{"cmd"}); a.KB != tc.wantKB {
 				t.Errorf("advises %d KiB (%s), want %d", a.KB, a.Reason, tc.wantKB)
 			}
 		})

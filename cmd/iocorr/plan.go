@@ -57,6 +57,11 @@ func planFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 		}
 		if a := p.Readahead; a.Command != "" {
 			fmt.Fprintf(stdout, "read-ahead: %s\n%s\n", a.Command, a.Reason)
+			if pf := a.Prefetch; pf.Command != "" {
+				fmt.Fprintf(stdout, "at read_ahead_kb %d, prefetch: %s\n%s\n", a.KB, pf.Command, pf.Reason)
+			} else {
+				fmt.Fprintf(stdout, "at read_ahead_kb %d, %s\n", a.KB, pf.Reason)
+			}
 		} else {
 			fmt.Fprintf(stdout, "%s\n", a.Reason)
 		}
