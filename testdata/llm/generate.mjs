@@ -179,8 +179,23 @@ try {
 		threads,
 		libs: loadedLibs(),
 	};
-	await context.dispose();
-	await model.dispose();
+	// The older releases setup.sh installs under versions/ (3.3.0, 3.6.0,
+	// 3.10.0) free a context on a libuv worker thread that also drops the
+	// context's reference to the model (AddonContextUnloadContextWorker::
+	// Execute calls AddonContext::dispose, which calls model->Unref(): a
+	// Node-API call off the JS thread). It races V8's young-generation GC
+	// on the main thread, which then aborts on a corrupt weak handle
+	// ("Check failed: Heap::InFromPage", in GlobalHandles::
+	// ProcessWeakYoungObjects; SIGILL): on this VM about 1 run in 60 to
+	// 400 of 3.3.0, always between the last token and the end of the
+	// context's dispose. 3.22.1 disposes on the JS thread. A driver's run
+	// needs no dispose, so with those releases it writes its report and
+	// exits, and the kernel unmaps the model.
+	const older = opts["llama-version"] !== undefined;
+	if (!older) {
+		await context.dispose();
+		await model.dispose();
+	}
 	if (opts.json) {
 		process.stdout.write(JSON.stringify(report) + "\n");
 	} else {
@@ -189,6 +204,9 @@ try {
 			`generated ${r.generated} tokens (${r.eog_tokens} end-of-generation) in ${r.eval_ms} ms, ${r.tokens_per_s.toFixed(1)} tok/s after the first; ` +
 			`${r.decode_calls_expected} llama_decode calls; ${r.threads} threads; libs ${r.libs.map((l) => basename(l)).join(", ")} in ${dirs.join(", ")}\n`);
 	}
+	// Writes to a pipe or a file are synchronous on Linux: nothing is
+	// lost to the exit.
+	if (older) process.exit(0);
 } catch (e) {
 	fail(String(e && e.message ? e.message : e).split("\n")[0]);
 }
