@@ -366,6 +366,11 @@ func (r *Run) predictRows(b int64, pol, mode string, ra int32, pins []pageRange,
 			row = r.prefetchRow(b, pol, ph, pf, why)
 		} else {
 			row = r.row(b, pol, ph, got, why)
+			// The kernel's and a plan's faults with another window than
+			// the run's wait at least a request each (faultFloor).
+			if why == "" && pol != PolicyBelady && r.otherWindow(ra) {
+				r.faultFloor(&row, int64(modeWindow(mode, ra))*pageSize, ph)
+			}
 		}
 		row.Mode = mode
 		rows = append(rows, row)

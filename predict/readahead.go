@@ -39,6 +39,7 @@ func (r *Run) adviseReadahead(budget int64, command []string) *pin.Readahead {
 		a.Reason = "no read-ahead advice: the run did not record its disk's read_ahead_kb"
 		return a
 	}
+	current := *kb
 	a.CurrentKB = *kb
 	bound, _, why := r.bound(event.PhaseDecode)
 	switch bound {
@@ -58,13 +59,15 @@ func (r *Run) adviseReadahead(budget int64, command []string) *pin.Readahead {
 		a.Reason = fmt.Sprintf("no read-ahead advice: the budget %d is below the run's non-file memory (%d bytes)", budget, r.NonFile)
 		return a
 	}
-	rows := func(kb uint64) ([]Row, string) {
+	rows := func(setting uint64) ([]Row, string) {
 		var out []Row
 		for _, mode := range r.modes() {
-			w := modeWindow(mode, int32(2*int64(kb)<<10/pageSize))
+			w := modeWindow(mode, int32(2*int64(setting)<<10/pageSize))
 			got, _ := r.simulate(capacity, w, nil, false)
 			row := r.row(budget, PolicyKernel, event.PhaseDecode, got, "")
-			r.faultFloor(&row, int64(w)*pageSize)
+			if setting != current {
+				r.faultFloor(&row, int64(w)*pageSize, event.PhaseDecode)
+			}
 			for _, c := range slices.Sorted(maps.Keys(row.NA)) {
 				return nil, c + ": " + row.NA[c]
 			}
@@ -119,14 +122,15 @@ func (r *Run) adviseReadahead(budget int64, command []string) *pin.Readahead {
 	return a
 }
 
-// faultFloor holds a kernel row's stall to its faults' service: each
+// faultFloor holds a kernel row's stall, at a window other than the
+// run's own, to its faults' service: each
 // major fault waits at least for the read request holding its page at
 // depth 1, of the run's mean request size or the window where smaller,
 // as the disk's profile measured it. The wait per byte the stall is
 // timed at was measured with the run's own window; with a much smaller
 // one, many more faults each wait a request's latency. Without a profile
 // or a measured request size the row is left as it is.
-func (r *Run) faultFloor(row *Row, windowBytes int64) {
+func (r *Run) faultFloor(row *Row, windowBytes int64, ph uint8) {
 	if _, na := row.NA[ColStall]; na || r.dev.profile == nil || r.dev.requestBytes <= 0 {
 		return
 	}
@@ -137,6 +141,16 @@ func (r *Run) faultFloor(row *Row, windowBytes int64) {
 	}
 	if floor := row.MajorFaultsPerToken * req / bw * 1e9; floor > row.StallNSPerToken {
 		row.StallNSPerToken = floor
-		r.tps(row, r.byPhase[event.PhaseDecode])
+		r.tps(row, r.byPhase[ph])
 	}
+}
+
+// otherWindow says whether ra is a read-around other than the one the
+// run was recorded with (its disk's read_ahead_kb doubled): the run's
+// wait per byte was measured with that one, and the rows of another are
+// held to faultFloor. Where the run did not record its disk's window, ra
+// was calibrated on the run: its own.
+func (r *Run) otherWindow(ra int32) bool {
+	kb := r.Model.Block.ReadAheadKB
+	return kb != nil && *kb > 0 && int64(ra) != 2*int64(*kb)<<10/pageSize
 }

@@ -93,12 +93,12 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 	}
 }
 
-// Each major fault waits at least one request at depth 1, as the disk's
-// profile served it: on a disk that takes 20 ms a request the scattered
-// decode's smallest window, a fault for every read, costs more than it
-// saves, and the advice is the window that reads four of them a fault
-// (1 MiB around reads 256 KiB apart) in half the cache; without a profile
-// the stall is the bytes' alone, and the smallest window reads least.
+// With a window other than the run's own, each major fault waits at
+// least one request at depth 1, as the disk's profile served it: on a
+// disk that takes 20 ms a request, every smaller window's added faults
+// cost the scattered decode more than the bytes they save, and no
+// read-ahead is advised; without a profile the stall is the bytes' alone,
+// and the smallest window reads least.
 func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
 	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 0.02}}}
 	for _, tc := range []struct {
@@ -107,13 +107,47 @@ func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
 		wantKB  uint64
 	}{
 		{"no profile: the bytes' stall", nil, 32},
-		{"20 ms a request", slow, 512},
+		{"20 ms a request", slow, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := scatterRun(512*pageSize, kbOf(8192), rundir.BoundBandwidth)
 			r.device(nil, 1<<20, 8, tc.profile) // 128 KiB requests
 			if a := r.adviseReadahead(512*pageSize, []string{"cmd"}); a.KB != tc.wantKB {
 				t.Errorf("advises %d KiB (%s), want %d", a.KB, a.Reason, tc.wantKB)
+			}
+		})
+	}
+}
+
+// predict's kernel rows at a window other than the run's own hold the
+// same floor: each major fault waits at least a request at depth 1, here
+// a 64 KiB one (the window, under the run's 128 KiB requests) at the
+// profile's 6.5 MB/s, 10 ms; at the run's own window the run's wait per
+// byte stands, as it measured it.
+func TestAnotherWindowsFaultsWaitARequestEach(t *testing.T) {
+	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 0.02}}}
+	const budget = 512 * pageSize
+	for _, tc := range []struct {
+		name   string
+		window int32 // pages
+		floor  bool
+	}{
+		{"the run's own window", 2 * 8192 << 10 / pageSize, false},
+		{"a 64 KiB window", 64 << 10 / pageSize, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scatterRun(budget, kbOf(8192), rundir.BoundBandwidth)
+			r.device(nil, 1<<20, 8, slow)
+			rows := r.predictRows(budget, PolicyKernel, ModeOne, tc.window, nil, 0, nil, "")
+			row := rows[1]
+			m := r.byPhase[event.PhaseDecode]
+			bytesStall := row.BytesReadPerToken * m.waitPerByte()
+			floor := row.MajorFaultsPerToken * 10e6
+			switch {
+			case tc.floor && (row.StallNSPerToken < floor*0.99 || floor <= bytesStall):
+				t.Errorf("stall %.0f ns a token, want the faults' %.0f (above the bytes' %.0f)", row.StallNSPerToken, floor, bytesStall)
+			case !tc.floor && row.StallNSPerToken != bytesStall:
+				t.Errorf("stall %.0f ns a token, want the bytes' %.0f", row.StallNSPerToken, bytesStall)
 			}
 		})
 	}
