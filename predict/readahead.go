@@ -8,7 +8,6 @@ import (
 
 	"github.com/iocorr/iocorr/event"
 	"github.com/iocorr/iocorr/pin"
-	"github.com/iocorr/iocorr/rundir"
 )
 
 // readaheadKBs are the read_ahead_kb values a plan weighs against the
@@ -25,13 +24,13 @@ var readaheadKBs = []uint64{32, 64, 128, 256, 512, 1024, 2048, 4096}
 // decode token with the lab disk's 8 MiB read-ahead and 133 with 128 KiB,
 // at 3.4 and 13.2 tok/s (docs/measuring.md).
 //
-// The model times a phase's stall by its bytes (the run's wait per byte),
-// which holds where the decode waited on the device's bandwidth or on
-// neither; a smaller window adds faults, each waiting at least a request's
-// service time at depth 1 (the disk profile's, where the run carries one),
-// and on a latency-bound decode that wait is the cost, so there it advises
-// nothing. Where it advises one, it says whether a prefetcher still pays
-// at it (Run.advise at its window).
+// The model times a phase's stall by its bytes (the run's wait per byte,
+// measured with the run's own window); a smaller window adds faults, and
+// each waits at least a request's service time at depth 1, as the disk's
+// profile measured it (faultFloor): on a latency-bound decode that wait is
+// the cost. Without the profile those waits cannot be timed, and it
+// advises nothing. Where it advises one, it says whether a prefetcher
+// still pays at it (Run.advise at its window).
 func (r *Run) adviseReadahead(budget int64, command []string) *pin.Readahead {
 	a := &pin.Readahead{}
 	kb := r.Model.Block.ReadAheadKB
@@ -41,13 +40,8 @@ func (r *Run) adviseReadahead(budget int64, command []string) *pin.Readahead {
 	}
 	current := *kb
 	a.CurrentKB = *kb
-	bound, _, why := r.bound(event.PhaseDecode)
-	switch bound {
-	case "":
-		a.Reason = "no read-ahead advice: what the decode calls waited on is not known (" + why + ")"
-		return a
-	case rundir.BoundLatency:
-		a.Reason = fmt.Sprintf("no read-ahead advice: the decode is latency-bound, where a read-around other than %d KiB changes how many faults wait on the device, which the model does not time", 2**kb)
+	if r.dev.profile == nil || r.dev.requestBytes <= 0 {
+		a.Reason = "no read-ahead advice: the run carries no disk profile (iocorr doctor --disk) or no read request, so the service time of the faults another window adds is not known"
 		return a
 	}
 	if why := r.noFigures; why != "" {

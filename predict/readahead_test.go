@@ -22,6 +22,9 @@ func scatterRun(budget int64, kb *uint64, bound string) *Run {
 		}
 	}
 	r.Budget = budget
+	// A disk that serves a 128 KiB request at depth 1 in 0.1 ms, the
+	// run's requests 128 KiB.
+	r.device(nil, 1<<20, 8, &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 1e-4}}})
 	r.Model.Block.Name = "vda1"
 	r.Model.Block.ReadAheadKB = kb
 	r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: bound, busyShare: 0.8}}
@@ -43,11 +46,11 @@ func kbOf(v uint64) *uint64 { return &v }
 
 // Where a token's bytes are mostly the faults' read-around, a plan
 // advises the read_ahead_kb whose window the model predicts the most
-// tokens/s at, with the command that sets it on the model's disk; where
-// the decode is latency-bound (a smaller window adds faults, each waiting
-// the device, which the stall per byte does not time), where what it
-// waited on is not known, where the disk's read-ahead was not recorded, or
-// where no window pays 1.1×, none, saying why.
+// tokens/s at, with the command that sets it on the model's disk, what
+// the decode waited on notwithstanding (the faults a smaller window adds
+// are timed by the disk's profile); where the run carries no disk profile
+// (those faults could not be timed), where the disk's read-ahead was not
+// recorded, or where no window pays 1.1×, none, saying why.
 func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -60,8 +63,8 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 	}{
 		{"the read-around is the bytes: the smallest window", 512 * pageSize, kbOf(8192), rundir.BoundBandwidth, 32, "blockdev --setra 64 /dev/vda1", "predicted to give"},
 		{"compute-bound: the bytes still time the stall", 512 * pageSize, kbOf(8192), rundir.BoundCompute, 32, "blockdev --setra 64 /dev/vda1", "predicted to give"},
-		{"latency-bound", 512 * pageSize, kbOf(8192), rundir.BoundLatency, 0, "", "latency-bound"},
-		{"not known what the decode waited on", 512 * pageSize, kbOf(8192), "", 0, "", "not known"},
+		{"latency-bound: the profile times the added faults", 512 * pageSize, kbOf(8192), rundir.BoundLatency, 32, "blockdev --setra 64 /dev/vda1", "predicted to give"},
+		{"no disk profile", 512 * pageSize, kbOf(8192), "", 0, "", "no disk profile"},
 		{"the disk's read-ahead not recorded", 512 * pageSize, nil, rundir.BoundBandwidth, 0, "", "did not record its disk's read_ahead_kb"},
 		{"the model fits: no window reads less", 8192 * pageSize, kbOf(8192), rundir.BoundBandwidth, 0, "", "no read_ahead_kb of"},
 	} {
@@ -69,6 +72,7 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 			r := scatterRun(tc.budget, tc.kb, tc.bound)
 			if tc.bound == "" {
 				r.bounds[event.PhaseDecode] = phaseBound{why: "no disk profile: run iocorr doctor --disk FILE"}
+				r.device(nil, 1<<20, 8, nil)
 			}
 			a := r.adviseReadahead(tc.budget, []string{"cmd"})
 			if a.KB != tc.wantKB || a.Command != tc.command || !strings.Contains(a.Reason, tc.says) {
@@ -97,16 +101,17 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 // least one request at depth 1, as the disk's profile served it: on a
 // disk that takes 20 ms a request, every smaller window's added faults
 // cost the scattered decode more than the bytes they save, and no
-// read-ahead is advised; without a profile the stall is the bytes' alone,
-// and the smallest window reads least.
+// read-ahead is advised; on one that takes 0.1 ms the bytes' stall
+// stands, and the smallest window reads least.
 func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
 	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 0.02}}}
+	fast := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 1e-4}}}
 	for _, tc := range []struct {
 		name    string
 		profile *rundir.DiskProfile
 		wantKB  uint64
 	}{
-		{"no profile: the bytes' stall", nil, 32},
+		{"0.1 ms a request: the bytes' stall", fast, 32},
 		{"20 ms a request", slow, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,5 +155,40 @@ func TestAnotherWindowsFaultsWaitARequestEach(t *testing.T) {
 				t.Errorf("stall %.0f ns a token, want the bytes' %.0f", row.StallNSPerToken, bytesStall)
 			}
 		})
+	}
+}
+
+// A prefetcher at a window other than the run's own is judged by the
+// stricter rule (it pays only by the bytes it does not read), whatever
+// the run's own verdict: what the decode would wait on there is not
+// known.
+func TestAPrefetcherAtAnotherWindowIsJudgedByTheBytesItSaves(t *testing.T) {
+	r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
+	r.Model.Size = 1000 * pageSize
+	r.Model.Block.ReadAheadKB = kbOf(128) // a 64-page read-around
+	for i := range int32(4) {
+		c := call{phase: event.PhaseDecode}
+		c.reads = append(c.reads, pageRange{0, 100})
+		c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
+		for _, e := range []int32{1 + i%2, 5 + i%2} {
+			c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
+			c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
+		}
+		r.calls = append(r.calls, c)
+	}
+	const budget = 400 * pageSize
+	got, _ := r.simulate(400, 64, nil, false)
+	m := r.byPhase[event.PhaseDecode]
+	m.bytes, m.majors = got[event.PhaseDecode][0], got[event.PhaseDecode][1]
+	m.waitNS, m.wallNS = 4*m.bytes, 4*m.bytes+4e6
+	r.device([]span{{0, 1e9}}, 1<<30, 8192, &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 1e9}, {Depth: 32, BlockBytes: 128 << 10, BytesPerSec: 4e9}}})
+	r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: rundir.BoundLatency, busyShare: 0.3}}
+	own := r.advise(budget, 0, []string{"cmd"})
+	if !strings.Contains(own.Reason, "latency-bound") {
+		t.Fatalf("at the run's own window: %q, want it judged by the run's latency-bound verdict", own.Reason)
+	}
+	other := r.advise(budget, 32*pageSize, []string{"cmd"})
+	if !strings.Contains(other.Reason, "bandwidth-bound") || strings.Contains(other.Reason, "the decode latency-bound") {
+		t.Errorf("at another window: %q, want it judged bandwidth-bound", other.Reason)
 	}
 }
