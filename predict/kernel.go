@@ -110,6 +110,10 @@ type pageCache struct {
 	claim []pageRange
 
 	readPages, majors uint64
+	// reads counts the device reads the faults made: each window read
+	// (sync or async) with a page in it, and each page read alone. With a
+	// small window on a slow disk, their service times are the stall.
+	reads uint64
 	// backedOff counts the major faults that read their page alone.
 	backedOff uint64
 	// readBy counts the pages read in while counting is on, by page: what
@@ -268,6 +272,11 @@ func (c *pageCache) reclaim() {
 func (c *pageCache) readWindow(first, end, mark int32, large bool) {
 	first, end = max(first, 0), min(end, c.n)
 	var added int64
+	defer func() {
+		if added > 0 {
+			c.reads++
+		}
+	}()
 	for p := first; p < end; p++ {
 		if c.resident(p) {
 			continue
@@ -336,6 +345,7 @@ func (c *pageCache) touch(p int32) {
 	c.mmapMiss = min(c.mmapMiss+1, mmapMissMax)
 	if c.mmapMiss > mmapLotsaMiss {
 		c.backedOff++
+		c.reads++
 		c.add(p)
 	} else {
 		// Near the file's start the window moves, not shrinks: the kernel
@@ -346,6 +356,7 @@ func (c *pageCache) touch(p int32) {
 			// The window ended before it: filemap_fault reads the page
 			// alone (__filemap_get_folio with the fault's own gfp, which
 			// reclaims as long as it must).
+			c.reads++
 			c.add(p)
 		}
 	}

@@ -108,6 +108,9 @@ type Row struct {
 	// computeAdded is the compute time a token gains besides the run's
 	// own (a prefetch row: what the helper's reads cost the command).
 	computeAdded float64
+	// readsPerToken is the device reads the faults made a token (sync and
+	// async windows, pages read alone): what faultFloor times.
+	readsPerToken float64
 }
 
 // Modes of a prediction. A run whose decode calls faulted from more than
@@ -163,7 +166,7 @@ type Result struct {
 }
 
 // phaseCounts are a simulation's reads and faults per phase.
-type phaseCounts map[uint8]*[2]uint64 // bytes, majors
+type phaseCounts map[uint8]*[3]uint64 // bytes, majors, the faults' device reads (pageCache.reads)
 
 func newCounts() phaseCounts {
 	return phaseCounts{event.PhasePrefill: {}, event.PhaseDecode: {}}
@@ -188,12 +191,13 @@ func (r *Run) simulate(capacity int64, ra int32, pinned []pageRange, count bool)
 	}
 	for _, cl := range r.calls {
 		c.counting = count && cl.phase == event.PhaseDecode
-		b0, m0 := c.readPages, c.majors
+		b0, m0, r0 := c.readPages, c.majors, c.reads
 		for _, rg := range cl.reads {
 			c.access(rg)
 		}
 		out[cl.phase][0] += (c.readPages - b0) * pageSize
 		out[cl.phase][1] += c.majors - m0
+		out[cl.phase][2] += c.reads - r0
 	}
 	return out, c
 }
@@ -366,10 +370,10 @@ func (r *Run) predictRows(b int64, pol, mode string, ra int32, pins []pageRange,
 			row = r.prefetchRow(b, pol, ph, pf, why)
 		} else {
 			row = r.row(b, pol, ph, got, why)
-			// The kernel's and a plan's faults with another window than
-			// the run's wait at least a request each (faultFloor).
+			// The kernel's and a plan's reads with another window than
+			// the run's pay the disk's latency each (faultFloor).
 			if why == "" && pol != PolicyBelady && r.otherWindow(ra) {
-				r.faultFloor(&row, int64(modeWindow(mode, ra))*pageSize, ph)
+				r.faultFloor(&row, ph)
 			}
 		}
 		row.Mode = mode
@@ -394,6 +398,7 @@ func (r *Run) row(budget int64, pol string, ph uint8, got phaseCounts, why strin
 	n := float64(m.calls)
 	row.BytesReadPerToken = float64(got[ph][0]) / n
 	row.MajorFaultsPerToken = float64(got[ph][1]) / n
+	row.readsPerToken = float64(got[ph][2]) / n
 	r.time(&row, m)
 	return row
 }

@@ -661,7 +661,7 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 			base, _ := r.simulate(capacity, w, nil, false)
 			k := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
 			if r.otherWindow(ra) {
-				r.faultFloor(&k, int64(w)*pageSize, event.PhaseDecode)
+				r.faultFloor(&k, event.PhaseDecode)
 			}
 			pf := r.simulatePrefetch(capacity, w, nil, pol, leads)
 			p := r.prefetchRow(budget, pol, event.PhaseDecode, pf, "")

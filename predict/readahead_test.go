@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -97,13 +98,13 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 	}
 }
 
-// With a window other than the run's own, each major fault waits at
-// least one request at depth 1, as the disk's profile served it: on a
-// disk that takes 20 ms a request, every smaller window's added faults
-// cost the scattered decode more than the bytes they save, and no
-// read-ahead is advised; on one that takes 0.1 ms the bytes' stall
-// stands, and the smallest window reads least.
-func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
+// With a window other than the run's own, each read pays at least the
+// disk's latency at depth 1, as its profile measured it: on a disk that
+// takes 20 ms a read, every smaller window's added reads cost the
+// scattered decode more than the bytes they save, and no read-ahead is
+// advised; on one that takes 0.1 ms the bytes' stall stands, and the
+// smallest window reads least.
+func TestAReadPaysTheDisksLatencyAtDepthOne(t *testing.T) {
 	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 0.02}}}
 	fast := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 1e-4}}}
 	for _, tc := range []struct {
@@ -125,11 +126,11 @@ func TestAFaultWaitsAtLeastARequestAtDepthOne(t *testing.T) {
 }
 
 // predict's kernel rows at a window other than the run's own hold the
-// same floor: each major fault waits at least a request at depth 1, here
-// a 64 KiB one (the window, under the run's 128 KiB requests) at the
-// profile's 6.5 MB/s, 10 ms; at the run's own window the run's wait per
+// same floor: each device read the faults made (a window, sync or
+// async) pays at least the disk's latency at depth 1, here 20 ms (the
+// profile's one size, whole); at the run's own window the run's wait per
 // byte stands, as it measured it.
-func TestAnotherWindowsFaultsWaitARequestEach(t *testing.T) {
+func TestAnotherWindowsReadsPayTheDisksLatencyEach(t *testing.T) {
 	slow := &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 128 << 10 / 0.02}}}
 	const budget = 512 * pageSize
 	for _, tc := range []struct {
@@ -143,14 +144,14 @@ func TestAnotherWindowsFaultsWaitARequestEach(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := scatterRun(budget, kbOf(8192), rundir.BoundBandwidth)
 			r.device(nil, 1<<20, 8, slow)
-			rows := r.predictRows(budget, PolicyKernel, ModeOne, tc.window, nil, 0, nil, "")
-			row := rows[1]
-			m := r.byPhase[event.PhaseDecode]
-			bytesStall := row.BytesReadPerToken * m.waitPerByte()
-			floor := row.MajorFaultsPerToken * 10e6
+			row := r.predictRows(budget, PolicyKernel, ModeOne, tc.window, nil, 0, nil, "")[1]
+			bytesStall := row.BytesReadPerToken * r.byPhase[event.PhaseDecode].waitPerByte()
+			floor := row.readsPerToken * 20e6
 			switch {
-			case tc.floor && (row.StallNSPerToken < floor*0.99 || floor <= bytesStall):
-				t.Errorf("stall %.0f ns a token, want the faults' %.0f (above the bytes' %.0f)", row.StallNSPerToken, floor, bytesStall)
+			case row.readsPerToken < row.MajorFaultsPerToken:
+				t.Errorf("%.1f reads a token, under its %.1f major faults", row.readsPerToken, row.MajorFaultsPerToken)
+			case tc.floor && (math.Abs(row.StallNSPerToken-floor) > 1 || floor <= bytesStall):
+				t.Errorf("stall %.0f ns a token, want the reads' %.0f (above the bytes' %.0f)", row.StallNSPerToken, floor, bytesStall)
 			case !tc.floor && row.StallNSPerToken != bytesStall:
 				t.Errorf("stall %.0f ns a token, want the bytes' %.0f", row.StallNSPerToken, bytesStall)
 			}

@@ -140,3 +140,34 @@ func TestAProfileIsUnsteadyWhereAPointsRoundsDisagree(t *testing.T) {
 		})
 	}
 }
+
+// A read's latency at depth 1 is the read time's intercept at size 0
+// through the two smallest sizes measured at depth 1 (their mean
+// latencies, else size over bandwidth): the lab's virtio disk, 68 µs for
+// 128 KiB and 500 for 1 MiB, answers 6 µs; a disk taking 2.4 ms for
+// either, 2.4 ms. With one size, its whole read time; without a depth-1
+// point, none.
+func TestAReadsLatencyIsItsTimeBeforeItsBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		points []DiskPoint
+		want   float64 // ns
+		ok     bool
+	}{
+		{"the virtio disk", []DiskPoint{{Depth: 1, BlockBytes: 128 << 10, MeanLatencyNs: 68e3}, {Depth: 1, BlockBytes: 1 << 20, MeanLatencyNs: 500e3}, {Depth: 32, BlockBytes: 128 << 10, MeanLatencyNs: 1707e3}}, 68e3 - 131072*432e3/917504, true},
+		{"a disk whose every read takes 2.4 ms", []DiskPoint{{Depth: 1, BlockBytes: 128 << 10, MeanLatencyNs: 2.4e6}, {Depth: 1, BlockBytes: 1 << 20, MeanLatencyNs: 2.4e6}}, 2.4e6, true},
+		{"no latency: size over bandwidth", []DiskPoint{{Depth: 1, BlockBytes: 1 << 20, BytesPerSec: 1 << 30}}, 1e9 / 1024, true},
+		{"one size: its whole time", []DiskPoint{{Depth: 1, BlockBytes: 128 << 10, MeanLatencyNs: 20e6}}, 20e6, true},
+		{"no depth-1 point", []DiskPoint{{Depth: 32, BlockBytes: 128 << 10, MeanLatencyNs: 1e6}}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := (&DiskProfile{Points: tc.points}).ReadLatency()
+			if ok != tc.ok || math.Abs(got-tc.want) > 1 {
+				t.Errorf("latency %.0f ns (%v), want %.0f (%v)", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	if _, ok := (*DiskProfile)(nil).ReadLatency(); ok {
+		t.Error("no profile has a latency")
+	}
+}
