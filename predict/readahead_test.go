@@ -51,7 +51,7 @@ func kbOf(v uint64) *uint64 { return &v }
 // the decode waited on notwithstanding (the faults a smaller window adds
 // are timed by the disk's profile); where the run carries no disk profile
 // (those faults could not be timed), where the disk's read-ahead was not
-// recorded, or where no window pays 1.1×, none, saying why.
+// recorded, or where no window pays 1.25×, none, saying why.
 func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -85,8 +85,8 @@ func TestPlanAdvisesTheReadAheadWhoseReadAroundPays(t *testing.T) {
 				}
 				return
 			}
-			if a.Speedup == nil || *a.Speedup < minSpeedup || a.BytesRatio == nil || *a.BytesRatio >= 1 {
-				t.Errorf("advises %d KiB at speedup %v, bytes %v: want ≥ %.1f× at fewer bytes", a.KB, a.Speedup, a.BytesRatio, minSpeedup)
+			if a.Speedup == nil || *a.Speedup < minReadaheadSpeedup || a.BytesRatio == nil || *a.BytesRatio >= 1 {
+				t.Errorf("advises %d KiB at speedup %v, bytes %v: want ≥ %.2f× at fewer bytes", a.KB, a.Speedup, a.BytesRatio, minReadaheadSpeedup)
 			}
 			if a.Prefetch == nil || a.Prefetch.Reason == "" {
 				t.Errorf("advises %d KiB without saying whether a prefetcher pays at it: %+v", a.KB, a.Prefetch)
