@@ -158,6 +158,16 @@ func (r *Run) faultFloor(row *Row, ph uint8) {
 // held to faultFloor. Where the run did not record its disk's window, ra
 // was calibrated on the run: its own.
 func (r *Run) otherWindow(ra int32) bool {
+	own, known := r.ownWindow()
+	return known && ra != own
+}
+
+// ownWindow is the read-around the run was recorded with, in pages: its
+// disk's read_ahead_kb doubled; known is false where it was not recorded.
+func (r *Run) ownWindow() (pages int32, known bool) {
 	kb := r.Model.Block.ReadAheadKB
-	return kb != nil && *kb > 0 && int64(ra) != 2*int64(*kb)<<10/pageSize
+	if kb == nil || *kb == 0 {
+		return 0, false
+	}
+	return int32(2 * int64(*kb) << 10 / pageSize), true
 }

@@ -160,36 +160,45 @@ func TestAnotherWindowsReadsPayTheDisksLatencyEach(t *testing.T) {
 }
 
 // A prefetcher at a window other than the run's own is judged by the
-// stricter rule (it pays only by the bytes it does not read), whatever
-// the run's own verdict: what the decode would wait on there is not
-// known.
-func TestAPrefetcherAtAnotherWindowIsJudgedByTheBytesItSaves(t *testing.T) {
-	r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
-	r.Model.Size = 1000 * pageSize
-	r.Model.Block.ReadAheadKB = kbOf(128) // a 64-page read-around
-	for i := range int32(4) {
-		c := call{phase: event.PhaseDecode}
-		c.reads = append(c.reads, pageRange{0, 100})
-		c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
-		for _, e := range []int32{1 + i%2, 5 + i%2} {
-			c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
-			c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
-		}
-		r.calls = append(r.calls, c)
-	}
-	const budget = 400 * pageSize
-	got, _ := r.simulate(400, 64, nil, false)
-	m := r.byPhase[event.PhaseDecode]
-	m.bytes, m.majors = got[event.PhaseDecode][0], got[event.PhaseDecode][1]
-	m.waitNS, m.wallNS = 4*m.bytes, 4*m.bytes+4e6
-	r.device([]span{{0, 1e9}}, 1<<30, 8192, &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 1e9}, {Depth: 32, BlockBytes: 128 << 10, BytesPerSec: 4e9}}})
-	r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: rundir.BoundLatency, busyShare: 0.3}}
-	own := r.advise(budget, 0, []string{"cmd"})
-	if !strings.Contains(own.Reason, "latency-bound") {
-		t.Fatalf("at the run's own window: %q, want it judged by the run's latency-bound verdict", own.Reason)
-	}
-	other := r.advise(budget, 32*pageSize, []string{"cmd"})
-	if !strings.Contains(other.Reason, "bandwidth-bound") || strings.Contains(other.Reason, "the decode latency-bound") {
-		t.Errorf("at another window: %q, want it judged bandwidth-bound", other.Reason)
+// stricter rule (it pays only by the bytes it does not read), unless the
+// run was latency-bound and the window is smaller, which keeps a decode
+// latency-bound: elsewhere what the decode would wait on is not known.
+func TestAPrefetcherAtAnotherWindowIsJudgedByTheBytesItSavesUnlessStillLatencyBound(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		verdict   string
+		window    int64 // bytes; 0 the run's own (64 pages)
+		bandwidth bool  // judged bandwidth-bound
+	}{
+		{"latency-bound, its own window", rundir.BoundLatency, 0, false},
+		{"latency-bound, a smaller window", rundir.BoundLatency, 32 * pageSize, false},
+		{"latency-bound, a larger window", rundir.BoundLatency, 128 * pageSize, true},
+		{"bandwidth-bound, a smaller window", rundir.BoundBandwidth, 32 * pageSize, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
+			r.Model.Size = 1000 * pageSize
+			r.Model.Block.ReadAheadKB = kbOf(128) // a 64-page read-around
+			for i := range int32(4) {
+				c := call{phase: event.PhaseDecode}
+				c.reads = append(c.reads, pageRange{0, 100})
+				c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
+				for _, e := range []int32{1 + i%2, 5 + i%2} {
+					c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
+					c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
+				}
+				r.calls = append(r.calls, c)
+			}
+			got, _ := r.simulate(400, 64, nil, false)
+			m := r.byPhase[event.PhaseDecode]
+			m.bytes, m.majors = got[event.PhaseDecode][0], got[event.PhaseDecode][1]
+			m.waitNS, m.wallNS = 4*m.bytes, 4*m.bytes+4e6
+			r.device([]span{{0, 1e9}}, 1<<30, 8192, &rundir.DiskProfile{Points: []rundir.DiskPoint{{Depth: 1, BlockBytes: 128 << 10, BytesPerSec: 1e9}, {Depth: 32, BlockBytes: 128 << 10, BytesPerSec: 4e9}}})
+			r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: tc.verdict, busyShare: 0.3}}
+			a := r.advise(400*pageSize, tc.window, []string{"cmd"})
+			if strings.Contains(a.Reason, "bandwidth-bound") != tc.bandwidth {
+				t.Errorf("%q: want it judged bandwidth-bound %v", a.Reason, tc.bandwidth)
+			}
+		})
 	}
 }
