@@ -146,18 +146,7 @@ func TestAPrefetchedRangeIsReadExactlyAndNeverFaultedOn(t *testing.T) {
 // reads before the pick reaches the helper, is faulted in with its
 // read-around.
 func TestPrefetchingThePicksReadsFewerBytesThanTheKernelsReadAround(t *testing.T) {
-	r := &Run{pages: 1000, loaded: false, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
-	r.Model.Size = 1000 * pageSize
-	for i := range int32(4) {
-		c := call{phase: event.PhaseDecode}
-		c.reads = append(c.reads, pageRange{0, 100})
-		c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
-		for _, e := range []int32{1 + i%2, 5 + i%2} {
-			c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
-			c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
-		}
-		r.calls = append(r.calls, c)
-	}
+	r := pickedRun()
 	kernel, _ := r.simulate(400, 64, nil, false)
 	pf := r.simulatePrefetch(400, 64, nil, PolicyPrefetchExperts, nil)
 	k, p := kernel[event.PhaseDecode][0], pf.counts[event.PhaseDecode][0]
@@ -674,4 +663,23 @@ func TestTheHelperBringsInWhatTheFirstSlicesFaultLeft(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pickedRun is four decode calls of one layer over a 1000-page file: a
+// dense tensor's 100 pages, then the slices (100 pages each) of the two
+// experts the router picked, 1 or 2 and 5 or 6 in turn.
+func pickedRun() *Run {
+	r := &Run{pages: 1000, loaded: false, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
+	r.Model.Size = 1000 * pageSize
+	for i := range int32(4) {
+		c := call{phase: event.PhaseDecode}
+		c.reads = append(c.reads, pageRange{0, 100})
+		c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
+		for _, e := range []int32{1 + i%2, 5 + i%2} {
+			c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
+			c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
+		}
+		r.calls = append(r.calls, c)
+	}
+	return r
 }

@@ -176,19 +176,8 @@ func TestAPrefetcherAtAnotherWindowIsJudgedByTheBytesItSavesUnlessStillLatencyBo
 		{"bandwidth-bound, a smaller window", rundir.BoundBandwidth, 32 * pageSize, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 4, tokens: 4}}}
-			r.Model.Size = 1000 * pageSize
+			r := pickedRun()
 			r.Model.Block.ReadAheadKB = kbOf(128) // a 64-page read-around
-			for i := range int32(4) {
-				c := call{phase: event.PhaseDecode}
-				c.reads = append(c.reads, pageRange{0, 100})
-				c.of = append(c.of, readOf{tensor: 0, expert: -1, layer: 0})
-				for _, e := range []int32{1 + i%2, 5 + i%2} {
-					c.reads = append(c.reads, pageRange{100 + 100*e, 200 + 100*e})
-					c.of = append(c.of, readOf{tensor: 1, expert: int16(e), layer: 0})
-				}
-				r.calls = append(r.calls, c)
-			}
 			got, _ := r.simulate(400, 64, nil, false)
 			m := r.byPhase[event.PhaseDecode]
 			m.bytes, m.majors = got[event.PhaseDecode][0], got[event.PhaseDecode][1]
