@@ -77,11 +77,12 @@ const ReadaheadCalibrate int64 = -1
 // plans the way the pinned runs measured them (docs/overhead.md). The run
 // is calibrated when its disk's window was not recorded.
 func (r *Run) window(requested int64) int32 {
-	switch kb := r.Model.Block.ReadAheadKB; {
+	own, known := r.ownWindow()
+	switch {
 	case requested > 0:
 		return int32(max(requested/pageSize, 1))
-	case requested == 0 && kb != nil && *kb > 0:
-		return int32(2 * int64(*kb) << 10 / pageSize)
+	case requested == 0 && known:
+		return own
 	}
 	return r.calibrate()
 }

@@ -66,7 +66,7 @@ func (r *Run) adviseReadahead(budget int64, command []string) *pin.Readahead {
 	rows := func(setting uint64) ([]Row, string) {
 		var out []Row
 		for _, mode := range r.modes() {
-			w := modeWindow(mode, int32(2*int64(setting)<<10/pageSize))
+			w := modeWindow(mode, readaround(setting))
 			got, _ := r.simulate(capacity, w, nil, false)
 			row := r.row(budget, PolicyKernel, event.PhaseDecode, got, "")
 			if setting != current {
@@ -169,5 +169,12 @@ func (r *Run) ownWindow() (pages int32, known bool) {
 	if kb == nil || *kb == 0 {
 		return 0, false
 	}
-	return int32(2 * int64(*kb) << 10 / pageSize), true
+	return readaround(*kb), true
+}
+
+// readaround is a mapped file's fault read-around, in pages, on a disk of
+// kb read_ahead_kb: twice it, as llama.cpp advises the file
+// POSIX_FADV_SEQUENTIAL.
+func readaround(kb uint64) int32 {
+	return int32(2 * int64(kb) << 10 / pageSize)
 }
