@@ -165,9 +165,9 @@ func loopDevice(t *testing.T, size int64) string {
 
 // TestRecordHybridOffloadWithDriverMappedHostBuffers is the hybrid run of
 // TestRecordHybridOffloadPicksWhatLlamaCppRouted (every layer on
-// lavapipe's Vulkan device, the experts mapped on the CPU, cold under a
-// limit) with the process's large host buffers in memfds, as the NVIDIA
-// driver gives them: lavapipe's host memory is anonymous, so this is
+// lavapipe's Vulkan device, the experts mapped on the CPU, cold under
+// llmtest.HybridMemLimit) with the process's large host buffers in
+// memfds, as the NVIDIA driver gives them: lavapipe's host memory is anonymous, so this is
 // the lab's nearest to a real driver's hybrid run. The layout validates,
 // the picks equal the oracle's, the devices are llama.cpp's buffers per
 // tensor and per layer (CPU_Mapped and Vulkan0) with the copied weights'
@@ -188,7 +188,7 @@ func TestRecordHybridOffloadWithDriverMappedHostBuffers(t *testing.T) {
 	llmtest.WarmShaderCache(t, "routeoracle-"+strings.Join(llmtest.HybridArgs(-1), ""), args, "LD_LIBRARY_PATH="+hy)
 	dir := filepath.Join(t.TempDir(), "run")
 	ct := md.trace(t)
-	rec, routing, m := recordOracle(t, dir, llmtest.MemLimit, spec, append([]string{"env", "LD_PRELOAD=" + alloc, "DRIVERALLOC=memfd"}, args...)...)
+	rec, routing, m := recordOracle(t, dir, llmtest.HybridMemLimit, spec, append([]string{"env", "LD_PRELOAD=" + alloc, "DRIVERALLOC=memfd"}, args...)...)
 	ct.Stop(t)
 	if !strings.Contains(rec.Stderr, "driveralloc: memfd ") {
 		t.Fatalf("no buffer was placed in a memfd\n%s", rec.Stderr)

@@ -70,11 +70,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 		prefillNA bool
 		memLimit  string
 	}{
-		// Under 112 MiB lavapipe's buffers (see the next case) got the
-		// oracle killed now and then (once in a fresh CI run: max RSS 189
-		// MB, the cgroup at its limit after 65,076 failed charges); 160
-		// MiB still holds less than the model's 225 MiB file.
-		{"every layer on the gpu, experts on the cpu", llmtest.HybridArgs(-1), 0, false, "160MiB"},
+		{"every layer on the gpu, experts on the cpu", llmtest.HybridArgs(-1), 0, false, llmtest.HybridMemLimit},
 		// The offloaded MUL_MAT_ID copies each layer's experts into
 		// lavapipe's buffers, anonymous memory charged to the run's cgroup:
 		// under 112 MiB the kernel killed the oracle in its prefill; under
