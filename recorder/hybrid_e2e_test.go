@@ -80,7 +80,7 @@ func TestRecordHybridOffloadPicksWhatLlamaCppRouted(t *testing.T) {
 		// GPU as above, 0-4 wholly on the CPU, whose router's get_rows the
 		// CPU runs: both ways of reading picks in one run; with op offload
 		// off, a long prompt's too.
-		{"the last 3 layers and the output on the gpu, experts on the cpu, op offload off", []string{"-ngl", "4", "--cpu-moe", "--no-op-offload", "-p", longPrompt}, spec.Layers - 3, false, llmtest.MemLimit},
+		{"the last 3 layers and the output on the gpu, experts on the cpu, op offload off", []string{"-ngl", "4", "--cpu-moe", "--no-op-offload", "-p", longPrompt}, spec.Layers - 3, false, llmtest.HybridMemLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")

@@ -189,16 +189,16 @@ func vulkanPresent() error {
 	return nil
 }
 
-// HybridMemLimit is the memory limit MoE's hybrid runs with every
-// layer on the GPU backend (HybridArgs(-1)) are recorded under. Lavapipe's
-// buffers and the process's own are memory the kernel cannot reclaim
-// without swap: sampled from the run's cgroup, 78 MiB anonymous and, with
-// driveralloc's memfds, 23 MiB of shmem. Under MemLimit that left about
-// 11 MiB for the model's pages, page tables and slab, and the kernel killed
-// the oracle now and then (twice in fresh CI runs, each at the limit after
-// about a million failed charges). 160 MiB still holds less than the
-// model's 225 MiB file, so experts are still read again while tokens
-// decode.
+// HybridMemLimit is the memory limit MoE's hybrid runs on lavapipe are
+// recorded under. Lavapipe's buffers and the process's own are memory the
+// kernel cannot reclaim without swap; sampled from the run's cgroup: with
+// every layer on the GPU backend (HybridArgs(-1)) 78 MiB anonymous and,
+// with driveralloc's memfds, 23 MiB of shmem; with the last 3 layers
+// there, 93 MiB anonymous. Under MemLimit that left 11 to 19 MiB for the
+// model's pages, page tables and slab, and the kernel killed the oracle
+// now and then (twice in fresh CI runs, each at the limit after about a
+// million failed charges). 160 MiB still holds less than the model's
+// 225 MiB file, so experts are still read again while tokens decode.
 const HybridMemLimit = "160MiB"
 
 // HybridArgs are the offload flags of llama.cpp's tools: every layer on
