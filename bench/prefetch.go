@@ -41,8 +41,9 @@ import (
 //
 // One traced plain run of each case gives what a user has before trying
 // the prefetcher: its decode's verdict (stats' I/O shape), whether plan
-// advises the prefetcher, and predict --prefetch experts' decode
-// tokens/s and bytes, held to the measured prefetched runs' medians; and
+// advises the prefetcher, and predict --prefetch's decode tokens/s and
+// bytes, in the readers' mode three traced prefetched runs fell in, held
+// to the measured prefetched runs' medians; and
 // plan's read-ahead advice, held to interleaved plain runs at the disk's
 // own read_ahead_kb and at the advised one (readaheadPairs).
 //
@@ -260,7 +261,8 @@ type before struct {
 	// else the experts' at the default window (forced).
 	pf advice
 	// predicted are predict's decode figures of pf's policy, in the
-	// mode nearest the run (nil: NA, why says why).
+	// readers' mode the traced prefetched runs fell in (nil: NA, why says
+	// why).
 	predictedTPS, predictedBytes *float64
 	why                          string
 	// prefetchedBytes are the decode bytes per token of traced
@@ -269,8 +271,9 @@ type before struct {
 	prefetchedBytes []float64
 	prefetchedWhy   string
 	// dir is the traced plain run, mode the readers' mode whose kernel
-	// row is nearest what it read ("" where none was found).
-	dir, mode string
+	// row is nearest what it read ("" where none was found); pfMode the
+	// mode the traced prefetched runs fell in (prefetchedMode).
+	dir, mode, pfMode string
 	// readahead is plan's advice on the disk's read-ahead (nil where the
 	// plan was not made: why says why).
 	readahead *pin.Readahead
@@ -379,21 +382,15 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		b.why = err.Error()
 		return b
 	}
-	// The mode whose kernel row is nearest what the run read.
+	// The plain runs' mode: the one whose kernel row is nearest what the
+	// run read.
 	best := -1.0
 	for _, k := range rows {
-		if k.Policy != "kernel" || k.Phase != "decode" || k.Bytes == nil {
-			continue
-		}
-		d := math.Abs(*k.Bytes - *run.Bytes)
-		for _, p := range rows {
-			if p.Policy == b.pf.policy() && p.Phase == "decode" && p.Mode == k.Mode && (best < 0 || d < best) {
-				best, b.predictedTPS, b.predictedBytes, b.why, b.mode = d, p.TPS, p.Bytes, p.Why, k.Mode
+		if k.Policy == "kernel" && k.Phase == "decode" && k.Bytes != nil {
+			if d := math.Abs(*k.Bytes - *run.Bytes); best < 0 || d < best {
+				best, b.mode = d, k.Mode
 			}
 		}
-	}
-	if best < 0 {
-		b.why = "predict gave no decode row of " + b.pf.policy()
 	}
 	for i := 1; i <= predictRepeats(cfg); i++ {
 		m, err := recordCold(cfg, fmt.Sprintf("%s-prefetched-%d", dir, i), budget, "", argv, b.pf.recordFlags()...)
@@ -403,8 +400,43 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		}
 		b.prefetchedBytes = append(b.prefetchedBytes, *m.Bytes)
 	}
+	b.predictedTPS, b.predictedBytes, b.pfMode, b.why = prefetchedMode(rows, b.pf.policy(), b.prefetchedBytes, b.prefetchedWhy)
+	if b.pfMode != "" {
+		logf(cfg, "prefetch %s: the traced prefetched runs fell in predict's %s mode (the plain run in its %s)", name, b.pfMode, cmp.Or(b.mode, "NA"))
+	}
 	logf(cfg, "prefetch %s, traced plain run: decode %s, plan advises the prefetcher: %v (the prefetched runs: %s %s)", name, b.verdict, b.advised, b.pf.policy(), strings.Join(b.pf.prefetchFlags(), " "))
 	return b
+}
+
+// prefetchedMode is predict's decode figures of policy in the readers'
+// mode the traced prefetched runs fell in: the mode whose row is nearest
+// the median of what they read a decode token. predict gives a prefetched
+// run both modes whatever the plain run's (the helper is a second reader
+// of the model), and its runs fall in either: the one-thread demo MoE's
+// at 96 MiB in the racing readers', at 160 MiB in one reader's. why is
+// set where no figure can be held to the runs.
+func prefetchedMode(rows []predictRow, policy string, prefetched []float64, prefetchedWhy string) (tps, bytes *float64, mode, why string) {
+	if len(prefetched) == 0 {
+		return nil, nil, "", "no traced prefetched run tells the readers' mode: " + cmp.Or(prefetchedWhy, "none ran")
+	}
+	med, _, _ := summarize(prefetched)
+	best := -1.0
+	why = "predict gave no decode row of " + policy
+	for _, p := range rows {
+		if p.Policy != policy || p.Phase != "decode" {
+			continue
+		}
+		if p.Bytes == nil {
+			if best < 0 {
+				why = cmp.Or(p.Why, "predict's decode bytes of "+policy+" are NA")
+			}
+			continue
+		}
+		if d := math.Abs(*p.Bytes - med); best < 0 || d < best {
+			best, tps, bytes, mode, why = d, p.TPS, p.Bytes, p.Mode, p.Why
+		}
+	}
+	return tps, bytes, mode, why
 }
 
 // prefetchPairCount is how many pairs a case runs. Five, not three: the

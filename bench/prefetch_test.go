@@ -2,6 +2,7 @@ package bench
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iocorr/iocorr/pin"
@@ -44,5 +45,42 @@ func TestThePrefetchedRunsRunThePrefetcherPlanAdvises(t *testing.T) {
 func TestAPlanWithoutPrefetchAdviceIsAnError(t *testing.T) {
 	if _, _, err := adviceOf(&pin.Plan{}); err == nil {
 		t.Error("no error")
+	}
+}
+
+// predict's prefetch rows are held to the readers' mode the traced
+// prefetched runs fell in, told by the median of what they read; with no
+// such run, or no row with bytes, the figures are NA and say why.
+func TestPredictedPrefetchFiguresAreTheModeThePrefetchedRunsFellIn(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	rows := []predictRow{
+		{Policy: "kernel", Phase: "decode", Mode: "one-reader", Bytes: f(400), TPS: f(3)},
+		{Policy: "prefetch-both", Phase: "prefill", Mode: "racing-readers", Bytes: f(260), TPS: f(1)},
+		{Policy: "prefetch-both", Phase: "decode", Mode: "one-reader", Bytes: f(217), TPS: f(7.2)},
+		{Policy: "prefetch-both", Phase: "decode", Mode: "racing-readers", Bytes: f(286), TPS: f(5.6)},
+	}
+	for _, tc := range []struct {
+		name       string
+		rows       []predictRow
+		prefetched []float64
+		wantMode   string
+		wantTPS    float64
+		wantWhy    string
+	}{
+		{"runs nearest the racing readers' row", rows, []float64{265, 250, 280}, "racing-readers", 5.6, ""},
+		{"runs nearest one reader's row", rows, []float64{230, 172, 200}, "one-reader", 7.2, ""},
+		{"no traced prefetched run", rows, nil, "", 0, "no traced prefetched run"},
+		{"no decode row of the policy", rows[:2], []float64{265}, "", 0, "no decode row of prefetch-both"},
+		{"the policy's bytes NA", []predictRow{{Policy: "prefetch-both", Phase: "decode", Mode: "one-reader", Why: "the picks are NA"}}, []float64{265}, "", 0, "the picks are NA"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tps, bytes, mode, why := prefetchedMode(tc.rows, "prefetch-both", tc.prefetched, "")
+			if mode != tc.wantMode || !strings.Contains(why, tc.wantWhy) || (tc.wantWhy == "") != (why == "") {
+				t.Fatalf("mode %q, why %q; want %q, why %q", mode, why, tc.wantMode, tc.wantWhy)
+			}
+			if tc.wantMode != "" && (tps == nil || *tps != tc.wantTPS || bytes == nil) {
+				t.Errorf("tokens/s %v, bytes %v; want %v", tps, bytes, tc.wantTPS)
+			}
+		})
 	}
 }

@@ -659,14 +659,20 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchBoth} {
 		leads := r.leads(pol)
 		speed, window, fails := math.Inf(1), int64(0), ""
-		for _, mode := range r.modes() {
-			w := modeWindow(mode, ra)
-			base, _ := r.simulate(capacity, w, nil, false)
+		for _, mode := range prefetchModes {
+			// A prefetched run in the racing readers' mode is held to the
+			// run's own mode where the run has no other: its one reader
+			// races nobody without the helper.
+			plain := mode
+			if !slices.Contains(r.modes(), mode) {
+				plain = ModeOne
+			}
+			base, _ := r.simulate(capacity, modeWindow(plain, ra), nil, false)
 			k := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
 			if r.otherWindow(ra) {
 				r.faultFloor(&k, event.PhaseDecode)
 			}
-			pf := r.simulatePrefetch(capacity, w, nil, pol, leads)
+			pf := r.simulatePrefetch(capacity, modeWindow(mode, ra), nil, pol, leads)
 			p := r.prefetchRow(budget, pol, event.PhaseDecode, pf, "")
 			window = max(window, pf.window)
 			if len(k.NA)+len(p.NA) > 0 {
@@ -705,6 +711,6 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 	case rundir.BoundCompute:
 		how = "by reading fewer bytes, and so less of the kernel's work in the faults (the decode's wait on the device is under a quarter of its time; its tokens/s credited no more than the bytes it saves)"
 	}
-	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the run's modes; without a pin), the decode %s, the device busy %.0f%% of its time: it pays %s; its largest request is %d bytes", best, bestSpeed, verdict, share*100, how, a.WindowBytes)
+	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the readers' modes; without a pin), the decode %s, the device busy %.0f%% of its time: it pays %s; its largest request is %d bytes", best, bestSpeed, verdict, share*100, how, a.WindowBytes)
 	return a
 }

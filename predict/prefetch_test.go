@@ -183,6 +183,34 @@ func TestARunWithRacingReadersIsPredictedInBothModes(t *testing.T) {
 	}
 }
 
+// A prefetched run has two readers of the model, the graph's faults and
+// the helper's asks, whatever the run had: its rows are predicted in both
+// readers' modes, and the note says why; the kernel's rows stay in the
+// run's own.
+func TestAPrefetchedRunIsPredictedInBothReadersModes(t *testing.T) {
+	r := pickedRun()
+	r.Budget = 300 * pageSize
+	res, err := Predict(r, Options{Budgets: []int64{r.Budget}, Prefetch: []string{PolicyPrefetchExperts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string][]string{}
+	for _, row := range res.Rows {
+		if row.Phase == "decode" && (row.Policy == PolicyKernel || row.Policy == PolicyPrefetchExperts) {
+			modes[row.Policy] = append(modes[row.Policy], row.Mode)
+		}
+	}
+	if want := []string{ModeOne}; !slices.Equal(modes[PolicyKernel], want) {
+		t.Errorf("kernel rows in modes %v, want %v (the run's one reader)", modes[PolicyKernel], want)
+	}
+	if want := []string{ModeOne, ModeRace}; !slices.Equal(modes[PolicyPrefetchExperts], want) || !slices.Equal(res.Modes, want) {
+		t.Errorf("prefetch rows in modes %v, the result's %v; want %v", modes[PolicyPrefetchExperts], res.Modes, want)
+	}
+	if !strings.Contains(res.ModesNote, "helper") || res.RunMode != "" {
+		t.Errorf("modes note %q, run mode %q: want the helper's reason, no run mode of one reader", res.ModesNote, res.RunMode)
+	}
+}
+
 // A prefetch row needs the picks (the experts' requests are the picks)
 // and the stream they make: where they are NA, every figure of every
 // prefetch row is NA with that reason.
@@ -206,8 +234,8 @@ func TestPrefetchRowsAreNAWhereThePicksAre(t *testing.T) {
 			}
 		}
 	}
-	if seen != 3*2 {
-		t.Errorf("%d prefetch rows, want 6 (three policies, two phases)", seen)
+	if seen != 3*2*2 {
+		t.Errorf("%d prefetch rows, want 12 (three policies, two phases, two readers' modes)", seen)
 	}
 }
 
