@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/iocorr/iocorr/event"
@@ -259,7 +260,7 @@ func Predict(r *Run, opt Options) (*Result, error) {
 	}
 	res := &Result{NonFileBytes: r.NonFile, Modes: r.modes()}
 	if len(opt.Prefetch) > 0 {
-		res.Modes = prefetchModes
+		res.Modes = slices.Clone(prefetchModes)
 	}
 	if kb := r.Model.Block.ReadAheadKB; kb != nil {
 		b := int64(*kb) << 10
