@@ -413,8 +413,9 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 // the median of what they read a decode token. predict gives a prefetched
 // run both modes whatever the plain run's (the helper is a second reader
 // of the model), and its runs fall in either: the one-thread demo MoE's
-// at 96 MiB in the racing readers', at 160 MiB in one reader's. why is
-// set where no figure can be held to the runs.
+// at 96 MiB in the racing readers' in one section and in one reader's in
+// the next, at 160 MiB in one reader's in both. why is set where no
+// figure can be held to the runs.
 func prefetchedMode(rows []predictRow, policy string, prefetched []float64, prefetchedWhy string) (tps, bytes *float64, mode, why string) {
 	if len(prefetched) == 0 {
 		return nil, nil, "", "no traced prefetched run tells the readers' mode: " + cmp.Or(prefetchedWhy, "none ran")

@@ -314,8 +314,9 @@ func Predict(r *Run, opt Options) (*Result, error) {
 // faults, a second reader, and its runs fall in either mode. Measured on
 // one-thread runs of the demo MoE (prefetch-both, three traced runs
 // each, 2026-12-06): at 96 MiB they read 265 MB a decode token, where
-// the racing readers' mode predicted 286 and one reader's 217; at 160
-// MiB 172, one reader's 181 and the racing readers' 223.
+// the racing readers' mode predicted 286 and one reader's 217 (in the
+// next bench section they fell in one reader's); at 160 MiB 172, one
+// reader's 181 and the racing readers' 223.
 var prefetchModes = []string{ModeOne, ModeRace}
 
 const prefetchModesNote = "a prefetched run's helper reads the model beside its faults: its runs fall in either readers' mode, each predicted"
