@@ -271,9 +271,8 @@ type before struct {
 	prefetchedBytes []float64
 	prefetchedWhy   string
 	// dir is the traced plain run, mode the readers' mode whose kernel
-	// row is nearest what it read ("" where none was found); pfMode the
-	// mode the traced prefetched runs fell in (prefetchedMode).
-	dir, mode, pfMode string
+	// row is nearest what it read ("" where none was found).
+	dir, mode string
 	// readahead is plan's advice on the disk's read-ahead (nil where the
 	// plan was not made: why says why).
 	readahead *pin.Readahead
@@ -400,9 +399,10 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		}
 		b.prefetchedBytes = append(b.prefetchedBytes, *m.Bytes)
 	}
-	b.predictedTPS, b.predictedBytes, b.pfMode, b.why = prefetchedMode(rows, b.pf.policy(), b.prefetchedBytes, b.prefetchedWhy)
-	if b.pfMode != "" {
-		logf(cfg, "prefetch %s: the traced prefetched runs fell in predict's %s mode (the plain run in its %s)", name, b.pfMode, cmp.Or(b.mode, "NA"))
+	var pfMode string
+	b.predictedTPS, b.predictedBytes, pfMode, b.why = prefetchedMode(rows, b.pf.policy(), b.prefetchedBytes, b.prefetchedWhy)
+	if pfMode != "" {
+		logf(cfg, "prefetch %s: the traced prefetched runs fell in predict's %s mode (the plain run in its %s)", name, pfMode, cmp.Or(b.mode, "NA"))
 	}
 	logf(cfg, "prefetch %s, traced plain run: decode %s, plan advises the prefetcher: %v (the prefetched runs: %s %s)", name, b.verdict, b.advised, b.pf.policy(), strings.Join(b.pf.prefetchFlags(), " "))
 	return b

@@ -653,6 +653,17 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 		verdict = fmt.Sprintf("judged bandwidth-bound at this read-around (the run's own, %d KiB, was %s-bound)", int64(own)*pageSize>>10, bound)
 		bound = rundir.BoundBandwidth
 	}
+	// The kernel's decode row in each of the run's own modes, what every
+	// policy's prefetched modes are held to.
+	kernel := map[string]Row{}
+	for _, mode := range r.modes() {
+		base, _ := r.simulate(capacity, modeWindow(mode, ra), nil, false)
+		k := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
+		if r.otherWindow(ra) {
+			r.faultFloor(&k, event.PhaseDecode)
+		}
+		kernel[mode] = k
+	}
 	best, bestSpeed, why := "", 0.0, ""
 	// The policies iocorr prefetch runs (both is its --layers); the next
 	// layer's dense weights alone is a prediction, not a prefetcher.
@@ -663,14 +674,9 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 			// A prefetched run in the racing readers' mode is held to the
 			// run's own mode where the run has no other: its one reader
 			// races nobody without the helper.
-			plain := mode
-			if !slices.Contains(r.modes(), mode) {
-				plain = ModeOne
-			}
-			base, _ := r.simulate(capacity, modeWindow(plain, ra), nil, false)
-			k := r.row(budget, PolicyKernel, event.PhaseDecode, base, "")
-			if r.otherWindow(ra) {
-				r.faultFloor(&k, event.PhaseDecode)
+			k, ok := kernel[mode]
+			if !ok {
+				k = kernel[ModeOne]
 			}
 			pf := r.simulatePrefetch(capacity, modeWindow(mode, ra), nil, pol, leads)
 			p := r.prefetchRow(budget, pol, event.PhaseDecode, pf, "")
