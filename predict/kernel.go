@@ -371,14 +371,41 @@ func (c *pageCache) touch(p int32) {
 // no fault, nothing mapped), reclaiming as it goes; it returns the pages
 // it read.
 func (c *pageCache) prefetch(r pageRange) uint64 {
+	_, n := c.prefetchInto(r, nil)
+	return n
+}
+
+// prefetchInto is prefetch, and appends the pages it read to brought.
+func (c *pageCache) prefetchInto(r pageRange, brought []int32) ([]int32, uint64) {
 	n0 := c.readPages
 	for p := max(r.first, 0); p < r.end && p < c.n; p++ {
 		if !c.resident(p) {
 			c.add(p)
+			brought = append(brought, p)
 			c.reclaim()
 		}
 	}
-	return c.readPages - n0
+	return brought, c.readPages - n0
+}
+
+// release is process_madvise(MADV_COLD) of pages ps: those still resident
+// and mapped lose their young bit and PG_referenced, and an active one
+// moves to the inactive head, workingset (mm/madvise.c
+// madvise_cold_or_pageout_pte_range, folio_deactivate). Unmapped pages
+// are in no page table, so the advice never reaches them.
+func (c *pageCache) release(ps []int32) {
+	for _, p := range ps {
+		w := c.where[p]
+		if (w != listInactive && w != listActive) || c.flags[p]&flagMapped == 0 {
+			continue
+		}
+		c.flags[p] &^= flagYoung | flagRef
+		if w == listActive {
+			c.unlink(p)
+			c.flags[p] |= flagWorkingset
+			c.pushHead(listInactive, p)
+		}
+	}
 }
 
 // access reads pages [first, end) in order.

@@ -190,3 +190,44 @@ func TestAWindowLargerThanTheCacheEndsWhereTheCacheIsFull(t *testing.T) {
 		})
 	}
 }
+
+// Released pages are the ones reclaim takes first: a page the graph used
+// (mapped, young) gets a second pass on the inactive tail and a page a
+// prefetcher brought in and nobody used yet does not, so without release
+// the unused one goes; released (MADV_COLD), the used one goes. A
+// released active page moves to the inactive head, behind the unused
+// page, which still goes first; an unmapped page is out of the advice's
+// reach.
+func TestReleasedPagesAreReclaimedBeforeUnusedPrefetchedOnes(t *testing.T) {
+	tests := []struct {
+		name    string
+		release []int32
+		activ   bool // the used page was activated first
+		evicted int32
+	}{
+		{"without release the unused prefetched page goes", nil, false, 1},
+		{"a released used page goes first", []int32{0}, false, 0},
+		{"a released active page goes to the inactive head, behind the unused one", []int32{0}, true, 1},
+		{"releasing an unmapped page changes nothing", []int32{1}, false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPageCache(16, 2, 1, nil)
+			c.prefetch(pageRange{0, 1})
+			c.access(pageRange{0, 1}) // used: mapped and young
+			if tc.activ {
+				c.unlink(0)
+				c.pushHead(listActive, 0)
+			}
+			c.prefetch(pageRange{1, 2}) // brought in, not used yet
+			c.release(tc.release)
+			c.prefetch(pageRange{2, 3}) // over the capacity: one goes
+			if c.resident(tc.evicted) || !c.resident(1-tc.evicted) {
+				t.Errorf("resident: page 0 %v, page 1 %v; want page %d evicted", c.resident(0), c.resident(1), tc.evicted)
+			}
+			if tc.release != nil && tc.release[0] == 0 && c.resident(0) && (c.where[0] != listInactive || c.flags[0]&(flagYoung|flagRef) != 0) {
+				t.Errorf("the released page is on list %d with flags %b, want the inactive list, neither young nor referenced", c.where[0], c.flags[0])
+			}
+		})
+	}
+}

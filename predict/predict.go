@@ -57,6 +57,10 @@ type Options struct {
 	// Prefetch are prefetch policies (PolicyPrefetchExperts, ...) to
 	// predict beside the others.
 	Prefetch []string
+	// Release predicts the prefetch policies with the pages a layer's
+	// requests brought in released once the layer used them (iocorr
+	// prefetch --release).
+	Release bool
 }
 
 // ReadaheadCalibrate, as a window, asks for the one that reproduces the
@@ -302,7 +306,7 @@ func Predict(r *Run, opt Options) (*Result, error) {
 				modes = prefetchModes
 			}
 			for _, mode := range modes {
-				res.Rows = append(res.Rows, r.predictRows(b, pol, mode, ra, pins, pinPages, leads[pol], why)...)
+				res.Rows = append(res.Rows, r.predictRows(b, pol, mode, ra, pins, pinPages, leads[pol], opt.Release, why)...)
 			}
 		}
 	}
@@ -361,7 +365,7 @@ func modeWindow(mode string, ra int32) int32 {
 
 // predictRows are one budget's, policy's and mode's rows, prefill and
 // decode.
-func (r *Run) predictRows(b int64, pol, mode string, ra int32, pins []pageRange, pinPages int64, leads map[leadKey]float64, why string) []Row {
+func (r *Run) predictRows(b int64, pol, mode string, ra int32, pins []pageRange, pinPages int64, leads map[leadKey]float64, release bool, why string) []Row {
 	var got phaseCounts
 	var pf prefetched
 	if why == "" {
@@ -381,7 +385,7 @@ func (r *Run) predictRows(b int64, pol, mode string, ra int32, pins []pageRange,
 		case pol == PolicyPlan:
 			got, _ = r.simulate(capacity, w, pins, false)
 		case prefetchesExperts(pol) || prefetchesLayers(pol):
-			pf = r.simulatePrefetch(capacity, w, nil, pol, leads)
+			pf = r.simulatePrefetch(capacity, w, nil, pol, leads, release)
 		default:
 			got, _ = r.simulate(capacity, w, nil, false)
 		}

@@ -148,7 +148,7 @@ func TestAPrefetchedRangeIsReadExactlyAndNeverFaultedOn(t *testing.T) {
 func TestPrefetchingThePicksReadsFewerBytesThanTheKernelsReadAround(t *testing.T) {
 	r := pickedRun()
 	kernel, _ := r.simulate(400, 64, nil, false)
-	pf := r.simulatePrefetch(400, 64, nil, PolicyPrefetchExperts, nil)
+	pf := r.simulatePrefetch(400, 64, nil, PolicyPrefetchExperts, nil, false)
 	k, p := kernel[event.PhaseDecode][0], pf.counts[event.PhaseDecode][0]
 	if p >= k {
 		t.Errorf("prefetching read %d bytes, the kernel %d; want fewer", p, k)
@@ -517,7 +517,7 @@ func TestASliceTheGraphReachesBeforeTheHelperAsksIsLeftToItsFault(t *testing.T) 
 			// One byte's kernel work is 1 ns with idle = 400 pages' bytes:
 			// the second slice (100 pages) keeps the helper 409600 ns.
 			leads := map[leadKey]float64{{0, true}: 0, {1, true}: 1, {2, true}: tc.lead}
-			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads)
+			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads, false)
 			if pf.raced != tc.raced {
 				t.Errorf("%d slices left to their faults, want %d", pf.raced, tc.raced)
 			}
@@ -613,7 +613,7 @@ func TestRequestsArriveAtTheHelpersPaceWhereTheDeviceIsFaster(t *testing.T) {
 				r.device(nil, 0, 0, nil)
 			}
 			leads := map[leadKey]float64{{0, true}: 0, {1, true}: 1, {2, true}: tc.lead}
-			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads)
+			pf := r.simulatePrefetch(1000, 1, nil, PolicyPrefetchExperts, leads, false)
 			if got := pf.stallNS[event.PhaseDecode]; math.Abs(got-tc.stall) > 1e-3 || pf.raced != tc.raced || pf.paced != tc.paced {
 				t.Errorf("stall %v ns, %d slices left to their faults, paced %v; want %v, %d, %v", got, pf.raced, pf.paced, tc.stall, tc.raced, tc.paced)
 			}
@@ -653,7 +653,7 @@ func TestTheFirstSlicesWindowLeavesNoMarkerOnTheSlicesTheHelperIsAsking(t *testi
 			}
 			r.calls = append(r.calls, c)
 			r.device(nil, 0, 0, nil)
-			pf := r.simulatePrefetch(1000, 64, nil, PolicyPrefetchExperts, nil)
+			pf := r.simulatePrefetch(1000, 64, nil, PolicyPrefetchExperts, nil, false)
 			if got := pf.counts[event.PhaseDecode][0] / pageSize; got != tc.want {
 				t.Errorf("the call read %d pages, want %d", got, tc.want)
 			}
@@ -684,7 +684,7 @@ func TestTheHelperBringsInWhatTheFirstSlicesFaultLeft(t *testing.T) {
 			c.of = []readOf{{tensor: 1, expert: 0, layer: 0}, {tensor: 1, expert: 1, layer: 0}}
 			r.calls = append(r.calls, c)
 			r.device(nil, 0, 0, nil)
-			pf := r.simulatePrefetch(1000, tc.ra, nil, PolicyPrefetchExperts, nil)
+			pf := r.simulatePrefetch(1000, tc.ra, nil, PolicyPrefetchExperts, nil, false)
 			ph := event.PhaseDecode
 			if d, f := pf.demandBytes[ph]/pageSize, pf.fetchedBytes[ph]/pageSize; d != tc.demand || f != tc.fetched || pf.counts[ph][1] != 1 {
 				t.Errorf("the fault read %d pages, the helper %d, %d major faults; want %d, %d, 1", d, f, pf.counts[ph][1], tc.demand, tc.fetched)

@@ -144,7 +144,7 @@ func TestAnotherWindowsReadsPayTheDisksLatencyEach(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := scatterRun(budget, kbOf(8192), rundir.BoundBandwidth)
 			r.device(nil, 1<<20, 8, slow)
-			row := r.predictRows(budget, PolicyKernel, ModeOne, tc.window, nil, 0, nil, "")[1]
+			row := r.predictRows(budget, PolicyKernel, ModeOne, tc.window, nil, 0, nil, false, "")[1]
 			bytesStall := row.BytesReadPerToken * r.byPhase[event.PhaseDecode].waitPerByte()
 			floor := row.readsPerToken * 20e6
 			switch {

@@ -57,6 +57,10 @@ type Config struct {
 	// the graph reads right after this layer's experts, after them in the
 	// same window; at the last layer's, for the output head (head).
 	Layers bool
+	// Release advises the kernel, at each layer's first pick, that the
+	// pages brought in for the layer before it, which it has used, may
+	// be reclaimed first (releaser).
+	Release bool
 	// Issued, when set, sees every slice a pick asked for, in the order
 	// asked, on the goroutine that feeds the picks.
 	Issued func(Issue)
@@ -161,6 +165,7 @@ type Prefetcher struct {
 	last int
 
 	mu      sync.Mutex
+	rel     releaser
 	windows []*window
 	bySeq   map[uint64]*call
 	seq     uint64
@@ -190,7 +195,7 @@ const sendQueue = 4096
 func Start(cfg Config, files []rundir.ModelFile, place func(pid int) error, outcomes bool) (*Prefetcher, error) {
 	p := &Prefetcher{cfg: cfg, bySeq: map[uint64]*call{}, outcomes: outcomes, acks: make(chan struct{}),
 		lines: make(chan string, sendQueue), wrote: make(chan struct{})}
-	p.rep.Window, p.rep.Layers = cfg.Window, cfg.Layers
+	p.rep.Window, p.rep.Layers, p.rep.Release = cfg.Window, cfg.Layers, cfg.Release
 	if !outcomes {
 		p.rep.OutcomeNA = "the command's faults were not traced (this kernel gave no fault hooks)"
 	}
@@ -373,7 +378,7 @@ func (p *Prefetcher) OnPicks(e *wire.ExpertsEvent) {
 	if !ok {
 		return
 	}
-	w := p.current(e.Hdr.Token, layer)
+	w := p.current(e.Hdr.Token, layer, int(e.Hdr.Tgid))
 	cnt := min(int(e.Count), len(e.Ids))
 	var ids []int
 	for _, id := range e.Ids[:cnt] {
@@ -429,11 +434,20 @@ func (p *Prefetcher) askFor(w *window, m *model, t *gguf.Tensor, e int, off, end
 }
 
 // current is the window of token's layer: a new one when the picks moved
-// on, which settles the oldest kept.
-func (p *Prefetcher) current(token uint32, layer int) *window {
+// on, which releases the last one (Config.Release) and settles the oldest
+// kept.
+func (p *Prefetcher) current(token uint32, layer, pid int) *window {
 	if n := len(p.windows); n > 0 {
-		if w := p.windows[n-1]; w.token == token && w.layer == layer {
+		w := p.windows[n-1]
+		if w.token == token && w.layer == layer {
 			return w
+		}
+		if p.cfg.Release {
+			n, err := p.rel.release(w, pid)
+			p.rep.ReleasedBytes += n
+			if err != nil {
+				p.errs = append(p.errs, "--release: "+err.Error()+"; the run goes on without it")
+			}
 		}
 	}
 	p.rep.Picks++
@@ -661,6 +675,7 @@ func (p *Prefetcher) Close() rundir.Prefetched {
 		p.settle(w)
 	}
 	p.windows = nil
+	p.rel.close()
 	p.closeModels()
 	if ru != nil {
 		p.rep.HelperCPUNS = syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)
@@ -777,6 +792,9 @@ func Summary(r *rundir.Prefetched) string {
 		ps := int64(kernel.PageSize)
 		fmt.Fprintf(&b, "prefetch: arrived before use %s (%s), late %s (%s; %d major faults, each with its read-around), evicted unused %s (%s; %d major faults); %d major faults in the model files, %d of them in picked slices on pages it did not bring in (%d on pages cached when asked and evicted before their use)\n",
 			mib(r.ArrivedBytes), pct(r.ArrivedBytes), mib(r.LateBytes), pct(r.LateBytes), r.LateBytes/ps, mib(r.EvictedUnusedBytes), pct(r.EvictedUnusedBytes), r.EvictedUnusedBytes/ps, r.ModelMajorFaults, r.PickedMajorFaults, r.CachedMajorFaults)
+	}
+	if r.Release {
+		fmt.Fprintf(&b, "prefetch: released %s once used (MADV_COLD)\n", mib(r.ReleasedBytes))
 	}
 	fmt.Fprintf(&b, "prefetch: own CPU %.3f s (helper %.3f s, picks and faults %.3f s)\n",
 		float64(r.HelperCPUNS+r.SelfCPUNS)/1e9, float64(r.HelperCPUNS)/1e9, float64(r.SelfCPUNS)/1e9)

@@ -221,3 +221,38 @@ func TestPrefetchWithAPinAsksForNothingPinned(t *testing.T) {
 		t.Errorf("window %d, want a quarter of the %d bytes the pin leaves", rep.Window, limit-held.Bytes)
 	}
 }
+
+// TestPrefetchReleaseAdvisesOnlyThePagesItBroughtIn runs the routing
+// oracle under `iocorr prefetch --release`, cold under the limit: the
+// kernel took MADV_COLD for pages at the layers' ends, never for more
+// than the prefetcher brought in (what the cache held at the ask is not
+// released), with no error, and llama.cpp ran to its routing output.
+func TestPrefetchReleaseAdvisesOnlyThePagesItBroughtIn(t *testing.T) {
+	testenv.RequireBPF(t)
+	llmtest.Require(t)
+	oracle := llmtest.BuildRouteOracle(t)
+	model := llmtest.Quantized(t, llmtest.Model(t, archSpec(gguf.ArchQwen3MoE)), "Q6_K")
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	o := recorder.Options{Argv: llmtest.RouteOracleArgs(oracle, model, archTokens, true), Cold: true, MemLimit: limitBytes(t), Stdout: out, Stderr: io.Discard,
+		Prefetch: &prefetch.Config{Release: true}}
+	rep, _, err := recorder.Prefetch(t.Context(), o)
+	if err != nil || rep == nil {
+		t.Fatalf("prefetch --release: %v", err)
+	}
+	if !rep.Release || len(rep.Errors) > 0 || rep.AskedBytes == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.ReleasedBytes <= 0 || rep.ReleasedBytes > rep.AskedBytes {
+		t.Errorf("released %d bytes of the %d it brought in; want some, and no more", rep.ReleasedBytes, rep.AskedBytes)
+	}
+	stdout, _ := os.ReadFile(out.Name())
+	routing, err := llmtest.ParseRouting(stdout)
+	if err != nil || len(routing.Calls) == 0 {
+		t.Fatalf("the oracle's output (%v): %d calls routed\n%s", err, len(routing.Calls), stdout)
+	}
+	t.Log(prefetch.Summary(rep))
+}

@@ -509,6 +509,11 @@ type Prefetched struct {
 	// Layers: the next layer's dense weights were asked for too, at each
 	// layer's first pick, after its experts.
 	Layers bool `json:"next_layers"`
+	// Release: the pages brought in for a layer were released once it
+	// used them (process_madvise MADV_COLD at the next layer's picks);
+	// ReleasedBytes is what the kernel took the advice for.
+	Release       bool  `json:"release,omitempty"`
+	ReleasedBytes int64 `json:"released_bytes,omitempty"`
 	// Picks are the router decisions acted on (one a layer a token).
 	Picks uint64 `json:"picks"`
 	// Ranges are the picked experts' slices (and the next layers' dense

@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "predict",
 		summary: "predict bytes read, major faults, stall and tokens/s per token at other memory budgets from one run (kernel, plan, Belady)",
-		usage:   "[-i DIR] --mem-limit 96MiB,192MiB,... [--plan FILE] [--prefetch experts|layers|both] [--format table|csv|json|jsonl]",
+		usage:   "[-i DIR] --mem-limit 96MiB,192MiB,... [--plan FILE] [--prefetch experts|layers|both [--release]] [--format table|csv|json|jsonl]",
 		flags:   predictFlags,
 		man:     predictManual,
 	})
@@ -29,16 +29,20 @@ func predictFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	planFile := fs.String("plan", "", "a pin plan (iocorr plan -o): also predict with its ranges pinned")
 	ra := fs.String("readahead", "", readaheadHelp)
 	prefetch := fs.String("prefetch", "", "also predict a prefetcher's requests: experts (the picked experts' slices at the router's pick), layers (the next layer's dense weights at a layer's start) or both (the next layer's at the pick, after the picked slices)")
+	release := fs.Bool("release", false, "with --prefetch: the prefetcher releases the pages it brought in once their layer used them (iocorr prefetch --release)")
 	format := output.Table
 	fs.Var(&format, "format", "output format: table, csv, json or jsonl")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("predict: takes no arguments, got %q", args)
 		}
+		if *release && *prefetch == "" {
+			return usagef("predict: --release is the prefetcher's: it wants --prefetch")
+		}
 		if len(limits.Bytes) == 0 {
 			return usagef("predict: --mem-limit wants the budgets (e.g. --mem-limit 96MiB,192MiB)")
 		}
-		opt := predict.Options{Budgets: limits.Bytes}
+		opt := predict.Options{Budgets: limits.Bytes, Release: *release}
 		if *prefetch != "" {
 			pol := predict.PrefetchPolicy(*prefetch)
 			if pol == "" {

@@ -20,7 +20,7 @@ func init() {
 	register(&command{
 		name:    "prefetch",
 		summary: "run a command with the router-driven expert prefetcher (no recording)",
-		usage:   "[--window SIZE] [--layers] [--mem-limit SIZE] [--pin PLAN] [flags] -- CMD [ARGS...]",
+		usage:   "[--window SIZE] [--layers] [--release] [--mem-limit SIZE] [--pin PLAN] [flags] -- CMD [ARGS...]",
 		flags:   prefetchFlags,
 		man:     prefetchManual,
 	})
@@ -28,16 +28,18 @@ func init() {
 
 // prefetchOpts are prefetch's flags.
 type prefetchOpts struct {
-	rec    recorder.Options
-	window units.Size
-	layers bool
-	report string
-	user   string
+	rec     recorder.Options
+	window  units.Size
+	layers  bool
+	release bool
+	report  string
+	user    string
 }
 
 func prefetchFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	o := &prefetchOpts{}
 	fs.Var(&o.window, "window", "most bytes brought in for one layer's picks at once (default: a quarter of the budget --mem-limit and a pin leave; unbounded without a limit)")
+	fs.BoolVar(&o.release, "release", false, releaseHelp)
 	fs.BoolVar(&o.layers, "layers", false, "also ask, at each layer's first pick, for the next layer's dense weights (after its experts, in the same window; the output head after the last layer's)")
 	memLimitFlag(fs, &o.rec.MemLimit, "run the command under this memory budget (e.g. 256MiB), which the prefetcher's reads count against")
 	fs.StringVar(&o.rec.Pin, "pin", "", "a pin plan (iocorr plan -o): its ranges are locked in the command's memory cgroup before it starts (needs --mem-limit)")
@@ -52,7 +54,7 @@ func prefetchFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 func (o *prefetchOpts) options(argv []string) (recorder.Options, error) {
 	ro := o.rec
 	ro.Argv, ro.Version, ro.Stdout, ro.Stderr = argv, version, stdout, stderr
-	ro.Prefetch = &prefetch.Config{Window: int64(o.window), Layers: o.layers}
+	ro.Prefetch = &prefetch.Config{Window: int64(o.window), Layers: o.layers, Release: o.release}
 	var err error
 	if o.user != "" {
 		ro.User, err = proc.LookupUser(o.user)
@@ -89,3 +91,5 @@ func runPrefetch(ctx context.Context, o *prefetchOpts, argv []string) error {
 	}
 	return nil
 }
+
+const releaseHelp = "once a layer used the pages brought in for it, let reclaim take them first (process_madvise MADV_COLD at the next layer's picks): under a budget that keeps little of the model between tokens, what the next slices need is then not evicted before use (plan says where it pays)"

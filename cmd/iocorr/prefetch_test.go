@@ -24,8 +24,8 @@ func TestPrefetchRejectsBadUsage(t *testing.T) {
 		{[]string{"prefetch", "--mem-limit", "lots", "--", "true"}, "--mem-limit"},
 		{[]string{"prefetch", "--pin", "plan.json", "--", "true"}, "--pin needs --mem-limit"},
 		{[]string{"prefetch", "--", "no-such-command-iocorr"}, "not found"},
-		{[]string{"record", "--prefetch-window", "8MiB", "--", "true"}, "--prefetch-window and --prefetch-layers need --prefetch"},
-		{[]string{"record", "--prefetch-layers", "--", "true"}, "--prefetch-window and --prefetch-layers need --prefetch"},
+		{[]string{"record", "--prefetch-window", "8MiB", "--", "true"}, "--prefetch-window, --prefetch-layers and --prefetch-release need --prefetch"},
+		{[]string{"record", "--prefetch-layers", "--", "true"}, "--prefetch-window, --prefetch-layers and --prefetch-release need --prefetch"},
 		{[]string{"record", "--prefetch", "--prefetch-window", "-1", "--", "true"}, `"-1" is not a size`},
 		{[]string{"record", "--prefetch", "-p", "1"}, "--prefetch needs a launched command"},
 	}

@@ -38,9 +38,10 @@ type recordOpts struct {
 	ringbuf units.Size
 	// prefetch, prefetchWindow and prefetchLayers are record's
 	// --prefetch flags.
-	prefetch       bool
-	prefetchWindow units.Size
-	prefetchLayers bool
+	prefetch        bool
+	prefetchWindow  units.Size
+	prefetchLayers  bool
+	prefetchRelease bool
 }
 
 func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
@@ -54,6 +55,7 @@ func recordFlags(fs *pflag.FlagSet) func(context.Context, []string) error {
 	fs.DurationVar(&o.rec.Duration, "duration", 0, "with -p: record this long (default: until Ctrl-C or the process exits)")
 	fs.BoolVar(&o.prefetch, "prefetch", false, "run the router-driven expert prefetcher beside the command (as iocorr prefetch does), its report in meta.json")
 	fs.Var(&o.prefetchWindow, "prefetch-window", "with --prefetch: most bytes brought in for one layer's picks at once (default: a quarter of the budget --mem-limit and a pin leave)")
+	fs.BoolVar(&o.prefetchRelease, "prefetch-release", false, "with --prefetch: "+releaseHelp)
 	fs.BoolVar(&o.prefetchLayers, "prefetch-layers", false, "with --prefetch: also the next layer's dense weights at each layer's first pick (the output head at the last layer's)")
 	return func(ctx context.Context, args []string) error { return runRecord(ctx, o, args) }
 }
@@ -82,11 +84,11 @@ func (o *recordOpts) options(argv []string) (recorder.Options, error) {
 	ro.Argv, ro.Version, ro.Stdout, ro.Stderr = argv, version, stdout, stderr
 	var err error
 	ro.RingBufBytes = int(min(o.ringbuf, 1<<31))
-	if (o.prefetchWindow != 0 || o.prefetchLayers) && !o.prefetch {
-		return ro, usagef("--prefetch-window and --prefetch-layers need --prefetch")
+	if (o.prefetchWindow != 0 || o.prefetchLayers || o.prefetchRelease) && !o.prefetch {
+		return ro, usagef("--prefetch-window, --prefetch-layers and --prefetch-release need --prefetch")
 	}
 	if o.prefetch {
-		ro.Prefetch = &prefetch.Config{Window: int64(o.prefetchWindow), Layers: o.prefetchLayers}
+		ro.Prefetch = &prefetch.Config{Window: int64(o.prefetchWindow), Layers: o.prefetchLayers, Release: o.prefetchRelease}
 	}
 	if o.user != "" {
 		if os.Geteuid() != 0 {
