@@ -280,8 +280,9 @@ type before struct {
 
 // advice is a prefetcher plan advises (or the bench forces).
 type advice struct {
-	layers bool  // --layers: prefetch-both, else prefetch-experts
-	window int64 // --window; 0 is the default
+	layers  bool  // --layers: prefetch-both, else prefetch-experts
+	window  int64 // --window; 0 is the default
+	release bool  // --release
 }
 
 func (a advice) policy() string {
@@ -300,6 +301,9 @@ func (a advice) prefetchFlags() []string {
 	if a.window > 0 {
 		f = append(f, "--window", strconv.FormatInt(a.window, 10))
 	}
+	if a.release {
+		f = append(f, "--release")
+	}
 	return f
 }
 
@@ -311,6 +315,9 @@ func (a advice) recordFlags() []string {
 	}
 	if a.window > 0 {
 		f = append(f, "--prefetch-window", strconv.FormatInt(a.window, 10))
+	}
+	if a.release {
+		f = append(f, "--prefetch-release")
 	}
 	return f
 }
@@ -324,7 +331,7 @@ func adviceOf(p *pin.Plan) (advice, bool, error) {
 	case p.Prefetch.Policy == "":
 		return advice{}, false, nil
 	}
-	return advice{layers: p.Prefetch.Layers, window: p.Prefetch.WindowBytes}, true, nil
+	return advice{layers: p.Prefetch.Layers, window: p.Prefetch.WindowBytes, release: p.Prefetch.Release}, true, nil
 }
 
 // prefetchBefore records the command once, traced and cold under budget,
@@ -376,7 +383,11 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		b.why = err.Error()
 		return b
 	}
-	rows, err := predictRows(cfg, dir, []string{budget}, "", "--prefetch", strings.TrimPrefix(b.pf.policy(), "prefetch-"))
+	pargs := []string{"--prefetch", strings.TrimPrefix(b.pf.policy(), "prefetch-")}
+	if b.pf.release {
+		pargs = append(pargs, "--release")
+	}
+	rows, err := predictRows(cfg, dir, []string{budget}, "", pargs...)
 	if err != nil {
 		b.why = err.Error()
 		return b

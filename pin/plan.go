@@ -89,6 +89,9 @@ type Prefetch struct {
 	// WindowBytes is the most bytes its requests hold in flight at once
 	// (--window).
 	WindowBytes int64 `json:"window_bytes"`
+	// Release: it releases the pages it brought in once their layer used
+	// them (--release).
+	Release bool `json:"release,omitempty"`
 	// Command is the command line that runs it ("" for none).
 	Command string `json:"command"`
 	Reason  string `json:"reason"`

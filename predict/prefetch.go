@@ -335,6 +335,10 @@ type prefetched struct {
 	// window is the most bytes one request asked for: what a prefetcher
 	// must hold in flight.
 	window int64
+	// askedBytes are what its requests covered, cached or not; keptBytes
+	// those of them resident at the ask and not read in by the same call:
+	// what the cache kept from an earlier token.
+	askedBytes, keptBytes map[uint8]uint64
 	// unmeasured counts the reads whose lead time no call measured: timed
 	// with none. raced counts those the graph reached before the helper
 	// asked for them, left to their faults.
@@ -358,13 +362,17 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 	c := newPageCache(r.pages, capacity, ra, pinned)
 	// brought are the pages the current layer's requests read in.
 	var brought []int32
+	// readBy, snapshot at each call's start, tells a page the call read in.
+	c.readBy, c.counting = make([]uint32, r.pages), true
+	atStart := make([]uint32, r.pages)
 	c.access(r.load())
 	pace := r.pace()
-	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{}}
+	out := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, fetchedBytes: map[uint8]uint64{}, askedBytes: map[uint8]uint64{}, keptBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{}}
 	for i := range r.calls {
 		cl := &r.calls[i]
 		gs := groups(cl, pol)
 		b0, m0 := c.readPages, c.majors
+		copy(atStart, c.readBy)
 		// helper is the helper's time per byte it brings in: its pace as
 		// doctor measured it, else the run's own kernel work per byte.
 		var helper, waitPerByte float64
@@ -457,6 +465,12 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 						rk = pageRange{whole.end, rk.end}
 					}
 					asked += int64(rk.end-rk.first) * pageSize
+					out.askedBytes[cl.phase] += uint64(rk.end-rk.first) * pageSize
+					for p := max(rk.first, 0); p < rk.end && p < c.n; p++ {
+						if c.resident(p) && c.readBy[p] == atStart[p] {
+							out.keptBytes[cl.phase] += pageSize
+						}
+					}
 					var n uint64
 					brought, n = c.prefetchInto(rk, brought)
 					got := n * pageSize
@@ -638,6 +652,17 @@ func judge(bound string, speed, bytes float64) (float64, string) {
 	return speed, ""
 }
 
+// maxKeptForRelease is the most of a prefetcher's requests the cache may
+// keep from an earlier token (in the model, without --release) for plan
+// to advise --release. Release gives that up: a page brought in and used
+// is let go before it could serve the next token. On the bench's nine
+// cases the model kept under 2% everywhere but on the skewed router at
+// 320 MiB (35–63%; its prefetched runs found 33–48% of the picked slices
+// cached), where the model still predicted release faster and released
+// runs read 2.2–2.5 GB against 1.7–2.2 and ran 6.4–7.0 tokens/s against
+// 5.7–9.2 (2026-12-06).
+const maxKeptForRelease = 0.05
+
 // advise predicts every prefetch policy at budget, in every mode, and
 // recommends the one with the most decode tokens/s where it pays in all.
 func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
@@ -676,16 +701,12 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 		}
 		kernel[mode] = k
 	}
-	best, bestSpeed, why := "", 0.0, ""
-	// The policies iocorr prefetch runs (both is its --layers); the next
-	// layer's dense weights alone is a prediction, not a prefetcher.
-	// --release is not advised: on the skewed router at 320 MiB, whose hot
-	// experts the cache keeps between tokens, the model predicts it faster
-	// where released runs read 2.2–2.5 GB against 1.7–2.2 and ran 6.4–7.0
-	// tokens/s against 5.7–9.2 (2026-12-06).
-	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchBoth} {
-		leads := r.leads(pol)
-		speed, window, fails := math.Inf(1), int64(0), ""
+	// try predicts pol (with release or not) in every mode: the worse
+	// mode's judged speed-up, the largest request, the most of the
+	// asked bytes the cache kept from an earlier token in a mode, and why
+	// it does not pay ("" where it does).
+	try := func(pol string, release bool, leads map[leadKey]float64) (speed float64, window int64, kept float64, fails string) {
+		speed = math.Inf(1)
 		for _, mode := range prefetchModes {
 			// A prefetched run in the racing readers' mode is held to the
 			// run's own mode where the run has no other: its one reader
@@ -694,36 +715,54 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 			if !ok {
 				k = kernel[ModeOne]
 			}
-			pf := r.simulatePrefetch(capacity, modeWindow(mode, ra), nil, pol, leads, false)
+			pf := r.simulatePrefetch(capacity, modeWindow(mode, ra), nil, pol, leads, release)
 			p := r.prefetchRow(budget, pol, event.PhaseDecode, pf, "")
 			window = max(window, pf.window)
+			if n := pf.askedBytes[event.PhaseDecode]; n > 0 {
+				kept = max(kept, float64(pf.keptBytes[event.PhaseDecode])/float64(n))
+			}
 			if len(k.NA)+len(p.NA) > 0 {
-				fails = "its tokens/s or the kernel's is NA"
-				break
+				return speed, window, kept, "its tokens/s or the kernel's is NA"
 			}
 			s, no := judge(bound, p.TokensPerS/k.TokensPerS, p.BytesReadPerToken/max(k.BytesReadPerToken, 1))
 			speed = min(speed, s)
 			if no != "" {
-				fails = no + " of the kernel's policy in the " + mode + " mode"
-				break
+				return speed, window, kept, no + " of the kernel's policy in the " + mode + " mode"
 			}
 		}
+		return speed, window, kept, ""
+	}
+	best, bestSpeed, bestRelease, why := "", 0.0, false, ""
+	// The policies iocorr prefetch runs (both is its --layers); the next
+	// layer's dense weights alone is a prediction, not a prefetcher.
+	for _, pol := range []string{PolicyPrefetchExperts, PolicyPrefetchBoth} {
+		leads := r.leads(pol)
+		speed, window, kept, fails := try(pol, false, leads)
 		if fails != "" {
 			why += fmt.Sprintf("; %s: %s", pol, fails)
 			continue
 		}
+		release := false
+		if kept < maxKeptForRelease {
+			if s, w, _, no := try(pol, true, leads); no == "" && s > speed {
+				speed, window, release = s, w, true
+			}
+		}
 		if speed > bestSpeed {
-			best, bestSpeed, a.WindowBytes = pol, speed, window
+			best, bestSpeed, bestRelease, a.WindowBytes = pol, speed, release, window
 		}
 	}
 	if best == "" {
 		a.Reason = fmt.Sprintf("no prefetch: none is predicted to give %.1f× the decode tokens/s at ≤ %.2f× the bytes in every mode", minSpeedup, maxBytes) + why
 		return a
 	}
-	a.Policy, a.Layers = best, best == PolicyPrefetchBoth
+	a.Policy, a.Layers, a.Release = best, best == PolicyPrefetchBoth, bestRelease
 	layers := ""
 	if a.Layers {
 		layers = "--layers "
+	}
+	if a.Release {
+		layers += "--release "
 	}
 	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))
 	how := "by more reads in flight"
@@ -733,6 +772,10 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 	case rundir.BoundCompute:
 		how = "by reading fewer bytes, and so less of the kernel's work in the faults (the decode's wait on the device is under a quarter of its time; its tokens/s credited no more than the bytes it saves)"
 	}
-	a.Reason = fmt.Sprintf("%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the readers' modes; without a pin), the decode %s, the device busy %.0f%% of its time: it pays %s; its largest request is %d bytes", best, bestSpeed, verdict, share*100, how, a.WindowBytes)
+	rel := ""
+	if a.Release {
+		rel = ", releasing what each layer used,"
+	}
+	a.Reason = fmt.Sprintf("%s%s is predicted to give %.2f× the kernel policy's decode tokens/s (the worse of the readers' modes; without a pin), the decode %s, the device busy %.0f%% of its time: it pays %s; its largest request is %d bytes", best, rel, bestSpeed, verdict, share*100, how, a.WindowBytes)
 	return a
 }
