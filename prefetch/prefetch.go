@@ -675,6 +675,9 @@ func (p *Prefetcher) Close() rundir.Prefetched {
 		p.settle(w)
 	}
 	p.windows = nil
+	if p.cfg.Release && p.rep.ReleasedBytes == 0 {
+		p.rep.ReleaseNA = p.rel.na()
+	}
 	p.rel.close()
 	p.closeModels()
 	if ru != nil {
@@ -793,7 +796,10 @@ func Summary(r *rundir.Prefetched) string {
 		fmt.Fprintf(&b, "prefetch: arrived before use %s (%s), late %s (%s; %d major faults, each with its read-around), evicted unused %s (%s; %d major faults); %d major faults in the model files, %d of them in picked slices on pages it did not bring in (%d on pages cached when asked and evicted before their use)\n",
 			mib(r.ArrivedBytes), pct(r.ArrivedBytes), mib(r.LateBytes), pct(r.LateBytes), r.LateBytes/ps, mib(r.EvictedUnusedBytes), pct(r.EvictedUnusedBytes), r.EvictedUnusedBytes/ps, r.ModelMajorFaults, r.PickedMajorFaults, r.CachedMajorFaults)
 	}
-	if r.Release {
+	switch {
+	case r.Release && r.ReleaseNA != "":
+		fmt.Fprintf(&b, "prefetch: released NA: %s\n", r.ReleaseNA)
+	case r.Release:
 		fmt.Fprintf(&b, "prefetch: released %s once used (MADV_COLD)\n", mib(r.ReleasedBytes))
 	}
 	fmt.Fprintf(&b, "prefetch: own CPU %.3f s (helper %.3f s, picks and faults %.3f s)\n",

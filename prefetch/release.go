@@ -31,6 +31,11 @@ type releaser struct {
 	// failed is set after the first failure: the command's kernel or
 	// privileges refuse it, and the run goes on without.
 	failed bool
+	// unmapped are the models the command was found not to map, after
+	// its maps were read again for them (loaded with --no-mmap, or on a
+	// GPU): their pages are in no page table to advise.
+	unmapped map[*model]bool
+	mapped   bool // some model's pages were found mapped
 }
 
 func (rl *releaser) close() {
@@ -107,16 +112,30 @@ func (rl *releaser) release(w *window, pid int) (int64, error) {
 	for _, r := range w.ranges {
 		for _, c := range r.calls {
 			off, end := uint64(r.first+int64(c.lo))*ps, uint64(r.first+int64(c.hi))*ps
+			if rl.addresses(r.m, off, end) {
+				rl.mapped = true
+				continue
+			}
 			// A model mapped after the maps were read (a second file of a
-			// split model) is read again, once a window.
-			if !rl.addresses(r.m, off, end) && !reloaded {
+			// split model) is found by reading them again, once a window.
+			if rl.unmapped[r.m] {
+				continue
+			}
+			if !reloaded {
 				reloaded = true
 				if err := rl.reload(); err != nil {
 					rl.failed = true
 					return 0, err
 				}
-				rl.addresses(r.m, off, end)
 			}
+			if rl.addresses(r.m, off, end) {
+				rl.mapped = true
+				continue
+			}
+			if rl.unmapped == nil {
+				rl.unmapped = map[*model]bool{}
+			}
+			rl.unmapped[r.m] = true
 		}
 	}
 	var advised int64
@@ -135,4 +154,16 @@ func (rl *releaser) release(w *window, pid int) (int64, error) {
 		iov = iov[k:]
 	}
 	return advised, nil
+}
+
+// na says why a run with release released nothing ("" where it did, or
+// where an error says why).
+func (rl *releaser) na() string {
+	if rl.failed || rl.mapped {
+		return ""
+	}
+	if len(rl.unmapped) > 0 {
+		return "the command maps no model file it was asked for (loaded with --no-mmap?): its pages are in no page table to advise"
+	}
+	return "no layer's picks were followed by another's"
 }

@@ -514,6 +514,8 @@ type Prefetched struct {
 	// ReleasedBytes is what the kernel took the advice for.
 	Release       bool  `json:"release,omitempty"`
 	ReleasedBytes int64 `json:"released_bytes,omitempty"`
+	// ReleaseNA says why nothing was released where no error does.
+	ReleaseNA string `json:"release_na,omitempty"`
 	// Picks are the router decisions acted on (one a layer a token).
 	Picks uint64 `json:"picks"`
 	// Ranges are the picked experts' slices (and the next layers' dense
