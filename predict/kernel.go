@@ -229,10 +229,7 @@ func (c *pageCache) reclaim() {
 	for c.count[listInactive]+c.count[listActive] > c.capacity {
 		if c.count[listInactive] == 0 || (c.deactivate >= 1 && c.count[listActive] > 0) {
 			c.deactivate = max(c.deactivate-1, 0)
-			p := c.tail[listActive]
-			c.unlink(p)
-			c.flags[p] = c.flags[p]&^flagYoung | flagWorkingset
-			c.pushHead(listInactive, p)
+			c.toInactive(c.tail[listActive])
 			continue
 		}
 		c.deactivate += float64(c.count[listActive]) / float64(c.count[listInactive])
@@ -401,11 +398,18 @@ func (c *pageCache) release(ps []int32) {
 		}
 		c.flags[p] &^= flagYoung | flagRef
 		if w == listActive {
-			c.unlink(p)
-			c.flags[p] |= flagWorkingset
-			c.pushHead(listInactive, p)
+			c.toInactive(p)
 		}
 	}
+}
+
+// toInactive moves active page p to the inactive head, old and
+// workingset: what shrink_active_list and folio_deactivate do to a mapped
+// file page.
+func (c *pageCache) toInactive(p int32) {
+	c.unlink(p)
+	c.flags[p] = c.flags[p]&^flagYoung | flagWorkingset
+	c.pushHead(listInactive, p)
 }
 
 // access reads pages [first, end) in order.

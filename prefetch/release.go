@@ -165,5 +165,5 @@ func (rl *releaser) na() string {
 	if len(rl.unmapped) > 0 {
 		return "the command maps no model file it was asked for (loaded with --no-mmap?): its pages are in no page table to advise"
 	}
-	return "no layer's picks were followed by another's"
+	return "nothing it brought in was left to release: every page asked for was cached, or no layer's picks were followed by another's"
 }
