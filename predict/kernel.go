@@ -385,6 +385,18 @@ func (c *pageCache) prefetchInto(r pageRange, brought []int32) ([]int32, uint64)
 	return brought, c.readPages - n0
 }
 
+// missingIn appends the pages of rs that are not resident to ps.
+func (c *pageCache) missingIn(rs []pageRange, ps []int32) []int32 {
+	for _, r := range rs {
+		for p := max(r.first, 0); p < r.end && p < c.n; p++ {
+			if !c.resident(p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return ps
+}
+
 // release is process_madvise(MADV_COLD) of pages ps: those still resident
 // and mapped lose their young bit and PG_referenced, and an active one
 // moves to the inactive head, workingset (mm/madvise.c

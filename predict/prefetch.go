@@ -343,6 +343,9 @@ type prefetched struct {
 	// with none. raced counts those the graph reached before the helper
 	// asked for them, left to their faults.
 	unmeasured, raced int
+	// released counts the pages released (release): each brought in by
+	// the helper for a layer before the one whose picks released it.
+	released int
 	// notes are where the rates its requests were timed at came from;
 	// untimed says some request had no rate.
 	notes   map[string]bool
@@ -388,6 +391,7 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 				gs = gs[1:]
 				if release && (g.experts || !prefetchesExperts(pol)) {
 					c.release(brought)
+					out.released += len(brought)
 					brought = brought[:0]
 				}
 				var span int64
@@ -454,8 +458,22 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 						if first {
 							whole = pageRange{rk.first, min(rk.first+1, rk.end)}
 						}
+						var missing []int32
+						if first && release {
+							missing = c.missingIn(c.claim, nil)
+							missing = c.missingIn([]pageRange{{whole.end, rk.end}}, missing)
+						}
 						c.access(whole)
 						c.claim = c.claim[:0]
+						// The helper's mincore finds the picked pages the
+						// fault's window is still reading not uptodate, so it
+						// asks for them and counts them as its own: the
+						// releaser releases them with the rest.
+						for _, p := range missing {
+							if c.resident(p) {
+								brought = append(brought, p)
+							}
+						}
 						got := (c.readPages - d0) * pageSize
 						out.demandBytes[cl.phase] += got
 						delay += float64(got) * waitPerByte
