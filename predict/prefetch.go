@@ -461,14 +461,20 @@ func (r *Run) simulatePrefetch(capacity int64, ra int32, pinned []pageRange, pol
 						var missing []int32
 						if first && release {
 							missing = c.missingIn(c.claim, nil)
-							missing = c.missingIn([]pageRange{{whole.end, rk.end}}, missing)
+							missing = c.missingIn([]pageRange{rk}, missing)
 						}
 						c.access(whole)
 						c.claim = c.claim[:0]
 						// The helper's mincore finds the picked pages the
-						// fault's window is still reading not uptodate, so it
-						// asks for them and counts them as its own: the
-						// releaser releases them with the rest.
+						// fault's window is still reading not uptodate, the
+						// faulted page too, so it asks for them and counts them
+						// as its own: the releaser releases them with the rest.
+						// Kept, the faulted first page outlived its slice and
+						// the next token found it mapped: no fault, no
+						// read-around, where the kernel's runs read 2–8 MB of
+						// each layer's unpicked gate slices a token (qwen3moe
+						// on the 300 MB/s disk: 33 MB of ffn_gate_exps a token
+						// predicted, 55–59 read).
 						for _, p := range missing {
 							if c.resident(p) {
 								brought = append(brought, p)

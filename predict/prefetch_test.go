@@ -714,11 +714,12 @@ func pickedRun() *Run {
 
 // The helper's mincore reports a page not uptodate while a read holds it,
 // so it asks for the picked pages the first slice's fault is still
-// reading around and counts them as its own, and the releaser releases
-// them with the rest. Left out, the window's picked pages kept their
-// young bits past the layer: on the demo MoE at 160 MiB the model kept
-// every layer's picks from token to token and read 139 MB a decode token
-// where three released runs read 147–190, evicting first in, first out.
+// reading, the faulted page and those around it, and counts them as its
+// own, and the releaser releases them with the rest. Left out, they kept
+// their young bits past the layer: on the demo MoE at 160 MiB the model
+// kept every layer's picks from token to token and read 139 MB a decode
+// token where three released runs read 147–190, the kernel evicting
+// first in, first out.
 func TestTheReleaseTakesThePickedPagesTheFirstSlicesWindowRead(t *testing.T) {
 	r := &Run{pages: 1000, byPhase: map[uint8]*measured{event.PhasePrefill: {}, event.PhaseDecode: {calls: 1, tokens: 1}}}
 	r.Model.Size = 1000 * pageSize
@@ -733,8 +734,8 @@ func TestTheReleaseTakesThePickedPagesTheFirstSlicesWindowRead(t *testing.T) {
 		release bool
 		want    int
 	}{
-		// The first slice's 9 pages past its fault's, the second's 30.
-		{true, 9 + 30},
+		// The first slice's 10 pages, its faulted one too, the second's 30.
+		{true, 10 + 30},
 		{false, 0},
 	} {
 		if got := r.simulatePrefetch(1000, 64, nil, PolicyPrefetchExperts, nil, tc.release).released; got != tc.want {
