@@ -569,27 +569,7 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 	}
 	r.Add(prefetchSection, name+": plan's advice agrees with the measured pairs (1 yes, 0 no)", "bool", agrees, cmp.Or(bf.why, "no pair measured"))
 	r.goal(">=", 1, "median")
-	var predTPS, predTraced, predBytes []float64
-	if bf.predictedTPS != nil {
-		for _, x := range pf {
-			predTPS = append(predTPS, *bf.predictedTPS/x.tps)
-		}
-		for _, x := range bf.prefetchedTPS {
-			predTraced = append(predTraced, *bf.predictedTPS/x)
-		}
-	}
-	if bf.predictedBytes != nil {
-		for _, x := range bf.prefetchedBytes {
-			predBytes = append(predBytes, *bf.predictedBytes/x)
-		}
-	}
-	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode tokens/s (record --prefetch)", "ratio", predTraced, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
-	r.goalWithin(0.85, 1.15, "median")
-	// The untraced pairs' tokens/s, beside: the host's drift over the
-	// case's minutes is in it (before.prefetchedTPS).
-	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode tokens/s (the untraced pairs)", "ratio", predTPS, cmp.Or(bf.why, "predict's figure is NA"))
-	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode bytes/token (record --prefetch)", "ratio", predBytes, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
-	r.goalWithin(0.85, 1.15, "median")
+	predictedFigures(r, name, bf, pf)
 	r.Add(prefetchSection, name+": I/O stall share, plain (PSI io some ÷ wall)", "share", stallP, stallNA)
 	r.Add(prefetchSection, name+": I/O stall share, prefetch (PSI io some ÷ wall)", "share", stallQ, stallNA)
 	r.Add(prefetchSection, name+": share of the bytes asked that arrived before use", "share", arrived, "the prefetcher's outcomes were NA")
@@ -751,4 +731,31 @@ func fmtShare(v *float64) string {
 		return "NA"
 	}
 	return fmt.Sprintf("%.2f", *v)
+}
+
+// predictedFigures holds predict's decode figures of a case to the
+// traced prefetched runs (tokens/s and bytes, each within 15%), and
+// gives its tokens/s against the untraced pairs beside, without a goal.
+func predictedFigures(r *Report, name string, bf before, pf []prefetchRun) {
+	var predTPS, predTraced, predBytes []float64
+	if bf.predictedTPS != nil {
+		for _, x := range pf {
+			predTPS = append(predTPS, *bf.predictedTPS/x.tps)
+		}
+		for _, x := range bf.prefetchedTPS {
+			predTraced = append(predTraced, *bf.predictedTPS/x)
+		}
+	}
+	if bf.predictedBytes != nil {
+		for _, x := range bf.prefetchedBytes {
+			predBytes = append(predBytes, *bf.predictedBytes/x)
+		}
+	}
+	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode tokens/s (record --prefetch)", "ratio", predTraced, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
+	r.goalWithin(0.85, 1.15, "median")
+	// The untraced pairs' tokens/s, beside: the host's drift over the
+	// case's minutes is in it (before.prefetchedTPS).
+	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode tokens/s (the untraced pairs)", "ratio", predTPS, cmp.Or(bf.why, "predict's figure is NA"))
+	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode bytes/token (record --prefetch)", "ratio", predBytes, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
+	r.goalWithin(0.85, 1.15, "median")
 }

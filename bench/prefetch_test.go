@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -80,6 +82,53 @@ func TestPredictedPrefetchFiguresAreTheModeThePrefetchedRunsFellIn(t *testing.T)
 			}
 			if tc.wantMode != "" && (tps == nil || *tps != tc.wantTPS || bytes == nil) {
 				t.Errorf("tokens/s %v, bytes %v; want %v", tps, bytes, tc.wantTPS)
+			}
+		})
+	}
+}
+
+// predict's tokens/s is held to the traced prefetched runs, recorded as
+// the run it learned from was and right after it; its ratio to the
+// untraced pairs, minutes later, is given beside with no goal. Without a
+// traced prefetched run the held figure is NA and says why.
+func TestPredictsTokensPerSecondIsHeldToTheTracedPrefetchedRuns(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	untraced := []prefetchRun{{tps: 8}, {tps: 8}, {tps: 8}}
+	for _, tc := range []struct {
+		name       string
+		bf         before
+		heldMedian float64
+		heldMet    bool
+		heldNA     string
+	}{
+		{"traced runs near the prediction", before{pf: advice{layers: true}, predictedTPS: f(10), predictedBytes: f(200),
+			prefetchedTPS: []float64{9, 10, 11}, prefetchedBytes: []float64{200, 210, 190}}, 1, true, ""},
+		{"traced runs far from it", before{pf: advice{layers: true}, predictedTPS: f(10), predictedBytes: f(200),
+			prefetchedTPS: []float64{7, 8, 7.5}, prefetchedBytes: []float64{200, 210, 190}}, 10 / 7.5, false, ""},
+		{"no traced prefetched run", before{pf: advice{layers: true}, predictedTPS: f(10), predictedBytes: f(200),
+			prefetchedWhy: "the recording failed"}, 0, false, "the recording failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Report
+			predictedFigures(&r, "case", tc.bf, untraced)
+			byName := map[string]Figure{}
+			for _, fg := range r.Figures {
+				byName[fg.Name] = fg
+			}
+			held, ok := byName["case: predict's prefetch-both ÷ measured decode tokens/s (record --prefetch)"]
+			beside, ok2 := byName["case: predict's prefetch-both ÷ measured decode tokens/s (the untraced pairs)"]
+			if !ok || !ok2 {
+				t.Fatalf("figures %v: want the held and the untraced tokens/s", slices.Collect(maps.Keys(byName)))
+			}
+			if tc.heldNA != "" {
+				if !strings.Contains(held.NA, tc.heldNA) {
+					t.Errorf("held figure NA %q, want %q", held.NA, tc.heldNA)
+				}
+			} else if held.Target == nil || held.Target.Met == nil || *held.Target.Met != tc.heldMet || math.Abs(held.Median-tc.heldMedian) > 1e-9 {
+				t.Errorf("held figure median %v, target %+v; want %v, met %v", held.Median, held.Target, tc.heldMedian, tc.heldMet)
+			}
+			if beside.Target != nil || beside.Median != 10.0/8 {
+				t.Errorf("untraced figure median %v, target %+v; want 1.25 and no goal", beside.Median, beside.Target)
 			}
 		})
 	}
