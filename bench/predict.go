@@ -125,9 +125,14 @@ func recordRepeats(cfg Config, dir, budget, plan string, argv []string) ([]predi
 
 // ratios is want ÷ each run's decode bytes per token.
 func ratios(want float64, runs []predictRow) []float64 {
+	return over(want, decodeBytes(runs))
+}
+
+// over is want ÷ each of xs.
+func over(want float64, xs []float64) []float64 {
 	var out []float64
-	for _, b := range decodeBytes(runs) {
-		out = append(out, want/b)
+	for _, x := range xs {
+		out = append(out, want/x)
 	}
 	return out
 }

@@ -328,6 +328,15 @@ func (a advice) recordFlags() []string {
 	return f
 }
 
+// predictFlags are predict's flags that predict a's runs.
+func (a advice) predictFlags() []string {
+	f := []string{"--prefetch", strings.TrimPrefix(a.policy(), "prefetch-")}
+	if a.release {
+		f = append(f, "--release")
+	}
+	return f
+}
+
 // adviceOf is the prefetcher plan.json's advice runs, and whether it
 // advises one: a plan without advice is an error, not "none".
 func adviceOf(p *pin.Plan) (advice, bool, error) {
@@ -389,11 +398,7 @@ func prefetchBefore(r *Report, cfg Config, name, model, budget string) before {
 		b.why = err.Error()
 		return b
 	}
-	pargs := []string{"--prefetch", strings.TrimPrefix(b.pf.policy(), "prefetch-")}
-	if b.pf.release {
-		pargs = append(pargs, "--release")
-	}
-	rows, err := predictRows(cfg, dir, []string{budget}, "", pargs...)
+	rows, err := predictRows(cfg, dir, []string{budget}, "", b.pf.predictFlags()...)
 	if err != nil {
 		b.why = err.Error()
 		return b
@@ -739,17 +744,14 @@ func fmtShare(v *float64) string {
 func predictedFigures(r *Report, name string, bf before, pf []prefetchRun) {
 	var predTPS, predTraced, predBytes []float64
 	if bf.predictedTPS != nil {
+		var untraced []float64
 		for _, x := range pf {
-			predTPS = append(predTPS, *bf.predictedTPS/x.tps)
+			untraced = append(untraced, x.tps)
 		}
-		for _, x := range bf.prefetchedTPS {
-			predTraced = append(predTraced, *bf.predictedTPS/x)
-		}
+		predTPS, predTraced = over(*bf.predictedTPS, untraced), over(*bf.predictedTPS, bf.prefetchedTPS)
 	}
 	if bf.predictedBytes != nil {
-		for _, x := range bf.prefetchedBytes {
-			predBytes = append(predBytes, *bf.predictedBytes/x)
-		}
+		predBytes = over(*bf.predictedBytes, bf.prefetchedBytes)
 	}
 	r.Add(prefetchSection, name+": predict's "+bf.pf.policy()+" ÷ measured decode tokens/s (record --prefetch)", "ratio", predTraced, cmp.Or(bf.why, bf.prefetchedWhy, "predict's figure is NA"))
 	r.goalWithin(0.85, 1.15, "median")

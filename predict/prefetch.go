@@ -781,14 +781,14 @@ func (r *Run) advise(budget, readahead int64, command []string) *pin.Prefetch {
 		return a
 	}
 	a.Policy, a.Layers, a.Release = best, best == PolicyPrefetchBoth, bestRelease
-	layers := ""
+	flags := ""
 	if a.Layers {
-		layers = "--layers "
+		flags = "--layers "
 	}
 	if a.Release {
-		layers += "--release "
+		flags += "--release "
 	}
-	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", layers, a.WindowBytes, budget, units.ShellJoin(command))
+	a.Command = fmt.Sprintf("iocorr prefetch %s--window %d --mem-limit %d -- %s", flags, a.WindowBytes, budget, units.ShellJoin(command))
 	how := "by more reads in flight"
 	switch bound {
 	case rundir.BoundBandwidth:
