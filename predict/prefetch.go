@@ -118,6 +118,11 @@ const (
 // (the bench's prefetch section, docs/measuring.md).
 const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the device serves a prefetch's reads no faster than the faults', so the stall is at least the bytes read at the run's stall per byte (a prefetch pays there by the bytes it does not read)"
 
+// DepthGainNote is the note of a prefetch row of a phase that was not
+// bandwidth-bound, whose stall is held to its bytes at the disk
+// profile's best rate.
+const DepthGainNote = "the device serves a prefetch's reads no faster than the disk profile's best (%.0f MB/s, at its best depth for this phase's read size), so the stall is at least the bytes read at that rate"
+
 // bound is what the phase's calls waited on: stats' io_shape verdict of
 // the phase (boundsOf), "" with why where a deciding figure was not
 // measured.
@@ -145,6 +150,10 @@ type phaseBound struct {
 	bound     string
 	busyShare float64
 	why       string
+	// bestBytesPerS is what the disk profile serves at its best depth
+	// for reads of the phase's size (stats' device_bandwidth_mb_per_s at
+	// the phase's depth times its depth_gain); 0 where NA (no profile).
+	bestBytesPerS float64
 }
 
 // boundsOf reads each phase's verdict from stats' I/O shape of the run:
@@ -156,14 +165,19 @@ func boundsOf(recorded *store.Run) (map[uint8]phaseBound, error) {
 		return nil, fmt.Errorf("the run's I/O shape: %w", err)
 	}
 	phase, busy, verdict := t.Col("phase"), t.Col("busy_share"), t.Col("verdict")
-	if phase < 0 || busy < 0 || verdict < 0 {
-		return nil, fmt.Errorf("the run's I/O shape has no phase, busy_share or verdict column")
+	device, gain := t.Col("device_bandwidth_mb_per_s"), t.Col("depth_gain")
+	if phase < 0 || busy < 0 || verdict < 0 || device < 0 || gain < 0 {
+		return nil, fmt.Errorf("the run's I/O shape has no phase, busy_share, verdict, device_bandwidth_mb_per_s or depth_gain column")
 	}
 	out := map[uint8]phaseBound{}
 	err = t.Each(func(row []stats.Value) error {
 		for _, ph := range []uint8{event.PhasePrefill, event.PhaseDecode} {
 			if row[phase].S == event.PhaseName(ph) {
-				out[ph] = phaseBound{bound: row[verdict].S, busyShare: row[busy].F, why: row[verdict].NA}
+				pb := phaseBound{bound: row[verdict].S, busyShare: row[busy].F, why: row[verdict].NA}
+				if row[device].NA == "" && row[gain].NA == "" && row[gain].F >= 1 {
+					pb.bestBytesPerS = row[device].F * 1e6 * row[gain].F
+				}
+				out[ph] = pb
 			}
 		}
 		return nil
@@ -582,17 +596,40 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 	}
 	if _, na := row.NA[ColStall]; !na {
 		row.Note += helperBound(&row, m, pc, got.fetchedBytes[ph], got.paced)
-		// Where the device was the run's bound, the prefetch's reads
-		// queue behind the faults' on it: the bench's prefetched runs of
-		// bandwidth-bound decodes stalled ~1 ms a MB read, as their plain
-		// runs did, where the model timing them apart said 0.65–0.75
-		// (tokens/s 1.15–1.8× the measured).
-		if b, _, _ := r.bound(ph); b == rundir.BoundBandwidth {
-			row.StallNSPerToken = max(row.StallNSPerToken, row.BytesReadPerToken*m.waitPerByte())
+		if perByte, note := r.stallFloor(ph, m); perByte > 0 {
+			if floor := row.BytesReadPerToken * perByte; floor > row.StallNSPerToken {
+				row.StallNSPerToken = floor
+				row.Note += note
+			}
 		}
 	}
 	r.tps(&row, m)
 	return row
+}
+
+// stallFloor is the least a prefetch row of phase ph may stall per byte
+// it reads, and the note that says so where it binds; 0 where the run
+// cannot tell. Where the device was the run's bound, the prefetch's reads
+// queue behind the faults' on it: the bench's prefetched runs of
+// bandwidth-bound decodes stalled ~1 ms a MB read, as their plain runs
+// did, where the model timing them apart said 0.65–0.75 (tokens/s
+// 1.15–1.8× the measured). Elsewhere more reads in flight serve faster,
+// but no faster than the disk serves at its best depth: the demo MoE at a
+// 128 KiB read-ahead, latency-bound with the device busy 0.73 of its
+// decode, made bandwidth-bound by its prefetcher (busy 0.82), was
+// predicted 1.24× the tokens/s of its traced prefetched runs with each
+// request timed apart at the depth its bytes would keep, 109 MiB a token
+// in 32 ms of stall: 3.6 GB/s from a disk whose best is 2.6 (2026-12-06).
+func (r *Run) stallFloor(ph uint8, m *measured) (float64, string) {
+	r.bound(ph)
+	b := r.bounds[ph]
+	switch {
+	case b.bound == rundir.BoundBandwidth:
+		return m.waitPerByte(), ""
+	case b.bestBytesPerS > 0:
+		return 1e9 / b.bestBytesPerS, "; " + fmt.Sprintf(DepthGainNote, b.bestBytesPerS/1e6)
+	}
+	return 0, ""
 }
 
 // pace is the helper's CPU time per byte it asks for, as the disk

@@ -249,8 +249,8 @@ func TestPlanJudgesAPrefetchByWhatTheDecodeWaitedOn(t *testing.T) {
 		bounds map[uint8]phaseBound
 		says   string
 	}{
-		{"not known without a disk profile", map[uint8]phaseBound{event.PhaseDecode: {"", 0.4, "no disk profile: run iocorr doctor --disk FILE"}}, "not known (no disk profile"},
-		{"no I/O shape of the decode", map[uint8]phaseBound{event.PhasePrefill: {rundir.BoundLatency, 0.4, ""}}, "decode has no I/O shape"},
+		{"not known without a disk profile", map[uint8]phaseBound{event.PhaseDecode: {bound: "", busyShare: 0.4, why: "no disk profile: run iocorr doctor --disk FILE"}}, "not known (no disk profile"},
+		{"no I/O shape of the decode", map[uint8]phaseBound{event.PhasePrefill: {bound: rundir.BoundLatency, busyShare: 0.4}}, "decode has no I/O shape"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
@@ -365,19 +365,24 @@ func TestARequestIsTimedAtTheDepthItKeepsOrTheRunsOwnRate(t *testing.T) {
 // A prefetch row of a bandwidth-bound phase stalls at least its bytes at
 // the run's stall per byte, and says so: the device serves the
 // prefetch's reads no faster than the faults' (timed apart, the bench's
-// bandwidth-bound rows were 1.15–1.8× optimistic). A latency-bound or
-// undecided phase's row keeps the model's stall.
-func TestAPrefetchRowOfABandwidthBoundPhaseStallsItsBytesAtTheRunsStallPerByte(t *testing.T) {
+// bandwidth-bound rows were 1.15–1.8× optimistic). Any other phase's row
+// stalls at least its bytes at the disk profile's best rate, and says so
+// where that binds; without a profile it keeps the model's stall.
+func TestAPrefetchRowStallsItsBytesAtLeastAtTheRateTheDeviceCanServe(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		bound string
-		want  bool
+		best  float64 // the profile's best bytes a second, 0: no profile
+		note  string
 		stall float64 // ns a token
 	}{
 		// 1 MiB a token at 100 ns per 2 MiB.
-		{"bandwidth-bound", rundir.BoundBandwidth, true, 50},
-		{"latency-bound", rundir.BoundLatency, false, 0},
-		{"undecided", "", false, 0},
+		{"bandwidth-bound", rundir.BoundBandwidth, 0, BandwidthBoundNote, 50},
+		{"bandwidth-bound, whatever the profile's best", rundir.BoundBandwidth, 1 << 30, BandwidthBoundNote, 50},
+		// 1 MiB at 1 GiB/s.
+		{"latency-bound, at the profile's best", rundir.BoundLatency, 1 << 30, "no faster than the disk profile's best (1074 MB/s", 1e9 / 1024},
+		{"latency-bound without a profile", rundir.BoundLatency, 0, "", 0},
+		{"undecided", "", 0, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cyclicRun(100, 2)
@@ -387,12 +392,15 @@ func TestAPrefetchRowOfABandwidthBoundPhaseStallsItsBytesAtTheRunsStallPerByte(t
 			m := r.byPhase[event.PhaseDecode]
 			m.wallNS, m.waitNS, m.bytes = 200, 100, 2<<20
 			r.device([]span{{100, 190}, {200, 290}}, 2<<20, 2, nil)
-			r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: tc.bound}}
+			r.bounds = map[uint8]phaseBound{event.PhaseDecode: {bound: tc.bound, bestBytesPerS: tc.best}}
 			got := prefetched{counts: newCounts(), demandBytes: map[uint8]uint64{}, stallNS: map[uint8]float64{}, notes: map[string]bool{DeviceNote: true}}
 			got.counts[event.PhaseDecode][0] = 2 << 20
 			row := r.prefetchRow(r.Budget, PolicyPrefetchExperts, event.PhaseDecode, got, "")
-			if strings.Contains(row.Note, BandwidthBoundNote) != tc.want {
-				t.Errorf("note %q: want the bandwidth-bound note %v", row.Note, tc.want)
+			switch {
+			case tc.note == "" && (strings.Contains(row.Note, BandwidthBoundNote) || strings.Contains(row.Note, "the disk profile's best")):
+				t.Errorf("note %q: want no floor's note", row.Note)
+			case !strings.Contains(row.Note, tc.note):
+				t.Errorf("note %q: want %q", row.Note, tc.note)
 			}
 			if math.Abs(row.StallNSPerToken-tc.stall) > 1e-9 {
 				t.Errorf("stall %v ns a token, want %v", row.StallNSPerToken, tc.stall)
