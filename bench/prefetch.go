@@ -110,17 +110,10 @@ type prefetchRun struct {
 	evicted  *float64
 	ownCPU   *float64 // the prefetcher's seconds
 	stallErr string
-	// busyRate is the bytes the model's disk read a second it was busy
-	// (diskstats' io_ticks, counted in jiffies: a rough figure beside a
-	// traced run's block intervals), 0 where it was never busy: the host
-	// behind the lab's VM disk serves a run's reads faster or slower from
-	// one run to the next (the 128 KiB case's plain runs: 2.4–3.7 GB/s,
-	// the faster the sooner), which the pairs' ratios carry.
-	busyRate float64
 }
 
 func (p prefetchRun) String() string {
-	s := fmt.Sprintf("%.2f tok/s, %.0f MB read (%.0f MB/s while the disk was busy), stall share %.3f, CPU %.2f s", p.tps, p.read/1e6, p.busyRate/1e6, p.stall, p.cpu)
+	s := fmt.Sprintf("%.2f tok/s, %.0f MB read, stall share %.3f, CPU %.2f s", p.tps, p.read/1e6, p.stall, p.cpu)
 	if p.arrived != nil {
 		s += fmt.Sprintf(", arrived %.3f", *p.arrived)
 	}
@@ -512,15 +505,12 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 			logf(cfg, "prefetch %s round %d: %s", name, i, run)
 		}
 	}
-	var tps, read, arrived, evicted, own, stallP, stallQ, busyP, busyQ []float64
+	var tps, read, arrived, evicted, own, stallP, stallQ []float64
 	var stallNA string
 	for i := range min(len(plain), len(pf)) {
 		tps = append(tps, pf[i].tps/plain[i].tps)
 		if plain[i].read > 0 {
 			read = append(read, pf[i].read/plain[i].read)
-		}
-		if plain[i].busyRate > 0 && pf[i].busyRate > 0 {
-			busyP, busyQ = append(busyP, plain[i].busyRate/1e6), append(busyQ, pf[i].busyRate/1e6)
 		}
 		if pf[i].arrived != nil {
 			arrived = append(arrived, *pf[i].arrived)
@@ -587,11 +577,6 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 	predictedFigures(r, name, bf, pf)
 	r.Add(prefetchSection, name+": I/O stall share, plain (PSI io some ÷ wall)", "share", stallP, stallNA)
 	r.Add(prefetchSection, name+": I/O stall share, prefetch (PSI io some ÷ wall)", "share", stallQ, stallNA)
-	// Beside the disk profile's rates: a pair's plain run that found the
-	// host's disk fast runs as fast as its prefetched run (the 128 KiB
-	// read-ahead case, docs/measuring.md).
-	r.Add(prefetchSection, name+": the model disk's read rate while busy, plain (diskstats bytes ÷ io_ticks)", "MB/s", busyP, "the disk was never busy")
-	r.Add(prefetchSection, name+": the model disk's read rate while busy, prefetch (diskstats bytes ÷ io_ticks)", "MB/s", busyQ, "the disk was never busy")
 	r.Add(prefetchSection, name+": share of the bytes asked that arrived before use", "share", arrived, "the prefetcher's outcomes were NA")
 	r.Add(prefetchSection, name+": major faults on picked pages evicted before use, a prefetched run", "count", evicted, "the prefetcher's outcomes were NA")
 	r.Add(prefetchSection, name+": the prefetcher's CPU ÷ the run's", "share", own, "no CPU figure")
@@ -602,7 +587,6 @@ func prefetchPairs(r *Report, cfg Config, name, model, budget string, bf before)
 type ioWatch struct {
 	at      time.Time
 	sectors uint64
-	busyMS  uint64
 	some    uint64 // µs
 	someErr error
 }
@@ -613,7 +597,7 @@ func watchIO(disk string) (ioWatch, error) {
 	if err != nil || len(st) != 1 {
 		return w, fmt.Errorf("diskstats of %s: %v", disk, err)
 	}
-	w.sectors, w.busyMS = st[0].SectorsRead, st[0].IOTicksMS
+	w.sectors = st[0].SectorsRead
 	w.some, w.someErr = psiIOSome()
 	return w, nil
 }
@@ -645,9 +629,6 @@ func (w ioWatch) since(disk string, run *prefetchRun) error {
 		return err
 	}
 	run.read = float64(now.sectors-w.sectors) * 512
-	if ms := now.busyMS - w.busyMS; ms > 0 {
-		run.busyRate = run.read / (float64(ms) / 1e3)
-	}
 	if w.someErr != nil || now.someErr != nil {
 		run.stallErr = fmt.Sprint(w.someErr, now.someErr)
 		return nil

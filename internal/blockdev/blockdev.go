@@ -240,17 +240,10 @@ func DiskStats(names ...string) ([]kernel.DiskStat, error) {
 		if len(fl) < 10 || (len(want) > 0 && !want[fl[2]]) {
 			continue
 		}
-		u := func(i int) uint64 {
-			if i >= len(fl) {
-				return 0
-			}
-			v, _ := strconv.ParseUint(fl[i], 10, 64)
-			return v
-		}
+		u := func(i int) uint64 { v, _ := strconv.ParseUint(fl[i], 10, 64); return v }
 		out = append(out, kernel.DiskStat{
 			Name: fl[2], Major: uint32(u(0)), Minor: uint32(u(1)),
 			Reads: u(3), SectorsRead: u(5), ReadTicksMS: u(6), Writes: u(7), SectorsWritten: u(9),
-			IOTicksMS: u(12),
 		})
 	}
 	return out, sc.Err()

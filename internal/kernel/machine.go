@@ -48,7 +48,4 @@ type DiskStat struct {
 	ReadTicksMS    uint64 `json:"read_ms"`
 	Writes         uint64 `json:"writes"`
 	SectorsWritten uint64 `json:"sectors_written"`
-	// IOTicksMS is the time the disk had a request in flight (diskstats'
-	// io_ticks): bytes over it are the rate it served while busy.
-	IOTicksMS uint64 `json:"io_ms,omitempty"`
 }
