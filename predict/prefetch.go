@@ -118,21 +118,16 @@ const (
 // (the bench's prefetch section, docs/measuring.md).
 const BandwidthBoundNote = "the run's calls of this phase are bandwidth-bound: the device serves a prefetch's reads no faster than the faults', so the stall is at least the bytes read at the run's stall per byte (a prefetch pays there by the bytes it does not read)"
 
-// DepthGainNote is the note of a prefetch row of a phase that was not
+// BestRateNote is the note of a prefetch row of a phase that was not
 // bandwidth-bound, whose stall is held to its bytes at the disk
 // profile's best rate.
-const DepthGainNote = "the device serves a prefetch's reads no faster than the disk profile's best (%.0f MB/s, at its best depth for this phase's read size), so the stall is at least the bytes read at that rate"
+const BestRateNote = "the device serves a prefetch's reads no faster than the disk profile's best (%.0f MB/s, at its best depth for this phase's read size), so the stall is at least the bytes read at that rate"
 
 // bound is what the phase's calls waited on: stats' io_shape verdict of
 // the phase (boundsOf), "" with why where a deciding figure was not
 // measured.
 func (r *Run) bound(ph uint8) (bound string, busyShare float64, why string) {
-	if r.bounds == nil && r.recorded != nil {
-		var err error
-		if r.bounds, err = boundsOf(r.recorded); err != nil {
-			r.boundsWhy = err.Error()
-		}
-	}
+	r.loadBounds()
 	b, ok := r.bounds[ph]
 	switch {
 	case r.boundsWhy != "":
@@ -141,6 +136,16 @@ func (r *Run) bound(ph uint8) (bound string, busyShare float64, why string) {
 		return "", 0, "the run's " + event.PhaseName(ph) + " has no I/O shape"
 	}
 	return b.bound, b.busyShare, b.why
+}
+
+// loadBounds reads the run's phase verdicts once (boundsOf).
+func (r *Run) loadBounds() {
+	if r.bounds == nil && r.recorded != nil {
+		var err error
+		if r.bounds, err = boundsOf(r.recorded); err != nil {
+			r.boundsWhy = err.Error()
+		}
+	}
 }
 
 // phaseBound is a phase's verdict in stats' I/O shape: what its calls
@@ -621,13 +626,13 @@ func (r *Run) prefetchRow(budget int64, pol string, ph uint8, got prefetched, wh
 // request timed apart at the depth its bytes would keep, 109 MiB a token
 // in 32 ms of stall: 3.6 GB/s from a disk whose best is 2.6 (2026-12-06).
 func (r *Run) stallFloor(ph uint8, m *measured) (float64, string) {
-	r.bound(ph)
+	r.loadBounds()
 	b := r.bounds[ph]
 	switch {
 	case b.bound == rundir.BoundBandwidth:
 		return m.waitPerByte(), ""
 	case b.bestBytesPerS > 0:
-		return 1e9 / b.bestBytesPerS, "; " + fmt.Sprintf(DepthGainNote, b.bestBytesPerS/1e6)
+		return 1e9 / b.bestBytesPerS, "; " + fmt.Sprintf(BestRateNote, b.bestBytesPerS/1e6)
 	}
 	return 0, ""
 }
